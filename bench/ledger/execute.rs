@@ -1,0 +1,90 @@
+//! Ledger-side cost of a payment: how long the local ledger takes to check, (pre)flight and
+//! execute `record_payment` (atomic x402: TransferChecked CPI + record + event CPI), against a
+//! plain SPL Token TransferChecked in the same run. No HTTP, no client: this is the floor under
+//! bench/ledger/record-payment.ts.
+//!
+//! `npm run bench:ledger` runs it; alone: `bash scripts/cargo.sh run --release -p localnet --example ledger_execute`
+
+use std::time::{Duration, Instant};
+
+use anchor_lang::solana_program::pubkey::Pubkey;
+use ledger_runtime::{client, ledger::USDC_DECIMALS, Ledger};
+use localnet::chain::Chain;
+use payment_ledger::{Protocol, Rail, RecordPaymentArgs};
+use solana_keypair::Keypair;
+use solana_message::Message;
+use solana_signer::Signer;
+use solana_transaction::{versioned::VersionedTransaction, Transaction};
+use tokio::sync::broadcast;
+
+const PAYMENTS: u64 = 5_000;
+
+fn main() {
+    let (events, _) = broadcast::channel(16);
+    let mut ledger = Ledger::new();
+    let setup = ledger.bootstrap(0).expect("bootstrap");
+    let (agent, service) = (Keypair::new(), Keypair::new());
+    ledger.airdrop(&agent.pubkey(), 10_000_000_000).unwrap();
+    let agent_token = ledger.create_token_account(&setup.authority, &agent.pubkey(), &setup.mint).unwrap();
+    let service_token = ledger.create_token_account(&setup.authority, &service.pubkey(), &setup.mint).unwrap();
+    ledger.mint_to(&setup.mint_authority, &setup.mint, &agent_token, u64::MAX / 4).unwrap();
+    let mut chain = Chain::new(ledger, events);
+
+    let mut rows = Vec::new();
+    for preflight in [false, true] {
+        // Distinct amounts per round so no transaction repeats a signature.
+        let offset = if preflight { PAYMENTS } else { 0 };
+        let baseline: Vec<VersionedTransaction> = (0..PAYMENTS)
+            .map(|i| {
+                let ix = spl_transfer(&agent.pubkey(), &agent_token, &setup.mint, &service_token, 1 + offset + i);
+                sign(&chain, &[&agent], &[ix])
+            })
+            .collect();
+        rows.push(("SPL TransferChecked (baseline)", preflight, run(&mut chain, baseline, preflight)));
+
+        let payments: Vec<VersionedTransaction> = (1..=PAYMENTS)
+            .map(|id| {
+                let args = RecordPaymentArgs {
+                    payment_id: offset + id,
+                    amount: 1 + id,
+                    protocol: Protocol::X402,
+                    rail: Rail::Stablecoin,
+                    endpoint_hash: [7; 32],
+                    settlement_reference: None,
+                };
+                let transfer = client::Transfer::between(&agent.pubkey(), &service.pubkey(), &setup.mint);
+                let ix = client::record_payment_ix(&setup.authority.pubkey(), &agent.pubkey(), &service.pubkey(), args, Some(transfer), None);
+                sign(&chain, &[&setup.authority, &agent], &[ix])
+            })
+            .collect();
+        rows.push(("record_payment (atomic x402)", preflight, run(&mut chain, payments, preflight)));
+    }
+
+    println!("ledger-side execution, {PAYMENTS} transactions per row, one thread");
+    println!("{:<32} {:>9} {:>10} {:>12}", "operation", "preflight", "tx/s", "us per tx");
+    for (name, preflight, elapsed) in &rows {
+        let per_tx = elapsed.as_secs_f64() * 1e6 / PAYMENTS as f64;
+        println!("{name:<32} {:>9} {:>10.0} {per_tx:>12.1}", if *preflight { "on" } else { "off" }, 1e6 / per_tx);
+    }
+    let ratio = rows[1].2.as_secs_f64() / rows[0].2.as_secs_f64();
+    println!("record_payment / baseline (preflight off): {ratio:.2}x");
+}
+
+fn run(chain: &mut Chain, transactions: Vec<VersionedTransaction>, preflight: bool) -> Duration {
+    let start = Instant::now();
+    for (i, tx) in transactions.into_iter().enumerate() {
+        chain.submit(tx, preflight).unwrap_or_else(|e| panic!("transaction {i} failed: {e:?}"));
+    }
+    start.elapsed()
+}
+
+fn sign(chain: &Chain, signers: &[&Keypair], instructions: &[solana_instruction::Instruction]) -> VersionedTransaction {
+    let blockhash = chain.latest_blockhash().0;
+    let message = Message::new_with_blockhash(instructions, Some(&signers[0].pubkey()), &blockhash);
+    Transaction::new(signers, message, blockhash).into()
+}
+
+fn spl_transfer(owner: &Pubkey, from: &Pubkey, mint: &Pubkey, to: &Pubkey, units: u64) -> solana_instruction::Instruction {
+    spl_token_interface::instruction::transfer_checked(&spl_token_interface::ID, from, mint, to, owner, &[], units, USDC_DECIMALS)
+        .expect("valid transfer_checked")
+}

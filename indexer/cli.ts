@@ -1,0 +1,114 @@
+/**
+ * indexer CLI (tsx indexer/cli.ts <command>):
+ *   run                                 follow the chain live from the stored checkpoint
+ *   backfill --from-slot N [--to-slot M] ingest a slot range
+ *   rebuild                             rebuild every projection from the event store
+ *   verify --from-slot N [--to-slot M]  compare Postgres with the chain; exit 1 on any difference
+ * Options: --rpc-url (RPC_URL, default http://127.0.0.1:8899), --program-id (PROGRAM_ID),
+ * --cluster (EXPLORER_CLUSTER: mainnet-beta | devnet | testnet | a custom RPC URL; default the RPC
+ * URL), DATABASE_URL for Postgres. Migrations are applied first.
+ */
+import { parseArgs } from "node:util";
+import { PublicKey } from "@solana/web3.js";
+import { pino } from "pino";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../programs/payment_ledger/ts/index.js";
+import { createPool } from "./db/database.js";
+import { migrate } from "./db/migrate.js";
+import { IngestPipeline } from "./pipeline.js";
+import { RpcSource } from "./sources/rpc.js";
+import { withTransaction } from "./store/ingest.js";
+import { rebuildProjections } from "./store/rebuild.js";
+import { verifyChainAgainstStore, verifyProjections } from "./verify.js";
+
+const USAGE = "usage: indexer <run | backfill --from-slot N [--to-slot M] | rebuild | verify --from-slot N [--to-slot M]>";
+
+function slotArg(value: string | undefined, name: string): bigint | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value)) throw new Error(`--${name} must be a slot number, got ${value}`);
+  return BigInt(value);
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    options: {
+      "from-slot": { type: "string" },
+      "to-slot": { type: "string" },
+      "rpc-url": { type: "string" },
+      "program-id": { type: "string" },
+      cluster: { type: "string" },
+    },
+  });
+  const command = positionals[0];
+  const logger = pino({ name: "indexer" }, pino.destination(2));
+  const rpcUrl = values["rpc-url"] ?? process.env.RPC_URL ?? "http://127.0.0.1:8899";
+  const programId = new PublicKey(values["program-id"] ?? process.env.PROGRAM_ID ?? PAYMENT_LEDGER_PROGRAM_ID.toBase58());
+  const cluster = values.cluster ?? process.env.EXPLORER_CLUSTER ?? rpcUrl;
+  const pool = createPool();
+  try {
+    await migrate(pool);
+    const source = new RpcSource({ rpcUrl, programId });
+    const pipeline = new IngestPipeline({
+      pool,
+      programId,
+      cluster,
+      logger,
+      lookup: (signature) => source.transaction(signature),
+    });
+    const progress = (p: { transactions: number; events: number; slot: bigint }): void =>
+      logger.info({ transactions: p.transactions, events: p.events, slot: p.slot.toString() }, "progress");
+
+    switch (command) {
+      case "run": {
+        const controller = new AbortController();
+        process.once("SIGINT", () => controller.abort());
+        process.once("SIGTERM", () => controller.abort());
+        await pipeline.run(source, controller.signal, progress);
+        return 0;
+      }
+      case "backfill": {
+        const fromSlot = slotArg(values["from-slot"], "from-slot") ?? 0n;
+        const toSlot = slotArg(values["to-slot"], "to-slot");
+        const done = await pipeline.backfill(source, { fromSlot, ...(toSlot === undefined ? {} : { toSlot }) }, progress);
+        logger.info({ transactions: done.transactions, events: done.events }, "backfill done");
+        return 0;
+      }
+      case "rebuild": {
+        const replayed = await withTransaction(pool, (client) =>
+          rebuildProjections(client, { cluster }, (p) => logger.info(p, "rebuild progress")),
+        );
+        logger.info({ events: replayed }, "rebuild done");
+        return 0;
+      }
+      case "verify": {
+        const fromSlot = slotArg(values["from-slot"], "from-slot") ?? 0n;
+        const toSlot = slotArg(values["to-slot"], "to-slot") ?? (await source.currentSlot("confirmed"));
+        const differences = [
+          ...(await verifyChainAgainstStore(pool, source, pipeline, { fromSlot, toSlot }, (n) =>
+            logger.info({ transactions: n }, "verify progress"),
+          )),
+          ...(await verifyProjections(pool, { cluster })),
+        ];
+        for (const d of differences) process.stdout.write(`${d.kind}\t${d.where}\t${d.detail}\n`);
+        process.stdout.write(
+          `verify slots ${fromSlot}..${toSlot}: ${differences.length === 0 ? "no differences" : `${differences.length} difference(s)`}\n`,
+        );
+        return differences.length === 0 ? 0 : 1;
+      }
+      default:
+        process.stderr.write(`${USAGE}\n`);
+        return 2;
+    }
+  } finally {
+    await pool.end();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`indexer: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

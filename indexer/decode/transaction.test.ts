@@ -1,0 +1,166 @@
+/**
+ * The decoder as a pure function over normalized transactions built with the IDL coder (what the
+ * program writes). The integration suite covers the same rules over real ledger transactions.
+ */
+import anchor, { BorshCoder } from "@coral-xyz/anchor";
+import { Keypair } from "@solana/web3.js";
+import { describe, expect, it } from "vitest";
+import {
+  EVENT_IX_TAG,
+  eventAuthorityPda,
+  PAYMENT_LEDGER_IDL,
+  PAYMENT_LEDGER_PROGRAM_ID,
+} from "../../programs/payment_ledger/ts/index.js";
+import type { RawTransaction } from "../sources/source.js";
+import { decodeSettlementTransfer, TOKEN_PROGRAM } from "./settlement.js";
+import { decodeRawTransaction } from "./transaction.js";
+
+const { BN } = anchor;
+const coder = new BorshCoder(PAYMENT_LEDGER_IDL);
+const programId = PAYMENT_LEDGER_PROGRAM_ID.toBase58();
+const authority = eventAuthorityPda().address.toBase58();
+const key = (): string => Keypair.generate().publicKey.toBase58();
+const payer = Keypair.generate().publicKey;
+const payee = Keypair.generate().publicKey;
+
+function encodeEvent(name: string, data: Record<string, unknown>): Uint8Array {
+  const discriminator = PAYMENT_LEDGER_IDL.events?.find((event) => event.name === name)?.discriminator;
+  if (discriminator === undefined) throw new Error(`no event ${name}`);
+  return new Uint8Array(Buffer.concat([Buffer.from(discriminator), coder.types.encode(name, data)]));
+}
+
+const U64_MAX = 18_446_744_073_709_551_615n;
+const payment = encodeEvent("PaymentRecorded", {
+  payer,
+  payee,
+  payment_id: new BN(7),
+  amount: new BN(U64_MAX.toString()),
+  mint: Keypair.generate().publicKey,
+  protocol: { Mpp: {} },
+  rail: { Card: {} },
+  endpoint_hash: Array.from({ length: 32 }, (_, i) => i),
+  atomic: false,
+  settlement_reference: null,
+  parent: null,
+  recorded_at: new BN(1_767_225_600),
+  slot: new BN(42),
+});
+
+function transaction(overrides: Partial<RawTransaction> = {}): RawTransaction {
+  return {
+    signature: "sig",
+    slot: 42n,
+    blockTime: 1_767_225_600,
+    indexInBlock: null,
+    commitment: "confirmed",
+    err: null,
+    accountKeys: [key(), programId, authority],
+    instructions: [{ programIdIndex: 1, accounts: [0], data: new Uint8Array([1]), stackHeight: 1 }],
+    innerInstructions: [
+      {
+        index: 0,
+        instructions: [
+          { programIdIndex: 1, accounts: [2], data: new Uint8Array([...EVENT_IX_TAG, ...payment]), stackHeight: 2 },
+        ],
+      },
+    ],
+    logs: [`Program ${programId} invoke [1]`, `Program ${programId} success`],
+    preTokenBalances: [],
+    postTokenBalances: [],
+    ...overrides,
+  };
+}
+
+describe("decodeRawTransaction", () => {
+  it("an emit_cpi event keeps a u64 amount exact as a decimal string", () => {
+    const decoded = decodeRawTransaction(transaction());
+    expect(decoded.outcome).toBe("indexed");
+    expect(decoded.events).toHaveLength(1);
+    expect(decoded.events[0]).toMatchObject({ instructionIndex: 0, innerIndex: 0, ordinal: 0, name: "PaymentRecorded" });
+    expect(decoded.events[0]!.payload.amountUnits).toBe(U64_MAX.toString());
+    expect(decoded.events[0]!.payload).toMatchObject({ protocol: "mpp", rail: "card", payer: payer.toBase58() });
+  });
+
+  it("an event instruction not signed by the event authority is not an event", () => {
+    const forged = transaction({ accountKeys: [key(), programId, key()] });
+    expect(decodeRawTransaction(forged).outcome).toBe("no_events");
+  });
+
+  it("without inner instructions, events are read from Program data logs of the program itself", () => {
+    const data = `Program data: ${Buffer.from(payment).toString("base64")}`;
+    const decoded = decodeRawTransaction(
+      transaction({
+        innerInstructions: [],
+        logs: [`Program ${programId} invoke [1]`, data, `Program ${programId} success`],
+      }),
+    );
+    expect(decoded.outcome).toBe("indexed");
+    expect(decoded.events[0]).toMatchObject({ innerIndex: -1, source: "logs" });
+  });
+
+  it("a Program data line printed by another program is ignored", () => {
+    const other = key();
+    const data = `Program data: ${Buffer.from(payment).toString("base64")}`;
+    const decoded = decodeRawTransaction(
+      transaction({
+        innerInstructions: [],
+        logs: [`Program ${programId} invoke [1]`, `Program ${other} invoke [2]`, data, `Program ${other} success`, `Program ${programId} success`],
+      }),
+    );
+    expect(decoded.events).toEqual([]);
+  });
+
+  it("events read from truncated logs are flagged as truncated", () => {
+    const data = `Program data: ${Buffer.from(payment).toString("base64")}`;
+    const decoded = decodeRawTransaction(
+      transaction({ innerInstructions: [], logs: [`Program ${programId} invoke [1]`, data, "Log truncated"] }),
+    );
+    expect(decoded.outcome).toBe("truncated");
+    expect(decoded.events).toHaveLength(1);
+  });
+
+  it("failed and foreign transactions yield no events and say why", () => {
+    expect(decodeRawTransaction(transaction({ err: { InstructionError: [0, { Custom: 6010 }] } })).outcome).toBe("failed");
+    expect(decodeRawTransaction(transaction({ accountKeys: [key(), key(), authority] })).outcome).toBe("foreign");
+  });
+
+  it("any byte string as event data is skipped and counted, never thrown", () => {
+    for (let length = 0; length < 200; length += 7) {
+      const body = Uint8Array.from({ length }, (_, i) => (i * 37 + length) & 0xff);
+      const tx = transaction({
+        innerInstructions: [
+          { index: 0, instructions: [{ programIdIndex: 1, accounts: [2], data: new Uint8Array([...EVENT_IX_TAG, ...body]), stackHeight: 2 }] },
+        ],
+      });
+      const decoded = decodeRawTransaction(tx);
+      expect(["malformed", "unknown_event", "indexed"]).toContain(decoded.outcome);
+    }
+  });
+});
+
+describe("decodeSettlementTransfer", () => {
+  it("reads amount, mint, authority and owners of a TransferChecked (SPL Token tag 12)", () => {
+    const keys = [key(), key(), key(), key(), TOKEN_PROGRAM];
+    const data = Buffer.alloc(10);
+    data[0] = 12;
+    data.writeBigUInt64LE(400_000n, 1);
+    data[9] = 6;
+    const tx = transaction({
+      accountKeys: keys,
+      instructions: [{ programIdIndex: 4, accounts: [1, 2, 3, 0], data: new Uint8Array(data), stackHeight: 1 }],
+      innerInstructions: [],
+      preTokenBalances: [
+        { accountIndex: 1, mint: keys[2]!, owner: "payer", programId: TOKEN_PROGRAM, amount: 1n, decimals: 6 },
+        { accountIndex: 3, mint: keys[2]!, owner: "payee", programId: TOKEN_PROGRAM, amount: 1n, decimals: 6 },
+      ],
+    });
+    expect(decodeSettlementTransfer(tx).transfer).toEqual({
+      sourceOwner: "payer",
+      destinationOwner: "payee",
+      authority: keys[0],
+      mint: keys[2],
+      amountUnits: 400_000n,
+      decimals: 6,
+    });
+  });
+});

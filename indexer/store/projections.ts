@@ -1,0 +1,230 @@
+/**
+ * The projections: every read model derived from `chain_events` (and `settlement_transfers`),
+ * as set-based SQL over a list of event ids. Ingest calls it with the ids it just inserted;
+ * rebuild calls it with every id, in order. One code path, so both produce the same rows.
+ */
+import type pg from "pg";
+
+export const PROJECTION_TABLES = ["payment_edges", "transactions", "spend_rollups", "metric_buckets", "invocations"] as const;
+
+export interface ProjectionOptions {
+  /** Explorer cluster: "mainnet-beta", "devnet", "testnet", or a custom RPC URL (localnet). */
+  readonly cluster: string;
+}
+
+/** `https://explorer.solana.com/tx/<sig>` + this suffix. */
+export function explorerSuffix(cluster: string): string {
+  if (cluster === "mainnet-beta" || cluster === "") return "";
+  if (cluster === "devnet" || cluster === "testnet") return `?cluster=${cluster}`;
+  return `?cluster=custom&customUrl=${encodeURIComponent(cluster)}`;
+}
+
+const EXPLORER_TX = "https://explorer.solana.com/tx/";
+
+// A settlement is verified when the referenced transaction succeeded and its TransferChecked moved
+// exactly the recorded amount of the recorded mint from the payer to the payee.
+const SETTLEMENT_STATUS = `
+  CASE WHEN p->>'settlementReference' IS NULL THEN NULL
+       WHEN EXISTS (SELECT 1 FROM settlement_transfers s
+                    WHERE s.signature = p->>'settlementReference' AND NOT s.failed
+                      AND s.amount_units = (p->>'amountUnits')::numeric
+                      AND s.mint = p->>'mint'
+                      AND coalesce(s.source_owner, s.authority) = p->>'payer'
+                      AND s.destination_owner = p->>'payee') THEN 'verified'
+       ELSE 'unverified' END`;
+
+/** Projects the given events (ids of `chain_events` rows not projected before). */
+export async function projectEvents(client: pg.ClientBase, eventIds: readonly string[], options: ProjectionOptions): Promise<void> {
+  if (eventIds.length === 0) return;
+  const ids = [...eventIds];
+
+  // Invocations opened: the budget the chain enforces.
+  await client.query(
+    `INSERT INTO invocations (invocation, invoker, sub_agent, parent_tx_hash, budget_units, spent_units, payment_count, opened_slot)
+     SELECT e.payload->>'invocation', e.payload->>'invoker', e.payload->>'subAgent', e.payload->>'parentSignature',
+            (e.payload->>'budgetUnits')::numeric, 0, 0, e.slot
+     FROM chain_events e WHERE e.id IN (SELECT unnest($1::bigint[])) AND e.event_name = 'InvocationOpened'
+     ORDER BY e.id
+     ON CONFLICT (invocation) DO UPDATE
+       SET invoker = excluded.invoker, opened_slot = excluded.opened_slot, budget_units = excluded.budget_units`,
+    [ids],
+  );
+
+  // Spec 2.2 transaction rows.
+  await client.query(
+    `INSERT INTO transactions (event_id, tx_hash, instruction_index, agent, payee, mint, payment_id, protocol, rail,
+                               amount_units, endpoint_hash, parent_tx_hash, invocation, atomic, settlement_reference,
+                               settlement_status, explorer_url, "timestamp", slot, status)
+     SELECT e.id, e.signature, e.instruction_index, p->>'payer', p->>'payee', p->>'mint', (p->>'paymentId')::numeric,
+            p->>'protocol', p->>'rail', (p->>'amountUnits')::numeric, p->>'endpointHash',
+            p->'parent'->>'parentSignature', p->'parent'->>'invocation', (p->>'atomic')::boolean,
+            p->>'settlementReference', ${SETTLEMENT_STATUS},
+            $2::text || e.signature || $3::text,
+            coalesce(e.block_time, to_timestamp((p->>'recordedAtSeconds')::bigint)), e.slot,
+            CASE WHEN e.finalized THEN 'finalized' ELSE 'confirmed' END
+     FROM chain_events e CROSS JOIN LATERAL (SELECT e.payload AS p) x
+     WHERE e.id IN (SELECT unnest($1::bigint[])) AND e.event_name = 'PaymentRecorded'
+     ON CONFLICT (event_id) DO NOTHING`,
+    [ids, EXPLORER_TX, explorerSuffix(options.cluster)],
+  );
+
+  // Tree edges. Depth = levels walked up through this batch's own records, plus the depth of the
+  // edge where the walk leaves the batch (an earlier batch's child, so parents precede children).
+  await client.query(
+    `WITH RECURSIVE fresh AS MATERIALIZED (
+       SELECT event_id, tx_hash, parent_tx_hash, invocation FROM transactions
+       WHERE event_id IN (SELECT unnest($1::bigint[])) AND parent_tx_hash IS NOT NULL),
+     walk (event_id, ancestor, level) AS (
+       SELECT event_id, parent_tx_hash, 1 FROM fresh
+       UNION ALL
+       SELECT w.event_id, f.parent_tx_hash, w.level + 1
+       FROM walk w JOIN fresh f ON f.tx_hash = w.ancestor
+       WHERE w.level < 64)
+     INSERT INTO payment_edges (child_event_id, parent_tx_hash, child_tx_hash, invocation, depth)
+     SELECT f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation,
+            max(w.level + coalesce((SELECT max(pe.depth) FROM payment_edges pe WHERE pe.child_tx_hash = w.ancestor), 0))
+     FROM walk w JOIN fresh f USING (event_id)
+     GROUP BY f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation
+     ON CONFLICT (child_event_id) DO NOTHING`,
+    [ids],
+  );
+
+  await client.query(
+    `INSERT INTO spend_rollups (agent, bucket_start, protocol, endpoint_hash, amount_units, tx_count)
+     SELECT agent, date_trunc('minute', "timestamp"), protocol, endpoint_hash, sum(amount_units), count(*)
+     FROM transactions WHERE event_id IN (SELECT unnest($1::bigint[]))
+     GROUP BY 1, 2, 3, 4
+     ON CONFLICT (agent, bucket_start, protocol, endpoint_hash) DO UPDATE
+       SET amount_units = spend_rollups.amount_units + excluded.amount_units,
+           tx_count = spend_rollups.tx_count + excluded.tx_count`,
+    [ids],
+  );
+
+  await client.query(
+    `INSERT INTO metric_buckets (agent, bucket_start, spend_units, tx_count, x402_spend_units, x402_count, mpp_spend_units, mpp_count)
+     SELECT agent, date_trunc('minute', "timestamp"), sum(amount_units), count(*),
+            coalesce(sum(amount_units) FILTER (WHERE protocol = 'x402'), 0), count(*) FILTER (WHERE protocol = 'x402'),
+            coalesce(sum(amount_units) FILTER (WHERE protocol = 'mpp'), 0), count(*) FILTER (WHERE protocol = 'mpp')
+     FROM transactions WHERE event_id IN (SELECT unnest($1::bigint[]))
+     GROUP BY 1, 2
+     ON CONFLICT (agent, bucket_start) DO UPDATE
+       SET spend_units = metric_buckets.spend_units + excluded.spend_units,
+           tx_count = metric_buckets.tx_count + excluded.tx_count,
+           x402_spend_units = metric_buckets.x402_spend_units + excluded.x402_spend_units,
+           x402_count = metric_buckets.x402_count + excluded.x402_count,
+           mpp_spend_units = metric_buckets.mpp_spend_units + excluded.mpp_spend_units,
+           mpp_count = metric_buckets.mpp_count + excluded.mpp_count`,
+    [ids],
+  );
+
+  // Consumption of invocation budgets. A payment seen before its InvocationOpened (a backfill
+  // that starts in between) still creates the row, from the budget the event carries.
+  await client.query(
+    `INSERT INTO invocations (invocation, invoker, sub_agent, parent_tx_hash, budget_units, spent_units, payment_count, opened_slot)
+     SELECT t.invocation, NULL, min(t.agent), min(t.parent_tx_hash), max((e.payload->'parent'->>'budgetUnits')::numeric),
+            sum(t.amount_units), count(*), NULL::bigint
+     FROM transactions t JOIN chain_events e ON e.id = t.event_id
+     WHERE t.event_id IN (SELECT unnest($1::bigint[])) AND t.invocation IS NOT NULL
+     GROUP BY t.invocation
+     ON CONFLICT (invocation) DO UPDATE
+       SET spent_units = invocations.spent_units + excluded.spent_units,
+           payment_count = invocations.payment_count + excluded.payment_count`,
+    [ids],
+  );
+}
+
+/** Re-evaluates the settlement status of records naming newly stored settlement transactions. */
+export async function projectSettlements(client: pg.ClientBase, signatures: readonly string[]): Promise<void> {
+  if (signatures.length === 0) return;
+  await client.query(
+    `UPDATE transactions t SET settlement_status = ${SETTLEMENT_STATUS}
+     FROM chain_events e CROSS JOIN LATERAL (SELECT e.payload AS p) x
+     WHERE e.id = t.event_id AND t.settlement_reference = ANY($1::text[])`,
+    [[...signatures]],
+  );
+}
+
+/** Marks events up to `slot` finalized and their transactions with them. */
+export async function projectFinality(client: pg.ClientBase, slot: bigint): Promise<number> {
+  const marked = await client.query<{ id: string }>(
+    "UPDATE chain_events SET finalized = true WHERE slot <= $1 AND NOT finalized RETURNING id",
+    [slot.toString()],
+  );
+  const ids = marked.rows.map((r) => r.id);
+  if (ids.length > 0) {
+    await client.query("UPDATE transactions SET status = 'finalized' WHERE event_id IN (SELECT unnest($1::bigint[]))", [ids]);
+  }
+  return ids.length;
+}
+
+/**
+ * Removes the events of a slot that died (a fork the cluster abandoned) from the event store and
+ * from every projection, the exact inverse of `projectEvents`. Finalized events never roll back.
+ * Returns the number of events removed.
+ */
+export async function rollbackSlot(client: pg.ClientBase, slot: bigint): Promise<number> {
+  const found = await client.query<{ id: string }>(
+    "SELECT id FROM chain_events WHERE slot = $1 AND NOT finalized ORDER BY id",
+    [slot.toString()],
+  );
+  const ids = found.rows.map((r) => r.id);
+  if (ids.length > 0) await unprojectEvents(client, ids);
+  const settlements = await client.query<{ signature: string }>(
+    "DELETE FROM settlement_transfers WHERE slot = $1 RETURNING signature",
+    [slot.toString()],
+  );
+  await client.query("DELETE FROM chain_events WHERE id IN (SELECT unnest($1::bigint[]))", [ids]);
+  await client.query("DELETE FROM chain_transactions_seen WHERE slot = $1", [slot.toString()]);
+  await projectSettlements(client, settlements.rows.map((r) => r.signature));
+  return ids.length;
+}
+
+async function unprojectEvents(client: pg.ClientBase, ids: readonly string[]): Promise<void> {
+  const params = [[...ids]];
+  await client.query(
+    `WITH gone AS (
+       SELECT agent, date_trunc('minute', "timestamp") AS bucket_start, protocol, endpoint_hash,
+              sum(amount_units) AS amount_units, count(*) AS n
+       FROM transactions WHERE event_id IN (SELECT unnest($1::bigint[])) GROUP BY 1, 2, 3, 4)
+     UPDATE spend_rollups r SET amount_units = r.amount_units - g.amount_units, tx_count = r.tx_count - g.n
+     FROM gone g
+     WHERE r.agent = g.agent AND r.bucket_start = g.bucket_start AND r.protocol = g.protocol
+       AND r.endpoint_hash = g.endpoint_hash`,
+    params,
+  );
+  await client.query("DELETE FROM spend_rollups WHERE tx_count = 0");
+  await client.query(
+    `WITH gone AS (
+       SELECT agent, date_trunc('minute', "timestamp") AS bucket_start, sum(amount_units) AS spend, count(*) AS n,
+              coalesce(sum(amount_units) FILTER (WHERE protocol = 'x402'), 0) AS x402_spend,
+              count(*) FILTER (WHERE protocol = 'x402') AS x402_n,
+              coalesce(sum(amount_units) FILTER (WHERE protocol = 'mpp'), 0) AS mpp_spend,
+              count(*) FILTER (WHERE protocol = 'mpp') AS mpp_n
+       FROM transactions WHERE event_id IN (SELECT unnest($1::bigint[])) GROUP BY 1, 2)
+     UPDATE metric_buckets m
+     SET spend_units = m.spend_units - g.spend, tx_count = m.tx_count - g.n,
+         x402_spend_units = m.x402_spend_units - g.x402_spend, x402_count = m.x402_count - g.x402_n,
+         mpp_spend_units = m.mpp_spend_units - g.mpp_spend, mpp_count = m.mpp_count - g.mpp_n
+     FROM gone g WHERE m.agent = g.agent AND m.bucket_start = g.bucket_start`,
+    params,
+  );
+  await client.query("DELETE FROM metric_buckets WHERE tx_count = 0 AND policy_violations = 0");
+  await client.query(
+    `WITH gone AS (
+       SELECT invocation, sum(amount_units) AS spent, count(*) AS n
+       FROM transactions WHERE event_id IN (SELECT unnest($1::bigint[])) AND invocation IS NOT NULL GROUP BY 1)
+     UPDATE invocations i SET spent_units = i.spent_units - g.spent, payment_count = i.payment_count - g.n
+     FROM gone g WHERE i.invocation = g.invocation`,
+    params,
+  );
+  // An invocation whose opening rolled back keeps only what its surviving payments say of it.
+  await client.query(
+    `UPDATE invocations i SET invoker = NULL, opened_slot = NULL
+     FROM chain_events e
+     WHERE e.id IN (SELECT unnest($1::bigint[])) AND e.event_name = 'InvocationOpened' AND i.invocation = e.payload->>'invocation'`,
+    params,
+  );
+  await client.query("DELETE FROM invocations WHERE payment_count = 0 AND opened_slot IS NULL");
+  await client.query("DELETE FROM payment_edges WHERE child_event_id IN (SELECT unnest($1::bigint[]))", params);
+  await client.query("DELETE FROM transactions WHERE event_id IN (SELECT unnest($1::bigint[]))", params);
+}

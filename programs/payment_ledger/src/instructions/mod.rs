@@ -1,0 +1,7 @@
+pub mod initialize;
+pub mod open_invocation;
+pub mod record_payment;
+
+pub use initialize::*;
+pub use open_invocation::*;
+pub use record_payment::*;

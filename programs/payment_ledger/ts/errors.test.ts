@@ -1,0 +1,61 @@
+import { Keypair } from "@solana/web3.js";
+import { describe, expect, it } from "vitest";
+import {
+  findLedgerError,
+  isLedgerError,
+  LEDGER_ERRORS,
+  ledgerErrorByCode,
+  ledgerErrorCode,
+  ledgerErrorCodeFromTransactionError,
+} from "./errors.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
+
+const id = PAYMENT_LEDGER_PROGRAM_ID.toBase58();
+
+describe("program errors", () => {
+  it("codes are numbered from 6000 in declaration order and never move", () => {
+    // Appending is allowed; changing any of these is a breaking change for stored records.
+    expect(ledgerErrorCode("Unauthorized")).toBe(6000);
+    expect(ledgerErrorCode("DuplicatePaymentId")).toBe(6003);
+    expect(ledgerErrorCode("InvocationBudgetExceeded")).toBe(6010);
+    expect(ledgerErrorByCode(6010)?.message).toBe("payment would exceed the invocation budget");
+    expect(LEDGER_ERRORS.size).toBeGreaterThanOrEqual(13);
+  });
+
+  it("an unknown error name is a programming error", () => {
+    expect(() => ledgerErrorCode("NoSuchError")).toThrow(RangeError);
+    expect(() => isLedgerError(new Error("x"), "NoSuchError")).toThrow(RangeError);
+  });
+
+  it("a preflight failure maps to the program's error name from its logs", () => {
+    const failure = Object.assign(new Error("Simulation failed"), {
+      logs: [
+        `Program ${id} invoke [1]`,
+        "Program log: AnchorError occurred. Error Code: InvocationBudgetExceeded. Error Number: 6010.",
+        `Program ${id} consumed 5000 of 200000 compute units`,
+        `Program ${id} failed: custom program error: 0x177a`,
+      ],
+    });
+    const error = findLedgerError(failure);
+    expect(error?.errorName).toBe("InvocationBudgetExceeded");
+    expect(error?.code).toBe(6010);
+    expect(error?.cause).toBe(failure);
+    expect(isLedgerError(failure, "InvocationBudgetExceeded")).toBe(true);
+    expect(isLedgerError(failure, "DuplicatePaymentId")).toBe(false);
+  });
+
+  it("an error of another program is not the ledger's", () => {
+    const other = Keypair.generate().publicKey.toBase58();
+    const failure = { logs: [`Program ${other} failed: custom program error: 0x177a`] };
+    expect(findLedgerError(failure)).toBeNull();
+    expect(findLedgerError(undefined)).toBeNull();
+  });
+
+  it("a transaction error counts only when the failing instruction is the program's", () => {
+    const other = Keypair.generate().publicKey;
+    const error = { InstructionError: [1, { Custom: 6003 }] };
+    expect(ledgerErrorCodeFromTransactionError(error, [other, PAYMENT_LEDGER_PROGRAM_ID])).toBe(6003);
+    expect(ledgerErrorCodeFromTransactionError(error, [PAYMENT_LEDGER_PROGRAM_ID, other])).toBeUndefined();
+    expect(ledgerErrorCodeFromTransactionError("AccountNotFound", [PAYMENT_LEDGER_PROGRAM_ID])).toBeUndefined();
+  });
+});

@@ -1,0 +1,8 @@
+/** The TypeScript binding of the payment_ledger program. */
+export * from "./endpoint-hash.js";
+export * from "./enums.js";
+export * from "./errors.js";
+export * from "./events.js";
+export * from "./idl.js";
+export * from "./instructions.js";
+export * from "./pda.js";

@@ -1,0 +1,71 @@
+//! What the runtime executed, with everything an RPC node reports about a transaction: the
+//! message, status, logs, inner instructions, fee, and lamport and token balances before and
+//! after. The local ledger serves `getTransaction`, `getBlock` and `getSignaturesForAddress`
+//! from it; tests read it directly.
+
+use anchor_lang::solana_program::pubkey::Pubkey;
+use litesvm::{types::TransactionMetadata, LiteSVM};
+use solana_account::Account;
+use solana_transaction::versioned::VersionedTransaction;
+use solana_transaction_error::TransactionError;
+
+/// An SPL token account's balance as `getTransaction` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenBalance {
+    pub account_index: u8,
+    pub mint: Pubkey,
+    pub owner: Pubkey,
+    pub program_id: Pubkey,
+    pub amount: u64,
+    pub decimals: u8,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExecutedTx {
+    pub transaction: VersionedTransaction,
+    pub account_keys: Vec<Pubkey>,
+    pub slot: u64,
+    pub block_time: i64,
+    /// `Err` for a transaction that was included (fee charged) but failed.
+    pub status: Result<(), TransactionError>,
+    pub meta: TransactionMetadata,
+    pub pre_balances: Vec<u64>,
+    pub post_balances: Vec<u64>,
+    pub pre_token_balances: Vec<TokenBalance>,
+    pub post_token_balances: Vec<TokenBalance>,
+}
+
+/// Lamports and token balances of `keys`, read from the runtime's accounts.
+pub fn balances(svm: &LiteSVM, keys: &[Pubkey]) -> (Vec<u64>, Vec<TokenBalance>) {
+    let accounts: Vec<Option<Account>> = keys.iter().map(|key| svm.get_account(key)).collect();
+    let lamports = accounts.iter().map(|a| a.as_ref().map_or(0, |a| a.lamports)).collect();
+    let tokens = accounts
+        .iter()
+        .enumerate()
+        .filter_map(|(index, account)| token_balance(svm, index as u8, account.as_ref()?))
+        .collect();
+    (lamports, tokens)
+}
+
+const TOKEN_ACCOUNT_LEN: usize = 165;
+/// Mint layout: mint_authority option (36), supply (8), then decimals.
+const MINT_DECIMALS_OFFSET: usize = 44;
+
+fn token_balance(svm: &LiteSVM, account_index: u8, account: &Account) -> Option<TokenBalance> {
+    let program_id = account.owner;
+    let is_token_program = program_id == spl_token_interface::ID || program_id == spl_token_2022_id();
+    // Token-2022 accounts with extensions are longer; the base layout is the same.
+    if !is_token_program || account.data.len() < TOKEN_ACCOUNT_LEN || account.data.len() == 82 {
+        return None;
+    }
+    let data = &account.data;
+    let mint = Pubkey::try_from(&data[0..32]).ok()?;
+    let owner = Pubkey::try_from(&data[32..64]).ok()?;
+    let amount = u64::from_le_bytes(data[64..72].try_into().ok()?);
+    let decimals = *svm.get_account(&mint)?.data.get(MINT_DECIMALS_OFFSET)?;
+    Some(TokenBalance { account_index, mint, owner, program_id, amount, decimals })
+}
+
+fn spl_token_2022_id() -> Pubkey {
+    Pubkey::from_str_const("TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb")
+}

@@ -1,0 +1,400 @@
+//! The chain a local validator would keep: slots advancing on a clock, a blockhash per slot,
+//! blocks of executed transactions, and the indexes RPC queries need. It owns the runtime and
+//! lives on one thread; everything else reaches it through `ChainHandle`.
+
+use std::{
+    collections::{BTreeMap, HashMap, VecDeque},
+    sync::mpsc,
+    thread,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use anchor_lang::solana_program::pubkey::Pubkey;
+use ledger_runtime::{history::ExecutedTx, ledger::is_included, Ledger};
+use litesvm::types::SimulatedTransactionInfo;
+use sha2::{Digest, Sha256};
+use solana_hash::Hash;
+use solana_signature::Signature;
+use solana_transaction::versioned::VersionedTransaction;
+use solana_transaction_error::TransactionError;
+use tokio::sync::{broadcast, oneshot};
+
+/// A blockhash is accepted for this many slots after its own, as on mainnet.
+pub const MAX_BLOCKHASH_AGE: u64 = 150;
+/// Slots after which a confirmed slot counts as finalized (Tower BFT's lockout depth).
+pub const FINALITY_DEPTH: u64 = 32;
+/// Largest `limit` of `getSignaturesForAddress`, as on a validator.
+pub const MAX_SIGNATURES_LIMIT: usize = 1_000;
+
+#[derive(Debug, Clone)]
+pub struct Block {
+    pub slot: u64,
+    pub parent_slot: u64,
+    pub blockhash: Hash,
+    pub previous_blockhash: Hash,
+    pub block_time: i64,
+    /// Indexes into the ledger history, in execution order.
+    pub transactions: Vec<usize>,
+}
+
+/// What subscribers hear about: every new slot and every included transaction.
+#[derive(Debug, Clone)]
+pub enum ChainEvent {
+    Slot { slot: u64, parent: u64, root: u64 },
+    Transaction { signature: Signature, slot: u64, err: Option<TransactionError>, logs: Vec<String>, accounts: Vec<Pubkey> },
+}
+
+/// Why a submitted transaction did not land.
+#[derive(Debug, Clone)]
+pub enum SubmitError {
+    /// Failed before inclusion (bad blockhash, duplicate, signature, fee...): nothing stored.
+    Rejected(TransactionError),
+    /// Preflight simulation failed: nothing stored, logs returned to the caller.
+    Simulation { err: TransactionError, logs: Vec<String>, units: u64 },
+}
+
+pub struct Chain {
+    pub ledger: Ledger,
+    slot: u64,
+    genesis_hash: Hash,
+    /// Recent blockhashes with the slot that produced them, oldest first.
+    blockhashes: VecDeque<(Hash, u64)>,
+    blocks: BTreeMap<u64, Block>,
+    open_block: Vec<usize>,
+    by_signature: HashMap<Signature, usize>,
+    by_address: HashMap<Pubkey, Vec<usize>>,
+    events: broadcast::Sender<ChainEvent>,
+}
+
+impl Chain {
+    pub fn new(ledger: Ledger, events: broadcast::Sender<ChainEvent>) -> Self {
+        let genesis_hash = Hash::new_from_array(Sha256::digest(b"agent-payment-gateway localnet genesis").into());
+        let mut chain = Chain {
+            ledger,
+            slot: 0,
+            genesis_hash,
+            blockhashes: VecDeque::new(),
+            blocks: BTreeMap::new(),
+            open_block: Vec::new(),
+            by_signature: HashMap::new(),
+            by_address: HashMap::new(),
+            events,
+        };
+        // Transactions the ledger ran before the chain existed (bootstrap) belong to slot 0.
+        for index in 0..chain.ledger.history.len() {
+            chain.index(index);
+            chain.open_block.push(index);
+        }
+        chain.blockhashes.push_back((genesis_hash, 0));
+        chain.set_clock(0);
+        chain.tick();
+        chain
+    }
+
+    pub fn slot(&self) -> u64 {
+        self.slot
+    }
+
+    pub fn genesis_hash(&self) -> Hash {
+        self.genesis_hash
+    }
+
+    /// The newest slot every transaction of which is final.
+    pub fn finalized_slot(&self) -> u64 {
+        self.slot.saturating_sub(FINALITY_DEPTH)
+    }
+
+    pub fn latest_blockhash(&self) -> (Hash, u64) {
+        let (hash, slot) = *self.blockhashes.back().expect("at least the genesis blockhash");
+        (hash, slot + MAX_BLOCKHASH_AGE)
+    }
+
+    pub fn is_blockhash_valid(&self, hash: &Hash) -> bool {
+        self.blockhashes.iter().any(|(known, _)| known == hash)
+    }
+
+    /// Closes the open slot into a block and opens the next one with a fresh blockhash.
+    pub fn tick(&mut self) {
+        let (previous_blockhash, _) = *self.blockhashes.back().expect("genesis blockhash");
+        let closing = self.slot;
+        let blockhash = Hash::new_from_array(
+            Sha256::new()
+                .chain_update(previous_blockhash.as_ref())
+                .chain_update(closing.to_le_bytes())
+                .finalize()
+                .into(),
+        );
+        self.blocks.insert(
+            closing,
+            Block {
+                slot: closing,
+                parent_slot: closing.saturating_sub(1),
+                blockhash,
+                previous_blockhash,
+                block_time: self.ledger.svm.get_sysvar::<solana_clock::Clock>().unix_timestamp,
+                transactions: std::mem::take(&mut self.open_block),
+            },
+        );
+        self.slot = closing + 1;
+        self.blockhashes.push_back((blockhash, closing + 1));
+        while self.blockhashes.len() as u64 > MAX_BLOCKHASH_AGE + 1 {
+            self.blockhashes.pop_front();
+        }
+        self.set_clock(self.slot);
+        let _ = self.events.send(ChainEvent::Slot {
+            slot: self.slot,
+            parent: closing,
+            root: self.finalized_slot(),
+        });
+    }
+
+    fn set_clock(&mut self, slot: u64) {
+        self.ledger.svm.warp_to_slot(slot);
+        let mut clock = self.ledger.svm.get_sysvar::<solana_clock::Clock>();
+        clock.unix_timestamp = unix_now();
+        self.ledger.svm.set_sysvar(&clock);
+    }
+
+    pub fn simulate(&self, tx: &VersionedTransaction) -> Result<SimulatedTransactionInfo, (TransactionError, Vec<String>, u64)> {
+        self.ledger
+            .svm
+            .simulate_transaction(tx.clone())
+            .map_err(|failed| (failed.err, failed.meta.logs, failed.meta.compute_units_consumed))
+    }
+
+    /// Checks what a validator checks before executing, optionally simulates, then executes
+    /// in the open slot.
+    pub fn submit(&mut self, tx: VersionedTransaction, preflight: bool) -> Result<Signature, SubmitError> {
+        let signature = *tx.signatures.first().ok_or(SubmitError::Rejected(TransactionError::MissingSignatureForFee))?;
+        if self.by_signature.contains_key(&signature) {
+            return Err(SubmitError::Rejected(TransactionError::AlreadyProcessed));
+        }
+        if !self.is_blockhash_valid(tx.message.recent_blockhash()) {
+            return Err(SubmitError::Rejected(TransactionError::BlockhashNotFound));
+        }
+        if preflight {
+            if let Err((err, logs, units)) = self.simulate(&tx) {
+                return Err(SubmitError::Simulation { err, logs, units });
+            }
+        }
+        let before = self.ledger.history.len();
+        match self.ledger.execute(tx) {
+            Ok(_) => {}
+            Err(failed) if !is_included(&failed.err) => return Err(SubmitError::Rejected(failed.err)),
+            Err(_) => {}
+        }
+        for index in before..self.ledger.history.len() {
+            self.index(index);
+            self.open_block.push(index);
+            self.announce(index);
+        }
+        Ok(signature)
+    }
+
+    fn index(&mut self, index: usize) {
+        let executed = &self.ledger.history[index];
+        self.by_signature.insert(executed.transaction.signatures[0], index);
+        for key in &executed.account_keys {
+            self.by_address.entry(*key).or_default().push(index);
+        }
+    }
+
+    fn announce(&self, index: usize) {
+        let executed = &self.ledger.history[index];
+        let _ = self.events.send(ChainEvent::Transaction {
+            signature: executed.transaction.signatures[0],
+            slot: executed.slot,
+            err: executed.status.clone().err(),
+            logs: executed.meta.logs.clone(),
+            accounts: executed.account_keys.clone(),
+        });
+    }
+
+    pub fn transaction(&self, signature: &Signature) -> Option<&ExecutedTx> {
+        self.by_signature.get(signature).map(|&index| &self.ledger.history[index])
+    }
+
+    pub fn block(&self, slot: u64) -> Option<(&Block, Vec<&ExecutedTx>)> {
+        let block = self.blocks.get(&slot)?;
+        let transactions = block.transactions.iter().map(|&i| &self.ledger.history[i]).collect();
+        Some((block, transactions))
+    }
+
+    pub fn block_slots(&self, start: u64, end: u64) -> Vec<u64> {
+        self.blocks.range(start..=end).map(|(slot, _)| *slot).collect()
+    }
+
+    /// Newest first, as `getSignaturesForAddress` answers; `before` and `until` exclusive.
+    pub fn signatures_for(
+        &self,
+        address: &Pubkey,
+        limit: usize,
+        before: Option<&Signature>,
+        until: Option<&Signature>,
+    ) -> Vec<&ExecutedTx> {
+        let Some(indexes) = self.by_address.get(address) else {
+            return Vec::new();
+        };
+        let start = before
+            .and_then(|sig| self.by_signature.get(sig))
+            .map_or(indexes.len(), |stop| indexes.partition_point(|i| i < stop));
+        let stop_at = until.and_then(|sig| self.by_signature.get(sig)).copied();
+        indexes[..start]
+            .iter()
+            .rev()
+            .take_while(|&&i| stop_at.is_none_or(|stop| i > stop))
+            .take(limit)
+            .map(|&i| &self.ledger.history[i])
+            .collect()
+    }
+
+    pub fn transaction_count(&self) -> usize {
+        self.ledger.history.len()
+    }
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+type Job = Box<dyn FnOnce(&mut Chain) + Send>;
+
+/// Cheap to clone; every call runs on the chain's own thread, in arrival order.
+#[derive(Clone)]
+pub struct ChainHandle {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl ChainHandle {
+    /// Starts the chain thread; `make` builds the chain there (LiteSVM stays on one thread).
+    pub fn spawn(make: impl FnOnce() -> Chain + Send + 'static) -> ChainHandle {
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        thread::Builder::new()
+            .name("chain".into())
+            .spawn(move || {
+                let mut chain = make();
+                while let Ok(job) = inbox.recv() {
+                    job(&mut chain);
+                }
+            })
+            .expect("spawn chain thread");
+        ChainHandle { jobs }
+    }
+
+    pub async fn call<R: Send + 'static>(&self, f: impl FnOnce(&mut Chain) -> R + Send + 'static) -> R {
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |chain| {
+            let _ = reply.send(f(chain));
+        });
+        self.jobs.send(job).expect("chain thread alive");
+        answer.await.expect("chain thread answered")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use solana_keypair::Keypair;
+    use solana_message::Message;
+    use solana_signer::Signer;
+    use solana_transaction::Transaction;
+
+    fn chain() -> Chain {
+        let (events, _) = broadcast::channel(1_024);
+        Chain::new(Ledger::new(), events)
+    }
+
+    fn funded(chain: &mut Chain) -> Keypair {
+        let key = Keypair::new();
+        let tx = chain.ledger.airdrop_transaction(&key.pubkey(), 10_000_000_000, chain.latest_blockhash().0);
+        chain.submit(tx, true).expect("airdrop lands");
+        key
+    }
+
+    fn transfer(from: &Keypair, lamports: u64, blockhash: Hash) -> VersionedTransaction {
+        let to = Pubkey::new_unique();
+        let ix = anchor_lang::solana_program::system_instruction::transfer(&from.pubkey(), &to, lamports);
+        Transaction::new(&[from], Message::new_with_blockhash(&[ix], Some(&from.pubkey()), &blockhash), blockhash).into()
+    }
+
+    #[test]
+    fn a_signature_lands_once() {
+        let mut chain = chain();
+        let payer = funded(&mut chain);
+        let tx = transfer(&payer, 1_000_000, chain.latest_blockhash().0);
+        chain.submit(tx.clone(), true).unwrap();
+        assert!(matches!(chain.submit(tx, false), Err(SubmitError::Rejected(TransactionError::AlreadyProcessed))));
+    }
+
+    #[test]
+    fn a_blockhash_expires_after_150_slots() {
+        let mut chain = chain();
+        let payer = funded(&mut chain);
+        let (old, last_valid) = chain.latest_blockhash();
+        assert_eq!(last_valid, chain.slot() + MAX_BLOCKHASH_AGE);
+        for _ in 0..MAX_BLOCKHASH_AGE {
+            chain.tick();
+        }
+        chain.submit(transfer(&payer, 1_000_000, old), true).expect("still valid at its 150th slot");
+        chain.tick();
+        let late = transfer(&payer, 2_000_000, old);
+        assert!(matches!(chain.submit(late, true), Err(SubmitError::Rejected(TransactionError::BlockhashNotFound))));
+    }
+
+    #[test]
+    fn a_failing_transaction_is_refused_by_preflight_and_included_without_it() {
+        let mut chain = chain();
+        let payer = funded(&mut chain);
+        let count = chain.transaction_count();
+        // More lamports than the payer has: the System Program fails the instruction.
+        let broke = transfer(&payer, 50_000_000_000, chain.latest_blockhash().0);
+        assert!(matches!(chain.submit(broke.clone(), true), Err(SubmitError::Simulation { .. })));
+        assert_eq!(chain.transaction_count(), count, "preflight failures leave no trace");
+        let signature = chain.submit(broke, false).expect("included with its error");
+        assert!(chain.transaction(&signature).unwrap().status.is_err());
+    }
+
+    #[test]
+    fn signatures_for_an_address_page_newest_first() {
+        let mut chain = chain();
+        let payer = funded(&mut chain);
+        let mut sent = Vec::new();
+        for lamports in 1..=5u64 {
+            let tx = transfer(&payer, 1_000_000 * lamports, chain.latest_blockhash().0);
+            sent.push(chain.submit(tx, true).unwrap());
+            chain.tick();
+        }
+        let page = |limit, before: Option<&Signature>, until: Option<&Signature>| -> Vec<Signature> {
+            chain
+                .signatures_for(&payer.pubkey(), limit, before, until)
+                .iter()
+                .map(|tx| tx.transaction.signatures[0])
+                .collect()
+        };
+        let all = page(10, None, None);
+        assert_eq!(all.len(), 6, "the airdrop and five transfers");
+        assert_eq!(all[..5], sent.iter().rev().copied().collect::<Vec<_>>()[..]);
+        assert_eq!(page(2, None, None), vec![sent[4], sent[3]]);
+        assert_eq!(page(2, Some(&sent[3]), None), vec![sent[2], sent[1]]);
+        assert_eq!(page(10, None, Some(&sent[1])), vec![sent[4], sent[3], sent[2]]);
+    }
+
+    #[test]
+    fn blocks_hold_their_transactions_and_finalize_32_slots_later() {
+        let mut chain = chain();
+        let payer = funded(&mut chain);
+        let slot = chain.slot();
+        let signature = chain.submit(transfer(&payer, 1_000_000, chain.latest_blockhash().0), true).unwrap();
+        assert!(chain.block(slot).is_none(), "the open slot is not a block yet");
+        chain.tick();
+        let (block, transactions) = chain.block(slot).expect("closed into a block");
+        assert_eq!(transactions.last().unwrap().transaction.signatures[0], signature);
+        assert_eq!(block.parent_slot, slot - 1);
+        assert_eq!(chain.block(slot - 1).unwrap().0.blockhash, block.previous_blockhash);
+        assert!(slot > chain.finalized_slot());
+        for _ in 0..FINALITY_DEPTH {
+            chain.tick();
+        }
+        assert!(slot <= chain.finalized_slot());
+    }
+}

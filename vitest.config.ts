@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts", "programs/**/ts/**/*.test.ts", "indexer/**/*.test.ts"],
+    // Integration suites start a local ledger (a few seconds) and send hundreds of transactions.
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // One ledger per integration file; two cores, so keep files from competing for them.
+    fileParallelism: false,
+  },
+});

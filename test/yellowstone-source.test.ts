@@ -126,6 +126,30 @@ async function slotOf(signature: string): Promise<bigint> {
   return BigInt(tx.slot);
 }
 
+/** `promise`, or a failure naming the step that did not finish within `ms`. */
+async function within<T>(step: string, promise: Promise<T>, ms = 15_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for: ${step}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The transaction once the ledger serves it at `confirmed` (polled: no websocket involved). */
+async function landed(signature: string, timeoutMs = 15_000): Promise<NonNullable<Awaited<ReturnType<typeof provider.connection.getTransaction>>>> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const tx = await provider.connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
+    if (tx !== null) return tx;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`transaction ${signature} not confirmed within ${timeoutMs} ms`);
+}
+
 const confirmedSlot = async (): Promise<bigint> => BigInt(await provider.connection.getSlot("confirmed"));
 
 interface LedgerBlock {
@@ -314,9 +338,11 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     expect(error).toBeInstanceOf(ReplayUnavailableError);
     expect((error as ReplayUnavailableError).firstAvailableSlot).toBeNull();
 
-    const next = noReplay.confirmedSlot() + 1n;
-    const updates = await follow(sourceFor(noReplay), next, (u) => slotUpdates(u).length >= 3);
-    expect(slotUpdates(updates)[0]!.slot).toBeGreaterThanOrEqual(next);
+    // A slot ahead of the tip (with room for the double to advance before the source asks): nothing
+    // to replay, so the stream is live, its first slot newer than anything served before.
+    const before = noReplay.confirmedSlot();
+    const updates = await follow(sourceFor(noReplay), before + 40n, (u) => slotUpdates(u).length >= 3);
+    expect(slotUpdates(updates)[0]!.slot).toBeGreaterThan(before);
   });
 
   it("the server's own replay refusals (OUT_OF_RANGE, INTERNAL from_slot not supported) map to ReplayUnavailableError", async () => {
@@ -414,10 +440,10 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
   });
 
   it("a failed program transaction is left out by the source's failed:false filter, and its error decodes as RPC reports it", async () => {
-    const agent = await createAgentWallet(ledger, { usdcUnits: USDC });
-    const service = await createAgentWallet(ledger);
+    const agent = await within("fund the agent", createAgentWallet(ledger, { usdcUnits: USDC }));
+    const service = await within("create the service wallet", createAgentWallet(ledger));
     const fromSlot = (await confirmedSlot()) + 1n;
-    await recordPayment(agent, service, x402(1n, 10n));
+    await within("record payment 1", recordPayment(agent, service, x402(1n, 10n)));
     // A duplicate payment id, sent without preflight: included with its error, as on a cluster.
     const duplicate = new Transaction().add(
       await recordPaymentInstruction({
@@ -433,10 +459,9 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     duplicate.recentBlockhash = latest.blockhash;
     duplicate.sign(localnet.keypairs.authority, agent.keypair);
     const failed = await provider.connection.sendRawTransaction(duplicate.serialize(), { skipPreflight: true });
-    await provider.connection.confirmTransaction({ signature: failed, ...latest }, "confirmed");
-    const onLedger = await provider.connection.getTransaction(failed, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
-    expect(onLedger?.meta?.err).not.toBeNull();
-    const failedSlot = BigInt(onLedger!.slot);
+    const onLedger = await landed(failed);
+    expect(onLedger.meta?.err).not.toBeNull();
+    const failedSlot = BigInt(onLedger.slot);
 
     const updates = await follow(sourceFor(double), fromSlot, confirmedThrough(failedSlot));
     expect(transactions(updates).map((tx) => tx.signature)).not.toContain(failed);
@@ -444,25 +469,26 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     // The same stream asked for failed transactions: the error arrives, decoded to the RPC form.
     const Client = (typeof YellowstoneModule === "function" ? YellowstoneModule : YellowstoneModule.default) as typeof YellowstoneModule.default;
     const client = new Client(double.endpoint, undefined, undefined);
-    await client.connect();
+    await within("connect a raw client", client.connect());
     const request = sourceFor(double).request(fromSlot);
-    const stream = await client.subscribe({ ...request, transactions: { program: { ...request.transactions.program!, failed: true } } });
-    let seen = false;
-    try {
-      for await (const chunk of stream) {
-        const update = chunk as SubscribeUpdate;
-        const info = update.transaction?.transaction;
-        if (info === undefined || bs58.encode(info.signature) !== failed) continue;
-        const normalized = normalizeTransaction(info, BigInt(update.transaction!.slot), null);
-        expect(normalized.err).toEqual(onLedger!.meta!.err);
-        expect(normalized.slot).toBe(failedSlot);
-        seen = true;
-        break;
-      }
-    } finally {
-      stream.destroy();
-    }
-    expect(seen).toBe(true);
+    const stream = await within(
+      "open a raw stream with failed:true",
+      client.subscribe({ ...request, transactions: { program: { ...request.transactions.program!, failed: true } } }),
+    );
+    const arrived = await within(
+      "the failed transaction on a failed:true stream",
+      new Promise<SubscribeUpdate>((resolve, reject) => {
+        stream.on("data", (update: SubscribeUpdate) => {
+          const info = update.transaction?.transaction;
+          if (info !== undefined && bs58.encode(info.signature) === failed) resolve(update);
+        });
+        stream.on("error", reject);
+        stream.on("end", () => reject(new Error("stream ended")));
+      }),
+    ).finally(() => stream.destroy());
+    const normalized = normalizeTransaction(arrived.transaction!.transaction!, BigInt(arrived.transaction!.slot), null);
+    expect(normalized.err).toEqual(onLedger.meta!.err);
+    expect(normalized.slot).toBe(failedSlot);
   });
 
   it("backfill is refused with a pointer to the RPC source", async () => {

@@ -637,6 +637,8 @@ export class GeyserDouble {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+      // A request that never answers must not wedge polling (`busy` would stay set for good).
+      signal: AbortSignal.timeout(10_000),
     });
     const body = (await response.json()) as { result?: T; error?: { code: number; message: string } };
     if (body.error) throw new Error(`${method}: ${body.error.code} ${body.error.message}`);

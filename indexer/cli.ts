@@ -5,6 +5,8 @@
  *   rebuild                             rebuild every projection from the event store
  *   verify --from-slot N [--to-slot M]  compare Postgres with the chain; exit 1 on any difference
  * Options: --rpc-url (RPC_URL, default http://127.0.0.1:8899), --program-id (PROGRAM_ID),
+ * --yellowstone-endpoint (YELLOWSTONE_ENDPOINT; `run` then follows that gRPC feed, with the RPC
+ * source as fallback for what it cannot replay) and --x-token (YELLOWSTONE_X_TOKEN),
  * --cluster (EXPLORER_CLUSTER: mainnet-beta | devnet | testnet | a custom RPC URL; default the RPC
  * URL), DATABASE_URL for Postgres. Migrations are applied first.
  */
@@ -16,6 +18,7 @@ import { createPool } from "./db/database.js";
 import { migrate } from "./db/migrate.js";
 import { IngestPipeline } from "./pipeline.js";
 import { RpcSource } from "./sources/rpc.js";
+import { YellowstoneSource } from "./sources/yellowstone.js";
 import { withTransaction } from "./store/ingest.js";
 import { rebuildProjections } from "./store/rebuild.js";
 import { verifyChainAgainstStore, verifyProjections } from "./verify.js";
@@ -38,6 +41,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       "rpc-url": { type: "string" },
       "program-id": { type: "string" },
       cluster: { type: "string" },
+      "yellowstone-endpoint": { type: "string" },
+      "x-token": { type: "string" },
     },
   });
   const command = positionals[0];
@@ -64,7 +69,14 @@ export async function main(argv: readonly string[]): Promise<number> {
         const controller = new AbortController();
         process.once("SIGINT", () => controller.abort());
         process.once("SIGTERM", () => controller.abort());
-        await pipeline.run(source, controller.signal, progress);
+        const endpoint = values["yellowstone-endpoint"] ?? process.env.YELLOWSTONE_ENDPOINT;
+        if (endpoint === undefined) {
+          await pipeline.run(source, controller.signal, progress);
+          return 0;
+        }
+        const xToken = values["x-token"] ?? process.env.YELLOWSTONE_X_TOKEN;
+        const live = new YellowstoneSource({ endpoint, programId: programId.toBase58(), ...(xToken === undefined ? {} : { xToken }) });
+        await pipeline.run(live, controller.signal, progress, { fallback: source });
         return 0;
       }
       case "backfill": {

@@ -10,7 +10,7 @@ import { decodeSettlementTransfer, type SettlementTransfer } from "./decode/sett
 import { type DecodedTransaction, decodeRawTransaction } from "./decode/transaction.js";
 import { type IngestResult, ingestBatch, readCheckpoint } from "./store/ingest.js";
 import type { ProjectionOptions } from "./store/projections.js";
-import type { ChainSource, RawTransaction, SlotRange } from "./sources/source.js";
+import { type ChainSource, FROM_TIP, type RawTransaction, ReplayUnavailableError, type SlotRange } from "./sources/source.js";
 
 /** Finds a transaction by signature (settlement references); null when unavailable. */
 export type TransactionLookup = (signature: string) => Promise<RawTransaction | null>;
@@ -25,6 +25,24 @@ export interface PipelineOptions extends ProjectionOptions {
   /** How long `run` waits for the writer lock (a standby waits); undefined = until aborted. */
   readonly writerLockWaitMs?: number;
 }
+
+/** A source that can backfill and tell its newest slot (the RPC source): fills what a live feed cannot replay. */
+export interface BackfillSource extends ChainSource {
+  currentSlot(commitment?: "confirmed" | "finalized"): Promise<bigint>;
+}
+
+export interface RunOptions {
+  /**
+   * Backfills through this source when the live one cannot replay from the checkpoint
+   * (`ReplayUnavailableError`), or when a stream's first confirmed slot does not chain onto the
+   * checkpoint (a live-only server started past it). Progress stays under the live source's checkpoint.
+   */
+  readonly fallback?: BackfillSource;
+  /** Reconnect delays after a dropped stream or a failed read: doubles from `initialMs` up to `maxMs`. */
+  readonly reconnect?: { readonly initialMs: number; readonly maxMs: number };
+}
+
+const DEFAULT_RECONNECT = { initialMs: 250, maxMs: 10_000 };
 
 /** Another indexer holds the writer lock of this program. */
 export class WriterLockedError extends Error {
@@ -108,6 +126,7 @@ export class IngestPipeline {
     range: SlotRange,
     onProgress?: (progress: Progress) => void,
     signal?: AbortSignal,
+    checkpointAs: string = source.name,
   ): Promise<Progress> {
     const batchSize = this.options.batchSize ?? DEFAULT_BATCH_SIZE;
     let batch: RawTransaction[] = [];
@@ -115,7 +134,7 @@ export class IngestPipeline {
     const flush = async (): Promise<void> => {
       if (batch.length === 0) return;
       const slot = batch.at(-1)!.slot;
-      const result = await this.ingest(batch, { source: source.name, slot });
+      const result = await this.ingest(batch, { source: checkpointAs, slot });
       progress.transactions += batch.length;
       progress.events += result.eventsInserted;
       progress.slot = slot;
@@ -127,6 +146,11 @@ export class IngestPipeline {
       if (batch.length >= batchSize) await flush();
     }
     await flush();
+    // The whole range is in: the checkpoint moves to its end even when its last slots were empty.
+    if (range.toSlot !== undefined && !(signal?.aborted ?? false)) {
+      await this.ingest([], { source: checkpointAs, slot: range.toSlot });
+      progress.slot = range.toSlot;
+    }
     return progress;
   }
 
@@ -134,7 +158,12 @@ export class IngestPipeline {
    * Follows the source live from its checkpoint until `signal` aborts. Transactions are
    * committed at each slot update (or when a batch fills), together with the checkpoint.
    */
-  async run(source: ChainSource, signal: AbortSignal, onProgress?: (progress: Progress) => void): Promise<Progress> {
+  async run(
+    source: ChainSource,
+    signal: AbortSignal,
+    onProgress?: (progress: Progress) => void,
+    options: RunOptions = {},
+  ): Promise<Progress> {
     // Exactly one writer per program: a standby blocks here until the active one goes away.
     const lockKey = `indexer:${this.options.programId.toBase58()}`;
     const lock = await this.options.pool.connect();
@@ -147,7 +176,7 @@ export class IngestPipeline {
         await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
       }
       try {
-        return await this.follow(source, signal, onProgress);
+        return await this.followResilient(source, signal, onProgress, options);
       } finally {
         await lock.query("SELECT pg_advisory_unlock(hashtext($1))", [lockKey]);
       }
@@ -156,20 +185,111 @@ export class IngestPipeline {
     }
   }
 
-  private async follow(source: ChainSource, signal: AbortSignal, onProgress?: (progress: Progress) => void): Promise<Progress> {
+  /**
+   * `follow`, kept going: a live source that cannot replay from the checkpoint is caught up through
+   * the fallback; a dropped stream or failed read reconnects after a growing delay (reset once
+   * updates flow again). Ends when `signal` aborts.
+   */
+  private async followResilient(
+    source: ChainSource,
+    signal: AbortSignal,
+    onProgress: ((progress: Progress) => void) | undefined,
+    options: RunOptions,
+  ): Promise<Progress> {
+    const reconnect = options.reconnect ?? DEFAULT_RECONNECT;
+    const total = { transactions: 0, events: 0, slot: 0n };
+    const add = (p: Progress): void => {
+      total.transactions += p.transactions;
+      total.events += p.events;
+      total.slot = p.slot;
+    };
+    let delayMs = reconnect.initialMs;
+    // After a catch-up the live source is asked for its tip on: it cannot replay, and the chain
+    // check in `follow` fills whatever landed between the catch-up and the stream's first slot.
+    let fromTip = false;
+    while (!signal.aborted) {
+      const attempt = { transactions: 0, events: 0, slot: 0n };
+      try {
+        add(await this.follow(source, signal, onProgress, options.fallback, attempt, fromTip));
+        return total;
+      } catch (error) {
+        add(attempt);
+        if (signal.aborted) break;
+        if (error instanceof ReplayUnavailableError && options.fallback !== undefined && !fromTip) {
+          add(await this.catchUp(source, options.fallback, signal, onProgress, error));
+          delayMs = reconnect.initialMs;
+          fromTip = true;
+          continue;
+        }
+        fromTip = false;
+        if (attempt.transactions > 0 || attempt.slot > 0n) delayMs = reconnect.initialMs;
+        this.options.logger?.warn({ source: source.name, err: error, retryInMs: delayMs }, "live source failed; reconnecting");
+        await abortableDelay(delayMs, signal);
+        delayMs = Math.min(delayMs * 2, reconnect.maxMs);
+      }
+    }
+    return total;
+  }
+
+  /** Backfills through `fallback` from the live source's checkpoint to the fallback's confirmed tip. */
+  private async catchUp(
+    live: ChainSource,
+    fallback: BackfillSource,
+    signal: AbortSignal,
+    onProgress: ((progress: Progress) => void) | undefined,
+    cause: ReplayUnavailableError,
+  ): Promise<Progress> {
+    const checkpoint = await readCheckpoint(this.options.pool, live.name);
+    const fromSlot = checkpoint === null ? 0n : checkpoint.slot + 1n;
+    const toSlot = await fallback.currentSlot("confirmed");
+    this.options.logger?.warn(
+      { source: live.name, fallback: fallback.name, fromSlot: fromSlot.toString(), toSlot: toSlot.toString(), reason: cause.message },
+      "live source cannot replay from the checkpoint; backfilling the gap",
+    );
+    if (toSlot < fromSlot) return { transactions: 0, events: 0, slot: checkpoint?.slot ?? 0n };
+    return this.backfill(fallback, { fromSlot, toSlot }, onProgress, signal, live.name);
+  }
+
+  private async follow(
+    source: ChainSource,
+    signal: AbortSignal,
+    onProgress: ((progress: Progress) => void) | undefined,
+    fallback: BackfillSource | undefined,
+    progress: { transactions: number; events: number; slot: bigint },
+    fromTip = false,
+  ): Promise<Progress> {
     const batchSize = this.options.batchSize ?? DEFAULT_BATCH_SIZE;
     const checkpoint = await readCheckpoint(this.options.pool, source.name);
+    // The checkpoint slot is complete: a source that replays from it re-delivers what is already
+    // in (idempotent); one that can only start past it is caught by the chain check below.
     const fromSlot = checkpoint?.slot ?? 0n;
     this.options.logger?.info({ source: source.name, fromSlot: fromSlot.toString() }, "following");
-    const progress = { transactions: 0, events: 0, slot: fromSlot };
+    progress.slot = fromSlot;
     let batch: RawTransaction[] = [];
-    for await (const update of source.follow(fromSlot, signal)) {
+    let chained = checkpoint === null || fallback === undefined;
+    for await (const update of source.follow(fromTip ? FROM_TIP : fromSlot, signal)) {
       if (update.kind === "transaction") {
         batch.push(update.transaction);
         if (batch.length < batchSize) continue;
       }
       const status = update.kind === "slot" ? update.slot.status : null;
       const slot = update.kind === "slot" ? update.slot.slot : batch.at(-1)!.slot;
+      if (!chained && status === "confirmed" && update.kind === "slot") {
+        chained = true;
+        // The first confirmed slot's parent must be at or before the checkpoint; past it, slots
+        // between were never delivered (a live-only stream that started late): fill them first.
+        const parent = update.slot.parent;
+        if (parent !== null && parent > fromSlot && fallback !== undefined) {
+          this.options.logger?.warn(
+            { source: source.name, fallback: fallback.name, fromSlot: (fromSlot + 1n).toString(), toSlot: parent.toString() },
+            "stream started past the checkpoint; backfilling the gap",
+          );
+          const filled = await this.backfill(fallback, { fromSlot: fromSlot + 1n, toSlot: parent }, onProgress, signal, source.name);
+          progress.transactions += filled.transactions;
+          progress.events += filled.events;
+          batch = batch.filter((tx) => tx.slot > parent);
+        }
+      }
       const finalized = status === "finalized" ? slot : undefined;
       const dead = status === "dead" ? [slot] : undefined;
       // The checkpoint is the newest slot whose transactions are all in this commit.
@@ -186,4 +306,16 @@ export class IngestPipeline {
     }
     return progress;
   }
+}
+
+function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }

@@ -85,6 +85,9 @@ export interface ChainSource {
   follow(fromSlot: bigint, signal: AbortSignal): AsyncIterable<SourceUpdate>;
 }
 
+/** A `follow` start no chain reaches: live updates from the source's current tip on, no replay. */
+export const FROM_TIP = 2n ** 63n - 1n;
+
 export class ReplayUnavailableError extends Error {
   constructor(
     readonly requestedSlot: bigint,

@@ -108,6 +108,19 @@ async function insertSettlements(client: pg.ClientBase, settlements: readonly Se
   return result.rows.map((r) => r.signature);
 }
 
+/** Channel the live feed listens on; Postgres delivers these only if the batch commits. */
+export const LEDGER_TRANSACTIONS_CHANNEL = "ledger_transactions";
+
+/** One notification per newly projected payment: `{"txHash", "agent", "slot"}` (agent = payer address). */
+async function notifyNewTransactions(client: pg.ClientBase, eventIds: readonly string[]): Promise<void> {
+  if (eventIds.length === 0) return;
+  await client.query(
+    `SELECT pg_notify($2, json_build_object('txHash', tx_hash, 'agent', agent, 'slot', slot::text)::text)
+     FROM transactions WHERE event_id = ANY($1::bigint[]) ORDER BY event_id`,
+    [eventIds, LEDGER_TRANSACTIONS_CHANNEL],
+  );
+}
+
 async function advanceCheckpoint(client: pg.ClientBase, checkpoint: Checkpoint): Promise<void> {
   await client.query(
     `INSERT INTO checkpoints (source, slot, blockhash, updated_at) VALUES ($1, $2, $3, now())
@@ -144,6 +157,7 @@ export async function ingestBatch(pool: pg.Pool, batch: IngestBatch, options: Pr
     const settlements = await insertSettlements(client, batch.settlements ?? []);
     const eventIds = await insertEvents(client, batch.transactions);
     await projectEvents(client, eventIds, options);
+    await notifyNewTransactions(client, eventIds);
     await projectSettlements(client, settlements);
     if (batch.finalizedSlot !== undefined) await projectFinality(client, batch.finalizedSlot);
     if (batch.checkpoint !== undefined) await advanceCheckpoint(client, batch.checkpoint);

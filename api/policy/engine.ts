@@ -1,0 +1,194 @@
+/**
+ * The spend-policy decision (spec 2.1, 3, 7, 8) as one pure function: the same code answers the
+ * GraphQL dry run and the gateway's hot path. Rules run in this order and the first breach decides:
+ *
+ * 1. blocked domain       → domain_blocked           (DomainNotAllowedError)
+ * 2. domain not allowed   → domain_not_allowed       (DomainNotAllowedError)
+ * 3. per-call limit       → per_call_limit_exceeded  (PolicyViolationError)
+ * 4. daily budget         → daily_budget_exceeded    (DailyBudgetExceededError)
+ * 5. rate limit           → rate_limit_exceeded      (PolicyViolationError)
+ *
+ * Domains and the per-call limit come first because spec 4.7 step 3 and section 7 reject them
+ * before any handshake or payment is attempted; both need no usage.
+ */
+import { assertAmountUnits, formatUsdc } from "./amounts.js";
+import { endpointHost, findMatch } from "./domains.js";
+import type { Policy, Protocol, ProtocolPreference } from "./policy.js";
+import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow } from "./windows.js";
+
+export type ReasonCode =
+  | "domain_blocked"
+  | "domain_not_allowed"
+  | "per_call_limit_exceeded"
+  | "daily_budget_exceeded"
+  | "rate_limit_exceeded";
+
+/** Client error class names of spec section 7. */
+export type ErrorClassName = "DomainNotAllowedError" | "PolicyViolationError" | "DailyBudgetExceededError";
+
+export const ERROR_CLASS: Readonly<Record<ReasonCode, ErrorClassName>> = {
+  domain_blocked: "DomainNotAllowedError",
+  domain_not_allowed: "DomainNotAllowedError",
+  per_call_limit_exceeded: "PolicyViolationError",
+  daily_budget_exceeded: "DailyBudgetExceededError",
+  rate_limit_exceeded: "PolicyViolationError",
+};
+
+export type PolicyWarning = "budget.warning";
+
+/** Spec 3: open, warning (80 % consumed), exhausted (100 % consumed). */
+export type BudgetState = "open" | "warning" | "exhausted";
+
+export const WARNING_PERCENT = 80n;
+
+/** What has been spent and called so far; `readUsage` computes it from the reservation ledger. */
+export interface PolicyUsage {
+  /** Spend in the budget period that started at `windowStart`. */
+  readonly usedTodayUnits: bigint;
+  /** First payment of the current period; null if no period is open. */
+  readonly windowStart: Date | null;
+  /** Payment calls in the policy's rate window ending now. */
+  readonly rateCalls: number;
+}
+
+export interface PaymentRequest {
+  /** URL, or host and path as the spec prints endpoints. */
+  readonly endpoint: string;
+  readonly amountUnits: bigint;
+  /** The client's `protocolPreference` (spec 4.6), which overrides the policy's. */
+  readonly protocol?: ProtocolPreference;
+  /** Protocols the 402 response offers; unknown (a dry run) means both. */
+  readonly offeredProtocols?: readonly Protocol[];
+}
+
+export interface BudgetStatus {
+  readonly state: BudgetState;
+  readonly limitUnits: bigint | null;
+  readonly usedUnits: bigint;
+  readonly windowStart: Date | null;
+  readonly resetsAt: Date | null;
+}
+
+interface DecisionCommon {
+  /** The host paid, normalized. */
+  readonly domain: string;
+  /** The protocol this payment would use; null if the target offers none we speak. */
+  readonly protocol: Protocol | null;
+  /** The daily budget as it stands after this decision (a rejection changes nothing). */
+  readonly budget: BudgetStatus;
+}
+
+export interface PolicyAllowed extends DecisionCommon {
+  readonly decision: "allow";
+  readonly reasonCode: null;
+  readonly reason: null;
+  readonly errorClass: null;
+  /** `budget.warning` when this payment takes consumption to 80 % or more from below it. */
+  readonly warnings: readonly PolicyWarning[];
+}
+
+export interface PolicyRejected extends DecisionCommon {
+  readonly decision: "reject";
+  readonly reasonCode: ReasonCode;
+  /** `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>` (spec 7). */
+  readonly reason: string;
+  readonly errorClass: ErrorClassName;
+  readonly requested: string;
+  readonly limit: string;
+  readonly unit: string;
+  readonly warnings: readonly [];
+}
+
+export type PolicyDecision = PolicyAllowed | PolicyRejected;
+
+const UNIT = "usdc";
+
+export function evaluatePolicy(policy: Policy, usage: PolicyUsage, request: PaymentRequest, now: Date): PolicyDecision {
+  assertAmountUnits(request.amountUnits, "amount");
+  const amount = request.amountUnits;
+  const domain = endpointHost(request.endpoint);
+  const protocol = chooseProtocol(request.protocol ?? policy.protocolPreference, request.offeredProtocols);
+  const window = openBudgetWindow(usage.windowStart, now);
+  const used = window === null ? 0n : usage.usedTodayUnits;
+  const before = budgetStatus(policy.dailyBudgetUnits, used, window);
+  const reject = (reasonCode: ReasonCode, requested: string, limit: string, unit: string): PolicyRejected => ({
+    decision: "reject",
+    reasonCode,
+    reason: `${reasonCode}: requested ${requested} ${unit}, limit is ${limit} ${unit}`,
+    errorClass: ERROR_CLASS[reasonCode],
+    requested,
+    limit,
+    unit,
+    domain,
+    protocol,
+    budget: before,
+    warnings: [],
+  });
+
+  if (findMatch(policy.blockedDomains, domain) !== null) return reject("domain_blocked", formatUsdc(amount), "0", UNIT);
+  if (policy.allowedDomains !== null && findMatch(policy.allowedDomains, domain) === null) {
+    return reject("domain_not_allowed", formatUsdc(amount), "0", UNIT);
+  }
+  if (policy.perCallLimitUnits !== null && amount > policy.perCallLimitUnits) {
+    return reject("per_call_limit_exceeded", formatUsdc(amount), formatUsdc(policy.perCallLimitUnits), UNIT);
+  }
+  const budget = policy.dailyBudgetUnits;
+  if (budget !== null && used + amount > budget) {
+    return reject("daily_budget_exceeded", formatUsdc(amount), formatUsdc(remaining(budget, used)), UNIT);
+  }
+  if (policy.rateLimit !== null && usage.rateCalls >= policy.rateLimit.calls) {
+    const unit = rateUnit(policy.rateLimit.window);
+    return reject("rate_limit_exceeded", String(usage.rateCalls + 1), String(policy.rateLimit.calls), unit);
+  }
+
+  const after = budgetStatus(budget, used + amount, window ?? { start: now, resetsAt: new Date(now.getTime() + BUDGET_WINDOW_MS) });
+  return {
+    decision: "allow",
+    reasonCode: null,
+    reason: null,
+    errorClass: null,
+    domain,
+    protocol,
+    budget: after,
+    warnings: budget !== null && crossesWarning(budget, used, used + amount) ? ["budget.warning"] : [],
+  };
+}
+
+/** auto and x402 prefer x402 and fall back to MPP; mpp prefers MPP and falls back to x402. */
+export function chooseProtocol(preference: ProtocolPreference, offered?: readonly Protocol[]): Protocol | null {
+  const order: readonly Protocol[] = preference === "mpp" ? ["mpp", "x402"] : ["x402", "mpp"];
+  return order.find((protocol) => offered === undefined || offered.includes(protocol)) ?? null;
+}
+
+export function budgetState(limitUnits: bigint | null, usedUnits: bigint): BudgetState {
+  if (limitUnits === null) return "open";
+  if (usedUnits >= limitUnits) return "exhausted";
+  return usedUnits * 100n >= limitUnits * WARNING_PERCENT ? "warning" : "open";
+}
+
+function crossesWarning(limitUnits: bigint, beforeUnits: bigint, afterUnits: bigint): boolean {
+  const threshold = limitUnits * WARNING_PERCENT;
+  return beforeUnits * 100n < threshold && afterUnits * 100n >= threshold;
+}
+
+function budgetStatus(
+  limitUnits: bigint | null,
+  usedUnits: bigint,
+  window: { start: Date; resetsAt: Date } | null,
+): BudgetStatus {
+  return {
+    state: budgetState(limitUnits, usedUnits),
+    limitUnits,
+    usedUnits,
+    windowStart: window?.start ?? null,
+    resetsAt: window?.resetsAt ?? null,
+  };
+}
+
+function remaining(limitUnits: bigint, usedUnits: bigint): bigint {
+  return usedUnits >= limitUnits ? 0n : limitUnits - usedUnits;
+}
+
+function rateUnit(window: RateWindow): string {
+  return `calls/${window}`;
+}

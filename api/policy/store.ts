@@ -1,0 +1,246 @@
+/**
+ * Policies and the reservation ledger in Postgres (migrations/004_policies.sql).
+ *
+ * Authority: `policies` is the truth for what an agent may spend; `spend_reservations` is the truth
+ * for what the policy has let through. Usage is always computed from the ledger, never cached.
+ *
+ * Concurrency: every write that depends on a policy or on usage (`putPolicy`, the reservation)
+ * runs in a READ COMMITTED transaction holding the agent's transaction-level advisory lock, so for
+ * one agent they execute one at a time and each sees everything committed before it. Hence accepted
+ * payments never sum above the daily budget and never outnumber the rate limit, across any number
+ * of gateway processes. Reads (`getPolicy`, `readUsage`, `checkPolicy`) take no lock and write
+ * nothing: a dry run records nothing.
+ */
+import pg from "pg";
+import { evaluatePolicy, type PaymentRequest, type PolicyDecision, type PolicyUsage } from "./engine.js";
+import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type ProtocolPreference } from "./policy.js";
+import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow, rateWindowStart } from "./windows.js";
+
+/** A pool, or one connection (pooled or not). */
+export type Db = pg.Pool | pg.ClientBase;
+
+/** Key space of the per-agent lock (the two-argument advisory lock form: namespace, hashtext(agent)). */
+const POLICY_LOCK_NAMESPACE = 7_240_004;
+const MAX_AGENT_ID_LENGTH = 200;
+
+export interface StoredPolicy extends Policy {
+  readonly agentId: string;
+  readonly updatedAt: Date;
+}
+
+export interface UsageView extends PolicyUsage {
+  /** When the open budget period resets; null if none is open. */
+  readonly windowResetsAt: Date | null;
+  /** The window `rateCalls` counts over: the policy's, or null (then `rateCalls` is 0). */
+  readonly rateWindow: RateWindow | null;
+}
+
+export interface Reservation {
+  readonly decision: PolicyDecision;
+  /** The `spend_reservations.id` (bigserial, as a string) when the payment was accepted. */
+  readonly reservationId: string | null;
+}
+
+interface PolicyRow {
+  agent_id: string;
+  daily_budget_units: string | null;
+  per_call_limit_units: string | null;
+  allowed_domains: string[] | null;
+  blocked_domains: string[];
+  rate_limit_calls: number | null;
+  rate_limit_window: RateWindow | null;
+  protocol_preference: ProtocolPreference;
+  updated_at: Date;
+}
+
+export async function getPolicy(db: Db, agentId: string): Promise<StoredPolicy | null> {
+  assertAgentId(agentId);
+  const { rows } = await db.query<PolicyRow>("SELECT * FROM policies WHERE agent_id = $1", [agentId]);
+  return rows[0] === undefined ? null : fromRow(rows[0]);
+}
+
+/** `policies.set` (spec 4.1): omitted fields keep their value, `null` removes one. Returns the result. */
+export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPatch, now: Date = new Date()): Promise<StoredPolicy> {
+  assertAgentId(agentId);
+  return inTransaction(pool, async (client) => {
+    await lockAgent(client, agentId);
+    const next = applyPatch((await getPolicy(client, agentId)) ?? EMPTY_POLICY, patch);
+    const { rows } = await client.query<PolicyRow>(
+      `INSERT INTO policies (agent_id, daily_budget_units, per_call_limit_units, allowed_domains, blocked_domains,
+                             rate_limit_calls, rate_limit_window, protocol_preference, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+       ON CONFLICT (agent_id) DO UPDATE SET
+         daily_budget_units = EXCLUDED.daily_budget_units, per_call_limit_units = EXCLUDED.per_call_limit_units,
+         allowed_domains = EXCLUDED.allowed_domains, blocked_domains = EXCLUDED.blocked_domains,
+         rate_limit_calls = EXCLUDED.rate_limit_calls, rate_limit_window = EXCLUDED.rate_limit_window,
+         protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at
+       RETURNING *`,
+      [
+        agentId,
+        next.dailyBudgetUnits?.toString() ?? null,
+        next.perCallLimitUnits?.toString() ?? null,
+        next.allowedDomains,
+        next.blockedDomains,
+        next.rateLimit?.calls ?? null,
+        next.rateLimit?.window ?? null,
+        next.protocolPreference,
+        now,
+      ],
+    );
+    return fromRow(rows[0]!);
+  });
+}
+
+/** `policies.clear`: removes every limit of the agent. The reservation ledger is kept. */
+export async function clearPolicy(db: Db, agentId: string): Promise<boolean> {
+  assertAgentId(agentId);
+  const result = await db.query("DELETE FROM policies WHERE agent_id = $1", [agentId]);
+  return (result.rowCount ?? 0) > 0;
+}
+
+/** Spend in the open budget period and calls in the policy's rate window, at `now`. */
+export async function readUsage(db: Db, agentId: string, policy: Policy, now: Date): Promise<UsageView> {
+  assertAgentId(agentId);
+  const rateWindow = policy.rateLimit?.window ?? null;
+  const { rows } = await db.query<{ window_start: Date | null; used_units: string; rate_calls: number }>(
+    `WITH latest AS (
+       SELECT budget_window_start AS start FROM spend_reservations
+       WHERE agent_id = $1 AND status <> 'released'
+       ORDER BY created_at DESC, id DESC LIMIT 1
+     ), open_window AS (
+       SELECT start FROM latest WHERE start > $2
+     )
+     SELECT (SELECT start FROM open_window) AS window_start,
+            (SELECT coalesce(sum(r.amount_units), 0) FROM spend_reservations r JOIN open_window w ON r.budget_window_start = w.start
+              WHERE r.agent_id = $1 AND r.status <> 'released')::text AS used_units,
+            CASE WHEN $3::timestamptz IS NULL THEN 0
+                 ELSE (SELECT count(*) FROM spend_reservations
+                       WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz) END::int AS rate_calls`,
+    [agentId, new Date(now.getTime() - BUDGET_WINDOW_MS), rateWindow === null ? null : rateWindowStart(rateWindow, now)],
+  );
+  const row = rows[0]!;
+  const window = openBudgetWindow(row.window_start, now);
+  return {
+    usedTodayUnits: window === null ? 0n : BigInt(row.used_units),
+    windowStart: window?.start ?? null,
+    windowResetsAt: window?.resetsAt ?? null,
+    rateCalls: row.rate_calls,
+    rateWindow,
+  };
+}
+
+/** The dry run: what the policy would decide for this payment now. Writes nothing. */
+export async function checkPolicy(db: Db, agentId: string, request: PaymentRequest, now: Date): Promise<PolicyDecision> {
+  const policy = (await getPolicy(db, agentId)) ?? EMPTY_POLICY;
+  return evaluatePolicy(policy, await readUsage(db, agentId, policy, now), request, now);
+}
+
+/** Check and reserve in a transaction of its own (on a connection from the pool, or on `db`). */
+export async function reserveWithinPolicy(db: Db, agentId: string, request: PaymentRequest, now: Date): Promise<Reservation> {
+  return inTransaction(db, (client) => reserveInTransaction(client, agentId, request, now));
+}
+
+/**
+ * Check and reserve inside the caller's READ COMMITTED transaction (the gateway's, so the
+ * reservation commits or rolls back with its other writes). Throws when no transaction is open:
+ * outside one the advisory lock would end with the statement and protect nothing.
+ */
+export async function reserveInTransaction(
+  client: pg.ClientBase,
+  agentId: string,
+  request: PaymentRequest,
+  now: Date,
+): Promise<Reservation> {
+  assertAgentId(agentId);
+  await client.query("SAVEPOINT policy_reservation");
+  try {
+    await lockAgent(client, agentId);
+    const policy = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
+    const usage = await readUsage(client, agentId, policy, now);
+    const decision = evaluatePolicy(policy, usage, request, now);
+    let reservationId: string | null = null;
+    if (decision.decision === "allow") {
+      if (decision.protocol === null) throw new Error("reservation needs a protocol the target offers (x402 or mpp)");
+      const { rows } = await client.query<{ id: string }>(
+        `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+        [agentId, request.amountUnits.toString(), request.endpoint, decision.domain, decision.protocol, now, decision.budget.windowStart],
+      );
+      reservationId = rows[0]!.id;
+    }
+    await client.query("RELEASE SAVEPOINT policy_reservation");
+    return { decision, reservationId };
+  } catch (error) {
+    await client.query("ROLLBACK TO SAVEPOINT policy_reservation").catch(() => undefined);
+    throw error;
+  }
+}
+
+/** The payment went through: the reservation keeps counting, now with its ledger transaction. */
+export async function settleReservation(db: Db, reservationId: string, txHash: string): Promise<boolean> {
+  const result = await db.query(
+    "UPDATE spend_reservations SET status = 'settled', tx_hash = $2 WHERE id = $1 AND status = 'reserved'",
+    [reservationId, txHash],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+/** The payment never happened: its amount and its call stop counting. */
+export async function releaseReservation(db: Db, reservationId: string): Promise<boolean> {
+  const result = await db.query("UPDATE spend_reservations SET status = 'released' WHERE id = $1 AND status = 'reserved'", [
+    reservationId,
+  ]);
+  return (result.rowCount ?? 0) > 0;
+}
+
+async function lockAgent(client: pg.ClientBase, agentId: string): Promise<void> {
+  const { rows } = await client.query<{ isolation: string }>(
+    "SELECT pg_advisory_xact_lock($1, hashtext($2)), current_setting('transaction_isolation') AS isolation",
+    [POLICY_LOCK_NAMESPACE, agentId],
+  );
+  // Under REPEATABLE READ the snapshot predates the lock wait, so the check could miss a
+  // reservation committed while we waited: the guarantee holds only under READ COMMITTED.
+  if (rows[0]!.isolation !== "read committed") {
+    throw new Error(`policy writes need a READ COMMITTED transaction, not ${rows[0]!.isolation}`);
+  }
+}
+
+async function inTransaction<T>(db: Db, work: (client: pg.ClientBase) => Promise<T>): Promise<T> {
+  const pooled = db instanceof pg.Pool ? await db.connect() : null;
+  const client = pooled ?? (db as pg.ClientBase);
+  try {
+    await client.query("BEGIN ISOLATION LEVEL READ COMMITTED");
+    try {
+      const result = await work(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    }
+  } finally {
+    pooled?.release();
+  }
+}
+
+function assertAgentId(agentId: string): void {
+  if (typeof agentId !== "string" || agentId.length === 0 || agentId.length > MAX_AGENT_ID_LENGTH) {
+    throw new Error(`agent id must be 1..${MAX_AGENT_ID_LENGTH} characters`);
+  }
+}
+
+function fromRow(row: PolicyRow): StoredPolicy {
+  return {
+    agentId: row.agent_id,
+    dailyBudgetUnits: row.daily_budget_units === null ? null : BigInt(row.daily_budget_units),
+    perCallLimitUnits: row.per_call_limit_units === null ? null : BigInt(row.per_call_limit_units),
+    allowedDomains: row.allowed_domains,
+    blockedDomains: row.blocked_domains,
+    rateLimit:
+      row.rate_limit_calls === null || row.rate_limit_window === null
+        ? null
+        : { calls: row.rate_limit_calls, window: row.rate_limit_window },
+    protocolPreference: row.protocol_preference,
+    updatedAt: row.updated_at,
+  };
+}

@@ -1,0 +1,146 @@
+/**
+ * Test support for the policy property tests: a seeded generator of policies and request
+ * sequences, and a deliberately naive reference model that keeps every accepted payment and
+ * recomputes every rule from scratch. Used by api/policy/engine.fuzz.test.ts (pure engine) and
+ * test/api/policy-store.test.ts (the same sequences through Postgres).
+ */
+import { expect } from "vitest";
+import type { PaymentRequest } from "../../api/policy/engine.js";
+import { EMPTY_POLICY, type Policy, validatePolicy } from "../../api/policy/policy.js";
+import { RATE_WINDOW_MS, RATE_WINDOWS } from "../../api/policy/windows.js";
+
+export function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const DAY_MS = 24 * 3_600_000;
+const ENTRY_POOL = ["example.com", "api.example.com", "evil-example.com", "shop.example.co.uk", "example.co.uk", "other.io"];
+const HOST_POOL = [
+  "example.com",
+  "api.example.com",
+  "v2.api.example.com",
+  "web.example.com",
+  "evil-example.com",
+  "example.co.uk",
+  "shop.example.co.uk",
+  "x.shop.example.co.uk",
+  "other.io",
+  "a.other.io",
+  "unrelated.net",
+];
+
+export interface Scenario {
+  readonly policy: Policy;
+  readonly requests: ReadonlyArray<{ readonly at: Date; readonly request: PaymentRequest; readonly host: string }>;
+}
+
+export function randomScenario(seed: number, length: number, start: Date): Scenario {
+  const random = mulberry32(seed);
+  const int = (below: number) => Math.floor(random() * below);
+  const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
+  const maybe = <T>(make: () => T): T | null => (random() < 0.5 ? null : make());
+  const subset = () => ENTRY_POOL.filter(() => random() < 0.3);
+
+  const dailyBudgetUnits = maybe(() => BigInt(1 + int(50)) * 100_000n);
+  const policy = validatePolicy({
+    ...EMPTY_POLICY,
+    dailyBudgetUnits,
+    perCallLimitUnits: maybe(() => BigInt(1 + int(30)) * 100_000n),
+    allowedDomains: random() < 0.3 ? subset() : null,
+    blockedDomains: random() < 0.3 ? subset() : [],
+    rateLimit: maybe(() => ({ calls: 1 + int(6), window: pick(RATE_WINDOWS) })),
+  });
+
+  const requests: Array<Scenario["requests"][number]> = [];
+  let now = start.getTime();
+  for (let i = 0; i < length; i += 1) {
+    const step = random();
+    // Mostly short steps so limits bind; sometimes exact window lengths to land on boundaries.
+    if (step < 0.1) now += DAY_MS;
+    else if (step < 0.2 && policy.rateLimit !== null) now += RATE_WINDOW_MS[policy.rateLimit.window];
+    else if (step < 0.3) now += int(6) * 3_600_000;
+    else now += int(120_000);
+    const host = pick(HOST_POOL);
+    const decorated = random() < 0.2 ? `${host.toUpperCase()}.` : host;
+    const amountUnits = BigInt(1 + int(40)) * 50_000n + (random() < 0.2 ? BigInt(int(3)) - 1n : 0n);
+    requests.push({ at: new Date(now), host, request: { endpoint: `https://${decorated}/v1/${i}`, amountUnits: amountUnits > 0n ? amountUnits : 1n } });
+  }
+  return { policy, requests };
+}
+
+/** The reference: every accepted payment, and the period it opened or joined. */
+export class ReferenceModel {
+  private readonly accepted: Array<{ at: number; amount: bigint; periodStart: number }> = [];
+
+  constructor(private readonly policy: Policy) {}
+
+  private static matches(entry: string, host: string): boolean {
+    const labels = entry.split(".").length;
+    const registrable = labels === 2 || (labels === 3 && entry.endsWith(".co.uk"));
+    return host === entry || (registrable && host.endsWith(`.${entry}`));
+  }
+
+  private openPeriod(at: number): number | null {
+    const last = this.accepted.at(-1);
+    return last !== undefined && at < last.periodStart + DAY_MS ? last.periodStart : null;
+  }
+
+  usedInPeriod(at: number): bigint {
+    const period = this.openPeriod(at);
+    return this.accepted.filter((p) => p.periodStart === period).reduce((sum, p) => sum + p.amount, 0n);
+  }
+
+  callsInRateWindow(at: number): number {
+    if (this.policy.rateLimit === null) return 0;
+    const windowMs = RATE_WINDOW_MS[this.policy.rateLimit.window];
+    return this.accepted.filter((p) => p.at > at - windowMs).length;
+  }
+
+  lastPeriodStart(): Date | null {
+    const last = this.accepted.at(-1);
+    return last === undefined ? null : new Date(last.periodStart);
+  }
+
+  decide(host: string, amount: bigint, at: number): { reasonCode: string | null; warning: boolean } {
+    const p = this.policy;
+    if (p.blockedDomains.some((e) => ReferenceModel.matches(e, host))) return { reasonCode: "domain_blocked", warning: false };
+    if (p.allowedDomains !== null && !p.allowedDomains.some((e) => ReferenceModel.matches(e, host))) {
+      return { reasonCode: "domain_not_allowed", warning: false };
+    }
+    if (p.perCallLimitUnits !== null && amount > p.perCallLimitUnits) return { reasonCode: "per_call_limit_exceeded", warning: false };
+    const used = this.usedInPeriod(at);
+    if (p.dailyBudgetUnits !== null && used + amount > p.dailyBudgetUnits) return { reasonCode: "daily_budget_exceeded", warning: false };
+    if (p.rateLimit !== null && this.callsInRateWindow(at) >= p.rateLimit.calls) return { reasonCode: "rate_limit_exceeded", warning: false };
+    const budget = p.dailyBudgetUnits;
+    const warning = budget !== null && used * 5n < budget * 4n && (used + amount) * 5n >= budget * 4n;
+    return { reasonCode: null, warning };
+  }
+
+  accept(amount: bigint, at: number): void {
+    this.accepted.push({ at, amount, periodStart: this.openPeriod(at) ?? at });
+  }
+
+  /** Invariants the policy promises, checked over the whole history. */
+  assertInvariants(): void {
+    const p = this.policy;
+    if (p.dailyBudgetUnits !== null) {
+      const perPeriod = new Map<number, bigint>();
+      for (const payment of this.accepted) perPeriod.set(payment.periodStart, (perPeriod.get(payment.periodStart) ?? 0n) + payment.amount);
+      for (const total of perPeriod.values()) expect(total).toBeLessThanOrEqual(p.dailyBudgetUnits);
+    }
+    if (p.rateLimit !== null) {
+      const windowMs = RATE_WINDOW_MS[p.rateLimit.window];
+      for (const payment of this.accepted) {
+        const inWindow = this.accepted.filter((q) => q.at > payment.at - windowMs && q.at <= payment.at).length;
+        expect(inWindow).toBeLessThanOrEqual(p.rateLimit.calls);
+      }
+    }
+  }
+}

@@ -1,0 +1,355 @@
+/**
+ * The policy store against a real Postgres: patch semantics, usage from the reservation ledger
+ * (rolling 24 h period, sliding rate window, released rows), dry runs that write nothing, and the
+ * concurrency guarantee of reservations.
+ */
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  checkPolicy,
+  clearPolicy,
+  getPolicy,
+  putPolicy,
+  readUsage,
+  releaseReservation,
+  reserveInTransaction,
+  reserveWithinPolicy,
+  settleReservation,
+} from "../../api/policy/index.js";
+import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { ReferenceModel, randomScenario } from "./policy-reference.js";
+
+const T0 = new Date("2026-03-01T12:00:00.000Z");
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+const USDC = 1_000_000n;
+const at = (ms: number) => new Date(T0.getTime() + ms);
+const pay = (amountUnits: bigint, endpoint = "https://api.example.com/v1/data") => ({ endpoint, amountUnits });
+
+let db: FreshDatabase;
+let agentSerial = 0;
+const newAgent = () => `agent-${++agentSerial}`;
+
+beforeAll(async () => {
+  db = await createFreshDatabase();
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+async function reservationCount(agentId: string): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1", [
+    agentId,
+  ]);
+  return rows[0]!.n;
+}
+
+describe("policies (spec 4.1 semantics)", () => {
+  it("an agent without a policy has none", async () => {
+    expect(await getPolicy(db.pool, newAgent())).toBeNull();
+  });
+
+  it("stores every field and reads it back exactly", async () => {
+    const agent = newAgent();
+    const stored = await putPolicy(
+      db.pool,
+      agent,
+      {
+        dailyBudgetUnits: 18_446_744_073_709_551_615n,
+        perCallLimitUnits: 1_500_000n,
+        allowedDomains: ["Example.COM.", "api.other.io"],
+        blockedDomains: ["ads.example.com"],
+        rateLimit: { calls: 10, window: "15m" },
+        protocolPreference: "mpp",
+      },
+      T0,
+    );
+    expect(await getPolicy(db.pool, agent)).toEqual(stored);
+    expect(stored).toMatchObject({
+      agentId: agent,
+      dailyBudgetUnits: 18_446_744_073_709_551_615n,
+      perCallLimitUnits: 1_500_000n,
+      allowedDomains: ["example.com", "api.other.io"],
+      blockedDomains: ["ads.example.com"],
+      rateLimit: { calls: 10, window: "15m" },
+      protocolPreference: "mpp",
+      updatedAt: T0,
+    });
+  });
+
+  it("omitted fields keep their value and null removes a limit", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 5n * USDC, perCallLimitUnits: USDC, allowedDomains: ["example.com"] });
+    await putPolicy(db.pool, agent, { perCallLimitUnits: null });
+    expect(await getPolicy(db.pool, agent)).toMatchObject({
+      dailyBudgetUnits: 5n * USDC,
+      perCallLimitUnits: null,
+      allowedDomains: ["example.com"],
+    });
+  });
+
+  it("an empty allowlist is kept apart from no allowlist", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { allowedDomains: [] });
+    expect((await getPolicy(db.pool, agent))?.allowedDomains).toEqual([]);
+    await putPolicy(db.pool, agent, { allowedDomains: null });
+    expect((await getPolicy(db.pool, agent))?.allowedDomains).toBeNull();
+  });
+
+  it("an invalid patch changes nothing", async () => {
+    const agent = newAgent();
+    const before = await putPolicy(db.pool, agent, { dailyBudgetUnits: USDC });
+    await expect(putPolicy(db.pool, agent, { dailyBudgetUnits: 2n * USDC, blockedDomains: ["*.evil.com"] })).rejects.toMatchObject({
+      code: "invalid_domain",
+    });
+    expect(await getPolicy(db.pool, agent)).toEqual(before);
+  });
+
+  it("clear removes the policy and keeps the reservation ledger", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 5n * USDC });
+    await reserveWithinPolicy(db.pool, agent, pay(USDC), T0);
+    expect(await clearPolicy(db.pool, agent)).toBe(true);
+    expect(await clearPolicy(db.pool, agent)).toBe(false);
+    expect(await getPolicy(db.pool, agent)).toBeNull();
+    expect(await reservationCount(agent)).toBe(1);
+  });
+});
+
+describe("usage from the reservation ledger", () => {
+  it("a dry run records nothing", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: USDC, allowedDomains: ["example.com"] });
+    expect((await checkPolicy(db.pool, agent, pay(USDC / 2n), T0)).decision).toBe("allow");
+    expect((await checkPolicy(db.pool, agent, pay(USDC, "https://evil.com"), T0)).decision).toBe("reject");
+    expect((await checkPolicy(db.pool, agent, pay(2n * USDC), T0)).decision).toBe("reject");
+    expect(await reservationCount(agent)).toBe(0);
+  });
+
+  it("a reservation stores the normalized domain, the protocol and its period", async () => {
+    const agent = newAgent();
+    const { decision, reservationId } = await reserveWithinPolicy(
+      db.pool,
+      agent,
+      { endpoint: "https://API.Example.com./v1/x", amountUnits: 1_500_000n, offeredProtocols: ["mpp"] },
+      T0,
+    );
+    expect(decision.decision).toBe("allow");
+    const { rows } = await db.pool.query("SELECT * FROM spend_reservations WHERE id = $1", [reservationId]);
+    expect(rows[0]).toMatchObject({
+      agent_id: agent,
+      amount_units: "1500000",
+      endpoint: "https://API.Example.com./v1/x",
+      domain: "api.example.com",
+      protocol: "mpp",
+      status: "reserved",
+      created_at: T0,
+      budget_window_start: T0,
+      tx_hash: null,
+    });
+  });
+
+  it("a rejected reservation writes nothing", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { perCallLimitUnits: USDC });
+    const result = await reserveWithinPolicy(db.pool, agent, pay(USDC + 1n), T0);
+    expect(result).toMatchObject({ reservationId: null, decision: { reasonCode: "per_call_limit_exceeded" } });
+    expect(await reservationCount(agent)).toBe(0);
+  });
+
+  it("the period starts at its first payment and resets exactly 24 h later", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 10n * USDC });
+    await reserveWithinPolicy(db.pool, agent, pay(4n * USDC), T0);
+    await reserveWithinPolicy(db.pool, agent, pay(6n * USDC), at(23 * HOUR));
+    const policy = (await getPolicy(db.pool, agent))!;
+
+    expect(await readUsage(db.pool, agent, policy, at(DAY - 1))).toMatchObject({
+      usedTodayUnits: 10n * USDC,
+      windowStart: T0,
+      windowResetsAt: at(DAY),
+    });
+    expect((await reserveWithinPolicy(db.pool, agent, pay(1n), at(DAY - 1))).decision.reasonCode).toBe("daily_budget_exceeded");
+
+    expect(await readUsage(db.pool, agent, policy, at(DAY))).toMatchObject({ usedTodayUnits: 0n, windowStart: null, windowResetsAt: null });
+    // Not a sliding 24 h: the 6 usdc paid at 23 h belong to the period that just reset.
+    const next = await reserveWithinPolicy(db.pool, agent, pay(10n * USDC), at(DAY + HOUR));
+    expect(next.decision).toMatchObject({ decision: "allow", budget: { windowStart: at(DAY + HOUR), usedUnits: 10n * USDC } });
+    expect(await readUsage(db.pool, agent, policy, at(DAY + 2 * HOUR))).toMatchObject({
+      usedTodayUnits: 10n * USDC,
+      windowStart: at(DAY + HOUR),
+    });
+  });
+
+  it("counts calls in the sliding rate window, half-open at its far end", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { rateLimit: { calls: 2, window: "5m" } });
+    await reserveWithinPolicy(db.pool, agent, pay(1n), T0);
+    await reserveWithinPolicy(db.pool, agent, pay(1n), at(60_000));
+    const policy = (await getPolicy(db.pool, agent))!;
+    expect(await readUsage(db.pool, agent, policy, at(5 * 60_000 - 1))).toMatchObject({ rateCalls: 2, rateWindow: "5m" });
+    expect((await checkPolicy(db.pool, agent, pay(1n), at(5 * 60_000 - 1))).reasonCode).toBe("rate_limit_exceeded");
+    expect(await readUsage(db.pool, agent, policy, at(5 * 60_000))).toMatchObject({ rateCalls: 1 });
+    expect((await reserveWithinPolicy(db.pool, agent, pay(1n), at(5 * 60_000))).decision.decision).toBe("allow");
+  });
+
+  it("settled reservations keep counting; released ones give back amount and call", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 3n * USDC, rateLimit: { calls: 2, window: "1h" } });
+    const first = await reserveWithinPolicy(db.pool, agent, pay(USDC), T0);
+    const second = await reserveWithinPolicy(db.pool, agent, pay(2n * USDC), at(1));
+    expect(await settleReservation(db.pool, first.reservationId!, "5tx")).toBe(true);
+    expect(await settleReservation(db.pool, first.reservationId!, "5tx")).toBe(false);
+    const policy = (await getPolicy(db.pool, agent))!;
+    expect(await readUsage(db.pool, agent, policy, at(2))).toMatchObject({ usedTodayUnits: 3n * USDC, rateCalls: 2 });
+
+    expect(await releaseReservation(db.pool, second.reservationId!)).toBe(true);
+    expect(await releaseReservation(db.pool, first.reservationId!)).toBe(false);
+    expect(await readUsage(db.pool, agent, policy, at(2))).toMatchObject({ usedTodayUnits: USDC, rateCalls: 1, windowStart: T0 });
+    expect((await reserveWithinPolicy(db.pool, agent, pay(2n * USDC), at(3))).decision.decision).toBe("allow");
+  });
+
+  it("reports the budget.warning of the payment that reaches 80 %", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 10n * USDC });
+    expect((await reserveWithinPolicy(db.pool, agent, pay(7n * USDC), T0)).decision.warnings).toEqual([]);
+    expect((await reserveWithinPolicy(db.pool, agent, pay(USDC), at(1))).decision.warnings).toEqual(["budget.warning"]);
+    expect((await reserveWithinPolicy(db.pool, agent, pay(USDC), at(2))).decision.warnings).toEqual([]);
+  });
+});
+
+describe("reserving inside the caller's transaction", () => {
+  it("refuses to run outside a transaction, where the lock would protect nothing", async () => {
+    const client = await db.pool.connect();
+    try {
+      await expect(reserveInTransaction(client, newAgent(), pay(1n), T0)).rejects.toThrow(/transaction/);
+    } finally {
+      client.release();
+    }
+  });
+
+  it("refuses REPEATABLE READ, whose snapshot predates the lock", async () => {
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+      await expect(reserveInTransaction(client, newAgent(), pay(1n), T0)).rejects.toThrow(/READ COMMITTED/);
+      await client.query("ROLLBACK");
+    } finally {
+      client.release();
+    }
+  });
+
+  it("commits or rolls back with the caller's transaction", async () => {
+    const agent = newAgent();
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const { reservationId } = await reserveInTransaction(client, agent, pay(USDC), T0);
+      expect(reservationId).not.toBeNull();
+      await client.query("ROLLBACK");
+    } finally {
+      client.release();
+    }
+    expect(await reservationCount(agent)).toBe(0);
+  });
+});
+
+describe("concurrency", () => {
+  let wide: pg.Pool;
+
+  beforeAll(() => {
+    wide = new pg.Pool({ connectionString: db.url, max: 25 });
+  });
+
+  afterAll(async () => {
+    await wide.end();
+  });
+
+  async function fire(agent: string, count: number, amountUnits: bigint) {
+    return Promise.all(
+      Array.from({ length: count }, (_, i) => reserveWithinPolicy(wide, agent, pay(amountUnits), at(i))),
+    );
+  }
+
+  it("50 concurrent reservations never sum above the daily budget", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 10n * USDC });
+    const results = await fire(agent, 50, 300_000n);
+    const accepted = results.filter((r) => r.decision.decision === "allow");
+    expect(accepted).toHaveLength(33);
+    expect(results.filter((r) => r.decision.reasonCode === "daily_budget_exceeded")).toHaveLength(17);
+    const { rows } = await db.pool.query<{ total: string; n: number }>(
+      "SELECT sum(amount_units)::text AS total, count(*)::int AS n FROM spend_reservations WHERE agent_id = $1",
+      [agent],
+    );
+    expect(rows[0]).toEqual({ total: "9900000", n: 33 });
+    expect(accepted.filter((r) => r.decision.warnings.length > 0)).toHaveLength(1);
+  });
+
+  it("50 concurrent reservations never exceed the rate limit", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { rateLimit: { calls: 7, window: "1m" } });
+    const results = await fire(agent, 50, 1n);
+    expect(results.filter((r) => r.decision.decision === "allow")).toHaveLength(7);
+    expect(await reservationCount(agent)).toBe(7);
+  });
+
+  it("agents do not share limits or wait on each other's budget", async () => {
+    const [a, b] = [newAgent(), newAgent()];
+    await putPolicy(db.pool, a, { dailyBudgetUnits: USDC });
+    await putPolicy(db.pool, b, { dailyBudgetUnits: 2n * USDC });
+    const results = await Promise.all([fire(a, 25, 100_000n), fire(b, 25, 100_000n)]);
+    expect(results[0].filter((r) => r.decision.decision === "allow")).toHaveLength(10);
+    expect(results[1].filter((r) => r.decision.decision === "allow")).toHaveLength(20);
+  });
+
+  it("a policy change waits for an open reservation of the same agent (one lock)", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 100n * USDC });
+    const client = await wide.connect();
+    try {
+      await client.query("BEGIN");
+      await reserveInTransaction(client, agent, pay(USDC), T0);
+      let done = false;
+      const update = putPolicy(wide, agent, { dailyBudgetUnits: 5n * USDC }).then(() => (done = true));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(done).toBe(false);
+      await client.query("COMMIT");
+      await update;
+      expect(done).toBe(true);
+    } finally {
+      client.release();
+    }
+  });
+});
+
+describe("the store against the reference model", () => {
+  it("agrees with the naive model on 25 random scenarios of 40 requests", async () => {
+    const start = new Date("2026-06-01T00:00:00.000Z");
+    for (let seed = 1; seed <= 25; seed += 1) {
+      const agent = `model-${seed}`;
+      const { policy, requests } = randomScenario(seed, 40, start);
+      await putPolicy(db.pool, agent, {
+        dailyBudgetUnits: policy.dailyBudgetUnits,
+        perCallLimitUnits: policy.perCallLimitUnits,
+        allowedDomains: policy.allowedDomains,
+        blockedDomains: policy.blockedDomains,
+        rateLimit: policy.rateLimit,
+      });
+      const model = new ReferenceModel(policy);
+      for (const { at: now, host, request } of requests) {
+        const context = `seed ${seed} at ${now.toISOString()} ${request.endpoint} ${request.amountUnits}`;
+        const expected = model.decide(host, request.amountUnits, now.getTime());
+        const { decision } = await reserveWithinPolicy(db.pool, agent, request, now);
+        expect(decision.reasonCode, context).toBe(expected.reasonCode);
+        expect(decision.warnings.length === 1, context).toBe(expected.warning);
+        if (decision.decision === "allow") model.accept(request.amountUnits, now.getTime());
+        const usage = await readUsage(db.pool, agent, policy, now);
+        expect(usage.usedTodayUnits, context).toBe(model.usedInPeriod(now.getTime()));
+        expect(usage.rateCalls, context).toBe(model.callsInRateWindow(now.getTime()));
+      }
+      model.assertInvariants();
+    }
+  });
+});

@@ -222,7 +222,12 @@ describe("domains", () => {
   });
 
   it("domain rules come before the per-call limit and the budget", () => {
-    const strict = policy({ blockedDomains: ["evil.com"], allowedDomains: ["example.com"], perCallLimitUnits: 1n, dailyBudgetUnits: 1n });
+    const strict = policy({
+      blockedDomains: ["evil.com"],
+      allowedDomains: ["example.com"],
+      perCallLimitUnits: 1n,
+      dailyBudgetUnits: 1n,
+    });
     expect(evaluatePolicy(strict, usage(1n), pay(USDC, "https://evil.com"), T0).reasonCode).toBe("domain_blocked");
     expect(evaluatePolicy(strict, usage(1n), pay(USDC, "https://other.com"), T0).reasonCode).toBe("domain_not_allowed");
   });
@@ -276,9 +281,8 @@ describe("protocol preference", () => {
     const prefersMpp = policy({ protocolPreference: "mpp" });
     expect(evaluatePolicy(prefersMpp, NO_USAGE, pay(USDC), T0).protocol).toBe("mpp");
     expect(evaluatePolicy(prefersMpp, NO_USAGE, { ...pay(USDC), protocol: "x402" }, T0).protocol).toBe("x402");
-    expect(evaluatePolicy(EMPTY_POLICY, NO_USAGE, { ...pay(USDC), protocol: "mpp", offeredProtocols: ["x402", "mpp"] }, T0).protocol).toBe(
-      "mpp",
-    );
+    const override = { ...pay(USDC), protocol: "mpp" as const, offeredProtocols: ["x402", "mpp"] as const };
+    expect(evaluatePolicy(EMPTY_POLICY, NO_USAGE, override, T0).protocol).toBe("mpp");
   });
 });
 

@@ -11,7 +11,7 @@
  * of gateway processes. Reads (`getPolicy`, `readUsage`, `checkPolicy`) take no lock and write
  * nothing: a dry run records nothing.
  */
-import pg from "pg";
+import type pg from "pg";
 import { evaluatePolicy, type PaymentRequest, type PolicyDecision, type PolicyUsage } from "./engine.js";
 import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type ProtocolPreference } from "./policy.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow, rateWindowStart } from "./windows.js";
@@ -135,9 +135,17 @@ export async function checkPolicy(db: Db, agentId: string, request: PaymentReque
   return evaluatePolicy(policy, await readUsage(db, agentId, policy, now), request, now);
 }
 
-/** Check and reserve in a transaction of its own (on a connection from the pool, or on `db`). */
-export async function reserveWithinPolicy(db: Db, agentId: string, request: PaymentRequest, now: Date): Promise<Reservation> {
-  return inTransaction(db, (client) => reserveInTransaction(client, agentId, request, now));
+/**
+ * Check and reserve in a transaction of its own, on a connection from the pool. To reserve together
+ * with other writes, use `reserveInTransaction` inside your transaction.
+ */
+export async function reserveWithinPolicy(
+  pool: pg.Pool,
+  agentId: string,
+  request: PaymentRequest,
+  now: Date,
+): Promise<Reservation> {
+  return inTransaction(pool, (client) => reserveInTransaction(client, agentId, request, now));
 }
 
 /**
@@ -164,7 +172,15 @@ export async function reserveInTransaction(
       const { rows } = await client.query<{ id: string }>(
         `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start)
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-        [agentId, request.amountUnits.toString(), request.endpoint, decision.domain, decision.protocol, now, decision.budget.windowStart],
+        [
+          agentId,
+          request.amountUnits.toString(),
+          request.endpoint,
+          decision.domain,
+          decision.protocol,
+          now,
+          decision.budget.windowStart,
+        ],
       );
       reservationId = rows[0]!.id;
     }
@@ -205,9 +221,8 @@ async function lockAgent(client: pg.ClientBase, agentId: string): Promise<void> 
   }
 }
 
-async function inTransaction<T>(db: Db, work: (client: pg.ClientBase) => Promise<T>): Promise<T> {
-  const pooled = db instanceof pg.Pool ? await db.connect() : null;
-  const client = pooled ?? (db as pg.ClientBase);
+async function inTransaction<T>(pool: pg.Pool, work: (client: pg.ClientBase) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
   try {
     await client.query("BEGIN ISOLATION LEVEL READ COMMITTED");
     try {
@@ -219,7 +234,7 @@ async function inTransaction<T>(db: Db, work: (client: pg.ClientBase) => Promise
       throw error;
     }
   } finally {
-    pooled?.release();
+    client.release();
   }
 }
 

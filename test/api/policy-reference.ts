@@ -70,7 +70,8 @@ export function randomScenario(seed: number, length: number, start: Date): Scena
     const host = pick(HOST_POOL);
     const decorated = random() < 0.2 ? `${host.toUpperCase()}.` : host;
     const amountUnits = BigInt(1 + int(40)) * 50_000n + (random() < 0.2 ? BigInt(int(3)) - 1n : 0n);
-    requests.push({ at: new Date(now), host, request: { endpoint: `https://${decorated}/v1/${i}`, amountUnits: amountUnits > 0n ? amountUnits : 1n } });
+    const request = { endpoint: `https://${decorated}/v1/${i}`, amountUnits: amountUnits > 0n ? amountUnits : 1n };
+    requests.push({ at: new Date(now), host, request });
   }
   return { policy, requests };
 }
@@ -110,14 +111,15 @@ export class ReferenceModel {
 
   decide(host: string, amount: bigint, at: number): { reasonCode: string | null; warning: boolean } {
     const p = this.policy;
-    if (p.blockedDomains.some((e) => ReferenceModel.matches(e, host))) return { reasonCode: "domain_blocked", warning: false };
+    const reject = (reasonCode: string) => ({ reasonCode, warning: false });
+    if (p.blockedDomains.some((e) => ReferenceModel.matches(e, host))) return reject("domain_blocked");
     if (p.allowedDomains !== null && !p.allowedDomains.some((e) => ReferenceModel.matches(e, host))) {
-      return { reasonCode: "domain_not_allowed", warning: false };
+      return reject("domain_not_allowed");
     }
-    if (p.perCallLimitUnits !== null && amount > p.perCallLimitUnits) return { reasonCode: "per_call_limit_exceeded", warning: false };
+    if (p.perCallLimitUnits !== null && amount > p.perCallLimitUnits) return reject("per_call_limit_exceeded");
     const used = this.usedInPeriod(at);
-    if (p.dailyBudgetUnits !== null && used + amount > p.dailyBudgetUnits) return { reasonCode: "daily_budget_exceeded", warning: false };
-    if (p.rateLimit !== null && this.callsInRateWindow(at) >= p.rateLimit.calls) return { reasonCode: "rate_limit_exceeded", warning: false };
+    if (p.dailyBudgetUnits !== null && used + amount > p.dailyBudgetUnits) return reject("daily_budget_exceeded");
+    if (p.rateLimit !== null && this.callsInRateWindow(at) >= p.rateLimit.calls) return reject("rate_limit_exceeded");
     const budget = p.dailyBudgetUnits;
     const warning = budget !== null && used * 5n < budget * 4n && (used + amount) * 5n >= budget * 4n;
     return { reasonCode: null, warning };
@@ -132,7 +134,9 @@ export class ReferenceModel {
     const p = this.policy;
     if (p.dailyBudgetUnits !== null) {
       const perPeriod = new Map<number, bigint>();
-      for (const payment of this.accepted) perPeriod.set(payment.periodStart, (perPeriod.get(payment.periodStart) ?? 0n) + payment.amount);
+      for (const { periodStart, amount } of this.accepted) {
+        perPeriod.set(periodStart, (perPeriod.get(periodStart) ?? 0n) + amount);
+      }
       for (const total of perPeriod.values()) expect(total).toBeLessThanOrEqual(p.dailyBudgetUnits);
     }
     if (p.rateLimit !== null) {

@@ -172,7 +172,11 @@ describe("usage from the reservation ledger", () => {
     });
     expect((await reserveWithinPolicy(db.pool, agent, pay(1n), at(DAY - 1))).decision.reasonCode).toBe("daily_budget_exceeded");
 
-    expect(await readUsage(db.pool, agent, policy, at(DAY))).toMatchObject({ usedTodayUnits: 0n, windowStart: null, windowResetsAt: null });
+    expect(await readUsage(db.pool, agent, policy, at(DAY))).toMatchObject({
+      usedTodayUnits: 0n,
+      windowStart: null,
+      windowResetsAt: null,
+    });
     // Not a sliding 24 h: the 6 usdc paid at 23 h belong to the period that just reset.
     const next = await reserveWithinPolicy(db.pool, agent, pay(10n * USDC), at(DAY + HOUR));
     expect(next.decision).toMatchObject({ decision: "allow", budget: { windowStart: at(DAY + HOUR), usedUnits: 10n * USDC } });

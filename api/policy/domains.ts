@@ -33,11 +33,6 @@ const MAX_HOST_LENGTH = 253;
 
 export type EntryKind = "registrable" | "exact";
 
-export interface DomainEntry {
-  readonly domain: string;
-  readonly kind: EntryKind;
-}
-
 /**
  * Normalizes one policy entry (lower-case, punycode, no trailing dot) or throws. Schemes, ports,
  * paths and wildcards are rejected: `*.example.com` is written `example.com`.

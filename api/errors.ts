@@ -1,0 +1,35 @@
+/**
+ * Every error the query service returns on purpose: a GraphQLError whose `extensions.code` is one
+ * of these stable codes (never renumbered or reused), with the HTTP status yoga answers with when
+ * the error ends the request (authentication, limits). Anything else is masked by yoga.
+ */
+import { GraphQLError } from "graphql";
+
+export const ERROR_CODES = {
+  /** Missing, malformed, unknown or revoked API key (spec 5: AuthenticationError). */
+  AUTHENTICATION_ERROR: 401,
+  /** An argument failed validation: window, limit, hash, amount, cursor, range. */
+  BAD_USER_INPUT: 400,
+  /** The agent (or tree root) does not exist, or belongs to another account: the same answer. */
+  NOT_FOUND: 404,
+  /** The query nests deeper than the service allows. */
+  QUERY_TOO_DEEP: 400,
+  /** The document does not parse, or has more tokens than the service reads. */
+  GRAPHQL_PARSE_FAILED: 400,
+  /** The query's estimated cost (fields × list sizes) exceeds the service's budget. */
+  QUERY_TOO_COSTLY: 400,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export function apiError(code: ErrorCode, message: string, details: Record<string, unknown> = {}): GraphQLError {
+  return new GraphQLError(message, { extensions: { code, ...details, http: { status: ERROR_CODES[code] } } });
+}
+
+export function badInput(argument: string, message: string): GraphQLError {
+  return apiError("BAD_USER_INPUT", `${argument}: ${message}`, { argument });
+}
+
+export function isApiError(error: unknown, code?: ErrorCode): error is GraphQLError {
+  return error instanceof GraphQLError && (code === undefined || error.extensions.code === code);
+}

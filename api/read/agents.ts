@@ -1,0 +1,45 @@
+/** Agents of an account (spec 2.5). Every lookup is scoped by account id. */
+import type pg from "pg";
+import type { AgentRow } from "./rows.js";
+
+const COLUMNS = "agent_id, account_id, name, wallet_address, created_at";
+
+export async function listAgents(pool: pg.Pool, accountId: string): Promise<AgentRow[]> {
+  const result = await pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE account_id = $1 ORDER BY agent_id LIMIT 10000`, [
+    accountId,
+  ]);
+  return result.rows;
+}
+
+/** Batch: the account's agents with these ids (absent ids, or other accounts' agents, are null). */
+export async function agentsByIds(pool: pg.Pool, accountId: string, agentIds: readonly string[]): Promise<(AgentRow | null)[]> {
+  const result = await pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE account_id = $1 AND agent_id = ANY($2::text[])`, [
+    accountId,
+    [...agentIds],
+  ]);
+  const byId = new Map(result.rows.map((row) => [row.agent_id, row]));
+  return agentIds.map((id) => byId.get(id) ?? null);
+}
+
+/** Batch: the account's agents paying from these wallet addresses. */
+export async function agentsByWallets(pool: pg.Pool, accountId: string, wallets: readonly string[]): Promise<(AgentRow | null)[]> {
+  const result = await pool.query<AgentRow>(
+    `SELECT ${COLUMNS} FROM agents WHERE account_id = $1 AND wallet_address = ANY($2::text[])`,
+    [accountId, [...wallets]],
+  );
+  const byWallet = new Map(result.rows.map((row) => [row.wallet_address, row]));
+  return wallets.map((wallet) => byWallet.get(wallet) ?? null);
+}
+
+/** Batch: endpoint text and domain the gateway knows for these hashes. */
+export async function endpointsByHashes(
+  pool: pg.Pool,
+  hashes: readonly string[],
+): Promise<({ endpoint: string; domain: string } | null)[]> {
+  const result = await pool.query<{ endpoint_hash: string; endpoint: string; domain: string }>(
+    "SELECT endpoint_hash, endpoint, domain FROM endpoints WHERE endpoint_hash = ANY($1::text[])",
+    [[...hashes]],
+  );
+  const byHash = new Map(result.rows.map((row) => [row.endpoint_hash, { endpoint: row.endpoint, domain: row.domain }]));
+  return hashes.map((hash) => byHash.get(hash) ?? null);
+}

@@ -1,0 +1,37 @@
+/**
+ * Rejected payments (spec 3: "transaction with status rejected"): written by the gateway when a
+ * policy refuses a payment, read by the transactions listing and the policy_violations metric.
+ */
+import type pg from "pg";
+
+export interface Rejection {
+  readonly agentId: string;
+  readonly amountUnits: bigint;
+  /** Host and path without scheme. */
+  readonly endpoint: string;
+  readonly domain: string;
+  readonly protocol: "x402" | "mpp" | null;
+  /** e.g. per_call_limit_exceeded. */
+  readonly reasonCode: string;
+  readonly reason: string;
+  /** Defaults to the database's now(). */
+  readonly at?: Date;
+}
+
+export async function recordRejection(pool: pg.Pool | pg.ClientBase, rejection: Rejection): Promise<string> {
+  const result = await pool.query<{ id: string }>(
+    `INSERT INTO payment_rejections (agent_id, amount_units, endpoint, domain, protocol, reason_code, reason, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now())) RETURNING id`,
+    [
+      rejection.agentId,
+      rejection.amountUnits.toString(),
+      rejection.endpoint,
+      rejection.domain,
+      rejection.protocol,
+      rejection.reasonCode,
+      rejection.reason,
+      rejection.at ?? null,
+    ],
+  );
+  return result.rows[0]!.id;
+}

@@ -1,0 +1,258 @@
+/**
+ * The GraphQL schema of the query service. Names follow the spec (2.2, 2.4-2.6, 4.2, 4.7, 4.8).
+ * Money: `amount`-like fields are decimal strings of USDC ("1.500000", 6 decimals, never floats);
+ * the matching `...Units` field is the same amount in integer base units (a string: it may exceed
+ * 2^53). Times are ISO 8601 UTC strings.
+ */
+export const typeDefs = /* GraphQL */ `
+  "Payment protocol (spec 2.2)."
+  enum Protocol {
+    x402
+    mpp
+  }
+
+  "confirmed / finalized: recorded on the ledger chain at that commitment; rejected: refused by a policy, never on the chain."
+  enum TransactionStatus {
+    confirmed
+    finalized
+    rejected
+  }
+
+  "A custom time range; both ends are rounded down to the minute."
+  input TimeRangeInput {
+    from: String!
+    to: String!
+  }
+
+  type Query {
+    "Spec 4.7 agents.list: the account's agents."
+    agents: [Agent!]!
+    "Spec 4.7 wallet.get."
+    wallet(agentId: ID!): Wallet!
+    "Spec 4.7 transactions.get: null when no payment of the account's agents has this hash."
+    transaction(txHash: String!): Transaction
+    "Spec 4.7 transactions.list, newest first. limit 1..200 (default 50); since: window such as 24h; after: pageInfo.endCursor."
+    transactions(
+      agentId: ID
+      limit: Int
+      protocol: Protocol
+      domain: String
+      since: String
+      status: TransactionStatus
+      after: String
+    ): TransactionConnection!
+    "Spec 4.7 transactions.getChain / 4.8 transactions tree. maxDepth 0..64 (default 16), nodeLimit 1..5000 (default 500). Null when the root is not a payment of the account."
+    paymentTree(rootTxHash: String!, maxDepth: Int, nodeLimit: Int): PaymentTree
+    "Spec 4.8 cli spend. window: 1h, 24h (default), 7d, 30d, or custom with range."
+    spendSummary(agentId: ID, window: String, range: TimeRangeInput): SpendSummary!
+    "Spec 4.2. metrics: spend, tx_count, policy_violations, protocol_split (default all). resolution: 1m, 5m, 15m, 1h, 6h, 1d."
+    metrics(agentId: ID!, metrics: [String!], window: String, range: TimeRangeInput, resolution: String): Metrics!
+    "The agents.invoke budgets opened under the invoking transaction, and what they consumed. Null when none is visible."
+    invocation(txHash: String!): Invocation
+  }
+
+  type Subscription {
+    "Live feed (spec 4.9): each new ledger transaction of the account's agents (or of one agent)."
+    transactionRecorded(agentId: ID): Transaction!
+  }
+
+  "Spec 2.5."
+  type Agent {
+    agentId: ID!
+    name: String!
+    walletAddress: String!
+    createdAt: String!
+    "Null when balances are not configured or the wallet has no token account."
+    balance: String
+    balanceUnits: String
+  }
+
+  "Spec 2.4."
+  type Wallet {
+    agentId: ID!
+    address: String!
+    balance: String
+    balanceUnits: String
+    network: String!
+  }
+
+  "Spec 2.2."
+  type Transaction {
+    "The txHash, or rejection:<n> for a rejected payment."
+    id: ID!
+    "Null for a rejected payment (it never reached the chain)."
+    txHash: String
+    agentId: ID!
+    agent: Agent
+    "Null for a payment rejected before a protocol was chosen."
+    protocol: Protocol
+    rail: String
+    amountPaid: String!
+    amountPaidUnits: String!
+    "Host and path without scheme; the endpoint hash when the gateway does not know its text."
+    endpoint: String!
+    domain: String
+    "passed for recorded payments, failed for rejected ones."
+    policyCheck: String!
+    parentTxHash: String
+    "The invoking transaction, when its payer is one of the account's agents."
+    parent: Transaction
+    solanaExplorer: String
+    timestamp: String!
+    "0 for a top-level payment; n for a payment n invocations below its root."
+    depth: Int!
+    status: TransactionStatus!
+    "verified / unverified for payments settled by a separate transaction; null otherwise."
+    settlementStatus: String
+    "Machine code of the rejection, e.g. per_call_limit_exceeded."
+    rejectionCode: String
+    "Spec 7: <reason_code>: requested <amount> <unit>, limit is <amount> <unit>."
+    rejectionReason: String
+  }
+
+  type PageInfo {
+    hasNextPage: Boolean!
+    endCursor: String
+  }
+
+  type TransactionConnection {
+    nodes: [Transaction!]!
+    pageInfo: PageInfo!
+  }
+
+  type PaymentTreeNode {
+    txHash: String!
+    "Null for the root."
+    parentTxHash: String
+    "0 for the root."
+    depth: Int!
+    agentId: ID!
+    agent: Agent
+    amount: String!
+    amountUnits: String!
+    protocol: Protocol!
+    endpoint: String!
+    timestamp: String!
+    solanaExplorer: String!
+    status: TransactionStatus!
+  }
+
+  "Spec 4.8: the total line of a tree."
+  type PaymentTreeTotals {
+    amount: String!
+    amountUnits: String!
+    transactionCount: Int!
+    agentCount: Int!
+  }
+
+  type PaymentTree {
+    rootTxHash: String!
+    "Flat, ordered by depth then time; rebuild the tree from parentTxHash."
+    nodes: [PaymentTreeNode!]!
+    totals: PaymentTreeTotals!
+    "True when nodes were left out (nodeLimit reached, or payments below maxDepth)."
+    truncated: Boolean!
+  }
+
+  type ProtocolSpend {
+    protocol: Protocol!
+    amount: String!
+    amountUnits: String!
+    "Share of the total amount in percent, two decimals."
+    percent: String!
+    txCount: Int!
+  }
+
+  type DomainSpend {
+    "The endpoint hash when the gateway does not know the domain."
+    domain: String!
+    amount: String!
+    amountUnits: String!
+    percent: String!
+    txCount: Int!
+  }
+
+  type SpendSummary {
+    agentId: ID
+    window: String!
+    from: String!
+    to: String!
+    total: String!
+    totalUnits: String!
+    txCount: Int!
+    byProtocol: [ProtocolSpend!]!
+    "Largest first; at most 50 domains."
+    byDomain: [DomainSpend!]!
+  }
+
+  type SpendPoint {
+    timestamp: String!
+    value: String!
+    valueUnits: String!
+  }
+
+  type CountPoint {
+    timestamp: String!
+    count: Int!
+  }
+
+  type ViolationPoint {
+    timestamp: String!
+    count: Int!
+    reason: String!
+  }
+
+  "Shares of volume (amount), six decimals; both 0.000000 when nothing was spent."
+  type ProtocolSplit {
+    x402: String!
+    mpp: String!
+    x402Units: String!
+    mppUnits: String!
+  }
+
+  "Spec 4.2 metrics; a series not asked for is null. Buckets start at the window start."
+  type MetricSeries {
+    spend: [SpendPoint!]
+    tx_count: [CountPoint!]
+    policy_violations: [ViolationPoint!]
+    protocol_split: ProtocolSplit
+  }
+
+  type Metrics {
+    agentId: ID!
+    window: String!
+    resolution: String!
+    from: String!
+    to: String!
+    metrics: MetricSeries!
+  }
+
+  "One agents.invoke budget (an invocation account on the chain)."
+  type SubAgentInvocation {
+    invocation: String!
+    invokerAgentId: ID
+    invokerAddress: String
+    "Null when the sub-agent belongs to another account."
+    subAgentId: ID
+    subAgentAddress: String!
+    budget: String!
+    budgetUnits: String!
+    spent: String!
+    spentUnits: String!
+    remaining: String!
+    remainingUnits: String!
+    paymentCount: Int!
+  }
+
+  type Invocation {
+    parentTxHash: String!
+    budget: String!
+    budgetUnits: String!
+    spent: String!
+    spentUnits: String!
+    remaining: String!
+    remainingUnits: String!
+    paymentCount: Int!
+    subAgents: [SubAgentInvocation!]!
+  }
+`;

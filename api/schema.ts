@@ -49,6 +49,74 @@ export const typeDefs = /* GraphQL */ `
     metrics(agentId: ID!, metrics: [String!], window: String, range: TimeRangeInput, resolution: String): Metrics!
     "The agents.invoke budgets opened under the invoking transaction, and what they consumed. Null when none is visible."
     invocation(txHash: String!): Invocation
+    "Spec 2.1 policy read view: the limits with usedToday and the rate-limit usage in its window."
+    policy(agentId: ID!): Policy!
+    "Dry run of the spend policy for a payment now (records nothing). amount: decimal USDC, e.g. 0.25."
+    checkPolicy(agentId: ID!, endpoint: String!, amount: String!, protocol: ProtocolPreference): PolicyCheck!
+  }
+
+  enum ProtocolPreference {
+    auto
+    x402
+    mpp
+  }
+
+  type RateLimit {
+    calls: Int!
+    "1m, 5m, 15m, 1h or 24h."
+    window: String!
+  }
+
+  type RateUsage {
+    "Payment calls in the rate window ending now (0 without a rate limit)."
+    calls: Int!
+    limit: Int
+    window: String
+  }
+
+  "Spec 2.1. A null limit is no limit; allowedDomains null = any domain."
+  type Policy {
+    agentId: ID!
+    dailyBudget: String
+    dailyBudgetUnits: String
+    perCallLimit: String
+    perCallLimitUnits: String
+    allowedDomains: [String!]
+    blockedDomains: [String!]!
+    rateLimit: RateLimit
+    protocolPreference: ProtocolPreference!
+    usedToday: String!
+    usedTodayUnits: String!
+    "open, warning (80 %) or exhausted (spec 3)."
+    budgetState: String!
+    windowStart: String
+    windowResetsAt: String
+    rateUsage: RateUsage!
+    "Null when the agent has no stored policy."
+    updatedAt: String
+  }
+
+  type PolicyCheck {
+    agentId: ID!
+    allowed: Boolean!
+    "allow or reject."
+    decision: String!
+    "e.g. per_call_limit_exceeded; null when allowed."
+    reasonCode: String
+    "Spec 7: <reason_code>: requested <amount> <unit>, limit is <amount> <unit>."
+    reason: String
+    "The spec 7 client error class the rejection maps to."
+    errorClass: String
+    domain: String!
+    protocol: Protocol
+    "The daily budget after this payment if allowed, as it stands if rejected."
+    budgetState: String!
+    budgetUsed: String!
+    budgetUsedUnits: String!
+    budgetLimit: String
+    budgetLimitUnits: String
+    "budget.warning when this payment would cross 80 % of the daily budget."
+    warnings: [String!]!
   }
 
   type Subscription {

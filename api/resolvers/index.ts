@@ -4,6 +4,7 @@ import { agentMetrics, type MetricsArgs, spendSummary, type WindowArgs } from ".
 import { getTransaction } from "../read/transactions.js";
 import { agents, Agent, invocation, wallet } from "./agents.js";
 import { agentField, parentField, requireAgent, toTransaction, type TransactionObject } from "./common.js";
+import { checkPolicy, policy } from "./policy.js";
 import { transaction, transactions } from "./transactions.js";
 import { nodeEndpoint, paymentTree } from "./tree.js";
 
@@ -32,6 +33,8 @@ export const resolvers = {
     spendSummary: (_: unknown, args: WindowArgs & { agentId?: string | null }, context: ApiContext) => spendSummary(context, args),
     metrics: (_: unknown, args: MetricsArgs, context: ApiContext) => agentMetrics(context, args),
     invocation,
+    policy,
+    checkPolicy,
   },
   Subscription: {
     transactionRecorded: { subscribe: transactionRecorded },

@@ -5,6 +5,7 @@
  */
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { putPolicy, reserveWithinPolicy } from "../../api/policy/index.js";
 import { rpcBalanceReader } from "../../api/read/balances.js";
 import { loadPaymentTree } from "../../api/read/payment-tree.js";
 import { createApiServer, type ApiServer } from "../../api/server.js";
@@ -503,6 +504,80 @@ describe("agents, wallet and invocation budgets", () => {
       ].sort((a, b) => (a.budgetUnits > b.budgetUnits ? -1 : 1)),
     );
     expect(data.invocation).toMatchObject({ parentTxHash: world.tree.root, budgetUnits: "4000000", spentUnits: "2800000", remainingUnits: "1200000", paymentCount: 3 });
+  });
+});
+
+// ---- policy (delegated to api/policy) -----------------------------------------------------------
+
+describe("policy and checkPolicy: the policy engine's read view and dry run", () => {
+  const POLICY = `query($agentId: ID!) { policy(agentId: $agentId) {
+    agentId dailyBudget dailyBudgetUnits perCallLimit perCallLimitUnits allowedDomains blockedDomains
+    rateLimit { calls window } protocolPreference usedToday usedTodayUnits budgetState windowStart windowResetsAt
+    rateUsage { calls limit window } updatedAt } }`;
+  const CHECK = `query($agentId: ID!, $endpoint: String!, $amount: String!) {
+    checkPolicy(agentId: $agentId, endpoint: $endpoint, amount: $amount) {
+      allowed decision reasonCode reason errorClass domain protocol budgetState budgetUsedUnits budgetLimitUnits warnings } }`;
+
+  beforeAll(async () => {
+    await putPolicy(
+      world.db.pool,
+      "a-spender",
+      { dailyBudgetUnits: 10_000_000n, perCallLimitUnits: 3_000_000n, allowedDomains: ["example.com"], rateLimit: { calls: 5, window: "1h" } },
+      world.now,
+    );
+    // Two payments the gateway let through: 8 of 10 USDC used, the 80 % warning reached.
+    for (const amountUnits of [2_500_000n, 2_500_000n, 3_000_000n]) {
+      const reserved = await reserveWithinPolicy(world.db.pool, "a-spender", { endpoint: "api.example.com/v1/quote", amountUnits }, new Date(world.now.getTime() - 60_000));
+      expect(reserved.decision.decision).toBe("allow");
+    }
+  });
+
+  it("policy(agentId) shows the limits, usedToday, the budget state and the rate usage", async () => {
+    const data: any = await client.ok(world.keys.A, POLICY, { agentId: "a-spender" });
+    expect(data.policy).toMatchObject({
+      agentId: "a-spender",
+      dailyBudget: "10.000000",
+      perCallLimitUnits: "3000000",
+      allowedDomains: ["example.com"],
+      blockedDomains: [],
+      rateLimit: { calls: 5, window: "1h" },
+      protocolPreference: "auto",
+      usedToday: "8.000000",
+      usedTodayUnits: "8000000",
+      budgetState: "warning",
+      rateUsage: { calls: 3, limit: 5, window: "1h" },
+    });
+    expect(Date.parse(data.policy.windowResetsAt) - Date.parse(data.policy.windowStart)).toBe(DAY_S * 1000);
+  });
+
+  it("an agent without a stored policy has no limits and nothing used", async () => {
+    const data: any = await client.ok(world.keys.A, POLICY, { agentId: "a-orch" });
+    expect(data.policy).toMatchObject({ dailyBudget: null, perCallLimit: null, allowedDomains: null, usedToday: "0.000000", budgetState: "open", updatedAt: null });
+  });
+
+  it("checkPolicy answers each rule's breach, and allows what fits, recording nothing", async () => {
+    const cases = [
+      ["api.example.com/v1/quote", "3.5", "per_call_limit_exceeded"],
+      ["api.example.com/v1/quote", "2.5", "daily_budget_exceeded"],
+      ["search.example.org/v2/find", "0.1", "domain_not_allowed"],
+      ["api.example.com/v1/quote", "2", null],
+    ] as const;
+    for (const [endpoint, amount, reasonCode] of cases) {
+      const data: any = await client.ok(world.keys.A, CHECK, { agentId: "a-spender", endpoint, amount });
+      expect(data.checkPolicy.reasonCode, `${endpoint} ${amount}`).toBe(reasonCode);
+      expect(data.checkPolicy.allowed).toBe(reasonCode === null);
+      if (reasonCode !== null) expect(data.checkPolicy.reason).toMatch(new RegExp(`^${reasonCode}: requested `));
+    }
+    const after: any = await client.ok(world.keys.A, POLICY, { agentId: "a-spender" });
+    expect(after.policy.usedTodayUnits).toBe("8000000");
+  });
+
+  it("bad amounts and endpoints are BAD_USER_INPUT; another account's agent is NOT_FOUND", async () => {
+    for (const [endpoint, amount] of [["api.example.com/x", "-1"], ["api.example.com/x", "1.1234567"], ["api.example.com/x", "abc"], ["", "1"], ["ftp://x.example.com/", "1"]]) {
+      expect(await client.codes(world.keys.A, CHECK, { agentId: "a-spender", endpoint, amount }), `${endpoint} ${amount}`).toEqual(["BAD_USER_INPUT"]);
+    }
+    expect(await client.codes(world.keys.B, CHECK, { agentId: "a-spender", endpoint: "api.example.com/x", amount: "1" })).toEqual(["NOT_FOUND"]);
+    expect(await client.codes(world.keys.B, POLICY, { agentId: "a-spender" })).toEqual(["NOT_FOUND"]);
   });
 });
 

@@ -64,29 +64,32 @@ export async function listTransactions(pool: pg.Pool, filter: TransactionFilter)
     const p = param(filter.domain);
     return `(${column} = ${p} OR right(${column}, length(${p}) + 1) = '.' || ${p})`;
   };
-  // Keyset: rows strictly after the cursor in (time desc, kind desc, id desc) order.
+  // Keyset: rows strictly after the cursor in (time desc, kind desc, id desc) order. The plain
+  // `time <= cursor time` lets the (agent, timestamp) indexes bound the scan.
   const afterCursor = (time: string, kind: 0 | 1, id: string): string => {
     const c = filter.after!;
-    const t = param(c.timeMicros.toString());
-    return `((extract(epoch FROM ${time}) * 1000000)::bigint, ${kind}, ${id}) < (${t}::bigint, ${c.kind}, ${param(c.id.toString())}::bigint)`;
+    const at = `('epoch'::timestamptz + ${param(c.timeMicros.toString())}::bigint * interval '1 microsecond')`;
+    return `${time} <= ${at} AND (${time}, ${kind}, ${id}) < (${at}, ${c.kind}, ${param(c.id.toString())}::bigint)`;
   };
+  const limit = param(filter.limit + 1);
 
+  // Each branch is ordered and limited on its own (index order), then the two are merged.
   const branches: string[] = [];
   if (filter.status !== "rejected") {
     const where = common(`t."timestamp"`, "t");
     if (filter.status !== undefined) where.push(`t.status = ${param(filter.status)}`);
     if (filter.domain !== undefined) where.push(domainMatch("e.domain"));
     if (filter.after !== undefined) where.push(afterCursor(`t."timestamp"`, 0, "t.event_id"));
-    branches.push(`${CHAIN_SELECT} WHERE ${where.join(" AND ")}`);
+    branches.push(`(${CHAIN_SELECT} WHERE ${where.join(" AND ")} ORDER BY t."timestamp" DESC, t.event_id DESC LIMIT ${limit})`);
   }
   if (filter.status === undefined || filter.status === "rejected") {
     const where = common("r.created_at", "r");
     if (filter.domain !== undefined) where.push(domainMatch("r.domain"));
     if (filter.after !== undefined) where.push(afterCursor("r.created_at", 1, "r.id"));
-    branches.push(`${REJECTION_SELECT} WHERE ${where.join(" AND ")}`);
+    branches.push(`(${REJECTION_SELECT} WHERE ${where.join(" AND ")} ORDER BY r.created_at DESC, r.id DESC LIMIT ${limit})`);
   }
   const sql = `SELECT * FROM (${branches.join(" UNION ALL ")}) x
-               ORDER BY time_micros::bigint DESC, kind DESC, id::bigint DESC LIMIT ${param(filter.limit + 1)}`;
+               ORDER BY "timestamp" DESC, kind DESC, id::bigint DESC LIMIT ${limit}`;
   const result = await pool.query<PaymentRow>(sql, params);
   return result.rows;
 }

@@ -77,6 +77,10 @@ export interface World {
   readonly rejections: SentRejection[];
   readonly tree: { root: string; c1: string; c2: string; g1: string; gg1: string; foreign: string };
   readonly invocations: { first: PublicKey; foreign: PublicKey };
+  /** Records one more payment on the ledger (real time) and appends it to `payments`. */
+  pay(agentId: string, amountUnits: bigint, protocol: "x402" | "mpp", endpoint: string): Promise<string>;
+  /** Runs the indexer over the slots written since the last ingest (it notifies the live feed). */
+  ingestNew(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -243,7 +247,7 @@ export async function buildWorld(): Promise<World> {
 
   const rpc = new RpcSource({ rpcUrl: localnet.rpcUrl, programId: PAYMENT_LEDGER_PROGRAM_ID, name: "rpc-api-test" });
   const pipeline = new IngestPipeline({ pool: db.pool, programId: PAYMENT_LEDGER_PROGRAM_ID, cluster: localnet.rpcUrl, batchSize: 8 });
-  const lastSlot = await rpc.currentSlot("confirmed");
+  let lastSlot = await rpc.currentSlot("confirmed");
   await pipeline.backfill(new RetimedSource(rpc, times), { fromSlot: 0n, toSlot: lastSlot });
 
   return {
@@ -259,6 +263,12 @@ export async function buildWorld(): Promise<World> {
     rejections,
     tree: { root, c1, c2, g1, gg1, foreign: foreignChild },
     invocations: { first, foreign: foreignInvocation },
+    pay: (agentId, amountUnits, protocol, endpoint) => pay(agentId, amountUnits, protocol, endpoint),
+    async ingestNew() {
+      const toSlot = await rpc.currentSlot("confirmed");
+      await pipeline.backfill(rpc, { fromSlot: lastSlot + 1n, toSlot });
+      lastSlot = toSlot;
+    },
     async stop() {
       await db.drop();
       await localnet.stop();

@@ -633,20 +633,29 @@ describe("isolation: a key of one account never sees another account's data", ()
     const a = await client.subscribe(world.keys.A, query);
     const aOneAgent = await client.subscribe(world.keys.A, `subscription { transactionRecorded(agentId: "a-spender") { txHash } }`);
     const b = await client.subscribe(world.keys.B, query);
+    const waitFor = async (done: () => boolean): Promise<void> => {
+      const deadline = Date.now() + 10_000;
+      while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    };
     try {
       await new Promise((resolve) => setTimeout(resolve, 500));
-      const notify = (txHash: string, agentId: string) =>
-        world.db.pool.query("SELECT pg_notify('ledger_transactions', $1)", [
-          JSON.stringify({ txHash, agent: world.wallets[agentId]!.publicKey.toBase58(), slot: "1" }),
-        ]);
-      await notify(world.tree.c1, "a-sub");
-      await notify(world.tree.foreign, "b-agent");
-      const deadline = Date.now() + 5_000;
-      while ((a.events.length < 1 || b.events.length < 1) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      // Real payments through the ledger, projected by the indexer, whose commit notifies the feed.
+      const fromA = await world.pay("a-sub", 12_345n, "x402", "api.example.com/v1/live");
+      const fromB = await world.pay("b-agent", 54_321n, "mpp", "api.example.com/v1/live");
+      await world.ingestNew();
+      await waitFor(() => a.events.length >= 1 && b.events.length >= 1);
       await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(a.events.map((e) => e.data.transactionRecorded)).toEqual([{ txHash: world.tree.c1, agentId: "a-sub", amountPaidUnits: "1000000" }]);
-      expect(b.events.map((e) => e.data.transactionRecorded)).toEqual([{ txHash: world.tree.foreign, agentId: "b-agent", amountPaidUnits: "300000" }]);
+      expect(a.events.map((e) => e.data.transactionRecorded)).toEqual([{ txHash: fromA, agentId: "a-sub", amountPaidUnits: "12345" }]);
+      expect(b.events.map((e) => e.data.transactionRecorded)).toEqual([{ txHash: fromB, agentId: "b-agent", amountPaidUnits: "54321" }]);
       expect(aOneAgent.events).toEqual([]);
+      // A notification as the indexer sends it for one agent reaches that agent's filtered feed.
+      const spender = world.payments.find((p) => p.agentId === "a-spender")!;
+      await world.db.pool.query("SELECT pg_notify('ledger_transactions', $1)", [
+        JSON.stringify({ txHash: spender.txHash, agent: world.wallets["a-spender"]!.publicKey.toBase58(), slot: "1" }),
+      ]);
+      await waitFor(() => aOneAgent.events.length >= 1);
+      expect(aOneAgent.events.map((e) => e.data.transactionRecorded.txHash)).toEqual([spender.txHash]);
+      expect(b.events).toHaveLength(1);
     } finally {
       a.close();
       aOneAgent.close();

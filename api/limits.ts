@@ -3,7 +3,8 @@
  * token limit on parsing. Cost = how many times each field resolves: a field under a list counts
  * once per expected element, the list size taken from the field's `limit`-like argument (its
  * maximum when given by a variable: validation runs before variables are known). Introspection
- * (`__schema`, `__type`) is static and left out of both measures.
+ * (`__schema`, `__type`) is static and left out of both measures. The multiplier applies to
+ * everything under the list-returning field (its pageInfo too): an overestimate, on the safe side.
  */
 import {
   type FieldNode,

@@ -1,7 +1,7 @@
 /**
  * Every error the query service returns on purpose: a GraphQLError whose `extensions.code` is one
- * of these stable codes (never renumbered or reused), with the HTTP status yoga answers with when
- * the error ends the request (authentication, limits). Anything else is masked by yoga.
+ * of these stable codes (never reused for another meaning), with the HTTP status REST answers
+ * with. Anything else is masked by yoga.
  */
 import { GraphQLError } from "graphql";
 
@@ -22,8 +22,13 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
+/**
+ * GraphQL answers field errors with HTTP 200 next to the data that did resolve; only an
+ * authentication failure ends the request, with 401. REST maps every code to its status above.
+ */
 export function apiError(code: ErrorCode, message: string, details: Record<string, unknown> = {}): GraphQLError {
-  return new GraphQLError(message, { extensions: { code, ...details, http: { status: ERROR_CODES[code] } } });
+  const http = code === "AUTHENTICATION_ERROR" ? { http: { status: ERROR_CODES[code] } } : {};
+  return new GraphQLError(message, { extensions: { code, ...details, ...http } });
 }
 
 export function badInput(argument: string, message: string): GraphQLError {

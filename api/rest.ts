@@ -8,6 +8,7 @@ import type { Plugin } from "graphql-yoga";
 import type { Logger } from "pino";
 import { authenticate } from "./auth.js";
 import { type ApiDependencies, createContext } from "./context.js";
+import { ERROR_CODES, type ErrorCode } from "./errors.js";
 import { agentMetrics } from "./metrics.js";
 
 const METRICS_PATH = /^\/v1\/agents\/([^/]+)\/metrics\/?$/;
@@ -36,9 +37,9 @@ export async function handleMetricsRequest(deps: ApiDependencies, request: Reque
     });
     return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json" } });
   } catch (error) {
-    if (error instanceof GraphQLError && typeof error.extensions.code === "string") {
-      const http = error.extensions.http as { status?: number } | undefined;
-      return problem(http?.status ?? 400, error.extensions.code, error.message);
+    const code = error instanceof GraphQLError ? error.extensions.code : undefined;
+    if (typeof code === "string" && Object.hasOwn(ERROR_CODES, code)) {
+      return problem(ERROR_CODES[code as ErrorCode], code, error instanceof Error ? error.message : String(error));
     }
     logger?.error({ err: error }, "metrics route failed");
     return problem(500, "INTERNAL_SERVER_ERROR", "unexpected error");

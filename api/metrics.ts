@@ -52,6 +52,7 @@ export async function spendSummary(context: ApiContext, args: WindowArgs & { age
     byDomain: group((cell) => cell.domain)
       .slice(0, DOMAINS_MAX)
       .map((entry) => ({ domain: entry.key, ...share(entry) })),
+    byAgent: group((cell) => cell.agentId).map((entry) => ({ agentId: entry.key, ...share(entry) })),
   };
 }
 
@@ -89,8 +90,18 @@ export async function agentMetrics(context: ApiContext, args: MetricsArgs): Prom
     metrics: {
       spend: names.includes("spend")
         ? starts.map((start) => {
-            const value = byStart.get(start.getTime())?.spendUnits ?? 0n;
-            return { timestamp: start.toISOString(), value: formatUsdc(value), valueUnits: value.toString() };
+            const bucket = byStart.get(start.getTime());
+            const value = bucket?.spendUnits ?? 0n;
+            // The per-protocol volume of the bucket (dashboard protocol tab), beside spec 4.2's value.
+            const x402Value = bucket?.x402SpendUnits ?? 0n;
+            const mppValue = bucket?.mppSpendUnits ?? 0n;
+            return {
+              timestamp: start.toISOString(),
+              value: formatUsdc(value),
+              valueUnits: value.toString(),
+              x402Units: x402Value.toString(),
+              mppUnits: mppValue.toString(),
+            };
           })
         : null,
       tx_count: names.includes("tx_count")

@@ -240,6 +240,14 @@ export const typeDefs = /* GraphQL */ `
     txCount: Int!
   }
 
+  type AgentSpend {
+    agentId: ID!
+    amount: String!
+    amountUnits: String!
+    percent: String!
+    txCount: Int!
+  }
+
   type SpendSummary {
     agentId: ID
     window: String!
@@ -251,12 +259,17 @@ export const typeDefs = /* GraphQL */ `
     byProtocol: [ProtocolSpend!]!
     "Largest first; at most 50 domains."
     byDomain: [DomainSpend!]!
+    "Largest first (spend tab: by agent)."
+    byAgent: [AgentSpend!]!
   }
 
   type SpendPoint {
     timestamp: String!
     value: String!
     valueUnits: String!
+    "The bucket's x402 and MPP volume in base units (protocol tab)."
+    x402Units: String!
+    mppUnits: String!
   }
 
   type CountPoint {

@@ -15,6 +15,7 @@ export interface SpendScope {
 }
 
 export interface SpendCell {
+  readonly agentId: string;
   readonly protocol: "x402" | "mpp";
   /** The gateway's domain for the endpoint, else the endpoint hash (the chain only knows hashes). */
   readonly domain: string;
@@ -23,16 +24,17 @@ export interface SpendCell {
 }
 
 export async function readSpendCells(pool: pg.Pool, scope: SpendScope): Promise<SpendCell[]> {
-  const result = await pool.query<{ protocol: "x402" | "mpp"; domain: string; amount_units: string; tx_count: string }>(
-    `SELECT r.protocol, r.domain, sum(r.amount_units)::text AS amount_units, sum(r.tx_count)::text AS tx_count
+  const result = await pool.query<{ agent_id: string; protocol: "x402" | "mpp"; domain: string; amount_units: string; tx_count: string }>(
+    `SELECT a.agent_id, r.protocol, r.domain, sum(r.amount_units)::text AS amount_units, sum(r.tx_count)::text AS tx_count
      FROM spend_rollups_by_domain r
      JOIN agents a ON a.wallet_address = r.agent
      WHERE a.account_id = $1 AND ($2::text IS NULL OR a.agent_id = $2)
        AND r.bucket_start >= $3 AND r.bucket_start < $4
-     GROUP BY r.protocol, r.domain`,
+     GROUP BY a.agent_id, r.protocol, r.domain`,
     [scope.accountId, scope.agentId ?? null, scope.window.from, scope.window.to],
   );
   return result.rows.map((row) => ({
+    agentId: row.agent_id,
     protocol: row.protocol,
     domain: row.domain,
     amountUnits: BigInt(row.amount_units),

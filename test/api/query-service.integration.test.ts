@@ -323,6 +323,7 @@ function expectedSpend(account: "A" | "B", agentId: string | undefined, inWindow
     txCount: chosen.length,
     byProtocol: group((p) => p.protocol).map(({ key, ...rest }) => ({ protocol: key, ...rest })),
     byDomain: group((p) => domainOf(p.endpoint)).map(({ key, ...rest }) => ({ domain: key, ...rest })),
+    byAgent: group((p) => p.agentId).map(({ key, ...rest }) => ({ agentId: key, ...rest })),
   };
 }
 
@@ -330,7 +331,8 @@ const SPEND = `query($agentId: ID, $window: String, $range: TimeRangeInput) {
   spendSummary(agentId: $agentId, window: $window, range: $range) {
     agentId window from to total totalUnits txCount
     byProtocol { protocol amount amountUnits percent txCount }
-    byDomain { domain amount amountUnits percent txCount } } }`;
+    byDomain { domain amount amountUnits percent txCount }
+    byAgent { agentId amount amountUnits percent txCount } } }`;
 
 describe("spendSummary: every window against what was sent", () => {
   it("1h, 24h, 7d, 30d for one agent and for the whole account", async () => {
@@ -367,7 +369,7 @@ describe("spendSummary: every window against what was sent", () => {
 const METRICS = `query($agentId: ID!, $metrics: [String!], $window: String, $range: TimeRangeInput, $resolution: String) {
   metrics(agentId: $agentId, metrics: $metrics, window: $window, range: $range, resolution: $resolution) {
     agentId window resolution from to
-    metrics { spend { timestamp value valueUnits } tx_count { timestamp count }
+    metrics { spend { timestamp value valueUnits x402Units mppUnits } tx_count { timestamp count }
               policy_violations { timestamp count reason } protocol_split { x402 mpp x402Units mppUnits } } } }`;
 
 function expectedMetrics(agentId: string, from: number, to: number, resolutionS: number) {
@@ -377,8 +379,10 @@ function expectedMetrics(agentId: string, from: number, to: number, resolutionS:
   const buckets = Math.ceil((to - from) / resolutionS);
   const spend = Array.from({ length: buckets }, (_, i) => {
     const start = from + i * resolutionS;
-    const amount = sum(chosen.filter((p) => paymentTime(p) >= start && paymentTime(p) < start + resolutionS).map((p) => p.amountUnits));
-    return { timestamp: new Date(start * 1000).toISOString(), value: usdc(amount), valueUnits: amount.toString() };
+    const inBucket = chosen.filter((p) => paymentTime(p) >= start && paymentTime(p) < start + resolutionS);
+    const amount = sum(inBucket.map((p) => p.amountUnits));
+    const of = (protocol: string): string => sum(inBucket.filter((p) => p.protocol === protocol).map((p) => p.amountUnits)).toString();
+    return { timestamp: new Date(start * 1000).toISOString(), value: usdc(amount), valueUnits: amount.toString(), x402Units: of("x402"), mppUnits: of("mpp") };
   });
   const txCount = Array.from({ length: buckets }, (_, i) => {
     const start = from + i * resolutionS;

@@ -46,6 +46,31 @@ const REJECTION_SELECT = `
   FROM payment_rejections r
   JOIN agents a ON a.agent_id = r.agent_id`;
 
+/**
+ * The listing's chain branch: for each of the account's agents, its newest matching payments
+ * (index `transactions (agent, timestamp)`, read backwards, at most one page each), then merged.
+ * Cost grows with agents × page size, not with the account's history.
+ */
+function chainListing(agentWhere: string, rowWhere: string, limit: string): string {
+  return `
+  SELECT 0 AS kind, t.event_id::text AS id, t.tx_hash, a.agent_id, t.agent AS wallet_address, t.payee,
+         t.protocol, t.rail, t.amount_units::text AS amount_units,
+         coalesce(t.endpoint_text, t.endpoint_hash) AS endpoint, t.endpoint_hash, t.domain,
+         t.policy_check, t.parent_tx_hash, t.explorer_url, t."timestamp",
+         (extract(epoch FROM t."timestamp") * 1000000)::bigint::text AS time_micros,
+         t.status, coalesce(pe.depth, 0) AS depth, t.settlement_status,
+         NULL::text AS reason_code, NULL::text AS reason
+  FROM agents a
+  CROSS JOIN LATERAL (
+    SELECT t.*, e.endpoint AS endpoint_text, e.domain
+    FROM transactions t LEFT JOIN endpoints e ON e.endpoint_hash = t.endpoint_hash
+    WHERE t.agent = a.wallet_address AND ${rowWhere}
+    ORDER BY t."timestamp" DESC, t.event_id DESC
+    LIMIT ${limit}) t
+  LEFT JOIN payment_edges pe ON pe.child_event_id = t.event_id
+  WHERE ${agentWhere}`;
+}
+
 /** One page plus one row (to tell whether another page follows). */
 export async function listTransactions(pool: pg.Pool, filter: TransactionFilter): Promise<PaymentRow[]> {
   const params: unknown[] = [filter.accountId];
@@ -53,9 +78,10 @@ export async function listTransactions(pool: pg.Pool, filter: TransactionFilter)
     params.push(value);
     return `$${params.length}`;
   };
-  const common = (time: string, prefix: string): string[] => {
-    const where: string[] = [`a.account_id = $1`];
-    if (filter.agentId !== undefined) where.push(`a.agent_id = ${param(filter.agentId)}`);
+  const agentWhere = [`a.account_id = $1`];
+  if (filter.agentId !== undefined) agentWhere.push(`a.agent_id = ${param(filter.agentId)}`);
+  const rowWhere = (time: string, prefix: string): string[] => {
+    const where: string[] = ["true"];
     if (filter.protocol !== undefined) where.push(`${prefix}.protocol = ${param(filter.protocol)}`);
     if (filter.since !== undefined) where.push(`${time} >= ${param(filter.since)}`);
     return where;
@@ -65,7 +91,7 @@ export async function listTransactions(pool: pg.Pool, filter: TransactionFilter)
     return `(${column} = ${p} OR right(${column}, length(${p}) + 1) = '.' || ${p})`;
   };
   // Keyset: rows strictly after the cursor in (time desc, kind desc, id desc) order. The plain
-  // `time <= cursor time` lets the (agent, timestamp) indexes bound the scan.
+  // `time <= cursor time` lets the (agent, time) indexes bound the scan.
   const afterCursor = (time: string, kind: 0 | 1, id: string): string => {
     const c = filter.after!;
     const at = `('epoch'::timestamptz + ${param(c.timeMicros.toString())}::bigint * interval '1 microsecond')`;
@@ -73,17 +99,16 @@ export async function listTransactions(pool: pg.Pool, filter: TransactionFilter)
   };
   const limit = param(filter.limit + 1);
 
-  // Each branch is ordered and limited on its own (index order), then the two are merged.
   const branches: string[] = [];
   if (filter.status !== "rejected") {
-    const where = common(`t."timestamp"`, "t");
+    const where = rowWhere(`t."timestamp"`, "t");
     if (filter.status !== undefined) where.push(`t.status = ${param(filter.status)}`);
     if (filter.domain !== undefined) where.push(domainMatch("e.domain"));
     if (filter.after !== undefined) where.push(afterCursor(`t."timestamp"`, 0, "t.event_id"));
-    branches.push(`(${CHAIN_SELECT} WHERE ${where.join(" AND ")} ORDER BY t."timestamp" DESC, t.event_id DESC LIMIT ${limit})`);
+    branches.push(`(${chainListing(agentWhere.join(" AND "), where.join(" AND "), limit)})`);
   }
   if (filter.status === undefined || filter.status === "rejected") {
-    const where = common("r.created_at", "r");
+    const where = [...agentWhere, ...rowWhere("r.created_at", "r")];
     if (filter.domain !== undefined) where.push(domainMatch("r.domain"));
     if (filter.after !== undefined) where.push(afterCursor("r.created_at", 1, "r.id"));
     branches.push(`(${REJECTION_SELECT} WHERE ${where.join(" AND ")} ORDER BY r.created_at DESC, r.id DESC LIMIT ${limit})`);

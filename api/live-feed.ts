@@ -39,18 +39,38 @@ export class LiveFeed {
 
   private async connect(): Promise<void> {
     const client = new pg.Client({ connectionString: this.connectionString });
+    let lost = false;
+    const onLost = (error?: Error): void => {
+      if (lost) return;
+      lost = true;
+      if (this.client === client) this.client = null;
+      client.end().catch(() => undefined);
+      if (this.stopped) return;
+      this.logger?.warn({ err: error }, "live feed connection lost; reconnecting");
+      this.scheduleReconnect();
+    };
     client.on("notification", (message) => {
       if (message.channel === FEED_CHANNEL && message.payload !== undefined) void this.dispatch(message.payload);
     });
-    client.on("error", (error) => {
-      this.logger?.warn({ err: error }, "live feed connection failed; reconnecting");
-      this.client = null;
-      client.end().catch(() => undefined);
-      if (!this.stopped) setTimeout(() => (this.started = this.connect()), RECONNECT_MS);
-    });
+    client.on("error", onLost);
+    client.on("end", () => onLost());
     await client.connect();
     await client.query(`LISTEN ${FEED_CHANNEL}`);
+    if (this.stopped) {
+      await client.end().catch(() => undefined);
+      return;
+    }
     this.client = client;
+  }
+
+  private scheduleReconnect(): void {
+    setTimeout(() => {
+      if (this.stopped) return;
+      this.started = this.connect().catch((error: unknown) => {
+        this.logger?.warn({ err: error }, "live feed reconnect failed; retrying");
+        this.scheduleReconnect();
+      });
+    }, RECONNECT_MS).unref();
   }
 
   private async dispatch(payload: string): Promise<void> {
@@ -90,6 +110,7 @@ export class LiveFeed {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    await this.started?.catch(() => undefined);
     const client = this.client;
     this.client = null;
     if (client !== null) await client.end().catch(() => undefined);

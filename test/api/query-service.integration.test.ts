@@ -666,6 +666,33 @@ describe("isolation: a key of one account never sees another account's data", ()
       b.close();
     }
   });
+
+  it("the live feed reconnects when its LISTEN connection is lost", async () => {
+    const listeners = async (): Promise<string[]> =>
+      (
+        await world.db.pool.query<{ pid: string }>(
+          "SELECT pid::text FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN ledger_transactions'",
+        )
+      ).rows.map((r) => r.pid);
+    const [pid] = await listeners();
+    expect(pid).toBeDefined();
+    await world.db.pool.query("SELECT pg_terminate_backend($1::int)", [pid]);
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && (await listeners()).filter((p) => p !== pid).length === 0) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const feed = await client.subscribe(world.keys.A, `subscription { transactionRecorded(agentId: "a-orch") { txHash } }`);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await world.db.pool.query("SELECT pg_notify('ledger_transactions', $1)", [
+        JSON.stringify({ txHash: world.tree.root, agent: world.wallets["a-orch"]!.publicKey.toBase58(), slot: "1" }),
+      ]);
+      while (Date.now() < deadline + 5_000 && feed.events.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(feed.events.map((e) => e.data.transactionRecorded.txHash)).toEqual([world.tree.root]);
+    } finally {
+      feed.close();
+    }
+  });
 });
 
 // ---- authentication and bad input -------------------------------------------------------------

@@ -1,0 +1,66 @@
+/**
+ * Local administration of accounts, keys and agents (until the gateway has routes for them):
+ *
+ *   tsx api/admin.ts create-account <name>                      → account id and its first API key
+ *   tsx api/admin.ts issue-key <accountId>                      → a new API key (shown once)
+ *   tsx api/admin.ts revoke-key <apiKey>
+ *   tsx api/admin.ts register-agent <accountId> <agentId> <walletAddress> [name]
+ *
+ * Postgres from DATABASE_URL; migrations are applied first.
+ */
+import { createPool } from "../indexer/db/database.js";
+import { migrate } from "../indexer/db/migrate.js";
+import { createAccount, issueApiKey, registerAgent, revokeApiKey } from "./keys.js";
+
+const USAGE = `usage:
+  tsx api/admin.ts create-account <name>
+  tsx api/admin.ts issue-key <accountId>
+  tsx api/admin.ts revoke-key <apiKey>
+  tsx api/admin.ts register-agent <accountId> <agentId> <walletAddress> [name]`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...args] = argv;
+  const pool = createPool();
+  try {
+    await migrate(pool);
+    switch (command) {
+      case "create-account": {
+        if (args.length !== 1) break;
+        const accountId = await createAccount(pool, args[0]!);
+        const { apiKey } = await issueApiKey(pool, accountId);
+        console.log(JSON.stringify({ accountId, apiKey }, null, 2));
+        return 0;
+      }
+      case "issue-key": {
+        if (args.length !== 1) break;
+        console.log(JSON.stringify(await issueApiKey(pool, args[0]!), null, 2));
+        return 0;
+      }
+      case "revoke-key": {
+        if (args.length !== 1) break;
+        const revoked = await revokeApiKey(pool, args[0]!);
+        console.log(revoked ? "revoked" : "no such active key");
+        return revoked ? 0 : 1;
+      }
+      case "register-agent": {
+        if (args.length < 3 || args.length > 4) break;
+        const [accountId, agentId, walletAddress, name] = args as [string, string, string, string | undefined];
+        await registerAgent(pool, accountId, { agentId, walletAddress, ...(name === undefined ? {} : { name }) });
+        console.log(`registered ${agentId} (${walletAddress})`);
+        return 0;
+      }
+    }
+    console.error(USAGE);
+    return 2;
+  } finally {
+    await pool.end();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(1);
+  },
+);

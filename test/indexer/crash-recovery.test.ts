@@ -101,9 +101,16 @@ describe("indexer crash recovery", () => {
     const next = random(seed);
     const countsAtKill: number[] = [];
     for (let kill = 0; kill < KILLS; kill++) {
+      const before = await eventCount(crashed);
       const child = startIndexer(crashed);
-      // Start-up (loader, migrations, first RPC batch) takes ~2 s; kill within the ingest after it.
-      await sleep(2_500 + Math.floor(next() * 4_500));
+      // Start-up (loader, migrations, first RPC page) takes seconds, more on a busy machine: wait
+      // for this process's first commit, then kill at a random point of the ingest after it.
+      const started = Date.now();
+      while ((await eventCount(crashed)) === before && before < expected) {
+        if (Date.now() - started > 120_000) throw new Error(`indexer run #${kill} committed nothing within 120 s`);
+        await sleep(25);
+      }
+      await sleep(Math.floor(next() * 1_500));
       child.kill("SIGKILL");
       await exited(child);
       countsAtKill.push(await eventCount(crashed));

@@ -20,6 +20,30 @@ function problem(status: number, code: string, detail: string): Response {
   });
 }
 
+const RAW = "\u0000raw:";
+
+/**
+ * Spec 4.2 gives `metrics.spend[].value` and `metrics.protocol_split.{x402,mpp}` as JSON numbers.
+ * They are written as number tokens with the exact decimal digits of the amount (never through a
+ * float); the `...Units` fields beside them carry the same values as integer strings.
+ */
+export function specMetricsJson(body: Record<string, unknown>): string {
+  const raw = (text: unknown): unknown => (typeof text === "string" && /^-?\d+(\.\d+)?$/.test(text) ? `${RAW}${text}` : text);
+  const metrics = body.metrics as { spend?: { value: unknown }[] | null; protocol_split?: Record<string, unknown> | null };
+  const out = {
+    ...body,
+    metrics: {
+      ...metrics,
+      spend: metrics.spend?.map((point) => ({ ...point, value: raw(point.value) })) ?? null,
+      protocol_split:
+        metrics.protocol_split == null
+          ? null
+          : { ...metrics.protocol_split, x402: raw(metrics.protocol_split.x402), mpp: raw(metrics.protocol_split.mpp) },
+    },
+  };
+  return JSON.stringify(out).replace(/"\\u0000raw:(-?\d+(?:\.\d+)?)"/g, "$1");
+}
+
 export async function handleMetricsRequest(deps: ApiDependencies, request: Request, agentId: string, logger?: Logger): Promise<Response> {
   if (request.method !== "GET") return problem(405, "METHOD_NOT_ALLOWED", "use GET");
   try {
@@ -35,7 +59,7 @@ export async function handleMetricsRequest(deps: ApiDependencies, request: Reque
       range: from !== null || to !== null ? { from: from ?? "", to: to ?? "" } : null,
       resolution: query.get("resolution"),
     });
-    return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json" } });
+    return new Response(specMetricsJson(body), { status: 200, headers: { "content-type": "application/json" } });
   } catch (error) {
     const code = error instanceof GraphQLError ? error.extensions.code : undefined;
     if (typeof code === "string" && Object.hasOwn(ERROR_CODES, code)) {

@@ -456,7 +456,23 @@ describe("metrics (spec 4.2): every window against what was sent; REST returns t
       { headers: { authorization: `Bearer ${world.keys.A}` } },
     );
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual(graph.metrics);
+    const text = await response.text();
+    // Spec 4.2: spend values and protocol shares are JSON numbers, written with the amount's exact
+    // decimal digits; everything else equals the GraphQL field.
+    for (const point of graph.metrics.metrics.spend) expect(text).toContain(`"value":${point.value},`);
+    expect(text).toContain(`"x402":${graph.metrics.metrics.protocol_split.x402},`);
+    const body = JSON.parse(text);
+    for (const point of body.metrics.spend) expect(typeof point.value).toBe("number");
+    expect(typeof body.metrics.protocol_split.mpp).toBe("number");
+    const withSpecNumbers = (metrics: any) => ({
+      ...metrics,
+      metrics: {
+        ...metrics.metrics,
+        spend: metrics.metrics.spend.map((p: any) => ({ ...p, value: Number(p.value) })),
+        protocol_split: { ...metrics.metrics.protocol_split, x402: Number(metrics.metrics.protocol_split.x402), mpp: Number(metrics.metrics.protocol_split.mpp) },
+      },
+    });
+    expect(body).toEqual(withSpecNumbers(graph.metrics));
   });
 });
 

@@ -1,0 +1,107 @@
+/**
+ * `npm start`: the whole system on embedded defaults, in one process, until Ctrl-C.
+ *
+ * - the local ledger (our program on LiteSVM behind JSON-RPC) on 8899/8900;
+ * - a dedicated database `apg_local` on the PostgreSQL server of DATABASE_URL (default the local
+ *   one), recreated at each start because the local ledger is in memory and starts a fresh chain;
+ * - the indexer following the ledger (`indexer run`, JSON-RPC source);
+ * - the query service (GraphQL + REST metrics) on PORT (default 4000);
+ * - a demo account with one API key, printed once.
+ *
+ * Nothing here is a stand-in: it is the same code the tests and the separate entry points run.
+ */
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Connection } from "@solana/web3.js";
+import pg from "pg";
+import { pino } from "pino";
+import { createAccount, issueApiKey } from "../api/keys.js";
+import { rpcBalanceReader } from "../api/read/balances.js";
+import { createApiServer } from "../api/server.js";
+import { createPool, databaseUrl } from "../indexer/db/database.js";
+import { migrate } from "../indexer/db/migrate.js";
+import { IngestPipeline } from "../indexer/pipeline.js";
+import { RpcSource } from "../indexer/sources/rpc.js";
+import { startLocalnet } from "./localnet.js";
+
+const LOCAL_DATABASE = "apg_local";
+
+/** Drops and recreates `apg_local` on the server of `serverUrl`; returns its URL. */
+async function freshLocalDatabase(serverUrl: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${LOCAL_DATABASE} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${LOCAL_DATABASE}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${LOCAL_DATABASE}`;
+  return url.toString();
+}
+
+async function main(): Promise<void> {
+  const logger = pino({ name: "apg" });
+  const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+  const localnet = await startLocalnet({ ledgerDir: join(root, ".data", "localnet"), rpcPort: 8899, wsPort: 8900 });
+  const { info } = localnet;
+  logger.info({ rpcUrl: info.rpcUrl, programId: info.programId.toBase58(), mint: info.mint.toBase58() }, "local ledger ready");
+
+  const url = await freshLocalDatabase(databaseUrl());
+  const pool = createPool(url);
+  await migrate(pool);
+
+  const controller = new AbortController();
+  const source = new RpcSource({ rpcUrl: info.rpcUrl, programId: info.programId });
+  const pipeline = new IngestPipeline({
+    pool,
+    programId: info.programId,
+    cluster: info.rpcUrl,
+    logger: logger.child({ component: "indexer" }),
+    lookup: (signature) => source.transaction(signature),
+  });
+  const indexing = pipeline.run(source, controller.signal).catch((error: unknown) => {
+    logger.error({ err: error }, "indexer stopped");
+  });
+
+  const api = createApiServer({
+    pool,
+    logger: logger.child({ component: "api" }),
+    databaseUrl: url,
+    balances: rpcBalanceReader(new Connection(info.rpcUrl, "confirmed"), info.mint),
+  });
+  const port = await api.listen(Number(process.env.PORT ?? 4000), process.env.HOST ?? "127.0.0.1");
+
+  const accountId = await createAccount(pool, "demo");
+  const key = await issueApiKey(pool, accountId);
+  process.stdout.write(
+    [
+      "",
+      "Agent Payment Gateway (local)",
+      `  ledger RPC      ${info.rpcUrl}   (keypairs in .data/localnet)`,
+      `  database        ${url}`,
+      `  GraphQL         http://127.0.0.1:${port}/graphql`,
+      `  REST metrics    http://127.0.0.1:${port}/v1/agents/{agentId}/metrics`,
+      `  demo account    ${accountId}`,
+      `  demo API key    ${key.apiKey}   (shown once; only its hash is stored)`,
+      "  Ctrl-C to stop",
+      "",
+    ].join("\n"),
+  );
+
+  await new Promise<void>((stop) => {
+    process.once("SIGINT", () => stop());
+    process.once("SIGTERM", () => stop());
+  });
+  controller.abort();
+  await indexing;
+  await api.close();
+  await pool.end();
+  await localnet.stop();
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,3 @@
+/** Settlement on payment_ledger: record_payment with the atomic transfer, invocations, reconciliation. */
+export * from "./ledger-errors.js";
+export * from "./settlement.js";

@@ -1,0 +1,407 @@
+/**
+ * Settlement: the one call every protocol (x402, MPP) and rail uses to put a payment on the
+ * ledger. One `record_payment` per payment, co-signed by the service authority; on the
+ * stablecoin rail without a settlement reference the program itself moves the tokens in the same
+ * instruction (atomic transfer + record); card/other rails and third-party settlements are
+ * recorded without a transfer.
+ *
+ * Crash safety (a crash at any point loses or duplicates nothing):
+ *   1. checks that need the chain (balance, invocation budget) — nothing written yet;
+ *   2. one Postgres transaction: allocate the agent's next payment id, store the endpoint text by
+ *      hash, build and sign the transaction locally (its signature is now known), insert the
+ *      `settlements` row as `pending` with signature, signed bytes and last valid block height;
+ *   3. send; 4. mark `confirmed` (with slot) or `failed`.
+ * A crash before 2 commits leaves nothing; after, a pending row whose signature
+ * `reconcilePending` looks up: found → confirmed/failed, absent after its blockhash expired →
+ * failed (it can never land, and nothing moved). Ids are never reused, so a retry is a new id:
+ * the program's replay window refuses the same id twice, and a pending row is never re-signed.
+ */
+import { BorshCoder } from "@coral-xyz/anchor";
+import { createAssociatedTokenAccountIdempotentInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
+import { type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
+import bs58 from "bs58";
+import type pg from "pg";
+import {
+  associatedTransferAccounts,
+  endpointHash,
+  endpointText,
+  invocationPda,
+  openInvocationInstruction,
+  PAYMENT_LEDGER_IDL,
+  PAYMENT_LEDGER_PROGRAM_ID,
+  type Protocol,
+  PROTOCOLS,
+  type Rail,
+  RAILS,
+  recordPaymentInstruction,
+  SIGNATURE_BYTES,
+} from "../../programs/payment_ledger/ts/index.js";
+import { endpointHost } from "../policy/domains.js";
+import {
+  BudgetExceededError,
+  InsufficientFundsError,
+  InvalidAmountUnitsError,
+  PaymentError,
+  PaymentPendingError,
+} from "../wallets/errors.js";
+import {
+  COMMITMENT,
+  lookUpOutcomes,
+  parseAddress,
+  type SettlementLedger,
+  type SignedTransaction,
+  signTransaction,
+  submit,
+  type SubmitResult,
+  tokenBalanceUnits,
+} from "../wallets/ledger.js";
+import { checkAmountUnits, type AgentWallets } from "../wallets/wallets.js";
+import { ledgerRefusal, refusalError } from "./ledger-errors.js";
+
+const RECONCILE_BATCH = 256;
+const accountsCoder = new BorshCoder(PAYMENT_LEDGER_IDL);
+
+export interface SettlePaymentInput {
+  readonly agentId: string;
+  /** The service's wallet address (owner of the token account that receives). */
+  readonly payee: string;
+  readonly amountUnits: bigint;
+  readonly protocol: Protocol;
+  readonly rail: Rail;
+  /** Host and path (`api.example.com/v1/quote`) or a URL; its hash is recorded on-chain. */
+  readonly endpoint: string;
+  /** Signature (base58) of a separate settlement transaction, e.g. a third-party x402 facilitator's. */
+  readonly settlementReference?: string;
+  /** The invocation account (base58 PDA) when paying under an `agents.invoke` budget. */
+  readonly invocation?: string;
+}
+
+export interface SettlementResult {
+  readonly txHash: string;
+  readonly slot: number;
+  readonly paymentId: bigint;
+}
+
+/** A settlement committed as `pending` and signed, not yet sent. */
+export interface PreparedSettlement {
+  readonly agentId: string;
+  readonly paymentId: bigint;
+  readonly signed: SignedTransaction;
+}
+
+export interface OpenInvocationInput {
+  readonly invokerAgentId: string;
+  /** Signature of the invoking transaction (the orchestrator's payment to the sub-agent). */
+  readonly parentTxHash: string;
+  readonly subAgentId: string;
+  readonly budgetUnits: bigint;
+}
+
+export interface OpenedInvocation {
+  /** The invocation PDA: pass it as `invocation` on the sub-agent's payments. */
+  readonly invocation: string;
+  readonly txHash: string;
+  readonly slot: number;
+}
+
+export interface InvocationState {
+  readonly invoker: string;
+  readonly subAgent: string;
+  readonly budgetUnits: bigint;
+  readonly spentUnits: bigint;
+}
+
+export interface ReconcileReport {
+  readonly confirmed: readonly string[];
+  readonly failed: readonly string[];
+  readonly pending: readonly string[];
+}
+
+export interface SettlementDeps {
+  readonly pool: pg.Pool;
+  readonly wallets: AgentWallets;
+  readonly ledger: SettlementLedger;
+}
+
+interface ParsedInput {
+  readonly payee: PublicKey;
+  readonly endpoint: string;
+  readonly domain: string;
+  readonly endpointHash: Uint8Array;
+  readonly settlementReference: Uint8Array | null;
+  readonly invocation: PublicKey | null;
+  readonly atomic: boolean;
+}
+
+function parseSignature(text: string, what: string): Uint8Array {
+  let bytes: Uint8Array;
+  try {
+    bytes = bs58.decode(text);
+  } catch {
+    throw new PaymentError(`${what} is not base58`);
+  }
+  if (bytes.length !== SIGNATURE_BYTES) throw new PaymentError(`${what} must be a ${SIGNATURE_BYTES}-byte signature`);
+  return bytes;
+}
+
+function parseInput(input: SettlePaymentInput): ParsedInput {
+  checkAmountUnits(input.amountUnits);
+  if (!PROTOCOLS.includes(input.protocol)) throw new PaymentError(`unknown protocol ${JSON.stringify(input.protocol)}`);
+  if (!RAILS.includes(input.rail)) throw new PaymentError(`unknown rail ${JSON.stringify(input.rail)}`);
+  const endpoint = endpointText(input.endpoint.trim());
+  const settlementReference =
+    input.settlementReference === undefined ? null : parseSignature(input.settlementReference, "settlement reference");
+  return {
+    payee: parseAddress(input.payee, "payee"),
+    endpoint,
+    domain: endpointHost(endpoint),
+    endpointHash: endpointHash(endpoint),
+    settlementReference,
+    invocation: input.invocation === undefined ? null : parseAddress(input.invocation, "invocation"),
+    atomic: input.rail === "stablecoin" && settlementReference === null,
+  };
+}
+
+export class Settlement {
+  /** Payees whose token account is known to exist: no create instruction for them. */
+  readonly #payeeAccounts = new Set<string>();
+
+  constructor(private readonly deps: SettlementDeps) {}
+
+  /** Records (and on the atomic rail, moves) one payment; resolves once it is confirmed. */
+  async settlePayment(input: SettlePaymentInput, signal?: AbortSignal): Promise<SettlementResult> {
+    const prepared = await this.prepareSettlement(input);
+    return this.completeSettlement(prepared, input, signal);
+  }
+
+  /**
+   * Steps 1-2: checks, then allocates the payment id and commits the signed transaction as a
+   * pending settlement. Sends nothing.
+   */
+  async prepareSettlement(input: SettlePaymentInput): Promise<PreparedSettlement> {
+    const parsed = parseInput(input);
+    const { wallets, ledger, pool } = this.deps;
+    const payer = await wallets.keypair(input.agentId);
+    if (parsed.atomic) {
+      const balanceUnits = await tokenBalanceUnits(ledger, payer.publicKey);
+      if (input.amountUnits > balanceUnits) throw new InsufficientFundsError(input.agentId, input.amountUnits, balanceUnits);
+    }
+    if (parsed.invocation !== null) {
+      const state = await this.invocationState(parsed.invocation);
+      if (state === null) throw new PaymentError(`invocation ${parsed.invocation.toBase58()} does not exist`);
+      if (state.subAgent !== payer.publicKey.toBase58()) {
+        throw new PaymentError(`invocation ${parsed.invocation.toBase58()} belongs to another sub-agent`, {
+          ledgerError: "InvocationPayerMismatch",
+        });
+      }
+      if (state.spentUnits + input.amountUnits > state.budgetUnits) {
+        throw new BudgetExceededError(parsed.invocation.toBase58(), input.amountUnits, state.budgetUnits, state.spentUnits);
+      }
+    }
+    const blockhash = await ledger.connection.getLatestBlockhash(COMMITMENT);
+
+    const client = await pool.connect();
+    try {
+      await client.query("BEGIN");
+      const allocated = await client.query<{ payment_id: string }>(
+        "UPDATE agent_wallets SET next_payment_id = next_payment_id + 1 WHERE agent_id = $1 RETURNING next_payment_id - 1 AS payment_id",
+        [input.agentId],
+      );
+      const paymentId = BigInt(allocated.rows[0]!.payment_id);
+      const hashHex = Buffer.from(parsed.endpointHash).toString("hex");
+      await client.query(
+        "INSERT INTO endpoints (endpoint_hash, endpoint, domain) VALUES ($1, $2, $3) ON CONFLICT (endpoint_hash) DO NOTHING",
+        [hashHex, parsed.endpoint, parsed.domain],
+      );
+      const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId);
+      const signed = signTransaction(ledger, new Transaction().add(...instructions), blockhash, [payer]);
+      await client.query(
+        `INSERT INTO settlements (agent_id, payment_id, signature, payer, payee, amount_units, protocol, rail,
+           endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending')`,
+        [
+          input.agentId,
+          paymentId.toString(),
+          signed.signature,
+          payer.publicKey.toBase58(),
+          parsed.payee.toBase58(),
+          input.amountUnits.toString(),
+          input.protocol,
+          input.rail,
+          hashHex,
+          parsed.invocation?.toBase58() ?? null,
+          input.settlementReference ?? null,
+          signed.wire,
+          signed.lastValidBlockHeight,
+        ],
+      );
+      await client.query("COMMIT");
+      return { agentId: input.agentId, paymentId, signed };
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** Steps 3-4: sends a prepared settlement and records its outcome. */
+  async completeSettlement(prepared: PreparedSettlement, input: SettlePaymentInput, signal?: AbortSignal): Promise<SettlementResult> {
+    const { signed } = prepared;
+    const result = await submit(this.deps.ledger, signed, signal);
+    if (result.status === "confirmed") {
+      await this.#mark(signed.signature, "confirmed", null, result.slot);
+      this.#payeeAccounts.add(input.payee);
+      return { txHash: signed.signature, slot: result.slot, paymentId: prepared.paymentId };
+    }
+    if (result.status === "pending") throw new PaymentPendingError(signed.signature);
+    const refusal = ledgerRefusal(this.#failure(result, signed));
+    await this.#mark(signed.signature, "failed", refusal?.name ?? failureText(result), null);
+    const invocation = input.invocation;
+    throw await refusalError(refusal, failureText(result), {
+      agentId: input.agentId,
+      amountUnits: input.amountUnits,
+      signature: signed.signature,
+      balance: () => this.deps.wallets.balance(input.agentId),
+      ...(invocation === undefined
+        ? {}
+        : {
+            invocation: {
+              address: invocation,
+              state: async () => (await this.invocationState(parseAddress(invocation))) ?? { budgetUnits: 0n, spentUnits: 0n },
+            },
+          }),
+    });
+  }
+
+  /**
+   * Opens the invocation of `agents.invoke` on-chain: the sub-agent's payments under it carry the
+   * parent link and cannot exceed `budgetUnits` in total.
+   */
+  async openInvocation(input: OpenInvocationInput, signal?: AbortSignal): Promise<OpenedInvocation> {
+    if (input.budgetUnits <= 0n) throw new InvalidAmountUnitsError(input.budgetUnits, "budget must be positive");
+    checkAmountUnits(input.budgetUnits);
+    const parentSignature = parseSignature(input.parentTxHash, "parent transaction");
+    const { wallets, ledger } = this.deps;
+    const invoker = await wallets.keypair(input.invokerAgentId);
+    const subAgent = await wallets.address(input.subAgentId);
+    const invocation = invocationPda(parentSignature, subAgent).address;
+    const instruction = await openInvocationInstruction({
+      authority: ledger.authority.publicKey,
+      invoker: invoker.publicKey,
+      parentSignature,
+      subAgent,
+      budgetUnits: input.budgetUnits,
+    });
+    const blockhash = await ledger.connection.getLatestBlockhash(COMMITMENT);
+    const signed = signTransaction(ledger, new Transaction().add(instruction), blockhash, [invoker]);
+    const result = await submit(ledger, signed, signal);
+    if (result.status === "confirmed") return { invocation: invocation.toBase58(), txHash: signed.signature, slot: result.slot };
+    if (result.status === "pending") throw new PaymentPendingError(signed.signature);
+    const refusal = ledgerRefusal(this.#failure(result, signed));
+    const named = refusal === null ? failureText(result) : `payment_ledger ${refusal.name} (${refusal.code})`;
+    throw new PaymentError(`open invocation failed: ${named}`, {
+      signature: signed.signature,
+      ...(refusal === null ? {} : { ledgerError: refusal.name, ledgerCode: refusal.code }),
+    });
+  }
+
+  /** The invocation account as the chain holds it now, or null if there is none. */
+  async invocationState(invocation: PublicKey): Promise<InvocationState | null> {
+    const account = await this.deps.ledger.connection.getAccountInfo(invocation, COMMITMENT);
+    if (account === null || !account.owner.equals(PAYMENT_LEDGER_PROGRAM_ID)) return null;
+    const raw = accountsCoder.accounts.decode<{
+      invoker: PublicKey;
+      sub_agent: PublicKey;
+      budget: { toString(): string };
+      spent: { toString(): string };
+    }>("Invocation", account.data);
+    return {
+      invoker: raw.invoker.toBase58(),
+      subAgent: raw.sub_agent.toBase58(),
+      budgetUnits: BigInt(raw.budget.toString()),
+      spentUnits: BigInt(raw.spent.toString()),
+    };
+  }
+
+  /**
+   * Resolves pending settlements left by a crash or an unknown send outcome, by signature: landed
+   * → confirmed (or failed if it landed with an error); absent once its blockhash can no longer
+   * land → failed (nothing moved). Still-valid absent ones stay pending; they are not re-sent, so
+   * a payment whose caller saw a crash either already landed or expires.
+   */
+  async reconcilePending(): Promise<ReconcileReport> {
+    const rows = await this.deps.pool.query<{ signature: string; last_valid_block_height: string }>(
+      `SELECT signature, last_valid_block_height FROM settlements WHERE status = 'pending'
+       ORDER BY created_at LIMIT ${RECONCILE_BATCH}`,
+    );
+    const outcomes = await lookUpOutcomes(
+      this.deps.ledger,
+      rows.rows.map((row) => ({ signature: row.signature, lastValidBlockHeight: Number(row.last_valid_block_height) })),
+    );
+    const report = { confirmed: [] as string[], failed: [] as string[], pending: [] as string[] };
+    for (const [i, outcome] of outcomes.entries()) {
+      const { signature } = rows.rows[i]!;
+      report[outcome.status].push(signature);
+      if (outcome.status === "confirmed") await this.#mark(signature, "confirmed", null, outcome.slot);
+      if (outcome.status === "failed") {
+        const error = outcome.reason === "expired" ? "expired" : await this.#includedError(signature, outcome.err);
+        await this.#mark(signature, "failed", error, outcome.reason === "included" ? outcome.slot : null);
+      }
+    }
+    return report;
+  }
+
+  async #includedError(signature: string, err: unknown): Promise<string> {
+    const row = await this.deps.pool.query<{ transaction: string }>("SELECT transaction FROM settlements WHERE signature = $1", [
+      signature,
+    ]);
+    const wire = row.rows[0]?.transaction;
+    if (wire === undefined) return "included";
+    const programIds = Transaction.from(Buffer.from(wire, "base64")).instructions.map((ix) => ix.programId);
+    return ledgerRefusal({ kind: "included", err, programIds })?.name ?? `included: ${JSON.stringify(err)}`;
+  }
+
+  #failure(result: Exclude<SubmitResult, { status: "confirmed" } | { status: "pending" }>, signed: SignedTransaction) {
+    if (result.status === "rejected") return { kind: "rejected" as const, error: result.error };
+    const programIds = Transaction.from(Buffer.from(signed.wire, "base64")).instructions.map((ix) => ix.programId);
+    return { kind: "included" as const, err: result.reason === "included" ? result.err : null, programIds };
+  }
+
+  async #instructions(input: SettlePaymentInput, parsed: ParsedInput, payer: PublicKey, paymentId: bigint): Promise<TransactionInstruction[]> {
+    const { ledger } = this.deps;
+    const transfer = parsed.atomic ? associatedTransferAccounts(payer, parsed.payee, ledger.mint) : null;
+    const record = await recordPaymentInstruction({
+      authority: ledger.authority.publicKey,
+      payer,
+      payee: parsed.payee,
+      paymentId,
+      amountUnits: input.amountUnits,
+      protocol: input.protocol,
+      rail: input.rail,
+      endpointHash: parsed.endpointHash,
+      settlementReference: parsed.settlementReference,
+      invocation: parsed.invocation,
+      transfer,
+    });
+    if (transfer === null || this.#payeeAccounts.has(parsed.payee.toBase58())) return [record];
+    // A service wallet without a token account of the mint cannot be paid; create it (the
+    // authority pays the rent once per payee) rather than fail the payment.
+    const payeeToken = getAssociatedTokenAddressSync(ledger.mint, parsed.payee, true);
+    return [createAssociatedTokenAccountIdempotentInstruction(ledger.authority.publicKey, payeeToken, parsed.payee, ledger.mint), record];
+  }
+
+  async #mark(signature: string, status: "confirmed" | "failed", error: string | null, slot: number | null): Promise<void> {
+    await this.deps.pool.query(
+      `UPDATE settlements SET status = $2, error = $3, slot = $4, updated_at = now()
+       WHERE signature = $1 AND status = 'pending'`,
+      [signature, status, error, slot],
+    );
+  }
+}
+
+function failureText(result: SubmitResult): string {
+  if (result.status === "rejected") return `rejected by the RPC node: ${(result.error as Error).message}`;
+  if (result.status === "failed") return result.reason === "expired" ? "expired before it landed" : "included with an error";
+  return result.status;
+}

@@ -1,0 +1,182 @@
+/**
+ * The chain as wallets and settlement see it: a connection, the settlement mint, and the service
+ * authority (`config.authority` of payment_ledger), which co-signs every record and pays every fee
+ * so agent wallets never need SOL. Plus the one way this module sends a transaction: signed
+ * locally (so its signature is known and stored before it is sent), sent as raw bytes, and
+ * resolved by looking its signature up until it lands or its blockhash can no longer land.
+ */
+import { readFile } from "node:fs/promises";
+import { getAssociatedTokenAddressSync, unpackAccount } from "@solana/spl-token";
+import { Connection, Keypair, PublicKey, SendTransactionError, type Transaction } from "@solana/web3.js";
+import bs58 from "bs58";
+import type { Localnet } from "../../scripts/localnet.js";
+import { InvalidAddressError } from "./errors.js";
+
+export interface SettlementLedger {
+  readonly connection: Connection;
+  readonly mint: PublicKey;
+  readonly decimals: number;
+  /** `config.authority`: co-signs record_payment / open_invocation, pays fees and rent. */
+  readonly authority: Keypair;
+}
+
+export const COMMITMENT = "confirmed" as const;
+
+/** The local ledger of scripts/localnet.ts, signing with its authority keypair file. */
+export function localSettlementLedger(localnet: Localnet): SettlementLedger {
+  return {
+    connection: new Connection(localnet.rpcUrl, { commitment: COMMITMENT, wsEndpoint: localnet.wsUrl }),
+    mint: localnet.info.mint,
+    decimals: localnet.info.decimals,
+    authority: localnet.keypairs.authority,
+  };
+}
+
+/**
+ * From configuration: `SOLANA_RPC_URL`, `SETTLEMENT_MINT`, `SETTLEMENT_MINT_DECIMALS` (default 6)
+ * and `LEDGER_AUTHORITY_KEYPAIR` (path of a Solana CLI keypair file; in production a KMS-backed
+ * signer would replace the file).
+ */
+export async function settlementLedgerFromEnv(env: NodeJS.ProcessEnv = process.env): Promise<SettlementLedger> {
+  const need = (name: string): string => {
+    const value = env[name];
+    if (value === undefined || value === "") throw new Error(`${name} is not set`);
+    return value;
+  };
+  const json: unknown = JSON.parse(await readFile(need("LEDGER_AUTHORITY_KEYPAIR"), "utf8"));
+  if (!Array.isArray(json) || json.length !== 64) throw new Error("LEDGER_AUTHORITY_KEYPAIR: expected a JSON array of 64 bytes");
+  const decimals = Number(env.SETTLEMENT_MINT_DECIMALS ?? "6");
+  if (!Number.isInteger(decimals) || decimals < 0 || decimals > 18) throw new Error("SETTLEMENT_MINT_DECIMALS must be 0..18");
+  return {
+    connection: new Connection(need("SOLANA_RPC_URL"), { commitment: COMMITMENT }),
+    mint: new PublicKey(need("SETTLEMENT_MINT")),
+    decimals,
+    authority: Keypair.fromSecretKey(Uint8Array.from(json as number[])),
+  };
+}
+
+/** A base58 ledger address, parsed once; `what` names it in the error. */
+export function parseAddress(text: string, what = "address"): PublicKey {
+  if (!/^[1-9A-HJ-NP-Za-km-z]{32,44}$/.test(text)) throw new InvalidAddressError(text, `${what} is not base58`);
+  let key: PublicKey;
+  try {
+    key = new PublicKey(text);
+  } catch {
+    throw new InvalidAddressError(text, `${what} is not a 32-byte base58 public key`);
+  }
+  if (key.equals(PublicKey.default)) throw new InvalidAddressError(text, `${what} is the all-zero address`);
+  return key;
+}
+
+/** Settlement-mint balance of `owner`'s associated token account; 0 when it has none. */
+export async function tokenBalanceUnits(ledger: SettlementLedger, owner: PublicKey): Promise<bigint> {
+  const tokenAccount = getAssociatedTokenAddressSync(ledger.mint, owner, true);
+  const info = await ledger.connection.getAccountInfo(tokenAccount, COMMITMENT);
+  return info === null ? 0n : unpackAccount(tokenAccount, info, info.owner).amount;
+}
+
+// ---- signed, stored, sent, resolved -----------------------------------------------------------
+
+export interface SignedTransaction {
+  readonly signature: string;
+  /** base64 of the wire bytes: re-sending them can land the transaction at most once. */
+  readonly wire: string;
+  readonly lastValidBlockHeight: number;
+}
+
+/** Signs with the authority as fee payer (first signature = the transaction's id). */
+export function signTransaction(
+  ledger: SettlementLedger,
+  transaction: Transaction,
+  blockhash: { blockhash: string; lastValidBlockHeight: number },
+  cosigners: readonly Keypair[],
+): SignedTransaction {
+  transaction.feePayer = ledger.authority.publicKey;
+  transaction.recentBlockhash = blockhash.blockhash;
+  transaction.sign(ledger.authority, ...cosigners);
+  const signature = transaction.signature;
+  if (signature === null) throw new Error("transaction has no fee-payer signature after signing");
+  return {
+    signature: bs58.encode(signature),
+    wire: transaction.serialize().toString("base64"),
+    lastValidBlockHeight: blockhash.lastValidBlockHeight,
+  };
+}
+
+export type Outcome =
+  | { readonly status: "confirmed"; readonly slot: number }
+  | { readonly status: "failed"; readonly reason: "included"; readonly slot: number; readonly err: unknown }
+  | { readonly status: "failed"; readonly reason: "expired" }
+  | { readonly status: "pending" };
+
+/**
+ * What the chain says about a signature now. Absent and past its last valid block height at
+ * `finalized` means it can never land (the one safe "it did not happen" on Solana); absent
+ * before that is still pending.
+ */
+export async function lookUpOutcomes(
+  ledger: SettlementLedger,
+  items: readonly { signature: string; lastValidBlockHeight: number }[],
+): Promise<Outcome[]> {
+  if (items.length === 0) return [];
+  // Read the height first: a signature absent from a lookup made after the height passed its
+  // limit cannot appear later.
+  const finalizedHeight = await ledger.connection.getBlockHeight("finalized");
+  const { value } = await ledger.connection.getSignatureStatuses(
+    items.map((item) => item.signature),
+    { searchTransactionHistory: true },
+  );
+  return items.map((item, i): Outcome => {
+    const status = value[i] ?? null;
+    if (status !== null && (status.confirmationStatus === "confirmed" || status.confirmationStatus === "finalized")) {
+      return status.err === null ? { status: "confirmed", slot: status.slot } : { status: "failed", reason: "included", slot: status.slot, err: status.err };
+    }
+    if (status === null && finalizedHeight > item.lastValidBlockHeight) return { status: "failed", reason: "expired" };
+    return { status: "pending" };
+  });
+}
+
+const POLL_MS = 150;
+const RESEND_EVERY_POLLS = 10;
+
+/**
+ * Waits until `signed` is confirmed, included with an error, or expired, re-sending the same
+ * bytes now and then (a dropped packet must not strand a valid transaction). Bounded by the
+ * blockhash's validity; `signal` cuts it short and leaves the outcome pending.
+ */
+export async function awaitOutcome(ledger: SettlementLedger, signed: SignedTransaction, signal?: AbortSignal): Promise<Outcome> {
+  for (let poll = 1; ; poll += 1) {
+    const [outcome] = await lookUpOutcomes(ledger, [signed]);
+    if (outcome!.status !== "pending") return outcome!;
+    if (signal?.aborted === true) return outcome!;
+    if (poll % RESEND_EVERY_POLLS === 0) {
+      await ledger.connection
+        .sendRawTransaction(Buffer.from(signed.wire, "base64"), { skipPreflight: true, maxRetries: 0 })
+        .catch(() => undefined);
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+export type SubmitResult =
+  | Outcome
+  /** The RPC node refused it before forwarding (preflight simulation, bad blockhash): nothing was sent. */
+  | { readonly status: "rejected"; readonly error: unknown };
+
+/**
+ * Sends `signed` (with preflight) and waits for its outcome. An RPC answer refusing it means it
+ * was never forwarded; any other failure to send (timeout, connection reset) is an unknown
+ * outcome, so the signature is watched (and re-sent) like a sent one.
+ */
+export async function submit(ledger: SettlementLedger, signed: SignedTransaction, signal?: AbortSignal): Promise<SubmitResult> {
+  try {
+    await ledger.connection.sendRawTransaction(Buffer.from(signed.wire, "base64"), {
+      preflightCommitment: COMMITMENT,
+      maxRetries: 0,
+    });
+  } catch (error) {
+    const refused = error instanceof SendTransactionError && !/already\s*(been\s*)?processed/i.test(error.message);
+    if (refused) return { status: "rejected", error };
+  }
+  return awaitOutcome(ledger, signed, signal);
+}

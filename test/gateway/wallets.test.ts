@@ -1,0 +1,166 @@
+/**
+ * Agent wallets on the real local ledger and a fresh Postgres: sealed keys, funding from the
+ * treasury, balances read from the chain, withdrawals and their refusals.
+ */
+import { Keypair } from "@solana/web3.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAccount } from "../../api/keys.js";
+import {
+  AgentWallets,
+  createAgentWallet,
+  generateWalletEncryptionKey,
+  IdempotencyConflictError,
+  InsufficientFundsError,
+  InvalidAddressError,
+  Keystore,
+  keystoreFromEnv,
+  LocalTreasuryFundingSource,
+  localSettlementLedger,
+  type SettlementLedger,
+  tokenBalanceUnits,
+  WalletExistsError,
+  WalletKeyError,
+} from "../../api/wallets/index.js";
+import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
+import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+
+const USDC = 1_000_000n;
+
+let localnet: Localnet;
+let db: FreshDatabase;
+let ledger: SettlementLedger;
+let keystore: Keystore;
+let wallets: AgentWallets;
+let accountId: string;
+
+beforeAll(async () => {
+  [localnet, db] = await Promise.all([startLocalnet(), createFreshDatabase()]);
+  ledger = localSettlementLedger(localnet);
+  keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
+  wallets = new AgentWallets({
+    pool: db.pool,
+    keystore,
+    ledger,
+    fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
+  });
+  accountId = await createAccount(db.pool, "wallets test");
+});
+
+afterAll(async () => {
+  await localnet?.stop();
+  await db?.drop();
+});
+
+async function treasuryUnits(): Promise<bigint> {
+  return BigInt((await ledger.connection.getTokenAccountBalance(localnet.info.treasuryToken, "confirmed")).value.amount);
+}
+
+describe("agent wallets", () => {
+  it("creating a wallet registers the agent with its address and stores only the sealed key", async () => {
+    const { address } = await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-create", name: "Creator" });
+    const agent = await db.pool.query("SELECT account_id, name, wallet_address FROM agents WHERE agent_id = 'w-create'");
+    expect(agent.rows[0]).toEqual({ account_id: accountId, name: "Creator", wallet_address: address });
+
+    const keypair = await wallets.keypair("w-create");
+    expect(keypair.publicKey.toBase58()).toBe(address);
+    const seed = Buffer.from(keypair.secretKey.subarray(0, 32));
+    const secretForms = [seed.toString("hex"), seed.toString("base64"), Buffer.from(keypair.secretKey).toString("hex")];
+    // No column of any gateway table holds the key in a readable form.
+    const dump = await db.pool.query<{ row: string }>(
+      `SELECT row_to_json(w)::text AS row FROM agent_wallets w
+       UNION ALL SELECT encode(ciphertext, 'hex') FROM agent_wallets
+       UNION ALL SELECT encode(ciphertext, 'base64') FROM agent_wallets`,
+    );
+    for (const { row } of dump.rows) for (const secret of secretForms) expect(row).not.toContain(secret);
+    const stored = await db.pool.query<{ ciphertext: Buffer }>("SELECT ciphertext FROM agent_wallets WHERE agent_id = 'w-create'");
+    expect(stored.rows[0]!.ciphertext.includes(seed)).toBe(false);
+
+    await expect(createAgentWallet(db.pool, keystore, { accountId, agentId: "w-create" })).rejects.toBeInstanceOf(WalletExistsError);
+  });
+
+  it("a sealed key moved to another agent's row, or opened with another key, does not decrypt", async () => {
+    await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-victim" });
+    await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-thief" });
+    await db.pool.query(
+      `UPDATE agent_wallets t SET ciphertext = v.ciphertext, nonce = v.nonce
+       FROM agent_wallets v WHERE t.agent_id = 'w-thief' AND v.agent_id = 'w-victim'`,
+    );
+    await expect(wallets.keypair("w-thief")).rejects.toBeInstanceOf(WalletKeyError);
+
+    const otherKey = new AgentWallets({
+      pool: db.pool,
+      keystore: keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() }),
+      ledger,
+      fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
+    });
+    await expect(otherKey.keypair("w-victim")).rejects.toBeInstanceOf(WalletKeyError);
+    expect((await wallets.keypair("w-victim")).publicKey.toBase58()).toBe((await wallets.address("w-victim")).toBase58());
+  });
+
+  it("funding moves units from the treasury and the balance is the chain's", async () => {
+    const { address } = await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-fund" });
+    expect(await wallets.balance("w-fund")).toBe(0n);
+    const before = await treasuryUnits();
+    const funded = await wallets.fund("w-fund", 7n * USDC + 123n);
+    expect(funded.status).toBe("confirmed");
+    expect(funded.txHash).toMatch(/^[1-9A-HJ-NP-Za-km-z]{64,88}$/);
+    expect(await wallets.balance("w-fund")).toBe(7n * USDC + 123n);
+    expect(await treasuryUnits()).toBe(before - 7n * USDC - 123n);
+    const wallet = await wallets.wallet("w-fund");
+    expect(wallet).toEqual({ agentId: "w-fund", address, balanceUnits: 7n * USDC + 123n });
+    const tx = await ledger.connection.getTransaction(funded.txHash!, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
+    expect(tx?.meta?.err).toBeNull();
+  });
+
+  it("a retried funding with the same client reference is recognised and moves nothing again", async () => {
+    await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-retry" });
+    const first = await wallets.fund("w-retry", USDC, { clientReference: "top-up-1" });
+    const again = await wallets.fund("w-retry", USDC, { clientReference: "top-up-1" });
+    expect(again).toEqual({ ...first, replayed: true });
+    expect(await wallets.balance("w-retry")).toBe(USDC);
+    await expect(wallets.fund("w-retry", 2n * USDC, { clientReference: "top-up-1" })).rejects.toBeInstanceOf(IdempotencyConflictError);
+  });
+
+  it("a withdrawal sends exactly the units to the address, signed by the agent, fee paid by the service", async () => {
+    await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-out" });
+    await wallets.fund("w-out", 5n * USDC);
+    const destination = Keypair.generate().publicKey;
+    const agentAddress = await wallets.address("w-out");
+    const done = await wallets.withdraw("w-out", destination.toBase58(), 2n * USDC + 1n, { clientReference: "out-1" });
+    expect(done.status).toBe("confirmed");
+    expect(await wallets.balance("w-out")).toBe(3n * USDC - 1n);
+    expect(await tokenBalanceUnits(ledger, destination)).toBe(2n * USDC + 1n);
+    // The agent holds no SOL: the authority paid the fee (and the destination account's rent).
+    expect(await ledger.connection.getBalance(agentAddress, "confirmed")).toBe(0);
+    const row = await db.pool.query("SELECT kind, status, signature, amount_units FROM wallet_operations WHERE client_reference = 'out-1'");
+    expect(row.rows[0]).toEqual({ kind: "withdraw", status: "confirmed", signature: done.txHash, amount_units: "2000001" });
+    const replay = await wallets.withdraw("w-out", destination.toBase58(), 2n * USDC + 1n, { clientReference: "out-1" });
+    expect(replay).toEqual({ ...done, replayed: true });
+    expect(await tokenBalanceUnits(ledger, destination)).toBe(2n * USDC + 1n);
+  });
+
+  it("withdrawing more than the balance is InsufficientFundsError with the balance, and nothing moves", async () => {
+    await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-poor" });
+    await wallets.fund("w-poor", USDC);
+    const destination = Keypair.generate().publicKey;
+    const error = await wallets.withdraw("w-poor", destination.toBase58(), USDC + 1n).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InsufficientFundsError);
+    const refused = error as InsufficientFundsError;
+    expect(refused.currentBalanceUnits).toBe(USDC);
+    expect(refused.currentBalance).toEqual({ usdc: "1.000000" });
+    expect(refused.requestedUnits).toBe(USDC + 1n);
+    expect(await wallets.balance("w-poor")).toBe(USDC);
+    expect(await ledger.connection.getAccountInfo(destination, "confirmed")).toBeNull();
+    expect(await tokenBalanceUnits(ledger, destination)).toBe(0n);
+    const ops = await db.pool.query("SELECT count(*)::int AS n FROM wallet_operations WHERE agent_id = 'w-poor' AND kind = 'withdraw'");
+    expect(ops.rows[0].n).toBe(0);
+  });
+
+  it("a withdrawal address is validated before anything is signed", async () => {
+    await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-addr" });
+    const own = (await wallets.address("w-addr")).toBase58();
+    for (const bad of ["not-an-address", "0OIl", "11111111111111111111111111111111", own, ""]) {
+      await expect(wallets.withdraw("w-addr", bad, 1n)).rejects.toBeInstanceOf(InvalidAddressError);
+    }
+  });
+});

@@ -1,0 +1,140 @@
+/**
+ * The JSON bodies webhook receivers get (spec 6). `policy.violation` has exactly the spec's six
+ * fields. The spec leaves `budget.warning` open; ours follows the same style (`event`, `agentId`,
+ * human `detail`, ISO `timestamp`) and adds the budget figures. `spend_rate.exceeded` is ours (the
+ * `spend_rate` alert of spec 2.10). Money is the spec's `{ usdc: number }`, made exactly from
+ * base units.
+ */
+import { formatUsdc, toUsdc } from "../policy/amounts.js";
+
+export const EVENT_TYPES = ["budget.warning", "policy.violation", "spend_rate.exceeded"] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** Types a webhook endpoint can subscribe to: the spec's two gateway events. */
+export const SUBSCRIBABLE_EVENT_TYPES: readonly EventType[] = ["budget.warning", "policy.violation"];
+
+export function isEventType(value: unknown): value is EventType {
+  return typeof value === "string" && (EVENT_TYPES as readonly string[]).includes(value);
+}
+
+export interface PolicyViolationPayload {
+  readonly event: "policy.violation";
+  readonly agentId: string;
+  /** Machine code, e.g. `per_call_limit_exceeded`. */
+  readonly reason: string;
+  /** `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>`. */
+  readonly detail: string;
+  /** The URL that was called. */
+  readonly endpoint: string;
+  readonly timestamp: string;
+}
+
+export interface BudgetWarningPayload {
+  readonly event: "budget.warning";
+  readonly agentId: string;
+  /** The alert rule that fired; null for the gateway's own 80 % warning (spec 3). */
+  readonly alertId: string | null;
+  /** 80 for the gateway's warning, the rule's threshold for a `budget_pct` alert. */
+  readonly thresholdPercent: number;
+  readonly usedToday: { readonly usdc: number };
+  readonly dailyBudget: { readonly usdc: number };
+  /** The budget period (spec 2.1): its first payment and its reset. */
+  readonly windowStart: string;
+  readonly resetsAt: string;
+  readonly detail: string;
+  readonly timestamp: string;
+}
+
+export interface SpendRatePayload {
+  readonly event: "spend_rate.exceeded";
+  readonly agentId: string;
+  readonly alertId: string;
+  /** The rule's window, as given (`1h`). */
+  readonly window: string;
+  readonly threshold: { readonly usdc: number };
+  /** Spent within the window ending at `timestamp`. */
+  readonly spent: { readonly usdc: number };
+  readonly detail: string;
+  readonly timestamp: string;
+}
+
+export type EventPayload = PolicyViolationPayload | BudgetWarningPayload | SpendRatePayload;
+export type PayloadOf<T extends EventType> = Extract<EventPayload, { event: T }>;
+
+export function policyViolationPayload(input: {
+  agentId: string;
+  reasonCode: string;
+  /** The decision's `reason` (spec 7 text). */
+  reason: string;
+  endpoint: string;
+  at: Date;
+}): PolicyViolationPayload {
+  return {
+    event: "policy.violation",
+    agentId: input.agentId,
+    reason: input.reasonCode,
+    detail: input.reason,
+    endpoint: input.endpoint,
+    timestamp: input.at.toISOString(),
+  };
+}
+
+export function budgetWarningPayload(input: {
+  agentId: string;
+  alertId: string | null;
+  /** Hundredths of a percent: 8000 = 80 %. */
+  thresholdBp: number;
+  usedUnits: bigint;
+  limitUnits: bigint;
+  windowStart: Date;
+  resetsAt: Date;
+  at: Date;
+}): BudgetWarningPayload {
+  const percent = input.thresholdBp / 100;
+  return {
+    event: "budget.warning",
+    agentId: input.agentId,
+    alertId: input.alertId,
+    thresholdPercent: percent,
+    usedToday: toUsdc(input.usedUnits),
+    dailyBudget: toUsdc(input.limitUnits),
+    windowStart: input.windowStart.toISOString(),
+    resetsAt: input.resetsAt.toISOString(),
+    detail:
+      `${percent} % of the daily budget reached: used ${formatUsdc(input.usedUnits)} usdc of ` +
+      `${formatUsdc(input.limitUnits)} usdc; the window resets at ${input.resetsAt.toISOString()}`,
+    timestamp: input.at.toISOString(),
+  };
+}
+
+export function spendRatePayload(input: {
+  agentId: string;
+  alertId: string;
+  window: string;
+  thresholdUnits: bigint;
+  spentUnits: bigint;
+  at: Date;
+}): SpendRatePayload {
+  return {
+    event: "spend_rate.exceeded",
+    agentId: input.agentId,
+    alertId: input.alertId,
+    window: input.window,
+    threshold: toUsdc(input.thresholdUnits),
+    spent: toUsdc(input.spentUnits),
+    detail: `spent ${formatUsdc(input.spentUnits)} usdc within ${input.window}, above the alert threshold of ${formatUsdc(input.thresholdUnits)} usdc`,
+    timestamp: input.at.toISOString(),
+  };
+}
+
+/** One line for humans (Slack text, e-mail subject). */
+export function summarize(payload: EventPayload): string {
+  switch (payload.event) {
+    case "policy.violation":
+      return `policy.violation: agent ${payload.agentId} rejected (${payload.reason})`;
+    case "budget.warning":
+      return `budget.warning: agent ${payload.agentId} reached ${payload.thresholdPercent} % of its daily budget`;
+    case "spend_rate.exceeded":
+      return `spend_rate.exceeded: agent ${payload.agentId} spent ${payload.spent.usdc} usdc within ${payload.window}`;
+  }
+}

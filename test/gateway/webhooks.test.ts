@@ -1,0 +1,284 @@
+/**
+ * Webhook delivery against a real Postgres and real HTTP receivers on loopback: Standard Webhooks
+ * signatures checked by an independent verifier, retries with growing delays, the dead letter,
+ * transactional emission (a rolled-back event is never sent), concurrent dispatchers, 410 Gone,
+ * Slack bodies, and secrets stored encrypted.
+ */
+import { randomBytes } from "node:crypto";
+import type pg from "pg";
+import pino from "pino";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { emitEvent, type PolicyViolationPayload, policyViolationPayload } from "../../api/events/index.js";
+import { createAccount, registerAgent } from "../../api/keys.js";
+import {
+  createWebhookEndpoint,
+  Dispatcher,
+  type DispatcherOptions,
+  listWebhookEndpoints,
+  retryDelayMs,
+  SecretBox,
+  signWebhook,
+} from "../../api/webhooks/index.js";
+import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { SignatureError, verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
+
+const silent = pino({ level: "silent" });
+let db: FreshDatabase;
+let box: SecretBox;
+const receivers: WebhookReceiver[] = [];
+const dispatchers: Dispatcher[] = [];
+let serial = 0;
+
+beforeAll(async () => {
+  db = await createFreshDatabase();
+  box = new SecretBox(randomBytes(32));
+});
+
+afterEach(async () => {
+  await Promise.all(dispatchers.splice(0).map((d) => d.stop()));
+  await Promise.all(receivers.splice(0).map((r) => r.close()));
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+async function receiver(): Promise<WebhookReceiver> {
+  const r = await WebhookReceiver.start();
+  receivers.push(r);
+  return r;
+}
+
+function dispatcher(options: Partial<DispatcherOptions> = {}): Dispatcher {
+  const d = new Dispatcher({ pool: db.pool, secrets: box, logger: silent, pollMs: 20, timeoutMs: 2_000, leaseMs: 5_000, ...options });
+  dispatchers.push(d);
+  return d;
+}
+
+/** A fresh account with one agent, so endpoints of other tests never receive this test's events. */
+async function account(): Promise<{ accountId: string; agentId: string }> {
+  const accountId = await createAccount(db.pool, `webhooks-${++serial}`);
+  const agentId = `wh-agent-${serial}`;
+  await registerAgent(db.pool, accountId, { agentId, walletAddress: `wallet-wh-${serial}` });
+  return { accountId, agentId };
+}
+
+async function inTransaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await db.pool.connect();
+  try {
+    await client.query("BEGIN");
+    const result = await work(client);
+    await client.query("COMMIT");
+    return result;
+  } catch (error) {
+    await client.query("ROLLBACK");
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+function violation(agentId: string, n = 1): PolicyViolationPayload {
+  return policyViolationPayload({
+    agentId,
+    reasonCode: "per_call_limit_exceeded",
+    reason: `per_call_limit_exceeded: requested ${n}.5 usdc, limit is 1 usdc`,
+    endpoint: `https://api.example.com/v1/quote/${n}`,
+    at: new Date("2026-03-01T12:00:00.000Z"),
+  });
+}
+
+async function emitViolation(accountId: string, agentId: string, n = 1): Promise<string> {
+  return inTransaction(async (client) => (await emitEvent(client, accountId, "policy.violation", violation(agentId, n))).id);
+}
+
+async function deliveries(eventId: string): Promise<Array<{ status: string; attempts: number; last_status: number | null }>> {
+  const { rows } = await db.pool.query("SELECT status, attempts, last_status FROM event_deliveries WHERE event_id = $1 ORDER BY id", [eventId]);
+  return rows;
+}
+
+async function pendingCount(): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM event_deliveries WHERE status = 'pending'");
+  return rows[0]!.n;
+}
+
+describe("Standard Webhooks signatures", () => {
+  it("matches the published Standard Webhooks / Svix test vector", () => {
+    expect(signWebhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}')).toBe(
+      "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+    );
+  });
+
+  it("every delivery carries webhook-id, webhook-timestamp and a v1 signature that an independent verifier accepts", async () => {
+    const { accountId, agentId } = await account();
+    const r = await receiver();
+    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    const eventId = await emitViolation(accountId, agentId);
+
+    await dispatcher().runOnce();
+    expect(r.received).toHaveLength(1);
+    const [request] = r.received;
+    expect(request!.headers["webhook-id"]).toBe(eventId);
+    expect(request!.headers["content-type"]).toBe("application/json");
+    const sentAt = Number(request!.headers["webhook-timestamp"]);
+    expect(Math.abs(sentAt - Date.now() / 1000)).toBeLessThan(5);
+    expect(() => verifyStandardWebhook(secret, request!.headers, request!.body)).not.toThrow();
+
+    // The body is spec 6's policy.violation payload, exactly those six fields.
+    const body = JSON.parse(request!.body) as Record<string, unknown>;
+    expect(body).toEqual(violation(agentId));
+    expect(Object.keys(body)).toEqual(["event", "agentId", "reason", "detail", "endpoint", "timestamp"]);
+
+    // Tampering, a wrong secret, or a timestamp outside the 5-minute tolerance all fail.
+    expect(() => verifyStandardWebhook(secret, request!.headers, request!.body.replace("1.5", "9.5"))).toThrow(SignatureError);
+    const other = (await createWebhookEndpoint(db.pool, box, (await account()).accountId, { url: r.url })).secret;
+    expect(() => verifyStandardWebhook(other, request!.headers, request!.body)).toThrow(SignatureError);
+    expect(() => verifyStandardWebhook(secret, request!.headers, request!.body, sentAt + 301)).toThrow(/tolerance/);
+    expect(() => verifyStandardWebhook(secret, request!.headers, request!.body, sentAt - 301)).toThrow(/tolerance/);
+    expect(() => verifyStandardWebhook(secret, request!.headers, request!.body, sentAt + 299)).not.toThrow();
+    expect(await deliveries(eventId)).toEqual([{ status: "delivered", attempts: 1, last_status: 200 }]);
+  });
+
+  it("signing secrets are stored encrypted and never listed", async () => {
+    const { accountId } = await account();
+    const { endpoint, secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: "https://hooks.example.com/in" });
+    const { rows } = await db.pool.query<{ secret_ciphertext: Buffer; row: string }>(
+      "SELECT secret_ciphertext, row_to_json(w)::text AS row FROM webhook_endpoints w WHERE id = $1",
+      [endpoint.id],
+    );
+    const key = secret.slice("whsec_".length);
+    expect(rows[0]!.row).not.toContain(key);
+    expect(rows[0]!.secret_ciphertext.includes(Buffer.from(key, "base64"))).toBe(false);
+    expect(box.decrypt(rows[0]!.secret_ciphertext)).toBe(secret);
+    expect(() => new SecretBox(randomBytes(32)).decrypt(rows[0]!.secret_ciphertext)).toThrow(/does not open/);
+    const listed = await listWebhookEndpoints(db.pool, accountId);
+    expect(JSON.stringify(listed)).not.toContain(key);
+    expect(listed.map((e) => e.eventTypes)).toEqual([["budget.warning", "policy.violation"]]);
+    expect(String(box)).toBe("[SecretBox]");
+  });
+});
+
+describe("retries", () => {
+  it("a receiver that fails three times gets retries with growing delays, then the event is acknowledged once", async () => {
+    const { accountId, agentId } = await account();
+    const r = await receiver();
+    r.respond = (_request, index) => (index < 3 ? 500 : 200);
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    const eventId = await emitViolation(accountId, agentId);
+    dispatcher({ backoff: { baseMs: 200, factor: 2, maxMs: 10_000, jitter: 0.2 }, maxAttempts: 6 }).start();
+
+    await r.until((received) => received.some((x) => x.answered === 200));
+    await new Promise((done) => setTimeout(done, 400));
+    expect(r.received.map((x) => x.answered)).toEqual([500, 500, 500, 200]);
+    expect(new Set(r.received.map((x) => x.headers["webhook-id"]))).toEqual(new Set([eventId]));
+    const gaps = r.received.slice(1).map((x, i) => x.atMs - r.received[i]!.atMs);
+    // Lower bounds: 200 * 2^(n-1) less 20 % jitter; each wait longer than the one before.
+    expect(gaps[0]).toBeGreaterThanOrEqual(160);
+    expect(gaps[1]).toBeGreaterThanOrEqual(320);
+    expect(gaps[2]).toBeGreaterThanOrEqual(640);
+    expect(gaps[1]!).toBeGreaterThan(gaps[0]!);
+    expect(gaps[2]!).toBeGreaterThan(gaps[1]!);
+    expect(await deliveries(eventId)).toEqual([{ status: "delivered", attempts: 4, last_status: 200 }]);
+  });
+
+  it("after maxAttempts failures the delivery is dead-lettered as failed and not retried", async () => {
+    const { accountId, agentId } = await account();
+    const r = await receiver();
+    r.respond = () => 503;
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    const eventId = await emitViolation(accountId, agentId);
+    dispatcher({ backoff: { baseMs: 30, factor: 2, maxMs: 1_000, jitter: 0 }, maxAttempts: 3 }).start();
+
+    await r.until((received) => received.length >= 3);
+    await new Promise((done) => setTimeout(done, 400));
+    expect(r.received).toHaveLength(3);
+    expect(await deliveries(eventId)).toEqual([{ status: "failed", attempts: 3, last_status: 503 }]);
+  });
+
+  it("the backoff grows exponentially with bounded jitter", () => {
+    const policy = { baseMs: 5_000, factor: 4, maxMs: 36_000_000, jitter: 0.2 };
+    expect([1, 2, 3, 4].map((n) => retryDelayMs(n, policy, () => 0))).toEqual([5_000, 20_000, 80_000, 320_000]);
+    expect(retryDelayMs(2, policy, () => 1)).toBe(16_000);
+    expect(retryDelayMs(40, policy, () => 0)).toBe(36_000_000);
+  });
+
+  it("410 Gone fails the delivery and disables the endpoint", async () => {
+    const { accountId, agentId } = await account();
+    const r = await receiver();
+    r.respond = () => 410;
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    const eventId = await emitViolation(accountId, agentId);
+    await dispatcher().runOnce();
+    expect(await deliveries(eventId)).toEqual([{ status: "failed", attempts: 1, last_status: 410 }]);
+    expect(await listWebhookEndpoints(db.pool, accountId)).toEqual([]);
+  });
+});
+
+describe("the outbox", () => {
+  it("an event emitted in a transaction that rolls back is never delivered", async () => {
+    const { accountId, agentId } = await account();
+    const r = await receiver();
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    let rolledBack = "";
+    await expect(
+      inTransaction(async (client) => {
+        rolledBack = (await emitEvent(client, accountId, "policy.violation", violation(agentId, 1))).id;
+        throw new Error("the payment failed");
+      }),
+    ).rejects.toThrow("the payment failed");
+    const committed = await emitViolation(accountId, agentId, 2);
+
+    const d = dispatcher();
+    d.start();
+    await r.until((received) => received.length >= 1);
+    await new Promise((done) => setTimeout(done, 200));
+    expect(r.received.map((x) => x.headers["webhook-id"])).toEqual([committed]);
+    const { rows } = await db.pool.query("SELECT 1 FROM gateway_events WHERE id = $1", [rolledBack]);
+    expect(rows).toEqual([]);
+  });
+
+  it("emitEvent refuses to run outside a transaction", async () => {
+    const { accountId, agentId } = await account();
+    const client = await db.pool.connect();
+    try {
+      await expect(emitEvent(client, accountId, "policy.violation", violation(agentId))).rejects.toThrow(/transaction/);
+    } finally {
+      client.release();
+    }
+  });
+
+  it("two dispatchers running side by side deliver each of 30 events exactly once (SKIP LOCKED)", async () => {
+    const { accountId, agentId } = await account();
+    const r = await receiver();
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    const ids = await inTransaction(async (client) => {
+      const out: string[] = [];
+      for (let n = 0; n < 30; n++) out.push((await emitEvent(client, accountId, "policy.violation", violation(agentId, n))).id);
+      return out;
+    });
+    const [a, b] = [dispatcher({ batchSize: 4 }), dispatcher({ batchSize: 4 })];
+    const drain = async (d: Dispatcher) => {
+      while ((await d.runOnce()).length > 0);
+    };
+    await Promise.all([drain(a), drain(b)]);
+    expect(await pendingCount()).toBe(0);
+    const seen = r.received.map((x) => String(x.headers["webhook-id"]));
+    expect(seen).toHaveLength(30);
+    expect(new Set(seen)).toEqual(new Set(ids));
+  });
+
+  it("a Slack webhook URL gets Slack's { text } body, still signed", async () => {
+    const { accountId, agentId } = await account();
+    const r = await receiver();
+    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    await emitViolation(accountId, agentId);
+    // hooks.slack.com cannot be reached from a test: treat the loopback host as Slack's.
+    await dispatcher({ slackHosts: ["127.0.0.1"] }).runOnce();
+    const body = JSON.parse(r.received[0]!.body) as Record<string, unknown>;
+    expect(Object.keys(body)).toEqual(["text"]);
+    expect(body.text).toContain(`policy.violation: agent ${agentId} rejected (per_call_limit_exceeded)`);
+    expect(body.text).toContain("requested 1.5 usdc, limit is 1 usdc");
+    expect(() => verifyStandardWebhook(secret, r.received[0]!.headers, r.received[0]!.body)).not.toThrow();
+  });
+});

@@ -1,0 +1,66 @@
+/**
+ * MPP failures as values with stable codes: a malformed body (`MppFormatError`, answered 400), a
+ * submission the service refuses (`MppPaymentError`, 402 with a fresh request), a session token
+ * that cannot be used (`MppSessionError`, 402 so the client negotiates again).
+ */
+
+export type MppFormatCode = "malformed_request" | "malformed_submission";
+
+export class MppFormatError extends Error {
+  constructor(
+    readonly code: MppFormatCode,
+    readonly field: string,
+    detail: string,
+  ) {
+    super(`${code}: ${field}: ${detail}`);
+    this.name = "MppFormatError";
+  }
+}
+
+export const MPP_PAYMENT_FAILURES = [
+  "method_not_offered",
+  "method_unsupported",
+  "amount_mismatch",
+  "currency_mismatch",
+  "endpoint_mismatch",
+  "resource_mismatch",
+  "invalid_signature",
+  "nonce_reused",
+  "expired",
+  "validity_too_long",
+  "unknown_payer",
+  "card_declined",
+  "settlement_failed",
+] as const;
+export type MppPaymentFailure = (typeof MPP_PAYMENT_FAILURES)[number];
+
+export class MppPaymentError extends Error {
+  constructor(
+    readonly reason: MppPaymentFailure,
+    detail: string,
+  ) {
+    super(`${reason}: ${detail}`);
+    this.name = "MppPaymentError";
+  }
+}
+
+export const MPP_SESSION_FAILURES = [
+  /** No such token for this service (never issued, revoked, or another service's). */
+  "session_unknown",
+  "session_expired",
+  /** A single-use token (service without session support) whose paid call was already redeemed. */
+  "session_exhausted",
+  /** The call costs more than the per-call price the session was established at. */
+  "session_amount_exceeded",
+] as const;
+export type MppSessionFailure = (typeof MPP_SESSION_FAILURES)[number];
+
+export class MppSessionError extends Error {
+  constructor(
+    readonly reason: MppSessionFailure,
+    detail: string,
+  ) {
+    super(`${reason}: ${detail}`);
+    this.name = "MppSessionError";
+  }
+}

@@ -1,0 +1,12 @@
+/** MPP in the spec's format: request and submission parsing, rail choice, the service side, sessions. */
+export * from "./amount.js";
+export * from "./client-sessions.js";
+export * from "./errors.js";
+export * from "./rails.js";
+export * from "./request.js";
+export * from "./service.js";
+export * from "./session-token.js";
+export * from "./submission.js";
+export type { AgentDirectory, SettleRequest, SettleResult, Settler } from "../x402/settler.js";
+export type { AgentSigner } from "../x402/signer.js";
+export { keypairSigner } from "../x402/signer.js";

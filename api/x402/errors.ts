@@ -1,0 +1,55 @@
+/**
+ * x402 failures as values with stable codes. A malformed 402 body or payment header is a
+ * `X402FormatError` (the resource server answers 400); a well-formed payment the facilitator
+ * refuses is a `VerifyFailure` reason (402 again); a settlement that did not complete is an
+ * `X402SettlementError` (the nonce stays burned, see facilitator.ts).
+ */
+
+export type X402FormatCode = "malformed_requirement" | "malformed_payload" | "malformed_headers";
+
+export class X402FormatError extends Error {
+  constructor(
+    readonly code: X402FormatCode,
+    /** The field (dotted path) or header at fault. */
+    readonly field: string,
+    detail: string,
+  ) {
+    super(`${code}: ${field}: ${detail}`);
+    this.name = "X402FormatError";
+  }
+}
+
+/** Why the facilitator refuses a well-formed payment. Codes are stable; never reuse one. */
+export const VERIFY_FAILURES = [
+  "invalid_signature",
+  "nonce_reused",
+  "network_mismatch",
+  "token_mismatch",
+  "pay_to_mismatch",
+  "amount_mismatch",
+  "expired",
+  "validity_too_long",
+  "unknown_payer",
+] as const;
+export type VerifyFailureReason = (typeof VERIFY_FAILURES)[number];
+
+export class X402VerifyError extends Error {
+  constructor(
+    readonly reason: VerifyFailureReason,
+    detail: string,
+  ) {
+    super(`${reason}: ${detail}`);
+    this.name = "X402VerifyError";
+  }
+}
+
+export class X402SettlementError extends Error {
+  constructor(
+    readonly payer: string,
+    readonly nonce: string,
+    cause: unknown,
+  ) {
+    super(`settlement of x402 payment ${payer}/${nonce} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = "X402SettlementError";
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * Our x402 facilitator for the spec's format (spec 1, 4.3 step 5, 4.5): verify a signed
+ * PaymentPayload against the requirement it claims to pay, then settle it through
+ * payment_ledger's atomic transfer + record and answer with the ledger transaction hash.
+ *
+ * Replay protection: a payload is settled at most once, by its (payer, nonce). `settle` claims
+ * the nonce with `INSERT ... ON CONFLICT DO NOTHING` *before* it asks the settler to move funds;
+ * only the claimant proceeds, so concurrent replays settle exactly once.
+ *
+ * A claimed nonce is never released. If settlement fails (or the process dies between claim and
+ * settlement) the nonce stays burned, with status `failed` (or `claimed`), and the payload can
+ * never be settled again: a settlement that errored may still have landed on the ledger (a
+ * timeout is not a refusal), so releasing it could pay twice. The agent signs a new payload (new
+ * nonce) to retry; `unfinishedClaims` lists claims to reconcile against the ledger. Rows are kept
+ * until the payload's `validUntil` has passed (plus a grace), after which `verify` refuses the
+ * payload as expired anyway and `pruneExpiredNonces` may delete them.
+ */
+import type pg from "pg";
+import { type VerifyFailureReason } from "./errors.js";
+import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
+import type { PaymentRequirement } from "./requirement.js";
+import type { AgentDirectory, SettleResult, Settler } from "./settler.js";
+import { verifySignature } from "./signer.js";
+
+/** Default bound on `validUntil - now`: how long a nonce must be remembered at most. */
+export const DEFAULT_MAX_VALIDITY_SECONDS = 600;
+/** Nonce rows outlive their payload's validity by this much before pruning (clock skew margin). */
+export const NONCE_PRUNE_GRACE_SECONDS = 300;
+
+export interface FacilitatorOptions {
+  readonly pool: pg.Pool;
+  readonly settler: Settler;
+  readonly agents: AgentDirectory;
+  /** The network and settlement token (mint address) this facilitator settles on. */
+  readonly network: string;
+  readonly token: string;
+  readonly maxValiditySeconds?: number;
+  readonly clock?: () => Date;
+}
+
+export type VerifyResult =
+  | { readonly ok: true; readonly payer: string; readonly agentId: string }
+  | { readonly ok: false; readonly reason: VerifyFailureReason; readonly detail: string };
+
+export type SettleOutcome =
+  | ({ readonly ok: true; readonly payer: string; readonly agentId: string; readonly network: string } & SettleResult)
+  | { readonly ok: false; readonly reason: VerifyFailureReason | "settlement_failed"; readonly detail: string };
+
+export interface SettleOptions {
+  /** Base58 invocation account when the agent pays under an `agents.invoke` budget. */
+  readonly invocation?: string;
+}
+
+function refuse(reason: VerifyFailureReason, detail: string): VerifyResult & { ok: false } {
+  return { ok: false, reason, detail };
+}
+
+export class X402Facilitator {
+  private readonly maxValiditySeconds: number;
+  private readonly clock: () => Date;
+
+  constructor(private readonly options: FacilitatorOptions) {
+    this.maxValiditySeconds = options.maxValiditySeconds ?? DEFAULT_MAX_VALIDITY_SECONDS;
+    this.clock = options.clock ?? (() => new Date());
+  }
+
+  /**
+   * Every check but the authoritative nonce claim: signature, terms against the requirement,
+   * validity window, nonce not yet used (a read; `settle` decides), payer known to the gateway.
+   */
+  async verify(payment: PaymentPayload, requirement: PaymentRequirement): Promise<VerifyResult> {
+    const terms = this.checkTerms(payment, requirement);
+    if (terms !== null) return terms;
+    const p = payment.payload;
+    const used = await this.options.pool.query("SELECT 1 FROM x402_nonces WHERE payer = $1 AND nonce = $2", [p.from, p.nonce]);
+    if (used.rowCount !== 0) return refuse("nonce_reused", `nonce ${p.nonce} of ${p.from} was already used`);
+    const agentId = await this.options.agents.agentIdForAddress(p.from);
+    if (agentId === null) return refuse("unknown_payer", `${p.from} is not an agent wallet of this gateway`);
+    return { ok: true, payer: p.from, agentId };
+  }
+
+  /** Pure checks, cheapest first after the signature (nothing else means anything without it). */
+  private checkTerms(payment: PaymentPayload, requirement: PaymentRequirement): (VerifyResult & { ok: false }) | null {
+    const p = payment.payload;
+    const bytes = canonicalPayloadBytes(payment.scheme, payment.network, p);
+    if (!verifySignature(p.from, bytes, payment.signature)) return refuse("invalid_signature", `not a signature of ${p.from}`);
+    // Both parsers admit only scheme "exact", so the schemes cannot differ.
+    if (payment.network !== requirement.network || requirement.network !== this.options.network) {
+      return refuse("network_mismatch", `payload ${payment.network}, requirement ${requirement.network}, facilitator ${this.options.network}`);
+    }
+    if (p.token !== requirement.token || requirement.token !== this.options.token) {
+      return refuse("token_mismatch", `payload ${p.token}, requirement ${requirement.token}, facilitator ${this.options.token}`);
+    }
+    if (p.to !== requirement.payTo) return refuse("pay_to_mismatch", `payload pays ${p.to}, requirement ${requirement.payTo}`);
+    if (p.amountUnits !== requirement.amountUnits) {
+      return refuse("amount_mismatch", `payload ${p.amountUnits}, requirement ${requirement.amountUnits} base units`);
+    }
+    const nowSeconds = Math.floor(this.clock().getTime() / 1000);
+    if (p.validUntilSeconds < nowSeconds) return refuse("expired", `valid until ${p.validUntilSeconds}, now ${nowSeconds}`);
+    if (p.validUntilSeconds > nowSeconds + this.maxValiditySeconds) {
+      return refuse("validity_too_long", `valid until ${p.validUntilSeconds}, at most ${this.maxValiditySeconds} s ahead`);
+    }
+    return null;
+  }
+
+  /** Verifies, claims the nonce, settles on the ledger; at most one settlement per (payer, nonce). */
+  async settle(payment: PaymentPayload, requirement: PaymentRequirement, options: SettleOptions = {}): Promise<SettleOutcome> {
+    const verified = await this.verify(payment, requirement);
+    if (!verified.ok) return verified;
+    const p = payment.payload;
+    const claim = await this.options.pool.query(
+      `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7))
+       ON CONFLICT (payer, nonce) DO NOTHING
+       RETURNING 1`,
+      [p.from, p.nonce, verified.agentId, p.to, p.amountUnits.toString(), requirement.resource, p.validUntilSeconds],
+    );
+    if (claim.rowCount !== 1) return refuse("nonce_reused", `nonce ${p.nonce} of ${p.from} was already used`);
+
+    let settled: SettleResult;
+    try {
+      settled = await this.options.settler.settlePayment({
+        agentId: verified.agentId,
+        payee: p.to,
+        amountUnits: p.amountUnits,
+        protocol: "x402",
+        rail: "stablecoin",
+        endpoint: requirement.resource,
+        ...(options.invocation === undefined ? {} : { invocation: options.invocation }),
+      });
+    } catch (error) {
+      const detail = error instanceof Error ? error.message : String(error);
+      // Kept burned on purpose (see the header comment): the agent retries with a new nonce.
+      await this.options.pool.query(
+        "UPDATE x402_nonces SET status = 'failed', failure = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
+        [p.from, p.nonce, detail.slice(0, 1_000)],
+      );
+      return { ok: false, reason: "settlement_failed", detail };
+    }
+    await this.options.pool.query(
+      "UPDATE x402_nonces SET status = 'settled', tx_hash = $3, finished_at = now() WHERE payer = $1 AND nonce = $2",
+      [p.from, p.nonce, settled.txHash],
+    );
+    return { ok: true, payer: p.from, agentId: verified.agentId, network: payment.network, ...settled };
+  }
+}
+
+export interface UnfinishedClaim {
+  readonly payer: string;
+  readonly nonce: string;
+  readonly agentId: string;
+  readonly payTo: string;
+  readonly amountUnits: bigint;
+  readonly resource: string;
+  readonly claimedAt: Date;
+}
+
+/** Claims older than `before` that never finished (a crash between claim and settlement), oldest first. */
+export async function unfinishedClaims(pool: pg.Pool, before: Date, limit = 100): Promise<UnfinishedClaim[]> {
+  const { rows } = await pool.query<{
+    payer: string;
+    nonce: string;
+    agent_id: string;
+    pay_to: string;
+    amount_units: string;
+    resource: string;
+    claimed_at: Date;
+  }>(
+    `SELECT payer, nonce, agent_id, pay_to, amount_units, resource, claimed_at FROM x402_nonces
+     WHERE status = 'claimed' AND claimed_at < $1 ORDER BY claimed_at LIMIT $2`,
+    [before, Math.min(Math.max(limit, 1), 1_000)],
+  );
+  return rows.map((row) => ({
+    payer: row.payer,
+    nonce: row.nonce,
+    agentId: row.agent_id,
+    payTo: row.pay_to,
+    amountUnits: BigInt(row.amount_units),
+    resource: row.resource,
+    claimedAt: row.claimed_at,
+  }));
+}
+
+/** Deletes nonce rows whose payload expired more than the grace ago (they can never verify again). */
+export async function pruneExpiredNonces(pool: pg.Pool, now: Date, limit = 10_000): Promise<number> {
+  const result = await pool.query(
+    `DELETE FROM x402_nonces WHERE ctid IN (
+       SELECT ctid FROM x402_nonces WHERE expires_at < $1::timestamptz - make_interval(secs => $2) LIMIT $3)`,
+    [now, NONCE_PRUNE_GRACE_SECONDS, limit],
+  );
+  return result.rowCount ?? 0;
+}

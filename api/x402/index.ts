@@ -1,0 +1,9 @@
+/** x402 in the spec's format: requirement and payload parsing, signing for agents, the facilitator. */
+export * from "./errors.js";
+export * from "./facilitator.js";
+export * from "./headers.js";
+export * from "./payload.js";
+export * from "./requirement.js";
+export * from "./settler.js";
+export * from "./sign.js";
+export * from "./signer.js";

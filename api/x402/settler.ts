@@ -1,0 +1,39 @@
+/**
+ * What the protocol layer needs from settlement: one call that moves (or, on the card rail, only
+ * records) a payment through payment_ledger's `record_payment` and answers with the transaction.
+ * The gateway's implementation lives in `api/settlement/` (`settlePayment`); this interface keeps
+ * x402 and MPP independent of it, and the tests implement it over `scripts/agent-wallets.ts`.
+ */
+import type { Protocol, Rail } from "../../programs/payment_ledger/ts/index.js";
+
+export interface SettleRequest {
+  /** The gateway's agent id; the settler finds its custodial wallet (the payer, who co-signs). */
+  readonly agentId: string;
+  /** Base58 address of the receiving service wallet. */
+  readonly payee: string;
+  readonly amountUnits: bigint;
+  readonly protocol: Protocol;
+  readonly rail: Rail;
+  /** The paid endpoint; the program records sha256 of its host and path. */
+  readonly endpoint: string;
+  /** 64 bytes naming an off-ledger settlement (card rail: the processor's reference, see api/card). */
+  readonly settlementReference?: Uint8Array;
+  /** Base58 invocation account when paying under an `agents.invoke` budget. */
+  readonly invocation?: string;
+}
+
+export interface SettleResult {
+  /** Base58 signature of the ledger transaction that recorded (and on the stablecoin rail, moved) it. */
+  readonly txHash: string;
+  readonly slot: number;
+  readonly paymentId: bigint;
+}
+
+export interface Settler {
+  settlePayment(request: SettleRequest): Promise<SettleResult>;
+}
+
+/** Maps a wallet address to the gateway's agent id (x402 payloads name the payer by address). */
+export interface AgentDirectory {
+  agentIdForAddress(address: string): Promise<string | null>;
+}

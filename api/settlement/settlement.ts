@@ -59,6 +59,9 @@ import { checkAmountUnits, type AgentWallets } from "../wallets/wallets.js";
 import { ledgerRefusal, refusalError } from "./ledger-errors.js";
 
 const RECONCILE_BATCH = 256;
+const SIGNATURES_PAGE = 1_000;
+/** An invocation has at most this many pages of payments before its opening is given up on. */
+const OPENING_LOOKUP_PAGES = 20;
 const accountsCoder = new BorshCoder(PAYMENT_LEDGER_IDL);
 
 export interface SettlePaymentInput {
@@ -282,10 +285,24 @@ export class Settlement {
     if (input.budgetUnits <= 0n) throw new InvalidAmountUnitsError(input.budgetUnits, "budget must be positive");
     checkAmountUnits(input.budgetUnits);
     const parentSignature = parseSignature(input.parentTxHash, "parent transaction");
-    const { wallets, ledger } = this.deps;
+    const { wallets, ledger, pool } = this.deps;
+    // The parent is the invoker's own confirmed payment: an invocation cannot hang under a
+    // transaction the invoker did not make.
+    const parent = await pool.query("SELECT 1 FROM settlements WHERE signature = $1 AND agent_id = $2 AND status = 'confirmed'", [
+      input.parentTxHash,
+      input.invokerAgentId,
+    ]);
+    if (parent.rowCount === 0) {
+      throw new PaymentError(`parent transaction ${input.parentTxHash} is not a confirmed payment of agent ${input.invokerAgentId}`);
+    }
     const invoker = await wallets.keypair(input.invokerAgentId);
     const subAgent = await wallets.address(input.subAgentId);
     const invocation = invocationPda(parentSignature, subAgent).address;
+
+    // A retried call (the first one's answer was lost) finds the account it opened.
+    const existing = await this.invocationState(invocation);
+    if (existing !== null) return this.#alreadyOpen(invocation, existing, invoker.publicKey, input.budgetUnits);
+
     const instruction = await openInvocationInstruction({
       authority: ledger.authority.publicKey,
       invoker: invoker.publicKey,
@@ -304,6 +321,28 @@ export class Settlement {
       signature: signed.signature,
       ...(refusal === null ? {} : { ledgerError: refusal.name, ledgerCode: refusal.code }),
     });
+  }
+
+  async #alreadyOpen(invocation: PublicKey, state: InvocationState, invoker: PublicKey, budgetUnits: bigint): Promise<OpenedInvocation> {
+    if (state.invoker !== invoker.toBase58() || state.budgetUnits !== budgetUnits) {
+      throw new PaymentError(`invocation ${invocation.toBase58()} is already open with other terms`);
+    }
+    // The opening is the oldest successful transaction touching the account (newest come first).
+    let before: string | undefined;
+    for (let page = 0; page < OPENING_LOOKUP_PAGES; page += 1) {
+      const list = await this.deps.ledger.connection.getSignaturesForAddress(
+        invocation,
+        { limit: SIGNATURES_PAGE, ...(before === undefined ? {} : { before }) },
+        COMMITMENT,
+      );
+      if (list.length < SIGNATURES_PAGE) {
+        const opening = [...list].reverse().find((entry) => entry.err === null);
+        if (opening === undefined) break;
+        return { invocation: invocation.toBase58(), txHash: opening.signature, slot: opening.slot };
+      }
+      before = list.at(-1)!.signature;
+    }
+    throw new PaymentError(`invocation ${invocation.toBase58()} is open but its opening transaction was not found`);
   }
 
   /** The invocation account as the chain holds it now, or null if there is none. */

@@ -24,6 +24,7 @@ import {
   PaymentError,
   PaymentPendingError,
   WalletExistsError,
+  WalletKeyError,
   WalletNotFoundError,
 } from "./errors.js";
 import type { FundingSource } from "./funding-source.js";
@@ -84,6 +85,43 @@ export async function createAgentWallet(pool: pg.Pool, keystore: Keystore, agent
     client.release();
   }
   return { agentId: agent.agentId, address };
+}
+
+/**
+ * Key rotation: re-seals up to `limit` wallets sealed under a retired key version with the
+ * current one (each row conditional on the version it read, so a concurrent rotation cannot lose
+ * a key). A row that does not open is reported, not fatal. Run until `resealed` is 0; then the
+ * retired key can leave configuration (once `unreadable` rows are dealt with).
+ */
+export async function resealStaleWalletKeys(
+  pool: pg.Pool,
+  keystore: Keystore,
+  limit = 500,
+): Promise<{ resealed: number; unreadable: string[] }> {
+  const rows = await pool.query<{ agent_id: string; address: string; ciphertext: Buffer; nonce: Buffer; key_version: string }>(
+    "SELECT agent_id, address, ciphertext, nonce, key_version FROM agent_wallets WHERE key_version <> $1 ORDER BY agent_id LIMIT $2",
+    [keystore.currentVersion, limit],
+  );
+  let resealed = 0;
+  const unreadable: string[] = [];
+  for (const row of rows.rows) {
+    const owner = { agentId: row.agent_id, address: row.address };
+    let keypair: Keypair;
+    try {
+      keypair = keystore.open({ ciphertext: row.ciphertext, nonce: row.nonce, keyVersion: row.key_version }, owner);
+    } catch (error) {
+      if (!(error instanceof WalletKeyError)) throw error;
+      unreadable.push(row.agent_id);
+      continue;
+    }
+    const sealed = keystore.seal(keypair, owner);
+    const updated = await pool.query(
+      "UPDATE agent_wallets SET ciphertext = $2, nonce = $3, key_version = $4 WHERE agent_id = $1 AND key_version = $5",
+      [row.agent_id, sealed.ciphertext, sealed.nonce, sealed.keyVersion, row.key_version],
+    );
+    resealed += updated.rowCount ?? 0;
+  }
+  return { resealed, unreadable };
 }
 
 export function checkAmountUnits(units: bigint): void {

@@ -152,6 +152,15 @@ describe("settlement", () => {
     expect(await tokenBalanceUnits(ledger, service)).toBe(budgetUnits);
     const state = await settlement.invocationState(new PublicKey(opened.invocation));
     expect(state).toMatchObject({ budgetUnits, spentUnits: budgetUnits, subAgent: subAddress.toBase58() });
+
+    // A retried open (its first answer lost) finds the invocation it opened, past its payments.
+    const terms = { invokerAgentId: "s-orch", parentTxHash: parent.txHash, subAgentId: "s-sub", budgetUnits };
+    expect(await settlement.openInvocation(terms)).toEqual(opened);
+    await expect(settlement.openInvocation({ ...terms, budgetUnits: budgetUnits + 1n })).rejects.toThrow(/other terms/);
+    // Only the invoker's own confirmed payment can be a parent.
+    await expect(settlement.openInvocation({ ...terms, invokerAgentId: "s-sub", subAgentId: "s-orch" })).rejects.toThrow(
+      /not a confirmed payment of agent s-sub/,
+    );
   });
 
   it("paying more than the balance is InsufficientFundsError with the balance, at the gateway and on-chain", async () => {

@@ -12,10 +12,11 @@ import {
   IdempotencyConflictError,
   InsufficientFundsError,
   InvalidAddressError,
-  Keystore,
+  type Keystore,
   keystoreFromEnv,
   LocalTreasuryFundingSource,
   localSettlementLedger,
+  resealStaleWalletKeys,
   type SettlementLedger,
   tokenBalanceUnits,
   WalletExistsError,
@@ -25,6 +26,8 @@ import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 
 const USDC = 1_000_000n;
+const KEY_V1 = generateWalletEncryptionKey();
+const KEY_V2 = generateWalletEncryptionKey();
 
 let localnet: Localnet;
 let db: FreshDatabase;
@@ -36,7 +39,7 @@ let accountId: string;
 beforeAll(async () => {
   [localnet, db] = await Promise.all([startLocalnet(), createFreshDatabase()]);
   ledger = localSettlementLedger(localnet);
-  keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
+  keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: KEY_V1 });
   wallets = new AgentWallets({
     pool: db.pool,
     keystore,
@@ -162,5 +165,33 @@ describe("agent wallets", () => {
     for (const bad of ["not-an-address", "0OIl", "11111111111111111111111111111111", own, ""]) {
       await expect(wallets.withdraw("w-addr", bad, 1n)).rejects.toBeInstanceOf(InvalidAddressError);
     }
+  });
+
+  // Last: it moves every wallet to the new key.
+  it("rotating the key re-seals every readable wallet under the new version; the keys stay the same", async () => {
+    const before = (await wallets.keypair("w-fund")).publicKey.toBase58();
+    const rotated = keystoreFromEnv({
+      WALLET_ENCRYPTION_KEY: KEY_V2,
+      WALLET_ENCRYPTION_KEY_VERSION: "v2",
+      WALLET_ENCRYPTION_RETIRED_KEYS: `v1:${KEY_V1}`,
+    });
+    const first = await resealStaleWalletKeys(db.pool, rotated);
+    // w-thief holds w-victim's ciphertext (test above): reported, left as it is.
+    expect(first.unreadable).toEqual(["w-thief"]);
+    expect(first.resealed).toBeGreaterThan(5);
+    expect(await resealStaleWalletKeys(db.pool, rotated)).toEqual({ resealed: 0, unreadable: ["w-thief"] });
+    const versions = await db.pool.query("SELECT key_version, count(*)::int AS n FROM agent_wallets GROUP BY 1 ORDER BY 1");
+    expect(versions.rows).toEqual([
+      { key_version: "v1", n: 1 },
+      { key_version: "v2", n: first.resealed },
+    ]);
+    // The retired key can now leave configuration.
+    const onlyNew = new AgentWallets({
+      pool: db.pool,
+      keystore: keystoreFromEnv({ WALLET_ENCRYPTION_KEY: KEY_V2, WALLET_ENCRYPTION_KEY_VERSION: "v2" }),
+      ledger,
+      fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
+    });
+    expect((await onlyNew.keypair("w-fund")).publicKey.toBase58()).toBe(before);
   });
 });

@@ -1,0 +1,349 @@
+/**
+ * Alert rules (spec 2.10) evaluated in the gateway's payment transactions, against a real Postgres,
+ * delivered by the dispatcher to real receivers on loopback: a webhook receiver and a real SMTP
+ * server (smtp-server).
+ */
+import { randomBytes } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import type pg from "pg";
+import pino from "pino";
+import { SMTPServer } from "smtp-server";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import {
+  createAlert,
+  deleteAlert,
+  emitPaymentEvents,
+  emitRejectionEvents,
+  getAlert,
+  InvalidAlertError,
+  listAlerts,
+  parseAlertOptions,
+} from "../../api/events/index.js";
+import { createAccount, registerAgent } from "../../api/keys.js";
+import { putPolicy, reserveInTransaction } from "../../api/policy/index.js";
+import { recordRejection } from "../../api/rejections.js";
+import { createWebhookEndpoint, Dispatcher, type Mailer, SecretBox, smtpMailer } from "../../api/webhooks/index.js";
+import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
+
+const USDC = 1_000_000n;
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const T0 = new Date("2026-03-01T12:00:00.000Z");
+const at = (ms: number) => new Date(T0.getTime() + ms);
+const ENDPOINT = "https://api.example.com/v1/data";
+
+let db: FreshDatabase;
+let box: SecretBox;
+const receivers: WebhookReceiver[] = [];
+let serial = 0;
+
+beforeAll(async () => {
+  db = await createFreshDatabase();
+  box = new SecretBox(randomBytes(32));
+});
+
+afterEach(async () => {
+  await Promise.all(receivers.splice(0).map((r) => r.close()));
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+async function receiver(): Promise<WebhookReceiver> {
+  const r = await WebhookReceiver.start();
+  receivers.push(r);
+  return r;
+}
+
+async function account(): Promise<{ accountId: string; agentId: string }> {
+  const accountId = await createAccount(db.pool, `alerts-${++serial}`);
+  const agentId = `al-agent-${serial}`;
+  await registerAgent(db.pool, accountId, { agentId, walletAddress: `wallet-al-${serial}` });
+  return { accountId, agentId };
+}
+
+async function inTransaction<T>(work: (client: pg.PoolClient) => Promise<T>, commit = true): Promise<T> {
+  const client = await db.pool.connect();
+  try {
+    await client.query("BEGIN");
+    const result = await work(client);
+    await client.query(commit ? "COMMIT" : "ROLLBACK");
+    return result;
+  } catch (error) {
+    await client.query("ROLLBACK");
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** What the gateway does for one payment: reserve (or reject), then emit events, in one transaction. */
+async function pay(agentId: string, amountUnits: bigint, when: Date, commit = true): Promise<string[]> {
+  return inTransaction(async (client) => {
+    const { decision } = await reserveInTransaction(client, agentId, { endpoint: ENDPOINT, amountUnits }, when);
+    if (decision.decision === "allow") {
+      const emitted = await emitPaymentEvents(client, { agentId, decision, at: when });
+      return emitted.alerts.map((a) => a.eventId);
+    }
+    await recordRejection(client, {
+      agentId,
+      amountUnits,
+      endpoint: "api.example.com/v1/data",
+      domain: decision.domain,
+      protocol: decision.protocol,
+      reasonCode: decision.reasonCode,
+      reason: decision.reason,
+      at: when,
+    });
+    const emitted = await emitRejectionEvents(client, { agentId, decision, endpoint: ENDPOINT, at: when });
+    return emitted.alerts.map((a) => a.eventId);
+  }, commit);
+}
+
+function dispatcher(mailer: Mailer | null = null): Dispatcher {
+  return new Dispatcher({ pool: db.pool, secrets: box, mailer, logger: pino({ level: "silent" }), timeoutMs: 5_000, leaseMs: 10_000 });
+}
+
+async function drain(d: Dispatcher): Promise<void> {
+  while ((await d.runOnce()).length > 0);
+}
+
+async function alertEvents(alertId: string): Promise<Array<Record<string, unknown>>> {
+  const { rows } = await db.pool.query<{ payload: Record<string, unknown> }>(
+    "SELECT payload FROM gateway_events WHERE alert_id = $1 ORDER BY created_at, id",
+    [alertId],
+  );
+  return rows.map((r) => r.payload);
+}
+
+describe("budget_pct", () => {
+  it("fires when consumption crosses the threshold, once per budget period, not on every payment", async () => {
+    const { accountId, agentId } = await account();
+    await putPolicy(db.pool, agentId, { dailyBudgetUnits: 10n * USDC });
+    const r = await receiver();
+    const input = parseAlertOptions({ agent: agentId, type: "budget_pct", threshold: 50, notify: `webhook:${r.url}` });
+    const { alert, signingSecret } = await createAlert(db.pool, box, accountId, input);
+
+    expect(await pay(agentId, 2n * USDC, at(0))).toEqual([]); // 20 %
+    expect(await pay(agentId, 2n * USDC, at(MINUTE))).toEqual([]); // 40 %
+    expect(await pay(agentId, 2n * USDC, at(2 * MINUTE))).toHaveLength(1); // 60 %: crosses 50 %
+    expect(await pay(agentId, 2n * USDC, at(3 * MINUTE))).toEqual([]); // 80 %: same period
+    expect(await pay(agentId, 1n * USDC, at(4 * MINUTE))).toEqual([]); // 90 %
+    // The period resets 24 h after its first payment; the next crossing fires again.
+    expect(await pay(agentId, 3n * USDC, at(25 * HOUR))).toEqual([]); // 30 % of the new period
+    expect(await pay(agentId, 3n * USDC, at(26 * HOUR))).toHaveLength(1); // 60 %
+
+    const fired = await alertEvents(alert.id);
+    expect(fired).toEqual([
+      {
+        event: "budget.warning",
+        agentId,
+        alertId: alert.id,
+        thresholdPercent: 50,
+        usedToday: { usdc: 6 },
+        dailyBudget: { usdc: 10 },
+        windowStart: at(0).toISOString(),
+        resetsAt: at(24 * HOUR).toISOString(),
+        detail: `50 % of the daily budget reached: used 6 usdc of 10 usdc; the window resets at ${at(24 * HOUR).toISOString()}`,
+        timestamp: at(2 * MINUTE).toISOString(),
+      },
+      expect.objectContaining({ usedToday: { usdc: 6 }, windowStart: at(25 * HOUR).toISOString(), timestamp: at(26 * HOUR).toISOString() }),
+    ]);
+
+    // The gateway's own spec 3 warning (80 %) is a separate event, not the alert's.
+    const { rows } = await db.pool.query<{ payload: Record<string, unknown> }>(
+      "SELECT payload FROM gateway_events WHERE agent_id = $1 AND alert_id IS NULL AND type = 'budget.warning'",
+      [agentId],
+    );
+    expect(rows.map((row) => [row.payload.thresholdPercent, row.payload.usedToday])).toEqual([[80, { usdc: 8 }]]);
+
+    // Both alert notifications reach the alert's webhook, signed with the alert's secret.
+    await drain(dispatcher());
+    expect(r.received.map((x) => JSON.parse(x.body) as unknown)).toEqual(fired);
+    for (const request of r.received) verifyStandardWebhook(signingSecret!, request.headers, request.body);
+  });
+
+  it("a firing in a transaction that rolls back does not count: the next payment of the period fires", async () => {
+    const { accountId, agentId } = await account();
+    await putPolicy(db.pool, agentId, { dailyBudgetUnits: 10n * USDC });
+    const { alert } = await createAlert(
+      db.pool,
+      box,
+      accountId,
+      parseAlertOptions({ agent: agentId, type: "budget_pct", threshold: "92.5", notify: "email:ops@example.com" }),
+    );
+    expect(alert.threshold).toBe(92.5);
+    expect(await pay(agentId, 95n * (USDC / 10n), at(0), false)).toHaveLength(1); // rolled back
+    expect(await alertEvents(alert.id)).toEqual([]);
+    expect(await pay(agentId, 93n * (USDC / 10n), at(MINUTE))).toHaveLength(1);
+    expect(await alertEvents(alert.id)).toHaveLength(1);
+    await db.pool.query("UPDATE event_deliveries SET status = 'failed' WHERE status = 'pending'"); // no mailer in this test
+  });
+});
+
+describe("spend_rate", () => {
+  it("fires when the amount spent within its window exceeds the threshold, at most once per window", async () => {
+    const { accountId, agentId } = await account();
+    const r = await receiver();
+    const { alert } = await createAlert(
+      db.pool,
+      box,
+      accountId,
+      parseAlertOptions({ agent: agentId, type: "spend_rate", threshold: 5, window: "1h", notify: `webhook:${r.url}` }),
+    );
+    expect(await pay(agentId, 2n * USDC, at(0))).toEqual([]);
+    expect(await pay(agentId, 2n * USDC, at(10 * MINUTE))).toEqual([]); // 4 within the hour
+    expect(await pay(agentId, 2n * USDC, at(20 * MINUTE))).toHaveLength(1); // 6 > 5
+    expect(await pay(agentId, 1n * USDC, at(30 * MINUTE))).toEqual([]); // 7, but fired within the hour
+    expect(await pay(agentId, 1n * USDC, at(75 * MINUTE))).toEqual([]); // (15m, 75m]: 2 + 1 + 1 = 4
+    expect(await pay(agentId, 3n * USDC, at(90 * MINUTE))).toEqual([]); // (30m, 90m]: 1 + 3 = 4
+    expect(await pay(agentId, 6n * USDC, at(140 * MINUTE))).toHaveLength(1); // (80m, 140m]: 3 + 6 = 9
+
+    const fired = await alertEvents(alert.id);
+    expect(fired.map((p) => p.spent)).toEqual([{ usdc: 6 }, { usdc: 9 }]);
+    expect(fired[0]).toEqual({
+      event: "spend_rate.exceeded",
+      agentId,
+      alertId: alert.id,
+      window: "1h",
+      threshold: { usdc: 5 },
+      spent: { usdc: 6 },
+      detail: "spent 6 usdc within 1h, above the alert threshold of 5 usdc",
+      timestamp: at(20 * MINUTE).toISOString(),
+    });
+    await drain(dispatcher());
+    expect(r.received).toHaveLength(2);
+  });
+});
+
+describe("policy_violation", () => {
+  it("fires on every rejection, delivering the spec 6 policy.violation payload (same event as the endpoints get)", async () => {
+    const { accountId, agentId } = await account();
+    await putPolicy(db.pool, agentId, { perCallLimitUnits: 1n * USDC });
+    const [alertReceiver, endpointReceiver] = [await receiver(), await receiver()];
+    await createWebhookEndpoint(db.pool, box, accountId, { url: endpointReceiver.url, eventTypes: ["policy.violation"] });
+    const { alert } = await createAlert(
+      db.pool,
+      box,
+      accountId,
+      parseAlertOptions({ agent: agentId, type: "policy_violation", notify: `webhook:${alertReceiver.url}` }),
+    );
+    expect(await pay(agentId, USDC / 2n, at(0))).toEqual([]); // allowed: nothing
+    const [first] = await pay(agentId, 15n * (USDC / 10n), at(MINUTE));
+    const [second] = await pay(agentId, 2n * USDC, at(2 * MINUTE));
+    expect(first).toBeDefined();
+    expect(second).not.toBe(first);
+
+    await drain(dispatcher());
+    const expected = {
+      event: "policy.violation",
+      agentId,
+      reason: "per_call_limit_exceeded",
+      detail: "per_call_limit_exceeded: requested 1.5 usdc, limit is 1 usdc",
+      endpoint: ENDPOINT,
+      timestamp: at(MINUTE).toISOString(),
+    };
+    for (const r of [alertReceiver, endpointReceiver]) {
+      expect(r.received.map((x) => x.headers["webhook-id"])).toEqual([first, second]);
+      expect(Object.keys(JSON.parse(r.received[0]!.body) as object)).toEqual(["event", "agentId", "reason", "detail", "endpoint", "timestamp"]);
+      expect(JSON.parse(r.received[0]!.body)).toEqual(expected);
+    }
+    expect(await getAlert(db.pool, accountId, alert.id)).toMatchObject({ type: "policy_violation", threshold: null, window: null });
+  });
+
+  it("an e-mail alert arrives at the SMTP server with the expected subject and body", async () => {
+    const mails: Array<{ to: string[]; raw: string }> = [];
+    const smtp = new SMTPServer({
+      authOptional: true,
+      disabledCommands: ["STARTTLS", "AUTH"],
+      logger: false,
+      onData(stream, session, callback) {
+        const chunks: Buffer[] = [];
+        stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+        stream.on("end", () => {
+          mails.push({ to: session.envelope.rcptTo.map((r) => r.address), raw: Buffer.concat(chunks).toString("utf8") });
+          callback();
+        });
+      },
+    });
+    await new Promise<void>((done) => smtp.listen(0, "127.0.0.1", done));
+    const mailer = smtpMailer(`smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`, "Gateway <alerts@gateway.test>");
+    try {
+      const { accountId, agentId } = await account();
+      await putPolicy(db.pool, agentId, { perCallLimitUnits: 1n * USDC });
+      const created = await createAlert(
+        db.pool,
+        box,
+        accountId,
+        parseAlertOptions({ agent: agentId, type: "policy_violation", notify: "email:ops@example.com" }),
+      );
+      expect(created.signingSecret).toBeNull();
+      const [eventId] = await pay(agentId, 3n * USDC, at(0));
+      await drain(dispatcher(mailer));
+
+      expect(mails).toHaveLength(1);
+      expect(mails[0]!.to).toEqual(["ops@example.com"]);
+      const { headers, body } = parseMail(mails[0]!.raw);
+      expect(headers.subject).toBe(`[Agent Payment Gateway] policy.violation: agent ${agentId} rejected (per_call_limit_exceeded)`);
+      expect(headers["message-id"]).toBe(`<${eventId}@agent-payment-gateway.invalid>`);
+      expect(headers.from).toBe("Gateway <alerts@gateway.test>");
+      expect(body).toContain("per_call_limit_exceeded: requested 3 usdc, limit is 1 usdc");
+      expect(body).toContain(`Agent: ${agentId}`);
+      expect(body).toContain(`Event id: ${eventId}`);
+      expect(body).toContain(`"endpoint": "${ENDPOINT}"`);
+      const { rows } = await db.pool.query("SELECT status, attempts FROM event_deliveries WHERE event_id = $1", [eventId]);
+      expect(rows).toEqual([{ status: "delivered", attempts: 1 }]);
+    } finally {
+      mailer.close();
+      await new Promise<void>((done) => smtp.close(() => done()));
+    }
+  });
+});
+
+describe("alert rules", () => {
+  it("are validated, listed per account and deleted; a deleted rule no longer fires", async () => {
+    const { accountId, agentId } = await account();
+    const bad = (options: Parameters<typeof parseAlertOptions>[0]) => () => parseAlertOptions(options);
+    expect(bad({ agent: agentId, type: "budget_pct", notify: "email:a@b.example" })).toThrow(InvalidAlertError);
+    expect(bad({ agent: agentId, type: "budget_pct", threshold: 101, notify: "email:a@b.example" })).toThrow(/at most 100/);
+    expect(bad({ agent: agentId, type: "spend_rate", threshold: 5, notify: "email:a@b.example" })).toThrow(/--window/);
+    expect(bad({ agent: agentId, type: "spend_rate", threshold: 5, window: "1y", notify: "email:a@b.example" })).toThrow(/--window/);
+    expect(bad({ agent: agentId, type: "spend_rate", threshold: 0.0000001, window: "1h", notify: "email:a@b.example" })).toThrow(/threshold/);
+    expect(bad({ agent: agentId, type: "policy_violation", notify: "sms:+15550100" })).toThrow(/--notify/);
+    expect(bad({ agent: agentId, type: "policy_violation", notify: "webhook:ftp://x.example" })).toThrow(/--notify/);
+    expect(bad({ agent: agentId, type: "policy_violation", notify: "email:a@b.example\r\nBcc: x@y.example" })).toThrow(/--notify/);
+    expect(bad({ agent: agentId, type: "volume", notify: "email:a@b.example" })).toThrow(/--type/);
+
+    const other = await account();
+    const foreign = parseAlertOptions({ agent: other.agentId, type: "policy_violation", notify: "email:a@b.example" });
+    await expect(createAlert(db.pool, box, accountId, foreign)).rejects.toThrow(/no agent/);
+
+    const rule = parseAlertOptions({ agent: agentId, type: "spend_rate", threshold: "0.5", window: "15m", notify: "webhook:https://hooks.slack.com/services/T/B/X" });
+    const created = await createAlert(db.pool, box, accountId, rule);
+    expect(created.signingSecret).toMatch(/^whsec_/);
+    expect(created.alert).toMatchObject({ type: "spend_rate", threshold: 0.5, thresholdUnits: 500_000n, window: "15m", windowMs: 15 * MINUTE });
+    expect((await listAlerts(db.pool, accountId)).map((a) => a.id)).toEqual([created.alert.id]);
+    expect(await listAlerts(db.pool, other.accountId)).toEqual([]);
+    expect(await deleteAlert(db.pool, other.accountId, created.alert.id)).toBe(false);
+    expect(await deleteAlert(db.pool, accountId, created.alert.id)).toBe(true);
+    expect(await listAlerts(db.pool, accountId)).toEqual([]);
+    expect(await pay(agentId, 1n * USDC, at(0))).toEqual([]);
+  });
+});
+
+/** Headers (lower-cased, unfolded) and the text body, quoted-printable decoded when so encoded. */
+function parseMail(raw: string): { headers: Record<string, string>; body: string } {
+  const split = raw.indexOf("\r\n\r\n");
+  const headers: Record<string, string> = {};
+  for (const line of raw.slice(0, split).replace(/\r\n[ \t]+/g, " ").split("\r\n")) {
+    const colon = line.indexOf(":");
+    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  let body = raw.slice(split + 4);
+  if (/quoted-printable/i.test(headers["content-transfer-encoding"] ?? "")) {
+    body = body.replace(/=\r\n/g, "").replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  }
+  return { headers, body: body.replace(/\r\n/g, "\n") };
+}

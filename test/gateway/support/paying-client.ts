@@ -53,7 +53,13 @@ export interface MppPaid extends Paid {
  * (no session, or the service refused the token) negotiate on the default rail and keep the
  * token the answer carries (a refreshed one replaces the old).
  */
-export async function payMpp(url: string, agentId: string, signer: AgentSigner, sessions: MppSessionCache): Promise<MppPaid> {
+export async function payMpp(
+  url: string,
+  agentId: string,
+  signer: AgentSigner,
+  sessions: MppSessionCache,
+  now: () => Date = () => new Date(),
+): Promise<MppPaid> {
   const origin = new URL(url).origin;
   const cached = sessions.get(agentId, origin);
   let challenge: Response | null = null;
@@ -67,7 +73,7 @@ export async function payMpp(url: string, agentId: string, signer: AgentSigner, 
   if (challenge.status !== 402) throw new Error(`expected 402, got ${challenge.status}`);
   const request = parseMppPaymentRequest(await challenge.json());
   const method = chooseMethod(request.paymentMethods);
-  const submission = await signMppSubmission(signer, request, { method, resource: url });
+  const submission = await signMppSubmission(signer, request, { method, resource: url, now: now() });
   const confirmation = await fetch(request.paymentEndpoint, {
     method: "POST",
     headers: { "content-type": "application/json" },

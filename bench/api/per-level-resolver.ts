@@ -4,6 +4,8 @@
  * per node, with no recursive query and no DataLoader. graphql-js runs the resolvers of one
  * list's items concurrently, so each level's queries are issued together (bounded by the pool),
  * and the next level starts when they have all answered. Totals are summed in JavaScript.
+ * Same answer as `loadPaymentTree`: only payments of the account's agents, a foreign payment left
+ * out with everything below it (its children are never asked for), depth relative to the root.
  */
 import type pg from "pg";
 

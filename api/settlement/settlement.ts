@@ -37,6 +37,7 @@ import {
   SIGNATURE_BYTES,
 } from "../../programs/payment_ledger/ts/index.js";
 import { endpointHost } from "../policy/domains.js";
+import type { Settler } from "../x402/settler.js";
 import {
   BudgetExceededError,
   InsufficientFundsError,
@@ -73,8 +74,11 @@ export interface SettlePaymentInput {
   readonly rail: Rail;
   /** Host and path (`api.example.com/v1/quote`) or a URL; its hash is recorded on-chain. */
   readonly endpoint: string;
-  /** Signature (base58) of a separate settlement transaction, e.g. a third-party x402 facilitator's. */
-  readonly settlementReference?: string;
+  /**
+   * 64 bytes naming a separate settlement (base58 text or bytes): a third-party x402
+   * facilitator's transaction signature, or a card processor's reference (api/card).
+   */
+  readonly settlementReference?: string | Uint8Array;
   /** The invocation account (base58 PDA) when paying under an `agents.invoke` budget. */
   readonly invocation?: string;
 }
@@ -147,13 +151,23 @@ function parseSignature(text: string, what: string): Uint8Array {
   return bytes;
 }
 
+function checkedReference(bytes: Uint8Array): Uint8Array {
+  if (bytes.length !== SIGNATURE_BYTES) throw new PaymentError(`settlement reference must be ${SIGNATURE_BYTES} bytes`);
+  return bytes;
+}
+
 function parseInput(input: SettlePaymentInput): ParsedInput {
   checkAmountUnits(input.amountUnits);
   if (!PROTOCOLS.includes(input.protocol)) throw new PaymentError(`unknown protocol ${JSON.stringify(input.protocol)}`);
   if (!RAILS.includes(input.rail)) throw new PaymentError(`unknown rail ${JSON.stringify(input.rail)}`);
   const endpoint = endpointText(input.endpoint.trim());
+  const reference = input.settlementReference;
   const settlementReference =
-    input.settlementReference === undefined ? null : parseSignature(input.settlementReference, "settlement reference");
+    reference === undefined
+      ? null
+      : typeof reference === "string"
+        ? parseSignature(reference, "settlement reference")
+        : checkedReference(reference);
   return {
     payee: parseAddress(input.payee, "payee"),
     endpoint,
@@ -165,7 +179,8 @@ function parseInput(input: SettlePaymentInput): ParsedInput {
   };
 }
 
-export class Settlement {
+/** Implements the protocol layer's `Settler` (api/x402/settler.ts) for x402 and MPP. */
+export class Settlement implements Settler {
   /** Payees whose token account is known to exist: no create instruction for them. */
   readonly #payeeAccounts = new Set<string>();
 
@@ -233,7 +248,7 @@ export class Settlement {
           input.rail,
           hashHex,
           parsed.invocation?.toBase58() ?? null,
-          input.settlementReference ?? null,
+          parsed.settlementReference === null ? null : bs58.encode(parsed.settlementReference),
           signed.wire,
           signed.lastValidBlockHeight,
         ],

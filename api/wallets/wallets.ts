@@ -181,6 +181,12 @@ export class AgentWallets {
     return parseAddress(row.address, "wallet address");
   }
 
+  /** The agent whose wallet has this address (the protocol layer's AgentDirectory), or null. */
+  async agentIdForAddress(address: string): Promise<string | null> {
+    const rows = await this.deps.pool.query<{ agent_id: string }>("SELECT agent_id FROM agent_wallets WHERE address = $1", [address]);
+    return rows.rows[0]?.agent_id ?? null;
+  }
+
   /** The agent's decrypted keypair, for a signer inside the gateway; never returned to callers. */
   async keypair(agentId: string): Promise<Keypair> {
     const rows = await this.deps.pool.query<{ address: string; ciphertext: Buffer; nonce: Buffer; key_version: string }>(

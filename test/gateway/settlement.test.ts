@@ -3,6 +3,7 @@
  * transfer, payment ids under concurrency, invocation budgets at the gateway and on-chain, typed
  * refusals, and reconciliation of settlements a crash left pending.
  */
+import { randomBytes } from "node:crypto";
 import { Keypair, PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -100,6 +101,16 @@ describe("settlement", () => {
     expect(event).toMatchObject({ protocol: "mpp", rail: "card", atomic: false, amountUnits: 700_000n, paymentId: 1n });
     expect(await wallets.balance("s-card")).toBe(0n);
     expect(await tokenBalanceUnits(ledger, payee)).toBe(0n);
+
+    // A record naming a separate settlement (bytes or base58) moves nothing either.
+    const reference = randomBytes(64);
+    const named = await settlement.settlePayment(payment("s-card", payee, 5n, { settlementReference: reference }));
+    const [recorded] = await paymentEvents(named.txHash);
+    expect(recorded).toMatchObject({ rail: "stablecoin", atomic: false, paymentId: 2n });
+    expect(Buffer.from(recorded!.settlementReference!).equals(reference)).toBe(true);
+    const stored = await db.pool.query("SELECT settlement_reference FROM settlements WHERE signature = $1", [named.txHash]);
+    expect(stored.rows[0].settlement_reference).toBe(bs58.encode(reference));
+    expect(await wallets.agentIdForAddress((await wallets.address("s-card")).toBase58())).toBe("s-card");
   });
 
   it("20 concurrent settlements of one agent get 20 distinct payment ids, all confirmed, balance exact", async () => {

@@ -103,6 +103,7 @@ export class Dispatcher {
 
   /** Claims one batch of due deliveries and attempts each (concurrently). */
   async runOnce(): Promise<DeliveryOutcome[]> {
+    await this.#expireExhausted();
     const claimed = await this.#claim();
     return Promise.all(claimed.map((row) => this.#deliver(row)));
   }
@@ -146,6 +147,20 @@ export class Dispatcher {
       }
       this.#wake = finish;
     });
+  }
+
+  /**
+   * A delivery whose every attempt killed its dispatcher (a poison message, a crash loop) never
+   * reaches the failure branch of `#deliver`; once its attempts are used up and its lease has run
+   * out, it is dead-lettered here instead of being claimed forever.
+   */
+  async #expireExhausted(): Promise<void> {
+    await this.#pool.query(
+      `UPDATE event_deliveries
+       SET status = 'failed', locked_until = NULL, last_error = coalesce(last_error, 'attempts exhausted: the dispatcher stopped mid-attempt')
+       WHERE status = 'pending' AND next_attempt_at <= now() AND attempts >= $1`,
+      [this.#maxAttempts],
+    );
   }
 
   async #claim(): Promise<ClaimedRow[]> {

@@ -1,4 +1,5 @@
 export * from "./backoff.js";
+export * from "./deliveries.js";
 export * from "./dispatcher.js";
 export * from "./email.js";
 export * from "./endpoints.js";

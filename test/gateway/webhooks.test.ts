@@ -14,7 +14,9 @@ import {
   createWebhookEndpoint,
   Dispatcher,
   type DispatcherOptions,
+  listDeliveries,
   listWebhookEndpoints,
+  redeliver,
   retryDelayMs,
   SecretBox,
   signWebhook,
@@ -194,6 +196,27 @@ describe("retries", () => {
     await new Promise((done) => setTimeout(done, 400));
     expect(r.received).toHaveLength(3);
     expect(await deliveries(eventId)).toEqual([{ status: "failed", attempts: 3, last_status: 503 }]);
+
+    // The dead letter is listed for the account and can be replayed by hand, same webhook-id.
+    const [dead] = await listDeliveries(db.pool, accountId, { status: "failed" });
+    expect(dead).toMatchObject({ eventId, eventType: "policy.violation", destination: new URL(r.url).origin, lastError: "HTTP 503" });
+    expect(await redeliver(db.pool, (await account()).accountId, dead!.id)).toBe(false);
+    r.respond = () => 200;
+    expect(await redeliver(db.pool, accountId, dead!.id)).toBe(true);
+    await r.until((received) => received.length === 4);
+    expect(r.received[3]!.headers["webhook-id"]).toBe(eventId);
+  });
+
+  it("a delivery whose attempts all died with their dispatcher is dead-lettered, not claimed forever", async () => {
+    const { accountId, agentId } = await account();
+    const r = await receiver();
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    const eventId = await emitViolation(accountId, agentId);
+    // As a crash loop leaves it: every attempt counted at claim, the last lease run out.
+    await db.pool.query("UPDATE event_deliveries SET attempts = 3, next_attempt_at = now() - interval '1 second' WHERE event_id = $1", [eventId]);
+    expect(await dispatcher({ maxAttempts: 3 }).runOnce()).toEqual([]);
+    expect(r.received).toEqual([]);
+    expect(await deliveries(eventId)).toEqual([{ status: "failed", attempts: 3, last_status: null }]);
   });
 
   it("the backoff grows exponentially with bounded jitter", () => {

@@ -176,6 +176,17 @@ describe("MPP submissions", () => {
     expect(replay.headers.get(X_MPP_ERROR)).toBe("nonce_reused");
     expect(settler.requests.length).toBe(settled);
   });
+  it("10 concurrent posts of one submission settle exactly once", async () => {
+    const api = await paidApi(["stablecoin"], true);
+    const request = api.mppRequest();
+    const submission = await signMppSubmission(signer, request, { method: "stablecoin", resource: `${api.origin}/mpp/x` });
+    const settled = settler.requests.length;
+    const outcomes = await Promise.allSettled(Array.from({ length: 10 }, () => services.get(api)!.submitPayment(submission, request)));
+    expect(outcomes.filter((outcome) => outcome.status === "fulfilled")).toHaveLength(1);
+    const reasons = outcomes.flatMap((outcome) => (outcome.status === "rejected" ? [(outcome.reason as MppPaymentError).reason] : []));
+    expect(reasons).toEqual(Array(9).fill("nonce_reused"));
+    expect(settler.requests.length).toBe(settled + 1);
+  });
 });
 
 describe("MPP sessions per agent per service", () => {

@@ -26,8 +26,7 @@ import { cardSettlementReference } from "../card/reference.js";
 import type { AgentDirectory, SettleRequest, SettleResult, Settler } from "../x402/settler.js";
 import { verifySignature } from "../x402/signer.js";
 import { MppPaymentError, MppSessionError } from "./errors.js";
-import type { MppRail } from "./rails.js";
-import { railOf } from "./rails.js";
+import { type MppRail, railOf } from "./rails.js";
 import type { MppPaymentRequest } from "./request.js";
 import { newSessionToken, sessionTokenHash } from "./session-token.js";
 import { canonicalSubmissionBytes, type MppSubmission } from "./submission.js";
@@ -207,7 +206,14 @@ export class MppService {
     const reference = await this.authorizeCard(claim);
     let result: SettleResult;
     try {
-      result = await this.settleRow(claim.id, { ...request, settlementReference: cardSettlementReference(reference) });
+      let settlementReference: Uint8Array;
+      try {
+        settlementReference = cardSettlementReference(reference);
+      } catch (error) {
+        await this.markFailed(claim.id, error);
+        throw new MppPaymentError("settlement_failed", detailOf(error));
+      }
+      result = await this.settleRow(claim.id, { ...request, settlementReference });
     } catch (error) {
       // Nothing was recorded: release the hold rather than charge a card for an unrecorded payment.
       await this.options.cardProcessor.void(reference).catch(() => undefined);

@@ -176,7 +176,8 @@ describe("MPP submissions", () => {
     expect(replay.headers.get(X_MPP_ERROR)).toBe("nonce_reused");
     expect(settler.requests.length).toBe(settled);
   });
-  it("10 concurrent posts of one submission settle exactly once", async () => {
+
+  it("10 concurrent submissions of one payment settle exactly once", async () => {
     const api = await paidApi(["stablecoin"], true);
     const request = api.mppRequest();
     const submission = await signMppSubmission(signer, request, { method: "stablecoin", resource: `${api.origin}/mpp/x` });

@@ -4,7 +4,7 @@
  * deliveries that failed together spread out, yet every wait stays longer than the previous
  * one's lower bound whenever factor * (1 - jitter) > 1 (defaults: 4 * 0.8).
  *
- * Defaults (5 s, ×4, cap 10 h, 12 attempts) span about 2.5 days before a delivery is dead-lettered,
+ * Defaults (5 s, ×4, cap 10 h, 12 attempts) span about 2 days (11 waits) before a delivery is dead-lettered,
  * close to the Standard Webhooks example schedule.
  */
 

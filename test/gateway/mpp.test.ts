@@ -123,6 +123,19 @@ describe("MPP rails, every one recorded by the program", () => {
     expect(rows).toEqual([{ rail: "card", status: "settled", card_reference: reference, tx_hash: paid.txHash }]);
   });
 
+  it("a card session charges later calls on the card rail too, each with its own authorization", async () => {
+    const api = await paidApi(["card"], true);
+    const sessions = new MppSessionCache();
+    const first = await payMpp(`${api.origin}/mpp/c1`, "agent-1", signer, sessions);
+    const second = await payMpp(`${api.origin}/mpp/c2`, "agent-1", signer, sessions);
+    expect(second.negotiated).toBe(false);
+    const [a, b] = [await paymentEvent(first.txHash), await paymentEvent(second.txHash)];
+    expect([a.rail, b.rail]).toEqual(["card", "card"]);
+    const references = [readCardSettlementReference(a.settlementReference!), readCardSettlementReference(b.settlementReference!)];
+    expect(new Set(references).size).toBe(2);
+    expect(references.map((reference) => card.lookup(reference)?.status)).toEqual(["captured", "captured"]);
+  });
+
   it("a declined card records nothing and the submission is refused with card_declined", async () => {
     const declined = await createAgentWallet(ledger, { airdropLamports: 0 });
     settler.registerAgent("agent-declined", declined);

@@ -1,8 +1,8 @@
 /**
  * x402 failures as values with stable codes. A malformed 402 body or payment header is a
  * `X402FormatError` (the resource server answers 400); a well-formed payment the facilitator
- * refuses is a `VerifyFailure` reason (402 again); a settlement that did not complete is an
- * `X402SettlementError` (the nonce stays burned, see facilitator.ts).
+ * refuses is a `VerifyFailureReason` (402 again); a settlement that did not complete is the
+ * outcome `settlement_failed` (the nonce stays burned, see facilitator.ts).
  */
 
 export type X402FormatCode = "malformed_requirement" | "malformed_payload" | "malformed_headers";
@@ -40,16 +40,5 @@ export class X402VerifyError extends Error {
   ) {
     super(`${reason}: ${detail}`);
     this.name = "X402VerifyError";
-  }
-}
-
-export class X402SettlementError extends Error {
-  constructor(
-    readonly payer: string,
-    readonly nonce: string,
-    cause: unknown,
-  ) {
-    super(`settlement of x402 payment ${payer}/${nonce} failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
-    this.name = "X402SettlementError";
   }
 }

@@ -16,7 +16,7 @@
  * payload as expired anyway and `pruneExpiredNonces` may delete them.
  */
 import type pg from "pg";
-import { type VerifyFailureReason } from "./errors.js";
+import type { VerifyFailureReason } from "./errors.js";
 import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
 import type { AgentDirectory, SettleResult, Settler } from "./settler.js";

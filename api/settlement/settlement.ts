@@ -91,7 +91,7 @@ export interface SettlementResult {
 
 /** A settlement committed as `pending` and signed, not yet sent. */
 export interface PreparedSettlement {
-  readonly agentId: string;
+  readonly input: SettlePaymentInput;
   readonly paymentId: bigint;
   readonly signed: SignedTransaction;
 }
@@ -189,7 +189,7 @@ export class Settlement implements Settler {
   /** Records (and on the atomic rail, moves) one payment; resolves once it is confirmed. */
   async settlePayment(input: SettlePaymentInput, signal?: AbortSignal): Promise<SettlementResult> {
     const prepared = await this.prepareSettlement(input);
-    return this.completeSettlement(prepared, input, signal);
+    return this.completeSettlement(prepared, signal);
   }
 
   /**
@@ -222,7 +222,8 @@ export class Settlement implements Settler {
     try {
       await client.query("BEGIN");
       const allocated = await client.query<{ payment_id: string }>(
-        "UPDATE agent_wallets SET next_payment_id = next_payment_id + 1 WHERE agent_id = $1 RETURNING next_payment_id - 1 AS payment_id",
+        `UPDATE agent_wallets SET next_payment_id = next_payment_id + 1
+         WHERE agent_id = $1 RETURNING next_payment_id - 1 AS payment_id`,
         [input.agentId],
       );
       const paymentId = BigInt(allocated.rows[0]!.payment_id);
@@ -254,7 +255,7 @@ export class Settlement implements Settler {
         ],
       );
       await client.query("COMMIT");
-      return { agentId: input.agentId, paymentId, signed };
+      return { input, paymentId, signed };
     } catch (error) {
       await client.query("ROLLBACK").catch(() => undefined);
       throw error;
@@ -264,8 +265,8 @@ export class Settlement implements Settler {
   }
 
   /** Steps 3-4: sends a prepared settlement and records its outcome. */
-  async completeSettlement(prepared: PreparedSettlement, input: SettlePaymentInput, signal?: AbortSignal): Promise<SettlementResult> {
-    const { signed } = prepared;
+  async completeSettlement(prepared: PreparedSettlement, signal?: AbortSignal): Promise<SettlementResult> {
+    const { signed, input } = prepared;
     const result = await submit(this.deps.ledger, signed, signal);
     if (result.status === "confirmed") {
       await this.#mark(signed.signature, "confirmed", null, result.slot);
@@ -308,7 +309,9 @@ export class Settlement implements Settler {
       input.invokerAgentId,
     ]);
     if (parent.rowCount === 0) {
-      throw new PaymentError(`parent transaction ${input.parentTxHash} is not a confirmed payment of agent ${input.invokerAgentId}`);
+      throw new PaymentError(
+        `parent transaction ${input.parentTxHash} is not a confirmed payment of agent ${input.invokerAgentId}`,
+      );
     }
     const invoker = await wallets.keypair(input.invokerAgentId);
     const subAgent = await wallets.address(input.subAgentId);
@@ -338,7 +341,12 @@ export class Settlement implements Settler {
     });
   }
 
-  async #alreadyOpen(invocation: PublicKey, state: InvocationState, invoker: PublicKey, budgetUnits: bigint): Promise<OpenedInvocation> {
+  async #alreadyOpen(
+    invocation: PublicKey,
+    state: InvocationState,
+    invoker: PublicKey,
+    budgetUnits: bigint,
+  ): Promise<OpenedInvocation> {
     if (state.invoker !== invoker.toBase58() || state.budgetUnits !== budgetUnits) {
       throw new PaymentError(`invocation ${invocation.toBase58()} is already open with other terms`);
     }
@@ -422,7 +430,12 @@ export class Settlement implements Settler {
     return { kind: "included" as const, err: result.reason === "included" ? result.err : null, programIds };
   }
 
-  async #instructions(input: SettlePaymentInput, parsed: ParsedInput, payer: PublicKey, paymentId: bigint): Promise<TransactionInstruction[]> {
+  async #instructions(
+    input: SettlePaymentInput,
+    parsed: ParsedInput,
+    payer: PublicKey,
+    paymentId: bigint,
+  ): Promise<TransactionInstruction[]> {
     const { ledger } = this.deps;
     const transfer = parsed.atomic ? associatedTransferAccounts(payer, parsed.payee, ledger.mint) : null;
     const record = await recordPaymentInstruction({
@@ -442,7 +455,8 @@ export class Settlement implements Settler {
     // A service wallet without a token account of the mint cannot be paid; create it (the
     // authority pays the rent once per payee) rather than fail the payment.
     const payeeToken = getAssociatedTokenAddressSync(ledger.mint, parsed.payee, true);
-    return [createAssociatedTokenAccountIdempotentInstruction(ledger.authority.publicKey, payeeToken, parsed.payee, ledger.mint), record];
+    const { publicKey } = ledger.authority;
+    return [createAssociatedTokenAccountIdempotentInstruction(publicKey, payeeToken, parsed.payee, ledger.mint), record];
   }
 
   async #mark(signature: string, status: "confirmed" | "failed", error: string | null, slot: number | null): Promise<void> {

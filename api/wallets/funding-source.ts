@@ -53,7 +53,8 @@ export class LocalTreasuryFundingSource implements FundingSource {
     try {
       await connection.sendRawTransaction(Buffer.from(signed.wire, "base64"), { preflightCommitment: COMMITMENT });
     } catch (error) {
-      throw new PaymentError(`treasury funding failed: ${(error as Error).message}`, { signature: signed.signature }, { cause: error });
+      const detail = { signature: signed.signature };
+      throw new PaymentError(`treasury funding failed: ${(error as Error).message}`, detail, { cause: error });
     }
     const outcome = await awaitOutcome(this.ledger, signed);
     if (outcome.status === "confirmed") return { txHash: signed.signature };

@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { WalletKeyError } from "./errors.js";
 import { generateWalletEncryptionKey, Keystore, keystoreFromEnv } from "./keystore.js";
 
-const keystore = (version = "v1", key: Uint8Array = randomBytes(32)) => new Keystore({ currentVersion: version, currentKey: key });
+const keystore = (version = "v1", key: Uint8Array = randomBytes(32)) =>
+  new Keystore({ currentVersion: version, currentKey: key });
 
 function ownerOf(keypair: Keypair, agentId = "agent-a") {
   return { agentId, address: keypair.publicKey.toBase58() };
@@ -77,7 +78,8 @@ describe("keystore", () => {
     });
     expect(store.currentVersion).toBe("k2");
     const keypair = Keypair.generate();
-    const sealedOld = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: old, WALLET_ENCRYPTION_KEY_VERSION: "k1" }).seal(keypair, ownerOf(keypair));
+    const oldStore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: old, WALLET_ENCRYPTION_KEY_VERSION: "k1" });
+    const sealedOld = oldStore.seal(keypair, ownerOf(keypair));
     expect(store.open(sealedOld, ownerOf(keypair)).publicKey.equals(keypair.publicKey)).toBe(true);
   });
 

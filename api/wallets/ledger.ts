@@ -129,7 +129,9 @@ export async function lookUpOutcomes(
   return items.map((item, i): Outcome => {
     const status = value[i] ?? null;
     if (status !== null && (status.confirmationStatus === "confirmed" || status.confirmationStatus === "finalized")) {
-      return status.err === null ? { status: "confirmed", slot: status.slot } : { status: "failed", reason: "included", slot: status.slot, err: status.err };
+      return status.err === null
+        ? { status: "confirmed", slot: status.slot }
+        : { status: "failed", reason: "included", slot: status.slot, err: status.err };
     }
     if (status === null && finalizedHeight > item.lastValidBlockHeight) return { status: "failed", reason: "expired" };
     return { status: "pending" };

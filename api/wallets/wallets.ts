@@ -99,7 +99,8 @@ export async function resealStaleWalletKeys(
   limit = 500,
 ): Promise<{ resealed: number; unreadable: string[] }> {
   const rows = await pool.query<{ agent_id: string; address: string; ciphertext: Buffer; nonce: Buffer; key_version: string }>(
-    "SELECT agent_id, address, ciphertext, nonce, key_version FROM agent_wallets WHERE key_version <> $1 ORDER BY agent_id LIMIT $2",
+    `SELECT agent_id, address, ciphertext, nonce, key_version FROM agent_wallets
+     WHERE key_version <> $1 ORDER BY agent_id LIMIT $2`,
     [keystore.currentVersion, limit],
   );
   let resealed = 0;
@@ -183,7 +184,9 @@ export class AgentWallets {
 
   /** The agent whose wallet has this address (the protocol layer's AgentDirectory), or null. */
   async agentIdForAddress(address: string): Promise<string | null> {
-    const rows = await this.deps.pool.query<{ agent_id: string }>("SELECT agent_id FROM agent_wallets WHERE address = $1", [address]);
+    const rows = await this.deps.pool.query<{ agent_id: string }>("SELECT agent_id FROM agent_wallets WHERE address = $1", [
+      address,
+    ]);
     return rows.rows[0]?.agent_id ?? null;
   }
 
@@ -225,7 +228,10 @@ export class AgentWallets {
       [agentId, units.toString(), address.toBase58(), options.clientReference ?? null],
     );
     const id = inserted.rows[0]?.id;
-    if (id === undefined) return (await this.#replay(agentId, "fund", units, address.toBase58(), options.clientReference))!;
+    if (id === undefined) {
+      // A concurrent call with the same reference won the insert: answer with its operation.
+      return (await this.#replay(agentId, "fund", units, address.toBase58(), options.clientReference))!;
+    }
     try {
       const { txHash } = await this.deps.fundingSource.fund(address, units);
       await this.#finish(id, "confirmed", null, txHash);
@@ -270,10 +276,20 @@ export class AgentWallets {
          (agent_id, kind, amount_units, to_address, client_reference, signature, last_valid_block_height, status)
        VALUES ($1, 'withdraw', $2, $3, $4, $5, $6, 'pending')
        ON CONFLICT (agent_id, client_reference) DO NOTHING RETURNING id`,
-      [agentId, units.toString(), destination.toBase58(), options.clientReference ?? null, signed.signature, signed.lastValidBlockHeight],
+      [
+        agentId,
+        units.toString(),
+        destination.toBase58(),
+        options.clientReference ?? null,
+        signed.signature,
+        signed.lastValidBlockHeight,
+      ],
     );
     const id = inserted.rows[0]?.id;
-    if (id === undefined) return (await this.#replay(agentId, "withdraw", units, destination.toBase58(), options.clientReference))!;
+    if (id === undefined) {
+      // A concurrent call with the same reference won the insert: answer with its operation.
+      return (await this.#replay(agentId, "withdraw", units, destination.toBase58(), options.clientReference))!;
+    }
 
     const result = await submit(this.deps.ledger, signed);
     if (result.status === "confirmed") {

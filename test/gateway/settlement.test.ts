@@ -40,7 +40,8 @@ beforeAll(async () => {
   [localnet, db] = await Promise.all([startLocalnet(), createFreshDatabase()]);
   ledger = localSettlementLedger(localnet);
   const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
-  wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });
+  const fundingSource = LocalTreasuryFundingSource.fromLocalnet(ledger, localnet);
+  wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource });
   settlement = new Settlement({ pool: db.pool, wallets, ledger });
   accountId = await createAccount(db.pool, "settlement test");
   const create = (agentId: string) => createAgentWallet(db.pool, keystore, { accountId, agentId });
@@ -54,12 +55,19 @@ afterAll(async () => {
 
 const serviceWallet = (): PublicKey => Keypair.generate().publicKey;
 
-function payment(agentId: string, payee: PublicKey, amountUnits: bigint, extra: Partial<SettlePaymentInput> = {}): SettlePaymentInput {
+function payment(
+  agentId: string,
+  payee: PublicKey,
+  amountUnits: bigint,
+  extra: Partial<SettlePaymentInput> = {},
+): SettlePaymentInput {
   return { agentId, payee: payee.toBase58(), amountUnits, protocol: "x402", rail: "stablecoin", endpoint: ENDPOINT, ...extra };
 }
 
 async function settlementRow(signature: string) {
-  const rows = await db.pool.query("SELECT agent_id, payment_id, status, error, slot FROM settlements WHERE signature = $1", [signature]);
+  const rows = await db.pool.query("SELECT agent_id, payment_id, status, error, slot FROM settlements WHERE signature = $1", [
+    signature,
+  ]);
   return rows.rows[0];
 }
 
@@ -83,11 +91,24 @@ describe("settlement", () => {
     expect(more).toHaveLength(0);
     expect(event!.payer.toBase58()).toBe((await wallets.address("s-pay")).toBase58());
     expect(event!.payee.toBase58()).toBe(payee.toBase58());
-    expect(event!).toMatchObject({ paymentId: 1n, amountUnits: 1_234_567n, protocol: "x402", rail: "stablecoin", atomic: true, parent: null });
+    expect(event!).toMatchObject({
+      paymentId: 1n,
+      amountUnits: 1_234_567n,
+      protocol: "x402",
+      rail: "stablecoin",
+      atomic: true,
+      parent: null,
+    });
     expect(Buffer.from(event!.endpointHash).equals(Buffer.from(endpointHash(ENDPOINT)))).toBe(true);
     expect(event!.slot).toBe(BigInt(result.slot));
 
-    expect(await settlementRow(result.txHash)).toEqual({ agent_id: "s-pay", payment_id: "1", status: "confirmed", error: null, slot: String(result.slot) });
+    expect(await settlementRow(result.txHash)).toEqual({
+      agent_id: "s-pay",
+      payment_id: "1",
+      status: "confirmed",
+      error: null,
+      slot: String(result.slot),
+    });
     const endpoint = await db.pool.query("SELECT endpoint, domain FROM endpoints WHERE endpoint_hash = $1", [
       Buffer.from(endpointHash(ENDPOINT)).toString("hex"),
     ]);
@@ -124,7 +145,9 @@ describe("settlement", () => {
     const total = amounts.reduce((a, b) => a + b, 0n);
     expect(await wallets.balance("s-many")).toBe(100n * USDC - total);
     expect(await tokenBalanceUnits(ledger, payee)).toBe(total);
-    const statuses = await db.pool.query("SELECT status, count(*)::int AS n FROM settlements WHERE agent_id = 's-many' GROUP BY status");
+    const statuses = await db.pool.query(
+      "SELECT status, count(*)::int AS n FROM settlements WHERE agent_id = 's-many' GROUP BY status",
+    );
     expect(statuses.rows).toEqual([{ status: "confirmed", n: 20 }]);
   });
 
@@ -135,7 +158,8 @@ describe("settlement", () => {
     const subAddress = await wallets.address("s-sub");
     const parent = await settlement.settlePayment(payment("s-orch", subAddress, USDC / 10n));
     const budgetUnits = 3n * USDC;
-    const opened = await settlement.openInvocation({ invokerAgentId: "s-orch", parentTxHash: parent.txHash, subAgentId: "s-sub", budgetUnits });
+    const terms = { invokerAgentId: "s-orch", parentTxHash: parent.txHash, subAgentId: "s-sub", budgetUnits };
+    const opened = await settlement.openInvocation(terms);
     const under = (amountUnits: bigint) => payment("s-sub", service, amountUnits, { invocation: opened.invocation });
 
     const before = await wallets.balance("s-sub");
@@ -148,8 +172,8 @@ describe("settlement", () => {
     // Two payments that each fit what is left pass the gateway's check; the chain admits one.
     const last = await settlement.prepareSettlement(under(500_000n));
     const racing = await settlement.prepareSettlement(under(1n));
-    await settlement.completeSettlement(last, under(500_000n));
-    const onChain = await settlement.completeSettlement(racing, under(1n)).catch((e: unknown) => e);
+    await settlement.completeSettlement(last);
+    const onChain = await settlement.completeSettlement(racing).catch((e: unknown) => e);
     expect(onChain).toBeInstanceOf(BudgetExceededError);
     expect(onChain).toMatchObject({ budgetUnits, spentUnits: budgetUnits, requestedUnits: 1n });
     expect((await settlementRow(racing.signed.signature))?.status).toBe("failed");
@@ -165,7 +189,6 @@ describe("settlement", () => {
     expect(state).toMatchObject({ budgetUnits, spentUnits: budgetUnits, subAgent: subAddress.toBase58() });
 
     // A retried open (its first answer lost) finds the invocation it opened, past its payments.
-    const terms = { invokerAgentId: "s-orch", parentTxHash: parent.txHash, subAgentId: "s-sub", budgetUnits };
     expect(await settlement.openInvocation(terms)).toEqual(opened);
     await expect(settlement.openInvocation({ ...terms, budgetUnits: budgetUnits + 1n })).rejects.toThrow(/other terms/);
     // Only the invoker's own confirmed payment can be a parent.
@@ -185,8 +208,8 @@ describe("settlement", () => {
     // Both fit the balance alone; together they do not: the program refuses the second.
     const first = await settlement.prepareSettlement(payment("s-poor", payee, 600_000n));
     const second = await settlement.prepareSettlement(payment("s-poor", payee, 600_000n));
-    await settlement.completeSettlement(first, payment("s-poor", payee, 600_000n));
-    const onChain = await settlement.completeSettlement(second, payment("s-poor", payee, 600_000n)).catch((e: unknown) => e);
+    await settlement.completeSettlement(first);
+    const onChain = await settlement.completeSettlement(second).catch((e: unknown) => e);
     expect(onChain).toBeInstanceOf(InsufficientFundsError);
     expect((onChain as InsufficientFundsError).currentBalanceUnits).toBe(400_000n);
     expect(await wallets.balance("s-poor")).toBe(400_000n);
@@ -200,7 +223,8 @@ describe("settlement", () => {
     // key would refuse a reuse it knows of); the chain's replay window refuses it.
     await db.pool.query("DELETE FROM settlements WHERE agent_id = 's-dup'");
     await db.pool.query("UPDATE agent_wallets SET next_payment_id = 1 WHERE agent_id = 's-dup'");
-    const error = await settlement.settlePayment(payment("s-dup", payee, 5n, { rail: "other" })).catch((e: unknown) => e);
+    // (Another amount: the same bytes under the same blockhash would be the same transaction.)
+    const error = await settlement.settlePayment(payment("s-dup", payee, 6n, { rail: "other" })).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PaymentError);
     expect((error as PaymentError).detail).toMatchObject({ ledgerError: "DuplicatePaymentId", ledgerCode: 6003 });
   });

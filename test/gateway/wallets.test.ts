@@ -2,7 +2,12 @@
  * Agent wallets on the real local ledger and a fresh Postgres: sealed keys, funding from the
  * treasury, balances read from the chain, withdrawals and their refusals.
  */
-import { Keypair } from "@solana/web3.js";
+import {
+  createAssociatedTokenAccountIdempotentInstruction,
+  createTransferCheckedInstruction,
+  getAssociatedTokenAddressSync,
+} from "@solana/spl-token";
+import { Keypair, Transaction } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAccount } from "../../api/keys.js";
 import {
@@ -18,6 +23,7 @@ import {
   localSettlementLedger,
   resealStaleWalletKeys,
   type SettlementLedger,
+  signTransaction,
   tokenBalanceUnits,
   WalletExistsError,
   WalletKeyError,
@@ -75,10 +81,13 @@ describe("agent wallets", () => {
        UNION ALL SELECT encode(ciphertext, 'base64') FROM agent_wallets`,
     );
     for (const { row } of dump.rows) for (const secret of secretForms) expect(row).not.toContain(secret);
-    const stored = await db.pool.query<{ ciphertext: Buffer }>("SELECT ciphertext FROM agent_wallets WHERE agent_id = 'w-create'");
+    const stored = await db.pool.query<{ ciphertext: Buffer }>(
+      "SELECT ciphertext FROM agent_wallets WHERE agent_id = 'w-create'",
+    );
     expect(stored.rows[0]!.ciphertext.includes(seed)).toBe(false);
 
-    await expect(createAgentWallet(db.pool, keystore, { accountId, agentId: "w-create" })).rejects.toBeInstanceOf(WalletExistsError);
+    const again = createAgentWallet(db.pool, keystore, { accountId, agentId: "w-create" });
+    await expect(again).rejects.toBeInstanceOf(WalletExistsError);
   });
 
   it("a sealed key moved to another agent's row, or opened with another key, does not decrypt", async () => {
@@ -111,7 +120,10 @@ describe("agent wallets", () => {
     expect(await treasuryUnits()).toBe(before - 7n * USDC - 123n);
     const wallet = await wallets.wallet("w-fund");
     expect(wallet).toEqual({ agentId: "w-fund", address, balanceUnits: 7n * USDC + 123n });
-    const tx = await ledger.connection.getTransaction(funded.txHash!, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
+    const tx = await ledger.connection.getTransaction(funded.txHash!, {
+      commitment: "confirmed",
+      maxSupportedTransactionVersion: 0,
+    });
     expect(tx?.meta?.err).toBeNull();
   });
 
@@ -121,7 +133,8 @@ describe("agent wallets", () => {
     const again = await wallets.fund("w-retry", USDC, { clientReference: "top-up-1" });
     expect(again).toEqual({ ...first, replayed: true });
     expect(await wallets.balance("w-retry")).toBe(USDC);
-    await expect(wallets.fund("w-retry", 2n * USDC, { clientReference: "top-up-1" })).rejects.toBeInstanceOf(IdempotencyConflictError);
+    const different = wallets.fund("w-retry", 2n * USDC, { clientReference: "top-up-1" });
+    await expect(different).rejects.toBeInstanceOf(IdempotencyConflictError);
   });
 
   it("a withdrawal sends exactly the units to the address, signed by the agent, fee paid by the service", async () => {
@@ -135,7 +148,9 @@ describe("agent wallets", () => {
     expect(await tokenBalanceUnits(ledger, destination)).toBe(2n * USDC + 1n);
     // The agent holds no SOL: the authority paid the fee (and the destination account's rent).
     expect(await ledger.connection.getBalance(agentAddress, "confirmed")).toBe(0);
-    const row = await db.pool.query("SELECT kind, status, signature, amount_units FROM wallet_operations WHERE client_reference = 'out-1'");
+    const row = await db.pool.query(
+      "SELECT kind, status, signature, amount_units FROM wallet_operations WHERE client_reference = 'out-1'",
+    );
     expect(row.rows[0]).toEqual({ kind: "withdraw", status: "confirmed", signature: done.txHash, amount_units: "2000001" });
     const replay = await wallets.withdraw("w-out", destination.toBase58(), 2n * USDC + 1n, { clientReference: "out-1" });
     expect(replay).toEqual({ ...done, replayed: true });
@@ -155,7 +170,9 @@ describe("agent wallets", () => {
     expect(await wallets.balance("w-poor")).toBe(USDC);
     expect(await ledger.connection.getAccountInfo(destination, "confirmed")).toBeNull();
     expect(await tokenBalanceUnits(ledger, destination)).toBe(0n);
-    const ops = await db.pool.query("SELECT count(*)::int AS n FROM wallet_operations WHERE agent_id = 'w-poor' AND kind = 'withdraw'");
+    const ops = await db.pool.query(
+      "SELECT count(*)::int AS n FROM wallet_operations WHERE agent_id = 'w-poor' AND kind = 'withdraw'",
+    );
     expect(ops.rows[0].n).toBe(0);
   });
 
@@ -165,6 +182,35 @@ describe("agent wallets", () => {
     for (const bad of ["not-an-address", "0OIl", "11111111111111111111111111111111", own, ""]) {
       await expect(wallets.withdraw("w-addr", bad, 1n)).rejects.toBeInstanceOf(InvalidAddressError);
     }
+  });
+
+  it("a withdrawal left pending by a crash after sending reconciles to confirmed from its signature", async () => {
+    await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-crash" });
+    await wallets.fund("w-crash", USDC);
+    const keypair = await wallets.keypair("w-crash");
+    const destination = Keypair.generate().publicKey;
+    const { mint, decimals, authority } = ledger;
+    const target = getAssociatedTokenAddressSync(mint, destination, true);
+    const source = getAssociatedTokenAddressSync(mint, keypair.publicKey, true);
+    const transaction = new Transaction().add(
+      createAssociatedTokenAccountIdempotentInstruction(authority.publicKey, target, destination, mint),
+      createTransferCheckedInstruction(source, mint, target, keypair.publicKey, 250n, decimals),
+    );
+    const signed = signTransaction(ledger, transaction, await ledger.connection.getLatestBlockhash("confirmed"), [keypair]);
+    // What withdraw() commits before sending, then the send, then the "crash".
+    await db.pool.query(
+      `INSERT INTO wallet_operations (agent_id, kind, amount_units, to_address, signature, last_valid_block_height, status)
+       VALUES ('w-crash', 'withdraw', 250, $1, $2, $3, 'pending')`,
+      [destination.toBase58(), signed.signature, signed.lastValidBlockHeight],
+    );
+    await ledger.connection.sendRawTransaction(Buffer.from(signed.wire, "base64"));
+
+    expect(await wallets.reconcilePendingOperations()).toEqual({ confirmed: 1, failed: 0, pending: 0 });
+    const row = await db.pool.query("SELECT status, slot IS NOT NULL AS has_slot FROM wallet_operations WHERE signature = $1", [
+      signed.signature,
+    ]);
+    expect(row.rows).toEqual([{ status: "confirmed", has_slot: true }]);
+    expect(await tokenBalanceUnits(ledger, destination)).toBe(250n);
   });
 
   // Last: it moves every wallet to the new key.

@@ -118,6 +118,17 @@ export interface InvocationState {
   readonly spentUnits: bigint;
 }
 
+export interface SettlementRecord {
+  readonly agentId: string;
+  readonly paymentId: bigint;
+  readonly txHash: string;
+  readonly amountUnits: bigint;
+  readonly status: "pending" | "confirmed" | "failed";
+  /** The program's error name, `expired`, or the RPC's refusal, for a failed one. */
+  readonly error: string | null;
+  readonly slot: number | null;
+}
+
 export interface ReconcileReport {
   readonly confirmed: readonly string[];
   readonly failed: readonly string[];
@@ -366,6 +377,29 @@ export class Settlement implements Settler {
       before = list.at(-1)!.signature;
     }
     throw new PaymentError(`invocation ${invocation.toBase58()} is open but its opening transaction was not found`);
+  }
+
+  /** A settlement the gateway signed, by transaction signature (for retried requests and status reads). */
+  async findSettlement(signature: string): Promise<SettlementRecord | null> {
+    const rows = await this.deps.pool.query<{
+      agent_id: string;
+      payment_id: string;
+      status: SettlementRecord["status"];
+      error: string | null;
+      slot: string | null;
+      amount_units: string;
+    }>("SELECT agent_id, payment_id, status, error, slot, amount_units FROM settlements WHERE signature = $1", [signature]);
+    const row = rows.rows[0];
+    if (row === undefined) return null;
+    return {
+      agentId: row.agent_id,
+      paymentId: BigInt(row.payment_id),
+      txHash: signature,
+      amountUnits: BigInt(row.amount_units),
+      status: row.status,
+      error: row.error,
+      slot: row.slot === null ? null : Number(row.slot),
+    };
   }
 
   /** The invocation account as the chain holds it now, or null if there is none. */

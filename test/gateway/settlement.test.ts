@@ -241,7 +241,12 @@ describe("settlement", () => {
     const early = await settlement.reconcilePending();
     expect(early.confirmed).toContain(sent.signed.signature);
     expect(early.pending).toContain(unsent.signed.signature);
-    expect(await settlementRow(sent.signed.signature)).toMatchObject({ status: "confirmed", payment_id: String(sent.paymentId) });
+    expect(await settlement.findSettlement(sent.signed.signature)).toMatchObject({
+      status: "confirmed",
+      paymentId: sent.paymentId,
+      amountUnits: 300_000n,
+      agentId: "s-crash",
+    });
 
     // The unsent one fails only once its blockhash can no longer land.
     const deadline = Date.now() + 45_000;

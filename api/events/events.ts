@@ -74,6 +74,8 @@ export async function emitEvent<T extends EventType>(
       deliveries += result.rowCount ?? 0;
     }
     for (const target of options.targets ?? []) deliveries += await enqueueDelivery(client, id, target);
+    // Delivered at commit only: wakes the dispatchers (docs/events.md); polling covers a miss.
+    if (deliveries > 0) await client.query("SELECT pg_notify('event_outbox', '')");
     await client.query("RELEASE SAVEPOINT emit_event");
     return { id, type, deliveries };
   } catch (error) {

@@ -34,6 +34,8 @@ async function main(): Promise<void> {
   const mailer = smtpUrl ? smtpMailer(smtpUrl, process.env.ALERT_EMAIL_FROM ?? DEFAULT_FROM, timeoutMs) : null;
   if (mailer === null) logger.warn("SMTP_URL is not set: email alerts stay pending until it is");
   const pool = createPool();
+  // An idle connection dropped by the server (restart, failover) must not kill the process.
+  pool.on("error", (error) => logger.warn({ err: error }, "idle database connection lost"));
   await migrate(pool);
   const dispatcher = new Dispatcher({
     pool,

@@ -12,6 +12,9 @@
  *   `maxAttempts` → `failed`, the dead letter (kept, with its last error). 410 Gone → `failed` and
  *   the endpoint disabled.
  * - The lease must outlast the request timeout, or a slow request would be re-sent while in flight.
+ * - Wake-up: `emitEvent` NOTIFYs `event_outbox` (delivered at commit only); a running dispatcher
+ *   LISTENs on one held connection and claims at once. Polling every `pollMs` remains the
+ *   fallback (lost connection, retries coming due), so a missed notification only delays.
  */
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
@@ -24,6 +27,9 @@ import type { SecretBox } from "./secrets.js";
 import { signedHeaders } from "./signature.js";
 import { slackBody } from "./slack.js";
 import { type Channel, isSlackUrl, redactUrl, SLACK_HOSTS } from "./targets.js";
+
+/** The channel `emitEvent` notifies when it writes deliveries. */
+export const OUTBOX_CHANNEL = "event_outbox";
 
 export interface DispatcherOptions {
   readonly pool: pg.Pool;
@@ -38,6 +44,8 @@ export interface DispatcherOptions {
   readonly maxAttempts?: number;
   readonly backoff?: BackoffPolicy;
   readonly slackHosts?: readonly string[];
+  /** LISTEN for new deliveries while started (default true); otherwise poll only. */
+  readonly listen?: boolean;
 }
 
 export interface DeliveryOutcome {
@@ -83,6 +91,10 @@ export class Dispatcher {
   #running = false;
   #loop: Promise<void> | null = null;
   #wake: (() => void) | null = null;
+  /** A notification arrived while no sleep was waiting: skip the next sleep. */
+  #woken = false;
+  readonly #listen: boolean;
+  #listener: pg.PoolClient | null = null;
 
   constructor(options: DispatcherOptions) {
     this.#pool = options.pool;
@@ -96,6 +108,7 @@ export class Dispatcher {
     this.#maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
     this.#backoff = options.backoff ?? DEFAULT_BACKOFF;
     this.#slackHosts = options.slackHosts ?? SLACK_HOSTS;
+    this.#listen = options.listen ?? true;
     if (this.#leaseMs <= this.#timeoutMs) throw new Error("leaseMs must exceed timeoutMs, or in-flight deliveries get re-sent");
     if (this.#batchSize < 1 || this.#batchSize > 100) throw new Error("batchSize must be 1..100");
     if (this.#maxAttempts < 1) throw new Error("maxAttempts must be at least 1");
@@ -120,11 +133,13 @@ export class Dispatcher {
     this.#wake?.();
     await this.#loop;
     this.#loop = null;
+    this.#dropListener(null);
   }
 
   async #run(): Promise<void> {
     let failures = 0;
     while (this.#running) {
+      await this.#ensureListening();
       let idle = true;
       try {
         const outcomes = await this.runOnce();
@@ -139,14 +154,53 @@ export class Dispatcher {
   }
 
   #sleep(ms: number): Promise<void> {
+    if (this.#woken) {
+      this.#woken = false;
+      return Promise.resolve();
+    }
     return new Promise((done) => {
-      const timer = setTimeout(finish, ms);
-      function finish() {
+      const finish = () => {
         clearTimeout(timer);
+        this.#wake = null;
+        this.#woken = false;
         done();
-      }
+      };
+      const timer = setTimeout(finish, ms);
       this.#wake = finish;
     });
+  }
+
+  #notified = (): void => {
+    this.#woken = true;
+    this.#wake?.();
+  };
+
+  async #ensureListening(): Promise<void> {
+    if (!this.#listen || this.#listener !== null) return;
+    let client: pg.PoolClient | null = null;
+    try {
+      client = await this.#pool.connect();
+      const held = client;
+      held.on("notification", this.#notified);
+      held.on("error", (error: Error) => {
+        this.#log.warn({ err: error }, "outbox LISTEN connection lost; polling until it is back");
+        this.#dropListener(error);
+      });
+      await held.query(`LISTEN ${OUTBOX_CHANNEL}`);
+      this.#listener = held;
+    } catch (error) {
+      this.#log.warn({ err: error }, "could not LISTEN for the outbox; polling");
+      client?.release(error instanceof Error ? error : true);
+    }
+  }
+
+  /** Closes the LISTEN connection (never back into the pool: it would keep listening). */
+  #dropListener(error: Error | null): void {
+    const client = this.#listener;
+    if (client === null) return;
+    this.#listener = null;
+    client.removeListener("notification", this.#notified);
+    client.release(error ?? true);
   }
 
   /**

@@ -33,6 +33,9 @@ let serial = 0;
 
 beforeAll(async () => {
   db = await createFreshDatabase();
+  // pool.end() resolves before its clients have disconnected, so DROP DATABASE … WITH (FORCE) can
+  // terminate one, which the pool reports as an error: expected at teardown.
+  db.pool.on("error", () => undefined);
   box = new SecretBox(randomBytes(32));
 });
 
@@ -259,6 +262,20 @@ describe("the outbox", () => {
     expect(r.received.map((x) => x.headers["webhook-id"])).toEqual([committed]);
     const { rows } = await db.pool.query("SELECT 1 FROM gateway_events WHERE id = $1", [rolledBack]);
     expect(rows).toEqual([]);
+  });
+
+  it("a running dispatcher is woken by the event's commit (LISTEN/NOTIFY), not by its poll", async () => {
+    const { accountId, agentId } = await account();
+    const r = await receiver();
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    const d = dispatcher({ pollMs: 60_000 });
+    d.start();
+    await new Promise((done) => setTimeout(done, 300)); // its first cycle found nothing: asleep now
+    const emittedAt = Date.now();
+    const eventId = await emitViolation(accountId, agentId);
+    await r.until((received) => received.length === 1, 5_000);
+    expect(r.received[0]!.headers["webhook-id"]).toBe(eventId);
+    expect(r.received[0]!.atMs - emittedAt).toBeLessThan(3_000);
   });
 
   it("emitEvent refuses to run outside a transaction", async () => {

@@ -184,7 +184,7 @@ export class Dispatcher {
       held.on("notification", this.#notified);
       held.on("error", (error: Error) => {
         this.#log.warn({ err: error }, "outbox LISTEN connection lost; polling until it is back");
-        this.#dropListener(error);
+        if (this.#listener === held) this.#dropListener(error);
       });
       await held.query(`LISTEN ${OUTBOX_CHANNEL}`);
       this.#listener = held;

@@ -22,7 +22,7 @@ import {
 import { createAccount, registerAgent } from "../../api/keys.js";
 import { putPolicy, reserveInTransaction } from "../../api/policy/index.js";
 import { recordRejection } from "../../api/rejections.js";
-import { createWebhookEndpoint, Dispatcher, type Mailer, SecretBox, smtpMailer } from "../../api/webhooks/index.js";
+import { createWebhookEndpoint, deleteWebhookEndpoint, Dispatcher, type Mailer, SecretBox, smtpMailer } from "../../api/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
 
@@ -183,6 +183,40 @@ describe("budget_pct", () => {
     expect(await pay(agentId, 93n * (USDC / 10n), at(MINUTE))).toHaveLength(1);
     expect(await alertEvents(alert.id)).toHaveLength(1);
     await db.pool.query("UPDATE event_deliveries SET status = 'failed' WHERE status = 'pending'"); // no mailer in this test
+  });
+});
+
+describe("budget.warning (spec 3)", () => {
+  it("reaches the endpoints subscribed to it when a payment takes the budget to 80 %, once per period; other endpoints get nothing", async () => {
+    const { accountId, agentId } = await account();
+    await putPolicy(db.pool, agentId, { dailyBudgetUnits: 10n * USDC });
+    const [subscribed, other, deleted] = [await receiver(), await receiver(), await receiver()];
+    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: subscribed.url, eventTypes: ["budget.warning"] });
+    await createWebhookEndpoint(db.pool, box, accountId, { url: other.url, eventTypes: ["policy.violation"] });
+    const gone = await createWebhookEndpoint(db.pool, box, accountId, { url: deleted.url });
+    expect(await deleteWebhookEndpoint(db.pool, accountId, gone.endpoint.id)).toBe(true);
+
+    await pay(agentId, 7n * USDC, at(0)); // 70 %
+    await pay(agentId, 1n * USDC, at(MINUTE)); // 80 %: warning
+    await pay(agentId, 1n * USDC, at(2 * MINUTE)); // 90 %: still the same period
+    await drain(dispatcher());
+
+    expect(other.received).toEqual([]);
+    expect(deleted.received).toEqual([]);
+    expect(subscribed.received).toHaveLength(1);
+    verifyStandardWebhook(secret, subscribed.received[0]!.headers, subscribed.received[0]!.body);
+    expect(JSON.parse(subscribed.received[0]!.body)).toEqual({
+      event: "budget.warning",
+      agentId,
+      alertId: null,
+      thresholdPercent: 80,
+      usedToday: { usdc: 8 },
+      dailyBudget: { usdc: 10 },
+      windowStart: at(0).toISOString(),
+      resetsAt: at(24 * HOUR).toISOString(),
+      detail: `80 % of the daily budget reached: used 8 usdc of 10 usdc; the window resets at ${at(24 * HOUR).toISOString()}`,
+      timestamp: at(MINUTE).toISOString(),
+    });
   });
 });
 

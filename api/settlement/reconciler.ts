@@ -1,0 +1,64 @@
+/**
+ * The background loop that resolves pending settlements and wallet operations: once at start
+ * (what a crash left behind) and then every `intervalMs`. One pass handles a bounded batch; a
+ * full batch is followed by another pass at once. Errors (an RPC or database outage) are reported
+ * and retried at the next tick, never fatal: pending rows stay pending until the chain answers.
+ */
+import type { ReconcileReport } from "./settlement.js";
+
+export interface Reconcilable {
+  reconcilePending(): Promise<ReconcileReport>;
+}
+
+export interface ReconcilableOperations {
+  reconcilePendingOperations(): Promise<{ confirmed: number; failed: number; pending: number }>;
+}
+
+export interface ReconcilerOptions {
+  readonly intervalMs?: number;
+  readonly signal?: AbortSignal;
+  readonly onError?: (error: unknown) => void;
+  /** Called after each pass with what it resolved. */
+  readonly onPass?: (report: ReconcileReport) => void;
+}
+
+const DEFAULT_INTERVAL_MS = 5_000;
+/** A pass that resolves this many settlements is followed at once by another. */
+const FULL_PASS = 256;
+const MAX_IMMEDIATE_PASSES = 20;
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted === true) return resolve();
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+    function done(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+  });
+}
+
+/** Runs until `signal` aborts. */
+export async function runReconciler(
+  settlement: Reconcilable,
+  wallets: ReconcilableOperations | null,
+  options: ReconcilerOptions = {},
+): Promise<void> {
+  const intervalMs = options.intervalMs ?? DEFAULT_INTERVAL_MS;
+  const aborted = (): boolean => options.signal?.aborted === true;
+  while (!aborted()) {
+    try {
+      for (let pass = 0; pass < MAX_IMMEDIATE_PASSES && !aborted(); pass += 1) {
+        const report = await settlement.reconcilePending();
+        options.onPass?.(report);
+        if (report.confirmed.length + report.failed.length + report.pending.length < FULL_PASS) break;
+      }
+      await wallets?.reconcilePendingOperations();
+    } catch (error) {
+      options.onError?.(error);
+    }
+    await sleep(intervalMs, options.signal);
+  }
+}

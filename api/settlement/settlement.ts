@@ -280,7 +280,9 @@ export class Settlement implements Settler {
     const { signed, input } = prepared;
     const result = await submit(this.deps.ledger, signed, signal);
     if (result.status === "confirmed") {
-      await this.#mark(signed.signature, "confirmed", null, result.slot);
+      // The chain is the truth: the payment happened even if this write fails (the reconciler
+      // marks the row later), so a database error here does not turn success into an error.
+      await this.#mark(signed.signature, "confirmed", null, result.slot).catch(() => undefined);
       this.#payeeAccounts.add(input.payee);
       return { txHash: signed.signature, slot: result.slot, paymentId: prepared.paymentId };
     }

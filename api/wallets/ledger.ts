@@ -140,17 +140,27 @@ export async function lookUpOutcomes(
 
 const POLL_MS = 150;
 const RESEND_EVERY_POLLS = 10;
+/** Consecutive failed lookups (RPC down) after which the outcome is left pending. */
+const MAX_LOOKUP_FAILURES = 20;
 
 /**
  * Waits until `signed` is confirmed, included with an error, or expired, re-sending the same
  * bytes now and then (a dropped packet must not strand a valid transaction). Bounded by the
- * blockhash's validity; `signal` cuts it short and leaves the outcome pending.
+ * blockhash's validity; an abort (`signal`) or an RPC that stops answering leaves the outcome
+ * `pending`: unknown is never reported as failed.
  */
 export async function awaitOutcome(ledger: SettlementLedger, signed: SignedTransaction, signal?: AbortSignal): Promise<Outcome> {
+  let lookupFailures = 0;
   for (let poll = 1; ; poll += 1) {
-    const [outcome] = await lookUpOutcomes(ledger, [signed]);
-    if (outcome!.status !== "pending") return outcome!;
-    if (signal?.aborted === true) return outcome!;
+    try {
+      const [outcome] = await lookUpOutcomes(ledger, [signed]);
+      lookupFailures = 0;
+      if (outcome!.status !== "pending") return outcome!;
+    } catch {
+      lookupFailures += 1;
+      if (lookupFailures >= MAX_LOOKUP_FAILURES) return { status: "pending" };
+    }
+    if (signal?.aborted === true) return { status: "pending" };
     if (poll % RESEND_EVERY_POLLS === 0) {
       await ledger.connection
         .sendRawTransaction(Buffer.from(signed.wire, "base64"), { skipPreflight: true, maxRetries: 0 })

@@ -293,7 +293,8 @@ export class AgentWallets {
 
     const result = await submit(this.deps.ledger, signed);
     if (result.status === "confirmed") {
-      await this.#finish(id, "confirmed", null, signed.signature, result.slot);
+      // The withdrawal happened even if this write fails; reconcilePendingOperations marks it later.
+      await this.#finish(id, "confirmed", null, signed.signature, result.slot).catch(() => undefined);
       return { operationId: id, txHash: signed.signature, status: "confirmed", replayed: false };
     }
     if (result.status === "pending") throw new PaymentPendingError(signed.signature);

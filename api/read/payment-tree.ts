@@ -44,6 +44,7 @@ export interface TreeBounds {
 }
 
 interface TreeRow {
+  event_id: string;
   tx_hash: string;
   parent_tx_hash: string | null;
   depth: number;
@@ -58,36 +59,31 @@ interface TreeRow {
   cut_below: boolean;
 }
 
-// A transaction may record several payments (one row each); only its first row walks on to the
-// children, so a child is reached once.
-const FIRST_OF_TX = (alias: string): string =>
-  `NOT EXISTS (SELECT 1 FROM transactions o WHERE o.tx_hash = ${alias}.tx_hash AND o.event_id < ${alias}.event_id)`;
-
-// Postgres evaluates a recursive CTE level by level and a CTE scan on demand, so the inner
-// LIMIT stops the walk once nodeLimit + 1 rows exist: neither depth nor breadth is unbounded.
+// The walk reads payment_edges alone (index-only on payment_edges_parent, which carries the child's
+// event, hash and payer) with narrow rows; the wide columns are joined once, for the rows returned.
+// A transaction may record several payments: each of its rows reaches the same children, and
+// UNION (not UNION ALL) folds those identical rows, so a child is reached once. Postgres evaluates
+// a recursive CTE level by level and a CTE scan on demand, so the LIMIT stops the walk once
+// nodeLimit + 1 rows exist: neither depth nor breadth is unbounded.
 const TREE_SQL = `
-WITH RECURSIVE tree AS (
-  SELECT t.event_id, t.tx_hash, NULL::text AS parent_tx_hash, 0 AS depth, a.agent_id, t.agent AS wallet_address,
-         t.amount_units, t.protocol, t.endpoint_hash, t."timestamp", t.explorer_url, t.status,
-         ${FIRST_OF_TX("t")} AS expands
-  FROM transactions t JOIN agents a ON a.wallet_address = t.agent AND a.account_id = $1
-  WHERE t.tx_hash = $2
-  UNION ALL
-  SELECT c.event_id, c.tx_hash, e.parent_tx_hash, p.depth + 1, a.agent_id, c.agent,
-         c.amount_units, c.protocol, c.endpoint_hash, c."timestamp", c.explorer_url, c.status,
-         ${FIRST_OF_TX("c")}
-  FROM tree p
-  JOIN payment_edges e ON e.parent_tx_hash = p.tx_hash
-  JOIN transactions c ON c.event_id = e.child_event_id
-  JOIN agents a ON a.wallet_address = c.agent AND a.account_id = $1
-  WHERE p.expands AND p.depth < $3
+WITH RECURSIVE
+wallets AS MATERIALIZED (SELECT wallet_address, agent_id FROM agents WHERE account_id = $1),
+walk (event_id, tx_hash, parent_tx_hash, depth) AS (
+  SELECT t.event_id, t.tx_hash, NULL::text, 0
+  FROM transactions t
+  WHERE t.tx_hash = $2 AND t.agent IN (SELECT wallet_address FROM wallets)
+  UNION
+  SELECT e.child_event_id, e.child_tx_hash, e.parent_tx_hash, w.depth + 1
+  FROM walk w JOIN payment_edges e ON e.parent_tx_hash = w.tx_hash
+  WHERE w.depth < $3 AND e.child_payer IN (SELECT wallet_address FROM wallets)
 ),
-bounded AS (SELECT * FROM tree LIMIT $4::int + 1)
-SELECT b.tx_hash, b.parent_tx_hash, b.depth, b.agent_id, b.wallet_address, b.amount_units::text AS amount_units,
-       b.protocol, b.endpoint_hash, b."timestamp", b.explorer_url, b.status,
+bounded AS (SELECT * FROM walk LIMIT $4::int + 1)
+SELECT b.event_id, b.tx_hash, b.parent_tx_hash, b.depth, a.agent_id, t.agent AS wallet_address, t.amount_units::text AS amount_units,
+       t.protocol, t.endpoint_hash, t."timestamp", t.explorer_url, t.status,
        (b.depth = $3 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = b.tx_hash)) AS cut_below
 FROM bounded b
-ORDER BY b.depth, b."timestamp", b.event_id`;
+JOIN transactions t ON t.event_id = b.event_id
+JOIN wallets a ON a.wallet_address = t.agent`;
 
 /**
  * The tree under `rootTxHash` as the account sees it; null when the root is not a payment of one
@@ -104,7 +100,13 @@ export async function loadPaymentTree(
   const result = await pool.query<TreeRow>(TREE_SQL, [accountId, rootTxHash, bounds.maxDepth, bounds.nodeLimit]);
   if (result.rows.length === 0) return null;
   const overLimit = result.rows.length > bounds.nodeLimit;
-  const rows = overLimit ? result.rows.slice(0, bounds.nodeLimit) : result.rows;
+  // Level by level, oldest first. Sorted here: in SQL the sort carries every wide row (and spills
+  // to disk on a large tree), here it is a comparison of three fields.
+  const sorted = result.rows
+    .map((row) => ({ row, time: row.timestamp.getTime(), id: Number(row.event_id) }))
+    .sort((a, b) => a.row.depth - b.row.depth || a.time - b.time || a.id - b.id)
+    .map(({ row }) => row);
+  const rows = overLimit ? sorted.slice(0, bounds.nodeLimit) : sorted;
   const nodes = rows.map(
     (row): TreeNode => ({
       txHash: row.tx_hash,

@@ -328,8 +328,8 @@ const INSERT_TRANSACTIONS = `
               $9::text[], $10::text[], $14::float8[], $15::bigint[])
        AS u(id, sig, agent, payee, payment_id, protocol, amount, endpoint, parent, invocation, bt, slot)`;
 const INSERT_EDGES = `
-  INSERT INTO payment_edges (child_event_id, parent_tx_hash, child_tx_hash, invocation, depth)
-  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[])`;
+  INSERT INTO payment_edges (child_event_id, parent_tx_hash, child_tx_hash, invocation, depth, child_payer)
+  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[])`;
 
 async function insertChunk(client: pg.ClientBase, chunk: readonly Placed[]): Promise<string[]> {
   const signatures = chunk.map((p) => p.payment.txHash);
@@ -366,6 +366,7 @@ async function insertChunk(client: pg.ClientBase, chunk: readonly Placed[]): Pro
     children.map((c) => c.p.payment.txHash),
     children.map((c) => invocationOf(c.parent).address),
     children.map((c) => c.p.payment.depth),
+    children.map((c) => c.p.payment.payer.address),
   ]);
   return ids;
 }

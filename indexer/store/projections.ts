@@ -72,7 +72,7 @@ export async function projectEvents(client: pg.ClientBase, eventIds: readonly st
   // edge where the walk leaves the batch (an earlier batch's child, so parents precede children).
   await client.query(
     `WITH RECURSIVE fresh AS MATERIALIZED (
-       SELECT event_id, tx_hash, parent_tx_hash, invocation FROM transactions
+       SELECT event_id, tx_hash, parent_tx_hash, invocation, agent FROM transactions
        WHERE event_id IN (SELECT unnest($1::bigint[])) AND parent_tx_hash IS NOT NULL),
      walk (event_id, ancestor, level) AS (
        SELECT event_id, parent_tx_hash, 1 FROM fresh
@@ -80,11 +80,11 @@ export async function projectEvents(client: pg.ClientBase, eventIds: readonly st
        SELECT w.event_id, f.parent_tx_hash, w.level + 1
        FROM walk w JOIN fresh f ON f.tx_hash = w.ancestor
        WHERE w.level < 64)
-     INSERT INTO payment_edges (child_event_id, parent_tx_hash, child_tx_hash, invocation, depth)
-     SELECT f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation,
+     INSERT INTO payment_edges (child_event_id, parent_tx_hash, child_tx_hash, invocation, child_payer, depth)
+     SELECT f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation, f.agent,
             max(w.level + coalesce((SELECT max(pe.depth) FROM payment_edges pe WHERE pe.child_tx_hash = w.ancestor), 0))
      FROM walk w JOIN fresh f USING (event_id)
-     GROUP BY f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation
+     GROUP BY f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation, f.agent
      ON CONFLICT (child_event_id) DO NOTHING`,
     [ids],
   );

@@ -31,6 +31,9 @@ export async function createFreshDatabase(): Promise<FreshDatabase> {
     url: url.toString(),
     pool,
     async drop() {
+      // pool.end() can resolve before every client has closed; the forced drop then terminates
+      // one, and an idle client's error must not surface as an unhandled one.
+      pool.on("error", () => undefined);
       await pool.end();
       const client = new pg.Client({ connectionString: adminUrl });
       await client.connect();

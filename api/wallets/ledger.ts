@@ -18,6 +18,8 @@ export interface SettlementLedger {
   readonly decimals: number;
   /** `config.authority`: co-signs record_payment / open_invocation, pays fees and rent. */
   readonly authority: Keypair;
+  /** Spec 2.4 `network`: `solana-mainnet`, `solana-devnet`, `solana-localnet`. */
+  readonly network: string;
 }
 
 export const COMMITMENT = "confirmed" as const;
@@ -29,13 +31,14 @@ export function localSettlementLedger(localnet: Localnet): SettlementLedger {
     mint: localnet.info.mint,
     decimals: localnet.info.decimals,
     authority: localnet.keypairs.authority,
+    network: "solana-localnet",
   };
 }
 
 /**
  * From configuration: `SOLANA_RPC_URL`, `SETTLEMENT_MINT`, `SETTLEMENT_MINT_DECIMALS` (default 6)
- * and `LEDGER_AUTHORITY_KEYPAIR` (path of a Solana CLI keypair file; in production a KMS-backed
- * signer would replace the file).
+ * `LEDGER_AUTHORITY_KEYPAIR` (path of a Solana CLI keypair file; in production a KMS-backed
+ * signer would replace the file) and `SOLANA_NETWORK` (default `solana-devnet`).
  */
 export async function settlementLedgerFromEnv(env: NodeJS.ProcessEnv = process.env): Promise<SettlementLedger> {
   const need = (name: string): string => {
@@ -52,6 +55,7 @@ export async function settlementLedgerFromEnv(env: NodeJS.ProcessEnv = process.e
     mint: new PublicKey(need("SETTLEMENT_MINT")),
     decimals,
     authority: Keypair.fromSecretKey(Uint8Array.from(json as number[])),
+    network: env.SOLANA_NETWORK ?? "solana-devnet",
   };
 }
 

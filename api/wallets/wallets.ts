@@ -163,7 +163,8 @@ export interface AgentWalletsDeps {
   readonly pool: pg.Pool;
   readonly keystore: Keystore;
   readonly ledger: SettlementLedger;
-  readonly fundingSource: FundingSource;
+  /** One source for every account, or the account's linked source (spec 4 `wallet.fund`). */
+  readonly fundingSource: FundingSource | ((accountId: string) => Promise<FundingSource>);
 }
 
 export class AgentWallets {
@@ -209,9 +210,11 @@ export class AgentWallets {
     return tokenBalanceUnits(this.deps.ledger, await this.address(agentId));
   }
 
-  async wallet(agentId: string): Promise<{ agentId: string; address: string; balanceUnits: bigint }> {
+  /** Spec 2.4 Wallet, with the balance in base units. */
+  async wallet(agentId: string): Promise<{ agentId: string; address: string; balanceUnits: bigint; network: string }> {
     const address = await this.address(agentId);
-    return { agentId, address: address.toBase58(), balanceUnits: await tokenBalanceUnits(this.deps.ledger, address) };
+    const balanceUnits = await tokenBalanceUnits(this.deps.ledger, address);
+    return { agentId, address: address.toBase58(), balanceUnits, network: this.deps.ledger.network };
   }
 
   /** Tops the wallet up from the funding source. */
@@ -233,7 +236,7 @@ export class AgentWallets {
       return (await this.#replay(agentId, "fund", units, address.toBase58(), options.clientReference))!;
     }
     try {
-      const { txHash } = await this.deps.fundingSource.fund(address, units);
+      const { txHash } = await (await this.#fundingSourceOf(agentId)).fund(address, units);
       await this.#finish(id, "confirmed", null, txHash);
       return { operationId: id, txHash, status: "confirmed", replayed: false };
     } catch (error) {
@@ -325,6 +328,17 @@ export class AgentWallets {
       if (outcome.status === "failed") await this.#finish(row.id, "failed", outcome.reason, row.signature);
     }
     return counts;
+  }
+
+  async #fundingSourceOf(agentId: string): Promise<FundingSource> {
+    const { fundingSource } = this.deps;
+    if (typeof fundingSource !== "function") return fundingSource;
+    const rows = await this.deps.pool.query<{ account_id: string }>("SELECT account_id FROM agents WHERE agent_id = $1", [
+      agentId,
+    ]);
+    const accountId = rows.rows[0]?.account_id;
+    if (accountId === undefined) throw new WalletNotFoundError(agentId);
+    return fundingSource(accountId);
   }
 
   async #replay(

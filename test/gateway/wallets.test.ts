@@ -119,12 +119,30 @@ describe("agent wallets", () => {
     expect(await wallets.balance("w-fund")).toBe(7n * USDC + 123n);
     expect(await treasuryUnits()).toBe(before - 7n * USDC - 123n);
     const wallet = await wallets.wallet("w-fund");
-    expect(wallet).toEqual({ agentId: "w-fund", address, balanceUnits: 7n * USDC + 123n });
+    expect(wallet).toEqual({ agentId: "w-fund", address, balanceUnits: 7n * USDC + 123n, network: "solana-localnet" });
     const tx = await ledger.connection.getTransaction(funded.txHash!, {
       commitment: "confirmed",
       maxSupportedTransactionVersion: 0,
     });
     expect(tx?.meta?.err).toBeNull();
+  });
+
+  it("funding uses the agent's account's linked source when sources are per account", async () => {
+    await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-linked" });
+    const asked: string[] = [];
+    const treasury = LocalTreasuryFundingSource.fromLocalnet(ledger, localnet);
+    const perAccount = new AgentWallets({
+      pool: db.pool,
+      keystore,
+      ledger,
+      fundingSource: async (account) => {
+        asked.push(account);
+        return treasury;
+      },
+    });
+    await perAccount.fund("w-linked", 42n);
+    expect(asked).toEqual([accountId]);
+    expect(await perAccount.balance("w-linked")).toBe(42n);
   });
 
   it("a retried funding with the same client reference is recognised and moves nothing again", async () => {

@@ -31,6 +31,8 @@ export const MPP_PAYMENT_FAILURES = [
   "unknown_payer",
   "card_declined",
   "settlement_failed",
+  /** Sent to the ledger, outcome not known yet: neither paid nor failed until reconciled. */
+  "settlement_pending",
 ] as const;
 export type MppPaymentFailure = (typeof MPP_PAYMENT_FAILURES)[number];
 

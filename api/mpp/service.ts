@@ -23,7 +23,7 @@
 import type pg from "pg";
 import { type AuthorizeRequest, CardDeclinedError, type CardProcessor } from "../card/processor.js";
 import { cardSettlementReference } from "../card/reference.js";
-import type { AgentDirectory, SettleRequest, SettleResult, Settler } from "../x402/settler.js";
+import { type AgentDirectory, pendingSettlementSignature, type SettleRequest, type SettleResult, type Settler } from "../x402/settler.js";
 import { verifySignature } from "../x402/signer.js";
 import { MppPaymentError, MppSessionError } from "./errors.js";
 import { type MppRail, railOf } from "./rails.js";
@@ -215,8 +215,11 @@ export class MppService {
       }
       result = await this.settleRow(claim.id, { ...request, settlementReference });
     } catch (error) {
-      // Nothing was recorded: release the hold rather than charge a card for an unrecorded payment.
-      await this.options.cardProcessor.void(reference).catch(() => undefined);
+      // A record that may still land keeps its hold (reconciliation captures or voids it);
+      // otherwise nothing was recorded: release the hold rather than charge an unrecorded payment.
+      if (!(error instanceof MppPaymentError && error.reason === "settlement_pending")) {
+        await this.options.cardProcessor.void(reference).catch(() => undefined);
+      }
       throw error;
     }
     try {
@@ -255,6 +258,12 @@ export class MppService {
     try {
       result = await this.options.settler.settlePayment(request);
     } catch (error) {
+      const pending = pendingSettlementSignature(error);
+      if (pending !== null) {
+        // Sent, outcome unknown: the row stays unfinished with its transaction, for reconciliation.
+        await this.options.pool.query("UPDATE mpp_payments SET tx_hash = $2, failure = $3 WHERE id = $1", [id, pending, detailOf(error)]);
+        throw new MppPaymentError("settlement_pending", detailOf(error));
+      }
       await this.markFailed(id, error);
       throw new MppPaymentError("settlement_failed", detailOf(error));
     }

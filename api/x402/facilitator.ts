@@ -19,7 +19,7 @@ import type pg from "pg";
 import type { VerifyFailureReason } from "./errors.js";
 import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
-import type { AgentDirectory, SettleResult, Settler } from "./settler.js";
+import { type AgentDirectory, pendingSettlementSignature, type SettleResult, type Settler } from "./settler.js";
 import { verifySignature } from "./signer.js";
 
 /** Default bound on `validUntil - now`: how long a nonce must be remembered at most. */
@@ -44,7 +44,7 @@ export type VerifyResult =
 
 export type SettleOutcome =
   | ({ readonly ok: true; readonly payer: string; readonly agentId: string; readonly network: string } & SettleResult)
-  | { readonly ok: false; readonly reason: VerifyFailureReason | "settlement_failed"; readonly detail: string };
+  | { readonly ok: false; readonly reason: VerifyFailureReason | "settlement_failed" | "settlement_pending"; readonly detail: string };
 
 export interface SettleOptions {
   /** Base58 invocation account when the agent pays under an `agents.invoke` budget. */
@@ -130,6 +130,15 @@ export class X402Facilitator {
       });
     } catch (error) {
       const detail = error instanceof Error ? error.message : String(error);
+      const pending = pendingSettlementSignature(error);
+      if (pending !== null) {
+        // Sent, outcome unknown: the claim stays open with its transaction, for reconciliation.
+        await this.options.pool.query(
+          "UPDATE x402_nonces SET tx_hash = $3, failure = $4 WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
+          [p.from, p.nonce, pending, detail.slice(0, 1_000)],
+        );
+        return { ok: false, reason: "settlement_pending", detail };
+      }
       // Kept burned on purpose (see the header comment): the agent retries with a new nonce.
       await this.options.pool.query(
         "UPDATE x402_nonces SET status = 'failed', failure = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",

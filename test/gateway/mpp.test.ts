@@ -150,6 +150,28 @@ describe("MPP rails, every one recorded by the program", () => {
   });
 });
 
+describe("MPP settlement with an unknown outcome", () => {
+  it("a card payment sent but not confirmed keeps its hold and its row open with the transaction, for reconciliation", async () => {
+    const api = await paidApi(["card"], true);
+    const request = api.mppRequest();
+    const submission = await signMppSubmission(signer, request, { method: "card", resource: `${api.origin}/mpp/pending` });
+    const pending = Object.assign(new Error("payment sent and not confirmed yet"), { code: "payment_pending", signature: "4".repeat(88) });
+    settler.failWith = pending;
+    try {
+      await expect(services.get(api)!.submitPayment(submission, request)).rejects.toMatchObject({ reason: "settlement_pending" });
+    } finally {
+      settler.failWith = null;
+    }
+    const { rows } = await db.pool.query<{ status: string; tx_hash: string; card_reference: string }>(
+      "SELECT status, tx_hash, card_reference FROM mpp_payments WHERE tx_hash = $1",
+      [pending.signature],
+    );
+    expect(rows.map((r) => [r.status, r.tx_hash])).toEqual([["authorized", pending.signature]]);
+    // Not voided: the record may still land, and a voided hold would leave it unpaid.
+    expect(card.lookup(rows[0]!.card_reference)?.status).toBe("authorized");
+  });
+});
+
 describe("MPP submissions", () => {
   it.each<[string, Partial<{ method: string; amountUnits: bigint; resource: string; validUntilSeconds: number }>]>([
     ["method_not_offered", { method: "card" }],

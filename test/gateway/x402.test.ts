@@ -189,6 +189,22 @@ describe("x402 facilitator", () => {
     expect(claims.map((claim) => claim.nonce)).toEqual([payload.payload.nonce]);
   });
 
+  it("a settlement sent with an unknown outcome keeps the claim open with its transaction: no failure recorded, no second payment", async () => {
+    const payload = await sign();
+    const pending = Object.assign(new Error("payment sent and not confirmed yet"), { code: "payment_pending", signature: "5".repeat(88) });
+    settler.failWith = pending;
+    try {
+      expect(await facilitator.settle(payload, requirement)).toMatchObject({ ok: false, reason: "settlement_pending" });
+    } finally {
+      settler.failWith = null;
+    }
+    const { rows } = await db.pool.query("SELECT status, tx_hash FROM x402_nonces WHERE nonce = $1", [payload.payload.nonce]);
+    expect(rows).toEqual([{ status: "claimed", tx_hash: pending.signature }]);
+    const settled = settler.requests.length;
+    expect(await facilitator.settle(payload, requirement)).toMatchObject({ ok: false, reason: "nonce_reused" });
+    expect(settler.requests.length).toBe(settled);
+  });
+
   it("nonces are pruned only once their payload can never verify again", async () => {
     const payload = await sign();
     expect((await facilitator.settle(payload, requirement)).ok).toBe(true);

@@ -1,0 +1,120 @@
+/**
+ * RFC 9457 problem JSON for every REST /v1 error: `{ type, title, status, code, detail, ... }`.
+ * `code` is stable (never reused for another meaning) and equals GraphQL's `extensions.code` where
+ * both surfaces share the failure. Errors the spec names (section 7) also carry `errorClass` (the
+ * client's class name) and the spec's properties (`currentBalance`, `domain`, `reason`).
+ */
+import { GraphQLError } from "graphql";
+import { ERROR_CODES, type ErrorCode } from "../errors.js";
+import { isPolicyInputError, InvalidPolicyError } from "../policy/errors.js";
+import type { RouteResponse } from "./idempotency.js";
+import { writeJson } from "./json.js";
+import { usdcJson } from "./money.js";
+import { GatewayError, InsufficientFundsError, BudgetExceededError, PaymentError } from "../wallets/errors.js";
+
+export const PROBLEM_CONTENT_TYPE = "application/problem+json";
+
+/** Codes of the REST layer beyond api/errors.ts ERROR_CODES, with their status. */
+export const REST_ERROR_CODES = {
+  ...ERROR_CODES,
+  INVALID_JSON: 400,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  PAYLOAD_TOO_LARGE: 413,
+  METHOD_NOT_ALLOWED: 405,
+  INVALID_IDEMPOTENCY_KEY: 400,
+  /** Same Idempotency-Key, different method, path or body (IETF draft: 422). */
+  IDEMPOTENCY_KEY_REUSED: 422,
+  /** A request with the same Idempotency-Key is executing right now; retry later. */
+  IDEMPOTENCY_IN_PROGRESS: 409,
+  AGENT_EXISTS: 409,
+  LIMIT_EXCEEDED: 409,
+  INSUFFICIENT_FUNDS: 422,
+  BUDGET_EXCEEDED: 422,
+  PAYMENT_FAILED: 502,
+  SERVICE_UNAVAILABLE: 503,
+  INTERNAL_SERVER_ERROR: 500,
+} as const;
+
+export type RestErrorCode = keyof typeof REST_ERROR_CODES;
+
+/** An error the REST layer answers on purpose. */
+export class HttpError extends Error {
+  override readonly name = "HttpError";
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    detail: string,
+    readonly extra: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(detail);
+  }
+}
+
+export function httpError(code: RestErrorCode, detail: string, extra: Record<string, unknown> = {}): HttpError {
+  return new HttpError(REST_ERROR_CODES[code], code, detail, extra);
+}
+
+export function badRequest(field: string, detail: string): HttpError {
+  return httpError("BAD_USER_INPUT", `${field}: ${detail}`, { field });
+}
+
+/** The error as a route response (problem JSON). */
+export function problemResponse(error: HttpError): RouteResponse {
+  return { status: error.status, body: writeJson(problemBody(error)), headers: { "content-type": PROBLEM_CONTENT_TYPE, ...error.headers } };
+}
+
+export function problemBody(error: HttpError): Record<string, unknown> {
+  return { type: "about:blank", title: error.code, status: error.status, code: error.code, detail: error.message, ...error.extra };
+}
+
+/** The error as an HttpError; null for anything unexpected (the caller logs it and answers 500). */
+export function toHttpError(error: unknown): HttpError | null {
+  if (error instanceof HttpError) return error;
+  if (error instanceof GraphQLError) {
+    const code = error.extensions.code;
+    if (typeof code === "string" && Object.hasOwn(ERROR_CODES, code)) {
+      const argument = error.extensions.argument;
+      return new HttpError(ERROR_CODES[code as ErrorCode], code, error.message, typeof argument === "string" ? { field: argument } : {});
+    }
+    return null;
+  }
+  if (isPolicyInputError(error)) {
+    const field = error instanceof InvalidPolicyError ? error.field : undefined;
+    return httpError("BAD_USER_INPUT", error.message, { reason: error.code, ...(field === undefined ? {} : { field }) });
+  }
+  if (error instanceof GatewayError) return fromGatewayError(error);
+  const named = error as { name?: unknown; code?: unknown; message?: unknown };
+  if (named?.name === "InvalidAlertError" || named?.name === "InvalidTargetError") {
+    return httpError("BAD_USER_INPUT", String(named.message), { reason: String(named.code) });
+  }
+  if (named?.name === "EndpointLimitError") return httpError("LIMIT_EXCEEDED", String(named.message));
+  return null;
+}
+
+function fromGatewayError(error: GatewayError): HttpError {
+  if (error instanceof InsufficientFundsError) {
+    return httpError("INSUFFICIENT_FUNDS", error.message, {
+      errorClass: "InsufficientFundsError",
+      currentBalance: usdcJson(error.currentBalanceUnits),
+    });
+  }
+  if (error instanceof BudgetExceededError) {
+    return httpError("BUDGET_EXCEEDED", error.message, { errorClass: "BudgetExceededError", invocation: error.invocation });
+  }
+  if (error instanceof PaymentError) return httpError("PAYMENT_FAILED", error.message, { errorClass: "PaymentError" });
+  switch (error.code) {
+    case "wallet_not_found":
+      return httpError("NOT_FOUND", error.message);
+    case "wallet_exists":
+      return httpError("AGENT_EXISTS", error.message);
+    case "invalid_address":
+    case "invalid_amount":
+    case "invalid_client_reference":
+      return httpError("BAD_USER_INPUT", error.message, { reason: error.code });
+    case "idempotency_conflict":
+      return httpError("IDEMPOTENCY_KEY_REUSED", error.message);
+    default:
+      return httpError("SERVICE_UNAVAILABLE", error.message);
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * Alerts (spec 2.10, `cli alerts create`): `POST /v1/alerts`, `GET /v1/alerts[?agentId=]`,
+ * `GET /v1/alerts/{alertId}`, `DELETE /v1/alerts/{alertId}`. A webhook alert's signing secret is
+ * in the create answer only (and sealed in the idempotency record). The create is one Postgres
+ * transaction with its Idempotency-Key.
+ */
+import { type Alert, createAlert, deleteAlert, getAlert, listAlerts, parseAlertOptions } from "../../events/alerts.js";
+import { formatUsdc } from "../../policy/amounts.js";
+import { parseAgentId } from "../../validation.js";
+import { runDatabaseEffect, type RouteResponse } from "../idempotency.js";
+import { objectBody, optionalString, requireAgent, stringField } from "../input.js";
+import { JsonNumber } from "../json.js";
+import { badRequest, httpError } from "../problem.js";
+import { json, NO_CONTENT, type Route, type RouteContext } from "../router.js";
+
+function thresholdJson(alert: Alert): JsonNumber | null {
+  if (alert.thresholdBp !== null) {
+    const whole = Math.trunc(alert.thresholdBp / 100);
+    const fraction = (alert.thresholdBp % 100).toString().padStart(2, "0").replace(/0+$/, "");
+    return new JsonNumber(fraction === "" ? `${whole}` : `${whole}.${fraction}`);
+  }
+  return alert.thresholdUnits === null ? null : new JsonNumber(formatUsdc(alert.thresholdUnits));
+}
+
+export function alertJson(alert: Alert): Record<string, unknown> {
+  return {
+    id: alert.id,
+    agentId: alert.agentId,
+    type: alert.type,
+    threshold: thresholdJson(alert),
+    window: alert.window,
+    notify: alert.notify,
+    createdAt: alert.createdAt,
+  };
+}
+
+function box(context: RouteContext) {
+  const secretBox = context.deps.secretBox;
+  if (secretBox === undefined) throw httpError("SERVICE_UNAVAILABLE", "alerts need the secrets key (WEBHOOK_SECRETS_KEY)");
+  return secretBox;
+}
+
+async function createRoute(context: RouteContext): Promise<RouteResponse> {
+  const body = objectBody(context.body, ["agentId", "type", "notify"], ["threshold", "window"]);
+  const agentId = parseAgentId("agentId", stringField(body.agentId, "agentId", 128));
+  const threshold = body.threshold;
+  if (threshold !== undefined && threshold !== null && !(threshold instanceof JsonNumber)) throw badRequest("threshold", "must be a number");
+  const input = parseAlertOptions({
+    agent: agentId,
+    type: stringField(body.type, "type", 64),
+    threshold: threshold === undefined || threshold === null ? null : threshold.text,
+    window: optionalString(body.window, "window", 16) ?? null,
+    notify: stringField(body.notify, "notify"),
+  });
+  await requireAgent(context, agentId);
+  const secretBox = box(context);
+  return runDatabaseEffect(context.store, context.idempotency, async (client) => {
+    const created = await createAlert(client, secretBox, context.caller.accountId, input);
+    return json(201, { ...alertJson(created.alert), signingSecret: created.signingSecret }, { sealed: created.signingSecret !== null });
+  });
+}
+
+async function listRoute(context: RouteContext): Promise<RouteResponse> {
+  const agentText = context.query.get("agentId");
+  const agentId = agentText === null ? undefined : parseAgentId("agentId", agentText);
+  const alerts = await listAlerts(context.deps.pool, context.caller.accountId, agentId === undefined ? {} : { agentId });
+  return json(200, { alerts: alerts.map(alertJson) });
+}
+
+async function getRoute(context: RouteContext): Promise<RouteResponse> {
+  const alert = await getAlert(context.deps.pool, context.caller.accountId, context.params.alertId!);
+  if (alert === null) throw httpError("NOT_FOUND", `no alert ${context.params.alertId} in this account`);
+  return json(200, alertJson(alert));
+}
+
+async function deleteRoute(context: RouteContext): Promise<RouteResponse> {
+  const deleted = await deleteAlert(context.deps.pool, context.caller.accountId, context.params.alertId!);
+  if (!deleted) throw httpError("NOT_FOUND", `no alert ${context.params.alertId} in this account`);
+  return NO_CONTENT;
+}
+
+export const alertRoutes: readonly Route[] = [
+  { method: "POST", path: "/v1/alerts", handler: createRoute },
+  { method: "GET", path: "/v1/alerts", handler: listRoute },
+  { method: "GET", path: "/v1/alerts/:alertId", handler: getRoute },
+  { method: "DELETE", path: "/v1/alerts/:alertId", handler: deleteRoute },
+];

@@ -1,0 +1,66 @@
+/**
+ * Spend policies (spec 2.1, 4.1): `PUT /v1/policies/{agentId}` (omitted fields keep their values,
+ * `null` removes a limit), `GET` (with `usedToday` and the rate usage), `DELETE` (policies.clear).
+ * PUT and DELETE are idempotent by their semantics; they take no Idempotency-Key.
+ */
+import { budgetState, clearPolicy, EMPTY_POLICY, getPolicy, parsePolicyPatch, putPolicy, readUsage } from "../../policy/index.js";
+import { formatUsdc } from "../../policy/amounts.js";
+import { objectBody, plainJson, requireAgent } from "../input.js";
+import { usdcJson, usdcJsonOrNull, parseMoneyObject } from "../money.js";
+import { json, NO_CONTENT, type Route, type RouteContext } from "../router.js";
+import type { RouteResponse } from "../idempotency.js";
+
+const POLICY_FIELDS = ["dailyBudget", "perCallLimit", "allowedDomains", "blockedDomains", "rateLimit", "protocolPreference"] as const;
+const MONEY_FIELDS = ["dailyBudget", "perCallLimit"] as const;
+
+async function policyView(context: RouteContext, agentId: string): Promise<Record<string, unknown>> {
+  const stored = await getPolicy(context.deps.pool, agentId);
+  const policy = stored ?? EMPTY_POLICY;
+  const usage = await readUsage(context.deps.pool, agentId, policy, context.now);
+  return {
+    agentId,
+    dailyBudget: usdcJsonOrNull(policy.dailyBudgetUnits),
+    perCallLimit: usdcJsonOrNull(policy.perCallLimitUnits),
+    allowedDomains: policy.allowedDomains,
+    blockedDomains: policy.blockedDomains,
+    rateLimit: policy.rateLimit,
+    protocolPreference: policy.protocolPreference,
+    usedToday: usdcJson(usage.usedTodayUnits),
+    budgetState: budgetState(policy.dailyBudgetUnits, usage.usedTodayUnits),
+    windowStart: usage.windowStart,
+    windowResetsAt: usage.windowResetsAt,
+    rateUsage: { calls: usage.rateCalls, limit: policy.rateLimit?.calls ?? null, window: usage.rateWindow },
+    updatedAt: stored?.updatedAt ?? null,
+  };
+}
+
+async function getRoute(context: RouteContext): Promise<RouteResponse> {
+  const agent = await requireAgent(context, context.params.agentId!);
+  return json(200, await policyView(context, agent.agent_id));
+}
+
+async function putRoute(context: RouteContext): Promise<RouteResponse> {
+  const agent = await requireAgent(context, context.params.agentId!);
+  const body = objectBody(context.body, [], POLICY_FIELDS);
+  // Money comes from the raw number token (exact); the policy module reads it as a decimal string.
+  const wire: Record<string, unknown> = plainJson(body) as Record<string, unknown>;
+  for (const field of MONEY_FIELDS) {
+    if (!(field in body) || body[field] === null) continue;
+    wire[field] = { usdc: formatUsdc(parseMoneyObject(body[field], field)) };
+  }
+  const patch = parsePolicyPatch(wire);
+  await putPolicy(context.deps.pool, agent.agent_id, patch, context.now);
+  return json(200, await policyView(context, agent.agent_id));
+}
+
+async function deleteRoute(context: RouteContext): Promise<RouteResponse> {
+  const agent = await requireAgent(context, context.params.agentId!);
+  await clearPolicy(context.deps.pool, agent.agent_id);
+  return NO_CONTENT;
+}
+
+export const policyRoutes: readonly Route[] = [
+  { method: "GET", path: "/v1/policies/:agentId", handler: getRoute },
+  { method: "PUT", path: "/v1/policies/:agentId", handler: putRoute },
+  { method: "DELETE", path: "/v1/policies/:agentId", handler: deleteRoute },
+];

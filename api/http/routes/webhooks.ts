@@ -1,0 +1,65 @@
+/**
+ * Webhook endpoints (docs/events.md): `POST /v1/webhooks`, `GET /v1/webhooks`,
+ * `DELETE /v1/webhooks/{endpointId}`, `POST /v1/webhooks/{endpointId}/rotate-secret`. The
+ * `whsec_…` secret appears only in the create and rotate answers (sealed in the idempotency
+ * record). Creates and rotations are one Postgres transaction with their Idempotency-Key.
+ */
+import { createWebhookEndpoint, deleteWebhookEndpoint, listWebhookEndpoints, rotateWebhookSecret, type WebhookEndpoint } from "../../webhooks/endpoints.js";
+import { runDatabaseEffect, type RouteResponse } from "../idempotency.js";
+import { objectBody, optionalString, stringField, stringList } from "../input.js";
+import { httpError } from "../problem.js";
+import { json, NO_CONTENT, type Route, type RouteContext } from "../router.js";
+
+function endpointJson(endpoint: WebhookEndpoint): Record<string, unknown> {
+  return { id: endpoint.id, url: endpoint.url, eventTypes: endpoint.eventTypes, description: endpoint.description, createdAt: endpoint.createdAt };
+}
+
+function box(context: RouteContext) {
+  const secretBox = context.deps.secretBox;
+  if (secretBox === undefined) throw httpError("SERVICE_UNAVAILABLE", "webhooks need the secrets key (WEBHOOK_SECRETS_KEY)");
+  return secretBox;
+}
+
+async function createRoute(context: RouteContext): Promise<RouteResponse> {
+  const body = objectBody(context.body, ["url"], ["eventTypes", "description"]);
+  const url = stringField(body.url, "url");
+  const eventTypes = stringList(body.eventTypes, "eventTypes", 16);
+  const description = optionalString(body.description, "description", 500);
+  const secretBox = box(context);
+  return runDatabaseEffect(context.store, context.idempotency, async (client) => {
+    const created = await createWebhookEndpoint(client, secretBox, context.caller.accountId, {
+      url,
+      ...(eventTypes === undefined ? {} : { eventTypes }),
+      ...(description === undefined ? {} : { description }),
+    });
+    return json(201, { ...endpointJson(created.endpoint), secret: created.secret }, { sealed: true });
+  });
+}
+
+async function listRoute(context: RouteContext): Promise<RouteResponse> {
+  const endpoints = await listWebhookEndpoints(context.deps.pool, context.caller.accountId);
+  return json(200, { webhooks: endpoints.map(endpointJson) });
+}
+
+async function deleteRoute(context: RouteContext): Promise<RouteResponse> {
+  const deleted = await deleteWebhookEndpoint(context.deps.pool, context.caller.accountId, context.params.endpointId!);
+  if (!deleted) throw httpError("NOT_FOUND", `no webhook endpoint ${context.params.endpointId} in this account`);
+  return NO_CONTENT;
+}
+
+async function rotateRoute(context: RouteContext): Promise<RouteResponse> {
+  objectBody(context.body, [], []);
+  const secretBox = box(context);
+  return runDatabaseEffect(context.store, context.idempotency, async (client) => {
+    const secret = await rotateWebhookSecret(client, secretBox, context.caller.accountId, context.params.endpointId!);
+    if (secret === null) throw httpError("NOT_FOUND", `no webhook endpoint ${context.params.endpointId} in this account`);
+    return json(200, { id: context.params.endpointId, secret }, { sealed: true });
+  });
+}
+
+export const webhookRoutes: readonly Route[] = [
+  { method: "POST", path: "/v1/webhooks", handler: createRoute },
+  { method: "GET", path: "/v1/webhooks", handler: listRoute },
+  { method: "DELETE", path: "/v1/webhooks/:endpointId", handler: deleteRoute },
+  { method: "POST", path: "/v1/webhooks/:endpointId/rotate-secret", handler: rotateRoute },
+];

@@ -1,0 +1,341 @@
+/**
+ * REST /v1 gateway routes against a real Postgres, called in process through the same fetch
+ * handler the yoga plugin serves: policies, agents, alerts, webhooks, API keys, problem JSON,
+ * exact amounts, and the Idempotency-Key rules (replay, reuse with another body, concurrent
+ * duplicates, nothing stored on bad input).
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createGatewayHandler } from "../../api/http/index.js";
+import { createAccount, issueApiKey, registerAgent } from "../../api/keys.js";
+import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/wallets/index.js";
+import { SecretBox } from "../../api/webhooks/index.js";
+import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+
+let db: FreshDatabase;
+let handle: (request: Request) => Promise<Response | null>;
+let keyA: string;
+let keyB: string;
+let accountA: string;
+const NOW = new Date("2026-03-01T12:00:00.000Z");
+
+beforeAll(async () => {
+  db = await createFreshDatabase();
+  db.pool.on("error", () => undefined);
+  handle = createGatewayHandler({
+    pool: db.pool,
+    now: () => NOW,
+    keystore: keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() }),
+    secretBox: new SecretBox(randomBytes(32)),
+  });
+  accountA = await createAccount(db.pool, "A");
+  const accountB = await createAccount(db.pool, "B");
+  keyA = (await issueApiKey(db.pool, accountA)).apiKey;
+  keyB = (await issueApiKey(db.pool, accountB)).apiKey;
+  await registerAgent(db.pool, accountA, { agentId: "agent-a", walletAddress: "WalletA111111111111111111111111111111111111" });
+  await registerAgent(db.pool, accountB, { agentId: "agent-b", walletAddress: "WalletB111111111111111111111111111111111111" });
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  text: string;
+  body: any;
+}
+
+async function call(
+  method: string,
+  path: string,
+  options: { body?: unknown; raw?: string; key?: string | null; idem?: string; contentType?: string } = {},
+): Promise<Answer> {
+  const headers: Record<string, string> = {};
+  const key = options.key === undefined ? keyA : options.key;
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  if (options.idem !== undefined) headers["idempotency-key"] = options.idem;
+  const text = options.raw ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
+  if (text !== undefined) headers["content-type"] = options.contentType ?? "application/json";
+  const response = await handle(new Request(`http://gateway.test${path}`, { method, headers, ...(text === undefined ? {} : { body: text }) }));
+  if (response === null) throw new Error(`no route for ${method} ${path}`);
+  const answer = await response.text();
+  return { status: response.status, headers: response.headers, text: answer, body: answer === "" ? null : JSON.parse(answer) };
+}
+
+async function count(table: string): Promise<number> {
+  const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+  return rows[0]!.n;
+}
+
+describe("policies", () => {
+  it("PUT sets the given fields and answers the read view with usedToday and rate usage", async () => {
+    const put = await call("PUT", "/v1/policies/agent-a", {
+      raw: '{"dailyBudget":{"usdc":25.5},"perCallLimit":{"usdc":0.000001},"rateLimit":{"calls":3,"window":"1m"}}',
+    });
+    expect(put.status).toBe(200);
+    expect(put.text).toContain('"dailyBudget":{"usdc":25.5}');
+    expect(put.text).toContain('"perCallLimit":{"usdc":0.000001}');
+    expect(put.body).toMatchObject({
+      agentId: "agent-a",
+      allowedDomains: null,
+      blockedDomains: [],
+      rateLimit: { calls: 3, window: "1m" },
+      protocolPreference: "auto",
+      usedToday: { usdc: 0 },
+      rateUsage: { calls: 0, limit: 3, window: "1m" },
+    });
+    const get = await call("GET", "/v1/policies/agent-a");
+    expect(get.status).toBe(200);
+    expect(get.body.dailyBudget).toEqual({ usdc: 25.5 });
+  });
+
+  it("omitted fields keep their values and null removes a limit", async () => {
+    const put = await call("PUT", "/v1/policies/agent-a", { body: { perCallLimit: null, allowedDomains: ["example.com"] } });
+    expect(put.status).toBe(200);
+    expect(put.body.dailyBudget).toEqual({ usdc: 25.5 });
+    expect(put.body.perCallLimit).toBeNull();
+    expect(put.body.allowedDomains).toEqual(["example.com"]);
+    expect(put.body.rateLimit).toEqual({ calls: 3, window: "1m" });
+  });
+
+  it("amounts are read exactly: more than 6 decimals, negatives, strings and exponents are 400 and change nothing", async () => {
+    for (const raw of [
+      '{"dailyBudget":{"usdc":1.0000001}}',
+      '{"dailyBudget":{"usdc":-1}}',
+      '{"dailyBudget":{"usdc":"5"}}',
+      '{"dailyBudget":{"usdc":1e2}}',
+      '{"dailyBudget":{"usdc":0}}',
+      '{"dailyBudget":5}',
+      '{"usedToday":{"usdc":1}}',
+      '{"rateLimit":{"calls":3,"window":"2m"}}',
+      '{"allowedDomains":["https://x.com/path"]}',
+      '{"dailyBudget":{"usdc":1},"dailyBudget":{"usdc":2}}',
+      '{"dailyBudget":',
+    ]) {
+      const answer = await call("PUT", "/v1/policies/agent-a", { raw });
+      expect(answer.status, raw).toBe(400);
+      expect(answer.headers.get("content-type")).toBe("application/problem+json");
+      expect(["BAD_USER_INPUT", "INVALID_JSON"]).toContain(answer.body.code);
+      expect(answer.body.status).toBe(400);
+    }
+    const get = await call("GET", "/v1/policies/agent-a");
+    expect(get.body.dailyBudget).toEqual({ usdc: 25.5 });
+  });
+
+  it("an amount beyond a float's precision is kept to the last unit", async () => {
+    const put = await call("PUT", "/v1/policies/agent-a", { raw: '{"dailyBudget":{"usdc":12345678901.000001}}' });
+    expect(put.status).toBe(200);
+    expect(put.text).toContain('"dailyBudget":{"usdc":12345678901.000001}');
+    const { rows } = await db.pool.query("SELECT daily_budget_units::text AS u FROM policies WHERE agent_id = 'agent-a'");
+    expect(rows[0].u).toBe("12345678901000001");
+  });
+
+  it("DELETE clears every limit (policies.clear)", async () => {
+    expect((await call("DELETE", "/v1/policies/agent-a")).status).toBe(204);
+    const get = await call("GET", "/v1/policies/agent-a");
+    expect(get.body).toMatchObject({ dailyBudget: null, perCallLimit: null, allowedDomains: null, rateLimit: null, usedToday: { usdc: 0 } });
+  });
+
+  it("another account's agent is 404, a missing key 401, a wrong content type 415, a wrong method 405", async () => {
+    expect((await call("GET", "/v1/policies/agent-b")).body.code).toBe("NOT_FOUND");
+    expect((await call("PUT", "/v1/policies/agent-b", { body: {} })).status).toBe(404);
+    const noKey = await call("GET", "/v1/policies/agent-a", { key: null });
+    expect(noKey.status).toBe(401);
+    expect(noKey.body.code).toBe("AUTHENTICATION_ERROR");
+    expect((await call("PUT", "/v1/policies/agent-a", { raw: "dailyBudget=1", contentType: "text/plain" })).status).toBe(415);
+    const post = await call("POST", "/v1/policies/agent-a", { body: {} });
+    expect(post.status).toBe(405);
+    expect(post.headers.get("allow")).toContain("PUT");
+  });
+});
+
+describe("agents", () => {
+  it("registers an agent with a wallet and lists the account's agents only", async () => {
+    const created = await call("POST", "/v1/agents", { body: { agentId: "agent-new", name: "New" }, idem: randomUUID() });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ agentId: "agent-new", name: "New", balance: { usdc: 0 } });
+    expect(created.body.address).toMatch(/^[1-9A-HJ-NP-Za-km-z]{32,44}$/);
+    const list = await call("GET", "/v1/agents");
+    expect(list.body.agents.map((a: { agentId: string }) => a.agentId)).toEqual(["agent-a", "agent-new"]);
+    expect((await call("GET", "/v1/agents/agent-new")).body.address).toBe(created.body.address);
+  });
+
+  it("a retried registration returns the first answer; a second registration of the id is 409", async () => {
+    const idem = randomUUID();
+    const first = await call("POST", "/v1/agents", { body: { agentId: "agent-retry" }, idem });
+    const again = await call("POST", "/v1/agents", { body: { agentId: "agent-retry" }, idem });
+    expect(again.status).toBe(201);
+    expect(again.text).toBe(first.text);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    const other = await call("POST", "/v1/agents", { body: { agentId: "agent-retry" }, idem: randomUUID() });
+    expect(other.status).toBe(409);
+    expect(other.body.code).toBe("AGENT_EXISTS");
+  });
+
+  it("bad registrations are 400 and store nothing", async () => {
+    const before = [await count("agents"), await count("idempotency_keys")];
+    for (const body of [{}, { agentId: "" }, { agentId: "has space" }, { agentId: "ok-id", extra: 1 }, { agentId: 42 }]) {
+      const answer = await call("POST", "/v1/agents", { body, idem: randomUUID() });
+      expect(answer.status, JSON.stringify(body)).toBe(400);
+    }
+    expect([await count("agents"), await count("idempotency_keys")]).toEqual(before);
+  });
+});
+
+describe("alerts, webhooks and API keys", () => {
+  it("creates, lists, reads and deletes an alert; the threshold is written exactly", async () => {
+    const created = await call("POST", "/v1/alerts", {
+      raw: '{"agentId":"agent-a","type":"spend_rate","threshold":12.345678,"window":"1h","notify":"webhook:https://hooks.example.com/a"}',
+    });
+    expect(created.status).toBe(201);
+    expect(created.text).toContain('"threshold":12.345678');
+    expect(created.body.signingSecret).toMatch(/^whsec_/);
+    const id = created.body.id;
+    expect((await call("GET", `/v1/alerts/${id}`)).body).toMatchObject({ id, type: "spend_rate", window: "1h" });
+    expect((await call("GET", "/v1/alerts?agentId=agent-a")).body.alerts).toHaveLength(1);
+    expect((await call("GET", `/v1/alerts/${id}`, { key: keyB })).status).toBe(404);
+    expect((await call("DELETE", `/v1/alerts/${id}`)).status).toBe(204);
+    expect((await call("DELETE", `/v1/alerts/${id}`)).status).toBe(404);
+  });
+
+  it("bad alerts are 400 (unknown type, bad window, bad target) and another account's agent 404", async () => {
+    const base = { agentId: "agent-a", type: "budget_pct", threshold: 80, notify: "email:ops@example.com" };
+    expect((await call("POST", "/v1/alerts", { body: { ...base, type: "nope" } })).status).toBe(400);
+    expect((await call("POST", "/v1/alerts", { body: { ...base, threshold: 101 } })).status).toBe(400);
+    expect((await call("POST", "/v1/alerts", { body: { ...base, threshold: "80" } })).status).toBe(400);
+    expect((await call("POST", "/v1/alerts", { body: { ...base, notify: "sms:123" } })).status).toBe(400);
+    expect((await call("POST", "/v1/alerts", { body: { ...base, agentId: "agent-b" } })).status).toBe(404);
+    const ok = await call("POST", "/v1/alerts", { body: base });
+    expect(ok.status).toBe(201);
+    expect(ok.body).toMatchObject({ threshold: 80, signingSecret: null });
+  });
+
+  it("webhook endpoints: create shows the secret once, rotate gives a new one, delete removes it", async () => {
+    const created = await call("POST", "/v1/webhooks", { body: { url: "https://hooks.example.com/w", eventTypes: ["policy.violation"] } });
+    expect(created.status).toBe(201);
+    expect(created.body.secret).toMatch(/^whsec_/);
+    const list = await call("GET", "/v1/webhooks");
+    expect(list.body.webhooks).toEqual([expect.not.objectContaining({ secret: expect.anything() })]);
+    const rotated = await call("POST", `/v1/webhooks/${created.body.id}/rotate-secret`);
+    expect(rotated.body.secret).toMatch(/^whsec_/);
+    expect(rotated.body.secret).not.toBe(created.body.secret);
+    expect((await call("POST", "/v1/webhooks", { body: { url: "ftp://x" } })).status).toBe(400);
+    expect((await call("POST", "/v1/webhooks", { body: { url: "https://x.example.com", eventTypes: ["nope"] } })).status).toBe(400);
+    expect((await call("DELETE", `/v1/webhooks/${created.body.id}`)).status).toBe(204);
+    expect((await call("GET", "/v1/webhooks")).body.webhooks).toEqual([]);
+  });
+
+  it("API keys: a new key works, is listed by prefix only, and stops working once revoked", async () => {
+    const created = await call("POST", "/v1/api-keys");
+    expect(created.status).toBe(201);
+    const newKey: string = created.body.apiKey;
+    expect((await call("GET", "/v1/policies/agent-a", { key: newKey })).status).toBe(200);
+    const list = await call("GET", "/v1/api-keys", { key: newKey });
+    expect(list.text).not.toContain(newKey);
+    expect(list.body.apiKeys.map((k: { prefix: string }) => k.prefix)).toContain(newKey.slice(0, 12));
+    expect((await call("DELETE", `/v1/api-keys/${created.body.id}`)).status).toBe(204);
+    expect((await call("GET", "/v1/policies/agent-a", { key: newKey })).status).toBe(401);
+    expect((await call("DELETE", `/v1/api-keys/${created.body.id}`, { key: keyB })).status).toBe(404);
+  });
+});
+
+describe("Idempotency-Key", () => {
+  it("the same key and body returns the first result; nothing is created twice", async () => {
+    const idem = randomUUID();
+    const body = { agentId: "agent-a", type: "policy_violation", notify: "webhook:https://hooks.example.com/idem" };
+    const first = await call("POST", "/v1/alerts", { body, idem });
+    const second = await call("POST", "/v1/alerts", { raw: '{ "notify":"webhook:https://hooks.example.com/idem", "type":"policy_violation", "agentId":"agent-a" }', idem });
+    expect(first.status).toBe(201);
+    expect(second.status).toBe(201);
+    expect(second.text).toBe(first.text);
+    expect(second.headers.get("idempotent-replayed")).toBe("true");
+    const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM alerts WHERE notify = 'webhook:https://hooks.example.com/idem'");
+    expect(rows[0].n).toBe(1);
+  });
+
+  it("a response carrying a secret is stored sealed, never in clear", async () => {
+    const idem = randomUUID();
+    const created = await call("POST", "/v1/api-keys", { idem });
+    const { rows } = await db.pool.query("SELECT response_body, response_sealed FROM idempotency_keys WHERE key = $1", [idem]);
+    expect(rows[0].response_body).toBeNull();
+    expect(rows[0].response_sealed.toString("latin1")).not.toContain(created.body.apiKey);
+    expect((await call("POST", "/v1/api-keys", { idem })).body.apiKey).toBe(created.body.apiKey);
+  });
+
+  it("the same key with a different body, or on another route, is 422 IDEMPOTENCY_KEY_REUSED", async () => {
+    const idem = randomUUID();
+    const body = { agentId: "agent-a", type: "budget_pct", threshold: 50, notify: "email:a@example.com" };
+    expect((await call("POST", "/v1/alerts", { body, idem })).status).toBe(201);
+    const changed = await call("POST", "/v1/alerts", { body: { ...body, threshold: 60 }, idem });
+    expect(changed.status).toBe(422);
+    expect(changed.body.code).toBe("IDEMPOTENCY_KEY_REUSED");
+    const elsewhere = await call("POST", "/v1/webhooks", { body: { url: "https://hooks.example.com/z" }, idem });
+    expect(elsewhere.status).toBe(422);
+    // Keys are per account: account B may use the same key for its own request.
+    expect((await call("POST", "/v1/api-keys", { idem, key: keyB })).status).toBe(201);
+  });
+
+  it("a request that fails validation stores no key: a corrected retry with the key succeeds", async () => {
+    const idem = randomUUID();
+    const bad = await call("POST", "/v1/webhooks", { body: { url: "not a url" }, idem });
+    expect(bad.status).toBe(400);
+    expect((await db.pool.query("SELECT 1 FROM idempotency_keys WHERE key = $1", [idem])).rowCount).toBe(0);
+    expect((await call("POST", "/v1/webhooks", { body: { url: "https://hooks.example.com/fixed" }, idem })).status).toBe(201);
+  });
+
+  it("a malformed key is 400", async () => {
+    const answer = await call("POST", "/v1/api-keys", { idem: "has space" });
+    expect(answer.status).toBe(400);
+    expect(answer.body.code).toBe("INVALID_IDEMPOTENCY_KEY");
+    expect((await call("POST", "/v1/api-keys", { idem: "x".repeat(256) })).status).toBe(400);
+  });
+
+  it("50 concurrent requests with one key create one alert and all answer the same", async () => {
+    const idem = randomUUID();
+    const body = { agentId: "agent-a", type: "policy_violation", notify: "webhook:https://hooks.example.com/concurrent" };
+    const answers = await Promise.all(Array.from({ length: 50 }, () => call("POST", "/v1/alerts", { body, idem })));
+    expect(answers.map((a) => a.status)).toEqual(Array(50).fill(201));
+    expect(new Set(answers.map((a) => a.text)).size).toBe(1);
+    const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM alerts WHERE notify = 'webhook:https://hooks.example.com/concurrent'");
+    expect(rows[0].n).toBe(1);
+  });
+
+  it("50 concurrent registrations with one key create one agent; the others replay or are told to retry", async () => {
+    const idem = randomUUID();
+    const answers = await Promise.all(Array.from({ length: 50 }, () => call("POST", "/v1/agents", { body: { agentId: "agent-race" }, idem })));
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.every((s) => s === 201 || s === 409)).toBe(true);
+    expect(answers.filter((a) => a.status === 409).every((a) => a.body.code === "IDEMPOTENCY_IN_PROGRESS")).toBe(true);
+    expect(new Set(answers.filter((a) => a.status === 201).map((a) => a.text)).size).toBe(1);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM agents WHERE agent_id = 'agent-race'")).rows[0].n).toBe(1);
+    const after = await call("POST", "/v1/agents", { body: { agentId: "agent-race" }, idem });
+    expect(after.status).toBe(201);
+  });
+
+  it("an expired key is a new request", async () => {
+    const idem = randomUUID();
+    const first = await call("POST", "/v1/api-keys", { idem });
+    await db.pool.query("UPDATE idempotency_keys SET expires_at = $2 WHERE key = $1", [idem, new Date(NOW.getTime() - 1)]);
+    const second = await call("POST", "/v1/api-keys", { idem });
+    expect(second.status).toBe(201);
+    expect(second.body.apiKey).not.toBe(first.body.apiKey);
+  });
+
+  it("keys are kept at least 24 hours", async () => {
+    const idem = randomUUID();
+    await call("POST", "/v1/api-keys", { idem });
+    const { rows } = await db.pool.query("SELECT expires_at - created_at AS kept FROM idempotency_keys WHERE key = $1", [idem]);
+    expect(rows[0].kept.hours ?? rows[0].kept.days * 24).toBeGreaterThanOrEqual(24);
+  });
+});
+
+describe("unknown paths", () => {
+  it("are left to the next handler", async () => {
+    expect(await handle(new Request("http://gateway.test/v1/nope"))).toBeNull();
+    expect(await handle(new Request("http://gateway.test/graphql"))).toBeNull();
+  });
+});
+
+void accountA;

@@ -16,7 +16,6 @@ let db: FreshDatabase;
 let handle: (request: Request) => Promise<Response | null>;
 let keyA: string;
 let keyB: string;
-let accountA: string;
 const NOW = new Date("2026-03-01T12:00:00.000Z");
 
 beforeAll(async () => {
@@ -28,7 +27,7 @@ beforeAll(async () => {
     keystore: keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() }),
     secretBox: new SecretBox(randomBytes(32)),
   });
-  accountA = await createAccount(db.pool, "A");
+  const accountA = await createAccount(db.pool, "A");
   const accountB = await createAccount(db.pool, "B");
   keyA = (await issueApiKey(db.pool, accountA)).apiKey;
   keyB = (await issueApiKey(db.pool, accountB)).apiKey;
@@ -337,5 +336,3 @@ describe("unknown paths", () => {
     expect(await handle(new Request("http://gateway.test/graphql"))).toBeNull();
   });
 });
-
-void accountA;

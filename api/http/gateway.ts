@@ -8,6 +8,8 @@ import { type GatewayDeps, type Route, Router } from "./router.js";
 import { agentRoutes } from "./routes/agents.js";
 import { alertRoutes } from "./routes/alerts.js";
 import { apiKeyRoutes } from "./routes/api-keys.js";
+import { facilitatorRoutes } from "./routes/facilitator.js";
+import { paymentRoutes } from "./routes/payments.js";
 import { policyRoutes } from "./routes/policies.js";
 import { transactionRoutes } from "./routes/transactions.js";
 import { webhookRoutes } from "./routes/webhooks.js";
@@ -15,6 +17,8 @@ import { webhookRoutes } from "./routes/webhooks.js";
 export const GATEWAY_ROUTES: readonly Route[] = [
   ...policyRoutes,
   ...agentRoutes,
+  ...paymentRoutes,
+  ...facilitatorRoutes,
   ...transactionRoutes,
   ...alertRoutes,
   ...webhookRoutes,

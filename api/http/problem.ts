@@ -27,6 +27,10 @@ export const REST_ERROR_CODES = {
   /** A request with the same Idempotency-Key is executing right now; retry later. */
   IDEMPOTENCY_IN_PROGRESS: 409,
   AGENT_EXISTS: 409,
+  /** The state of the resource does not allow the request (e.g. a released reservation). */
+  CONFLICT: 409,
+  /** A spend policy rejected the payment (spec 7: PolicyViolationError and its kin, in `errorClass`). */
+  POLICY_VIOLATION: 403,
   LIMIT_EXCEEDED: 409,
   INSUFFICIENT_FUNDS: 422,
   BUDGET_EXCEEDED: 422,
@@ -87,6 +91,10 @@ export function toHttpError(error: unknown): HttpError | null {
   const named = error as { name?: unknown; code?: unknown; message?: unknown };
   if (named?.name === "InvalidAlertError" || named?.name === "InvalidTargetError") {
     return httpError("BAD_USER_INPUT", String(named.message), { reason: String(named.code) });
+  }
+  if (named?.name === "X402FormatError" || named?.name === "MppFormatError") {
+    const field = (error as { field?: unknown }).field;
+    return httpError("BAD_USER_INPUT", String(named.message), { reason: String(named.code), ...(typeof field === "string" ? { field } : {}) });
   }
   if (named?.name === "EndpointLimitError") return httpError("LIMIT_EXCEEDED", String(named.message));
   return null;

@@ -10,6 +10,7 @@ import { authenticate, type Caller } from "../auth.js";
 import type { BalanceReader } from "../read/balances.js";
 import type { AgentWallets, Keystore } from "../wallets/index.js";
 import type { SecretBox } from "../webhooks/secrets.js";
+import type { X402Facilitator } from "../x402/facilitator.js";
 import {
   type IdempotencyRequest,
   type IdempotencyStore,
@@ -33,6 +34,8 @@ export interface GatewayDeps {
   readonly wallets?: AgentWallets | undefined;
   /** Seals new agents' keys: `POST /v1/agents` answers 503 without it. */
   readonly keystore?: Keystore | undefined;
+  /** Our x402 facilitator: `/v1/x402/verify` and `/v1/x402/settle` answer 503 without it. */
+  readonly facilitator?: X402Facilitator | undefined;
   /** Encrypts signing secrets and sealed idempotent responses: alerts, webhooks, API keys need it. */
   readonly secretBox?: SecretBox | undefined;
 }

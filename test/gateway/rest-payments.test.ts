@@ -1,0 +1,168 @@
+/**
+ * REST payment authorization and the x402 facilitator routes against a real Postgres: the policy
+ * decides and reserves in the same transaction as the Idempotency-Key, the agent's wallet key
+ * signs, rejections are recorded once, and 50 concurrent requests with one key authorize one
+ * payment. The facilitator's settler is a counting stand-in here (settlement on the real ledger is
+ * covered by test/gateway/x402.test.ts and settlement.test.ts); these tests are about the routes.
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import { Keypair } from "@solana/web3.js";
+import bs58 from "bs58";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createGatewayHandler } from "../../api/http/index.js";
+import { createAccount, issueApiKey } from "../../api/keys.js";
+import { putPolicy } from "../../api/policy/index.js";
+import { AgentWallets, createAgentWallet, generateWalletEncryptionKey, keystoreFromEnv, type SettlementLedger } from "../../api/wallets/index.js";
+import { SecretBox } from "../../api/webhooks/index.js";
+import { type SettleRequest, X402Facilitator } from "../../api/x402/index.js";
+import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+
+const NETWORK = "solana-localnet";
+const TOKEN = Keypair.generate().publicKey.toBase58();
+const PAY_TO = Keypair.generate().publicKey.toBase58();
+const ENDPOINT = "https://api.example.com/v1/data";
+
+let db: FreshDatabase;
+let handle: (request: Request) => Promise<Response | null>;
+let apiKey: string;
+const settled: SettleRequest[] = [];
+
+beforeAll(async () => {
+  db = await createFreshDatabase();
+  db.pool.on("error", () => undefined);
+  const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
+  // Signing reads only the sealed key from Postgres; no ledger call is made by these routes.
+  const ledger = { network: NETWORK } as unknown as SettlementLedger;
+  const wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource: { fund: () => Promise.reject(new Error("unused")) } });
+  const facilitator = new X402Facilitator({
+    pool: db.pool,
+    agents: wallets,
+    network: NETWORK,
+    token: TOKEN,
+    settler: {
+      async settlePayment(request) {
+        settled.push(request);
+        return { txHash: bs58.encode(randomBytes(64)), slot: 1, paymentId: BigInt(settled.length) };
+      },
+    },
+  });
+  handle = createGatewayHandler({ pool: db.pool, wallets, keystore, facilitator, secretBox: new SecretBox(randomBytes(32)) });
+  const accountId = await createAccount(db.pool, "payments REST");
+  apiKey = (await issueApiKey(db.pool, accountId)).apiKey;
+  for (const agentId of ["payer", "limited", "racer"]) await createAgentWallet(db.pool, keystore, { accountId, agentId });
+  await putPolicy(db.pool, "limited", { perCallLimitUnits: 1_000_000n });
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+async function call(method: string, path: string, body?: unknown, idem?: string) {
+  const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` };
+  if (idem !== undefined) headers["idempotency-key"] = idem;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = (await handle(
+    new Request(`http://gateway.test${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) }),
+  ))!;
+  const text = await response.text();
+  return { status: response.status, text, body: text === "" ? null : JSON.parse(text) };
+}
+
+const requirement = (amount: string) => ({ scheme: "exact", network: NETWORK, token: TOKEN, amount, payTo: PAY_TO, resource: ENDPOINT });
+const mppRequest = (value: string) => ({
+  protocol: "mpp/1.0",
+  amount: { value, currency: "USDC" },
+  paymentMethods: ["card", "stablecoin"],
+  sessionSupported: true,
+  paymentEndpoint: "https://api.example.com/mpp/pay",
+});
+
+async function reservations(agentId: string): Promise<number> {
+  return (await db.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1", [agentId])).rows[0].n;
+}
+
+describe("payment authorization", () => {
+  it("x402: reserves, signs a payload the facilitator verifies and settles once", async () => {
+    const authorized = await call("POST", "/v1/agents/payer/payments/authorize", { endpoint: ENDPOINT, x402: requirement("250000") }, randomUUID());
+    expect(authorized.status).toBe(200);
+    expect(authorized.body).toMatchObject({ protocol: "x402", amount: { usdc: 0.25 }, agentId: "payer" });
+    expect(authorized.body.headers["X-PAYMENT"]).toBeTypeOf("string");
+    expect(await reservations("payer")).toBe(1);
+
+    const payment = authorized.body.payment;
+    const verified = await call("POST", "/v1/x402/verify", { payment, requirement: requirement("250000") });
+    expect(verified.body).toEqual({ valid: true, payer: payment.payload.from, agentId: "payer" });
+    const wrongAmount = await call("POST", "/v1/x402/verify", { payment, requirement: requirement("250001") });
+    expect(wrongAmount.body).toMatchObject({ valid: false, reason: "amount_mismatch" });
+
+    const idem = randomUUID();
+    const first = await call("POST", "/v1/x402/settle", { payment, requirement: requirement("250000") }, idem);
+    expect(first.body).toMatchObject({ success: true, payer: payment.payload.from, agentId: "payer" });
+    const replay = await call("POST", "/v1/x402/settle", { payment, requirement: requirement("250000") }, idem);
+    expect(replay.text).toBe(first.text);
+    const again = await call("POST", "/v1/x402/settle", { payment, requirement: requirement("250000") }, randomUUID());
+    expect(again.body).toMatchObject({ success: false, reason: "nonce_reused" });
+    expect(settled.filter((s) => s.agentId === "payer")).toHaveLength(1);
+
+    const completed = await call("POST", `/v1/agents/payer/payments/${authorized.body.reservationId}/complete`, { txHash: first.body.txHash });
+    expect(completed.body).toMatchObject({ status: "settled" });
+    const released = await call("POST", `/v1/agents/payer/payments/${authorized.body.reservationId}/release`);
+    expect(released.status).toBe(409);
+  });
+
+  it("both protocols offered: x402 by default, MPP when preferred, with a signed submission", async () => {
+    const both = { endpoint: ENDPOINT, x402: requirement("100000"), mpp: mppRequest("0.1") };
+    expect((await call("POST", "/v1/agents/payer/payments/authorize", both)).body.protocol).toBe("x402");
+    const mpp = await call("POST", "/v1/agents/payer/payments/authorize", { ...both, protocolPreference: "mpp" });
+    expect(mpp.status).toBe(200);
+    expect(mpp.body).toMatchObject({ protocol: "mpp", method: "stablecoin", paymentEndpoint: "https://api.example.com/mpp/pay" });
+    expect(mpp.body.submission.authorization.type).toBe("ed25519");
+    const released = await call("POST", `/v1/agents/payer/payments/${mpp.body.reservationId}/release`);
+    expect(released.body.status).toBe("released");
+  });
+
+  it("a policy rejection is 403 with the spec 7 class and reason, recorded once per key", async () => {
+    const idem = randomUUID();
+    const body = { endpoint: ENDPOINT, x402: requirement("2000000") };
+    const rejected = await call("POST", "/v1/agents/limited/payments/authorize", body, idem);
+    expect(rejected.status).toBe(403);
+    expect(rejected.body).toMatchObject({
+      code: "POLICY_VIOLATION",
+      errorClass: "PolicyViolationError",
+      reasonCode: "per_call_limit_exceeded",
+      reason: "per_call_limit_exceeded: requested 2 usdc, limit is 1 usdc",
+    });
+    const replay = await call("POST", "/v1/agents/limited/payments/authorize", body, idem);
+    expect(replay.text).toBe(rejected.text);
+    const rows = await db.pool.query("SELECT count(*)::int AS n FROM payment_rejections WHERE agent_id = 'limited'");
+    expect(rows.rows[0].n).toBe(1);
+    expect(await reservations("limited")).toBe(0);
+  });
+
+  it("bad input is 400 and reserves nothing", async () => {
+    const before = await reservations("payer");
+    for (const body of [
+      {},
+      { endpoint: ENDPOINT },
+      { endpoint: ENDPOINT, x402: { ...requirement("1"), amount: 1 } },
+      { endpoint: ENDPOINT, x402: { ...requirement("1"), scheme: "upto" } },
+      { endpoint: "https://other.example.net/x", x402: requirement("1") },
+      { endpoint: ENDPOINT, mpp: { ...mppRequest("0.1"), paymentMethods: ["lightning"] } },
+      { endpoint: ENDPOINT, mpp: mppRequest("0.0000001") },
+      { endpoint: ENDPOINT, x402: requirement("1"), protocolPreference: "fast" },
+    ]) {
+      const answer = await call("POST", "/v1/agents/payer/payments/authorize", body, randomUUID());
+      expect(answer.status, JSON.stringify(body)).toBe(400);
+    }
+    expect(await reservations("payer")).toBe(before);
+  });
+
+  it("50 concurrent requests with one key: one payment authorized", async () => {
+    const idem = randomUUID();
+    const body = { endpoint: ENDPOINT, x402: requirement("10000") };
+    const answers = await Promise.all(Array.from({ length: 50 }, () => call("POST", "/v1/agents/racer/payments/authorize", body, idem)));
+    expect(answers.map((a) => a.status)).toEqual(Array(50).fill(200));
+    expect(new Set(answers.map((a) => a.text)).size).toBe(1);
+    expect(await reservations("racer")).toBe(1);
+  });
+});

@@ -137,6 +137,17 @@ describe("payment authorization", () => {
     const rows = await db.pool.query("SELECT count(*)::int AS n FROM payment_rejections WHERE agent_id = 'limited'");
     expect(rows.rows[0].n).toBe(1);
     expect(await reservations("limited")).toBe(0);
+
+    // Spec 2.2 / 3: the rejected payment appears in the transactions listing with status rejected.
+    const listed = await call("GET", "/v1/transactions?agentId=limited&status=rejected&limit=10");
+    expect(listed.status).toBe(200);
+    expect(listed.body.transactions).toHaveLength(1);
+    expect(listed.body.transactions[0]).toMatchObject({ agentId: "limited", status: "rejected", amountPaid: { usdc: 2 } });
+    expect(listed.text).toContain('"amountPaid":{"usdc":2}');
+    expect((await call("GET", "/v1/transactions?limit=0")).status).toBe(400);
+    expect((await call("GET", "/v1/transactions?protocol=ach")).status).toBe(400);
+    expect((await call("GET", "/v1/transactions/not-a-hash")).status).toBe(400);
+    expect((await call("GET", `/v1/transactions/${bs58.encode(randomBytes(64))}`)).status).toBe(404);
   });
 
   it("bad input is 400 and reserves nothing", async () => {

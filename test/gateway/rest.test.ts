@@ -6,7 +6,8 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createGatewayHandler } from "../../api/http/index.js";
+import { readFile } from "node:fs/promises";
+import { createGatewayHandler, GATEWAY_ROUTES } from "../../api/http/index.js";
 import { createAccount, issueApiKey, registerAgent } from "../../api/keys.js";
 import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/wallets/index.js";
 import { SecretBox } from "../../api/webhooks/index.js";
@@ -327,6 +328,22 @@ describe("Idempotency-Key", () => {
     await call("POST", "/v1/api-keys", { idem });
     const { rows } = await db.pool.query("SELECT expires_at - created_at AS kept FROM idempotency_keys WHERE key = $1", [idem]);
     expect(rows[0].kept.hours ?? rows[0].kept.days * 24).toBeGreaterThanOrEqual(24);
+  });
+});
+
+describe("docs/openapi.yaml", () => {
+  it("documents every route with its method, and the metrics route", async () => {
+    const doc = await readFile(new URL("../../docs/openapi.yaml", import.meta.url), "utf8");
+    expect(doc.length).toBeGreaterThan(1000);
+    const blocks = new Map<string, string>();
+    const parts = doc.split(/\n  (?=\/v1\/)/);
+    for (const part of parts.slice(1)) blocks.set(part.slice(0, part.indexOf(":")), part);
+    for (const route of GATEWAY_ROUTES) {
+      const path = route.path.replace(/:([A-Za-z]+)/g, "{$1}");
+      expect(blocks.has(path), path).toBe(true);
+      expect(blocks.get(path)!, `${route.method} ${path}`).toMatch(new RegExp(`\\n    ${route.method.toLowerCase()}:`));
+    }
+    expect(blocks.has("/v1/agents/{agentId}/metrics")).toBe(true);
   });
 });
 

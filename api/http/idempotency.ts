@@ -14,8 +14,8 @@
  *   back: nothing is stored and a retry runs afresh.
  *
  * - `runExternalEffect`: the effect leaves Postgres (the chain, a funding source), so it cannot
- *   share a transaction with the key. The key is held by a session advisory lock on one
- *   connection for the whole execution (a concurrent duplicate gets IDEMPOTENCY_IN_PROGRESS, 409,
+ *   share a transaction with the key. The key is held by a session advisory lock on a dedicated
+ *   connection (outside the pool) for the whole execution (a concurrent duplicate gets IDEMPOTENCY_IN_PROGRESS, 409,
  *   at once; a crashed process's lock goes with its connection), and the row is written
  *   `in_progress` before the effect starts. The effect receives a stable `reference` derived from
  *   the key and passes it to the operation's own idempotency (wallet operations'
@@ -25,7 +25,7 @@
  *   as `completed`.
  */
 import { createHash } from "node:crypto";
-import type pg from "pg";
+import pg from "pg";
 import type { SecretBox } from "../webhooks/secrets.js";
 import { httpError, problemResponse, toHttpError } from "./problem.js";
 
@@ -145,9 +145,10 @@ export async function runExternalEffect(
   effect: (run: { reference: string | null; resumed: boolean }) => Promise<ExternalOutcome>,
 ): Promise<RouteResponse> {
   if (request === null) return (await effect({ reference: null, resumed: false })).response;
-  const client = await store.pool.connect();
+  // The lock's connection is our own, outside the pool: the effect needs pool connections of its
+  // own, and holding pool connections while waiting for more would exhaust a small pool.
+  const client = await lockConnection(store);
   let locked = false;
-  let broken: Error | undefined;
   try {
     const lock = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked", [
       IDEMPOTENCY_LOCK_NAMESPACE,
@@ -177,8 +178,7 @@ export async function runExternalEffect(
     if (outcome.final) await complete(client, store, request, outcome.response);
     return outcome.response;
   } catch (error) {
-    if (isConnectionError(error)) broken = error as Error;
-    const known = locked && broken === undefined ? toHttpError(error) : null;
+    const known = locked && !isConnectionError(error) ? toHttpError(error) : null;
     if (known !== null && isDefiniteFailure(known.status, known.code)) {
       // A definite answer once execution began is the key's answer, like a success (Stripe's rule).
       const response = problemResponse(known);
@@ -187,16 +187,17 @@ export async function runExternalEffect(
     }
     throw error;
   } finally {
-    if (locked) {
-      await client
-        .query("SELECT pg_advisory_unlock($1, hashtext($2))", [IDEMPOTENCY_LOCK_NAMESPACE, `${request.accountId}:${request.key}`])
-        .catch((error: Error) => {
-          broken = error;
-        });
-    }
-    // A connection whose unlock failed must not go back to the pool still holding the lock.
-    client.release(broken);
+    // Closing the session releases its advisory lock, whatever state the connection is in.
+    await client.end().catch(() => undefined);
   }
+}
+
+async function lockConnection(store: IdempotencyStore): Promise<pg.Client> {
+  const options = (store.pool as unknown as { options: pg.ClientConfig }).options;
+  const client = new pg.Client({ ...options });
+  client.on("error", () => undefined);
+  await client.connect();
+  return client;
 }
 
 /** Deletes completed keys past their expiry, oldest first; returns how many. */

@@ -7,7 +7,8 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFile } from "node:fs/promises";
-import { createGatewayHandler, GATEWAY_ROUTES } from "../../api/http/index.js";
+import { createSchema, createYoga } from "graphql-yoga";
+import { createGatewayHandler, GATEWAY_ROUTES, useGatewayRoutes } from "../../api/http/index.js";
 import { createAccount, issueApiKey, registerAgent } from "../../api/keys.js";
 import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/wallets/index.js";
 import { SecretBox } from "../../api/webhooks/index.js";
@@ -314,6 +315,14 @@ describe("Idempotency-Key", () => {
     expect(after.status).toBe(201);
   });
 
+  it("more concurrent keyed registrations than the pool has connections all complete", async () => {
+    // Each holds its key's lock while the wallet module needs pool connections of its own.
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => call("POST", "/v1/agents", { body: { agentId: `agent-pool-${i}` }, idem: randomUUID() })),
+    );
+    expect(answers.map((a) => a.status)).toEqual(Array(8).fill(201));
+  });
+
   it("an expired key is a new request", async () => {
     const idem = randomUUID();
     const first = await call("POST", "/v1/api-keys", { idem });
@@ -344,6 +353,28 @@ describe("docs/openapi.yaml", () => {
       expect(blocks.get(path)!, `${route.method} ${path}`).toMatch(new RegExp(`\\n    ${route.method.toLowerCase()}:`));
     }
     expect(blocks.has("/v1/agents/{agentId}/metrics")).toBe(true);
+  });
+});
+
+describe("as a yoga plugin", () => {
+  it("answers /v1 routes before GraphQL and leaves other paths to yoga", async () => {
+    const yoga = createYoga({
+      schema: createSchema({ typeDefs: "type Query { ok: Boolean }", resolvers: { Query: { ok: () => true } } }),
+      plugins: [useGatewayRoutes({ pool: db.pool, now: () => NOW })],
+      graphiql: false,
+      landingPage: false,
+      logging: false,
+    });
+    const policy = await yoga.fetch("http://gateway.test/v1/policies/agent-a", { headers: { authorization: `Bearer ${keyA}` } });
+    expect(policy.status).toBe(200);
+    expect(((await policy.json()) as { agentId: string }).agentId).toBe("agent-a");
+    const graphql = await yoga.fetch("http://gateway.test/graphql", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ query: "{ ok }" }),
+    });
+    expect(await graphql.json()).toEqual({ data: { ok: true } });
+    expect((await yoga.fetch("http://gateway.test/v1/unknown")).status).toBe(404);
   });
 });
 

@@ -33,11 +33,13 @@ async function verifyRoute(context: RouteContext): Promise<RouteResponse> {
   const service = facilitator(context);
   const { payment, requirement } = parse(context);
   // No effect, but a keyed verify still answers as it first did (every POST honours the key).
-  return runDatabaseEffect(context.store, context.idempotency, async () => {
-    const result = await service.verify(payment, requirement);
-    if (result.ok) return json(200, { valid: true, payer: result.payer, agentId: result.agentId });
-    return json(200, { valid: false, reason: result.reason, detail: result.detail });
-  });
+  // Verified before the key's transaction: verify reads through the pool, and a transaction
+  // waiting on another connection could exhaust a small pool.
+  const result = await service.verify(payment, requirement);
+  const response = result.ok
+    ? json(200, { valid: true, payer: result.payer, agentId: result.agentId })
+    : json(200, { valid: false, reason: result.reason, detail: result.detail });
+  return runDatabaseEffect(context.store, context.idempotency, async () => response);
 }
 
 async function settleRoute(context: RouteContext): Promise<RouteResponse> {

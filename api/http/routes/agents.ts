@@ -95,7 +95,12 @@ async function balanceRoute(context: RouteContext): Promise<RouteResponse> {
   return json(200, usdcJson(await wallets(context).balance(agent.agent_id)));
 }
 
-function operationOutcome(kind: "fund" | "withdraw", agentId: string, units: bigint, result: WalletOperationResult): ExternalOutcome {
+function operationOutcome(
+  kind: "fund" | "withdraw",
+  agentId: string,
+  units: bigint,
+  result: Omit<WalletOperationResult, "operationId"> & { operationId: string | null },
+): ExternalOutcome {
   const body = { operationId: result.operationId, kind, agentId, amount: usdcJson(units), status: result.status, txHash: result.txHash };
   if (result.status === "pending") return { response: json(202, body), final: false };
   if (result.status === "failed") {
@@ -105,9 +110,10 @@ function operationOutcome(kind: "fund" | "withdraw", agentId: string, units: big
   return { response: json(200, body), final: true };
 }
 
-async function pendingOutcome(kind: "fund" | "withdraw", agentId: string, units: bigint, error: unknown): Promise<ExternalOutcome> {
+function pendingOutcome(kind: "fund" | "withdraw", agentId: string, units: bigint, error: unknown): ExternalOutcome {
   if (!(error instanceof PaymentPendingError)) throw error;
-  return operationOutcome(kind, agentId, units, { operationId: "", txHash: error.signature, status: "pending", replayed: false });
+  // Sent, not confirmed: 202 and the key stays open; a retry reads the operation by its reference.
+  return operationOutcome(kind, agentId, units, { operationId: null, txHash: error.signature, status: "pending", replayed: false });
 }
 
 async function fundRoute(context: RouteContext): Promise<RouteResponse> {

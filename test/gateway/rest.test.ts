@@ -8,7 +8,13 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readFile } from "node:fs/promises";
 import { createSchema, createYoga } from "graphql-yoga";
-import { createGatewayHandler, GATEWAY_ROUTES, useGatewayRoutes } from "../../api/http/index.js";
+import {
+  createGatewayHandler,
+  GATEWAY_ROUTES,
+  IDEMPOTENCY_RETENTION_MS,
+  pruneIdempotencyKeys,
+  useGatewayRoutes,
+} from "../../api/http/index.js";
 import { createAccount, issueApiKey, registerAgent } from "../../api/keys.js";
 import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/wallets/index.js";
 import { SecretBox } from "../../api/webhooks/index.js";
@@ -321,6 +327,27 @@ describe("Idempotency-Key", () => {
       Array.from({ length: 8 }, (_, i) => call("POST", "/v1/agents", { body: { agentId: `agent-pool-${i}` }, idem: randomUUID() })),
     );
     expect(answers.map((a) => a.status)).toEqual(Array(8).fill(201));
+  });
+
+  it("a registration whose key a crash left in_progress answers with the agent it created", async () => {
+    const idem = randomUUID();
+    const first = await call("POST", "/v1/agents", { body: { agentId: "agent-crash" }, idem });
+    await db.pool.query("UPDATE idempotency_keys SET status = 'in_progress', response_status = NULL, response_body = NULL WHERE key = $1", [idem]);
+    const retried = await call("POST", "/v1/agents", { body: { agentId: "agent-crash" }, idem });
+    expect(retried.status).toBe(201);
+    expect(retried.body.address).toBe(first.body.address);
+    const { rows } = await db.pool.query("SELECT status FROM idempotency_keys WHERE key = $1", [idem]);
+    expect(rows[0].status).toBe("completed");
+  });
+
+  it("pruning deletes expired completed keys only", async () => {
+    const idem = randomUUID();
+    await call("POST", "/v1/api-keys", { idem });
+    const later = new Date(NOW.getTime() + IDEMPOTENCY_RETENTION_MS + 1);
+    await db.pool.query("INSERT INTO idempotency_keys (account_id, key, fingerprint, method, path, status, expires_at) SELECT account_id, 'stuck', fingerprint, method, path, 'in_progress', $2 FROM idempotency_keys WHERE key = $1", [idem, NOW]);
+    expect(await pruneIdempotencyKeys(db.pool, later)).toBeGreaterThan(0);
+    const left = await db.pool.query<{ key: string }>("SELECT key FROM idempotency_keys");
+    expect(left.rows.map((r) => r.key)).toEqual(["stuck"]);
   });
 
   it("an expired key is a new request", async () => {

@@ -2,8 +2,11 @@
 -- truncates them and replays the event store.
 
 -- Spec 2.2: one row per recorded payment (a PaymentRecorded event).
+-- No foreign keys to chain_events: a projection is derived from it, rebuilt from it and checked
+-- against it by verify; a foreign key would make every projected row lock its event row (FOR KEY
+-- SHARE), writing to the event store's pages on every ingest.
 CREATE TABLE transactions (
-  event_id             bigint        PRIMARY KEY REFERENCES chain_events (id),
+  event_id             bigint        PRIMARY KEY,
   tx_hash              text          NOT NULL,
   instruction_index    integer       NOT NULL,
   -- Payer address until the gateway maps wallets to agent ids.
@@ -34,7 +37,7 @@ CREATE INDEX transactions_settlement ON transactions (settlement_reference) WHER
 
 -- Payment trees: the invoking transaction -> each payment made under the invocation.
 CREATE TABLE payment_edges (
-  child_event_id bigint  PRIMARY KEY REFERENCES chain_events (id),
+  child_event_id bigint  PRIMARY KEY,
   parent_tx_hash text    NOT NULL,
   child_tx_hash  text    NOT NULL,
   invocation     text    NOT NULL,

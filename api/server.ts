@@ -1,6 +1,7 @@
 /**
- * The query service: graphql-yoga over the schema, with auth in the context, the query limits,
- * the REST routes, and the live feed over SSE (yoga's default for subscriptions).
+ * The API: graphql-yoga over the schema, with auth in the context, the query limits, the REST
+ * metrics route, the gateway's REST /v1 routes (api/http), and the live feed over SSE (yoga's
+ * default for subscriptions).
  * `createApiServer` returns the yoga instance (a fetch handler) and a node http server around it.
  */
 import { createServer, type Server } from "node:http";
@@ -9,6 +10,7 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import { authenticate } from "./auth.js";
 import { ERROR_CODES } from "./errors.js";
+import { type GatewayDeps, useGatewayRoutes } from "./http/index.js";
 import { type ApiContext, type ApiDependencies, createContext } from "./context.js";
 import { useQueryLimits } from "./limits.js";
 import { LiveFeed } from "./live-feed.js";
@@ -27,6 +29,8 @@ export interface ApiServerOptions {
   readonly databaseUrl?: string;
   /** false = no live feed (no LISTEN connection); the subscription then ends at once. */
   readonly liveFeed?: boolean;
+  /** The gateway's services behind the REST /v1 routes; a route whose service is absent answers 503. */
+  readonly gateway?: Omit<GatewayDeps, "pool" | "logger" | "now" | "network" | "balances">;
 }
 
 export interface ApiServer {
@@ -54,7 +58,11 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     graphqlEndpoint: "/graphql",
     // The context is built per request; without a valid key there is no context at all.
     context: async ({ request }) => createContext(deps, await authenticate(deps.pool, request.headers.get("authorization"))),
-    plugins: [useRestRoutes(deps, options.logger), useQueryLimits()],
+    plugins: [
+      useRestRoutes(deps, options.logger),
+      useGatewayRoutes({ ...deps, ...(options.logger === undefined ? {} : { logger: options.logger }), ...options.gateway }),
+      useQueryLimits(),
+    ],
     // Unexpected errors reach the client as "Unexpected error." (no internals); the log has them.
     maskedErrors: {
       maskError(error, message, isDev) {

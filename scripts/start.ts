@@ -5,10 +5,15 @@
  * - a dedicated database `apg_local` on the PostgreSQL server of DATABASE_URL (default the local
  *   one), recreated at each start because the local ledger is in memory and starts a fresh chain;
  * - the indexer following the ledger (`indexer run`, JSON-RPC source);
- * - the query service (GraphQL + REST metrics) on PORT (default 4000);
+ * - the API on PORT (default 4000): GraphQL, REST metrics and the gateway's REST /v1 routes
+ *   (custodial agent wallets funded from the local treasury, x402 facilitator, policies, alerts,
+ *   webhooks, API keys);
+ * - the settlement reconciler and the webhook dispatcher (email alerts when SMTP_URL is set);
  * - a demo account with one API key, printed once.
  *
- * Nothing here is a stand-in: it is the same code the tests and the separate entry points run.
+ * Keys: WALLET_ENCRYPTION_KEY and WEBHOOK_SECRETS_KEY when set; otherwise fresh random keys for
+ * this run (the database is recreated each start, so nothing sealed with them outlives the run).
+ * The treasury funding source is the local stand-in for an account's real funding source.
  */
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,6 +23,16 @@ import { pino } from "pino";
 import { createAccount, issueApiKey } from "../api/keys.js";
 import { rpcBalanceReader } from "../api/read/balances.js";
 import { createApiServer } from "../api/server.js";
+import { runReconciler, Settlement } from "../api/settlement/index.js";
+import {
+  AgentWallets,
+  generateWalletEncryptionKey,
+  keystoreFromEnv,
+  LocalTreasuryFundingSource,
+  localSettlementLedger,
+} from "../api/wallets/index.js";
+import { Dispatcher, SecretBox, smtpMailer } from "../api/webhooks/index.js";
+import { X402Facilitator } from "../api/x402/index.js";
 import { createPool, databaseUrl } from "../indexer/db/database.js";
 import { migrate } from "../indexer/db/migrate.js";
 import { IngestPipeline } from "../indexer/pipeline.js";
@@ -65,11 +80,42 @@ async function main(): Promise<void> {
     logger.error({ err: error }, "indexer stopped");
   });
 
+  const env = {
+    ...process.env,
+    WALLET_ENCRYPTION_KEY: process.env.WALLET_ENCRYPTION_KEY ?? generateWalletEncryptionKey(),
+    WEBHOOK_SECRETS_KEY: process.env.WEBHOOK_SECRETS_KEY ?? SecretBox.generateKey(),
+  };
+  const keystore = keystoreFromEnv(env);
+  const secretBox = SecretBox.fromEnv(env);
+  const ledger = localSettlementLedger(localnet);
+  const wallets = new AgentWallets({ pool, keystore, ledger, fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });
+  const settlement = new Settlement({ pool, wallets, ledger });
+  const facilitator = new X402Facilitator({
+    pool,
+    settler: settlement,
+    agents: wallets,
+    network: ledger.network,
+    token: info.mint.toBase58(),
+  });
+  const reconciling = runReconciler(settlement, wallets, {
+    signal: controller.signal,
+    onError: (error) => logger.warn({ err: error }, "reconciler pass failed"),
+  });
+  const dispatcher = new Dispatcher({
+    pool,
+    secrets: secretBox,
+    mailer: process.env.SMTP_URL === undefined ? null : smtpMailer(process.env.SMTP_URL),
+    logger: logger.child({ component: "webhooks" }),
+  });
+  dispatcher.start();
+
   const api = createApiServer({
     pool,
     logger: logger.child({ component: "api" }),
     databaseUrl: url,
     balances: rpcBalanceReader(new Connection(info.rpcUrl, "confirmed"), info.mint),
+    network: ledger.network,
+    gateway: { wallets, keystore, secretBox, facilitator },
   });
   const port = await api.listen(Number(process.env.PORT ?? 4000), process.env.HOST ?? "127.0.0.1");
 
@@ -82,7 +128,7 @@ async function main(): Promise<void> {
       `  ledger RPC      ${info.rpcUrl}   (keypairs in .data/localnet)`,
       `  database        ${url}`,
       `  GraphQL         http://127.0.0.1:${port}/graphql`,
-      `  REST metrics    http://127.0.0.1:${port}/v1/agents/{agentId}/metrics`,
+      `  REST            http://127.0.0.1:${port}/v1/...   (docs/openapi.yaml)`,
       `  demo account    ${accountId}`,
       `  demo API key    ${key.apiKey}   (shown once; only its hash is stored)`,
       "  Ctrl-C to stop",
@@ -95,7 +141,7 @@ async function main(): Promise<void> {
     process.once("SIGTERM", () => stop());
   });
   controller.abort();
-  await indexing;
+  await Promise.all([indexing, reconciling, dispatcher.stop()]);
   await api.close();
   await pool.end();
   await localnet.stop();

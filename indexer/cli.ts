@@ -14,12 +14,11 @@ import { parseArgs } from "node:util";
 import { PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../programs/payment_ledger/ts/index.js";
-import { createPool } from "./db/database.js";
+import { createPool, withTransaction } from "./db/database.js";
 import { migrate } from "./db/migrate.js";
 import { IngestPipeline } from "./pipeline.js";
 import { RpcSource } from "./sources/rpc.js";
 import { YellowstoneSource } from "./sources/yellowstone.js";
-import { withTransaction } from "./store/ingest.js";
 import { rebuildProjections } from "./store/rebuild.js";
 import { verifyChainAgainstStore, verifyProjections } from "./verify.js";
 

@@ -10,7 +10,7 @@ import type pg from "pg";
 import type { DecodedEvent } from "./decode/transaction.js";
 import type { IngestPipeline } from "./pipeline.js";
 import type { ChainSource, SlotRange } from "./sources/source.js";
-import { withTransaction } from "./store/ingest.js";
+import { withTransaction } from "./db/database.js";
 import { PROJECTION_TABLES, type ProjectionOptions } from "./store/projections.js";
 import { rebuildProjections } from "./store/rebuild.js";
 

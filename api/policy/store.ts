@@ -12,6 +12,7 @@
  * nothing: a dry run records nothing.
  */
 import type pg from "pg";
+import { withTransaction } from "../../indexer/db/database.js";
 import { evaluatePolicy, type PaymentRequest, type PolicyDecision, type PolicyUsage } from "./engine.js";
 import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type ProtocolPreference } from "./policy.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow, rateWindowStart } from "./windows.js";
@@ -62,7 +63,7 @@ export async function getPolicy(db: Db, agentId: string): Promise<StoredPolicy |
 /** `policies.set` (spec 4.1): omitted fields keep their value, `null` removes one. Returns the result. */
 export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPatch, now: Date = new Date()): Promise<StoredPolicy> {
   assertAgentId(agentId);
-  return inTransaction(pool, async (client) => {
+  return withTransaction(pool, async (client) => {
     await lockAgent(client, agentId);
     const next = applyPatch((await getPolicy(client, agentId)) ?? EMPTY_POLICY, patch);
     const { rows } = await client.query<PolicyRow>(
@@ -145,7 +146,7 @@ export async function reserveWithinPolicy(
   request: PaymentRequest,
   now: Date,
 ): Promise<Reservation> {
-  return inTransaction(pool, (client) => reserveInTransaction(client, agentId, request, now));
+  return withTransaction(pool, (client) => reserveInTransaction(client, agentId, request, now));
 }
 
 /**
@@ -218,23 +219,6 @@ async function lockAgent(client: pg.ClientBase, agentId: string): Promise<void> 
   // reservation committed while we waited: the guarantee holds only under READ COMMITTED.
   if (rows[0]!.isolation !== "read committed") {
     throw new Error(`policy writes need a READ COMMITTED transaction, not ${rows[0]!.isolation}`);
-  }
-}
-
-async function inTransaction<T>(pool: pg.Pool, work: (client: pg.ClientBase) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN ISOLATION LEVEL READ COMMITTED");
-    try {
-      const result = await work(client);
-      await client.query("COMMIT");
-      return result;
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    }
-  } finally {
-    client.release();
   }
 }
 

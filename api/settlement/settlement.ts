@@ -57,6 +57,7 @@ import {
   tokenBalanceUnits,
 } from "../wallets/ledger.js";
 import { checkAmountUnits, type AgentWallets } from "../wallets/wallets.js";
+import type { SettleRequest, SettleResult } from "../x402/settler.js";
 import { ledgerRefusal, refusalError } from "./ledger-errors.js";
 
 const RECONCILE_BATCH = 256;
@@ -65,29 +66,16 @@ const SIGNATURES_PAGE = 1_000;
 const OPENING_LOOKUP_PAGES = 20;
 const accountsCoder = new BorshCoder(PAYMENT_LEDGER_IDL);
 
-export interface SettlePaymentInput {
-  readonly agentId: string;
-  /** The service's wallet address (owner of the token account that receives). */
-  readonly payee: string;
-  readonly amountUnits: bigint;
-  readonly protocol: Protocol;
-  readonly rail: Rail;
-  /** Host and path (`api.example.com/v1/quote`) or a URL; its hash is recorded on-chain. */
-  readonly endpoint: string;
+/** The protocol layer's settle request (api/x402/settler.ts), whose reference may also be base58 text. */
+export interface SettlePaymentInput extends Omit<SettleRequest, "settlementReference"> {
   /**
    * 64 bytes naming a separate settlement (base58 text or bytes): a third-party x402
    * facilitator's transaction signature, or a card processor's reference (api/card).
    */
   readonly settlementReference?: string | Uint8Array;
-  /** The invocation account (base58 PDA) when paying under an `agents.invoke` budget. */
-  readonly invocation?: string;
 }
 
-export interface SettlementResult {
-  readonly txHash: string;
-  readonly slot: number;
-  readonly paymentId: bigint;
-}
+export type SettlementResult = SettleResult;
 
 /** A settlement committed as `pending` and signed, not yet sent. */
 export interface PreparedSettlement {

@@ -19,8 +19,9 @@ import bs58 from "bs58";
 import type pg from "pg";
 import { createAccount } from "../../api/keys.js";
 import { type EventPayload, eventPayload } from "../../indexer/decode/payload.js";
-import { withTransaction } from "../../indexer/store/ingest.js";
+import { withTransaction } from "../../indexer/db/database.js";
 import { explorerSuffix, projectEvents } from "../../indexer/store/projections.js";
+import { mulberry32 } from "../../test/support/random.js";
 import {
   decodeEventInstructionData,
   EVENT_IX_TAG,
@@ -94,18 +95,6 @@ const CHECK_EVERY = 499;
 const REPROJECT_EVERY = 101;
 
 const digest = (algorithm: "sha256" | "sha512", label: string): Buffer => createHash(algorithm).update(label).digest();
-
-/** mulberry32: a small seeded generator, so every run builds the same chain. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 const levelSizesMemo = new Map<string, number[]>();
 
@@ -407,7 +396,7 @@ async function checkAgainstProjection(pool: pg.Pool, sample: readonly string[]):
 /** Builds the chain and writes it into `pool` (a migrated, empty database), with its accounts and agents. */
 export async function seedFixture(pool: pg.Pool, shape: FixtureShape): Promise<Fixture> {
   const started = performance.now();
-  const next = random(0x5eed_7ee);
+  const next = mulberry32(0x5eed_7ee); // the same chain on every run
 
   const accountIds: string[] = [];
   for (let a = 0; a < shape.accounts; a += 1) accountIds.push(await createAccount(pool, `bench account ${a}`));

@@ -8,7 +8,8 @@
  */
 import { parseArgs } from "node:util";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
-import { ingestBatch, withTransaction } from "../../indexer/store/ingest.js";
+import { withTransaction } from "../../indexer/db/database.js";
+import { ingestBatch } from "../../indexer/store/ingest.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { syntheticTransaction } from "./synthetic.js";

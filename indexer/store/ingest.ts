@@ -5,6 +5,7 @@
  * the events this call inserted (INSERT ... RETURNING), so re-ingesting anything changes nothing.
  */
 import type pg from "pg";
+import { withTransaction } from "../db/database.js";
 import type { DecodedTransaction } from "../decode/transaction.js";
 import type { SettlementTransfer } from "../decode/settlement.js";
 import { type ProjectionOptions, projectEvents, projectFinality, projectSettlements, rollbackSlot } from "./projections.js";
@@ -129,21 +130,6 @@ async function advanceCheckpoint(client: pg.ClientBase, checkpoint: Checkpoint):
        WHERE checkpoints.slot <= excluded.slot`,
     [checkpoint.source, checkpoint.slot.toString(), checkpoint.blockhash],
   );
-}
-
-export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    const result = await work(client);
-    await client.query("COMMIT");
-    return result;
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
 }
 
 export async function ingestBatch(pool: pg.Pool, batch: IngestBatch, options: ProjectionOptions): Promise<IngestResult> {

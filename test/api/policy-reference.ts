@@ -8,17 +8,9 @@ import { expect } from "vitest";
 import type { PaymentRequest } from "../../api/policy/engine.js";
 import { EMPTY_POLICY, type Policy, validatePolicy } from "../../api/policy/policy.js";
 import { RATE_WINDOW_MS, RATE_WINDOWS } from "../../api/policy/windows.js";
+import { mulberry32 } from "../support/random.js";
 
-export function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { mulberry32 };
 
 const DAY_MS = 24 * 3_600_000;
 const ENTRY_POOL = ["example.com", "api.example.com", "evil-example.com", "shop.example.co.uk", "example.co.uk", "other.io"];

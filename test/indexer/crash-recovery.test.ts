@@ -11,10 +11,11 @@ import { PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IngestPipeline } from "../../indexer/pipeline.js";
 import { RpcSource } from "../../indexer/sources/rpc.js";
-import { withTransaction } from "../../indexer/store/ingest.js";
+import { withTransaction } from "../../indexer/db/database.js";
 import { projectFinality } from "../../indexer/store/projections.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
+import { mulberry32 } from "../support/random.js";
 import { createFreshDatabase, type FreshDatabase } from "./fresh-database.js";
 import { eventKeys, projectionSnapshot, snapshotDifference } from "./read-models.js";
 
@@ -34,18 +35,6 @@ let localnet: Localnet;
 let load: LoadSummary;
 let crashed: FreshDatabase;
 let clean: FreshDatabase;
-
-/** Deterministic pseudo-random delays (mulberry32), so a failing run can be replayed by seed. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 
@@ -98,7 +87,8 @@ describe("indexer crash recovery", () => {
 
     // The crashing run: SIGKILL at random points, restart, until the store is complete.
     const seed = Number(process.env.CRASH_SEED ?? Date.now() % 2 ** 31);
-    const next = random(seed);
+    // Deterministic pseudo-random delays, so a failing run can be replayed by seed.
+    const next = mulberry32(seed);
     const countsAtKill: number[] = [];
     for (let kill = 0; kill < KILLS; kill++) {
       const before = await eventCount(crashed);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IngestPipeline, WriterLockedError } from "../../indexer/pipeline.js";
 import { RpcSource } from "../../indexer/sources/rpc.js";
 import type { RawTransaction } from "../../indexer/sources/source.js";
-import { withTransaction } from "../../indexer/store/ingest.js";
+import { withTransaction } from "../../indexer/db/database.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
 import { verifyChainAgainstStore, verifyProjections } from "../../indexer/verify.js";
 import {

@@ -8,7 +8,8 @@
  * - the API on PORT (default 4000): GraphQL, REST metrics and the gateway's REST /v1 routes
  *   (custodial agent wallets funded from the local treasury, x402 facilitator, policies, alerts,
  *   webhooks, API keys);
- * - the settlement reconciler and the webhook dispatcher (email alerts when SMTP_URL is set);
+ * - the settlement reconciler, the webhook dispatcher (email alerts when SMTP_URL is set) and an
+ *   hourly pruning of spent x402 nonces and expired idempotency keys;
  * - a demo account with one API key, printed once.
  *
  * Keys: WALLET_ENCRYPTION_KEY and WEBHOOK_SECRETS_KEY when set; otherwise fresh random keys for
@@ -20,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import { Connection } from "@solana/web3.js";
 import pg from "pg";
 import { pino } from "pino";
+import { pruneIdempotencyKeys } from "../api/http/index.js";
 import { createAccount, issueApiKey } from "../api/keys.js";
 import { rpcBalanceReader } from "../api/read/balances.js";
 import { createApiServer } from "../api/server.js";
@@ -32,7 +34,7 @@ import {
   localSettlementLedger,
 } from "../api/wallets/index.js";
 import { Dispatcher, SecretBox, smtpMailer } from "../api/webhooks/index.js";
-import { X402Facilitator } from "../api/x402/index.js";
+import { pruneExpiredNonces, X402Facilitator } from "../api/x402/index.js";
 import { createPool, databaseUrl } from "../indexer/db/database.js";
 import { migrate } from "../indexer/db/migrate.js";
 import { IngestPipeline } from "../indexer/pipeline.js";
@@ -40,6 +42,7 @@ import { RpcSource } from "../indexer/sources/rpc.js";
 import { startLocalnet } from "./localnet.js";
 
 const LOCAL_DATABASE = "apg_local";
+const HOUSEKEEPING_MS = 3_600_000;
 
 /** Drops and recreates `apg_local` on the server of `serverUrl`; returns its URL. */
 async function freshLocalDatabase(serverUrl: string): Promise<string> {
@@ -108,6 +111,14 @@ async function main(): Promise<void> {
     logger: logger.child({ component: "webhooks" }),
   });
   dispatcher.start();
+  // Housekeeping: x402 nonces whose payloads can no longer verify, idempotency keys past 24 h.
+  const housekeeping = setInterval(() => {
+    const now = new Date();
+    Promise.all([pruneExpiredNonces(pool, now), pruneIdempotencyKeys(pool, now)]).then(
+      ([nonces, keys]) => (nonces + keys > 0 ? logger.info({ nonces, keys }, "pruned") : undefined),
+      (error: unknown) => logger.warn({ err: error }, "pruning failed"),
+    );
+  }, HOUSEKEEPING_MS);
 
   const api = createApiServer({
     pool,
@@ -141,6 +152,7 @@ async function main(): Promise<void> {
     process.once("SIGTERM", () => stop());
   });
   controller.abort();
+  clearInterval(housekeeping);
   await Promise.all([indexing, reconciling, dispatcher.stop()]);
   await api.close();
   await pool.end();

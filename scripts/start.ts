@@ -109,6 +109,8 @@ async function main(): Promise<void> {
     secrets: secretBox,
     mailer: process.env.SMTP_URL === undefined ? null : smtpMailer(process.env.SMTP_URL),
     logger: logger.child({ component: "webhooks" }),
+    // A local system: webhooks to receivers on this machine are what a developer tries first.
+    allowPrivateNetworks: true,
   });
   dispatcher.start();
   // Housekeeping: x402 nonces whose payloads can no longer verify, idempotency keys past 24 h.

@@ -7,7 +7,8 @@
  * (required: decrypts the signing secrets), SMTP_URL (optional: `smtp://host:port`, for `email:`
  * alerts), ALERT_EMAIL_FROM, and tuning: DISPATCHER_LEASE_MS, DISPATCHER_TIMEOUT_MS,
  * DISPATCHER_POLL_MS, DISPATCHER_BATCH_SIZE, DISPATCHER_MAX_ATTEMPTS, DISPATCHER_BACKOFF_BASE_MS,
- * DISPATCHER_BACKOFF_FACTOR, DISPATCHER_BACKOFF_MAX_MS, LOG_LEVEL. SIGTERM/SIGINT finish the
+ * DISPATCHER_BACKOFF_FACTOR, DISPATCHER_BACKOFF_MAX_MS, LOG_LEVEL; WEBHOOK_ALLOW_PRIVATE_NETWORKS=1
+ * delivers to loopback and private addresses too (refused by default). SIGTERM/SIGINT finish the
  * deliveries in flight and exit; SIGKILL loses nothing (their leases run out and they are re-sent).
  */
 import pino from "pino";
@@ -53,6 +54,7 @@ async function main(): Promise<void> {
       factor: numberEnv("DISPATCHER_BACKOFF_FACTOR", DEFAULT_BACKOFF.factor),
       maxMs: numberEnv("DISPATCHER_BACKOFF_MAX_MS", DEFAULT_BACKOFF.maxMs),
     },
+    allowPrivateNetworks: process.env.WEBHOOK_ALLOW_PRIVATE_NETWORKS === "1",
   });
   let stopping = false;
   const shutdown = (signal: string) => {

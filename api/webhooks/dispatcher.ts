@@ -46,6 +46,11 @@ export interface DispatcherOptions {
   readonly slackHosts?: readonly string[];
   /** LISTEN for new deliveries while started (default true); otherwise poll only. */
   readonly listen?: boolean;
+  /**
+   * Deliver webhooks to loopback and private addresses too. Off by default: a customer's URL must
+   * not reach the gateway's own network (api/webhooks/http.ts). Local setups and tests turn it on.
+   */
+  readonly allowPrivateNetworks?: boolean;
 }
 
 export interface DeliveryOutcome {
@@ -94,6 +99,7 @@ export class Dispatcher {
   /** A notification arrived while no sleep was waiting: skip the next sleep. */
   #woken = false;
   readonly #listen: boolean;
+  readonly #allowPrivateNetworks: boolean;
   #listener: pg.PoolClient | null = null;
 
   constructor(options: DispatcherOptions) {
@@ -109,6 +115,7 @@ export class Dispatcher {
     this.#backoff = options.backoff ?? DEFAULT_BACKOFF;
     this.#slackHosts = options.slackHosts ?? SLACK_HOSTS;
     this.#listen = options.listen ?? true;
+    this.#allowPrivateNetworks = options.allowPrivateNetworks ?? false;
     if (this.#leaseMs <= this.#timeoutMs) throw new Error("leaseMs must exceed timeoutMs, or in-flight deliveries get re-sent");
     if (this.#batchSize < 1 || this.#batchSize > 100) throw new Error("batchSize must be 1..100");
     if (this.#maxAttempts < 1) throw new Error("maxAttempts must be at least 1");
@@ -288,7 +295,10 @@ export class Dispatcher {
     const body = isSlackUrl(row.destination, this.#slackHosts) ? slackBody(JSON.parse(row.body) as EventPayload) : row.body;
     const headers = signedHeaders(secret, row.event_id, new Date(), body);
     this.#log.debug({ deliveryId: row.id, eventId: row.event_id, to: redactUrl(row.destination) }, "posting webhook");
-    const outcome = await postWebhook(row.destination, body, { ...headers }, this.#timeoutMs);
+    const outcome = await postWebhook(row.destination, body, { ...headers }, {
+      timeoutMs: this.#timeoutMs,
+      allowPrivateNetworks: this.#allowPrivateNetworks,
+    });
     return { ...outcome, gone: outcome.status === 410 };
   }
 

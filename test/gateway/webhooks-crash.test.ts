@@ -49,6 +49,7 @@ function startDispatcher(): ChildProcess {
       DISPATCHER_BATCH_SIZE: "4",
       DISPATCHER_BACKOFF_BASE_MS: "200",
       LOG_LEVEL: "silent",
+      WEBHOOK_ALLOW_PRIVATE_NETWORKS: "1", // the receiver is on loopback
     },
     stdio: "ignore",
   });

@@ -55,7 +55,8 @@ async function receiver(): Promise<WebhookReceiver> {
 }
 
 function dispatcher(options: Partial<DispatcherOptions> = {}): Dispatcher {
-  const d = new Dispatcher({ pool: db.pool, secrets: box, logger: silent, pollMs: 20, timeoutMs: 2_000, leaseMs: 5_000, ...options });
+  // The receivers are on loopback: private networks allowed (the refusal has its own test).
+  const d = new Dispatcher({ pool: db.pool, secrets: box, logger: silent, pollMs: 20, timeoutMs: 2_000, leaseMs: 5_000, allowPrivateNetworks: true, ...options });
   dispatchers.push(d);
   return d;
 }

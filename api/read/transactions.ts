@@ -22,14 +22,17 @@ export interface TransactionFilter {
   readonly limit: number;
 }
 
-const CHAIN_SELECT = `
+/** The listing's columns of a chain payment `t` (with `a` its agent, `pe` its tree edge). */
+const chainColumns = (endpointText: string, domain: string): string => `
   SELECT 0 AS kind, t.event_id::text AS id, t.tx_hash, a.agent_id, t.agent AS wallet_address, t.payee,
          t.protocol, t.rail, t.amount_units::text AS amount_units,
-         coalesce(e.endpoint, t.endpoint_hash) AS endpoint, t.endpoint_hash, e.domain,
+         coalesce(${endpointText}, t.endpoint_hash) AS endpoint, t.endpoint_hash, ${domain} AS domain,
          t.policy_check, t.parent_tx_hash, t.explorer_url, t."timestamp",
          (extract(epoch FROM t."timestamp") * 1000000)::bigint::text AS time_micros,
          t.status, coalesce(pe.depth, 0) AS depth, t.settlement_status,
-         NULL::text AS reason_code, NULL::text AS reason
+         NULL::text AS reason_code, NULL::text AS reason`;
+
+const CHAIN_SELECT = `${chainColumns("e.endpoint", "e.domain")}
   FROM transactions t
   JOIN agents a ON a.wallet_address = t.agent
   LEFT JOIN endpoints e ON e.endpoint_hash = t.endpoint_hash
@@ -52,14 +55,7 @@ const REJECTION_SELECT = `
  * Cost grows with agents × page size, not with the account's history.
  */
 function chainListing(agentWhere: string, rowWhere: string, limit: string): string {
-  return `
-  SELECT 0 AS kind, t.event_id::text AS id, t.tx_hash, a.agent_id, t.agent AS wallet_address, t.payee,
-         t.protocol, t.rail, t.amount_units::text AS amount_units,
-         coalesce(t.endpoint_text, t.endpoint_hash) AS endpoint, t.endpoint_hash, t.domain,
-         t.policy_check, t.parent_tx_hash, t.explorer_url, t."timestamp",
-         (extract(epoch FROM t."timestamp") * 1000000)::bigint::text AS time_micros,
-         t.status, coalesce(pe.depth, 0) AS depth, t.settlement_status,
-         NULL::text AS reason_code, NULL::text AS reason
+  return `${chainColumns("t.endpoint_text", "t.domain")}
   FROM agents a
   CROSS JOIN LATERAL (
     SELECT t.*, e.endpoint AS endpoint_text, e.domain

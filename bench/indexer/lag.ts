@@ -55,8 +55,6 @@ async function waitForRow(pool: pg.Pool, signature: string): Promise<number> {
 async function measure(pollMs: number): Promise<number[]> {
   const localnet = await startLocalnet();
   const database = await createFreshDatabase();
-  // Teardown drops the database with FORCE; a connection it ends must not crash the bench.
-  database.pool.on("error", () => undefined);
   const controller = new AbortController();
   try {
     const ledger = ledgerAccess(localnet);

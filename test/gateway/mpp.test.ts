@@ -18,10 +18,11 @@ import {
   submissionBody,
   X_MPP_SESSION,
 } from "../../api/mpp/index.js";
-import { decodeTransactionEvents, endpointHash, eventsNamed, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
+import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { recordedPayment } from "../support/ledger-events.js";
 import { LedgerSettler } from "./support/ledger-settler.js";
 import { type PaidApi, type PaidApiRoutes, startPaidApi, X_MPP_ERROR } from "./support/paid-api.js";
 import { payMpp } from "./support/paying-client.js";
@@ -84,13 +85,7 @@ afterAll(async () => {
   await localnet?.stop();
 });
 
-async function paymentEvent(txHash: string): Promise<PaymentRecorded> {
-  const tx = await ledger.provider.connection.getTransaction(txHash, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
-  if (tx === null) throw new Error(`no transaction ${txHash}`);
-  const events = eventsNamed(decodeTransactionEvents(tx), "PaymentRecorded");
-  expect(events).toHaveLength(1);
-  return events[0]!;
-}
+const paymentEvent = (txHash: string): Promise<PaymentRecorded> => recordedPayment(ledger.provider.connection, txHash);
 
 describe("MPP rails, every one recorded by the program", () => {
   it("the stablecoin rail is the default: one atomic transfer + record with protocol mpp", async () => {

@@ -29,7 +29,6 @@ const settled: SettleRequest[] = [];
 
 beforeAll(async () => {
   db = await createFreshDatabase();
-  db.pool.on("error", () => undefined);
   const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
   // Signing reads only the sealed key from Postgres; no ledger call is made by these routes.
   const ledger = { network: NETWORK } as unknown as SettlementLedger;

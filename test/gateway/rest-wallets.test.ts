@@ -26,7 +26,6 @@ let apiKey: string;
 
 beforeAll(async () => {
   [localnet, db] = await Promise.all([startLocalnet(), createFreshDatabase()]);
-  db.pool.on("error", () => undefined);
   const ledger = localSettlementLedger(localnet);
   const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
   const wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });

@@ -28,7 +28,6 @@ const NOW = new Date("2026-03-01T12:00:00.000Z");
 
 beforeAll(async () => {
   db = await createFreshDatabase();
-  db.pool.on("error", () => undefined);
   handle = createGatewayHandler({
     pool: db.pool,
     now: () => NOW,

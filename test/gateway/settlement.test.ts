@@ -22,9 +22,10 @@ import {
   type SettlementLedger,
   tokenBalanceUnits,
 } from "../../api/wallets/index.js";
-import { decodeTransactionEvents, endpointHash, eventsNamed } from "../../programs/payment_ledger/ts/index.js";
+import { endpointHash } from "../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { recordedPayments } from "../support/ledger-events.js";
 
 const USDC = 1_000_000n;
 const ENDPOINT = "api.example.com/v1/quote";
@@ -71,11 +72,7 @@ async function settlementRow(signature: string) {
   return rows.rows[0];
 }
 
-async function paymentEvents(signature: string) {
-  const tx = await ledger.connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
-  if (tx === null) throw new Error(`no transaction ${signature}`);
-  return eventsNamed(decodeTransactionEvents(tx), "PaymentRecorded");
-}
+const paymentEvents = (signature: string) => recordedPayments(ledger.connection, signature);
 
 describe("settlement", () => {
   it("a stablecoin payment moves exactly its amount and records PaymentRecorded", async () => {

@@ -15,10 +15,11 @@ import {
   unfinishedClaims,
   X402Facilitator,
 } from "../../api/x402/index.js";
-import { decodeTransactionEvents, endpointHash, eventsNamed, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
+import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { recordedPayment } from "../support/ledger-events.js";
 import { LedgerSettler } from "./support/ledger-settler.js";
 import { type PaidApi, startPaidApi, X_PAYMENT_ERROR } from "./support/paid-api.js";
 import { payX402, retryX402 } from "./support/paying-client.js";
@@ -66,13 +67,7 @@ afterAll(async () => {
   await localnet?.stop();
 });
 
-async function paymentEvent(txHash: string): Promise<PaymentRecorded> {
-  const tx = await ledger.provider.connection.getTransaction(txHash, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
-  if (tx === null) throw new Error(`no transaction ${txHash}`);
-  const events = eventsNamed(decodeTransactionEvents(tx), "PaymentRecorded");
-  expect(events).toHaveLength(1);
-  return events[0]!;
-}
+const paymentEvent = (txHash: string): Promise<PaymentRecorded> => recordedPayment(ledger.provider.connection, txHash);
 
 const sign = (overrides: Partial<PaymentRequirement> = {}, options: Parameters<typeof signPaymentPayload>[2] = {}) =>
   signPaymentPayload(signer, { ...requirement, ...overrides }, { now, ...options });

@@ -210,6 +210,95 @@ export async function releaseReservation(db: Db, reservationId: string): Promise
   return (result.rowCount ?? 0) > 0;
 }
 
+/** How a reservation is tied to the signed payment it let through (migrations/011_payment_links.sql). */
+export interface PaymentLink {
+  /** `x402:<payer>:<nonce>`, `mpp:<payer>:<nonce>` or `mpp-charge:<mpp_payments id>`. */
+  readonly paymentRef: string;
+  /** The signed payment's `validUntil`: after it nothing can settle the payment. */
+  readonly expiresAt?: Date | null;
+  /** The invoking transaction when a sub-agent pays under `agents.invoke`. */
+  readonly parentTxHash?: string | null;
+  /** This payment invokes its payee as a sub-agent with this budget (base units). */
+  readonly invocationBudgetUnits?: bigint | null;
+}
+
+export interface LinkedReservation {
+  readonly id: string;
+  readonly agentId: string;
+  readonly amountUnits: bigint;
+  readonly status: "reserved" | "settled" | "released";
+  readonly txHash: string | null;
+  readonly paymentRef: string;
+  readonly expiresAt: Date | null;
+  readonly parentTxHash: string | null;
+  readonly invocationBudgetUnits: bigint | null;
+  readonly invocation: string | null;
+}
+
+export const x402PaymentRef = (payer: string, nonce: string): string => `x402:${payer}:${nonce}`;
+export const mppPaymentRef = (payer: string, nonce: string): string => `mpp:${payer}:${nonce}`;
+export const mppChargeRef = (mppPaymentId: string): string => `mpp-charge:${mppPaymentId}`;
+
+/** Ties an open reservation to its signed payment (same transaction as the reservation). */
+export async function linkReservation(db: Db, reservationId: string, link: PaymentLink): Promise<void> {
+  await db.query(
+    `UPDATE spend_reservations SET payment_ref = $2, expires_at = $3, parent_tx_hash = $4, invocation_budget_units = $5
+     WHERE id = $1 AND status = 'reserved'`,
+    [reservationId, link.paymentRef, link.expiresAt ?? null, link.parentTxHash ?? null, link.invocationBudgetUnits?.toString() ?? null],
+  );
+}
+
+/** The reservation of a signed payment, or null when the gateway did not authorize it. */
+export async function linkedReservation(db: Db, paymentRef: string): Promise<LinkedReservation | null> {
+  const { rows } = await db.query<{
+    id: string;
+    agent_id: string;
+    amount_units: string;
+    status: LinkedReservation["status"];
+    tx_hash: string | null;
+    payment_ref: string;
+    expires_at: Date | null;
+    parent_tx_hash: string | null;
+    invocation_budget_units: string | null;
+    invocation: string | null;
+  }>(
+    `SELECT id, agent_id, amount_units, status, tx_hash, payment_ref, expires_at, parent_tx_hash, invocation_budget_units, invocation
+     FROM spend_reservations WHERE payment_ref = $1`,
+    [paymentRef],
+  );
+  const row = rows[0];
+  if (row === undefined) return null;
+  return {
+    id: row.id,
+    agentId: row.agent_id,
+    amountUnits: BigInt(row.amount_units),
+    status: row.status,
+    txHash: row.tx_hash,
+    paymentRef: row.payment_ref,
+    expiresAt: row.expires_at,
+    parentTxHash: row.parent_tx_hash,
+    invocationBudgetUnits: row.invocation_budget_units === null ? null : BigInt(row.invocation_budget_units),
+    invocation: row.invocation,
+  };
+}
+
+/** The linked payment landed: its reservation keeps counting, with the ledger transaction. */
+export async function settleLinkedReservation(db: Db, paymentRef: string, txHash: string): Promise<boolean> {
+  const result = await db.query(
+    "UPDATE spend_reservations SET status = 'settled', tx_hash = $2 WHERE payment_ref = $1 AND status = 'reserved'",
+    [paymentRef, txHash],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+/** The linked payment definitely did not happen: its amount and its call stop counting. */
+export async function releaseLinkedReservation(db: Db, paymentRef: string): Promise<boolean> {
+  const result = await db.query("UPDATE spend_reservations SET status = 'released' WHERE payment_ref = $1 AND status = 'reserved'", [
+    paymentRef,
+  ]);
+  return (result.rowCount ?? 0) > 0;
+}
+
 async function lockAgent(client: pg.ClientBase, agentId: string): Promise<void> {
   const { rows } = await client.query<{ isolation: string }>(
     "SELECT pg_advisory_xact_lock($1, hashtext($2)), current_setting('transaction_isolation') AS isolation",

@@ -1,0 +1,235 @@
+/**
+ * The client's error classes (spec 7). Every class derives from `ServiceError` and carries the
+ * gateway's stable `code` (REST problem `code`, GraphQL `extensions.code`) and HTTP `status` when
+ * the failure came from an answer.
+ *
+ * `instanceof` works across two copies of this package (a bundled copy and a hoisted one, or an
+ * ESM and a CJS build): each class is branded with a `Symbol.for` key and checks the brand in a
+ * static `Symbol.hasInstance`, so `error instanceof PolicyViolationError` does not depend on which
+ * copy constructed the error.
+ */
+
+const BRAND = Symbol.for("agent-payment-gateway.sdk.error");
+
+export type ErrorClassName =
+  | "ServiceError"
+  | "PolicyViolationError"
+  | "DailyBudgetExceededError"
+  | "DomainNotAllowedError"
+  | "BudgetExceededError"
+  | "InsufficientFundsError"
+  | "PaymentProtocolError"
+  | "PaymentError"
+  | "AuthenticationError";
+
+/** Which classes each class counts as (itself and its ancestors), by name. */
+const LINEAGE: Record<ErrorClassName, readonly ErrorClassName[]> = {
+  ServiceError: ["ServiceError"],
+  PolicyViolationError: ["PolicyViolationError", "ServiceError"],
+  DailyBudgetExceededError: ["DailyBudgetExceededError", "PolicyViolationError", "ServiceError"],
+  DomainNotAllowedError: ["DomainNotAllowedError", "PolicyViolationError", "ServiceError"],
+  BudgetExceededError: ["BudgetExceededError", "PolicyViolationError", "ServiceError"],
+  InsufficientFundsError: ["InsufficientFundsError", "ServiceError"],
+  PaymentProtocolError: ["PaymentProtocolError", "ServiceError"],
+  PaymentError: ["PaymentError", "ServiceError"],
+  AuthenticationError: ["AuthenticationError", "ServiceError"],
+};
+
+export interface ServiceErrorOptions {
+  /** The gateway's stable error code (`POLICY_VIOLATION`, `INSUFFICIENT_FUNDS`, ...). */
+  code?: string;
+  /** HTTP status of the answer that carried the error. */
+  status?: number;
+  /** The problem body (or GraphQL extensions) as received, for inspection. */
+  detail?: unknown;
+  /** The underlying failure (a network error, the last attempt's error). */
+  cause?: unknown;
+  /** The gateway's request id, when it sent one. */
+  requestId?: string;
+}
+
+function brandOf(value: unknown): ErrorClassName | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const brand = (value as Record<symbol, unknown>)[BRAND];
+  return typeof brand === "string" && Object.hasOwn(LINEAGE, brand) ? (brand as ErrorClassName) : undefined;
+}
+
+/** Base class of every error the client throws on purpose. */
+export class ServiceError extends Error {
+  /** The brand this class checks in `instanceof` (overridden by each subclass). */
+  static readonly className: ErrorClassName = "ServiceError";
+
+  readonly code?: string;
+  readonly status?: number;
+  readonly detail?: unknown;
+  readonly requestId?: string;
+
+  constructor(message: string, options: ServiceErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    const className = (new.target as typeof ServiceError).className;
+    this.name = className;
+    Object.defineProperty(this, BRAND, { value: className, enumerable: false });
+    if (options.code !== undefined) this.code = options.code;
+    if (options.status !== undefined) this.status = options.status;
+    if (options.detail !== undefined) this.detail = options.detail;
+    if (options.requestId !== undefined) this.requestId = options.requestId;
+  }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    const brand = brandOf(value);
+    if (brand === undefined) return false;
+    return LINEAGE[brand].includes(this.className);
+  }
+}
+
+/** A spend policy rejected the payment (spec 7). */
+export class PolicyViolationError extends ServiceError {
+  static override readonly className: ErrorClassName = "PolicyViolationError";
+  /** `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>` (spec 7). */
+  readonly reason: string;
+  /** The machine code before the colon, e.g. `per_call_limit_exceeded`. */
+  readonly reasonCode: string;
+
+  constructor(reason: string, options: ServiceErrorOptions & { reasonCode?: string } = {}) {
+    super(reason, options);
+    this.reason = reason;
+    this.reasonCode = options.reasonCode ?? reasonCodeOf(reason);
+  }
+}
+
+/** The daily budget is consumed; payments are rejected until the window resets. */
+export class DailyBudgetExceededError extends PolicyViolationError {
+  static override readonly className: ErrorClassName = "DailyBudgetExceededError";
+}
+
+/** The endpoint's domain is not on the allowlist, or is on the blocklist. */
+export class DomainNotAllowedError extends PolicyViolationError {
+  static override readonly className: ErrorClassName = "DomainNotAllowedError";
+  readonly domain: string;
+
+  constructor(reason: string, domain: string, options: ServiceErrorOptions & { reasonCode?: string } = {}) {
+    super(reason, options);
+    this.domain = domain;
+  }
+}
+
+/** A sub-agent's payment would exceed the budget of its `agents.invoke` invocation. */
+export class BudgetExceededError extends PolicyViolationError {
+  static override readonly className: ErrorClassName = "BudgetExceededError";
+}
+
+/** The agent's wallet lacks the funds. */
+export class InsufficientFundsError extends ServiceError {
+  static override readonly className: ErrorClassName = "InsufficientFundsError";
+  readonly currentBalance: { usdc: number };
+
+  constructor(message: string, currentBalance: { usdc: number }, options: ServiceErrorOptions = {}) {
+    super(message, options);
+    this.currentBalance = currentBalance;
+  }
+}
+
+/** A 402 answer names a payment protocol the client does not recognise. */
+export class PaymentProtocolError extends ServiceError {
+  static override readonly className: ErrorClassName = "PaymentProtocolError";
+  readonly endpoint: string;
+
+  constructor(message: string, endpoint: string, options: ServiceErrorOptions = {}) {
+    super(message, options);
+    this.endpoint = endpoint;
+  }
+}
+
+/** The payment failed (after all retries of a transient failure, or definitively). */
+export class PaymentError extends ServiceError {
+  static override readonly className: ErrorClassName = "PaymentError";
+}
+
+/** The API key is invalid or missing (spec 5). */
+export class AuthenticationError extends ServiceError {
+  static override readonly className: ErrorClassName = "AuthenticationError";
+}
+
+/** `isServiceError(e, "POLICY_VIOLATION")`: narrowing by class and, optionally, by code. */
+export function isServiceError(error: unknown, code?: string): error is ServiceError {
+  return error instanceof ServiceError && (code === undefined || error.code === code);
+}
+
+function reasonCodeOf(reason: string): string {
+  const colon = reason.indexOf(":");
+  return colon > 0 ? reason.slice(0, colon) : reason;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function stringField(body: Record<string, unknown>, key: string): string | undefined {
+  const value = body[key];
+  return typeof value === "string" ? value : undefined;
+}
+
+/** `{ usdc: number }` from an answer, or undefined when it is not that shape. */
+function moneyField(body: Record<string, unknown>, key: string): { usdc: number } | undefined {
+  const value = body[key];
+  if (!isRecord(value) || typeof value.usdc !== "number" || !Number.isFinite(value.usdc)) return undefined;
+  return { usdc: value.usdc };
+}
+
+/**
+ * The gateway's RFC 9457 problem JSON (REST) or a GraphQL error's extensions → the client's
+ * class. `errorClass` decides when present (the gateway names the spec's class); otherwise the
+ * `code` and status do. Unknown shapes become a plain `ServiceError` with the status.
+ */
+export function errorFromProblem(status: number, problem: unknown, requestId?: string): ServiceError {
+  const body = isRecord(problem) ? problem : {};
+  const code = stringField(body, "code");
+  const errorClass = stringField(body, "errorClass");
+  const detailText = stringField(body, "detail") ?? stringField(body, "message") ?? stringField(body, "title");
+  const message = detailText ?? `the gateway answered ${status}${code === undefined ? "" : ` ${code}`}`;
+  const options: ServiceErrorOptions = {
+    ...(code === undefined ? {} : { code }),
+    status,
+    detail: problem,
+    ...(requestId === undefined ? {} : { requestId }),
+  };
+
+  if (status === 401 || code === "AUTHENTICATION_ERROR" || errorClass === "AuthenticationError") {
+    return new AuthenticationError(message, options);
+  }
+
+  const reason = stringField(body, "reason") ?? message;
+  const reasonCode = stringField(body, "reasonCode");
+  const policyOptions = { ...options, ...(reasonCode === undefined ? {} : { reasonCode }) };
+  switch (errorClass) {
+    case "PolicyViolationError":
+      return new PolicyViolationError(reason, policyOptions);
+    case "DailyBudgetExceededError":
+      return new DailyBudgetExceededError(reason, policyOptions);
+    case "DomainNotAllowedError":
+      return new DomainNotAllowedError(reason, stringField(body, "domain") ?? "", policyOptions);
+    case "BudgetExceededError":
+      return new BudgetExceededError(reason, policyOptions);
+    case "InsufficientFundsError":
+      return new InsufficientFundsError(message, moneyField(body, "currentBalance") ?? { usdc: 0 }, options);
+    case "PaymentProtocolError":
+      return new PaymentProtocolError(message, stringField(body, "endpoint") ?? "", options);
+    case "PaymentError":
+      return new PaymentError(message, options);
+    default:
+      break;
+  }
+
+  switch (code) {
+    case "POLICY_VIOLATION":
+      return new PolicyViolationError(reason, policyOptions);
+    case "BUDGET_EXCEEDED":
+      return new BudgetExceededError(reason, policyOptions);
+    case "INSUFFICIENT_FUNDS":
+      return new InsufficientFundsError(message, moneyField(body, "currentBalance") ?? { usdc: 0 }, options);
+    case "PAYMENT_FAILED":
+      return new PaymentError(message, options);
+    default:
+      return new ServiceError(message, options);
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * `cli alerts create` (spec 2.10, 4.8) over `POST /v1/alerts`, and `cli alerts list`. The
+ * options are checked here first (exit 2); the gateway checks them again.
+ */
+import type { CommandContext } from "../context.js";
+import { list, record, text } from "../format.js";
+import { decimalNumberOption, durationOption, oneOf } from "../input.js";
+import { formatFields, formatTable } from "../table.js";
+import { UsageError } from "../usage.js";
+
+export const ALERT_TYPES = ["budget_pct", "spend_rate", "policy_violation"] as const;
+
+export function alertBody(options: CommandContext["options"]): Record<string, unknown> {
+  if (options.agent === undefined || options.agent.trim() === "") throw new UsageError("alerts create needs --agent");
+  if (options.type === undefined) throw new UsageError(`alerts create needs --type (${ALERT_TYPES.join(", ")})`);
+  const type = oneOf(options.type, "type", ALERT_TYPES);
+  if (options.notify === undefined) throw new UsageError("alerts create needs --notify webhook:<url> or email:<address>");
+  const notify = options.notify.trim();
+  if (!/^(webhook:https?:\/\/\S+|email:[^\s@]+@[^\s@]+)$/i.test(notify)) {
+    throw new UsageError(`--notify must be webhook:<http(s) url> or email:<address>, got "${options.notify}"`);
+  }
+  const body: Record<string, unknown> = { agentId: options.agent, type, notify };
+  switch (type) {
+    case "budget_pct":
+      if (options.threshold === undefined) throw new UsageError("budget_pct needs --threshold, a percent such as 80");
+      if (options.window !== undefined) throw new UsageError("--window applies to spend_rate only");
+      body.threshold = decimalNumberOption(options.threshold, "threshold");
+      break;
+    case "spend_rate":
+      if (options.threshold === undefined) throw new UsageError("spend_rate needs --threshold, an amount in usdc");
+      if (options.window === undefined) throw new UsageError("spend_rate needs --window, e.g. 1h");
+      body.threshold = decimalNumberOption(options.threshold, "threshold");
+      body.window = durationOption(options.window, "window");
+      break;
+    case "policy_violation":
+      if (options.threshold !== undefined || options.window !== undefined) throw new UsageError("policy_violation takes no --threshold or --window");
+      break;
+  }
+  return body;
+}
+
+export async function alertsCreate(context: CommandContext): Promise<void> {
+  const created = await context.transport.request<unknown>("POST", "/v1/alerts", { body: alertBody(context.options) });
+  if (context.options.json === true) return context.json(created);
+  const alert = record(created, "alert");
+  context.out(`Alert ${text(alert.id)} created.`);
+  context.out(renderAlert(alert));
+  if (typeof alert.signingSecret === "string") {
+    context.out(`Signing secret (shown once; verify deliveries with it): ${alert.signingSecret}`);
+  }
+}
+
+export function thresholdText(alert: Record<string, unknown>): string {
+  if (alert.threshold === null || alert.threshold === undefined) return "-";
+  return alert.type === "budget_pct" ? `${String(alert.threshold)}%` : `${String(alert.threshold)} USDC`;
+}
+
+export function renderAlert(alert: Record<string, unknown>): string {
+  return formatFields([
+    ["Agent", text(alert.agentId)],
+    ["Type", text(alert.type)],
+    ["Threshold", thresholdText(alert)],
+    ["Window", text(alert.window)],
+    ["Notify", text(alert.notify)],
+    ["Created", text(alert.createdAt)],
+  ]);
+}
+
+export async function alertsList(context: CommandContext): Promise<void> {
+  const answer = await context.transport.request<unknown>("GET", "/v1/alerts", { query: { agentId: context.options.agent } });
+  if (context.options.json === true) return context.json(answer);
+  const alerts = list(record(answer, "answer").alerts, "alerts");
+  if (alerts.length === 0) return context.out("No alerts.");
+  context.out(
+    formatTable(
+      [{ header: "ID" }, { header: "AGENT" }, { header: "TYPE" }, { header: "THRESHOLD", align: "right" }, { header: "WINDOW" }, { header: "NOTIFY" }, { header: "CREATED" }],
+      alerts.map((alert) => [text(alert.id), text(alert.agentId), text(alert.type), thresholdText(alert), text(alert.window), text(alert.notify), text(alert.createdAt)]),
+    ),
+  );
+}

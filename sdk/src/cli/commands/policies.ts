@@ -1,0 +1,96 @@
+/**
+ * `cli policies set|get|clear <agent>` (spec 4.8) over `PUT|GET|DELETE /v1/policies/{agentId}`
+ * (spec 4.1). `set` sends only the fields given (omitted fields keep their values); `none`
+ * sends `null`, which removes that limit.
+ */
+import type { CommandContext } from "../context.js";
+import { formatUnits, record, text, unitsOf } from "../format.js";
+import { amountOption, domainsOption, oneOf } from "../input.js";
+import { formatRateLimit, parseRateLimit } from "../rate-limit.js";
+import { formatFields } from "../table.js";
+import { UsageError } from "../usage.js";
+
+const PREFERENCES = ["auto", "x402", "mpp"] as const;
+
+function policyPath(agent: string): string {
+  return `/v1/policies/${encodeURIComponent(agent)}`;
+}
+
+/** The PUT body of spec 4.1 from the options; at least one field. */
+export function policyPatch(options: CommandContext["options"]): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  if (options["daily-budget"] !== undefined) body.dailyBudget = amountOption(options["daily-budget"], "daily-budget");
+  if (options["per-call-limit"] !== undefined) body.perCallLimit = amountOption(options["per-call-limit"], "per-call-limit");
+  if (options["allowed-domains"] !== undefined) body.allowedDomains = domainsOption(options["allowed-domains"], "allowed-domains");
+  if (options["blocked-domains"] !== undefined) {
+    // The blocklist has no "unset" distinct from empty: none clears it.
+    body.blockedDomains = domainsOption(options["blocked-domains"], "blocked-domains") ?? [];
+  }
+  if (options["rate-limit"] !== undefined) body.rateLimit = parseRateLimit(options["rate-limit"]);
+  if (options["protocol-preference"] !== undefined) {
+    body.protocolPreference = oneOf(options["protocol-preference"], "protocol-preference", PREFERENCES);
+  }
+  if (Object.keys(body).length === 0) {
+    throw new UsageError("policies set needs at least one of --daily-budget, --per-call-limit, --allowed-domains, --blocked-domains, --rate-limit, --protocol-preference");
+  }
+  return body;
+}
+
+export async function policiesSet(context: CommandContext): Promise<void> {
+  const body = policyPatch(context.options);
+  const policy = await context.transport.request<unknown>("PUT", policyPath(context.args.agent!), { body });
+  if (context.options.json === true) return context.json(policy);
+  context.out(`Policy of ${context.args.agent} updated.`);
+  context.out(renderPolicy(record(policy, "policy")));
+}
+
+export async function policiesGet(context: CommandContext): Promise<void> {
+  const policy = await context.transport.request<unknown>("GET", policyPath(context.args.agent!));
+  if (context.options.json === true) return context.json(policy);
+  context.out(renderPolicy(record(policy, "policy")));
+}
+
+export async function policiesClear(context: CommandContext): Promise<void> {
+  await context.transport.request<unknown>("DELETE", policyPath(context.args.agent!));
+  context.out(`Every limit of ${context.args.agent} removed.`);
+}
+
+/** `used * 100 / limit` with two decimals, in bigint (a percent of money is not a float). */
+export function percentText(partUnits: bigint, wholeUnits: bigint): string {
+  if (wholeUnits <= 0n) return "-";
+  const hundredths = (partUnits * 10_000n) / wholeUnits;
+  return `${hundredths / 100n}.${(hundredths % 100n).toString().padStart(2, "0")}%`;
+}
+
+export function renderPolicy(policy: Record<string, unknown>): string {
+  const usedUnits = unitsOf(policy.usedToday, "usedToday");
+  const budgetUnits = policy.dailyBudget === null || policy.dailyBudget === undefined ? null : unitsOf(policy.dailyBudget, "dailyBudget");
+  const perCall = policy.perCallLimit === null || policy.perCallLimit === undefined ? null : unitsOf(policy.perCallLimit, "perCallLimit");
+  const rateLimit = policy.rateLimit as { calls: number; window: string } | null | undefined;
+  const rateUsage = (policy.rateUsage ?? {}) as { calls?: number; window?: string | null };
+  const allowed = policy.allowedDomains as string[] | null | undefined;
+  const blocked = (policy.blockedDomains ?? []) as string[];
+
+  const budgetLine =
+    budgetUnits === null
+      ? `none (used today ${formatUnits(usedUnits)})`
+      : `${formatUnits(budgetUnits)} (used today ${formatUnits(usedUnits)}, ${percentText(usedUnits, budgetUnits)}, ${text(policy.budgetState)})`;
+  const fields: [string, string][] = [
+    ["Agent", text(policy.agentId)],
+    ["Daily budget", budgetLine],
+  ];
+  if (policy.windowResetsAt !== null && policy.windowResetsAt !== undefined) fields.push(["Budget window resets", text(policy.windowResetsAt)]);
+  fields.push(
+    ["Per-call limit", perCall === null ? "none" : formatUnits(perCall)],
+    ["Allowed domains", allowed === null || allowed === undefined ? "any" : allowed.length === 0 ? "(none: no domain may be paid)" : allowed.join(", ")],
+    ["Blocked domains", blocked.length === 0 ? "none" : blocked.join(", ")],
+    [
+      "Rate limit",
+      rateLimit === null || rateLimit === undefined
+        ? "none"
+        : `${formatRateLimit(rateLimit)} (${rateUsage.calls ?? 0} of ${rateLimit.calls} calls used in the current ${rateUsage.window ?? rateLimit.window})`,
+    ],
+    ["Protocol preference", text(policy.protocolPreference)],
+  );
+  return formatFields(fields);
+}

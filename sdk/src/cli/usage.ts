@@ -1,0 +1,78 @@
+/**
+ * Usage errors (exit 2) and the help texts. A usage error is found before any request is sent:
+ * a mistyped amount or an unknown option never reaches the gateway.
+ */
+
+export class UsageError extends Error {
+  override readonly name = "UsageError";
+}
+
+export const EXIT_OK = 0;
+/** The gateway answered with an error, or could not be reached. */
+export const EXIT_API_ERROR = 1;
+/** Bad command line: unknown command or option, bad value, missing argument. */
+export const EXIT_USAGE = 2;
+
+export const GLOBAL_HELP = `Usage: cli <command> [options]
+
+Commands:
+  policies set <agent>             set spend policy fields (omitted fields keep their values)
+  policies get <agent>             the policy with usedToday and the rate-limit usage
+  policies clear <agent>           remove every limit of the agent
+  transactions list                recent transactions (newest first)
+  transactions inspect <txHash>    one transaction
+  transactions tree <rootTxHash>   the payment tree under a transaction, with its total
+  transactions explorer <txHash>   open (or print) the public explorer entry
+  spend                            total spend, by protocol and by domain
+  alerts create                    create an alert rule
+  alerts list                      the account's alert rules
+
+Global options:
+  --api-key <key>      API key (default: env APG_API_KEY)
+  --base-url <url>     gateway URL (default: env APG_BASE_URL, else http://127.0.0.1:4000)
+  --json               print the gateway's JSON instead of a table (read commands)
+  -h, --help           show help ("cli <command> --help" for a command)
+
+Exit status: 0 success, 1 the gateway answered an error (or was unreachable), 2 bad usage.`;
+
+export const COMMAND_HELP: Readonly<Record<string, string>> = {
+  "policies set": `Usage: cli policies set <agent> [options]
+
+  --daily-budget <usdc|none>         rolling 24-hour budget, e.g. 50 or 12.5
+  --per-call-limit <usdc|none>       cap on one payment
+  --allowed-domains <a,b,...|none>   allowlist (none: any domain may be paid)
+  --blocked-domains <a,b,...|none>   blocklist (wins over the allowlist)
+  --rate-limit "<calls> per <unit>"  e.g. "100 per hour", "10 per 5m"; none removes it
+                                     units: minute|1m, 5m, 15m, hour|1h, day|24h
+  --protocol-preference <auto|x402|mpp>
+
+Omitted options keep their current values; "none" removes that limit.`,
+  "policies get": `Usage: cli policies get <agent> [--json]`,
+  "policies clear": `Usage: cli policies clear <agent>`,
+  "transactions list": `Usage: cli transactions list [options]
+
+  --agent <id>              only this agent's transactions
+  --limit <n>               at most n rows (1-200, default 20)
+  --protocol <x402|mpp>     only this protocol
+  --since <window>          only the last window, e.g. 15m, 24h, 7d
+  --domain <domain>         only payments to this domain
+  --json`,
+  "transactions inspect": `Usage: cli transactions inspect <txHash> [--json]`,
+  "transactions tree": `Usage: cli transactions tree <rootTxHash> [--max-depth <n>] [--json]`,
+  "transactions explorer": `Usage: cli transactions explorer <txHash> [--print]
+
+Opens the transaction's explorer entry in a browser when one is available (a desktop session);
+otherwise, or with --print, prints the URL.`,
+  spend: `Usage: cli spend [--agent <id>] [--window <1h|24h|7d|30d>] [--from <iso> --to <iso>] [--json]
+
+Total spend, transaction count, and the split by protocol (amount and percent) and by domain.
+Default window 24h; --from/--to give a custom range (ISO 8601 with a zone).`,
+  "alerts create": `Usage: cli alerts create --agent <id> --type <type> --notify <target> [--threshold <n>] [--window <w>]
+
+  --type budget_pct|spend_rate|policy_violation
+  --threshold <n>        percent for budget_pct (e.g. 80); usdc amount for spend_rate
+  --window <w>           spend_rate window, e.g. 15m, 1h, 7d
+  --notify <target>      webhook:<url> or email:<address> (Slack: a webhook URL)
+  --json`,
+  "alerts list": `Usage: cli alerts list [--agent <id>] [--json]`,
+};

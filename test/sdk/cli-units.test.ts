@@ -239,3 +239,16 @@ describe("runCli without a gateway", () => {
     expect(await runCli(["spend", "--base-url", "ftp://x"], run.io)).toBe(2);
   });
 });
+
+describe("output redaction", () => {
+  it("the API key is blanked from anything written; a too-short value is left alone", async () => {
+    const { redactingWriter } = await import("../../sdk/src/cli/context.js");
+    const lines: string[] = [];
+    const write = redactingWriter({ write: (s: string) => lines.push(s) }, "apg_live_secret_123");
+    write("GET http://x/?k=apg_live_secret_123 failed");
+    expect(lines).toEqual(["GET http://x/?k=[redacted] failed\n"]);
+    const short: string[] = [];
+    redactingWriter({ write: (s: string) => short.push(s) }, "k")("keep");
+    expect(short).toEqual(["keep\n"]);
+  });
+});

@@ -31,10 +31,13 @@ export interface CommandContext {
 
 export type Command = (context: CommandContext) => Promise<void>;
 
+/** Shorter "keys" are not real keys; blanking them would garble ordinary output. */
+const REDACT_MIN_LENGTH = 8;
+
 /** A writer that never lets `secret` through. */
 export function redactingWriter(target: Writer, secret: string | undefined): (text: string) => void {
   return (text) => {
-    const safe = secret === undefined || secret.length === 0 ? text : text.split(secret).join("[redacted]");
+    const safe = secret === undefined || secret.length < REDACT_MIN_LENGTH ? text : text.split(secret).join("[redacted]");
     target.write(safe.endsWith("\n") ? safe : `${safe}\n`);
   };
 }

@@ -17,6 +17,7 @@ import { createAccount, issueApiKey } from "../api/keys.js";
 import { rpcBalanceReader } from "../api/read/balances.js";
 import { type ApiServer, createApiServer } from "../api/server.js";
 import { runReconciler, Settlement } from "../api/settlement/index.js";
+import { runSweeper } from "../api/settlement/sweeper.js";
 import {
   AgentWallets,
   generateWalletEncryptionKey,
@@ -118,12 +119,33 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   const wallets = new AgentWallets({ pool, keystore, ledger, fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });
   const settlement = new Settlement({ pool, wallets, ledger });
   const token = info.mint.toBase58();
-  const facilitator = new X402Facilitator({ pool, settler: settlement, agents: wallets, network: ledger.network, token });
+  const facilitator = new X402Facilitator({
+    pool,
+    settler: settlement,
+    agents: wallets,
+    invocations: settlement,
+    network: ledger.network,
+    token,
+    onWarning: (message, context) => logger.warn(context, message),
+  });
   const reconciling = runReconciler(settlement, wallets, {
     signal: controller.signal,
     ...(options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs }),
     onError: (error) => logger.warn({ err: error }, "reconciler pass failed"),
   });
+  // Closes what the pay path left open (claims, expired authorizations, invocation openings).
+  const sweeping = runSweeper(
+    pool,
+    { agents: wallets, invocations: settlement, onWarning: (message, context) => logger.warn(context, message) },
+    {
+      signal: controller.signal,
+      ...(options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs }),
+      onError: (error) => logger.warn({ err: error }, "sweeper pass failed"),
+      onPass: (report) => {
+        if (Object.values(report).some((count) => count > 0)) logger.info(report, "swept");
+      },
+    },
+  );
   const dispatcher = new Dispatcher({
     pool,
     secrets: secretBox,
@@ -146,7 +168,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     databaseUrl: options.databaseUrl,
     balances: rpcBalanceReader(new Connection(info.rpcUrl, "confirmed"), info.mint),
     network: ledger.network,
-    gateway: { wallets, keystore, secretBox, facilitator },
+    gateway: { wallets, keystore, secretBox, facilitator, invocations: settlement },
   });
   const host = options.host ?? "127.0.0.1";
   const port = await api.listen(options.port ?? 0, host);
@@ -176,7 +198,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       stopped ??= (async () => {
         controller.abort();
         clearInterval(housekeeping);
-        await Promise.all([indexing, reconciling, dispatcher.stop()]);
+        await Promise.all([indexing, reconciling, sweeping, dispatcher.stop()]);
         await api.close();
         await pool.end();
         await localnet.stop();

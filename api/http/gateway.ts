@@ -9,6 +9,7 @@ import { agentRoutes } from "./routes/agents.js";
 import { alertRoutes } from "./routes/alerts.js";
 import { apiKeyRoutes } from "./routes/api-keys.js";
 import { facilitatorRoutes } from "./routes/facilitator.js";
+import { invocationRoutes } from "./routes/invocations.js";
 import { paymentRoutes } from "./routes/payments.js";
 import { policyRoutes } from "./routes/policies.js";
 import { transactionRoutes } from "./routes/transactions.js";
@@ -18,6 +19,7 @@ export const GATEWAY_ROUTES: readonly Route[] = [
   ...policyRoutes,
   ...agentRoutes,
   ...paymentRoutes,
+  ...invocationRoutes,
   ...facilitatorRoutes,
   ...transactionRoutes,
   ...alertRoutes,

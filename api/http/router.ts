@@ -10,7 +10,7 @@ import { authenticate, type Caller } from "../auth.js";
 import type { BalanceReader } from "../read/balances.js";
 import type { AgentWallets, Keystore } from "../wallets/index.js";
 import type { SecretBox } from "../webhooks/secrets.js";
-import type { X402Facilitator } from "../x402/facilitator.js";
+import type { Invocations, X402Facilitator } from "../x402/facilitator.js";
 import {
   type IdempotencyRequest,
   type IdempotencyStore,
@@ -36,6 +36,8 @@ export interface GatewayDeps {
   readonly keystore?: Keystore | undefined;
   /** Our x402 facilitator: `/v1/x402/verify` and `/v1/x402/settle` answer 503 without it. */
   readonly facilitator?: X402Facilitator | undefined;
+  /** `agents.invoke` invocations on the ledger: sub-agent payments and the invocation route answer 503 without it. */
+  readonly invocations?: Invocations | undefined;
   /** Encrypts signing secrets and sealed idempotent responses: alerts, webhooks, API keys need it. */
   readonly secretBox?: SecretBox | undefined;
 }

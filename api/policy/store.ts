@@ -40,6 +40,28 @@ export interface Reservation {
   readonly decision: PolicyDecision;
   /** The `spend_reservations.id` (bigserial, as a string) when the payment was accepted. */
   readonly reservationId: string | null;
+  /** Set when the policy allowed the payment but the caller's `check` refused it (nothing reserved). */
+  readonly refusal?: ReservationRefusal | null;
+}
+
+/** A refusal beyond the spend policy (a sub-agent's invocation budget), in the spec 7 reason form. */
+export interface ReservationRefusal {
+  readonly reasonCode: string;
+  /** `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>`. */
+  readonly reason: string;
+  readonly requested: string;
+  readonly limit: string;
+  readonly unit: string;
+}
+
+export interface ReserveOptions {
+  /**
+   * Runs under the agent's lock, after the policy allowed the payment and before it is reserved:
+   * a non-null answer refuses the payment and nothing is reserved. Because it runs under the same
+   * lock as every reservation of the agent, a check that counts the agent's open reservations sees
+   * all of them (concurrent authorizations of one agent run it one at a time).
+   */
+  readonly check?: (client: pg.ClientBase) => Promise<ReservationRefusal | null>;
 }
 
 interface PolicyRow {
@@ -159,6 +181,7 @@ export async function reserveInTransaction(
   agentId: string,
   request: PaymentRequest,
   now: Date,
+  options: ReserveOptions = {},
 ): Promise<Reservation> {
   assertAgentId(agentId);
   await client.query("SAVEPOINT policy_reservation");
@@ -168,6 +191,11 @@ export async function reserveInTransaction(
     const usage = await readUsage(client, agentId, policy, now);
     const decision = evaluatePolicy(policy, usage, request, now);
     let reservationId: string | null = null;
+    const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
+    if (refusal !== null) {
+      await client.query("RELEASE SAVEPOINT policy_reservation");
+      return { decision, reservationId: null, refusal };
+    }
     if (decision.decision === "allow") {
       if (decision.protocol === null) throw new Error("reservation needs a protocol the target offers (x402 or mpp)");
       const { rows } = await client.query<{ id: string }>(
@@ -289,6 +317,34 @@ export async function settleLinkedReservation(db: Db, paymentRef: string, txHash
     [paymentRef, txHash],
   );
   return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * The linked payment is known to have landed on the ledger (the chain is the truth): the
+ * reservation counts, with the transaction, even if it had been released meanwhile (a sweeper
+ * that gave up on the claim, a `release` call racing the settlement). A reservation settled with
+ * another transaction is left alone. True when this call changed it.
+ */
+export async function landLinkedReservation(db: Db, paymentRef: string, txHash: string): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE spend_reservations SET status = 'settled', tx_hash = $2
+     WHERE payment_ref = $1 AND (status = 'reserved' OR (status = 'released' AND tx_hash IS NULL))`,
+    [paymentRef, txHash],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * What the agent has reserved but not yet settled under the invocation opened by `parentTxHash`
+ * (base units). Read it under the agent's lock (`ReserveOptions.check`) for a sound budget check.
+ */
+export async function openUnitsUnderParent(db: Db, agentId: string, parentTxHash: string): Promise<bigint> {
+  const { rows } = await db.query<{ units: string }>(
+    `SELECT coalesce(sum(amount_units), 0)::text AS units FROM spend_reservations
+     WHERE agent_id = $1 AND parent_tx_hash = $2 AND status = 'reserved'`,
+    [agentId, parentTxHash],
+  );
+  return BigInt(rows[0]!.units);
 }
 
 /** The linked payment definitely did not happen: its amount and its call stop counting. */

@@ -235,8 +235,8 @@ export class Settlement implements Settler {
       const signed = signTransaction(ledger, new Transaction().add(...instructions), blockhash, [payer]);
       await client.query(
         `INSERT INTO settlements (agent_id, payment_id, signature, payer, payee, amount_units, protocol, rail,
-           endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending')`,
+           endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status, payment_ref)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14)`,
         [
           input.agentId,
           paymentId.toString(),
@@ -251,6 +251,7 @@ export class Settlement implements Settler {
           parsed.settlementReference === null ? null : bs58.encode(parsed.settlementReference),
           signed.wire,
           signed.lastValidBlockHeight,
+          input.paymentRef ?? null,
         ],
       );
       await client.query("COMMIT");

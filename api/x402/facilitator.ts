@@ -11,11 +11,25 @@
  * settlement) the nonce stays burned, with status `failed` (or `claimed`), and the payload can
  * never be settled again: a settlement that errored may still have landed on the ledger (a
  * timeout is not a refusal), so releasing it could pay twice. The agent signs a new payload (new
- * nonce) to retry; `unfinishedClaims` lists claims to reconcile against the ledger. Rows are kept
- * until the payload's `validUntil` has passed (plus a grace), after which `verify` refuses the
- * payload as expired anyway and `pruneExpiredNonces` may delete them.
+ * nonce) to retry; `unfinishedClaims` lists claims to reconcile against the ledger (the sweeper,
+ * api/settlement/sweeper.ts, resolves them). Rows are kept until the payload's `validUntil` has
+ * passed (plus a grace), after which `verify` refuses the payload as expired anyway and
+ * `pruneExpiredNonces` may delete them.
+ *
+ * Reservations: a payload the gateway authorized (`POST .../payments/authorize`) has a spend
+ * reservation linked by `x402:<payer>:<nonce>` (api/policy/store.ts). The facilitator closes it
+ * itself: settled with the transaction on success, released on a definite failure, left open
+ * while the outcome is pending. A sub-agent's payment (the reservation names a parent
+ * transaction) settles under its invocation account, so the program enforces the budget too; a
+ * payment that invokes its payee (the reservation carries an invocation budget) opens the
+ * invocation on-chain once it settled, before the answer. If that opening fails the payment
+ * stays settled (money is never undone) and the sweeper retries the opening.
  */
+import { PublicKey } from "@solana/web3.js";
+import bs58 from "bs58";
 import type pg from "pg";
+import { invocationPda } from "../../programs/payment_ledger/ts/index.js";
+import { landLinkedReservation, linkedReservation, releaseLinkedReservation, x402PaymentRef } from "../policy/store.js";
 import type { VerifyFailureReason } from "./errors.js";
 import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
@@ -27,10 +41,42 @@ export const DEFAULT_MAX_VALIDITY_SECONDS = 600;
 /** Nonce rows outlive their payload's validity by this much before pruning (clock skew margin). */
 export const NONCE_PRUNE_GRACE_SECONDS = 300;
 
+/** An `agents.invoke` invocation account as the chain holds it (api/settlement's `invocationState`). */
+export interface InvocationAccount {
+  /** Wallet addresses (base58). */
+  readonly invoker: string;
+  readonly subAgent: string;
+  readonly budgetUnits: bigint;
+  readonly spentUnits: bigint;
+}
+
+/**
+ * Opens and reads `agents.invoke` invocations on the ledger (api/settlement's `Settlement`).
+ * `openInvocation` must be idempotent for the same terms: a retry finds the account it opened.
+ */
+export interface Invocations {
+  openInvocation(input: {
+    invokerAgentId: string;
+    parentTxHash: string;
+    subAgentId: string;
+    budgetUnits: bigint;
+  }): Promise<{ readonly invocation: string; readonly txHash: string }>;
+  invocationState(invocation: PublicKey): Promise<InvocationAccount | null>;
+}
+
+/** The invocation account of `subAgent`'s payments under the transaction `parentTxHash`. */
+export function invocationAddress(parentTxHash: string, subAgent: string): string {
+  return invocationPda(bs58.decode(parentTxHash), new PublicKey(subAgent)).address.toBase58();
+}
+
 export interface FacilitatorOptions {
   readonly pool: pg.Pool;
   readonly settler: Settler;
   readonly agents: AgentDirectory;
+  /** Opens the invocation a payment with an invocation budget starts; without it none is opened. */
+  readonly invocations?: Invocations;
+  /** Told about failures that leave work for the sweeper (an invocation not opened). Never secrets. */
+  readonly onWarning?: (message: string, context: Record<string, unknown>) => void;
   /** The network and settlement token (mint address) this facilitator settles on. */
   readonly network: string;
   readonly token: string;
@@ -117,8 +163,15 @@ export class X402Facilitator {
     );
     if (claim.rowCount !== 1) return refuse("nonce_reused", `nonce ${p.nonce} of ${p.from} was already used`);
 
+    const paymentRef = x402PaymentRef(p.from, p.nonce);
+    const { pool } = this.options;
     let settled: SettleResult;
+    let reservation: Awaited<ReturnType<typeof linkedReservation>> = null;
     try {
+      reservation = await linkedReservation(pool, paymentRef);
+      // A sub-agent's payment under `agents.invoke` settles against its invocation account.
+      const invocation =
+        reservation?.parentTxHash != null ? invocationAddress(reservation.parentTxHash, p.from) : options.invocation;
       settled = await this.options.settler.settlePayment({
         agentId: verified.agentId,
         payee: p.to,
@@ -126,31 +179,103 @@ export class X402Facilitator {
         protocol: "x402",
         rail: "stablecoin",
         endpoint: requirement.resource,
-        ...(options.invocation === undefined ? {} : { invocation: options.invocation }),
+        paymentRef,
+        ...(invocation === undefined ? {} : { invocation }),
       });
     } catch (error) {
       const detail = error instanceof Error ? error.message : String(error);
-      const pending = pendingSettlementSignature(error);
+      const pending = pendingSettlementSignature(error) ?? (await this.sentSettlement(paymentRef));
       if (pending !== null) {
-        // Sent, outcome unknown: the claim stays open with its transaction, for reconciliation.
-        await this.options.pool.query(
-          "UPDATE x402_nonces SET tx_hash = $3, failure = $4 WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
-          [p.from, p.nonce, pending, detail.slice(0, 1_000)],
-        );
+        // Sent, outcome unknown: the claim stays open with its transaction, for reconciliation;
+        // the reservation keeps counting until the sweeper learns the outcome.
+        await pool.query("UPDATE x402_nonces SET tx_hash = $3, failure = $4 WHERE payer = $1 AND nonce = $2 AND status = 'claimed'", [
+          p.from,
+          p.nonce,
+          pending,
+          detail.slice(0, 1_000),
+        ]);
         return { ok: false, reason: "settlement_pending", detail };
       }
       // Kept burned on purpose (see the header comment): the agent retries with a new nonce.
-      await this.options.pool.query(
+      await pool.query(
         "UPDATE x402_nonces SET status = 'failed', failure = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
         [p.from, p.nonce, detail.slice(0, 1_000)],
       );
+      await releaseLinkedReservation(pool, paymentRef);
       return { ok: false, reason: "settlement_failed", detail };
     }
-    await this.options.pool.query(
-      "UPDATE x402_nonces SET status = 'settled', tx_hash = $3, finished_at = now() WHERE payer = $1 AND nonce = $2",
-      [p.from, p.nonce, settled.txHash],
-    );
+    await pool.query("UPDATE x402_nonces SET status = 'settled', tx_hash = $3, finished_at = now() WHERE payer = $1 AND nonce = $2", [
+      p.from,
+      p.nonce,
+      settled.txHash,
+    ]);
+    if (reservation !== null) {
+      await landLinkedReservation(pool, paymentRef, settled.txHash);
+      if (reservation.invocationBudgetUnits !== null) {
+        await openLinkedInvocation(
+          { pool, agents: this.options.agents, invocations: this.options.invocations, onWarning: this.options.onWarning },
+          { reservationId: reservation.id, invokerAgentId: verified.agentId, payee: p.to, txHash: settled.txHash, budgetUnits: reservation.invocationBudgetUnits },
+        );
+      }
+    }
     return { ok: true, payer: p.from, agentId: verified.agentId, network: payment.network, ...settled };
+  }
+
+  /**
+   * The signature of a settlement row committed for this payment that has not failed: the settler
+   * threw after committing it (so it may have been sent), which is not a definite failure.
+   */
+  private async sentSettlement(paymentRef: string): Promise<string | null> {
+    const { rows } = await this.options.pool
+      .query<{ signature: string }>("SELECT signature FROM settlements WHERE payment_ref = $1 AND status <> 'failed'", [paymentRef])
+      .catch(() => ({ rows: [] as { signature: string }[] }));
+    return rows[0]?.signature ?? null;
+  }
+}
+
+export interface InvocationOpening {
+  readonly reservationId: string;
+  readonly invokerAgentId: string;
+  /** The invoked sub-agent's wallet (the payment's payee). */
+  readonly payee: string;
+  /** The invoking payment's transaction: the invocation's parent. */
+  readonly txHash: string;
+  readonly budgetUnits: bigint;
+}
+
+export interface InvocationOpeningDeps {
+  readonly pool: pg.Pool;
+  readonly agents: AgentDirectory;
+  readonly invocations: Invocations | undefined;
+  readonly onWarning?: ((message: string, context: Record<string, unknown>) => void) | undefined;
+}
+
+/**
+ * Opens the invocation a settled payment starts and stores it on the reservation. Never throws:
+ * the payment has settled whatever happens here; a failure is reported and the reservation keeps
+ * `invocation` NULL for the sweeper to retry (the opening is idempotent for the same terms).
+ * Returns the invocation address, or null when it is not open yet.
+ */
+export async function openLinkedInvocation(deps: InvocationOpeningDeps, opening: InvocationOpening): Promise<string | null> {
+  const context = { reservationId: opening.reservationId, parentTxHash: opening.txHash };
+  try {
+    if (deps.invocations === undefined) throw new Error("no invocation service is configured");
+    const subAgentId = await deps.agents.agentIdForAddress(opening.payee);
+    if (subAgentId === null) throw new Error(`payee ${opening.payee} is not an agent wallet of this gateway`);
+    const opened = await deps.invocations.openInvocation({
+      invokerAgentId: opening.invokerAgentId,
+      parentTxHash: opening.txHash,
+      subAgentId,
+      budgetUnits: opening.budgetUnits,
+    });
+    await deps.pool.query("UPDATE spend_reservations SET invocation = $2 WHERE id = $1 AND invocation IS NULL", [
+      opening.reservationId,
+      opened.invocation,
+    ]);
+    return opened.invocation;
+  } catch (error) {
+    deps.onWarning?.("invocation not opened yet; the sweeper retries", { ...context, error: error instanceof Error ? error.message : String(error) });
+    return null;
   }
 }
 

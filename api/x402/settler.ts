@@ -20,6 +20,13 @@ export interface SettleRequest {
   readonly settlementReference?: Uint8Array;
   /** Base58 invocation account when paying under an `agents.invoke` budget. */
   readonly invocation?: string;
+  /**
+   * The signed payment this settles (`x402:<payer>:<nonce>`, `mpp:<payer>:<nonce>` or
+   * `mpp-charge:<id>`, see api/policy/store.ts), stored on the settlement row before anything is
+   * sent: at most one settlement per reference, and a claim interrupted before it learned its
+   * transaction is resolved through it (migrations/012, api/settlement/sweeper.ts).
+   */
+  readonly paymentRef?: string;
 }
 
 export interface SettleResult {

@@ -19,3 +19,29 @@ export {
 } from "./errors.js";
 export { decimalToUnits, MoneyFormatError, moneyToUnits, unitsToDecimal, unitsToUsdc, usdcToUnits, USDC_DECIMALS } from "./money.js";
 export { Transport, type FetchFunction, type QueryValue, type RequestOptions, type TransportOptions } from "./transport.js";
+export {
+  Client,
+  client,
+  createClient,
+  explorerUrl,
+  type AgentEntry,
+  type ClientOptions,
+  type InvocationResult,
+  type InvokeOptions,
+  type PaidResult,
+  type PaymentResult,
+  type PayOptions,
+  type Policy,
+  type PolicyFields,
+  type Protocol,
+  type ProtocolPreference,
+  type RateLimitWindow,
+  type Transaction,
+  type TransactionFilter,
+  type UnpaidResult,
+  type Usdc,
+  type Wallet,
+  type WalletOperation,
+} from "./client.js";
+export { readPaymentOffer, type MppRequest, type PaymentOffer, type X402Requirement } from "./payment-required.js";
+export { readMppReceipt, readX402Receipt, type MppReceipt, type X402Receipt } from "./receipts.js";

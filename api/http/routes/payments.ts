@@ -11,12 +11,44 @@
  * Idempotency-Key commit in one transaction: a retried request gets the same signed payment and
  * reserves nothing twice.
  *
+ * The reservation is linked to the signed payment (`x402:<payer>:<nonce>` / `mpp:<payer>:<nonce>`,
+ * with its `validUntil`) in the same transaction, so the facilitator that settles it closes the
+ * reservation by itself and the sweeper releases it once the payment expired unused.
+ *
+ * Sub-agents (`agents.invoke`, spec 2.6, 4.7, 7 `BudgetExceededError`): `parentTxHash` makes the
+ * payment one of a sub-agent under the invocation its invoker opened with that transaction. The
+ * invocation's remaining budget (on-chain spend plus this agent's still-open reservations under
+ * it) is checked under the agent's reservation lock, so concurrent authorizations cannot together
+ * exceed it; a breach is recorded like a policy rejection and answered 422 `BUDGET_EXCEEDED`. The
+ * program enforces the same cap when the payment settles. `invocationBudget` (x402) makes the
+ * payment invoke its payee, an agent of this gateway, as a sub-agent with that budget: the
+ * facilitator opens the invocation once the payment settled.
+ *
  * `POST /v1/agents/{agentId}/payments/{reservationId}/complete` (`{ txHash }`) and `.../release`
- * close the reservation once the payment landed or did not happen.
+ * close the reservation when the payment was settled elsewhere (a third-party facilitator); both
+ * are idempotent with the facilitator's own closing.
  */
+import { PublicKey } from "@solana/web3.js";
 import { emitPaymentEvents, emitRejectionEvents } from "../../events/gateway.js";
-import { EMPTY_POLICY, endpointHost, getPolicy, releaseReservation, reserveInTransaction, settleReservation } from "../../policy/index.js";
+import {
+  EMPTY_POLICY,
+  endpointHost,
+  formatUsdc,
+  getPolicy,
+  linkReservation,
+  mppPaymentRef,
+  openUnitsUnderParent,
+  type PolicyRejected,
+  type ReasonCode,
+  releaseReservation,
+  type ReservationRefusal,
+  type ReserveOptions,
+  reserveInTransaction,
+  settleReservation,
+  x402PaymentRef,
+} from "../../policy/index.js";
 import type { Protocol, ProtocolPreference } from "../../policy/policy.js";
+import { invocationAddress, type Invocations } from "../../x402/facilitator.js";
 import { recordRejection } from "../../rejections.js";
 import { parseTxHash } from "../../validation.js";
 import { parseMppPaymentRequest, type MppPaymentRequest } from "../../mpp/request.js";
@@ -29,8 +61,8 @@ import { signPaymentPayload } from "../../x402/sign.js";
 import { keypairSigner } from "../../x402/signer.js";
 import { runDatabaseEffect, type RouteResponse } from "../idempotency.js";
 import { objectBody, optionalString, plainJson, requireAgent, stringField } from "../input.js";
-import { usdcJson } from "../money.js";
-import { badRequest, httpError, problemResponse } from "../problem.js";
+import { parseMoneyObject, usdcJson } from "../money.js";
+import { badRequest, HttpError, httpError, problemResponse } from "../problem.js";
 import { json, type Route, type RouteContext } from "../router.js";
 
 const PREFERENCES: readonly ProtocolPreference[] = ["auto", "x402", "mpp"];
@@ -48,6 +80,29 @@ function hostOf(url: string, field: string): string {
   }
 }
 
+/** Reason code of a sub-agent payment over its invocation's remaining budget (spec 7 `BudgetExceededError`). */
+export const INVOCATION_BUDGET_EXCEEDED = "invocation_budget_exceeded";
+
+export function invocationNotFound(detail: string): HttpError {
+  return new HttpError(404, "INVOCATION_NOT_FOUND", detail);
+}
+
+export function invocationService(context: RouteContext): Invocations {
+  const service = context.deps.invocations;
+  if (service === undefined) throw httpError("SERVICE_UNAVAILABLE", "agent invocations are not configured on this server");
+  return service;
+}
+
+/** The invocation a sub-agent pays under, as the chain holds it now; 404 when there is none. */
+async function invocationOf(context: RouteContext, parentTxHash: string, subAgent: string) {
+  const invocation = invocationAddress(parentTxHash, subAgent);
+  const state = await invocationService(context).invocationState(new PublicKey(invocation));
+  if (state === null || state.subAgent !== subAgent) {
+    throw invocationNotFound(`no invocation of this agent under parent transaction ${parentTxHash}`);
+  }
+  return { invocation, state };
+}
+
 /** Spec 1: x402 when both are offered, unless the preference says mpp. */
 function chooseProtocol(offer: Offer, preference: ProtocolPreference): Protocol {
   if (offer.x402 !== null && offer.mpp !== null) return preference === "mpp" ? "mpp" : "x402";
@@ -56,7 +111,7 @@ function chooseProtocol(offer: Offer, preference: ProtocolPreference): Protocol 
 
 async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
   const agent = await requireAgent(context, context.params.agentId!);
-  const body = objectBody(context.body, ["endpoint"], ["x402", "mpp", "protocolPreference"]);
+  const body = objectBody(context.body, ["endpoint"], ["x402", "mpp", "protocolPreference", "parentTxHash", "invocationBudget"]);
   const endpoint = stringField(body.endpoint, "endpoint");
   const host = hostOf(endpoint, "endpoint");
   const preferenceText = optionalString(body.protocolPreference, "protocolPreference", 8);
@@ -76,16 +131,73 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
   if (offer.x402 !== null && hostOf(offer.x402.resource, "x402.resource") !== host) {
     throw badRequest("x402.resource", `pays for ${offer.x402.resource}, not for the endpoint's host ${host}`);
   }
+  const parentTxHash =
+    body.parentTxHash === undefined ? null : parseTxHash("parentTxHash", stringField(body.parentTxHash, "parentTxHash", 128));
+  const invocationBudgetUnits = body.invocationBudget === undefined ? null : parseMoneyObject(body.invocationBudget, "invocationBudget");
+  if (invocationBudgetUnits !== null && offer.x402 === null) {
+    throw badRequest("invocationBudget", "invoking a sub-agent needs an x402 payment (give the target's x402 requirement)");
+  }
   const wallets = context.deps.wallets;
   if (wallets === undefined) throw httpError("SERVICE_UNAVAILABLE", "wallets are not configured on this server");
+  if (invocationBudgetUnits !== null) {
+    const subAgentId = await wallets.agentIdForAddress(offer.x402!.payTo);
+    if (subAgentId === null) throw badRequest("invocationBudget", `payTo ${offer.x402!.payTo} is not the wallet of an agent of this gateway`);
+    if (subAgentId === agent.agent_id) throw badRequest("invocationBudget", "an agent cannot invoke itself");
+  }
+  // Fails fast (404) when there is no such invocation; the budget is checked again under the lock.
+  const invocation = parentTxHash === null ? null : (await invocationOf(context, parentTxHash, agent.wallet_address)).invocation;
   const signer = keypairSigner(await wallets.keypair(agent.agent_id));
 
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
     const protocol = chooseProtocol(offer, (preferenceText as ProtocolPreference | undefined) ?? policy.protocolPreference);
+    if (invocationBudgetUnits !== null && protocol !== "x402") {
+      throw badRequest("invocationBudget", "invoking a sub-agent needs the x402 protocol, but this payment would use mpp");
+    }
     const amountUnits = protocol === "x402" ? offer.x402!.amountUnits : offer.mpp!.amountUnits;
     const request = { endpoint, amountUnits, protocol, offeredProtocols: [protocol] } as const;
-    const { decision, reservationId } = await reserveInTransaction(client, agent.agent_id, request, context.now);
+    const options: ReserveOptions =
+      parentTxHash === null ? {} : { check: (locked) => invocationBudgetCheck(context, locked, agent, parentTxHash, amountUnits) };
+    const { decision, reservationId, refusal } = await reserveInTransaction(client, agent.agent_id, request, context.now, options);
+    if (refusal != null && decision.decision === "allow") {
+      // Recorded like a policy rejection (spec 3): status rejected, `policy.violation`, alerts.
+      const rejected: PolicyRejected = {
+        ...decision,
+        decision: "reject",
+        // Beyond the policy engine's own codes; the events and the listing take any code.
+        reasonCode: refusal.reasonCode as ReasonCode,
+        reason: refusal.reason,
+        errorClass: "PolicyViolationError",
+        requested: refusal.requested,
+        limit: refusal.limit,
+        unit: refusal.unit,
+        warnings: [],
+      };
+      const rejectionId = await recordRejection(client, {
+        agentId: agent.agent_id,
+        amountUnits,
+        endpoint: printable(endpoint),
+        domain: decision.domain,
+        protocol,
+        reasonCode: refusal.reasonCode,
+        reason: refusal.reason,
+        at: context.now,
+      });
+      await emitRejectionEvents(client, { agentId: agent.agent_id, decision: rejected, endpoint, at: context.now });
+      return problemResponse(
+        httpError("BUDGET_EXCEEDED", refusal.reason, {
+          errorClass: "BudgetExceededError",
+          reason: refusal.reason,
+          reasonCode: refusal.reasonCode,
+          requested: refusal.requested,
+          limit: refusal.limit,
+          unit: refusal.unit,
+          parentTxHash,
+          invocation,
+          rejectionId,
+        }),
+      );
+    }
     if (decision.decision === "reject") {
       const rejectionId = await recordRejection(client, {
         agentId: agent.agent_id,
@@ -112,9 +224,24 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
       return problemResponse(rejected);
     }
     await emitPaymentEvents(client, { agentId: agent.agent_id, decision, at: context.now });
-    const common = { agentId: agent.agent_id, reservationId, protocol, amount: usdcJson(amountUnits), budgetState: decision.budget.state };
+    const common = {
+      agentId: agent.agent_id,
+      reservationId,
+      protocol,
+      amount: usdcJson(amountUnits),
+      budgetState: decision.budget.state,
+      ...(parentTxHash === null ? {} : { parentTxHash, invocation }),
+      ...(invocationBudgetUnits === null ? {} : { invocationBudget: usdcJson(invocationBudgetUnits) }),
+    };
+    const link = { parentTxHash, invocationBudgetUnits };
     if (protocol === "x402") {
       const payload = await signPaymentPayload(signer, offer.x402!, { now: context.now });
+      const p = payload.payload;
+      await linkReservation(client, reservationId!, {
+        paymentRef: x402PaymentRef(p.from, p.nonce),
+        expiresAt: new Date(p.validUntilSeconds * 1000),
+        ...link,
+      });
       return json(200, { ...common, payment: payloadBody(payload), headers: encodePaymentHeaders(payload) });
     }
     const mpp = offer.mpp!;
@@ -125,8 +252,43 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
       throw httpError("BAD_USER_INPUT", (error as Error).message, { field: "mpp.paymentMethods", errorClass: "PaymentProtocolError", endpoint });
     }
     const submission = await signMppSubmission(signer, mpp, { method, resource: endpoint, now: context.now });
+    const a = submission.authorization;
+    await linkReservation(client, reservationId!, {
+      paymentRef: mppPaymentRef(a.payer, a.nonce),
+      expiresAt: new Date(a.validUntilSeconds * 1000),
+      ...link,
+    });
     return json(200, { ...common, method, paymentEndpoint: mpp.paymentEndpoint, submission: submissionBody(submission) });
   });
+}
+
+/**
+ * Under the agent's reservation lock: the invocation's budget against its on-chain spend plus
+ * this agent's open reservations under it plus this payment. The open reservations are read
+ * before the chain: a payment settling in between is then counted twice (a refusal on the safe
+ * side), never missed.
+ */
+async function invocationBudgetCheck(
+  context: RouteContext,
+  client: Parameters<typeof openUnitsUnderParent>[0],
+  agent: { agent_id: string; wallet_address: string },
+  parentTxHash: string,
+  amountUnits: bigint,
+): Promise<ReservationRefusal | null> {
+  const openUnits = await openUnitsUnderParent(client, agent.agent_id, parentTxHash);
+  const { state } = await invocationOf(context, parentTxHash, agent.wallet_address);
+  const committed = state.spentUnits + openUnits;
+  if (committed + amountUnits <= state.budgetUnits) return null;
+  const remaining = state.budgetUnits > committed ? state.budgetUnits - committed : 0n;
+  const requested = formatUsdc(amountUnits);
+  const limit = formatUsdc(remaining);
+  return {
+    reasonCode: INVOCATION_BUDGET_EXCEEDED,
+    reason: `${INVOCATION_BUDGET_EXCEEDED}: requested ${requested} usdc, limit is ${limit} usdc`,
+    requested,
+    limit,
+    unit: "usdc",
+  };
 }
 
 /** Host and path without scheme, as spec 2.2 prints endpoints. */

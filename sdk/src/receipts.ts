@@ -1,0 +1,82 @@
+/**
+ * Receipts on a paid answer (the contract with the server middleware, docs/protocols.md):
+ *
+ * - x402: `X-PAYMENT-RESPONSE` = base64 JSON `{ success, transaction, network, payer }`;
+ * - MPP: `X-MPP-Session` (the token to keep, possibly refreshed) and `X-MPP-Receipt` = base64 JSON
+ *   `{ txHash, sessionId, amount: { value, currency }, method, charged }`. A service that sends no
+ *   `X-MPP-Receipt` may put `txHash` / `sessionId` in its JSON body instead; both are read.
+ *
+ * Decoding is lenient (a malformed receipt reads as absent) because the receipt is the server's
+ * statement, not ours to validate; the gateway validates the `txHash` when the reservation closes.
+ */
+export const X_PAYMENT = "X-PAYMENT";
+export const X_PAYMENT_SIGNATURE = "X-PAYMENT-SIGNATURE";
+export const X_PAYMENT_RESPONSE = "X-PAYMENT-RESPONSE";
+export const X_PAYMENT_ERROR = "X-PAYMENT-ERROR";
+export const X_MPP_SESSION = "X-MPP-Session";
+export const X_MPP_RECEIPT = "X-MPP-Receipt";
+export const X_MPP_ERROR = "X-MPP-Error";
+
+const MAX_RECEIPT_CHARS = 8_192;
+
+export interface X402Receipt {
+  success: boolean;
+  transaction: string;
+  network?: string;
+  payer?: string;
+}
+
+export interface MppReceipt {
+  txHash?: string;
+  sessionId?: string;
+  amount?: { value: string; currency: string };
+  method?: string;
+  charged?: boolean;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function decodeBase64Json(header: string | null): Record<string, unknown> | undefined {
+  if (header === null || header.length > MAX_RECEIPT_CHARS) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(header, "base64").toString("utf8"));
+    return isRecord(parsed) ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function optionalString(value: unknown): string | undefined {
+  return typeof value === "string" && value.length > 0 ? value : undefined;
+}
+
+export function readX402Receipt(headers: Headers): X402Receipt | undefined {
+  const receipt = decodeBase64Json(headers.get(X_PAYMENT_RESPONSE));
+  const transaction = optionalString(receipt?.transaction);
+  if (receipt === undefined || transaction === undefined) return undefined;
+  const network = optionalString(receipt.network);
+  const payer = optionalString(receipt.payer);
+  return { success: receipt.success !== false, transaction, ...(network ? { network } : {}), ...(payer ? { payer } : {}) };
+}
+
+/** The MPP receipt header, completed from the JSON body's `txHash` / `sessionId` when absent. */
+export function readMppReceipt(headers: Headers, body: unknown): MppReceipt | undefined {
+  const header = decodeBase64Json(headers.get(X_MPP_RECEIPT)) ?? {};
+  const fromBody = isRecord(body) ? body : {};
+  const txHash = optionalString(header.txHash) ?? optionalString(fromBody.txHash);
+  if (txHash === undefined) return undefined;
+  const sessionId = optionalString(header.sessionId) ?? optionalString(fromBody.sessionId);
+  const method = optionalString(header.method);
+  const amount = isRecord(header.amount) && optionalString(header.amount.value) && optionalString(header.amount.currency)
+    ? { value: header.amount.value as string, currency: header.amount.currency as string }
+    : undefined;
+  return {
+    txHash,
+    ...(sessionId ? { sessionId } : {}),
+    ...(method ? { method } : {}),
+    ...(amount ? { amount } : {}),
+    ...(typeof header.charged === "boolean" ? { charged: header.charged } : {}),
+  };
+}

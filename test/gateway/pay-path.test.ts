@@ -1,0 +1,384 @@
+/**
+ * The gateway's pay path closes its own reservations, end to end on the whole system
+ * (`startSystem`: the real program on the local ledger, a real Postgres, REST /v1 over real HTTP
+ * on loopback): the facilitator settles or releases the reservation an authorization linked, the
+ * sweeper finishes what a crash or an unused authorization left, and `agents.invoke`
+ * invocations open on-chain and cap their sub-agent's payments, both at authorization (under the
+ * agent's lock, so concurrent authorizations cannot overshoot) and on-chain at settlement.
+ */
+import { randomBytes } from "node:crypto";
+import { Keypair, PublicKey } from "@solana/web3.js";
+import bs58 from "bs58";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseJson } from "../../api/http/json.js";
+import { parseUsdcNumber } from "../../api/http/money.js";
+import { x402PaymentRef } from "../../api/policy/index.js";
+import { sweepReservations } from "../../api/settlement/sweeper.js";
+import { tokenBalanceUnits } from "../../api/wallets/ledger.js";
+import { invocationAddress, parsePaymentPayload, parsePaymentRequirement } from "../../api/x402/index.js";
+import { type System, startSystem } from "../../scripts/system.js";
+import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+
+const USDC = 1_000_000n;
+const ORIGIN = "https://paid.example.com";
+
+let db: FreshDatabase;
+let system: System;
+let agentsKey: string;
+let serverKey: string;
+let otherKey: string;
+
+beforeAll(async () => {
+  db = await createFreshDatabase();
+  system = await startSystem({ databaseUrl: db.url, port: 0, allowPrivateNetworks: true, logger: pino({ level: "warn" }) });
+  agentsKey = (await system.createAccount("pay path agents")).apiKey;
+  serverKey = (await system.createAccount("paid API")).apiKey;
+  otherKey = (await system.createAccount("another tenant")).apiKey;
+});
+
+afterAll(async () => {
+  await system?.stop();
+  await db?.drop();
+});
+
+interface Answer {
+  readonly status: number;
+  readonly text: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly body: any;
+}
+
+async function call(method: string, path: string, body?: unknown, key = agentsKey): Promise<Answer> {
+  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(`${system.apiUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const text = await response.text();
+  return { status: response.status, text, body: text === "" ? null : JSON.parse(text) };
+}
+
+/** Registers (and funds) an agent; returns its wallet address. */
+async function agent(agentId: string, fundUsdc: number, policy?: Record<string, unknown>): Promise<string> {
+  const created = await call("POST", "/v1/agents", { agentId });
+  expect(created.status, created.text).toBe(201);
+  if (fundUsdc > 0) {
+    const funded = await call("POST", `/v1/agents/${agentId}/wallet/fund`, { usdc: fundUsdc });
+    expect(funded.status, funded.text).toBe(200);
+  }
+  if (policy !== undefined) expect((await call("PUT", `/v1/policies/${agentId}`, policy)).status).toBe(200);
+  return (await call("GET", `/v1/agents/${agentId}/wallet`)).body.address as string;
+}
+
+const requirement = (units: bigint, payTo: string, path = "/data") => ({
+  scheme: "exact",
+  network: system.network,
+  token: system.token,
+  amount: units.toString(),
+  payTo,
+  resource: `${ORIGIN}${path}`,
+});
+
+async function authorize(agentId: string, units: bigint, payTo: string, extra: Record<string, unknown> = {}): Promise<Answer> {
+  const x402 = requirement(units, payTo);
+  return call("POST", `/v1/agents/${agentId}/payments/authorize`, { endpoint: x402.resource, x402, ...extra });
+}
+
+/** The resource server's side: settle the authorized payment through our facilitator. */
+async function settle(authorized: Answer): Promise<Answer> {
+  const payment = authorized.body.payment;
+  const x402 = requirement(BigInt(payment.payload.amount), payment.payload.to);
+  return call("POST", "/v1/x402/settle", { payment, requirement: x402 }, serverKey);
+}
+
+async function reservation(id: string): Promise<{ status: string; tx_hash: string | null; invocation: string | null; payment_ref: string }> {
+  const { rows } = await system.pool.query("SELECT status, tx_hash, invocation, payment_ref FROM spend_reservations WHERE id = $1", [id]);
+  return rows[0];
+}
+
+const units = (money: { usdc: unknown }): bigint => parseUsdcNumber((parseJson(JSON.stringify(money)) as { usdc: never }).usdc, "usdc", true);
+const payee = (): string => Keypair.generate().publicKey.toBase58();
+const sweep = (at: Date) => sweepReservations(system.pool, { agents: system.wallets, invocations: system.settlement }, at);
+/** Far enough ahead that every payload signed so far has expired past the grace. */
+const later = (): Date => new Date(Date.now() + 15 * 60_000);
+
+describe("the facilitator closes the reservation it settles", () => {
+  it("settled with the transaction, without /complete; /complete with the same hash is still 200", async () => {
+    await agent("payer-a", 5);
+    const to = payee();
+    const authorized = await authorize("payer-a", 1_250_000n, to);
+    expect(authorized.status, authorized.text).toBe(200);
+    const id = authorized.body.reservationId as string;
+    expect(await reservation(id)).toMatchObject({
+      status: "reserved",
+      payment_ref: x402PaymentRef(authorized.body.payment.payload.from, authorized.body.payment.payload.nonce),
+    });
+
+    const settled = await settle(authorized);
+    expect(settled.body, settled.text).toMatchObject({ success: true });
+    const txHash = settled.body.txHash as string;
+    expect(await reservation(id)).toMatchObject({ status: "settled", tx_hash: txHash });
+    expect(await tokenBalanceUnits(system.ledger, new PublicKey(to))).toBe(1_250_000n);
+    const row = await system.pool.query("SELECT payment_ref, status FROM settlements WHERE signature = $1", [txHash]);
+    expect(row.rows[0]).toEqual({ payment_ref: (await reservation(id)).payment_ref, status: "confirmed" });
+
+    const completed = await call("POST", `/v1/agents/payer-a/payments/${id}/complete`, { txHash });
+    expect(completed.status, completed.text).toBe(200);
+    const otherHash = bs58.encode(randomBytes(64));
+    expect((await call("POST", `/v1/agents/payer-a/payments/${id}/complete`, { txHash: otherHash })).status).toBe(409);
+    expect((await call("POST", `/v1/agents/payer-a/payments/${id}/release`)).status).toBe(409);
+  });
+
+  it("a settlement the ledger refuses (insufficient funds at settle time) releases the reservation", async () => {
+    await agent("payer-poor", 1, { dailyBudget: { usdc: 10 } });
+    const authorized = await authorize("payer-poor", 3n * USDC, payee());
+    expect(authorized.status, authorized.text).toBe(200);
+    const settled = await settle(authorized);
+    expect(settled.body, settled.text).toMatchObject({ success: false, reason: "settlement_failed" });
+    expect(await reservation(authorized.body.reservationId)).toMatchObject({ status: "released", tx_hash: null });
+    const policy = await call("GET", `/v1/policies/payer-poor`);
+    expect(units(policy.body.usedToday)).toBe(0n);
+  });
+});
+
+describe("the sweeper", () => {
+  it("releases an expired authorization that was never presented, and its budget is usable again", async () => {
+    await agent("payer-idle", 2, { dailyBudget: { usdc: 1 } });
+    const first = await authorize("payer-idle", USDC, payee());
+    expect(first.status, first.text).toBe(200);
+    const over = await authorize("payer-idle", 500_000n, payee());
+    expect(over.status).toBe(403);
+    expect(over.body.reasonCode).toBe("daily_budget_exceeded");
+
+    // Before its payload expired nothing is released, whatever the sweeper runs.
+    await sweep(new Date());
+    expect((await reservation(first.body.reservationId)).status).toBe("reserved");
+    await sweep(later());
+    expect((await reservation(first.body.reservationId)).status).toBe("released");
+
+    const again = await authorize("payer-idle", USDC, payee());
+    expect(again.status, again.text).toBe(200);
+    expect((await call("POST", `/v1/agents/payer-idle/payments/${again.body.reservationId}/release`)).status).toBe(200);
+
+    // Should a released payload still land (here: the sweep ran ahead of the real clock, as a
+    // sweeper racing a stalled facilitator would), the chain is the truth: it counts again.
+    const late = await settle(first);
+    expect(late.body, late.text).toMatchObject({ success: true });
+    expect(await reservation(first.body.reservationId)).toMatchObject({ status: "settled", tx_hash: late.body.txHash });
+    expect(units((await call("GET", "/v1/policies/payer-idle")).body.usedToday)).toBe(USDC);
+  });
+
+  it("resolves a claim whose process died after sending: settled from the settlement row, reservation settled", async () => {
+    const address = await agent("payer-crash", 3);
+    const to = payee();
+    const authorized = await authorize("payer-crash", 700_000n, to);
+    const payment = parsePaymentPayload(authorized.body.payment);
+    const x402 = parsePaymentRequirement(requirement(700_000n, to));
+    const p = payment.payload;
+    const ref = x402PaymentRef(p.from, p.nonce);
+    expect(p.from).toBe(address);
+    // What the facilitator leaves if it dies after the ledger confirmed, before it wrote anything.
+    await system.pool.query(
+      `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at)
+       VALUES ($1, $2, 'payer-crash', $3, $4, $5, to_timestamp($6))`,
+      [p.from, p.nonce, p.to, p.amountUnits.toString(), x402.resource, p.validUntilSeconds],
+    );
+    const landed = await system.settlement.settlePayment({
+      agentId: "payer-crash",
+      payee: to,
+      amountUnits: 700_000n,
+      protocol: "x402",
+      rail: "stablecoin",
+      endpoint: x402.resource,
+      paymentRef: ref,
+    });
+    expect((await reservation(authorized.body.reservationId)).status).toBe("reserved");
+
+    await sweep(later());
+    const nonce = await system.pool.query("SELECT status, tx_hash FROM x402_nonces WHERE payer = $1 AND nonce = $2", [p.from, p.nonce]);
+    expect(nonce.rows[0]).toEqual({ status: "settled", tx_hash: landed.txHash });
+    expect(await reservation(authorized.body.reservationId)).toMatchObject({ status: "settled", tx_hash: landed.txHash });
+    // The payload cannot settle a second time.
+    expect((await settle(authorized)).body).toMatchObject({ success: false, reason: "nonce_reused" });
+    expect(await tokenBalanceUnits(system.ledger, new PublicKey(to))).toBe(700_000n);
+  });
+
+  it("a claim with a pending transaction follows its settlement; a claim that never prepared one fails and releases", async () => {
+    await agent("payer-pending", 3);
+    const to = payee();
+    const sent = await authorize("payer-pending", 400_000n, to);
+    const abandoned = await authorize("payer-pending", 300_000n, to);
+    const claim = async (authorized: Answer) => {
+      const p = parsePaymentPayload(authorized.body.payment).payload;
+      await system.pool.query(
+        `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at)
+         VALUES ($1, $2, 'payer-pending', $3, $4, $5, to_timestamp($6))`,
+        [p.from, p.nonce, p.to, p.amountUnits.toString(), `${ORIGIN}/data`, p.validUntilSeconds],
+      );
+      return p;
+    };
+    const p1 = await claim(sent);
+    const p2 = await claim(abandoned);
+    const prepared = await system.settlement.prepareSettlement({
+      agentId: "payer-pending",
+      payee: to,
+      amountUnits: 400_000n,
+      protocol: "x402",
+      rail: "stablecoin",
+      endpoint: `${ORIGIN}/data`,
+      paymentRef: x402PaymentRef(p1.from, p1.nonce),
+    });
+    // Sent with an unknown outcome: the claim holds the transaction, the settlement row is pending.
+    await system.pool.query("UPDATE x402_nonces SET tx_hash = $3 WHERE payer = $1 AND nonce = $2", [p1.from, p1.nonce, prepared.signed.signature]);
+
+    // Within the claim grace the abandoned claim is left alone; a pending one always waits.
+    await sweep(new Date());
+    expect((await reservation(abandoned.body.reservationId)).status).toBe("reserved");
+    expect((await reservation(sent.body.reservationId)).status).toBe("reserved");
+
+    await sweep(later());
+    const nonceOf = async (p: { from: string; nonce: string }) =>
+      (await system.pool.query("SELECT status, tx_hash FROM x402_nonces WHERE payer = $1 AND nonce = $2", [p.from, p.nonce])).rows[0];
+    expect(await nonceOf(p2)).toEqual({ status: "failed", tx_hash: null });
+    expect((await reservation(abandoned.body.reservationId)).status).toBe("released");
+    expect(await nonceOf(p1)).toEqual({ status: "claimed", tx_hash: prepared.signed.signature });
+    expect((await reservation(sent.body.reservationId)).status).toBe("reserved");
+
+    const landed = await system.settlement.completeSettlement(prepared);
+    await sweep(later());
+    expect(await nonceOf(p1)).toEqual({ status: "settled", tx_hash: landed.txHash });
+    expect(await reservation(sent.body.reservationId)).toMatchObject({ status: "settled", tx_hash: landed.txHash });
+    expect(await tokenBalanceUnits(system.ledger, new PublicKey(to))).toBe(400_000n);
+  });
+});
+
+describe("sub-agent invocations", () => {
+  let parentTxHash: string;
+  let subAddress: string;
+  let orchestratorReservation: string;
+  const subPayee = payee();
+  const subPayments: string[] = [];
+
+  it("the orchestrator pays its sub-agent with a budget: the invocation opens on-chain before the answer", async () => {
+    await agent("orchestrator", 5);
+    subAddress = await agent("sub-agent", 5);
+    const authorized = await authorize("orchestrator", 100_000n, subAddress, { invocationBudget: { usdc: 1 } });
+    expect(authorized.status, authorized.text).toBe(200);
+    expect(authorized.body.invocationBudget).toEqual({ usdc: 1 });
+    orchestratorReservation = authorized.body.reservationId;
+    const settled = await settle(authorized);
+    expect(settled.body, settled.text).toMatchObject({ success: true });
+    parentTxHash = settled.body.txHash;
+
+    const invocation = invocationAddress(parentTxHash, subAddress);
+    expect(await reservation(orchestratorReservation)).toMatchObject({ status: "settled", tx_hash: parentTxHash, invocation });
+    const state = await system.settlement.invocationState(new PublicKey(invocation));
+    expect(state).toMatchObject({ budgetUnits: USDC, spentUnits: 0n, subAgent: subAddress });
+  });
+
+  it("the sub-agent's payments under it settle with the invocation; the one over budget is 422 BUDGET_EXCEEDED, recorded", async () => {
+    for (const amount of [400_000n, 400_000n]) {
+      const authorized = await authorize("sub-agent", amount, subPayee, { parentTxHash });
+      expect(authorized.status, authorized.text).toBe(200);
+      expect(authorized.body.invocation).toBe(invocationAddress(parentTxHash, subAddress));
+      const settled = await settle(authorized);
+      expect(settled.body, settled.text).toMatchObject({ success: true });
+      subPayments.push(settled.body.txHash);
+      const row = await system.pool.query("SELECT invocation FROM settlements WHERE signature = $1", [settled.body.txHash]);
+      expect(row.rows[0].invocation).toBe(invocationAddress(parentTxHash, subAddress));
+    }
+    const over = await authorize("sub-agent", 300_000n, subPayee, { parentTxHash });
+    expect(over.status, over.text).toBe(422);
+    expect(over.body).toMatchObject({
+      code: "BUDGET_EXCEEDED",
+      errorClass: "BudgetExceededError",
+      reasonCode: "invocation_budget_exceeded",
+      reason: "invocation_budget_exceeded: requested 0.3 usdc, limit is 0.2 usdc",
+    });
+    const rejected = await system.pool.query(
+      "SELECT reason_code, reason, amount_units::text AS amount FROM payment_rejections WHERE agent_id = 'sub-agent'",
+    );
+    expect(rejected.rows).toEqual([
+      { reason_code: "invocation_budget_exceeded", reason: "invocation_budget_exceeded: requested 0.3 usdc, limit is 0.2 usdc", amount: "300000" },
+    ]);
+    const events = await system.pool.query(
+      "SELECT count(*)::int AS n FROM gateway_events WHERE type = 'policy.violation' AND agent_id = 'sub-agent'",
+    );
+    expect(events.rows[0].n).toBe(1);
+  });
+
+  it("concurrent authorizations cannot together exceed the remaining budget", async () => {
+    // 0.2 left: two racing 0.15 payments, exactly one fits.
+    const answers = await Promise.all([0, 1].map(() => authorize("sub-agent", 150_000n, subPayee, { parentTxHash })));
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 422]);
+    const accepted = answers.find((a) => a.status === 200)!;
+    // Never presented: the sweeper releases it once expired, and the budget is back.
+    await sweep(later());
+    expect((await reservation(accepted.body.reservationId)).status).toBe("released");
+    const fits = await authorize("sub-agent", 200_000n, subPayee, { parentTxHash });
+    expect(fits.status, fits.text).toBe(200);
+    expect((await call("POST", `/v1/agents/sub-agent/payments/${fits.body.reservationId}/release`)).status).toBe(200);
+  });
+
+  it("the invocation route answers both sides with the on-chain spend and the sub-agent's payments", async () => {
+    for (const agentId of ["orchestrator", "sub-agent"]) {
+      const read = await call("GET", `/v1/agents/${agentId}/invocations/${parentTxHash}`);
+      expect(read.status, read.text).toBe(200);
+      expect(read.body).toMatchObject({
+        parentTxHash,
+        invocation: invocationAddress(parentTxHash, subAddress),
+        invoker: "orchestrator",
+        subAgentId: "sub-agent",
+        subAgentAddress: subAddress,
+        payments: subPayments,
+      });
+      expect(units(read.body.budget)).toBe(USDC);
+      expect(units(read.body.spent)).toBe(800_000n);
+      expect(units(read.body.remaining)).toBe(200_000n);
+    }
+  });
+
+  it("tenant isolation and bad input on the invocation route", async () => {
+    const foreign = await call("GET", `/v1/agents/orchestrator/invocations/${parentTxHash}`, undefined, otherKey);
+    expect(foreign.status).toBe(404);
+    expect(foreign.text).not.toContain(subAddress);
+    await agent("bystander", 0);
+    const bystander = await call("GET", `/v1/agents/bystander/invocations/${parentTxHash}`);
+    expect(bystander.status).toBe(404);
+    expect(bystander.body.code).toBe("INVOCATION_NOT_FOUND");
+    const bad = await call("GET", `/v1/agents/orchestrator/invocations/not-a-hash`);
+    expect(bad.status).toBe(400);
+  });
+
+  it("bad authorization input is a 4xx problem and reserves nothing", async () => {
+    const count = async () => (await system.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = 'sub-agent'")).rows[0].n;
+    const before = await count();
+    const badHash = await authorize("sub-agent", 100_000n, subPayee, { parentTxHash: "abc" });
+    expect(badHash.status).toBe(400);
+    expect(badHash.body.field).toBe("parentTxHash");
+    const unknown = await authorize("sub-agent", 100_000n, subPayee, { parentTxHash: bs58.encode(randomBytes(64)) });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.code).toBe("INVOCATION_NOT_FOUND");
+    const negative = await authorize("orchestrator", 100_000n, subAddress, { invocationBudget: { usdc: -1 } });
+    expect(negative.status).toBe(400);
+    const zero = await authorize("orchestrator", 100_000n, subAddress, { invocationBudget: { usdc: 0 } });
+    expect(zero.status).toBe(400);
+    const notAgent = await authorize("orchestrator", 100_000n, subPayee, { invocationBudget: { usdc: 1 } });
+    expect(notAgent.status).toBe(400);
+    expect(notAgent.body.field).toBe("invocationBudget");
+    const mpp = {
+      protocol: "mpp/1.0",
+      amount: { value: "0.1", currency: "USDC" },
+      paymentMethods: ["stablecoin"],
+      sessionSupported: false,
+      paymentEndpoint: `${ORIGIN}/mpp/pay`,
+    };
+    const mppBudget = await call("POST", "/v1/agents/orchestrator/payments/authorize", {
+      endpoint: `${ORIGIN}/data`,
+      mpp,
+      invocationBudget: { usdc: 1 },
+    });
+    expect(mppBudget.status).toBe(400);
+    expect(mppBudget.body.field).toBe("invocationBudget");
+    expect(await count()).toBe(before);
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * The gateway's hot paths under load, on the whole system (`startSystem`: the local ledger, a
+ * fresh migrated database, the indexer, the API with REST /v1, the reconciler, the dispatcher):
+ *
+ *   a. policy check + reservation at 200 concurrent callers, against a SERIALIZABLE baseline
+ *      without the per-agent lock (same run, interleaved), for one hot agent and for 200 agents;
+ *   b. an x402 payment end to end on loopback, and the gateway's own share of it;
+ *   c. a paid MPP request on a reused session.
+ *
+ * Prints the figures, the goals and whether each is met. Exit code 1 only for a wrong answer
+ * (a budget overspent, a payment that did not go through), never for a missed goal.
+ *
+ *   npm run bench:gateway [-- --callers 200 --reservations 5000 --pool 16 --x402 200 --mpp 200 --warmup 10]
+ */
+import { availableParallelism, loadavg } from "node:os";
+import { parseArgs } from "node:util";
+import { pino } from "pino";
+import { startSystem } from "../../scripts/system.js";
+import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
+import { goalLine, row, TABLE_HEADER } from "./latency.js";
+import { runMppSession } from "./mpp-session.js";
+import { benchPool, type ReservationRun, runReservations, type Shape, type Variant } from "./reservations.js";
+import { runX402 } from "./x402-pay.js";
+
+const { values: flags } = parseArgs({
+  options: {
+    callers: { type: "string", default: "200" },
+    reservations: { type: "string", default: "5000" },
+    pool: { type: "string", default: "16" },
+    x402: { type: "string", default: "200" },
+    mpp: { type: "string", default: "200" },
+    warmup: { type: "string", default: "10" },
+  },
+});
+const CALLERS = Number(flags.callers);
+const RESERVATIONS = Number(flags.reservations);
+const POOL = Number(flags.pool);
+const X402_PAYMENTS = Number(flags.x402);
+const MPP_REQUESTS = Number(flags.mpp);
+const WARMUP = Number(flags.warmup);
+for (const [name, value] of Object.entries({ callers: CALLERS, reservations: RESERVATIONS, pool: POOL, x402: X402_PAYMENTS, mpp: MPP_REQUESTS })) {
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`--${name} must be a positive integer`);
+}
+if (!Number.isInteger(WARMUP) || WARMUP < 0) throw new Error("--warmup must be a non-negative integer");
+if (RESERVATIONS < CALLERS * 6) throw new Error("--reservations must be at least 6 per caller (each spread agent has 5 refused)");
+
+const GOAL_RESERVE_P99_MS = 5;
+const GOAL_X402_P99_MS = 100;
+const GOAL_MPP_P99_MS = 20;
+
+const load = (): string => loadavg().map((x) => x.toFixed(1)).join(" / ");
+
+async function run(): Promise<void> {
+  const db = await createFreshDatabase();
+  const system = await startSystem({ databaseUrl: db.url, port: 0, allowPrivateNetworks: true, logger: pino({ level: "warn" }) });
+  const problems: string[] = [];
+  try {
+    console.log(`gateway bench on ${availableParallelism()} cores, load average ${load()} (1/5/15 min)`);
+    const customer = await system.createAccount("bench customer");
+    const client = { gatewayUrl: system.apiUrl, apiKey: customer.apiKey };
+    const serverKey = (await system.createAccount("bench paid API")).apiKey;
+
+    // a. Reservations. A small warm-up of each variant, then the measured runs, alternating the
+    // variants so load from elsewhere on the machine falls on both alike.
+    const pool = benchPool(db.url, POOL);
+    const runs: ReservationRun[] = [];
+    try {
+      const options = { databaseUrl: db.url, callers: CALLERS, reservations: RESERVATIONS, poolSize: POOL };
+      const warm = { ...options, callers: Math.min(CALLERS, 50), reservations: Math.min(CALLERS, 50) * 6 };
+      for (const variant of ["advisory lock", "serializable"] as const) await runReservations(pool, warm, variant, "spread");
+      const order: [Variant, Shape][] = [
+        ["advisory lock", "hot"],
+        ["serializable", "hot"],
+        ["serializable", "spread"],
+        ["advisory lock", "spread"],
+      ];
+      for (const [variant, shape] of order) runs.push(await runReservations(pool, options, variant, shape));
+    } finally {
+      await pool.end();
+    }
+    console.log(`\na. policy check + reservation, ${CALLERS} concurrent callers, ${RESERVATIONS} reservations per run, pool of ${POOL} connections`);
+    console.log("   txn = BEGIN → COMMIT on a connection in hand (lock waits, retries included); caller = incl. waiting for a pooled connection");
+    console.log(TABLE_HEADER);
+    for (const r of runs) {
+      const label = `${r.shape === "hot" ? "hot agent" : `${CALLERS} agents`}, ${r.variant}`;
+      console.log(row(`${label}: txn`, r.txn));
+      console.log(row(`${label}: caller`, r.caller));
+    }
+    for (const r of runs) {
+      console.log(
+        `   ${r.shape.padEnd(6)} ${r.variant.padEnd(13)}: ${r.accepted} accepted, ${r.refused} refused, ${r.retries} serialization retries, ` +
+          `${(r.wall_ms / 1000).toFixed(1)} s, ${Math.round(((r.accepted + r.refused) * 1000) / r.wall_ms)} reservations/s`,
+      );
+      problems.push(...r.problems.map((p) => `reservations (${r.shape}, ${r.variant}): ${p}`));
+    }
+
+    // b. x402 end to end.
+    const x402 = await runX402(system, client, serverKey, X402_PAYMENTS, WARMUP);
+    problems.push(...x402.problems);
+    console.log(`\nb. x402 payment end to end on loopback, one at a time (${X402_PAYMENTS} payments after ${WARMUP} warm-up)`);
+    console.log(TABLE_HEADER);
+    console.log(row("402 → authorize → paid retry → 200 (end to end)", x402.endToEnd));
+    console.log(row("  authorize route (REST, client-side round trip)", x402.authorize));
+    console.log(row("  settle route (REST, as the paid API sees it)", x402.settleRoute));
+    console.log(row("    the same without an Idempotency-Key (interleaved)", x402.settleRouteUnkeyed));
+    console.log(row("  ledger: send + confirm (completeSettlement)", x402.ledger));
+    console.log(row("  gateway share: authorize + settle − ledger", x402.gatewayShare));
+    console.log(row("complete route (after the answer)", x402.complete));
+
+    // c. MPP on a reused session.
+    const mpp = await runMppSession(system, client, MPP_REQUESTS, WARMUP);
+    problems.push(...mpp.problems);
+    console.log(`\nc. MPP paid request on a reused session (${MPP_REQUESTS} requests after ${WARMUP} warm-up; negotiation took ${mpp.negotiate_ms.toFixed(1)} ms)`);
+    console.log(TABLE_HEADER);
+    console.log(row("request with X-MPP-Session → 200 (charged on the ledger)", mpp.request));
+    console.log(row("  ledger: send + confirm (completeSettlement)", mpp.ledger));
+    console.log(row("  gateway share: request − ledger", mpp.gatewayShare));
+
+    console.log("\ngoals");
+    for (const r of runs.filter((x) => x.variant === "advisory lock")) {
+      console.log(`  ${goalLine({ label: `reservation, ${r.shape === "hot" ? "hot agent" : `${CALLERS} agents`} (txn)`, p99_ms: r.txn.p99, goal_ms: GOAL_RESERVE_P99_MS })}`);
+    }
+    for (const shape of ["hot", "spread"] as const) {
+      const lock = runs.find((r) => r.shape === shape && r.variant === "advisory lock")!;
+      const ssi = runs.find((r) => r.shape === shape && r.variant === "serializable")!;
+      console.log(
+        `  vs baseline (${shape}): serializable/lock p99 ${(ssi.txn.p99 / lock.txn.p99).toFixed(1)}x (txn), ` +
+          `${(ssi.caller.p99 / lock.caller.p99).toFixed(1)}x (caller); wall ${(ssi.wall_ms / lock.wall_ms).toFixed(1)}x`,
+      );
+    }
+    console.log(`  ${goalLine({ label: "x402 end to end", p99_ms: x402.endToEnd.p99, goal_ms: GOAL_X402_P99_MS })}`);
+    console.log(`  ${goalLine({ label: "MPP session request", p99_ms: mpp.request.p99, goal_ms: GOAL_MPP_P99_MS })}`);
+    console.log(`load average at the end ${load()}`);
+  } finally {
+    await system.stop();
+    await db.drop();
+  }
+  if (problems.length > 0) {
+    console.error(`\nwrong answers:\n  ${problems.slice(0, 20).join("\n  ")}`);
+    process.exitCode = 1;
+  }
+}
+
+await run();

@@ -228,6 +228,13 @@ describe("runCli without a gateway", () => {
     expect(text).not.toContain("sk_secret_env_key");
   });
 
+  it("a bad option value is exit 2 even without a key: usage is judged first", async () => {
+    for (const argv of [["transactions", "list", "--limit", "0"], ["spend", "--window", "2w"], ["alerts", "create", "--agent", "a", "--type", "x", "--notify", "email:a@b.c"]]) {
+      const run = io();
+      expect(await runCli(argv, run.io)).toBe(2);
+    }
+  });
+
   it("no key is an AuthenticationError (exit 1)", async () => {
     const run = io();
     expect(await runCli(["spend"], run.io)).toBe(1);

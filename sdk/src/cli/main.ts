@@ -42,38 +42,27 @@ export interface RunOptions extends CliIo {
 }
 
 export async function runCli(argv: readonly string[], io: RunOptions): Promise<number> {
-  const apiKeyHint = io.env.APG_API_KEY;
-  let secret: string | undefined = apiKeyHint;
   // Until the command line is parsed, the env key is the one to keep out of the output.
-  let out = redactingWriter(io.stdout, secret);
-  let err = redactingWriter(io.stderr, secret);
+  let out = redactingWriter(io.stdout, io.env.APG_API_KEY);
+  let err = redactingWriter(io.stderr, io.env.APG_API_KEY);
   try {
     const parsed = parseCommandLine(argv);
     const apiKey = parsed.options["api-key"] ?? io.env.APG_API_KEY;
-    secret = apiKey;
-    out = redactingWriter(io.stdout, secret);
-    err = redactingWriter(io.stderr, secret);
+    out = redactingWriter(io.stdout, apiKey);
+    err = redactingWriter(io.stderr, apiKey);
     if (parsed.options.help === true) {
       out(parsed.command === null ? GLOBAL_HELP : COMMAND_HELP[parsed.command] ?? GLOBAL_HELP);
       return EXIT_OK;
     }
     const run = COMMANDS[parsed.command!]!;
     const baseUrl = parsed.options["base-url"] ?? nonEmpty(io.env.APG_BASE_URL) ?? DEFAULT_BASE_URL;
-    if (apiKey === undefined || apiKey.trim() === "") throw new AuthenticationError("no API key: pass --api-key or set APG_API_KEY");
-    let transport: Transport;
-    try {
-      transport = new Transport({
-        baseUrl,
-        apiKey,
-        ...(io.timeoutMs === undefined ? {} : { timeout: io.timeoutMs }),
-        ...(io.maxRetries === undefined ? {} : { maxRetries: io.maxRetries }),
-      });
-    } catch (error) {
-      if (error instanceof TypeError) throw new UsageError(`--base-url: ${error.message}`);
-      throw error;
-    }
+    let transport: Transport | undefined;
     const context: CommandContext = {
-      transport,
+      // Made on first use, so a command's usage errors (exit 2) come before a missing key (exit 1).
+      get transport(): Transport {
+        transport ??= connect(baseUrl, apiKey, io);
+        return transport;
+      },
       args: parsed.args,
       options: parsed.options,
       env: io.env,
@@ -85,6 +74,21 @@ export async function runCli(argv: readonly string[], io: RunOptions): Promise<n
     return EXIT_OK;
   } catch (error) {
     return report(error, err);
+  }
+}
+
+function connect(baseUrl: string, apiKey: string | undefined, io: RunOptions): Transport {
+  if (apiKey === undefined || apiKey.trim() === "") throw new AuthenticationError("no API key: pass --api-key or set APG_API_KEY");
+  try {
+    return new Transport({
+      baseUrl,
+      apiKey,
+      ...(io.timeoutMs === undefined ? {} : { timeout: io.timeoutMs }),
+      ...(io.maxRetries === undefined ? {} : { maxRetries: io.maxRetries }),
+    });
+  } catch (error) {
+    if (error instanceof TypeError) throw new UsageError(`--base-url: ${error.message}`);
+    throw error;
   }
 }
 

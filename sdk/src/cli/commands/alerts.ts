@@ -40,7 +40,8 @@ export function alertBody(options: CommandContext["options"]): Record<string, un
 }
 
 export async function alertsCreate(context: CommandContext): Promise<void> {
-  const created = await context.transport.request<unknown>("POST", "/v1/alerts", { body: alertBody(context.options) });
+  const body = alertBody(context.options);
+  const created = await context.transport.request<unknown>("POST", "/v1/alerts", { body });
   if (context.options.json === true) return context.json(created);
   const alert = record(created, "alert");
   context.out(`Alert ${text(alert.id)} created.`);

@@ -33,7 +33,8 @@ export function spendVariables(options: CommandContext["options"]): Record<strin
 }
 
 export async function spend(context: CommandContext): Promise<void> {
-  const data = await context.transport.graphql<{ spendSummary: unknown }>(SPEND_QUERY, spendVariables(context.options));
+  const variables = spendVariables(context.options);
+  const data = await context.transport.graphql<{ spendSummary: unknown }>(SPEND_QUERY, variables);
   const summary = record(record(data, "data").spendSummary, "spendSummary");
   if (context.options.json === true) return context.json(summary);
   context.out(renderSpend(summary));

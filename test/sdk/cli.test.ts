@@ -188,8 +188,14 @@ describe("cli transactions", () => {
     const json = JSON.parse(await cliOk(["transactions", "list", "--agent", "sub", "--json"]));
     expect(json.transactions.map((tx: { txHash: string }) => tx.txHash).sort()).toEqual([...subTxs].sort());
     expect(await cliOk(["transactions", "list", "--agent", "sub", "--protocol", "mpp"])).toBe("No transactions.\n");
-    const limited = (await cliOk(["transactions", "list", "--agent", "sub", "--limit", "1", "--since", "1h", "--domain", "data.test"])).trimEnd().split("\n");
-    expect(limited).toHaveLength(2);
+    const first = (await cliOk(["transactions", "list", "--agent", "sub", "--limit", "1", "--since", "1h", "--domain", "data.test"])).trimEnd().split("\n");
+    expect(first).toHaveLength(3);
+    const more = /^More: add --after (\S+)$/.exec(first[2]!);
+    expect(more).not.toBeNull();
+    const second = (await cliOk(["transactions", "list", "--agent", "sub", "--limit", "1", "--after", more![1]!])).trimEnd().split("\n");
+    expect(second).toHaveLength(2);
+    // The two pages together are the sub-agent's two payments, each once.
+    expect([first[1]!, second[1]!].map((line) => line.split(/\s+/)[0]).sort()).toEqual([...subTxs].sort());
   });
 
   it("a rejected payment is listed with status rejected", async () => {

@@ -56,6 +56,7 @@ Omitted options keep their current values; "none" removes that limit.`,
   --protocol <x402|mpp>     only this protocol
   --since <window>          only the last window, e.g. 15m, 24h, 7d
   --domain <domain>         only payments to this domain
+  --after <cursor>          the next page (the cursor a previous listing printed)
   --json`,
   "transactions inspect": `Usage: cli transactions inspect <txHash> [--json]`,
   "transactions tree": `Usage: cli transactions tree <rootTxHash> [--max-depth <n>] [--json]`,

@@ -25,12 +25,18 @@ export async function transactionsList(context: CommandContext): Promise<void> {
     protocol: options.protocol === undefined ? undefined : oneOf(options.protocol, "protocol", PROTOCOLS),
     since: options.since === undefined ? undefined : durationOption(options.since, "since"),
     domain: options.domain,
+    after: options.after,
   };
   const answer = await context.transport.request<unknown>("GET", "/v1/transactions", { query });
   if (options.json === true) return context.json(answer);
-  const rows = list(record(answer, "answer").transactions, "transactions");
+  const page = record(answer, "answer");
+  const rows = list(page.transactions, "transactions");
   if (rows.length === 0) return context.out("No transactions.");
   context.out(renderTransactionList(rows));
+  const pageInfo = (page.pageInfo ?? {}) as { hasNextPage?: unknown; endCursor?: unknown };
+  if (pageInfo.hasNextPage === true && typeof pageInfo.endCursor === "string") {
+    context.out(`More: add --after ${pageInfo.endCursor}`);
+  }
 }
 
 /**

@@ -251,6 +251,91 @@ describe("the sweeper", () => {
   });
 });
 
+describe("the sweeper on MPP claims (by SQL on mpp_payments)", () => {
+  const mppBody = (value: string) => ({
+    protocol: "mpp/1.0",
+    amount: { value, currency: "USDC" },
+    paymentMethods: ["stablecoin"],
+    sessionSupported: false,
+    paymentEndpoint: `${ORIGIN}/mpp/pay`,
+  });
+  const authorizeMpp = (agentId: string, value: string) =>
+    call("POST", `/v1/agents/${agentId}/payments/authorize`, { endpoint: `${ORIGIN}/data`, mpp: mppBody(value) });
+
+  it("an abandoned claim fails and releases; a landed one settles; an unclaimed expired one releases", async () => {
+    await agent("payer-mpp", 3);
+    const to = payee();
+    const [abandoned, landed, unclaimed] = [await authorizeMpp("payer-mpp", "0.2"), await authorizeMpp("payer-mpp", "0.3"), await authorizeMpp("payer-mpp", "0.4")];
+    for (const a of [abandoned, landed, unclaimed]) expect(a.status, a.text).toBe(200);
+    const claim = async (authorized: Answer, units: bigint) => {
+      const auth = authorized.body.submission.authorization;
+      const { rows } = await system.pool.query(
+        `INSERT INTO mpp_payments (kind, agent_id, payer, nonce, service_origin, endpoint, payee, method, rail, amount_units, expires_at)
+         VALUES ('submission', 'payer-mpp', $1, $2, $3, $4, $5, 'stablecoin', 'stablecoin', $6, to_timestamp($7)) RETURNING id`,
+        [auth.payer, auth.nonce, ORIGIN, `${ORIGIN}/data`, to, units.toString(), Number(auth.validUntil)],
+      );
+      return { id: rows[0].id as string, ref: (await reservation(authorized.body.reservationId)).payment_ref };
+    };
+    const a = await claim(abandoned, 200_000n);
+    const b = await claim(landed, 300_000n);
+    expect(b.ref).toBe(`mpp:${landed.body.submission.authorization.payer}:${landed.body.submission.authorization.nonce}`);
+    const paid = await system.settlement.settlePayment({
+      agentId: "payer-mpp",
+      payee: to,
+      amountUnits: 300_000n,
+      protocol: "mpp",
+      rail: "stablecoin",
+      endpoint: `${ORIGIN}/data`,
+      paymentRef: b.ref,
+    });
+
+    await sweep(later());
+    const claimOf = async (id: string) => (await system.pool.query("SELECT status, tx_hash FROM mpp_payments WHERE id = $1", [id])).rows[0];
+    expect(await claimOf(a.id)).toEqual({ status: "failed", tx_hash: null });
+    expect((await reservation(abandoned.body.reservationId)).status).toBe("released");
+    expect(await claimOf(b.id)).toEqual({ status: "settled", tx_hash: paid.txHash });
+    expect(await reservation(landed.body.reservationId)).toMatchObject({ status: "settled", tx_hash: paid.txHash });
+    expect((await reservation(unclaimed.body.reservationId)).status).toBe("released");
+    expect(await tokenBalanceUnits(system.ledger, new PublicKey(to))).toBe(300_000n);
+  });
+});
+
+describe("the sweeper opens an invocation whose payment settled without it", () => {
+  it("the crash left a settled invoking payment: the sweeper settles the reservation and opens the invocation once", async () => {
+    await agent("orchestrator-2", 3);
+    const subAddress = await agent("sub-agent-2", 0);
+    const authorized = await authorize("orchestrator-2", 100_000n, subAddress, { invocationBudget: { usdc: 0.5 } });
+    expect(authorized.status, authorized.text).toBe(200);
+    const p = parsePaymentPayload(authorized.body.payment).payload;
+    // The facilitator claimed and settled, then died before it wrote the outcome or opened anything.
+    await system.pool.query(
+      `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at)
+       VALUES ($1, $2, 'orchestrator-2', $3, $4, $5, to_timestamp($6))`,
+      [p.from, p.nonce, p.to, p.amountUnits.toString(), `${ORIGIN}/data`, p.validUntilSeconds],
+    );
+    const paid = await system.settlement.settlePayment({
+      agentId: "orchestrator-2",
+      payee: subAddress,
+      amountUnits: 100_000n,
+      protocol: "x402",
+      rail: "stablecoin",
+      endpoint: `${ORIGIN}/data`,
+      paymentRef: x402PaymentRef(p.from, p.nonce),
+    });
+    const invocation = invocationAddress(paid.txHash, subAddress);
+    expect(await system.settlement.invocationState(new PublicKey(invocation))).toBeNull();
+
+    await sweep(later());
+    expect(await reservation(authorized.body.reservationId)).toMatchObject({ status: "settled", tx_hash: paid.txHash, invocation });
+    expect(await system.settlement.invocationState(new PublicKey(invocation))).toMatchObject({ budgetUnits: 500_000n, spentUnits: 0n });
+    const again = await sweep(later());
+    expect(again.invocationsOpened).toBe(0);
+    const read = await call("GET", `/v1/agents/sub-agent-2/invocations/${paid.txHash}`);
+    expect(read.status, read.text).toBe(200);
+    expect(units(read.body.budget)).toBe(500_000n);
+  });
+});
+
 describe("sub-agent invocations", () => {
   let parentTxHash: string;
   let subAddress: string;

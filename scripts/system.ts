@@ -12,8 +12,10 @@
 import { Connection } from "@solana/web3.js";
 import type pg from "pg";
 import { type Logger, pino } from "pino";
+import { StandInCardProcessor } from "../api/card/index.js";
 import { pruneIdempotencyKeys } from "../api/http/index.js";
 import { createAccount, issueApiKey } from "../api/keys.js";
+import { MppGateway } from "../api/mpp/index.js";
 import { rpcBalanceReader } from "../api/read/balances.js";
 import { type ApiServer, createApiServer } from "../api/server.js";
 import { runReconciler, Settlement } from "../api/settlement/index.js";
@@ -71,6 +73,8 @@ export interface System {
   readonly wallets: AgentWallets;
   readonly settlement: Settlement;
   readonly facilitator: X402Facilitator;
+  /** The MPP service side for resource servers (`/v1/mpp/*`). */
+  readonly mpp: MppGateway;
   readonly api: ApiServer;
   readonly dispatcher: Dispatcher;
   /** Base58 mint of the local USDC (the x402 `token`). */
@@ -128,6 +132,8 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     token,
     onWarning: (message, context) => logger.warn(context, message),
   });
+  // The card rail settles through the named stand-in until a real card processor is configured.
+  const mpp = new MppGateway({ pool, settler: settlement, agents: wallets, cardProcessor: new StandInCardProcessor() });
   const reconciling = runReconciler(settlement, wallets, {
     signal: controller.signal,
     ...(options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs }),
@@ -168,7 +174,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     databaseUrl: options.databaseUrl,
     balances: rpcBalanceReader(new Connection(info.rpcUrl, "confirmed"), info.mint),
     network: ledger.network,
-    gateway: { wallets, keystore, secretBox, facilitator, invocations: settlement },
+    gateway: { wallets, keystore, secretBox, facilitator, invocations: settlement, settlementToken: token, mpp },
   });
   const host = options.host ?? "127.0.0.1";
   const port = await api.listen(options.port ?? 0, host);
@@ -186,6 +192,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     wallets,
     settlement,
     facilitator,
+    mpp,
     api,
     dispatcher,
     token,

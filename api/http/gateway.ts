@@ -10,6 +10,7 @@ import { alertRoutes } from "./routes/alerts.js";
 import { apiKeyRoutes } from "./routes/api-keys.js";
 import { facilitatorRoutes } from "./routes/facilitator.js";
 import { invocationRoutes } from "./routes/invocations.js";
+import { mppRoutes } from "./routes/mpp.js";
 import { paymentRoutes } from "./routes/payments.js";
 import { policyRoutes } from "./routes/policies.js";
 import { transactionRoutes } from "./routes/transactions.js";
@@ -21,6 +22,7 @@ export const GATEWAY_ROUTES: readonly Route[] = [
   ...paymentRoutes,
   ...invocationRoutes,
   ...facilitatorRoutes,
+  ...mppRoutes,
   ...transactionRoutes,
   ...alertRoutes,
   ...webhookRoutes,

@@ -10,6 +10,7 @@ import { authenticate, type Caller } from "../auth.js";
 import type { BalanceReader } from "../read/balances.js";
 import type { AgentWallets, Keystore } from "../wallets/index.js";
 import type { SecretBox } from "../webhooks/secrets.js";
+import type { MppGateway } from "../mpp/gateway.js";
 import type { Invocations, X402Facilitator } from "../x402/facilitator.js";
 import {
   type IdempotencyRequest,
@@ -38,6 +39,10 @@ export interface GatewayDeps {
   readonly facilitator?: X402Facilitator | undefined;
   /** `agents.invoke` invocations on the ledger: sub-agent payments and the invocation route answer 503 without it. */
   readonly invocations?: Invocations | undefined;
+  /** Base58 mint the facilitator settles in (`GET /v1/x402/supported`; 503 without it). */
+  readonly settlementToken?: string | undefined;
+  /** The MPP service side for resource servers: `/v1/mpp/*` answer 503 without it. */
+  readonly mpp?: MppGateway | undefined;
   /** Encrypts signing secrets and sealed idempotent responses: alerts, webhooks, API keys need it. */
   readonly secretBox?: SecretBox | undefined;
 }

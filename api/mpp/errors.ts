@@ -1,7 +1,9 @@
 /**
  * MPP failures as values with stable codes: a malformed body (`MppFormatError`, answered 400), a
  * submission the service refuses (`MppPaymentError`, 402 with a fresh request), a session token
- * that cannot be used (`MppSessionError`, 402 so the client negotiates again).
+ * that cannot be used (`MppSessionError`, 402 so the client negotiates again), a session charge the
+ * agent's spend policy refuses (`MppPolicyError`, 402 too: the paying client negotiates again and
+ * meets the typed policy error at its own authorize step).
  */
 
 export type MppFormatCode = "malformed_request" | "malformed_submission";
@@ -64,5 +66,21 @@ export class MppSessionError extends Error {
   ) {
     super(`${reason}: ${detail}`);
     this.name = "MppSessionError";
+  }
+}
+
+/** A session charge refused by the agent's spend policy; the rejection is already recorded. */
+export class MppPolicyError extends Error {
+  readonly reason = "policy_violation";
+  constructor(
+    /** The policy's machine code, e.g. `per_call_limit_exceeded`. */
+    readonly reasonCode: string,
+    /** Spec 7 text: `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>`. */
+    readonly detail: string,
+    /** The spec 7 class the paying client would raise (`PolicyViolationError`, ...). */
+    readonly errorClass: string,
+  ) {
+    super(detail);
+    this.name = "MppPolicyError";
   }
 }

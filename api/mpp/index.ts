@@ -10,3 +10,5 @@ export * from "./submission.js";
 export type { AgentDirectory, SettleRequest, SettleResult, Settler } from "../x402/settler.js";
 export type { AgentSigner } from "../x402/signer.js";
 export { keypairSigner } from "../x402/signer.js";
+export * from "./charge-policy.js";
+export * from "./gateway.js";

@@ -19,13 +19,25 @@
  *
  * Replay: a submission's (payer, nonce) is claimed in `mpp_payments` before any money moves and
  * never released, exactly as x402 nonces are (api/x402/facilitator.ts).
+ *
+ * Session charges and the spend policy: a charge made on a session carries no fresh signature of
+ * the agent, so the gateway's `SessionChargePolicy` (api/mpp/charge-policy.ts) admits each one: in
+ * the one Postgres transaction that claims the charge row it reserves the amount within the
+ * agent's policy and links the reservation to the row, or records the refusal (then no row is
+ * claimed and no money moves). After the charge the reservation is settled with its transaction,
+ * released on a definite failure, and left open while the outcome is pending.
+ *
+ * A token is bound to its service: its origin and its payee. Redeeming it for another origin or
+ * another receiving wallet finds no session (`session_unknown`).
  */
 import type pg from "pg";
+import { withTransaction } from "../../indexer/db/database.js";
+import { mppChargeRef, mppPaymentRef } from "../policy/store.js";
 import { type AuthorizeRequest, CardDeclinedError, type CardProcessor } from "../card/processor.js";
 import { cardSettlementReference } from "../card/reference.js";
 import { type AgentDirectory, pendingSettlementSignature, type SettleRequest, type SettleResult, type Settler } from "../x402/settler.js";
 import { verifySignature } from "../x402/signer.js";
-import { MppPaymentError, MppSessionError } from "./errors.js";
+import { MppPaymentError, MppPolicyError, MppSessionError } from "./errors.js";
 import { type MppRail, railOf } from "./rails.js";
 import type { MppPaymentRequest } from "./request.js";
 import { newSessionToken, sessionTokenHash } from "./session-token.js";
@@ -41,6 +53,24 @@ export interface SessionCharge {
   readonly amountUnits: bigint;
   readonly endpoint: string;
   readonly rail: MppRail;
+  readonly sessionId: string;
+}
+
+/** The policy's answer to a session charge. A refusal's records (rejection, events) commit. */
+export type ChargeAdmission =
+  | { readonly admitted: true; readonly reservationId: string | null }
+  | { readonly admitted: false; readonly reasonCode: string; readonly reason: string; readonly errorClass: string };
+
+/** The gate every session charge passes (the gateway wires the spend policy here). */
+export interface SessionChargePolicy {
+  /** In the transaction that claims the charge: reserve within the policy, or refuse. */
+  admit(client: pg.PoolClient, charge: SessionCharge): Promise<ChargeAdmission>;
+  /** Same transaction, once the charge row exists: tie the reservation to it. */
+  link(client: pg.PoolClient, reservationId: string, chargeId: string): Promise<void>;
+  /** The charge landed on the ledger with `txHash`. */
+  settled(chargeId: string, txHash: string): Promise<void>;
+  /** The charge definitely did not happen. */
+  released(chargeId: string): Promise<void>;
 }
 
 export interface MppServiceOptions {
@@ -55,8 +85,8 @@ export interface MppServiceOptions {
   readonly sessionTtlSeconds?: number;
   readonly refreshBeforeSeconds?: number;
   readonly maxValiditySeconds?: number;
-  /** Runs before every session charge (the gateway wires its spend-policy reservation here). */
-  readonly beforeCharge?: (charge: SessionCharge) => Promise<void>;
+  /** Admits every session charge (the gateway wires its spend-policy reservation here). */
+  readonly chargePolicy?: SessionChargePolicy;
   readonly clock?: () => Date;
 }
 
@@ -69,14 +99,27 @@ export interface IssuedSession {
 }
 
 export interface MppConfirmation extends SettleResult {
+  readonly agentId: string;
   readonly method: string;
   readonly rail: MppRail;
   readonly cardReference: string | null;
   readonly session: IssuedSession;
 }
 
+/** A settled submission found again by `resumeSubmission`, with its session handed out anew. */
+export interface ResumedSubmission {
+  readonly txHash: string;
+  readonly agentId: string;
+  readonly method: string;
+  readonly rail: MppRail;
+  readonly session: IssuedSession;
+}
+
 export interface SessionUse {
   readonly sessionId: string;
+  /** The agent wallet paying through the session, and the method it was established with. */
+  readonly payer: string;
+  readonly method: string;
   /** false: the call was paid by the establishing submission (its `txHash`). */
   readonly charged: boolean;
   readonly txHash: string;
@@ -104,6 +147,8 @@ interface SessionRow {
 
 interface PaymentClaim {
   readonly id: string;
+  /** Names the signed payment on its settlement (api/policy/store.ts payment links). */
+  readonly paymentRef: string;
   readonly agentId: string;
   readonly rail: MppRail;
   readonly amountUnits: bigint;
@@ -140,7 +185,14 @@ export class MppService {
     );
     const id = claimed.rows[0]?.id;
     if (id === undefined) throw new MppPaymentError("nonce_reused", `nonce ${a.nonce} of ${a.payer} was already used`);
-    const settled = await this.settleOnRail({ id, agentId, rail, amountUnits: submission.amountUnits, endpoint: a.resource });
+    const settled = await this.settleOnRail({
+      id,
+      paymentRef: mppPaymentRef(a.payer, a.nonce),
+      agentId,
+      rail,
+      amountUnits: submission.amountUnits,
+      endpoint: a.resource,
+    });
     const session = await this.issueSession({
       agentId,
       payer: a.payer,
@@ -152,7 +204,60 @@ export class MppService {
       establishedBy: id,
       refreshedFrom: null,
     });
-    return { ...settled.result, method: submission.method, rail, cardReference: settled.cardReference, session };
+    return { ...settled.result, agentId, method: submission.method, rail, cardReference: settled.cardReference, session };
+  }
+
+  /**
+   * A submission whose first attempt may already have run (a retried request under the same
+   * Idempotency-Key): null when it never claimed its nonce (submit it afresh). A settled payment
+   * gets its session handed out again: the clear token of the first attempt exists nowhere, so
+   * the sessions it opened are revoked and one successor carries their remaining prepaid calls.
+   * Still unresolved → `settlement_pending`; failed → `settlement_failed`.
+   */
+  async resumeSubmission(submission: MppSubmission, request: MppPaymentRequest): Promise<ResumedSubmission | null> {
+    const a = submission.authorization;
+    const { rows } = await this.options.pool.query<{
+      id: string;
+      agent_id: string;
+      status: string;
+      tx_hash: string | null;
+      failure: string | null;
+      service_origin: string;
+      payee: string;
+      method: string;
+      rail: MppRail;
+      amount_units: string;
+    }>(
+      `SELECT id, agent_id, status, tx_hash, failure, service_origin, payee, method, rail, amount_units
+       FROM mpp_payments WHERE payer = $1 AND nonce = $2 AND kind = 'submission'`,
+      [a.payer, a.nonce],
+    );
+    const row = rows[0];
+    if (row === undefined) return null;
+    if (row.service_origin !== this.options.serviceOrigin || row.payee !== this.options.payee || row.method !== submission.method) {
+      throw new MppPaymentError("nonce_reused", `nonce ${a.nonce} of ${a.payer} was already used`);
+    }
+    if (row.status === "failed") throw new MppPaymentError("settlement_failed", row.failure ?? "the payment failed");
+    if (row.status !== "settled" || row.tx_hash === null) throw new MppPaymentError("settlement_pending", "the payment is not resolved yet");
+    const revoked = await this.options.pool.query<{ prepaid_calls: number }>(
+      "UPDATE mpp_sessions SET revoked_at = $2 WHERE established_by = $1 AND revoked_at IS NULL RETURNING prepaid_calls",
+      [row.id, this.clock()],
+    );
+    const opened = await this.options.pool.query("SELECT 1 FROM mpp_sessions WHERE established_by = $1", [row.id]);
+    // Never opened: the payment's one prepaid call. Opened: what is left of it (revoked ones included).
+    const prepaidCalls = (opened.rowCount ?? 0) === 0 ? 1 : Math.min(1, revoked.rows.reduce((sum, r) => sum + r.prepaid_calls, 0));
+    const session = await this.issueSession({
+      agentId: row.agent_id,
+      payer: a.payer,
+      method: row.method,
+      rail: row.rail,
+      amountUnits: BigInt(row.amount_units),
+      prepaidCalls,
+      reusable: request.sessionSupported,
+      establishedBy: row.id,
+      refreshedFrom: null,
+    });
+    return { txHash: row.tx_hash, agentId: row.agent_id, method: row.method, rail: row.rail, session };
   }
 
   private async verifySubmission(submission: MppSubmission, request: MppPaymentRequest): Promise<{ agentId: string; rail: MppRail }> {
@@ -199,6 +304,7 @@ export class MppService {
       protocol: "mpp",
       rail: claim.rail,
       endpoint: claim.endpoint,
+      paymentRef: claim.paymentRef,
     };
     if (claim.rail === "stablecoin") {
       return { result: await this.settleRow(claim.id, request), cardReference: null };
@@ -313,9 +419,11 @@ export class MppService {
   async useSession(token: string, call: { endpoint: string; amountUnits: bigint }): Promise<SessionUse> {
     const now = this.clock();
     const { rows } = await this.options.pool.query<SessionRow>(
-      `SELECT id, agent_id, payer, method, rail, amount_units, reusable, expires_at, refreshed_at, revoked_at, established_by
-       FROM mpp_sessions WHERE token_sha256 = $1 AND service_origin = $2`,
-      [sessionTokenHash(token), this.options.serviceOrigin],
+      `SELECT s.id, s.agent_id, s.payer, s.method, s.rail, s.amount_units, s.reusable, s.expires_at, s.refreshed_at, s.revoked_at,
+              s.established_by
+       FROM mpp_sessions s JOIN mpp_payments p ON p.id = s.established_by
+       WHERE s.token_sha256 = $1 AND s.service_origin = $2 AND p.payee = $3`,
+      [sessionTokenHash(token), this.options.serviceOrigin, this.options.payee],
     );
     const session = rows[0];
     if (session === undefined || session.revoked_at !== null) throw new MppSessionError("session_unknown", "no such session for this service");
@@ -332,6 +440,8 @@ export class MppService {
     const refreshed = await this.refreshIfDue(session, now);
     return {
       sessionId: refreshed?.sessionId ?? session.id,
+      payer: session.payer,
+      method: session.method,
       charged: paid.charged,
       txHash: paid.txHash,
       rail: session.rail,
@@ -358,21 +468,45 @@ export class MppService {
     if (redeemed !== undefined) return { charged: false, txHash: redeemed.tx_hash, amountUnits: BigInt(redeemed.amount_units) };
     if (!session.reusable) throw new MppSessionError("session_exhausted", "single-use token already redeemed");
 
-    await this.options.beforeCharge?.({ agentId: session.agent_id, amountUnits: call.amountUnits, endpoint: call.endpoint, rail: session.rail });
-    const { rows } = await this.options.pool.query<{ id: string }>(
-      `INSERT INTO mpp_payments (kind, agent_id, payer, session_id, service_origin, endpoint, payee, method, rail, amount_units)
-       VALUES ('session_charge', $1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
-      [session.agent_id, session.payer, session.id, this.options.serviceOrigin, call.endpoint, this.options.payee, session.method,
-        session.rail, call.amountUnits.toString()],
-    );
-    const settled = await this.settleOnRail({
-      id: rows[0]!.id,
+    const id = await this.claimCharge(session, call);
+    const policy = this.options.chargePolicy;
+    let settled: { result: SettleResult };
+    try {
+      settled = await this.settleOnRail({ id, paymentRef: mppChargeRef(id), agentId: session.agent_id, rail: session.rail, amountUnits: call.amountUnits, endpoint: call.endpoint });
+    } catch (error) {
+      // Pending: the charge may still land, so its reservation keeps counting until reconciled.
+      if (policy !== undefined && !(error instanceof MppPaymentError && error.reason === "settlement_pending")) await policy.released(id);
+      throw error;
+    }
+    await policy?.settled(id, settled.result.txHash);
+    return { charged: true, txHash: settled.result.txHash, amountUnits: call.amountUnits };
+  }
+
+  /** The policy's admission and the charge row in one transaction; a refusal claims nothing. */
+  private async claimCharge(session: SessionRow, call: { endpoint: string; amountUnits: bigint }): Promise<string> {
+    const policy = this.options.chargePolicy;
+    const charge: SessionCharge = {
       agentId: session.agent_id,
-      rail: session.rail,
       amountUnits: call.amountUnits,
       endpoint: call.endpoint,
+      rail: session.rail,
+      sessionId: session.id,
+    };
+    const claimed = await withTransaction(this.options.pool, async (client) => {
+      const admission: ChargeAdmission = policy === undefined ? { admitted: true, reservationId: null } : await policy.admit(client, charge);
+      if (!admission.admitted) return admission;
+      const { rows } = await client.query<{ id: string }>(
+        `INSERT INTO mpp_payments (kind, agent_id, payer, session_id, service_origin, endpoint, payee, method, rail, amount_units)
+         VALUES ('session_charge', $1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+        [session.agent_id, session.payer, session.id, this.options.serviceOrigin, call.endpoint, this.options.payee, session.method,
+          session.rail, call.amountUnits.toString()],
+      );
+      const id = rows[0]!.id;
+      if (admission.reservationId !== null) await policy!.link(client, admission.reservationId, id);
+      return { admitted: true as const, id };
     });
-    return { charged: true, txHash: settled.result.txHash, amountUnits: call.amountUnits };
+    if (!claimed.admitted) throw new MppPolicyError(claimed.reasonCode, claimed.reason, claimed.errorClass);
+    return claimed.id;
   }
 
   /** One successor per session, issued by whichever use first lands in the refresh window. */

@@ -82,7 +82,21 @@ async function claimOutcome(context: RouteContext, payment: PaymentPayload): Pro
   return { response: json(202, { success: false, pending: true, reason: "settlement_pending", detail: "the settlement is not resolved yet" }), final: false };
 }
 
+/**
+ * What this facilitator settles: `{ scheme, network, tokens: { usdc: <mint> } }`, so a resource
+ * server configured with `token: "usdc"` (spec 4.5) can put the token's address in its 402 body.
+ */
+async function supportedRoute(context: RouteContext): Promise<RouteResponse> {
+  const token = context.deps.settlementToken;
+  const network = context.deps.network;
+  if (context.deps.facilitator === undefined || token === undefined || network === undefined) {
+    throw httpError("SERVICE_UNAVAILABLE", "the x402 facilitator is not configured on this server");
+  }
+  return json(200, { scheme: "exact", network, tokens: { usdc: token } });
+}
+
 export const facilitatorRoutes: readonly Route[] = [
+  { method: "GET", path: "/v1/x402/supported", handler: supportedRoute },
   { method: "POST", path: "/v1/x402/verify", handler: verifyRoute },
   { method: "POST", path: "/v1/x402/settle", handler: settleRoute },
 ];

@@ -1,0 +1,122 @@
+/**
+ * What `client.pay` costs over a direct fetch of the same resource, on the whole system
+ * (`startSystem`: the program on the local ledger, Postgres, the indexer, the API) and a resource
+ * server on loopback built with the SDK's own middleware.
+ *
+ * Same server, same handler, same answer, measured in the same run, interleaved round by round:
+ *   - direct:       `fetch` of the resource with the payment gate off (the baseline);
+ *   - x402 pay:     `client.pay` → 402 → authorize at the gateway → retry with X-PAYMENT → the
+ *                   middleware settles through the facilitator on the ledger → 200 → complete;
+ *   - MPP session:  `client.pay` on a reused MPP session (one request carrying X-MPP-Session; the
+ *                   middleware redeems it at the gateway, which charges the session on the ledger).
+ * Overhead = pay − direct, at p50 and p99. Prints the table; exits 1 only for a wrong answer.
+ *
+ *   npm run bench:client [-- --rounds 200 --warmup 10]
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { availableParallelism, loadavg } from "node:os";
+import { parseArgs } from "node:util";
+import { pino } from "pino";
+import { startSystem } from "../../scripts/system.js";
+import { Client, type PaymentResult } from "../../sdk/src/client.js";
+import { mppMiddleware, type NodeMiddleware, type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";
+import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
+import { row, type Stats, stats, TABLE_HEADER, timed } from "../gateway/latency.js";
+
+const { values: flags } = parseArgs({ options: { rounds: { type: "string", default: "200" }, warmup: { type: "string", default: "10" } } });
+const ROUNDS = Number(flags.rounds);
+const WARMUP = Number(flags.warmup);
+if (!Number.isInteger(ROUNDS) || ROUNDS <= 0) throw new Error("--rounds must be a positive integer");
+if (!Number.isInteger(WARMUP) || WARMUP < 0) throw new Error("--warmup must be a non-negative integer");
+
+const PRICE_UNITS = 1_000n; // 0.001 USDC per call: thousands of calls fit a small wallet.
+
+function answer(res: ServerResponse): void {
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(JSON.stringify({ quote: 42, source: "bench" }));
+}
+
+async function main(): Promise<void> {
+  const db = await createFreshDatabase();
+  const system = await startSystem({ databaseUrl: db.url, allowPrivateNetworks: true, logger: pino({ level: "warn" }) });
+  const wrong: string[] = [];
+  try {
+    console.log(`client pay overhead on ${availableParallelism()} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(" / ")}`);
+    const buyer = await system.createAccount("bench buyer");
+    const seller = await system.createAccount("bench seller");
+    const register = async (apiKey: string, agentId: string): Promise<string> => {
+      const headers = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" };
+      const created = await fetch(`${system.apiUrl}/v1/agents`, { method: "POST", headers, body: JSON.stringify({ agentId }) });
+      if (created.status !== 201) throw new Error(`register ${agentId}: ${created.status} ${await created.text()}`);
+      const wallet = (await (await fetch(`${system.apiUrl}/v1/agents/${agentId}/wallet`, { headers })).json()) as { address: string };
+      return wallet.address;
+    };
+    await register(buyer.apiKey, "payer");
+    const payTo = await register(seller.apiKey, "api");
+    const client = new Client({ agentId: "payer", apiKey: buyer.apiKey, baseUrl: system.apiUrl });
+    await client.wallet.fund({ usdc: 50 });
+
+    const gateway = { facilitatorUrl: system.apiUrl, apiKey: seller.apiKey };
+    const gates: Record<string, NodeMiddleware> = {
+      "/x402": x402Middleware({ ...gateway, amount: PRICE_UNITS, token: "usdc", network: system.network, payTo }),
+      "/mpp": mppMiddleware({ ...gateway, amount: PRICE_UNITS, paymentMethods: ["stablecoin"], sessionSupported: true, payTo }),
+    };
+    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      const gate = Object.entries(gates).find(([prefix]) => req.url?.startsWith(prefix))?.[1];
+      if (gate === undefined) return answer(res); // the direct route: no payment gate
+      gate(req as NodeRequest, res, () => answer(res));
+    });
+    await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    const check = (result: PaymentResult, protocol: string): void => {
+      if (result.status !== 200 || !result.paid || result.protocol !== protocol) wrong.push(`${protocol}: ${JSON.stringify(result.status)}`);
+    };
+    const direct = async (): Promise<void> => {
+      const response = await fetch(`${origin}/quote`);
+      await response.json();
+      if (response.status !== 200) wrong.push(`direct: ${response.status}`);
+    };
+    const x402 = async (): Promise<void> => check(await client.pay({ endpoint: `${origin}/x402/quote` }), "x402");
+    const mpp = async (): Promise<void> => check(await client.pay({ endpoint: `${origin}/mpp/quote` }), "mpp");
+
+    await mpp(); // negotiates the session every later MPP call reuses
+    for (let i = 0; i < WARMUP; i += 1) {
+      await direct();
+      await x402();
+      await mpp();
+    }
+    const samples = { direct: [] as number[], x402: [] as number[], mpp: [] as number[] };
+    for (let i = 0; i < ROUNDS; i += 1) {
+      samples.direct.push((await timed(direct))[1]);
+      samples.x402.push((await timed(x402))[1]);
+      samples.mpp.push((await timed(mpp))[1]);
+    }
+    server.closeAllConnections();
+    server.close();
+
+    const s = { direct: stats(samples.direct), x402: stats(samples.x402), mpp: stats(samples.mpp) };
+    const over = (paid: Stats, base: Stats): string =>
+      `p50 +${(paid.p50 - base.p50).toFixed(2)} ms, p99 +${(paid.p99 - base.p99).toFixed(2)} ms`;
+    console.log(TABLE_HEADER);
+    console.log(row("direct fetch of the resource (baseline)", s.direct));
+    console.log(row("client.pay, x402 (402 → authorize → settle on ledger → 200)", s.x402));
+    console.log(row("client.pay, MPP on a reused session", s.mpp));
+    console.log(`x402 pay overhead over direct fetch: ${over(s.x402, s.direct)}`);
+    console.log(`MPP session pay overhead over direct fetch: ${over(s.mpp, s.direct)}`);
+    console.log("spec targets: x402 settlement < 400 ms (4.5), MPP < 100 ms; see bench/client/README.md");
+  } finally {
+    await system.stop();
+    await db.drop();
+  }
+  if (wrong.length > 0) {
+    console.error(`wrong answers (${wrong.length}): ${wrong.slice(0, 5).join("; ")}`);
+    process.exit(1);
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { callApi, type ApiAnswer, ApiUnreachableError, type ApiRequest, headersObject } from "./api-call.js";
-import { InsufficientFundsError, PaymentError, PaymentProtocolError, ServiceError } from "./errors.js";
+import { errorFromProblem, InsufficientFundsError, PaymentError, PaymentProtocolError, ServiceError } from "./errors.js";
 import { decimalToUnits, moneyToUnits, unitsToUsdc, usdcToUnits } from "./money.js";
 import { type MppRequest, type PaymentOffer, readPaymentOffer, type X402Requirement } from "./payment-required.js";
 import { readMppReceipt, readX402Receipt, X_MPP_ERROR, X_MPP_SESSION, X_PAYMENT_ERROR } from "./receipts.js";
@@ -286,8 +286,14 @@ export class Client {
       first = await this.#callApi(context, { [X_MPP_SESSION]: reusable.token }, false);
       if (first.status !== 402) {
         const receipt = readMppReceipt(first.headers, first.data);
-        if (receipt === undefined) return unpaid(first);
-        return this.#sessionPaid(context, first, reusable, receipt);
+        if (receipt !== undefined) return this.#sessionPaid(context, first, reusable, receipt);
+        if (first.headers.get(X_MPP_ERROR) !== null) {
+          // The service refused the session without a new 402 (e.g. a charge the policy
+          // refused, answered as a problem with `errorClass`): the token is of no further use.
+          sessions.forget(this.agentId, context.origin);
+          if (isRecord(first.data) && typeof first.data.errorClass === "string") throw errorFromProblem(first.status, first.data);
+        }
+        return unpaid(first);
       }
       sessions.forget(this.agentId, context.origin);
     } else {

@@ -170,8 +170,8 @@ export class X402Facilitator {
     try {
       reservation = await linkedReservation(pool, paymentRef);
       // A sub-agent's payment under `agents.invoke` settles against its invocation account.
-      const invocation =
-        reservation?.parentTxHash != null ? invocationAddress(reservation.parentTxHash, p.from) : options.invocation;
+      const parent = reservation === null ? null : reservation.parentTxHash;
+      const invocation = parent === null ? options.invocation : invocationAddress(parent, p.from);
       settled = await this.options.settler.settlePayment({
         agentId: verified.agentId,
         payee: p.to,
@@ -201,16 +201,20 @@ export class X402Facilitator {
         "UPDATE x402_nonces SET status = 'failed', failure = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
         [p.from, p.nonce, detail.slice(0, 1_000)],
       );
-      await releaseLinkedReservation(pool, paymentRef);
+      await this.bookkeeping("reservation not released", paymentRef, () => releaseLinkedReservation(pool, paymentRef));
       return { ok: false, reason: "settlement_failed", detail };
     }
-    await pool.query("UPDATE x402_nonces SET status = 'settled', tx_hash = $3, finished_at = now() WHERE payer = $1 AND nonce = $2", [
-      p.from,
-      p.nonce,
-      settled.txHash,
-    ]);
+    // The payment happened: a database error from here on must not turn it into an error answer.
+    // The sweeper finishes whatever is not written (it finds the settlement by the reference).
+    await this.bookkeeping("claim not marked settled", paymentRef, () =>
+      pool.query("UPDATE x402_nonces SET status = 'settled', tx_hash = $3, finished_at = now() WHERE payer = $1 AND nonce = $2", [
+        p.from,
+        p.nonce,
+        settled.txHash,
+      ]),
+    );
     if (reservation !== null) {
-      await landLinkedReservation(pool, paymentRef, settled.txHash);
+      await this.bookkeeping("reservation not settled", paymentRef, () => landLinkedReservation(pool, paymentRef, settled.txHash));
       if (reservation.invocationBudgetUnits !== null) {
         await openLinkedInvocation(
           { pool, agents: this.options.agents, invocations: this.options.invocations, onWarning: this.options.onWarning },
@@ -219,6 +223,14 @@ export class X402Facilitator {
       }
     }
     return { ok: true, payer: p.from, agentId: verified.agentId, network: payment.network, ...settled };
+  }
+
+  private async bookkeeping(what: string, paymentRef: string, write: () => Promise<unknown>): Promise<void> {
+    try {
+      await write();
+    } catch (error) {
+      this.options.onWarning?.(`${what}; the sweeper finishes it`, { paymentRef, error: error instanceof Error ? error.message : String(error) });
+    }
   }
 
   /**

@@ -1,0 +1,29 @@
+/**
+ * `<sdk>/server`: accept agent payments on your own API (spec 4.5). `x402Middleware` /
+ * `x402Handler` for x402, `mppMiddleware` / `mppHandler` for MPP, each verifying and settling
+ * through the gateway before your handler runs. Zero dependencies: node builtins and global fetch.
+ * Wire contract: docs/sdk-server.md.
+ */
+export { GatewayUnavailableError, type GatewayConfig, type FetchLike } from "./gateway.js";
+export type { FetchHandler, NextFunction, NodeMiddleware, NodeRequest } from "./http.js";
+export {
+  DEFAULT_PAYMENT_PATH,
+  MPP_PROTOCOL,
+  mppHandler,
+  mppMiddleware,
+  type MppOptions,
+  type MppPayment,
+  X_MPP_ERROR,
+  X_MPP_RECEIPT,
+  X_MPP_SESSION,
+} from "./mpp.js";
+export {
+  X_PAYMENT,
+  X_PAYMENT_ERROR,
+  X_PAYMENT_RESPONSE,
+  X_PAYMENT_SIGNATURE,
+  x402Handler,
+  x402Middleware,
+  type X402Options,
+  type X402Payment,
+} from "./x402.js";

@@ -1,0 +1,185 @@
+/**
+ * `mppMiddleware`: the resource server side of spec 4.4, with the gateway as the MPP service.
+ *
+ * - A request without `X-MPP-Session` gets 402 with the spec 2.9 body; `paymentEndpoint` is on
+ *   this server (`<mount>/mpp/pay` by default, or `paymentPath`).
+ * - `POST paymentEndpoint` with the spec 2.9 submission is forwarded to `POST /v1/mpp/payments`
+ *   (verify, settle on the chosen rail, open a session): 200 `{ txHash, sessionId, expiresAt }`
+ *   with `X-MPP-Session: <token>`; a refusal is 402 `{ error, detail }` + `X-MPP-Error`.
+ * - A request with `X-MPP-Session` is redeemed through `POST /v1/mpp/sessions/redeem` before the
+ *   handler runs (the first use is the call the submission paid; later uses charge the session
+ *   within the agent's spend policy); the answer carries `X-MPP-Session` (the token to keep) and
+ *   `X-MPP-Receipt` (base64 JSON `{ txHash, sessionId, amount, method, charged }`). A refused,
+ *   expired or unknown session is 402 with a fresh body and `X-MPP-Error: <reason>`.
+ */
+import { createHash } from "node:crypto";
+import { callGateway, checkGatewayConfig, type GatewayConfig, GatewayUnavailableError, isObject } from "./gateway.js";
+import {
+  answer,
+  base64Json,
+  checkOrigin,
+  fetchMiddleware,
+  type FetchHandler,
+  type Gate,
+  type GateAnswer,
+  type GateRequest,
+  nodeMiddleware,
+  type NodeMiddleware,
+  type OriginOption,
+} from "./http.js";
+import { formatDecimal, parseDecimal, parseUnits, usdcOf } from "./money.js";
+
+export const X_MPP_SESSION = "X-MPP-Session";
+export const X_MPP_RECEIPT = "X-MPP-Receipt";
+export const X_MPP_ERROR = "X-MPP-Error";
+export const MPP_PROTOCOL = "mpp/1.0";
+export const DEFAULT_PAYMENT_PATH = "/mpp/pay";
+const ADDRESS = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
+const METHOD = /^[a-z][a-z0-9:_-]{0,63}$/;
+const TOKEN = /^[\x21-\x7e]{1,128}$/;
+
+export interface MppOptions extends GatewayConfig, OriginOption {
+  /** Price per call: `{ value: "0.05", currency: "USDC" }`, or base units (bigint or digit string). */
+  readonly amount: { value: string; currency: string } | bigint | string;
+  /** Offered methods, e.g. `["stablecoin", "card"]`. */
+  readonly paymentMethods: readonly string[];
+  readonly sessionSupported: boolean;
+  /** Receiving wallet address (base58). */
+  readonly payTo: string;
+  /** Path of the payment endpoint under the mount point; `/mpp/pay` by default. */
+  readonly paymentPath?: string;
+}
+
+export interface MppPayment {
+  readonly protocol: "mpp";
+  readonly txHash: string;
+  readonly payer: string;
+  readonly amount: { usdc: number };
+  readonly amountUnits: bigint;
+  readonly network: string | null;
+  readonly sessionId: string;
+  readonly method: string;
+  /** false when the call was the one the establishing submission paid. */
+  readonly charged: boolean;
+}
+
+function amountUnitsOf(amount: MppOptions["amount"]): bigint {
+  if (typeof amount === "bigint" || typeof amount === "string") return parseUnits(amount, "mppMiddleware amount");
+  if (!isObject(amount) || typeof amount.currency !== "string" || amount.currency.toUpperCase() !== "USDC") {
+    throw new TypeError('mppMiddleware amount: expected { value, currency: "USDC" } or base units');
+  }
+  return parseDecimal(amount.value, "mppMiddleware amount.value");
+}
+
+function checkOptions(options: MppOptions): { amountUnits: bigint; paymentPath: string } {
+  checkGatewayConfig(options, "mppMiddleware");
+  checkOrigin(options.origin, "mppMiddleware");
+  const amountUnits = amountUnitsOf(options.amount);
+  const methods = options.paymentMethods;
+  if (!Array.isArray(methods) || methods.length === 0 || methods.length > 16 || !methods.every((m) => typeof m === "string" && METHOD.test(m))) {
+    throw new TypeError("mppMiddleware: paymentMethods must be 1 to 16 method identifiers such as stablecoin");
+  }
+  if (typeof options.sessionSupported !== "boolean") throw new TypeError("mppMiddleware: sessionSupported must be a boolean");
+  if (typeof options.payTo !== "string" || !ADDRESS.test(options.payTo)) throw new TypeError("mppMiddleware: payTo must be a base58 address");
+  const paymentPath = options.paymentPath ?? DEFAULT_PAYMENT_PATH;
+  if (!/^\/[A-Za-z0-9._~\/-]{0,255}$/.test(paymentPath)) throw new TypeError("mppMiddleware: paymentPath must be a path such as /mpp/pay");
+  return { amountUnits, paymentPath };
+}
+
+function mppGate(options: MppOptions): Gate<MppPayment> {
+  const { amountUnits, paymentPath } = checkOptions(options);
+  const amount = { value: formatDecimal(amountUnits), currency: "USDC" };
+  const endpointPath = (request: GateRequest): string => `${request.mountPath.replace(/\/+$/, "")}${paymentPath}`;
+  const paymentRequest = (request: GateRequest) => ({
+    protocol: MPP_PROTOCOL,
+    amount,
+    paymentMethods: [...options.paymentMethods],
+    sessionSupported: options.sessionSupported,
+    paymentEndpoint: new URL(endpointPath(request), request.url.origin).toString(),
+  });
+  const challenge = (request: GateRequest, reason?: string): GateAnswer =>
+    answer(402, paymentRequest(request), reason === undefined ? {} : { [X_MPP_ERROR]: reason });
+  const unavailable = (): GateAnswer => answer(503, { error: "mpp_service_unavailable" }, { "retry-after": "5" });
+
+  async function pay(request: GateRequest): Promise<GateAnswer> {
+    const submission = await request.json();
+    if (!isObject(submission)) return answer(400, { error: "malformed_submission", detail: "the body must be a JSON submission" });
+    const body = { request: paymentRequest(request), submission, payTo: options.payTo, serviceOrigin: request.url.origin };
+    // Keyed by the submission: a retry after a pending answer resolves to its outcome.
+    const key = `mpp-pay:${createHash("sha256").update(JSON.stringify(submission)).digest("hex")}`;
+    const paid = await callGateway(options, "POST", "/v1/mpp/payments", body, key);
+    const result = paid.body;
+    if (paid.status === 200 && isObject(result) && result.success === true) {
+      // A replayed answer would hand the session out again to whoever replays the submission.
+      if (paid.headers.get("idempotent-replayed") === "true") return refusePayment("nonce_reused", "this submission was already used");
+      if (typeof result.sessionToken !== "string") return answer(502, { error: "mpp_service_error" });
+      return answer(200, { txHash: result.txHash, sessionId: result.sessionId, expiresAt: result.expiresAt }, { [X_MPP_SESSION]: result.sessionToken });
+    }
+    if (paid.status === 200 && isObject(result) && typeof result.reason === "string") {
+      return refusePayment(result.reason, typeof result.detail === "string" ? result.detail : result.reason);
+    }
+    if (paid.status === 202) return answer(503, { error: "settlement_pending" }, { [X_MPP_ERROR]: "settlement_pending", "retry-after": "2" });
+    if (paid.status === 409) return answer(503, { error: "settlement_in_progress" }, { [X_MPP_ERROR]: "settlement_in_progress", "retry-after": "2" });
+    if (paid.status === 422) return refusePayment("nonce_reused", "this submission was already used for another payment");
+    if (paid.status === 400) {
+      const detail = isObject(result) && typeof result.detail === "string" ? result.detail : "malformed submission";
+      return answer(400, { error: "malformed_submission", detail });
+    }
+    return answer(502, { error: "mpp_service_error", status: paid.status });
+  }
+
+  function refusePayment(reason: string, detail: string): GateAnswer {
+    return answer(402, { error: reason, detail }, { [X_MPP_ERROR]: reason });
+  }
+
+  async function redeem(request: GateRequest, token: string): Promise<GateAnswer | { kind: "paid"; payment: MppPayment; headers: Record<string, string> }> {
+    if (!TOKEN.test(token)) return challenge(request, "malformed_headers");
+    const body = { token, endpoint: request.url.toString(), amount, payTo: options.payTo, serviceOrigin: request.url.origin };
+    const used = await callGateway(options, "POST", "/v1/mpp/sessions/redeem", body);
+    const result = used.body;
+    if (used.status === 200 && isObject(result) && result.success === true) {
+      const fields = [result.txHash, result.sessionId, result.token, result.method, result.payer];
+      if (!fields.every((f) => typeof f === "string") || typeof result.charged !== "boolean") return answer(502, { error: "mpp_service_error" });
+      const receipt = { txHash: result.txHash, sessionId: result.sessionId, amount, method: result.method, charged: result.charged };
+      const payment: MppPayment = {
+        protocol: "mpp",
+        txHash: result.txHash as string,
+        payer: result.payer as string,
+        amount: usdcOf(amountUnits),
+        amountUnits,
+        network: typeof result.network === "string" ? result.network : null,
+        sessionId: result.sessionId as string,
+        method: result.method as string,
+        charged: result.charged,
+      };
+      return { kind: "paid", payment, headers: { [X_MPP_SESSION]: result.token as string, [X_MPP_RECEIPT]: base64Json(receipt) } };
+    }
+    if (used.status === 200 && isObject(result) && typeof result.reason === "string") return challenge(request, result.reason);
+    if (used.status === 202) return answer(503, { error: "settlement_pending" }, { [X_MPP_ERROR]: "settlement_pending", "retry-after": "2" });
+    // The gateway refused the token's shape (or the call): negotiate again.
+    if (used.status === 400) return challenge(request, "session_unknown");
+    return answer(502, { error: "mpp_service_error", status: used.status });
+  }
+
+  return async (request) => {
+    try {
+      if (request.method === "POST" && request.url.pathname === endpointPath(request)) return await pay(request);
+      const token = request.header(X_MPP_SESSION);
+      if (token === undefined) return challenge(request);
+      return await redeem(request, token.trim());
+    } catch (error) {
+      if (error instanceof GatewayUnavailableError) return unavailable();
+      throw error;
+    }
+  };
+}
+
+/** Node `http` / Express-style `(req, res, next)`; the handler finds the payment in `req.payment`. */
+export function mppMiddleware(options: MppOptions): NodeMiddleware {
+  return nodeMiddleware(mppGate(options), options.origin);
+}
+
+/** Fetch-style `(Request) => Response`; the handler gets the payment as its second argument. */
+export function mppHandler(options: MppOptions, handler: FetchHandler<MppPayment>): (request: Request) => Promise<Response> {
+  return fetchMiddleware(mppGate(options), options.origin, handler);
+}

@@ -1,0 +1,185 @@
+/**
+ * `x402Middleware` (spec 4.5): the resource server side of spec 4.3. A request without payment
+ * headers gets 402 with the exact spec 2.7 body; a request with `X-PAYMENT` +
+ * `X-PAYMENT-SIGNATURE` is settled through the gateway's facilitator (`POST /v1/x402/settle`,
+ * which verifies the signature, the terms against THIS server's requirement, the nonce and the
+ * funds, and moves them on the ledger) before the handler runs. The requirement is always built
+ * from the options, never taken from the client, so a payment for other terms (less money,
+ * another payee or token) is refused.
+ *
+ * Answers (docs/sdk-server.md): paid → the handler's answer plus `X-PAYMENT-RESPONSE` (base64 JSON
+ * `{ success, transaction, network, payer }`); refused → 402, the same body, `X-PAYMENT-ERROR:
+ * <reason>`; settlement still pending → 503 `settlement_pending` (retrying the same payment
+ * resolves it: the settle call carries an Idempotency-Key derived from the payment); gateway
+ * unreachable → 503, misconfigured (the key refused) → 502. The handler runs at most once per
+ * payment: a replayed payment, even one whose settle answer the gateway replays, is refused.
+ */
+import { createHash } from "node:crypto";
+import { callGateway, checkGatewayConfig, type GatewayConfig, GatewayUnavailableError, isObject } from "./gateway.js";
+import {
+  answer,
+  base64Json,
+  checkOrigin,
+  fetchMiddleware,
+  type FetchHandler,
+  type Gate,
+  type GateAnswer,
+  type GateRequest,
+  nodeMiddleware,
+  type NodeMiddleware,
+  type OriginOption,
+} from "./http.js";
+import { parseUnits, usdcOf } from "./money.js";
+
+export const X_PAYMENT = "X-PAYMENT";
+export const X_PAYMENT_SIGNATURE = "X-PAYMENT-SIGNATURE";
+export const X_PAYMENT_RESPONSE = "X-PAYMENT-RESPONSE";
+export const X_PAYMENT_ERROR = "X-PAYMENT-ERROR";
+const MAX_HEADER_CHARS = 8_192;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const ADDRESS = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
+
+export interface X402Options extends GatewayConfig, OriginOption {
+  /** Price in the token's smallest unit (spec 4.5): `"50000"` is 0.05 USDC. */
+  readonly amount: string | bigint;
+  /** `usdc` (resolved to its mint through `GET /v1/x402/supported`) or a token address. */
+  readonly token: string;
+  /** Settlement network, e.g. `solana-mainnet`; the facilitator's own when absent. */
+  readonly network?: string;
+  /** Receiving wallet address (base58). */
+  readonly payTo: string;
+  /** The paid resource's URL in the 402 body; the request's absolute URL when absent. */
+  readonly resource?: string;
+}
+
+/** What the handler learns about the payment that paid for this request. */
+export interface X402Payment {
+  readonly protocol: "x402";
+  readonly txHash: string;
+  readonly payer: string;
+  readonly amount: { usdc: number };
+  readonly amountUnits: bigint;
+  readonly network: string;
+}
+
+interface Terms {
+  readonly network: string;
+  readonly token: string;
+}
+
+function checkOptions(options: X402Options): bigint {
+  checkGatewayConfig(options, "x402Middleware");
+  checkOrigin(options.origin, "x402Middleware");
+  const units = parseUnits(options.amount, "x402Middleware amount");
+  if (typeof options.payTo !== "string" || !ADDRESS.test(options.payTo)) throw new TypeError("x402Middleware: payTo must be a base58 address");
+  if (typeof options.token !== "string" || options.token.length === 0) throw new TypeError("x402Middleware: token is required");
+  if (options.resource !== undefined) new URL(options.resource);
+  return units;
+}
+
+/** Resolves `usdc` and the network once; a failed lookup is retried on the next request. */
+function termsResolver(options: X402Options): () => Promise<Terms> {
+  let known: Terms | null = null;
+  return async () => {
+    if (known !== null) return known;
+    const needsLookup = !ADDRESS.test(options.token) || options.network === undefined;
+    if (!needsLookup) return (known = { network: options.network!, token: options.token });
+    const supported = await callGateway(options, "GET", "/v1/x402/supported");
+    const body = supported.body;
+    if (supported.status !== 200 || !isObject(body) || !isObject(body.tokens) || typeof body.network !== "string") {
+      throw new GatewayUnavailableError(`GET /v1/x402/supported answered ${supported.status}`);
+    }
+    const token = ADDRESS.test(options.token) ? options.token : body.tokens[options.token.toLowerCase()];
+    if (typeof token !== "string") throw new TypeError(`x402Middleware: the facilitator settles no token "${options.token}"`);
+    return (known = { network: options.network ?? body.network, token });
+  };
+}
+
+type Decoded = { ok: true; payment: Record<string, unknown>; header: string } | { ok: false; detail: string };
+
+/** Strict, and total: any garbage is a refusal, never an exception. */
+function decodeHeaders(request: GateRequest): Decoded {
+  const encoded = request.header(X_PAYMENT);
+  const signature = request.header(X_PAYMENT_SIGNATURE);
+  if (encoded === undefined || signature === undefined) return { ok: false, detail: "both X-PAYMENT and X-PAYMENT-SIGNATURE are required" };
+  if (encoded.length > MAX_HEADER_CHARS || encoded.length % 4 !== 0 || !BASE64.test(encoded)) {
+    return { ok: false, detail: "X-PAYMENT is not padded standard base64" };
+  }
+  let payment: unknown;
+  try {
+    payment = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(Buffer.from(encoded, "base64")));
+  } catch {
+    return { ok: false, detail: "X-PAYMENT is not base64 of UTF-8 JSON" };
+  }
+  if (!isObject(payment) || !isObject(payment.payload)) return { ok: false, detail: "X-PAYMENT is not a PaymentPayload" };
+  if (typeof payment.signature !== "string" || payment.signature !== signature.trim()) {
+    return { ok: false, detail: "X-PAYMENT-SIGNATURE differs from the payload's signature" };
+  }
+  return { ok: true, payment, header: encoded };
+}
+
+function x402Gate(options: X402Options): Gate<X402Payment> {
+  const amountUnits = checkOptions(options);
+  const terms = termsResolver(options);
+  return async (request) => {
+    let resolved: Terms;
+    try {
+      resolved = await terms();
+    } catch (error) {
+      if (error instanceof GatewayUnavailableError) return answer(503, { error: "facilitator_unavailable" }, { "retry-after": "5" });
+      throw error;
+    }
+    const requirement = {
+      scheme: "exact",
+      network: resolved.network,
+      token: resolved.token,
+      amount: amountUnits.toString(),
+      payTo: options.payTo,
+      resource: options.resource ?? request.url.toString(),
+    };
+    const refuse = (reason: string): GateAnswer => answer(402, requirement, { [X_PAYMENT_ERROR]: reason });
+    if (request.header(X_PAYMENT) === undefined && request.header(X_PAYMENT_SIGNATURE) === undefined) return answer(402, requirement);
+    const decoded = decodeHeaders(request);
+    if (!decoded.ok) return refuse("malformed_headers");
+
+    // The key makes a retry of a payment whose settlement was pending resolve to its outcome.
+    const key = `x402-settle:${createHash("sha256").update(decoded.header).digest("hex")}`;
+    let settled;
+    try {
+      settled = await callGateway(options, "POST", "/v1/x402/settle", { payment: decoded.payment, requirement }, key);
+    } catch (error) {
+      if (error instanceof GatewayUnavailableError) return answer(503, { error: "facilitator_unavailable" }, { "retry-after": "5" });
+      throw error;
+    }
+    const body = settled.body;
+    if (settled.status === 200 && isObject(body) && body.success === true) {
+      // A replayed answer is a replayed payment: it paid for a request already served.
+      if (settled.headers.get("idempotent-replayed") === "true") return refuse("nonce_reused");
+      if (typeof body.txHash !== "string" || typeof body.payer !== "string") return answer(502, { error: "facilitator_error" });
+      const network = typeof body.network === "string" ? body.network : resolved.network;
+      const payment: X402Payment = { protocol: "x402", txHash: body.txHash, payer: body.payer, amount: usdcOf(amountUnits), amountUnits, network };
+      const receipt = { success: true, transaction: body.txHash, network, payer: body.payer };
+      return { kind: "paid", payment, headers: { [X_PAYMENT_RESPONSE]: base64Json(receipt) } };
+    }
+    if (settled.status === 200 && isObject(body) && body.success === false && typeof body.reason === "string") return refuse(body.reason);
+    if (settled.status === 202) return answer(503, { error: "settlement_pending" }, { [X_PAYMENT_ERROR]: "settlement_pending", "retry-after": "2" });
+    if (settled.status === 409) return answer(503, { error: "settlement_in_progress" }, { [X_PAYMENT_ERROR]: "settlement_in_progress", "retry-after": "2" });
+    if (settled.status === 422) return refuse("nonce_reused");
+    if (settled.status === 400) {
+      const reason = isObject(body) && typeof body.reason === "string" ? body.reason : "malformed_payload";
+      return refuse(reason);
+    }
+    // 401/403/404: this server's configuration, not the payment.
+    return answer(502, { error: "facilitator_error", status: settled.status });
+  };
+}
+
+/** Node `http` / Express-style `(req, res, next)`; the handler finds the payment in `req.payment`. */
+export function x402Middleware(options: X402Options): NodeMiddleware {
+  return nodeMiddleware(x402Gate(options), options.origin);
+}
+
+/** Fetch-style `(Request) => Response`; the handler gets the payment as its second argument. */
+export function x402Handler(options: X402Options, handler: FetchHandler<X402Payment>): (request: Request) => Promise<Response> {
+  return fetchMiddleware(x402Gate(options), options.origin, handler);
+}

@@ -335,16 +335,22 @@ export async function landLinkedReservation(db: Db, paymentRef: string, txHash: 
 }
 
 /**
- * What the agent has reserved but not yet settled under the invocation opened by `parentTxHash`
- * (base units). Read it under the agent's lock (`ReserveOptions.check`) for a sound budget check.
+ * What the agent has reserved but not yet settled, and what it settled, under the invocation
+ * opened by `parentTxHash` (base units). Read it under the agent's lock (`ReserveOptions.check`)
+ * for a sound budget check.
  */
-export async function openUnitsUnderParent(db: Db, agentId: string, parentTxHash: string): Promise<bigint> {
-  const { rows } = await db.query<{ units: string }>(
-    `SELECT coalesce(sum(amount_units), 0)::text AS units FROM spend_reservations
-     WHERE agent_id = $1 AND parent_tx_hash = $2 AND status = 'reserved'`,
+export async function unitsUnderParent(
+  db: Db,
+  agentId: string,
+  parentTxHash: string,
+): Promise<{ readonly reservedUnits: bigint; readonly settledUnits: bigint }> {
+  const { rows } = await db.query<{ reserved: string; settled: string }>(
+    `SELECT coalesce(sum(amount_units) FILTER (WHERE status = 'reserved'), 0)::text AS reserved,
+            coalesce(sum(amount_units) FILTER (WHERE status = 'settled'), 0)::text AS settled
+     FROM spend_reservations WHERE agent_id = $1 AND parent_tx_hash = $2 AND status <> 'released'`,
     [agentId, parentTxHash],
   );
-  return BigInt(rows[0]!.units);
+  return { reservedUnits: BigInt(rows[0]!.reserved), settledUnits: BigInt(rows[0]!.settled) };
 }
 
 /** The linked payment definitely did not happen: its amount and its call stop counting. */

@@ -466,4 +466,34 @@ describe("sub-agent invocations", () => {
     expect(mppBudget.body.field).toBe("invocationBudget");
     expect(await count()).toBe(before);
   });
+
+  it("a sub-agent payment settled without the invocation account (MPP) still counts against the budget", async () => {
+    const mpp = {
+      protocol: "mpp/1.0",
+      amount: { value: "0.15", currency: "USDC" },
+      paymentMethods: ["stablecoin"],
+      sessionSupported: false,
+      paymentEndpoint: `${ORIGIN}/mpp/pay`,
+    };
+    const authorized = await call("POST", "/v1/agents/sub-agent/payments/authorize", { endpoint: `${ORIGIN}/data`, mpp, parentTxHash });
+    expect(authorized.status, authorized.text).toBe(200);
+    const ref = (await reservation(authorized.body.reservationId)).payment_ref;
+    await system.settlement.settlePayment({
+      agentId: "sub-agent",
+      payee: subPayee,
+      amountUnits: 150_000n,
+      protocol: "mpp",
+      rail: "stablecoin",
+      endpoint: `${ORIGIN}/data`,
+      paymentRef: ref,
+    });
+    await sweep(later());
+    expect((await reservation(authorized.body.reservationId)).status).toBe("settled");
+    // On-chain spend is still 0.8; the settled reservations under the parent are 0.95.
+    const over = await authorize("sub-agent", 100_000n, subPayee, { parentTxHash });
+    expect(over.status, over.text).toBe(422);
+    expect(over.body.reason).toBe("invocation_budget_exceeded: requested 0.1 usdc, limit is 0.05 usdc");
+    const fits = await authorize("sub-agent", 50_000n, subPayee, { parentTxHash });
+    expect(fits.status, fits.text).toBe(200);
+  });
 });

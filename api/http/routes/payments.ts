@@ -37,7 +37,7 @@ import {
   getPolicy,
   linkReservation,
   mppPaymentRef,
-  openUnitsUnderParent,
+  unitsUnderParent,
   type PolicyRejected,
   type ReasonCode,
   releaseReservation,
@@ -263,21 +263,24 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 /**
- * Under the agent's reservation lock: the invocation's budget against its on-chain spend plus
- * this agent's open reservations under it plus this payment. The open reservations are read
- * before the chain: a payment settling in between is then counted twice (a refusal on the safe
- * side), never missed.
+ * Under the agent's reservation lock: the invocation's budget against what is spent under it plus
+ * this agent's open reservations under it plus this payment. Spent is the larger of the on-chain
+ * spend and the agent's settled reservations under the parent (a payment settled without the
+ * invocation account, by a settler that does not pass it, still counts). The reservations are
+ * read before the chain: a payment settling in between is then counted twice (a refusal on the
+ * safe side), never missed.
  */
 async function invocationBudgetCheck(
   context: RouteContext,
-  client: Parameters<typeof openUnitsUnderParent>[0],
+  client: Parameters<typeof unitsUnderParent>[0],
   agent: { agent_id: string; wallet_address: string },
   parentTxHash: string,
   amountUnits: bigint,
 ): Promise<ReservationRefusal | null> {
-  const openUnits = await openUnitsUnderParent(client, agent.agent_id, parentTxHash);
+  const { reservedUnits, settledUnits } = await unitsUnderParent(client, agent.agent_id, parentTxHash);
   const { state } = await invocationOf(context, parentTxHash, agent.wallet_address);
-  const committed = state.spentUnits + openUnits;
+  const spent = state.spentUnits > settledUnits ? state.spentUnits : settledUnits;
+  const committed = spent + reservedUnits;
   if (committed + amountUnits <= state.budgetUnits) return null;
   const remaining = state.budgetUnits > committed ? state.budgetUnits - committed : 0n;
   const requested = formatUsdc(amountUnits);

@@ -251,6 +251,25 @@ describe("the sweeper", () => {
   });
 });
 
+describe("two sweepers at once", () => {
+  it("release each expired authorization exactly once between them", async () => {
+    await agent("payer-many", 0);
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i += 1) {
+      const authorized = await authorize("payer-many", 10_000n, payee());
+      expect(authorized.status, authorized.text).toBe(200);
+      ids.push(authorized.body.reservationId);
+    }
+    const at = later();
+    const open = async () =>
+      (await system.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE status = 'reserved' AND payment_ref IS NOT NULL")).rows[0].n;
+    const before = await open();
+    const reports = await Promise.all([sweep(at), sweep(at)]);
+    expect(reports[0].reservationsReleased + reports[1].reservationsReleased).toBe(before - (await open()));
+    for (const id of ids) expect((await reservation(id)).status).toBe("released");
+  });
+});
+
 describe("the sweeper on MPP claims (by SQL on mpp_payments)", () => {
   const mppBody = (value: string) => ({
     protocol: "mpp/1.0",

@@ -69,16 +69,24 @@ export class MppSessionError extends Error {
   }
 }
 
-/** A session charge refused by the agent's spend policy; the rejection is already recorded. */
+/**
+ * Why a session charge was refused before any money moved: `policy_violation` (the agent's spend
+ * policy) or `budget_exceeded` (the remaining budget of the sub-agent's invocation the session was
+ * established under).
+ */
+export type MppPolicyFailure = "policy_violation" | "budget_exceeded";
+
+/** A session charge refused by the agent's spend policy or its invocation's budget; the rejection is already recorded. */
 export class MppPolicyError extends Error {
-  readonly reason = "policy_violation";
   constructor(
     /** The policy's machine code, e.g. `per_call_limit_exceeded`. */
     readonly reasonCode: string,
     /** Spec 7 text: `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>`. */
     readonly detail: string,
-    /** The spec 7 class the paying client would raise (`PolicyViolationError`, ...). */
+    /** The spec 7 class the paying client would raise (`PolicyViolationError`, `BudgetExceededError`, ...). */
     readonly errorClass: string,
+    /** The redeem answer's `reason`. */
+    readonly reason: MppPolicyFailure = "policy_violation",
   ) {
     super(detail);
     this.name = "MppPolicyError";

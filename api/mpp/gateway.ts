@@ -5,12 +5,14 @@
  * payments live in Postgres), so they are built on first use and kept in a bounded map.
  *
  * Every service shares the settler, the agent directory, the card processor (the named stand-in,
- * api/card, until a real one is configured) and the spend-policy gate on session charges.
+ * api/card, until a real one is configured) and the spend-policy gate on session charges. The gate
+ * reads invocation budgets (sessions of sub-agents) through `invocations`, by default the settler
+ * itself when it can read invocation accounts (api/settlement's `Settlement` can).
  */
 import type pg from "pg";
 import type { CardProcessor } from "../card/processor.js";
 import type { AgentDirectory, Settler } from "../x402/settler.js";
-import { SpendPolicyChargeGate } from "./charge-policy.js";
+import { type InvocationReader, SpendPolicyChargeGate } from "./charge-policy.js";
 import { MppService, type SessionChargePolicy } from "./service.js";
 
 export const MAX_CACHED_SERVICES = 1_000;
@@ -25,6 +27,13 @@ export interface MppGatewayOptions {
   readonly clock?: () => Date;
   /** Defaults to the spend policy (`SpendPolicyChargeGate`). */
   readonly chargePolicy?: SessionChargePolicy;
+  /** Reads invocation accounts for the default gate; defaults to the settler when it has `invocationState`. */
+  readonly invocations?: InvocationReader;
+}
+
+function invocationReaderOf(settler: Settler): InvocationReader | undefined {
+  const candidate = settler as Settler & Partial<InvocationReader>;
+  return typeof candidate.invocationState === "function" ? { invocationState: (address) => candidate.invocationState!(address) } : undefined;
 }
 
 export class MppGateway {
@@ -32,7 +41,8 @@ export class MppGateway {
   private readonly chargePolicy: SessionChargePolicy;
 
   constructor(private readonly options: MppGatewayOptions) {
-    this.chargePolicy = options.chargePolicy ?? new SpendPolicyChargeGate(options.pool, options.clock);
+    this.chargePolicy =
+      options.chargePolicy ?? new SpendPolicyChargeGate(options.pool, options.clock, options.invocations ?? invocationReaderOf(options.settler));
   }
 
   get pool(): pg.Pool {

@@ -29,15 +29,24 @@
  *
  * A token is bound to its service: its origin and its payee. Redeeming it for another origin or
  * another receiving wallet finds no session (`session_unknown`).
+ *
+ * Sub-agents (`agents.invoke`): a submission whose linked reservation (`mpp:<payer>:<nonce>`, made
+ * when the gateway authorized it with `parentTxHash`) names a parent settles against the invocation
+ * account `invocationAddress(parentTxHash, payer)`, so the program records the parent link and
+ * enforces the invocation's budget. The session it establishes keeps that parent
+ * (`mpp_sessions.parent_tx_hash`, inherited by refreshed successors): every charge on it settles
+ * under the same invocation and passes the invocation budget in the charge policy. A session is
+ * therefore only ever charged under the invocation it was established under.
  */
 import type pg from "pg";
 import { withTransaction } from "../../indexer/db/database.js";
-import { mppChargeRef, mppPaymentRef } from "../policy/store.js";
+import { linkedReservation, mppChargeRef, mppPaymentRef } from "../policy/store.js";
 import { type AuthorizeRequest, CardDeclinedError, type CardProcessor } from "../card/processor.js";
 import { cardSettlementReference } from "../card/reference.js";
+import { invocationAddress } from "../x402/facilitator.js";
 import { type AgentDirectory, pendingSettlementSignature, type SettleRequest, type SettleResult, type Settler } from "../x402/settler.js";
 import { verifySignature } from "../x402/signer.js";
-import { MppPaymentError, MppPolicyError, MppSessionError } from "./errors.js";
+import { MppPaymentError, MppPolicyError, type MppPolicyFailure, MppSessionError } from "./errors.js";
 import { type MppRail, railOf } from "./rails.js";
 import type { MppPaymentRequest } from "./request.js";
 import { newSessionToken, sessionTokenHash } from "./session-token.js";
@@ -50,6 +59,10 @@ export const DEFAULT_MAX_SUBMISSION_VALIDITY_SECONDS = 600;
 /** A charge about to be made on a session without the agent's per-call signature: the policy gate. */
 export interface SessionCharge {
   readonly agentId: string;
+  /** The agent wallet the session pays from. */
+  readonly payer: string;
+  /** The invoking transaction when the session belongs to a sub-agent's invocation, else null. */
+  readonly parentTxHash: string | null;
   readonly amountUnits: bigint;
   readonly endpoint: string;
   readonly rail: MppRail;
@@ -59,14 +72,21 @@ export interface SessionCharge {
 /** The policy's answer to a session charge. A refusal's records (rejection, events) commit. */
 export type ChargeAdmission =
   | { readonly admitted: true; readonly reservationId: string | null }
-  | { readonly admitted: false; readonly reasonCode: string; readonly reason: string; readonly errorClass: string };
+  | {
+      readonly admitted: false;
+      readonly reasonCode: string;
+      readonly reason: string;
+      readonly errorClass: string;
+      /** The redeem answer's `reason`: `policy_violation` (the default) or `budget_exceeded` (the invocation's budget). */
+      readonly failure?: MppPolicyFailure;
+    };
 
 /** The gate every session charge passes (the gateway wires the spend policy here). */
 export interface SessionChargePolicy {
   /** In the transaction that claims the charge: reserve within the policy, or refuse. */
   admit(client: pg.PoolClient, charge: SessionCharge): Promise<ChargeAdmission>;
-  /** Same transaction, once the charge row exists: tie the reservation to it. */
-  link(client: pg.PoolClient, reservationId: string, chargeId: string): Promise<void>;
+  /** Same transaction, once the charge row exists: tie the reservation to it (and to the charge's parent). */
+  link(client: pg.PoolClient, reservationId: string, chargeId: string, parentTxHash: string | null): Promise<void>;
   /** The charge landed on the ledger with `txHash`. */
   settled(chargeId: string, txHash: string): Promise<void>;
   /** The charge definitely did not happen. */
@@ -143,6 +163,7 @@ interface SessionRow {
   refreshed_at: Date | null;
   revoked_at: Date | null;
   established_by: string | null;
+  parent_tx_hash: string | null;
 }
 
 interface PaymentClaim {
@@ -153,7 +174,13 @@ interface PaymentClaim {
   readonly rail: MppRail;
   readonly amountUnits: bigint;
   readonly endpoint: string;
+  /** The invocation account a sub-agent's payment settles against, else null. */
+  readonly invocation: string | null;
 }
+
+/** The invocation account of `payer`'s payments under `parentTxHash` (none for a top-level payment). */
+const invocationOf = (parentTxHash: string | null, payer: string): string | null =>
+  parentTxHash === null ? null : invocationAddress(parentTxHash, payer);
 
 const detailOf = (error: unknown): string => (error instanceof Error ? error.message : String(error)).slice(0, 1_000);
 
@@ -176,22 +203,30 @@ export class MppService {
   async submitPayment(submission: MppSubmission, request: MppPaymentRequest): Promise<MppConfirmation> {
     const { agentId, rail } = await this.verifySubmission(submission, request);
     const a = submission.authorization;
+    const paymentRef = mppPaymentRef(a.payer, a.nonce);
+    // Read before the claim: a failed read leaves no claimed row behind. The reservation is the
+    // gateway's own record of the authorization, so only a sub-agent the gateway authorized under
+    // an invocation pays under one; a hand-signed submission is a top-level payment.
+    const linked = await linkedReservation(this.options.pool, paymentRef);
+    const parentTxHash = linked !== null && linked.agentId === agentId ? linked.parentTxHash : null;
     const claimed = await this.options.pool.query<{ id: string }>(
-      `INSERT INTO mpp_payments (kind, agent_id, payer, nonce, service_origin, endpoint, payee, method, rail, amount_units, expires_at)
-       VALUES ('submission', $1, $2, $3, $4, $5, $6, $7, $8, $9, to_timestamp($10))
+      `INSERT INTO mpp_payments (kind, agent_id, payer, nonce, service_origin, endpoint, payee, method, rail, amount_units, expires_at,
+                                 parent_tx_hash)
+       VALUES ('submission', $1, $2, $3, $4, $5, $6, $7, $8, $9, to_timestamp($10), $11)
        ON CONFLICT (payer, nonce) DO NOTHING RETURNING id`,
       [agentId, a.payer, a.nonce, this.options.serviceOrigin, a.resource, this.options.payee, submission.method, rail,
-        submission.amountUnits.toString(), a.validUntilSeconds],
+        submission.amountUnits.toString(), a.validUntilSeconds, parentTxHash],
     );
     const id = claimed.rows[0]?.id;
     if (id === undefined) throw new MppPaymentError("nonce_reused", `nonce ${a.nonce} of ${a.payer} was already used`);
     const settled = await this.settleOnRail({
       id,
-      paymentRef: mppPaymentRef(a.payer, a.nonce),
+      paymentRef,
       agentId,
       rail,
       amountUnits: submission.amountUnits,
       endpoint: a.resource,
+      invocation: invocationOf(parentTxHash, a.payer),
     });
     const session = await this.issueSession({
       agentId,
@@ -203,6 +238,7 @@ export class MppService {
       reusable: request.sessionSupported,
       establishedBy: id,
       refreshedFrom: null,
+      parentTxHash,
     });
     return { ...settled.result, agentId, method: submission.method, rail, cardReference: settled.cardReference, session };
   }
@@ -227,8 +263,9 @@ export class MppService {
       method: string;
       rail: MppRail;
       amount_units: string;
+      parent_tx_hash: string | null;
     }>(
-      `SELECT id, agent_id, status, tx_hash, failure, service_origin, payee, method, rail, amount_units
+      `SELECT id, agent_id, status, tx_hash, failure, service_origin, payee, method, rail, amount_units, parent_tx_hash
        FROM mpp_payments WHERE payer = $1 AND nonce = $2 AND kind = 'submission'`,
       [a.payer, a.nonce],
     );
@@ -256,6 +293,7 @@ export class MppService {
       reusable: request.sessionSupported,
       establishedBy: row.id,
       refreshedFrom: null,
+      parentTxHash: row.parent_tx_hash,
     });
     return { txHash: row.tx_hash, agentId: row.agent_id, method: row.method, rail: row.rail, session };
   }
@@ -305,6 +343,7 @@ export class MppService {
       rail: claim.rail,
       endpoint: claim.endpoint,
       paymentRef: claim.paymentRef,
+      ...(claim.invocation === null ? {} : { invocation: claim.invocation }),
     };
     if (claim.rail === "stablecoin") {
       return { result: await this.settleRow(claim.id, request), cardReference: null };
@@ -397,16 +436,18 @@ export class MppService {
     reusable: boolean;
     establishedBy: string | null;
     refreshedFrom: string | null;
+    parentTxHash: string | null;
   }): Promise<IssuedSession> {
     const token = newSessionToken();
     const now = this.clock();
     const expiresAt = new Date(now.getTime() + this.ttlSeconds * 1000);
     const { rows } = await this.options.pool.query<{ id: string }>(
       `INSERT INTO mpp_sessions (agent_id, payer, service_origin, token_sha256, method, rail, amount_units, prepaid_calls,
-                                 reusable, established_by, refreshed_from, created_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id`,
+                                 reusable, established_by, refreshed_from, created_at, expires_at, parent_tx_hash)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id`,
       [input.agentId, input.payer, this.options.serviceOrigin, sessionTokenHash(token), input.method, input.rail,
-        input.amountUnits.toString(), input.prepaidCalls, input.reusable, input.establishedBy, input.refreshedFrom, now, expiresAt],
+        input.amountUnits.toString(), input.prepaidCalls, input.reusable, input.establishedBy, input.refreshedFrom, now, expiresAt,
+        input.parentTxHash],
     );
     return { token, sessionId: rows[0]!.id, expiresAt, reusable: input.reusable };
   }
@@ -420,7 +461,7 @@ export class MppService {
     const now = this.clock();
     const { rows } = await this.options.pool.query<SessionRow>(
       `SELECT s.id, s.agent_id, s.payer, s.method, s.rail, s.amount_units, s.reusable, s.expires_at, s.refreshed_at, s.revoked_at,
-              s.established_by
+              s.established_by, s.parent_tx_hash
        FROM mpp_sessions s JOIN mpp_payments p ON p.id = s.established_by
        WHERE s.token_sha256 = $1 AND s.service_origin = $2 AND p.payee = $3`,
       [sessionTokenHash(token), this.options.serviceOrigin, this.options.payee],
@@ -472,7 +513,16 @@ export class MppService {
     const policy = this.options.chargePolicy;
     let settled: { result: SettleResult };
     try {
-      settled = await this.settleOnRail({ id, paymentRef: mppChargeRef(id), agentId: session.agent_id, rail: session.rail, amountUnits: call.amountUnits, endpoint: call.endpoint });
+      settled = await this.settleOnRail({
+        id,
+        paymentRef: mppChargeRef(id),
+        agentId: session.agent_id,
+        rail: session.rail,
+        amountUnits: call.amountUnits,
+        endpoint: call.endpoint,
+        // A session established under an invocation pays only under that invocation.
+        invocation: invocationOf(session.parent_tx_hash, session.payer),
+      });
     } catch (error) {
       // Pending: the charge may still land, so its reservation keeps counting until reconciled.
       if (policy !== undefined && !(error instanceof MppPaymentError && error.reason === "settlement_pending")) await policy.released(id);
@@ -487,6 +537,8 @@ export class MppService {
     const policy = this.options.chargePolicy;
     const charge: SessionCharge = {
       agentId: session.agent_id,
+      payer: session.payer,
+      parentTxHash: session.parent_tx_hash,
       amountUnits: call.amountUnits,
       endpoint: call.endpoint,
       rail: session.rail,
@@ -496,16 +548,17 @@ export class MppService {
       const admission: ChargeAdmission = policy === undefined ? { admitted: true, reservationId: null } : await policy.admit(client, charge);
       if (!admission.admitted) return admission;
       const { rows } = await client.query<{ id: string }>(
-        `INSERT INTO mpp_payments (kind, agent_id, payer, session_id, service_origin, endpoint, payee, method, rail, amount_units)
-         VALUES ('session_charge', $1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+        `INSERT INTO mpp_payments (kind, agent_id, payer, session_id, service_origin, endpoint, payee, method, rail, amount_units,
+                                   parent_tx_hash)
+         VALUES ('session_charge', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
         [session.agent_id, session.payer, session.id, this.options.serviceOrigin, call.endpoint, this.options.payee, session.method,
-          session.rail, call.amountUnits.toString()],
+          session.rail, call.amountUnits.toString(), session.parent_tx_hash],
       );
       const id = rows[0]!.id;
-      if (admission.reservationId !== null) await policy!.link(client, admission.reservationId, id);
+      if (admission.reservationId !== null) await policy!.link(client, admission.reservationId, id, session.parent_tx_hash);
       return { admitted: true as const, id };
     });
-    if (!claimed.admitted) throw new MppPolicyError(claimed.reasonCode, claimed.reason, claimed.errorClass);
+    if (!claimed.admitted) throw new MppPolicyError(claimed.reasonCode, claimed.reason, claimed.errorClass, claimed.failure);
     return claimed.id;
   }
 
@@ -528,6 +581,7 @@ export class MppService {
       reusable: true,
       establishedBy: session.established_by,
       refreshedFrom: session.id,
+      parentTxHash: session.parent_tx_hash,
     });
   }
 }

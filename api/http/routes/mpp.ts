@@ -13,7 +13,13 @@
  *
  * `POST /v1/mpp/sessions/redeem` `{ token, endpoint, amount, payTo, serviceOrigin }` → `{ success:
  * true, txHash, sessionId, charged, token, expiresAt, refreshed }` or 200 `{ success: false, reason,
- * detail }` (a policy refusal of the charge adds `reasonCode` and `errorClass`).
+ * detail }` (a policy refusal of the charge adds `reasonCode` and `errorClass`: `reason` is
+ * `policy_violation` for the agent's spend policy, `budget_exceeded` with `reasonCode`
+ * `invocation_budget_exceeded` and `errorClass` `BudgetExceededError` for a session established
+ * under a sub-agent's invocation whose remaining budget the charge would exceed).
+ *
+ * Sub-agents: a submission the gateway authorized with `parentTxHash` settles under that
+ * invocation (the parent link is recorded on-chain), and so does every charge on its session.
  *
  * Answers carrying a session token are stored sealed under an Idempotency-Key: the token is a
  * bearer secret and is never kept in clear.

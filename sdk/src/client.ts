@@ -261,6 +261,15 @@ export class Client {
    * carry `parentTxHash`, count against that invocation's budget (else `BudgetExceededError`) and
    * never reuse an MPP session (a session charge could not carry the parent).
    */
+  /**
+   * Whose MPP sessions a call may reuse: the agent's own, or, for a client scoped to an invocation,
+   * the ones negotiated under that same parent (the gateway binds a session to the parent of the
+   * payment that established it, so its charges count against that invocation's budget).
+   */
+  get #sessionScope(): string {
+    return this.parentTxHash === undefined ? this.agentId : `${this.agentId}\u0000${this.parentTxHash}`;
+  }
+
   withParent(parentTxHash: string): Client {
     if (!TX_HASH.test(parentTxHash)) throw new TypeError("parentTxHash must be a base58 transaction hash");
     return new Client({ ...this.#shared.options, agentId: this.agentId }, this.#shared, parentTxHash);
@@ -278,7 +287,7 @@ export class Client {
   async #pay(options: PayOptions, extras: PayExtras): Promise<PaymentResult> {
     const context = this.#payContext(options);
     const sessions = this.#shared.sessions;
-    const reusable = this.parentTxHash === undefined && extras.invocationBudget === undefined ? sessions.get(this.agentId, context.origin) : undefined;
+    const reusable = extras.invocationBudget === undefined ? sessions.get(this.#sessionScope, context.origin) : undefined;
 
     let first: ApiAnswer;
     if (reusable !== undefined) {
@@ -290,12 +299,12 @@ export class Client {
         if (first.headers.get(X_MPP_ERROR) !== null) {
           // The service refused the session without a new 402 (e.g. a charge the policy
           // refused, answered as a problem with `errorClass`): the token is of no further use.
-          sessions.forget(this.agentId, context.origin);
+          sessions.forget(this.#sessionScope, context.origin);
           if (isRecord(first.data) && typeof first.data.errorClass === "string") throw errorFromProblem(first.status, first.data);
         }
         return unpaid(first);
       }
-      sessions.forget(this.agentId, context.origin);
+      sessions.forget(this.#sessionScope, context.origin);
     } else {
       first = await this.#callApi(context, {}, false);
       if (first.status !== 402) return unpaid(first);
@@ -432,7 +441,7 @@ export class Client {
     const sessionId = receipt?.sessionId ?? (typeof confirmed.sessionId === "string" ? confirmed.sessionId : undefined);
     if (request.sessionSupported) {
       const amountUnits = usdcToUnits(authorization.amount.usdc);
-      this.#shared.sessions.put(this.agentId, context.origin, {
+      this.#shared.sessions.put(this.#sessionScope, context.origin, {
         token: paid.headers.get(X_MPP_SESSION) ?? token,
         amountUnits,
         ...(sessionId === undefined ? {} : { sessionId }),
@@ -456,7 +465,7 @@ export class Client {
     const refreshed = answer.headers.get(X_MPP_SESSION);
     const sessionId = receipt.sessionId ?? session.sessionId;
     if (refreshed !== null && refreshed !== session.token) {
-      this.#shared.sessions.put(this.agentId, context.origin, { ...session, token: refreshed, ...(sessionId === undefined ? {} : { sessionId }) });
+      this.#shared.sessions.put(this.#sessionScope, context.origin, { ...session, token: refreshed, ...(sessionId === undefined ? {} : { sessionId }) });
     }
     let amountUnits = session.amountUnits;
     if (receipt.charged === false) amountUnits = 0n;

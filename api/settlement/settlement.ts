@@ -276,10 +276,6 @@ export class Settlement implements Settler {
       return { txHash: signed.signature, slot: result.slot, paymentId: prepared.paymentId };
     }
     if (result.status === "pending") throw new PaymentPendingError(signed.signature);
-    // Refused because another opener (a retried request, the sweeper) got there first: the
-    // account now exists, and with the same terms that is this call's answer too.
-    const concurrent = await this.invocationState(invocation);
-    if (concurrent !== null) return this.#alreadyOpen(invocation, concurrent, invoker.publicKey, input.budgetUnits);
     const refusal = ledgerRefusal(this.#failure(result, signed));
     await this.#mark(signed.signature, "failed", refusal?.name ?? failureText(result), null);
     const invocation = input.invocation;
@@ -339,6 +335,10 @@ export class Settlement implements Settler {
     const result = await submit(ledger, signed, signal);
     if (result.status === "confirmed") return { invocation: invocation.toBase58(), txHash: signed.signature, slot: result.slot };
     if (result.status === "pending") throw new PaymentPendingError(signed.signature);
+    // Refused because another opener (a retried request, the sweeper) got there first: the
+    // account now exists, and with the same terms that is this call's answer too.
+    const concurrent = await this.invocationState(invocation);
+    if (concurrent !== null) return this.#alreadyOpen(invocation, concurrent, invoker.publicKey, input.budgetUnits);
     // Refused because another opener (a retried request, the sweeper) got there first: the
     // account now exists, and with the same terms that is this call's answer too.
     const concurrent = await this.invocationState(invocation);

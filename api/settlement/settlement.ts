@@ -339,10 +339,6 @@ export class Settlement implements Settler {
     // account now exists, and with the same terms that is this call's answer too.
     const concurrent = await this.invocationState(invocation);
     if (concurrent !== null) return this.#alreadyOpen(invocation, concurrent, invoker.publicKey, input.budgetUnits);
-    // Refused because another opener (a retried request, the sweeper) got there first: the
-    // account now exists, and with the same terms that is this call's answer too.
-    const concurrent = await this.invocationState(invocation);
-    if (concurrent !== null) return this.#alreadyOpen(invocation, concurrent, invoker.publicKey, input.budgetUnits);
     const refusal = ledgerRefusal(this.#failure(result, signed));
     const named = refusal === null ? failureText(result) : `payment_ledger ${refusal.name} (${refusal.code})`;
     throw new PaymentError(`open invocation failed: ${named}`, {

@@ -11,7 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StandInCardProcessor } from "../../api/card/stand-in.js";
 import { SpendPolicyChargeGate } from "../../api/mpp/charge-policy.js";
 import { MppPaymentError } from "../../api/mpp/errors.js";
+import { parseMppPaymentRequest } from "../../api/mpp/request.js";
 import { MppService } from "../../api/mpp/service.js";
+import { parseMppSubmission } from "../../api/mpp/submission.js";
 import { linkedReservation, mppPaymentRef } from "../../api/policy/store.js";
 import { invocationAddress } from "../../api/x402/facilitator.js";
 import { recordedPayment } from "../support/ledger-events.js";
@@ -34,6 +36,7 @@ let invocation: string;
 let sessionToken: string;
 let submissionTx: string;
 let chargeTx: string;
+let parentedSubmission: unknown;
 
 const mppRequest = () => ({
   protocol: "mpp/1.0",
@@ -118,6 +121,7 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
     expect(authorized.invocation).toBe(invocation);
     submissionTx = paid.txHash;
     sessionToken = paid.sessionToken;
+    parentedSubmission = authorized.submission;
     expect(await tokenBalanceUnits(test, payTo)).toBe(before + PRICE_UNITS);
 
     const event = await recordedPayment(test.connection, submissionTx);
@@ -258,5 +262,16 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
     expect(charged.body, charged.text).toMatchObject({ success: true, charged: true });
     expect((await recordedPayment(test.connection, charged.body.txHash)).parent).toBeNull();
     expect((await test.system.settlement.invocationState(new PublicKey(invocation)))?.spentUnits).toBe(2n * PRICE_UNITS);
+  });
+
+  it("the session handed out again for a resumed submission keeps the parent and its budget", async () => {
+    const service = test.system.mpp.serviceFor(ORIGIN, payTo);
+    const resumed = await service.resumeSubmission(parseMppSubmission(parentedSubmission), parseMppPaymentRequest(mppRequest()));
+    expect(resumed?.txHash).toBe(submissionTx);
+    const session = await test.system.pool.query("SELECT parent_tx_hash, prepaid_calls FROM mpp_sessions WHERE id = $1", [resumed!.session.sessionId]);
+    expect(session.rows).toEqual([{ parent_tx_hash: parentTxHash, prepaid_calls: 0 }]);
+    expect((await redeem(sessionToken, "/search")).body).toMatchObject({ success: false, reason: "session_unknown" });
+    const refused = await redeem(resumed!.session.token, "/search/resumed");
+    expect(refused.body).toMatchObject({ success: false, reason: "budget_exceeded", reasonCode: "invocation_budget_exceeded" });
   });
 });

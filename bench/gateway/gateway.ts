@@ -64,6 +64,7 @@ async function run(): Promise<void> {
     // variants so load from elsewhere on the machine falls on both alike.
     const pool = benchPool(db.url, POOL);
     const runs: ReservationRun[] = [];
+    const uncontended: ReservationRun[] = [];
     try {
       const options = { databaseUrl: db.url, callers: CALLERS, reservations: RESERVATIONS, poolSize: POOL };
       const warm = { ...options, callers: Math.min(CALLERS, 50), reservations: Math.min(CALLERS, 50) * 6 };
@@ -75,6 +76,9 @@ async function run(): Promise<void> {
         ["advisory lock", "spread"],
       ];
       for (const [variant, shape] of order) runs.push(await runReservations(pool, options, variant, shape));
+      // The service time without contention: one caller, one agent, the same number of rows.
+      const alone = { ...options, callers: 1, reservations: Math.min(RESERVATIONS, 1_000) };
+      for (const variant of ["advisory lock", "serializable"] as const) uncontended.push(await runReservations(pool, alone, variant, "hot"));
     } finally {
       await pool.end();
     }
@@ -86,9 +90,10 @@ async function run(): Promise<void> {
       console.log(row(`${label}: txn`, r.txn));
       console.log(row(`${label}: caller`, r.caller));
     }
-    for (const r of runs) {
+    for (const r of uncontended) console.log(row(`1 caller, 1 agent, ${r.variant}: txn`, r.txn));
+    for (const r of [...runs, ...uncontended]) {
       console.log(
-        `   ${r.shape.padEnd(6)} ${r.variant.padEnd(13)}: ${r.accepted} accepted, ${r.refused} refused, ${r.retries} serialization retries, ` +
+        `   ${(r === uncontended[0] || r === uncontended[1] ? "alone" : r.shape).padEnd(6)} ${r.variant.padEnd(13)}: ${r.accepted} accepted, ${r.refused} refused, ${r.retries} serialization retries, ` +
           `${(r.wall_ms / 1000).toFixed(1)} s, ${Math.round(((r.accepted + r.refused) * 1000) / r.wall_ms)} reservations/s`,
       );
       problems.push(...r.problems.map((p) => `reservations (${r.shape}, ${r.variant}): ${p}`));
@@ -104,6 +109,7 @@ async function run(): Promise<void> {
     console.log(row("  settle route (REST, as the paid API sees it)", x402.settleRoute));
     console.log(row("    the same without an Idempotency-Key (interleaved)", x402.settleRouteUnkeyed));
     console.log(row("  ledger: send + confirm (completeSettlement)", x402.ledger));
+    console.log(row("  settlePayment in all (+ balance/blockhash reads, pending row)", x402.settlePayment));
     console.log(row("  gateway share: authorize + settle − ledger", x402.gatewayShare));
     console.log(row("complete route (after the answer)", x402.complete));
 
@@ -114,6 +120,7 @@ async function run(): Promise<void> {
     console.log(TABLE_HEADER);
     console.log(row("request with X-MPP-Session → 200 (charged on the ledger)", mpp.request));
     console.log(row("  ledger: send + confirm (completeSettlement)", mpp.ledger));
+    console.log(row("  settlePayment in all (+ balance/blockhash reads, pending row)", mpp.settlePayment));
     console.log(row("  gateway share: request − ledger", mpp.gatewayShare));
 
     console.log("\ngoals");

@@ -24,6 +24,7 @@ const PRICE_UNITS = 10_000n;
 export interface MppRun {
   readonly request: Stats;
   readonly ledger: Stats;
+  readonly settlePayment: Stats;
   readonly gatewayShare: Stats;
   readonly negotiate_ms: number;
   readonly problems: readonly string[];
@@ -51,7 +52,7 @@ export async function runMppSession(system: System, client: GatewayClient, reque
   const url = `${api.origin}/mpp/report`;
   const timer = timeLedger(system.settlement);
   const problems: string[] = [];
-  const samples = { request: [] as number[], ledger: [] as number[], gatewayShare: [] as number[] };
+  const samples = { request: [] as number[], ledger: [] as number[], settlePayment: [] as number[], gatewayShare: [] as number[] };
   let negotiate_ms = Number.NaN;
   try {
     const sessions = new MppSessionCache();
@@ -59,7 +60,7 @@ export async function runMppSession(system: System, client: GatewayClient, reque
     const negotiated = await payMpp(url, agentId, keypairSigner(await system.wallets.keypair(agentId)), sessions);
     negotiate_ms = performance.now() - started;
     if (!negotiated.negotiated) problems.push("the first MPP payment did not negotiate a session");
-    timer.byTx.clear();
+    timer.sendConfirm.clear();
     const negotiatedToken = sessions.get(agentId, api.origin);
     if (negotiatedToken === null) throw new Error("no session token after negotiation");
     let token: string = negotiatedToken;
@@ -74,11 +75,12 @@ export async function runMppSession(system: System, client: GatewayClient, reque
       }
       token = response.headers.get(X_MPP_SESSION) ?? token;
       // The payment of this request on the ledger; absent when it was the session's prepaid call.
-      const ledger_ms = timer.byTx.get(body.txHash);
+      const ledger_ms = timer.sendConfirm.get(body.txHash);
       if (i < warmup || ledger_ms === undefined) continue;
-      timer.byTx.delete(body.txHash);
+      timer.sendConfirm.delete(body.txHash);
       samples.request.push(request_ms);
       samples.ledger.push(ledger_ms);
+      samples.settlePayment.push(timer.settle.get(body.txHash) ?? Number.NaN);
       samples.gatewayShare.push(request_ms - ledger_ms);
     }
     if (samples.request.length < requests) problems.push(`${requests - samples.request.length} MPP session requests were not charged on the ledger`);
@@ -86,5 +88,5 @@ export async function runMppSession(system: System, client: GatewayClient, reque
     timer.restore();
     await api.close();
   }
-  return { request: stats(samples.request), ledger: stats(samples.ledger), gatewayShare: stats(samples.gatewayShare), negotiate_ms, problems };
+  return { request: stats(samples.request), ledger: stats(samples.ledger), settlePayment: stats(samples.settlePayment), gatewayShare: stats(samples.gatewayShare), negotiate_ms, problems };
 }

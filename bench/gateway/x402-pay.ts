@@ -26,6 +26,7 @@ export interface X402Run {
   readonly settleRoute: Stats;
   readonly settleRouteUnkeyed: Stats;
   readonly ledger: Stats;
+  readonly settlePayment: Stats;
   readonly gatewayShare: Stats;
   readonly complete: Stats;
   readonly problems: readonly string[];
@@ -39,7 +40,7 @@ export async function runX402(system: System, client: GatewayClient, serverKey: 
   const unkeyed = await startFacilitatedApi({ gatewayUrl: system.apiUrl, apiKey: serverKey, terms, idempotentSettle: false });
   const timer = timeLedger(system.settlement);
   const problems: string[] = [];
-  const samples = { endToEnd: [] as number[], authorize: [] as number[], settleRoute: [] as number[], ledger: [] as number[], gatewayShare: [] as number[], complete: [] as number[] };
+  const samples = { endToEnd: [] as number[], authorize: [] as number[], settleRoute: [] as number[], ledger: [] as number[], settlePayment: [] as number[], gatewayShare: [] as number[], complete: [] as number[] };
   const unkeyedSettle: number[] = [];
   try {
     for (let i = 0; i < warmup + payments; i += 1) {
@@ -55,8 +56,9 @@ export async function runX402(system: System, client: GatewayClient, serverKey: 
       }
       if (outcome.completeStatus !== 200) problems.push(`x402 payment ${i}: complete answered ${outcome.completeStatus}`);
       const settle = api.settlements.find((s) => s.txHash === outcome.txHash);
-      const ledger_ms = timer.byTx.get(outcome.txHash);
-      if (settle === undefined || ledger_ms === undefined) {
+      const ledger_ms = timer.sendConfirm.get(outcome.txHash);
+      const settlePayment_ms = timer.settle.get(outcome.txHash);
+      if (settle === undefined || ledger_ms === undefined || settlePayment_ms === undefined) {
         problems.push(`x402 payment ${i}: no settle or ledger timing for ${outcome.txHash}`);
         continue;
       }
@@ -66,6 +68,7 @@ export async function runX402(system: System, client: GatewayClient, serverKey: 
       samples.authorize.push(t.authorize_ms);
       samples.settleRoute.push(settle.settle_ms);
       samples.ledger.push(ledger_ms);
+      samples.settlePayment.push(settlePayment_ms);
       samples.gatewayShare.push(t.authorize_ms + settle.settle_ms - ledger_ms);
       samples.complete.push(t.complete_ms);
     }
@@ -79,6 +82,7 @@ export async function runX402(system: System, client: GatewayClient, serverKey: 
     settleRoute: stats(samples.settleRoute),
     settleRouteUnkeyed: stats(unkeyedSettle),
     ledger: stats(samples.ledger),
+    settlePayment: stats(samples.settlePayment),
     gatewayShare: stats(samples.gatewayShare),
     complete: stats(samples.complete),
     problems,

@@ -3,6 +3,8 @@
  * policy refuses a payment, read by the transactions listing and the policy_violations metric.
  */
 import type pg from "pg";
+import { emitRejectionEvents } from "./events/gateway.js";
+import type { PolicyRejected } from "./policy/engine.js";
 
 export interface Rejection {
   readonly agentId: string;
@@ -34,4 +36,37 @@ export async function recordRejection(pool: pg.Pool | pg.ClientBase, rejection: 
     ],
   );
   return result.rows[0]!.id;
+}
+
+/**
+ * A payment the gateway refused, recorded (status rejected) with its `policy.violation` event and
+ * alerts, in the caller's transaction; answers the rejection's id.
+ */
+export async function recordRefusedPayment(
+  client: pg.ClientBase,
+  input: { agentId: string; amountUnits: bigint; endpoint: string; protocol: "x402" | "mpp"; rejected: PolicyRejected; at: Date },
+): Promise<string> {
+  const { agentId, rejected, endpoint, at } = input;
+  const rejectionId = await recordRejection(client, {
+    agentId,
+    amountUnits: input.amountUnits,
+    endpoint: printable(endpoint),
+    domain: rejected.domain,
+    protocol: input.protocol,
+    reasonCode: rejected.reasonCode,
+    reason: rejected.reason,
+    at,
+  });
+  await emitRejectionEvents(client, { agentId, decision: rejected, endpoint, at });
+  return rejectionId;
+}
+
+/** Host and path without scheme, as spec 2.2 prints endpoints. */
+function printable(endpoint: string): string {
+  try {
+    const url = new URL(endpoint);
+    return `${url.host}${url.pathname}`;
+  } catch {
+    return endpoint;
+  }
 }

@@ -24,9 +24,8 @@
  */
 import { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
-import { emitPaymentEvents, emitRejectionEvents } from "../events/gateway.js";
-import { formatUsdc } from "../policy/amounts.js";
-import type { PolicyRejected, ReasonCode } from "../policy/engine.js";
+import { emitPaymentEvents } from "../events/gateway.js";
+import { asRejection, invocationBudgetRefusal } from "../policy/invocations.js";
 import {
   linkReservation,
   mppChargeRef,
@@ -35,23 +34,13 @@ import {
   type ReserveOptions,
   reserveInTransaction,
   settleLinkedReservation,
-  unitsUnderParent,
 } from "../policy/store.js";
-import { recordRejection } from "../rejections.js";
+import { recordRefusedPayment } from "../rejections.js";
 import { invocationAddress, type Invocations } from "../x402/facilitator.js";
 import type { ChargeAdmission, SessionCharge, SessionChargePolicy } from "./service.js";
 
 /** Reads invocation accounts from the chain (api/settlement's `Settlement` is one). */
 export type InvocationReader = Pick<Invocations, "invocationState">;
-
-/** Reason code of a charge over its invocation's remaining budget (the same as at authorization). */
-export const INVOCATION_BUDGET_EXCEEDED = "invocation_budget_exceeded";
-
-/** Host and path without scheme, as spec 2.2 prints endpoints. */
-function printable(endpoint: string): string {
-  const url = new URL(endpoint);
-  return `${url.host}${url.pathname}`;
-}
 
 export class SpendPolicyChargeGate implements SessionChargePolicy {
   constructor(
@@ -69,31 +58,9 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
     const options: ReserveOptions =
       parent === null || reader === undefined ? {} : { check: (locked) => invocationBudgetCheck(locked, reader, charge, parent) };
     const { decision, reservationId, refusal } = await reserveInTransaction(client, charge.agentId, request, at, options);
+    const refused = { agentId: charge.agentId, amountUnits: charge.amountUnits, endpoint: charge.endpoint, protocol: "mpp", at } as const;
     if (refusal != null && decision.decision === "allow") {
-      // Recorded like a policy rejection (spec 3): status rejected, `policy.violation`, alerts.
-      const rejected: PolicyRejected = {
-        ...decision,
-        decision: "reject",
-        // Beyond the policy engine's own codes; the events and the listing take any code.
-        reasonCode: refusal.reasonCode as ReasonCode,
-        reason: refusal.reason,
-        errorClass: "PolicyViolationError",
-        requested: refusal.requested,
-        limit: refusal.limit,
-        unit: refusal.unit,
-        warnings: [],
-      };
-      await recordRejection(client, {
-        agentId: charge.agentId,
-        amountUnits: charge.amountUnits,
-        endpoint: printable(charge.endpoint),
-        domain: decision.domain,
-        protocol: "mpp",
-        reasonCode: refusal.reasonCode,
-        reason: refusal.reason,
-        at,
-      });
-      await emitRejectionEvents(client, { agentId: charge.agentId, decision: rejected, endpoint: charge.endpoint, at });
+      await recordRefusedPayment(client, { ...refused, rejected: asRejection(decision, refusal) });
       return {
         admitted: false,
         reasonCode: refusal.reasonCode,
@@ -103,17 +70,7 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
       };
     }
     if (decision.decision === "reject") {
-      await recordRejection(client, {
-        agentId: charge.agentId,
-        amountUnits: charge.amountUnits,
-        endpoint: printable(charge.endpoint),
-        domain: decision.domain,
-        protocol: "mpp",
-        reasonCode: decision.reasonCode,
-        reason: decision.reason,
-        at,
-      });
-      await emitRejectionEvents(client, { agentId: charge.agentId, decision, endpoint: charge.endpoint, at });
+      await recordRefusedPayment(client, { ...refused, rejected: decision });
       return { admitted: false, reasonCode: decision.reasonCode, reason: decision.reason, errorClass: decision.errorClass };
     }
     await emitPaymentEvents(client, { agentId: charge.agentId, decision, at });
@@ -134,33 +91,22 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
 }
 
 /**
- * Under the agent's reservation lock: the invocation's budget against what is spent under it plus
- * the agent's open reservations under it plus this charge. The reservations are read before the
- * chain, so a payment settling in between is counted twice (a refusal on the safe side), never
- * missed. An invocation that does not exist (or is another sub-agent's) has nothing left.
+ * Under the agent's reservation lock (`invocationBudgetRefusal`). An invocation that does not exist
+ * (or is another sub-agent's) has nothing left.
  */
-async function invocationBudgetCheck(
+function invocationBudgetCheck(
   client: pg.ClientBase,
   reader: InvocationReader,
   charge: SessionCharge,
   parentTxHash: string,
 ): Promise<ReservationRefusal | null> {
-  const { reservedUnits, settledUnits } = await unitsUnderParent(client, charge.agentId, parentTxHash);
-  const state = await reader.invocationState(new PublicKey(invocationAddress(parentTxHash, charge.payer)));
-  const own = state !== null && state.subAgent === charge.payer;
-  const budget = own ? state.budgetUnits : 0n;
-  const onChain = own ? state.spentUnits : 0n;
-  const spent = onChain > settledUnits ? onChain : settledUnits;
-  const committed = spent + reservedUnits;
-  if (committed + charge.amountUnits <= budget) return null;
-  const remaining = budget > committed ? budget - committed : 0n;
-  const requested = formatUsdc(charge.amountUnits);
-  const limit = formatUsdc(remaining);
-  return {
-    reasonCode: INVOCATION_BUDGET_EXCEEDED,
-    reason: `${INVOCATION_BUDGET_EXCEEDED}: requested ${requested} usdc, limit is ${limit} usdc`,
-    requested,
-    limit,
-    unit: "usdc",
-  };
+  return invocationBudgetRefusal(client, {
+    agentId: charge.agentId,
+    parentTxHash,
+    amountUnits: charge.amountUnits,
+    readInvocation: async () => {
+      const state = await reader.invocationState(new PublicKey(invocationAddress(parentTxHash, charge.payer)));
+      return state !== null && state.subAgent === charge.payer ? state : { budgetUnits: 0n, spentUnits: 0n };
+    },
+  });
 }

@@ -29,19 +29,14 @@
  * are idempotent with the facilitator's own closing.
  */
 import { PublicKey } from "@solana/web3.js";
-import { emitPaymentEvents, emitRejectionEvents } from "../../events/gateway.js";
+import { emitPaymentEvents } from "../../events/gateway.js";
 import {
   EMPTY_POLICY,
   endpointHost,
-  formatUsdc,
   getPolicy,
   linkReservation,
   mppPaymentRef,
-  unitsUnderParent,
-  type PolicyRejected,
-  type ReasonCode,
   releaseReservation,
-  type ReservationRefusal,
   type ReserveOptions,
   reserveInTransaction,
   settleReservation,
@@ -49,7 +44,8 @@ import {
 } from "../../policy/index.js";
 import type { Protocol, ProtocolPreference } from "../../policy/policy.js";
 import { invocationAddress, type Invocations } from "../../x402/facilitator.js";
-import { recordRejection } from "../../rejections.js";
+import { asRejection, invocationBudgetRefusal } from "../../policy/invocations.js";
+import { recordRefusedPayment } from "../../rejections.js";
 import { parseTxHash } from "../../validation.js";
 import { parseMppPaymentRequest, type MppPaymentRequest } from "../../mpp/request.js";
 import { chooseMethod } from "../../mpp/rails.js";
@@ -79,9 +75,6 @@ function hostOf(url: string, field: string): string {
     throw badRequest(field, "must be an http(s) URL");
   }
 }
-
-/** Reason code of a sub-agent payment over its invocation's remaining budget (spec 7 `BudgetExceededError`). */
-export const INVOCATION_BUDGET_EXCEEDED = "invocation_budget_exceeded";
 
 export function invocationNotFound(detail: string): HttpError {
   return new HttpError(404, "INVOCATION_NOT_FOUND", detail);
@@ -157,33 +150,28 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
     const amountUnits = protocol === "x402" ? offer.x402!.amountUnits : offer.mpp!.amountUnits;
     const request = { endpoint, amountUnits, protocol, offeredProtocols: [protocol] } as const;
     const options: ReserveOptions =
-      parentTxHash === null ? {} : { check: (locked) => invocationBudgetCheck(context, locked, agent, parentTxHash, amountUnits) };
+      parentTxHash === null
+        ? {}
+        : {
+            check: (locked) =>
+              invocationBudgetRefusal(locked, {
+                agentId: agent.agent_id,
+                parentTxHash,
+                amountUnits,
+                // 404 when the invocation is gone since the fast check above.
+                readInvocation: async () => (await invocationOf(context, parentTxHash, agent.wallet_address)).state,
+              }),
+          };
     const { decision, reservationId, refusal } = await reserveInTransaction(client, agent.agent_id, request, context.now, options);
     if (refusal != null && decision.decision === "allow") {
-      // Recorded like a policy rejection (spec 3): status rejected, `policy.violation`, alerts.
-      const rejected: PolicyRejected = {
-        ...decision,
-        decision: "reject",
-        // Beyond the policy engine's own codes; the events and the listing take any code.
-        reasonCode: refusal.reasonCode as ReasonCode,
-        reason: refusal.reason,
-        errorClass: "PolicyViolationError",
-        requested: refusal.requested,
-        limit: refusal.limit,
-        unit: refusal.unit,
-        warnings: [],
-      };
-      const rejectionId = await recordRejection(client, {
+      const rejectionId = await recordRefusedPayment(client, {
         agentId: agent.agent_id,
         amountUnits,
-        endpoint: printable(endpoint),
-        domain: decision.domain,
+        endpoint,
         protocol,
-        reasonCode: refusal.reasonCode,
-        reason: refusal.reason,
+        rejected: asRejection(decision, refusal),
         at: context.now,
       });
-      await emitRejectionEvents(client, { agentId: agent.agent_id, decision: rejected, endpoint, at: context.now });
       return problemResponse(
         httpError("BUDGET_EXCEEDED", refusal.reason, {
           errorClass: "BudgetExceededError",
@@ -199,17 +187,14 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
       );
     }
     if (decision.decision === "reject") {
-      const rejectionId = await recordRejection(client, {
+      const rejectionId = await recordRefusedPayment(client, {
         agentId: agent.agent_id,
         amountUnits,
-        endpoint: printable(endpoint),
-        domain: decision.domain,
+        endpoint,
         protocol,
-        reasonCode: decision.reasonCode,
-        reason: decision.reason,
+        rejected: decision,
         at: context.now,
       });
-      await emitRejectionEvents(client, { agentId: agent.agent_id, decision, endpoint, at: context.now });
       const rejected = httpError("POLICY_VIOLATION", decision.reason, {
         errorClass: decision.errorClass,
         reason: decision.reason,
@@ -260,48 +245,6 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
     });
     return json(200, { ...common, method, paymentEndpoint: mpp.paymentEndpoint, submission: submissionBody(submission) });
   });
-}
-
-/**
- * Under the agent's reservation lock: the invocation's budget against what is spent under it plus
- * this agent's open reservations under it plus this payment. Spent is the larger of the on-chain
- * spend and the agent's settled reservations under the parent (a payment settled without the
- * invocation account, by a settler that does not pass it, still counts). The reservations are
- * read before the chain: a payment settling in between is then counted twice (a refusal on the
- * safe side), never missed.
- */
-async function invocationBudgetCheck(
-  context: RouteContext,
-  client: Parameters<typeof unitsUnderParent>[0],
-  agent: { agent_id: string; wallet_address: string },
-  parentTxHash: string,
-  amountUnits: bigint,
-): Promise<ReservationRefusal | null> {
-  const { reservedUnits, settledUnits } = await unitsUnderParent(client, agent.agent_id, parentTxHash);
-  const { state } = await invocationOf(context, parentTxHash, agent.wallet_address);
-  const spent = state.spentUnits > settledUnits ? state.spentUnits : settledUnits;
-  const committed = spent + reservedUnits;
-  if (committed + amountUnits <= state.budgetUnits) return null;
-  const remaining = state.budgetUnits > committed ? state.budgetUnits - committed : 0n;
-  const requested = formatUsdc(amountUnits);
-  const limit = formatUsdc(remaining);
-  return {
-    reasonCode: INVOCATION_BUDGET_EXCEEDED,
-    reason: `${INVOCATION_BUDGET_EXCEEDED}: requested ${requested} usdc, limit is ${limit} usdc`,
-    requested,
-    limit,
-    unit: "usdc",
-  };
-}
-
-/** Host and path without scheme, as spec 2.2 prints endpoints. */
-function printable(endpoint: string): string {
-  try {
-    const url = new URL(endpoint);
-    return `${url.host}${url.pathname}`;
-  } catch {
-    return endpoint;
-  }
 }
 
 async function ownReservation(context: RouteContext): Promise<string> {

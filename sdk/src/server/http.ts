@@ -41,6 +41,25 @@ export function answer(status: number, body: unknown, headers: Record<string, st
   return { kind: "answer", status, headers: { ...base, ...headers }, body };
 }
 
+/**
+ * 503 while the gateway has not finished settling this payment: `settlement_pending` (it answered
+ * 202) or `settlement_in_progress` (409, another request settles it); a retry resolves it.
+ */
+export function settlementBusy(error: "settlement_pending" | "settlement_in_progress", errorHeader: string): GateAnswer {
+  return answer(503, { error }, { [errorHeader]: error, "retry-after": "2" });
+}
+
+const ADDRESS = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
+
+/** A base58 address (32 to 44 characters). */
+export function isAddress(value: string): boolean {
+  return ADDRESS.test(value);
+}
+
+export function checkPayTo(payTo: unknown, where: string): void {
+  if (typeof payTo !== "string" || !isAddress(payTo)) throw new TypeError(`${where}: payTo must be a base58 address`);
+}
+
 /** The public origin: the option when given (behind a proxy), else the request's own. */
 export interface OriginOption {
   /** `https://api.example.com`: the origin clients use; derived from the request when absent. */

@@ -18,6 +18,7 @@ import {
   answer,
   base64Json,
   checkOrigin,
+  checkPayTo,
   fetchMiddleware,
   type FetchHandler,
   type Gate,
@@ -26,6 +27,7 @@ import {
   nodeMiddleware,
   type NodeMiddleware,
   type OriginOption,
+  settlementBusy,
 } from "./http.js";
 import { formatDecimal, parseDecimal, parseUnits, usdcOf } from "./money.js";
 
@@ -34,7 +36,6 @@ export const X_MPP_RECEIPT = "X-MPP-Receipt";
 export const X_MPP_ERROR = "X-MPP-Error";
 export const MPP_PROTOCOL = "mpp/1.0";
 export const DEFAULT_PAYMENT_PATH = "/mpp/pay";
-const ADDRESS = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
 const METHOD = /^[a-z][a-z0-9:_-]{0,63}$/;
 const TOKEN = /^[\x21-\x7e]{1,128}$/;
 
@@ -80,7 +81,7 @@ function checkOptions(options: MppOptions): { amountUnits: bigint; paymentPath: 
     throw new TypeError("mppMiddleware: paymentMethods must be 1 to 16 method identifiers such as stablecoin");
   }
   if (typeof options.sessionSupported !== "boolean") throw new TypeError("mppMiddleware: sessionSupported must be a boolean");
-  if (typeof options.payTo !== "string" || !ADDRESS.test(options.payTo)) throw new TypeError("mppMiddleware: payTo must be a base58 address");
+  checkPayTo(options.payTo, "mppMiddleware");
   const paymentPath = options.paymentPath ?? DEFAULT_PAYMENT_PATH;
   if (!/^\/[A-Za-z0-9._~\/-]{0,255}$/.test(paymentPath)) throw new TypeError("mppMiddleware: paymentPath must be a path such as /mpp/pay");
   return { amountUnits, paymentPath };
@@ -118,8 +119,8 @@ function mppGate(options: MppOptions): Gate<MppPayment> {
     if (paid.status === 200 && isObject(result) && typeof result.reason === "string") {
       return refusePayment(result.reason, typeof result.detail === "string" ? result.detail : result.reason);
     }
-    if (paid.status === 202) return answer(503, { error: "settlement_pending" }, { [X_MPP_ERROR]: "settlement_pending", "retry-after": "2" });
-    if (paid.status === 409) return answer(503, { error: "settlement_in_progress" }, { [X_MPP_ERROR]: "settlement_in_progress", "retry-after": "2" });
+    if (paid.status === 202) return settlementBusy("settlement_pending", X_MPP_ERROR);
+    if (paid.status === 409) return settlementBusy("settlement_in_progress", X_MPP_ERROR);
     if (paid.status === 422) return refusePayment("nonce_reused", "this submission was already used for another payment");
     if (paid.status === 400) {
       const detail = isObject(result) && typeof result.detail === "string" ? result.detail : "malformed submission";
@@ -155,7 +156,7 @@ function mppGate(options: MppOptions): Gate<MppPayment> {
       return { kind: "paid", payment, headers: { [X_MPP_SESSION]: result.token as string, [X_MPP_RECEIPT]: base64Json(receipt) } };
     }
     if (used.status === 200 && isObject(result) && typeof result.reason === "string") return challenge(request, result.reason);
-    if (used.status === 202) return answer(503, { error: "settlement_pending" }, { [X_MPP_ERROR]: "settlement_pending", "retry-after": "2" });
+    if (used.status === 202) return settlementBusy("settlement_pending", X_MPP_ERROR);
     // The gateway refused the token's shape (or the call): negotiate again.
     if (used.status === 400) return challenge(request, "session_unknown");
     return answer(502, { error: "mpp_service_error", status: used.status });

@@ -20,14 +20,17 @@ import {
   answer,
   base64Json,
   checkOrigin,
+  checkPayTo,
   fetchMiddleware,
   type FetchHandler,
   type Gate,
   type GateAnswer,
   type GateRequest,
+  isAddress,
   nodeMiddleware,
   type NodeMiddleware,
   type OriginOption,
+  settlementBusy,
 } from "./http.js";
 import { parseUnits, usdcOf } from "./money.js";
 
@@ -37,7 +40,6 @@ export const X_PAYMENT_RESPONSE = "X-PAYMENT-RESPONSE";
 export const X_PAYMENT_ERROR = "X-PAYMENT-ERROR";
 const MAX_HEADER_CHARS = 8_192;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-const ADDRESS = /^[1-9A-HJ-NP-Za-km-z]{32,44}$/;
 
 export interface X402Options extends GatewayConfig, OriginOption {
   /** Price in the token's smallest unit (spec 4.5): `"50000"` is 0.05 USDC. */
@@ -71,7 +73,7 @@ function checkOptions(options: X402Options): bigint {
   checkGatewayConfig(options, "x402Middleware");
   checkOrigin(options.origin, "x402Middleware");
   const units = parseUnits(options.amount, "x402Middleware amount");
-  if (typeof options.payTo !== "string" || !ADDRESS.test(options.payTo)) throw new TypeError("x402Middleware: payTo must be a base58 address");
+  checkPayTo(options.payTo, "x402Middleware");
   if (typeof options.token !== "string" || options.token.length === 0) throw new TypeError("x402Middleware: token is required");
   if (options.resource !== undefined) new URL(options.resource);
   return units;
@@ -82,14 +84,14 @@ function termsResolver(options: X402Options): () => Promise<Terms> {
   let known: Terms | null = null;
   return async () => {
     if (known !== null) return known;
-    const needsLookup = !ADDRESS.test(options.token) || options.network === undefined;
+    const needsLookup = !isAddress(options.token) || options.network === undefined;
     if (!needsLookup) return (known = { network: options.network!, token: options.token });
     const supported = await callGateway(options, "GET", "/v1/x402/supported");
     const body = supported.body;
     if (supported.status !== 200 || !isObject(body) || !isObject(body.tokens) || typeof body.network !== "string") {
       throw new GatewayUnavailableError(`GET /v1/x402/supported answered ${supported.status}`);
     }
-    const token = ADDRESS.test(options.token) ? options.token : body.tokens[options.token.toLowerCase()];
+    const token = isAddress(options.token) ? options.token : body.tokens[options.token.toLowerCase()];
     if (typeof token !== "string") throw new TypeError(`x402Middleware: the facilitator settles no token "${options.token}"`);
     return (known = { network: options.network ?? body.network, token });
   };
@@ -162,8 +164,8 @@ function x402Gate(options: X402Options): Gate<X402Payment> {
       return { kind: "paid", payment, headers: { [X_PAYMENT_RESPONSE]: base64Json(receipt) } };
     }
     if (settled.status === 200 && isObject(body) && body.success === false && typeof body.reason === "string") return refuse(body.reason);
-    if (settled.status === 202) return answer(503, { error: "settlement_pending" }, { [X_PAYMENT_ERROR]: "settlement_pending", "retry-after": "2" });
-    if (settled.status === 409) return answer(503, { error: "settlement_in_progress" }, { [X_PAYMENT_ERROR]: "settlement_in_progress", "retry-after": "2" });
+    if (settled.status === 202) return settlementBusy("settlement_pending", X_PAYMENT_ERROR);
+    if (settled.status === 409) return settlementBusy("settlement_in_progress", X_PAYMENT_ERROR);
     if (settled.status === 422) return refuse("nonce_reused");
     if (settled.status === 400) {
       const reason = isObject(body) && typeof body.reason === "string" ? body.reason : "malformed_payload";

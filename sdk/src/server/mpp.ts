@@ -30,10 +30,10 @@ import {
   settlementBusy,
 } from "./http.js";
 import { formatDecimal, parseDecimal, parseUnits, usdcOf } from "./money.js";
+// The header names are the contract with the client, which reads the receipts (one definition).
+import { X_MPP_ERROR, X_MPP_RECEIPT, X_MPP_SESSION } from "../receipts.js";
 
-export const X_MPP_SESSION = "X-MPP-Session";
-export const X_MPP_RECEIPT = "X-MPP-Receipt";
-export const X_MPP_ERROR = "X-MPP-Error";
+export { X_MPP_ERROR, X_MPP_RECEIPT, X_MPP_SESSION };
 export const MPP_PROTOCOL = "mpp/1.0";
 export const DEFAULT_PAYMENT_PATH = "/mpp/pay";
 const METHOD = /^[a-z][a-z0-9:_-]{0,63}$/;

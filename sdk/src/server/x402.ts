@@ -33,11 +33,10 @@ import {
   settlementBusy,
 } from "./http.js";
 import { parseUnits, usdcOf } from "./money.js";
+// The header names are the contract with the client, which sends the payment and reads the receipt (one definition).
+import { X_PAYMENT, X_PAYMENT_ERROR, X_PAYMENT_RESPONSE, X_PAYMENT_SIGNATURE } from "../receipts.js";
 
-export const X_PAYMENT = "X-PAYMENT";
-export const X_PAYMENT_SIGNATURE = "X-PAYMENT-SIGNATURE";
-export const X_PAYMENT_RESPONSE = "X-PAYMENT-RESPONSE";
-export const X_PAYMENT_ERROR = "X-PAYMENT-ERROR";
+export { X_PAYMENT, X_PAYMENT_ERROR, X_PAYMENT_RESPONSE, X_PAYMENT_SIGNATURE };
 const MAX_HEADER_CHARS = 8_192;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 

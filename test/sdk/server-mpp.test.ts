@@ -43,6 +43,11 @@ function options(overrides: Partial<MppOptions> = {}): MppOptions {
   };
 }
 
+/** POST a JSON text to the payment endpoint, as a paying client does. */
+function postJson(url: string, body: string): Promise<Response> {
+  return fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body });
+}
+
 /** An Express-like app: the middleware mounted at /api (req.url stripped, baseUrl and originalUrl set). */
 function mountedAtApi(middleware: ReturnType<typeof mppMiddleware>) {
   return (incoming: IncomingMessage, res: ServerResponse) => {
@@ -98,11 +103,7 @@ async function challenge(url: string) {
 async function negotiate(url: string, agentId = "buyer") {
   const request = await challenge(url);
   const authorized = await authorizePayment(test.system, buyerKey, agentId, url, { mpp: request, protocolPreference: "mpp" });
-  const posted = await fetch(request.paymentEndpoint, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(authorized.submission),
-  });
+  const posted = await postJson(request.paymentEndpoint, JSON.stringify(authorized.submission));
   return { request, authorized, posted, token: posted.headers.get("x-mpp-session") };
 }
 
@@ -158,11 +159,7 @@ describe("mppMiddleware (Express-style, mounted at /api)", () => {
     const { request, authorized, posted } = await negotiate(url);
     expect(posted.status).toBe(200);
     const before = await tokenBalanceUnits(test, payTo);
-    const replay = await fetch(request.paymentEndpoint, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(authorized.submission),
-    });
+    const replay = await postJson(request.paymentEndpoint, JSON.stringify(authorized.submission));
     expect(replay.status).toBe(402);
     expect(replay.headers.get("x-mpp-error")).toBe("nonce_reused");
     expect(replay.headers.get("x-mpp-session")).toBeNull();
@@ -173,16 +170,12 @@ describe("mppMiddleware (Express-style, mounted at /api)", () => {
     const url = `${express.origin}/api/tamper`;
     const request = await challenge(url);
     const authorized = await authorizePayment(test.system, buyerKey, "buyer", url, { mpp: { ...request, amount: { value: "0.01", currency: "USDC" } } });
-    const posted = await fetch(request.paymentEndpoint, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(authorized.submission),
-    });
+    const posted = await postJson(request.paymentEndpoint, JSON.stringify(authorized.submission));
     expect(posted.status).toBe(402);
     // Signed (validly) for 0.01 against this server's 0.05 request: underpaid.
     expect(posted.headers.get("x-mpp-error")).toBe("amount_mismatch");
     for (const body of ["{not json", "[]", JSON.stringify({ method: "stablecoin" })]) {
-      const answer = await fetch(request.paymentEndpoint, { method: "POST", headers: { "content-type": "application/json" }, body });
+      const answer = await postJson(request.paymentEndpoint, body);
       expect(answer.status).toBe(400);
     }
   });

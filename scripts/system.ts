@@ -174,7 +174,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     databaseUrl: options.databaseUrl,
     balances: rpcBalanceReader(new Connection(info.rpcUrl, "confirmed"), info.mint),
     network: ledger.network,
-    gateway: { wallets, keystore, secretBox, facilitator, invocations: settlement, settlementToken: token, mpp },
+    gateway: { wallets, keystore, secretBox, facilitator, invocations: settlement, settlementToken: token, mpp, explorerCluster: info.rpcUrl },
   });
   const host = options.host ?? "127.0.0.1";
   const port = await api.listen(options.port ?? 0, host);

@@ -43,6 +43,8 @@ export interface GatewayDeps {
   readonly settlementToken?: string | undefined;
   /** The MPP service side for resource servers: `/v1/mpp/*` answer 503 without it. */
   readonly mpp?: MppGateway | undefined;
+  /** The ledger's explorer cluster, as the indexer's (`mainnet-beta`, `devnet`, or an RPC URL): `solanaExplorer` in answers. */
+  readonly explorerCluster?: string | undefined;
   /** Encrypts signing secrets and sealed idempotent responses: alerts, webhooks, API keys need it. */
   readonly secretBox?: SecretBox | undefined;
 }

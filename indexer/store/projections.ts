@@ -21,6 +21,11 @@ export function explorerSuffix(cluster: string): string {
 
 const EXPLORER_TX = "https://explorer.solana.com/tx/";
 
+/** The explorer entry of a transaction (spec 2.2 `solanaExplorer`), as the projections write it. */
+export function explorerLink(signature: string, cluster: string): string {
+  return `${EXPLORER_TX}${signature}${explorerSuffix(cluster)}`;
+}
+
 // A settlement is verified when the referenced transaction succeeded and its TransferChecked moved
 // exactly the recorded amount of the recorded mint from the payer to the payee.
 const SETTLEMENT_STATUS = `

@@ -207,6 +207,8 @@ interface Shared {
   options: Readonly<ClientOptions>;
   fetch: FetchFunction;
   networkName?: Promise<string | undefined>;
+  /** The gateway's explorer link around a transaction hash, learned from its first `complete` answer. */
+  explorerTemplate?: { prefix: string; suffix: string };
 }
 
 export class Client {
@@ -392,14 +394,14 @@ export class Client {
         `${context.endpoint} did not accept the payment: ${paid.status}${refusal === null ? " without a payment receipt" : ` ${refusal}`}`,
       );
     }
-    await this.#complete(authorization.reservationId, receipt.transaction);
+    const explorer = await this.#complete(authorization.reservationId, receipt.transaction);
     return {
       paid: true,
       status: paid.status,
       protocol: "x402",
       amountPaid: authorization.amount,
       txHash: receipt.transaction,
-      solanaExplorer: await this.#explorer(receipt.transaction, receipt.network),
+      solanaExplorer: explorer ?? (await this.#explorer(receipt.transaction, receipt.network)),
       data: paid.data,
       headers: headersObject(paid.headers),
     };
@@ -429,7 +431,7 @@ export class Client {
       throw await this.#failed(authorization, context, `the MPP payment was not confirmed: ${confirmation.status}${refusal === null ? "" : ` ${refusal}`}`);
     }
     // The money moved with the confirmation: close the reservation before using the session.
-    await this.#complete(authorization.reservationId, txHash);
+    const explorer = await this.#complete(authorization.reservationId, txHash);
     if (token === null) throw new PaymentError(`the MPP payment ${txHash} was confirmed without an ${X_MPP_SESSION} token`);
 
     const paid = await this.#callApi(context, { [X_MPP_SESSION]: token }, true);
@@ -453,7 +455,7 @@ export class Client {
       protocol: "mpp",
       amountPaid: authorization.amount,
       txHash,
-      solanaExplorer: await this.#explorer(txHash),
+      solanaExplorer: explorer ?? (await this.#explorer(txHash)),
       data: paid.data,
       headers: headersObject(paid.headers),
       ...(sessionId === undefined ? {} : { sessionId }),
@@ -490,13 +492,23 @@ export class Client {
    * the caller has paid and holds the answer, and throwing would invite paying again; the
    * gateway closes linked reservations on settlement and releases unused ones when they expire.
    */
-  async #complete(reservationId: string, txHash: string): Promise<void> {
+  /** Closes the reservation; answers the transaction's explorer link when the gateway gives one. */
+  async #complete(reservationId: string, txHash: string): Promise<string | undefined> {
     try {
-      await this.#shared.transport.request("POST", `/v1/agents/${encodeURIComponent(this.agentId)}/payments/${encodeURIComponent(reservationId)}/complete`, {
-        body: { txHash },
-      });
-    } catch (error) {
-      if (error instanceof ServiceError && error.code === "CONFLICT") return;
+      const answer = await this.#shared.transport.request<{ solanaExplorer?: unknown }>(
+        "POST",
+        `/v1/agents/${encodeURIComponent(this.agentId)}/payments/${encodeURIComponent(reservationId)}/complete`,
+        { body: { txHash } },
+      );
+      const link = answer?.solanaExplorer;
+      if (typeof link !== "string" || !link.includes(txHash)) return undefined;
+      const at = link.indexOf(txHash);
+      this.#shared.explorerTemplate ??= { prefix: link.slice(0, at), suffix: link.slice(at + txHash.length) };
+      return link;
+    } catch {
+      // Already closed (409 CONFLICT: the gateway closed it itself) or unreachable: the payment
+      // happened either way, and the caller holds the answer it paid for. Never thrown.
+      return undefined;
     }
   }
 
@@ -532,6 +544,8 @@ export class Client {
   }
 
   async #explorer(txHash: string, network?: string): Promise<string> {
+    const template = this.#shared.explorerTemplate;
+    if (template !== undefined) return `${template.prefix}${encodeURIComponent(txHash)}${template.suffix}`;
     try {
       const transaction = await this.#shared.transport.request<{ solanaExplorer?: unknown }>("GET", `/v1/transactions/${encodeURIComponent(txHash)}`);
       if (typeof transaction?.solanaExplorer === "string" && transaction.solanaExplorer.length > 0) return transaction.solanaExplorer;

@@ -267,6 +267,8 @@ describe("an orchestrator, its sub-agents and their paid APIs", () => {
     expect(counters.mppChallenges).toBe(1);
     expect(counters.mppSessionRequests).toBeGreaterThanOrEqual(2);
     expect(summarizerPaid).toMatchObject({ paid: true, protocol: "x402", amountPaid: { usdc: 0.1 } });
+    // The explorer entry of each payment, as the gateway (and later the index) names it.
+    for (const paid of [...research!.paid, summarizerPaid!]) expect(paid.solanaExplorer).toBe(explorerOf(paid.txHash));
   });
 
   it("rejects over perCallLimit, to a blocked domain and over the invocation budget with the spec's classes", async () => {
@@ -295,6 +297,7 @@ describe("an orchestrator, its sub-agents and their paid APIs", () => {
     for (const tx of byDepth(1)) expect(tx).toMatchObject({ agentId: "researcher", parentTxHash: root });
     expect(byDepth(2)).toHaveLength(1);
     expect(byDepth(2)[0]).toMatchObject({ agentId: "summarizer", txHash: summarizerPaid!.txHash, amountPaid: { usdc: 0.1 } });
+    for (const tx of chain) expect(tx.solanaExplorer).toBe(explorerOf(tx.txHash!));
     const sumUnits = chain.reduce((sum, tx) => sum + BigInt(Math.round(tx.amountPaid.usdc * 1_000_000)), 0n);
     expect(sumUnits).toBe(750_000n);
 
@@ -321,6 +324,10 @@ describe("an orchestrator, its sub-agents and their paid APIs", () => {
     expect(receiver.received.filter((r) => r.body.includes('"budget.warning"') && r.body.includes('"researcher"'))).toHaveLength(1);
   });
 });
+
+function explorerOf(txHash: string): string {
+  return `https://explorer.solana.com/tx/${txHash}?cluster=custom&customUrl=${encodeURIComponent(system.localnet.rpcUrl)}`;
+}
 
 function captured(): { stream: Writable; text(): string } {
   const chunks: string[] = [];

@@ -46,6 +46,7 @@ import type { Protocol, ProtocolPreference } from "../../policy/policy.js";
 import { invocationAddress, type Invocations } from "../../x402/facilitator.js";
 import { asRejection, invocationBudgetRefusal } from "../../policy/invocations.js";
 import { recordRefusedPayment } from "../../rejections.js";
+import { explorerLink } from "../../../indexer/store/projections.js";
 import { parseTxHash } from "../../validation.js";
 import { parseMppPaymentRequest, type MppPaymentRequest } from "../../mpp/request.js";
 import { chooseMethod } from "../../mpp/rails.js";
@@ -269,7 +270,8 @@ async function completeRoute(context: RouteContext): Promise<RouteResponse> {
     if (!done && !(rows[0]!.status === "settled" && rows[0]!.tx_hash === txHash)) {
       throw httpError("CONFLICT", `reservation ${id} is ${rows[0]!.status}`);
     }
-    return json(200, { reservationId: id, status: "settled", txHash });
+    const cluster = context.deps.explorerCluster;
+    return json(200, { reservationId: id, status: "settled", txHash, ...(cluster === undefined ? {} : { solanaExplorer: explorerLink(txHash, cluster) }) });
   });
 }
 

@@ -10,7 +10,7 @@
  * Prints the figures, the goals and whether each is met. Exit code 1 only for a wrong answer
  * (a budget overspent, a payment that did not go through), never for a missed goal.
  *
- *   npm run bench:gateway [-- --callers 200 --reservations 5000 --pool 16 --x402 200 --mpp 200 --warmup 10]
+ *   npm run bench:gateway [-- --callers 200 --reservations 5000 --pool 4 --x402 200 --mpp 200 --warmup 10]
  */
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
@@ -26,7 +26,7 @@ const { values: flags } = parseArgs({
   options: {
     callers: { type: "string", default: "200" },
     reservations: { type: "string", default: "5000" },
-    pool: { type: "string", default: "16" },
+    pool: { type: "string", default: "4" },
     x402: { type: "string", default: "200" },
     mpp: { type: "string", default: "200" },
     warmup: { type: "string", default: "10" },

@@ -198,10 +198,12 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
     const RATE = 120;
     const payer = await agentWithPolicy(agentId, 6, { dailyBudget: { usdc: 5 }, rateLimit: { calls: RATE, window: "1h" } });
     const { api, payee } = await paidApi();
-    // 0.010000–0.072999 usdc: 120 calls at the mean come to about the budget, so which limit
-    // stops a given flow depends on the interleaving; both rules are checked for each refusal.
+    // 0.010000–0.070999 usdc: in issue order the 120th call leaves 0.038 usdc of the budget, so
+    // later calls above it hit the budget and those below it the rate limit. The real interleaving
+    // decides which limit stops a given flow (no order yields both for sure), so every refusal is
+    // checked against the rule it names, and what was accepted against both limits.
     const random = mulberry32(SEED);
-    const amounts = Array.from({ length: 200 }, () => 10_000n + BigInt(Math.floor(random() * 63_000)));
+    const amounts = Array.from({ length: 200 }, () => 10_000n + BigInt(Math.floor(random() * 61_000)));
     const before = { payer: await balance(payer), payee: await balance(payee) };
 
     const r = await race(agentId, api, amounts);

@@ -100,7 +100,6 @@ export async function runReservations(pool: pg.Pool, options: ReservationBenchOp
 
   const samples: Sample[] = [];
   let issued = 0;
-  const total = shape === "hot" ? reservations : perAgent * callers;
   const started = performance.now();
   await Promise.all(
     Array.from({ length: callers }, async (_, caller) => {
@@ -110,7 +109,7 @@ export async function runReservations(pool: pg.Pool, options: ReservationBenchOp
         return;
       }
       // Hot: the callers share one counter, so every caller keeps a request in flight until the end.
-      while (issued < total) {
+      while (issued < reservations) {
         issued += 1;
         samples.push(await reserveOnce(pool, variant, agentId));
       }

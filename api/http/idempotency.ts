@@ -149,6 +149,7 @@ export async function runExternalEffect(
   // own, and holding pool connections while waiting for more would exhaust a small pool.
   const client = await lockConnection(store);
   let locked = false;
+  let clean: boolean;
   try {
     const lock = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked", [
       IDEMPOTENCY_LOCK_NAMESPACE,
@@ -187,17 +188,43 @@ export async function runExternalEffect(
     }
     throw error;
   } finally {
-    // Closing the session releases its advisory lock, whatever state the connection is in.
-    await client.end().catch(() => undefined);
+    // The lock is the session's: unlocked explicitly, the connection goes back to the lock pool;
+    // if that fails, the connection is destroyed, and closing the session releases the lock.
+    if (locked) {
+      clean = await client
+        .query("SELECT pg_advisory_unlock($1, hashtext($2))", [IDEMPOTENCY_LOCK_NAMESPACE, `${request.accountId}:${request.key}`])
+        .then(
+          () => true,
+          () => false,
+        );
+    } else {
+      clean = true;
+    }
+    client.release(!clean);
   }
 }
 
-async function lockConnection(store: IdempotencyStore): Promise<pg.Client> {
-  const options = (store.pool as unknown as { options: pg.ClientConfig }).options;
-  const client = new pg.Client({ ...options });
-  client.on("error", () => undefined);
-  await client.connect();
-  return client;
+/** Connections the key locks may hold at once, per pool; more requests wait for one. */
+export const IDEMPOTENCY_LOCK_CONNECTIONS = 16;
+const lockPools = new WeakMap<pg.Pool, pg.Pool>();
+
+/**
+ * A connection of the key locks' own bounded pool, beside the effect's pool: the effect needs
+ * connections of that pool, and holding them while waiting for more would exhaust a small pool.
+ * Bounded, so a burst of keyed requests waits for a connection instead of exceeding the server's
+ * connection limit (which would fail requests mid-payment).
+ */
+async function lockConnection(store: IdempotencyStore): Promise<pg.PoolClient> {
+  let pool = lockPools.get(store.pool);
+  if (pool === undefined) {
+    const options = (store.pool as unknown as { options: pg.PoolConfig }).options;
+    // Idle connections close within a second, so a stopped server leaves none behind for long
+    // and never keeps the process alive.
+    pool = new pg.Pool({ ...options, max: IDEMPOTENCY_LOCK_CONNECTIONS, idleTimeoutMillis: 1_000, allowExitOnIdle: true });
+    pool.on("error", () => undefined);
+    lockPools.set(store.pool, pool);
+  }
+  return pool.connect();
 }
 
 /** Deletes completed keys past their expiry, oldest first; returns how many. */

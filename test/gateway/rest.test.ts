@@ -366,6 +366,25 @@ describe("Idempotency-Key", () => {
   });
 });
 
+describe("Idempotency-Key under a burst", () => {
+  it("150 concurrent keyed registrations (external effects) all answer 201, beyond the server's connection limit", async () => {
+    // Each keyed external effect holds a lock connection while it runs. Unbounded, 150 of them
+    // at once exceeded PostgreSQL's max_connections (100 here) and failed mid-request with 500.
+    const { rows } = await db.pool.query<{ max: number }>("SELECT current_setting('max_connections')::int AS max");
+    const burst = rows[0]!.max + 50;
+    const answers = await Promise.all(
+      Array.from({ length: burst }, (_, i) => call("POST", "/v1/agents", { body: { agentId: `burst-${i}` }, idem: `burst-key-${i}` })),
+    );
+    expect(answers.filter((a) => a.status !== 201).map((a) => `${a.status} ${a.text}`)).toEqual([]);
+    const { rows: agents } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM agents WHERE agent_id LIKE 'burst-%'");
+    expect(agents[0]!.n).toBe(burst);
+    // Every key completed with its answer: a retry replays it instead of registering again.
+    const replay = await call("POST", "/v1/agents", { body: { agentId: "burst-7" }, idem: "burst-key-7" });
+    expect(replay.status).toBe(201);
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+  });
+});
+
 describe("docs/openapi.yaml", () => {
   it("documents every route with its method, and the metrics route", async () => {
     const doc = await readFile(new URL("../../docs/openapi.yaml", import.meta.url), "utf8");

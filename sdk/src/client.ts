@@ -306,13 +306,23 @@ export class Client {
         }
         return unpaid(first);
       }
-      sessions.forget(this.#sessionScope, context.origin);
     } else {
       first = await this.#callApi(context, {}, false);
       if (first.status !== 402) return unpaid(first);
     }
 
-    const offer = readPaymentOffer(first.data, context.endpoint);
+    let offer: PaymentOffer;
+    try {
+      offer = readPaymentOffer(first.data, context.endpoint);
+    } catch (error) {
+      if (reusable !== undefined) sessions.forget(this.#sessionScope, context.origin);
+      throw error;
+    }
+    // A 402 that offers MPP refuses the session; one that offers only x402 comes from an
+    // endpoint of the same origin that does not take MPP at all, and says nothing about the
+    // session: keep it for the origin's MPP endpoints (otherwise every x402 call on a mixed origin
+    // would cost the next MPP call a whole new negotiation and settlement).
+    if (reusable !== undefined && offer.mpp !== undefined) sessions.forget(this.#sessionScope, context.origin);
     const authorization = await this.#authorize(context, offer, options.idempotencyKey, extras);
     if (authorization.protocol === "x402") return this.#payX402(context, authorization);
     if (authorization.protocol === "mpp" && offer.mpp !== undefined) return this.#payMpp(context, authorization, offer.mpp);

@@ -6,12 +6,15 @@
  * recorded without a transfer.
  *
  * Crash safety (a crash at any point loses or duplicates nothing):
- *   1. checks that need the chain (balance, invocation budget) — nothing written yet;
- *   2. one Postgres transaction: allocate the agent's next payment id, store the endpoint text by
- *      hash, build and sign the transaction locally (its signature is now known), insert the
- *      `settlements` row as `pending` with signature, signed bytes and last valid block height;
+ *   1. checks that need the chain (balance, invocation budget; read together with a shared
+ *      recent blockhash) — nothing written yet;
+ *   2. allocate the agent's next payment id (and store the endpoint text by hash) in one
+ *      committed statement; build and sign the transaction locally (its signature is now known);
+ *      insert the `settlements` row as `pending` with signature, signed bytes and last valid
+ *      block height;
  *   3. send; 4. mark `confirmed` (with slot) or `failed`.
- * A crash before 2 commits leaves nothing; after, a pending row whose signature
+ * A crash before the pending row is inserted leaves at most an unused id (a gap, never a reuse)
+ * and nothing sent; after, a pending row whose signature
  * `reconcilePending` looks up: found → confirmed/failed, absent after its blockhash expired →
  * failed (it can never land, and nothing moved). Ids are never reused, so a retry is a new id:
  * the program's replay window refuses the same id twice, and a pending row is never re-signed.
@@ -49,6 +52,7 @@ import {
   COMMITMENT,
   lookUpOutcomes,
   parseAddress,
+  recentBlockhash,
   type SettlementLedger,
   type SignedTransaction,
   signTransaction,
@@ -199,12 +203,18 @@ export class Settlement implements Settler {
     const parsed = parseInput(input);
     const { wallets, ledger, pool } = this.deps;
     const payer = await wallets.keypair(input.agentId);
-    if (parsed.atomic) {
-      const balanceUnits = await tokenBalanceUnits(ledger, payer.publicKey);
-      if (input.amountUnits > balanceUnits) throw new InsufficientFundsError(input.agentId, input.amountUnits, balanceUnits);
+    // The chain reads are independent: made together, and the blockhash is a shared recent one
+    // (api/wallets/ledger.ts `recentBlockhash`; the row keeps its last valid block height).
+    const [balanceUnits, invocation, blockhash] = await Promise.all([
+      parsed.atomic ? tokenBalanceUnits(ledger, payer.publicKey) : null,
+      parsed.invocation === null ? null : this.invocationState(parsed.invocation),
+      recentBlockhash(ledger),
+    ]);
+    if (balanceUnits !== null && input.amountUnits > balanceUnits) {
+      throw new InsufficientFundsError(input.agentId, input.amountUnits, balanceUnits);
     }
     if (parsed.invocation !== null) {
-      const state = await this.invocationState(parsed.invocation);
+      const state = invocation;
       if (state === null) throw new PaymentError(`invocation ${parsed.invocation.toBase58()} does not exist`);
       if (state.subAgent !== payer.publicKey.toBase58()) {
         throw new PaymentError(`invocation ${parsed.invocation.toBase58()} belongs to another sub-agent`, {
@@ -215,53 +225,47 @@ export class Settlement implements Settler {
         throw new BudgetExceededError(parsed.invocation.toBase58(), input.amountUnits, state.budgetUnits, state.spentUnits);
       }
     }
-    const blockhash = await ledger.connection.getLatestBlockhash(COMMITMENT);
 
-    const client = await pool.connect();
-    try {
-      await client.query("BEGIN");
-      const allocated = await client.query<{ payment_id: string }>(
-        `UPDATE agent_wallets SET next_payment_id = next_payment_id + 1
-         WHERE agent_id = $1 RETURNING next_payment_id - 1 AS payment_id`,
-        [input.agentId],
-      );
-      const paymentId = BigInt(allocated.rows[0]!.payment_id);
-      const hashHex = Buffer.from(parsed.endpointHash).toString("hex");
-      await client.query(
-        "INSERT INTO endpoints (endpoint_hash, endpoint, domain) VALUES ($1, $2, $3) ON CONFLICT (endpoint_hash) DO NOTHING",
-        [hashHex, parsed.endpoint, parsed.domain],
-      );
-      const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId);
-      const signed = signTransaction(ledger, new Transaction().add(...instructions), blockhash, [payer]);
-      await client.query(
-        `INSERT INTO settlements (agent_id, payment_id, signature, payer, payee, amount_units, protocol, rail,
-           endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status, payment_ref)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14)`,
-        [
-          input.agentId,
-          paymentId.toString(),
-          signed.signature,
-          payer.publicKey.toBase58(),
-          parsed.payee.toBase58(),
-          input.amountUnits.toString(),
-          input.protocol,
-          input.rail,
-          hashHex,
-          parsed.invocation?.toBase58() ?? null,
-          parsed.settlementReference === null ? null : bs58.encode(parsed.settlementReference),
-          signed.wire,
-          signed.lastValidBlockHeight,
-          input.paymentRef ?? null,
-        ],
-      );
-      await client.query("COMMIT");
-      return { input, paymentId, signed };
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    // Two statements, each its own transaction. (1) The id is allocated (and the endpoint text
+    // stored) and committed: a crash after it leaves an unused id, never a reused one — a gap, as
+    // any failed payment leaves. (2) The signed transaction is stored as pending before anything
+    // is sent; a crash before it leaves nothing to send and nothing sent.
+    const hashHex = Buffer.from(parsed.endpointHash).toString("hex");
+    const allocated = await pool.query<{ payment_id: string }>(
+      `WITH endpoint AS (
+         INSERT INTO endpoints (endpoint_hash, endpoint, domain) VALUES ($2, $3, $4) ON CONFLICT (endpoint_hash) DO NOTHING
+       )
+       UPDATE agent_wallets SET next_payment_id = next_payment_id + 1
+       WHERE agent_id = $1 RETURNING next_payment_id - 1 AS payment_id`,
+      [input.agentId, hashHex, parsed.endpoint, parsed.domain],
+    );
+    const row = allocated.rows[0];
+    if (row === undefined) throw new PaymentError(`agent ${input.agentId} has no wallet`);
+    const paymentId = BigInt(row.payment_id);
+    const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId);
+    const signed = signTransaction(ledger, new Transaction().add(...instructions), blockhash, [payer]);
+    await pool.query(
+      `INSERT INTO settlements (agent_id, payment_id, signature, payer, payee, amount_units, protocol, rail,
+         endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status, payment_ref)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14)`,
+      [
+        input.agentId,
+        paymentId.toString(),
+        signed.signature,
+        payer.publicKey.toBase58(),
+        parsed.payee.toBase58(),
+        input.amountUnits.toString(),
+        input.protocol,
+        input.rail,
+        hashHex,
+        parsed.invocation?.toBase58() ?? null,
+        parsed.settlementReference === null ? null : bs58.encode(parsed.settlementReference),
+        signed.wire,
+        signed.lastValidBlockHeight,
+        input.paymentRef ?? null,
+      ],
+    );
+    return { input, paymentId, signed };
   }
 
   /** Steps 3-4: sends a prepared settlement and records its outcome. */

@@ -7,7 +7,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { getAssociatedTokenAddressSync, unpackAccount } from "@solana/spl-token";
-import { Connection, Keypair, PublicKey, SendTransactionError, type Transaction } from "@solana/web3.js";
+import { Connection, Keypair, PublicKey, SendTransactionError, type SignatureStatus, type Transaction } from "@solana/web3.js";
 import bs58 from "bs58";
 import type { Localnet } from "../../scripts/localnet.js";
 import { InvalidAddressError } from "./errors.js";
@@ -102,9 +102,80 @@ export function signTransaction(
   if (signature === null) throw new Error("transaction has no fee-payer signature after signing");
   return {
     signature: bs58.encode(signature),
-    wire: transaction.serialize().toString("base64"),
+    // Every signature is required, but not re-verified here: they were made just now from the
+    // keypairs, and verifying two ed25519 signatures in JS cost ~7 ms per payment. The RPC node
+    // verifies them anyway; a bad one is refused before anything moves (the row is marked failed).
+    wire: transaction.serialize({ requireAllSignatures: true, verifySignatures: false }).toString("base64"),
     lastValidBlockHeight: blockhash.lastValidBlockHeight,
   };
+}
+
+// ---- a recent blockhash, shared ----------------------------------------------------------------
+
+export interface RecentBlockhash {
+  readonly blockhash: string;
+  readonly lastValidBlockHeight: number;
+}
+
+/** A blockhash younger than this is reused; older ones are refreshed (about 150 blocks are valid). */
+const BLOCKHASH_MAX_AGE_MS = 1_000;
+/** Past this age a caller still gets the cached one, and a refresh starts in the background. */
+const BLOCKHASH_REFRESH_AGE_MS = 500;
+
+interface BlockhashCache {
+  value: RecentBlockhash | null;
+  fetchedAt: number;
+  inflight: Promise<RecentBlockhash> | null;
+}
+
+const blockhashCaches = new WeakMap<Connection, BlockhashCache>();
+
+/**
+ * A recent blockhash with its last valid block height, at most ~1 s old, shared by every
+ * settlement on this connection instead of one RPC read per payment. A transaction signed with it
+ * stores that height, so reconciliation decides "can never land" exactly as with a fresh one.
+ * `forgetBlockhash` drops it (after the node refused a transaction for its blockhash).
+ */
+export async function recentBlockhash(ledger: SettlementLedger): Promise<RecentBlockhash> {
+  const connection = ledger.connection;
+  let cache = blockhashCaches.get(connection);
+  if (cache === undefined) {
+    cache = { value: null, fetchedAt: 0, inflight: null };
+    blockhashCaches.set(connection, cache);
+  }
+  const age = Date.now() - cache.fetchedAt;
+  if (cache.value !== null && age < BLOCKHASH_MAX_AGE_MS) {
+    if (age >= BLOCKHASH_REFRESH_AGE_MS) void refreshBlockhash(connection, cache).catch(() => undefined);
+    return cache.value;
+  }
+  return refreshBlockhash(connection, cache);
+}
+
+export function forgetBlockhash(ledger: SettlementLedger): void {
+  const cache = blockhashCaches.get(ledger.connection);
+  if (cache !== undefined) {
+    cache.value = null;
+    cache.fetchedAt = 0;
+  }
+}
+
+function refreshBlockhash(connection: Connection, cache: BlockhashCache): Promise<RecentBlockhash> {
+  if (cache.inflight !== null) return cache.inflight;
+  const requestedAt = Date.now();
+  const inflight = connection
+    .getLatestBlockhash(COMMITMENT)
+    .then(({ blockhash, lastValidBlockHeight }) => {
+      // Its age counts from the request, not the answer: never older than it claims.
+      const value = { blockhash, lastValidBlockHeight };
+      cache.value = value;
+      cache.fetchedAt = requestedAt;
+      return value;
+    })
+    .finally(() => {
+      cache.inflight = null;
+    });
+  cache.inflight = inflight;
+  return inflight;
 }
 
 export type Outcome =
@@ -123,23 +194,31 @@ export async function lookUpOutcomes(
   items: readonly { signature: string; lastValidBlockHeight: number }[],
 ): Promise<Outcome[]> {
   if (items.length === 0) return [];
-  // Read the height first: a signature absent from a lookup made after the height passed its
-  // limit cannot appear later.
-  const finalizedHeight = await ledger.connection.getBlockHeight("finalized");
-  const { value } = await ledger.connection.getSignatureStatuses(
-    items.map((item) => item.signature),
-    { searchTransactionHistory: true },
-  );
-  return items.map((item, i): Outcome => {
-    const status = value[i] ?? null;
-    if (status !== null && (status.confirmationStatus === "confirmed" || status.confirmationStatus === "finalized")) {
-      return status.err === null
-        ? { status: "confirmed", slot: status.slot }
-        : { status: "failed", reason: "included", slot: status.slot, err: status.err };
+  const statuses = async (signatures: string[]) =>
+    (await ledger.connection.getSignatureStatuses(signatures, { searchTransactionHistory: true })).value;
+  const landed = (status: SignatureStatus | null): Outcome | null => {
+    if (status === null || (status.confirmationStatus !== "confirmed" && status.confirmationStatus !== "finalized")) return null;
+    return status.err === null
+      ? { status: "confirmed", slot: status.slot }
+      : { status: "failed", reason: "included", slot: status.slot, err: status.err };
+  };
+  // Landed ones need no height (the common case: one read). For the others, the height is read
+  // first and their statuses again after it: a signature absent from a lookup made after the
+  // height passed its limit cannot appear later.
+  const first = await statuses(items.map((item) => item.signature));
+  const outcomes: (Outcome | null)[] = items.map((_, i) => landed(first[i] ?? null));
+  const open = items.flatMap((item, i) => (outcomes[i] === null ? [{ item, i }] : []));
+  if (open.length > 0) {
+    const finalizedHeight = await ledger.connection.getBlockHeight("finalized");
+    const again = await statuses(open.map(({ item }) => item.signature));
+    for (const [j, { item, i }] of open.entries()) {
+      const status = again[j] ?? null;
+      outcomes[i] =
+        landed(status) ??
+        (status === null && finalizedHeight > item.lastValidBlockHeight ? { status: "failed", reason: "expired" } : { status: "pending" });
     }
-    if (status === null && finalizedHeight > item.lastValidBlockHeight) return { status: "failed", reason: "expired" };
-    return { status: "pending" };
-  });
+  }
+  return outcomes.map((outcome) => outcome!);
 }
 
 const POLL_MS = 150;
@@ -192,7 +271,11 @@ export async function submit(ledger: SettlementLedger, signed: SignedTransaction
     });
   } catch (error) {
     const refused = error instanceof SendTransactionError && !/already\s*(been\s*)?processed/i.test(error.message);
-    if (refused) return { status: "rejected", error };
+    if (refused) {
+      // A cached blockhash the node no longer knows: the next transaction gets a fresh one.
+      if (/blockhash\s*not\s*found/i.test(error.message)) forgetBlockhash(ledger);
+      return { status: "rejected", error };
+    }
   }
   return awaitOutcome(ledger, signed, signal);
 }

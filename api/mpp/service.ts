@@ -164,6 +164,7 @@ interface SessionRow {
   revoked_at: Date | null;
   established_by: string | null;
   parent_tx_hash: string | null;
+  prepaid_calls: number;
 }
 
 interface PaymentClaim {
@@ -461,7 +462,7 @@ export class MppService {
     const now = this.clock();
     const { rows } = await this.options.pool.query<SessionRow>(
       `SELECT s.id, s.agent_id, s.payer, s.method, s.rail, s.amount_units, s.reusable, s.expires_at, s.refreshed_at, s.revoked_at,
-              s.established_by, s.parent_tx_hash
+              s.established_by, s.parent_tx_hash, s.prepaid_calls
        FROM mpp_sessions s JOIN mpp_payments p ON p.id = s.established_by
        WHERE s.token_sha256 = $1 AND s.service_origin = $2 AND p.payee = $3`,
       [sessionTokenHash(token), this.options.serviceOrigin, this.options.payee],
@@ -498,14 +499,19 @@ export class MppService {
     call: { endpoint: string; amountUnits: bigint },
     now: Date,
   ): Promise<{ charged: boolean; txHash: string; amountUnits: bigint }> {
-    const prepaid = await this.options.pool.query<{ tx_hash: string; amount_units: string }>(
-      `UPDATE mpp_sessions s SET prepaid_calls = prepaid_calls - 1
-       FROM mpp_payments p
-       WHERE s.id = $1 AND s.prepaid_calls > 0 AND s.expires_at > $2 AND p.id = s.established_by
-       RETURNING p.tx_hash, p.amount_units`,
-      [session.id, now],
-    );
-    const redeemed = prepaid.rows[0];
+    // A session's prepaid calls only ever go down: one read as 0 stays 0, and the redeeming UPDATE
+    // (a round trip on every charged call) is needed only while some were left.
+    const prepaid =
+      session.prepaid_calls <= 0
+        ? null
+        : await this.options.pool.query<{ tx_hash: string; amount_units: string }>(
+            `UPDATE mpp_sessions s SET prepaid_calls = prepaid_calls - 1
+             FROM mpp_payments p
+             WHERE s.id = $1 AND s.prepaid_calls > 0 AND s.expires_at > $2 AND p.id = s.established_by
+             RETURNING p.tx_hash, p.amount_units`,
+            [session.id, now],
+          );
+    const redeemed = prepaid?.rows[0];
     if (redeemed !== undefined) return { charged: false, txHash: redeemed.tx_hash, amountUnits: BigInt(redeemed.amount_units) };
     if (!session.reusable) throw new MppSessionError("session_exhausted", "single-use token already redeemed");
 

@@ -8,13 +8,11 @@
  * Crash safety (a crash at any point loses or duplicates nothing):
  *   1. checks that need the chain (balance, invocation budget; read together with a shared
  *      recent blockhash) — nothing written yet;
- *   2. allocate the agent's next payment id (and store the endpoint text by hash) in one
- *      committed statement; build and sign the transaction locally (its signature is now known);
- *      insert the `settlements` row as `pending` with signature, signed bytes and last valid
- *      block height;
+ *   2. one Postgres transaction: allocate the agent's next payment id, store the endpoint text by
+ *      hash, build and sign the transaction locally (its signature is now known), insert the
+ *      `settlements` row as `pending` with signature, signed bytes and last valid block height;
  *   3. send; 4. mark `confirmed` (with slot) or `failed`.
- * A crash before the pending row is inserted leaves at most an unused id (a gap, never a reuse)
- * and nothing sent; after, a pending row whose signature
+ * A crash before 2 commits leaves nothing; after, a pending row whose signature
  * `reconcilePending` looks up: found → confirmed/failed, absent after its blockhash expired →
  * failed (it can never land, and nothing moved). Ids are never reused, so a retry is a new id:
  * the program's replay window refuses the same id twice, and a pending row is never re-signed.
@@ -226,46 +224,57 @@ export class Settlement implements Settler {
       }
     }
 
-    // Two statements, each its own transaction. (1) The id is allocated (and the endpoint text
-    // stored) and committed: a crash after it leaves an unused id, never a reused one — a gap, as
-    // any failed payment leaves. (2) The signed transaction is stored as pending before anything
-    // is sent; a crash before it leaves nothing to send and nothing sent.
+    // One transaction, so that an id is allocated only together with its pending row (ids stay
+    // contiguous across a crash); three round trips: BEGIN + the allocation (and the endpoint row)
+    // as one simple query, the pending row, COMMIT. The allocation's row lock serializes the
+    // agent's settlements for the few milliseconds of signing.
     const hashHex = Buffer.from(parsed.endpointHash).toString("hex");
-    const allocated = await pool.query<{ payment_id: string }>(
-      `WITH endpoint AS (
-         INSERT INTO endpoints (endpoint_hash, endpoint, domain) VALUES ($2, $3, $4) ON CONFLICT (endpoint_hash) DO NOTHING
-       )
-       UPDATE agent_wallets SET next_payment_id = next_payment_id + 1
-       WHERE agent_id = $1 RETURNING next_payment_id - 1 AS payment_id`,
-      [input.agentId, hashHex, parsed.endpoint, parsed.domain],
-    );
-    const row = allocated.rows[0];
-    if (row === undefined) throw new PaymentError(`agent ${input.agentId} has no wallet`);
-    const paymentId = BigInt(row.payment_id);
-    const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId);
-    const signed = signTransaction(ledger, new Transaction().add(...instructions), blockhash, [payer]);
-    await pool.query(
-      `INSERT INTO settlements (agent_id, payment_id, signature, payer, payee, amount_units, protocol, rail,
-         endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status, payment_ref)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14)`,
-      [
-        input.agentId,
-        paymentId.toString(),
-        signed.signature,
-        payer.publicKey.toBase58(),
-        parsed.payee.toBase58(),
-        input.amountUnits.toString(),
-        input.protocol,
-        input.rail,
-        hashHex,
-        parsed.invocation?.toBase58() ?? null,
-        parsed.settlementReference === null ? null : bs58.encode(parsed.settlementReference),
-        signed.wire,
-        signed.lastValidBlockHeight,
-        input.paymentRef ?? null,
-      ],
-    );
-    return { input, paymentId, signed };
+    const client = await pool.connect();
+    try {
+      const literal = (value: string) => client.escapeLiteral(value);
+      const results = (await client.query(
+        `BEGIN;
+         WITH endpoint AS (
+           INSERT INTO endpoints (endpoint_hash, endpoint, domain)
+           VALUES (${literal(hashHex)}, ${literal(parsed.endpoint)}, ${literal(parsed.domain)}) ON CONFLICT (endpoint_hash) DO NOTHING
+         )
+         UPDATE agent_wallets SET next_payment_id = next_payment_id + 1
+         WHERE agent_id = ${literal(input.agentId)} RETURNING next_payment_id - 1 AS payment_id`,
+      )) as unknown as pg.QueryResult<{ payment_id: string }>[];
+      const row = results[1]?.rows[0];
+      if (row === undefined) throw new PaymentError(`agent ${input.agentId} has no wallet`);
+      const paymentId = BigInt(row.payment_id);
+      const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId);
+      const signed = signTransaction(ledger, new Transaction().add(...instructions), blockhash, [payer]);
+      await client.query(
+        `INSERT INTO settlements (agent_id, payment_id, signature, payer, payee, amount_units, protocol, rail,
+           endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status, payment_ref)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14)`,
+        [
+          input.agentId,
+          paymentId.toString(),
+          signed.signature,
+          payer.publicKey.toBase58(),
+          parsed.payee.toBase58(),
+          input.amountUnits.toString(),
+          input.protocol,
+          input.rail,
+          hashHex,
+          parsed.invocation?.toBase58() ?? null,
+          parsed.settlementReference === null ? null : bs58.encode(parsed.settlementReference),
+          signed.wire,
+          signed.lastValidBlockHeight,
+          input.paymentRef ?? null,
+        ],
+      );
+      await client.query("COMMIT");
+      return { input, paymentId, signed };
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
   }
 
   /** Steps 3-4: sends a prepared settlement and records its outcome. */

@@ -187,8 +187,8 @@ export async function reserveInTransaction(
 }
 
 /**
- * Four round trips (were seven): SAVEPOINT + the lock in one, the policy, the usage, the INSERT +
- * RELEASE in one. The policy and usage reads stay separate statements after the lock (each
+ * Five round trips (were seven): SAVEPOINT, the lock, the policy, the usage, the INSERT (the
+ * savepoint ends with the caller's transaction; values are always bound parameters). The policy and usage reads stay separate statements after the lock (each
  * READ COMMITTED statement's snapshot is taken when it starts, so after the lock is held: they see
  * every reservation committed before; one combined statement measured no faster — planning its
  * CTEs cost what the round trip saved). The savepoint (a failure leaves the caller's transaction
@@ -210,40 +210,23 @@ async function reserve(
     const decision = evaluatePolicy(policy, usage, request, now);
     const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
     if (refusal !== null || decision.decision !== "allow") {
-      if (savepoint) await client.query(RELEASE);
       return refusal === null ? { decision, reservationId: null } : { decision, reservationId: null, refusal };
     }
     if (decision.protocol === null) throw new Error("reservation needs a protocol the target offers (x402 or mpp)");
-    const values = [
-      agentId,
-      request.amountUnits.toString(),
-      request.endpoint,
-      decision.domain,
-      decision.protocol,
-      now.toISOString(),
-      decision.budget.windowStart?.toISOString() ?? null,
-    ];
-    const insert = `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start)`;
-    let id: string;
-    if (savepoint) {
-      // One simple-protocol round trip for the INSERT and the RELEASE: every value is a quoted
-      // literal (pg's escapeLiteral), none is spliced in otherwise.
-      const literal = (value: string | null) => (value === null ? "NULL" : client.escapeLiteral(value));
-      const results = (await client.query(
-        `${insert} VALUES (${values.map(literal).join(", ")}) RETURNING id; ${RELEASE}`,
-      )) as unknown as pg.QueryResult<{ id: string }>[];
-      id = results[0]!.rows[0]!.id;
-    } else {
-      id = (await client.query<{ id: string }>(`${insert} VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, values)).rows[0]!.id;
-    }
+    // The savepoint is not released: it ends with the caller's transaction, and releasing it
+    // would cost a round trip for nothing.
+    const { rows } = await client.query<{ id: string }>(
+      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+      [agentId, request.amountUnits.toString(), request.endpoint, decision.domain, decision.protocol, now, decision.budget.windowStart],
+    );
+    const id = rows[0]!.id;
     return { decision, reservationId: id };
   } catch (error) {
     if (savepoint) await client.query("ROLLBACK TO SAVEPOINT policy_reservation").catch(() => undefined);
     throw error;
   }
 }
-
-const RELEASE = "RELEASE SAVEPOINT policy_reservation";
 
 /** The payment went through: the reservation keeps counting, now with its ledger transaction. */
 export async function settleReservation(db: Db, reservationId: string, txHash: string): Promise<boolean> {
@@ -386,17 +369,12 @@ export async function releaseLinkedReservation(db: Db, paymentRef: string): Prom
 }
 
 async function lockAgent(client: pg.ClientBase, agentId: string, savepoint = false): Promise<void> {
-  const lock = "SELECT pg_advisory_xact_lock($1, hashtext($2)), current_setting('transaction_isolation') AS isolation";
-  let isolation: string;
-  if (savepoint) {
-    // SAVEPOINT and the lock in one simple-protocol round trip (the agent id as a quoted literal).
-    const results = (await client.query(
-      `SAVEPOINT policy_reservation; ${lock.replace("$1", String(POLICY_LOCK_NAMESPACE)).replace("$2", client.escapeLiteral(agentId))}`,
-    )) as unknown as pg.QueryResult<{ isolation: string }>[];
-    isolation = results[1]!.rows[0]!.isolation;
-  } else {
-    isolation = (await client.query<{ isolation: string }>(lock, [POLICY_LOCK_NAMESPACE, agentId])).rows[0]!.isolation;
-  }
+  if (savepoint) await client.query("SAVEPOINT policy_reservation");
+  const { rows } = await client.query<{ isolation: string }>(
+    "SELECT pg_advisory_xact_lock($1, hashtext($2)), current_setting('transaction_isolation') AS isolation",
+    [POLICY_LOCK_NAMESPACE, agentId],
+  );
+  const isolation = rows[0]!.isolation;
   // Under REPEATABLE READ the snapshot predates the lock wait, so the check could miss a
   // reservation committed while we waited: the guarantee holds only under READ COMMITTED.
   if (isolation !== "read committed") {

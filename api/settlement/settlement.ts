@@ -225,23 +225,22 @@ export class Settlement implements Settler {
     }
 
     // One transaction, so that an id is allocated only together with its pending row (ids stay
-    // contiguous across a crash); three round trips: BEGIN + the allocation (and the endpoint row)
-    // as one simple query, the pending row, COMMIT. The allocation's row lock serializes the
+    // contiguous across a crash); four round trips: BEGIN, the allocation (and the endpoint row)
+    // in one statement, the pending row, COMMIT. Values are always bound parameters. The allocation's row lock serializes the
     // agent's settlements for the few milliseconds of signing.
     const hashHex = Buffer.from(parsed.endpointHash).toString("hex");
     const client = await pool.connect();
     try {
-      const literal = (value: string) => client.escapeLiteral(value);
-      const results = (await client.query(
-        `BEGIN;
-         WITH endpoint AS (
-           INSERT INTO endpoints (endpoint_hash, endpoint, domain)
-           VALUES (${literal(hashHex)}, ${literal(parsed.endpoint)}, ${literal(parsed.domain)}) ON CONFLICT (endpoint_hash) DO NOTHING
+      await client.query("BEGIN");
+      const { rows } = await client.query<{ payment_id: string }>(
+        `WITH endpoint AS (
+           INSERT INTO endpoints (endpoint_hash, endpoint, domain) VALUES ($1, $2, $3) ON CONFLICT (endpoint_hash) DO NOTHING
          )
          UPDATE agent_wallets SET next_payment_id = next_payment_id + 1
-         WHERE agent_id = ${literal(input.agentId)} RETURNING next_payment_id - 1 AS payment_id`,
-      )) as unknown as pg.QueryResult<{ payment_id: string }>[];
-      const row = results[1]?.rows[0];
+         WHERE agent_id = $4 RETURNING next_payment_id - 1 AS payment_id`,
+        [hashHex, parsed.endpoint, parsed.domain, input.agentId],
+      );
+      const row = rows[0];
       if (row === undefined) throw new PaymentError(`agent ${input.agentId} has no wallet`);
       const paymentId = BigInt(row.payment_id);
       const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId);

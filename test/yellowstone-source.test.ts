@@ -470,7 +470,10 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     const Client = (typeof YellowstoneModule === "function" ? YellowstoneModule : YellowstoneModule.default) as typeof YellowstoneModule.default;
     const client = new Client(double.endpoint, undefined, undefined);
     await within("connect a raw client", client.connect());
-    const request = sourceFor(double).request(fromSlot);
+    // Replay from the failed transaction's own slot: the double keeps 150 slots (7.5 s of the
+    // local ledger), and on a loaded machine the follow above can outlast that window counted from
+    // `fromSlot`, which made the server refuse the replay (OUT_OF_RANGE) before this test listened.
+    const request = sourceFor(double).request(failedSlot);
     const stream = await within(
       "open a raw stream with failed:true",
       client.subscribe({ ...request, transactions: { program: { ...request.transactions.program!, failed: true } } }),

@@ -102,14 +102,7 @@ export async function runDatabaseEffect(
     await client.query("BEGIN ISOLATION LEVEL READ COMMITTED");
     try {
       if (request !== null) {
-        const now = store.now();
-        await deleteExpired(client, request, now);
-        const claimed = await client.query(
-          `INSERT INTO idempotency_keys (account_id, key, fingerprint, method, path, status, created_at, expires_at)
-           VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7) ON CONFLICT (account_id, key) DO NOTHING`,
-          [request.accountId, request.key, request.fingerprint, request.method, request.path, now, expiry(now)],
-        );
-        if ((claimed.rowCount ?? 0) === 0) {
+        if (!(await claimKey(client, store, request))) {
           // The INSERT waited for the key's first transaction to commit: answer with its result.
           const replay = answerExisting(store, request, await readKey(client, request));
           await client.query("COMMIT");
@@ -148,12 +141,12 @@ export async function runExternalEffect(
   // The lock's connection is our own, outside the pool: the effect needs pool connections of its
   // own, and holding pool connections while waiting for more would exhaust a small pool.
   const client = await lockConnection(store);
+  const lockKey = `${request.accountId}:${request.key}`;
   let locked = false;
-  let clean: boolean;
   try {
     const lock = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked", [
       IDEMPOTENCY_LOCK_NAMESPACE,
-      `${request.accountId}:${request.key}`,
+      lockKey,
     ]);
     locked = lock.rows[0]!.locked;
     if (!locked) {
@@ -161,15 +154,8 @@ export async function runExternalEffect(
         retryable: true,
       });
     }
-    const now = store.now();
-    await deleteExpired(client, request, now);
-    const claimed = await client.query(
-      `INSERT INTO idempotency_keys (account_id, key, fingerprint, method, path, status, created_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7) ON CONFLICT (account_id, key) DO NOTHING`,
-      [request.accountId, request.key, request.fingerprint, request.method, request.path, now, expiry(now)],
-    );
     let resumed = false;
-    if ((claimed.rowCount ?? 0) === 0) {
+    if (!(await claimKey(client, store, request))) {
       const row = await readKey(client, request);
       if (row.status === "completed" || row.fingerprint !== request.fingerprint) return answerExisting(store, request, row);
       // Left in_progress by a crash or a pending outcome: resolve it through the same reference.
@@ -190,16 +176,12 @@ export async function runExternalEffect(
   } finally {
     // The lock is the session's: unlocked explicitly, the connection goes back to the lock pool;
     // if that fails, the connection is destroyed, and closing the session releases the lock.
-    if (locked) {
-      clean = await client
-        .query("SELECT pg_advisory_unlock($1, hashtext($2))", [IDEMPOTENCY_LOCK_NAMESPACE, `${request.accountId}:${request.key}`])
-        .then(
-          () => true,
-          () => false,
-        );
-    } else {
-      clean = true;
-    }
+    const clean =
+      !locked ||
+      (await client.query("SELECT pg_advisory_unlock($1, hashtext($2))", [IDEMPOTENCY_LOCK_NAMESPACE, lockKey]).then(
+        () => true,
+        () => false,
+      ));
     client.release(!clean);
   }
 }
@@ -239,6 +221,21 @@ export async function pruneIdempotencyKeys(pool: pg.Pool, now: Date, limit = 10_
 
 function expiry(now: Date): Date {
   return new Date(now.getTime() + IDEMPOTENCY_RETENTION_MS);
+}
+
+/**
+ * Inserts the key `in_progress` (after dropping its expired completed row, if any); false when the
+ * key already has a row: a finished request's answer, or one still running or left unfinished.
+ */
+async function claimKey(client: pg.ClientBase, store: IdempotencyStore, request: IdempotencyRequest): Promise<boolean> {
+  const now = store.now();
+  await deleteExpired(client, request, now);
+  const claimed = await client.query(
+    `INSERT INTO idempotency_keys (account_id, key, fingerprint, method, path, status, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7) ON CONFLICT (account_id, key) DO NOTHING`,
+    [request.accountId, request.key, request.fingerprint, request.method, request.path, now, expiry(now)],
+  );
+  return (claimed.rowCount ?? 0) > 0;
 }
 
 async function deleteExpired(client: pg.ClientBase, request: IdempotencyRequest, now: Date): Promise<void> {

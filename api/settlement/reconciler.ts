@@ -27,7 +27,8 @@ const DEFAULT_INTERVAL_MS = 5_000;
 const FULL_PASS = 256;
 const MAX_IMMEDIATE_PASSES = 20;
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** Waits `ms`, or until `signal` aborts (at once when it already has). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted === true) return resolve();
     const timer = setTimeout(done, ms);

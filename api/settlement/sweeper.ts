@@ -31,6 +31,7 @@ import type pg from "pg";
 import { landLinkedReservation, mppChargeRef, mppPaymentRef, releaseLinkedReservation, x402PaymentRef } from "../policy/store.js";
 import { type Invocations, openLinkedInvocation } from "../x402/facilitator.js";
 import type { AgentDirectory } from "../x402/settler.js";
+import { sleep } from "./reconciler.js";
 
 /** A claim without a transaction is given this long to commit its settlement row. */
 export const DEFAULT_CLAIM_GRACE_MS = 10 * 60_000;
@@ -313,14 +314,6 @@ export async function runSweeper(pool: pg.Pool, deps: SweeperDeps, options: Swee
     } catch (error) {
       options.onError?.(error);
     }
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, intervalMs);
-      options.signal?.addEventListener("abort", done, { once: true });
-      function done(): void {
-        clearTimeout(timer);
-        options.signal?.removeEventListener("abort", done);
-        resolve();
-      }
-    });
+    await sleep(intervalMs, options.signal);
   }
 }

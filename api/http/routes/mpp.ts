@@ -188,11 +188,10 @@ async function redeemRoute(context: RouteContext): Promise<RouteResponse> {
         });
         return { response: answer, final: true };
       }
-      if (error instanceof MppSessionError) return { response: json(200, { success: false, reason: error.reason, detail: error.message }), final: true };
-      if (error instanceof MppPaymentError) {
-        if (error.reason === "settlement_pending") {
-          return { response: json(202, { success: false, pending: true, reason: error.reason, detail: error.message }), final: true };
-        }
+      if (error instanceof MppPaymentError && error.reason === "settlement_pending") {
+        return { response: json(202, { success: false, pending: true, reason: error.reason, detail: error.message }), final: true };
+      }
+      if (error instanceof MppSessionError || error instanceof MppPaymentError) {
         return { response: json(200, { success: false, reason: error.reason, detail: error.message }), final: true };
       }
       throw error;

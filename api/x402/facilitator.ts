@@ -29,7 +29,7 @@ import { PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import type pg from "pg";
 import { invocationPda } from "../../programs/payment_ledger/ts/index.js";
-import { landLinkedReservation, linkedReservation, releaseLinkedReservation, x402PaymentRef } from "../policy/store.js";
+import { landLinkedReservation, type LinkedReservation, linkedReservation, releaseLinkedReservation, x402PaymentRef } from "../policy/store.js";
 import type { VerifyFailureReason } from "./errors.js";
 import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
@@ -166,11 +166,11 @@ export class X402Facilitator {
     const paymentRef = x402PaymentRef(p.from, p.nonce);
     const { pool } = this.options;
     let settled: SettleResult;
-    let reservation: Awaited<ReturnType<typeof linkedReservation>> = null;
+    let reservation: LinkedReservation | null = null;
     try {
       reservation = await linkedReservation(pool, paymentRef);
       // A sub-agent's payment under `agents.invoke` settles against its invocation account.
-      const parent = reservation === null ? null : reservation.parentTxHash;
+      const parent = reservation?.parentTxHash ?? null;
       const invocation = parent === null ? options.invocation : invocationAddress(parent, p.from);
       settled = await this.options.settler.settlePayment({
         agentId: verified.agentId,

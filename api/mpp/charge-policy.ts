@@ -27,13 +27,13 @@ import type pg from "pg";
 import { emitPaymentEvents } from "../events/gateway.js";
 import { asRejection, invocationBudgetRefusal } from "../policy/invocations.js";
 import {
+  landLinkedReservation,
   linkReservation,
   mppChargeRef,
   releaseLinkedReservation,
   type ReservationRefusal,
   type ReserveOptions,
   reserveInTransaction,
-  settleLinkedReservation,
 } from "../policy/store.js";
 import { recordRefusedPayment } from "../rejections.js";
 import { invocationAddress, type Invocations } from "../x402/facilitator.js";
@@ -82,7 +82,7 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
   }
 
   async settled(chargeId: string, txHash: string): Promise<void> {
-    await settleLinkedReservation(this.pool, mppChargeRef(chargeId), txHash);
+    await landLinkedReservation(this.pool, mppChargeRef(chargeId), txHash);
   }
 
   async released(chargeId: string): Promise<void> {

@@ -317,15 +317,6 @@ export async function linkedReservation(db: Db, paymentRef: string): Promise<Lin
   };
 }
 
-/** The linked payment landed: its reservation keeps counting, with the ledger transaction. */
-export async function settleLinkedReservation(db: Db, paymentRef: string, txHash: string): Promise<boolean> {
-  const result = await db.query(
-    "UPDATE spend_reservations SET status = 'settled', tx_hash = $2 WHERE payment_ref = $1 AND status = 'reserved'",
-    [paymentRef, txHash],
-  );
-  return (result.rowCount ?? 0) > 0;
-}
-
 /**
  * The linked payment is known to have landed on the ledger (the chain is the truth): the
  * reservation counts, with the transaction, even if it had been released meanwhile (a sweeper

@@ -31,7 +31,7 @@ import { type MppPaymentRequest, parseMoney, parseMppPaymentRequest } from "../.
 import type { MppService } from "../../mpp/service.js";
 import { isSessionTokenShape } from "../../mpp/session-token.js";
 import { type MppSubmission, parseMppSubmission } from "../../mpp/submission.js";
-import { mppPaymentRef, releaseLinkedReservation, settleLinkedReservation } from "../../policy/store.js";
+import { landLinkedReservation, mppPaymentRef, releaseLinkedReservation } from "../../policy/store.js";
 import { isAddress } from "../../x402/signer.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../idempotency.js";
 import { type JsonObject, objectBody, plainJson, stringField } from "../input.js";
@@ -85,7 +85,7 @@ async function paymentsRoute(context: RouteContext): Promise<RouteResponse> {
     const outcome = await submitOrResume(service, submission, request, resumed, context.deps.network ?? null);
     // Close the reservation the gateway made when it authorized this payment (none if another
     // gateway or a hand-signed submission paid): counted with its transaction, or freed.
-    if (outcome.kind === "paid") await settleLinkedReservation(pool, ref, outcome.txHash);
+    if (outcome.kind === "paid") await landLinkedReservation(pool, ref, outcome.txHash);
     if (outcome.kind === "refused" && outcome.releases) await releaseLinkedReservation(pool, ref);
     return outcome.answer;
   });

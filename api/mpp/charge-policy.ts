@@ -78,7 +78,8 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
   }
 
   async link(client: pg.PoolClient, reservationId: string, chargeId: string, parentTxHash: string | null): Promise<void> {
-    await linkReservation(client, reservationId, { paymentRef: mppChargeRef(chargeId), parentTxHash });
+    // Claimed at once: the charge settles right after this transaction, so it can never be released under it.
+    await linkReservation(client, reservationId, { paymentRef: mppChargeRef(chargeId), parentTxHash, claimedAt: new Date() });
   }
 
   async settled(chargeId: string, txHash: string): Promise<void> {

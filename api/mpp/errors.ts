@@ -31,6 +31,8 @@ export const MPP_PAYMENT_FAILURES = [
   "expired",
   "validity_too_long",
   "unknown_payer",
+  /** The agent released the reservation of this submission before it was settled. */
+  "payment_revoked",
   "card_declined",
   "settlement_failed",
   /** Sent to the ledger, outcome not known yet: neither paid nor failed until reconciled. */

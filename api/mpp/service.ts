@@ -40,7 +40,7 @@
  */
 import type pg from "pg";
 import { withTransaction } from "../../indexer/db/database.js";
-import { linkedReservation, mppChargeRef, mppPaymentRef } from "../policy/store.js";
+import { claimLinkedReservation, linkedReservation, mppChargeRef, mppPaymentRef } from "../policy/store.js";
 import { type AuthorizeRequest, CardDeclinedError, type CardProcessor } from "../card/processor.js";
 import { cardSettlementReference } from "../card/reference.js";
 import { invocationAddress } from "../x402/facilitator.js";
@@ -220,6 +220,17 @@ export class MppService {
     );
     const id = claimed.rows[0]?.id;
     if (id === undefined) throw new MppPaymentError("nonce_reused", `nonce ${a.nonce} of ${a.payer} was already used`);
+    // Take the reservation before money moves: a released one revokes the submission, and once
+    // taken the agent can no longer release it while the money may land (api/policy/store.ts).
+    const taken = await claimLinkedReservation(this.options.pool, paymentRef, this.clock());
+    if (taken.outcome === "revoked") {
+      const revoked = new MppPaymentError(
+        "payment_revoked",
+        `reservation ${taken.reservation.id} of agent ${taken.reservation.agentId} is ${taken.reservation.status}: its payment was revoked`,
+      );
+      await this.markFailed(id, revoked);
+      throw revoked;
+    }
     const settled = await this.settleOnRail({
       id,
       paymentRef,

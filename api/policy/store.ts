@@ -30,6 +30,7 @@ export interface StoredPolicy extends Policy {
 }
 
 export interface UsageView extends PolicyUsage {
+  readonly budgetExhausted: boolean;
   /** When the open budget period resets; null if none is open. */
   readonly windowResetsAt: Date | null;
   /** The window `rateCalls` counts over: the policy's, or null (then `rateCalls` is 0). */
@@ -121,25 +122,39 @@ export async function clearPolicy(db: Db, agentId: string): Promise<boolean> {
   return (result.rowCount ?? 0) > 0;
 }
 
-/** Spend in the open budget period and calls in the policy's rate window, at `now`. */
-export async function readUsage(db: Db, agentId: string, policy: Policy, now: Date): Promise<UsageView> {
+/**
+ * Spend in the open budget period and calls in the policy's rate window, at `now`.
+ *
+ * The period is open while any reservation that still counts (reserved, settled, or released and
+ * then landed anyway) started its period less than 24 h ago; usage sums all of them. Counting
+ * every such reservation, not only those of the latest period, is what keeps a payment that lands
+ * late (released, then settled by a payload already in flight) inside the budget: the period it
+ * belongs to cannot be forgotten by a newer one. The period is exhausted (spec 3) once a payment was
+ * refused for the daily budget in it after the policy's last change; it stays so until it resets.
+ */
+export async function readUsage(db: Db, agentId: string, policy: Policy & { readonly updatedAt?: Date }, now: Date): Promise<UsageView> {
   assertAgentId(agentId);
   const rateWindow = policy.rateLimit?.window ?? null;
-  const { rows } = await db.query<{ window_start: Date | null; used_units: string; rate_calls: number }>(
-    `WITH latest AS (
-       SELECT budget_window_start AS start FROM spend_reservations
-       WHERE agent_id = $1 AND status <> 'released'
-       ORDER BY created_at DESC, id DESC LIMIT 1
-     ), open_window AS (
-       SELECT start FROM latest WHERE start > $2
+  const { rows } = await db.query<{ window_start: Date | null; used_units: string; exhausted: boolean; rate_calls: number }>(
+    `WITH open_period AS (
+       SELECT min(budget_window_start) AS start, coalesce(sum(amount_units), 0) AS used FROM spend_reservations
+       WHERE agent_id = $1 AND status <> 'released' AND budget_window_start > $2
      )
-     SELECT (SELECT start FROM open_window) AS window_start,
-            (SELECT coalesce(sum(r.amount_units), 0) FROM spend_reservations r JOIN open_window w ON r.budget_window_start = w.start
-              WHERE r.agent_id = $1 AND r.status <> 'released')::text AS used_units,
+     SELECT p.start AS window_start, p.used::text AS used_units,
+            p.start IS NOT NULL AND EXISTS (
+              SELECT 1 FROM payment_rejections
+              WHERE agent_id = $1 AND reason_code = 'daily_budget_exceeded' AND created_at >= p.start AND created_at > $4
+            ) AS exhausted,
             CASE WHEN $3::timestamptz IS NULL THEN 0
                  ELSE (SELECT count(*) FROM spend_reservations
-                       WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz) END::int AS rate_calls`,
-    [agentId, new Date(now.getTime() - BUDGET_WINDOW_MS), rateWindow === null ? null : rateWindowStart(rateWindow, now)],
+                       WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz) END::int AS rate_calls
+     FROM open_period p`,
+    [
+      agentId,
+      new Date(now.getTime() - BUDGET_WINDOW_MS),
+      rateWindow === null ? null : rateWindowStart(rateWindow, now),
+      policy.updatedAt ?? new Date(0),
+    ],
   );
   const row = rows[0]!;
   const window = openBudgetWindow(row.window_start, now);
@@ -147,6 +162,7 @@ export async function readUsage(db: Db, agentId: string, policy: Policy, now: Da
     usedTodayUnits: window === null ? 0n : BigInt(row.used_units),
     windowStart: window?.start ?? null,
     windowResetsAt: window?.resetsAt ?? null,
+    budgetExhausted: window !== null && row.exhausted,
     rateCalls: row.rate_calls,
     rateWindow,
   };
@@ -237,12 +253,42 @@ export async function settleReservation(db: Db, reservationId: string, txHash: s
   return (result.rowCount ?? 0) > 0;
 }
 
-/** The payment never happened: its amount and its call stop counting. */
+/**
+ * The agent gives the payment up (`.../release`): its amount and its call stop counting, and its
+ * signed payment is revoked (a settler's `claimLinkedReservation` refuses it from now on). Refused
+ * (false) once a settler claimed the payment: its money may land, so it keeps counting until the
+ * settler or the sweeper learns the outcome. One conditional UPDATE against the claim's, so exactly
+ * one of release and claim wins.
+ */
 export async function releaseReservation(db: Db, reservationId: string): Promise<boolean> {
-  const result = await db.query("UPDATE spend_reservations SET status = 'released' WHERE id = $1 AND status = 'reserved'", [
-    reservationId,
-  ]);
+  const result = await db.query(
+    "UPDATE spend_reservations SET status = 'released' WHERE id = $1 AND status = 'reserved' AND claimed_at IS NULL",
+    [reservationId],
+  );
   return (result.rowCount ?? 0) > 0;
+}
+
+/** What a settler may do with a signed payment, by its reservation (`claimLinkedReservation`). */
+export type ReservationClaim =
+  | { readonly outcome: "claimed"; readonly reservation: LinkedReservation }
+  /** No reservation names the payment: it was not authorized through the gateway's policy path. */
+  | { readonly outcome: "unlinked" }
+  /** Released, or closed by `.../complete`, before any settler took it: the payment must not move. */
+  | { readonly outcome: "revoked"; readonly reservation: LinkedReservation };
+
+/**
+ * A settler takes the signed payment before it moves any money: from here `release` is refused
+ * and the reservation counts until the settler (or the sweeper) closes it with the outcome. Call it
+ * after the payment's replay claim (nonce), so one settler at most reaches it per payment.
+ */
+export async function claimLinkedReservation(db: Db, paymentRef: string, now: Date): Promise<ReservationClaim> {
+  const claimed = await db.query(
+    "UPDATE spend_reservations SET claimed_at = $2 WHERE payment_ref = $1 AND status = 'reserved' AND claimed_at IS NULL",
+    [paymentRef, now],
+  );
+  const reservation = await linkedReservation(db, paymentRef);
+  if (reservation === null) return { outcome: "unlinked" };
+  return (claimed.rowCount ?? 0) > 0 ? { outcome: "claimed", reservation } : { outcome: "revoked", reservation };
 }
 
 /** How a reservation is tied to the signed payment it let through (migrations/011_payment_links.sql). */
@@ -255,6 +301,8 @@ export interface PaymentLink {
   readonly parentTxHash?: string | null;
   /** This payment invokes its payee as a sub-agent with this budget (base units). */
   readonly invocationBudgetUnits?: bigint | null;
+  /** The payment is already being settled (a session charge): `release` is refused from the start. */
+  readonly claimedAt?: Date | null;
 }
 
 export interface LinkedReservation {
@@ -277,9 +325,16 @@ export const mppChargeRef = (mppPaymentId: string): string => `mpp-charge:${mppP
 /** Ties an open reservation to its signed payment (same transaction as the reservation). */
 export async function linkReservation(db: Db, reservationId: string, link: PaymentLink): Promise<void> {
   await db.query(
-    `UPDATE spend_reservations SET payment_ref = $2, expires_at = $3, parent_tx_hash = $4, invocation_budget_units = $5
+    `UPDATE spend_reservations SET payment_ref = $2, expires_at = $3, parent_tx_hash = $4, invocation_budget_units = $5, claimed_at = $6
      WHERE id = $1 AND status = 'reserved'`,
-    [reservationId, link.paymentRef, link.expiresAt ?? null, link.parentTxHash ?? null, link.invocationBudgetUnits?.toString() ?? null],
+    [
+      reservationId,
+      link.paymentRef,
+      link.expiresAt ?? null,
+      link.parentTxHash ?? null,
+      link.invocationBudgetUnits?.toString() ?? null,
+      link.claimedAt ?? null,
+    ],
   );
 }
 

@@ -269,7 +269,7 @@ async function sweepLinkedReservations(pool: pg.Pool, expiryCutoff: Date, batch:
         // Released only while still unclaimed (a claim racing in keeps it).
         const done = await pool.query(
           `UPDATE spend_reservations r SET status = 'released' WHERE r.payment_ref = $1 AND r.status = 'reserved'
-             AND NOT EXISTS (SELECT 1 FROM settlements s WHERE s.payment_ref = r.payment_ref)`,
+             AND r.claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM settlements s WHERE s.payment_ref = r.payment_ref)`,
           [row.payment_ref],
         );
         counts.reservationsReleased += done.rowCount ?? 0;

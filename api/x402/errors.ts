@@ -30,6 +30,7 @@ export const VERIFY_FAILURES = [
   "expired",
   "validity_too_long",
   "unknown_payer",
+  "payment_revoked",
 ] as const;
 export type VerifyFailureReason = (typeof VERIFY_FAILURES)[number];
 

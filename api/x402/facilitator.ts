@@ -17,9 +17,11 @@
  * `pruneExpiredNonces` may delete them.
  *
  * Reservations: a payload the gateway authorized (`POST .../payments/authorize`) has a spend
- * reservation linked by `x402:<payer>:<nonce>` (api/policy/store.ts). The facilitator closes it
- * itself: settled with the transaction on success, released on a definite failure, left open
- * while the outcome is pending. A sub-agent's payment (the reservation names a parent
+ * reservation linked by `x402:<payer>:<nonce>` (api/policy/store.ts). Right after the nonce claim
+ * the facilitator takes the reservation (`claimLinkedReservation`): a reservation the agent
+ * released (or closed with `.../complete`) first revokes its payload (`payment_revoked`, nothing
+ * moves); once taken, `release` is refused. It then closes it itself: settled with the
+ * transaction on success, released on a definite failure, left open while the outcome is pending. A sub-agent's payment (the reservation names a parent
  * transaction) settles under its invocation account, so the program enforces the budget too; a
  * payment that invokes its payee (the reservation carries an invocation budget) opens the
  * invocation on-chain once it settled, before the answer. If that opening fails the payment
@@ -29,7 +31,14 @@ import { PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import type pg from "pg";
 import { invocationPda } from "../../programs/payment_ledger/ts/index.js";
-import { landLinkedReservation, type LinkedReservation, linkedReservation, releaseLinkedReservation, x402PaymentRef } from "../policy/store.js";
+import {
+  claimLinkedReservation,
+  landLinkedReservation,
+  type LinkedReservation,
+  linkedReservation,
+  releaseLinkedReservation,
+  x402PaymentRef,
+} from "../policy/store.js";
 import type { VerifyFailureReason } from "./errors.js";
 import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
@@ -101,6 +110,11 @@ function refuse(reason: VerifyFailureReason, detail: string): VerifyResult & { o
   return { ok: false, reason, detail };
 }
 
+/** The agent released the reservation (or closed it elsewhere) before anything settled it. */
+function revoked(reservation: LinkedReservation): VerifyResult & { ok: false } {
+  return refuse("payment_revoked", `reservation ${reservation.id} of agent ${reservation.agentId} is ${reservation.status}: its payment was revoked`);
+}
+
 export class X402Facilitator {
   private readonly maxValiditySeconds: number;
   private readonly clock: () => Date;
@@ -120,6 +134,8 @@ export class X402Facilitator {
     const p = payment.payload;
     const used = await this.options.pool.query("SELECT 1 FROM x402_nonces WHERE payer = $1 AND nonce = $2", [p.from, p.nonce]);
     if (used.rowCount !== 0) return refuse("nonce_reused", `nonce ${p.nonce} of ${p.from} was already used`);
+    const reservation = await linkedReservation(this.options.pool, x402PaymentRef(p.from, p.nonce));
+    if (reservation !== null && reservation.status !== "reserved") return revoked(reservation);
     const agentId = await this.options.agents.agentIdForAddress(p.from);
     if (agentId === null) return refuse("unknown_payer", `${p.from} is not an agent wallet of this gateway`);
     return { ok: true, payer: p.from, agentId };
@@ -165,10 +181,20 @@ export class X402Facilitator {
 
     const paymentRef = x402PaymentRef(p.from, p.nonce);
     const { pool } = this.options;
+    // Take the reservation before any money moves: a released (or completed) one revokes its
+    // payload, and once taken the agent can no longer release it while the money may land.
+    const claimed = await claimLinkedReservation(pool, paymentRef, this.clock());
+    if (claimed.outcome === "revoked") {
+      const refusal = revoked(claimed.reservation);
+      await pool.query(
+        "UPDATE x402_nonces SET status = 'failed', failure = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
+        [p.from, p.nonce, refusal.detail],
+      );
+      return refusal;
+    }
+    const reservation: LinkedReservation | null = claimed.outcome === "claimed" ? claimed.reservation : null;
     let settled: SettleResult;
-    let reservation: LinkedReservation | null = null;
     try {
-      reservation = await linkedReservation(pool, paymentRef);
       // A sub-agent's payment under `agents.invoke` settles against its invocation account.
       const parent = reservation?.parentTxHash ?? null;
       const invocation = parent === null ? options.invocation : invocationAddress(parent, p.from);

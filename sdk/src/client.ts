@@ -533,6 +533,14 @@ export class Client {
         body: {},
       });
     } catch (error) {
+      if (error instanceof ServiceError && error.code === "CONFLICT" && /being settled/.test(error.message)) {
+        // The payee already handed the payment to the facilitator: it may still land (and counts
+        // against the policy meanwhile). Not paid again here; transactions.list shows the outcome.
+        return new PaymentError(`${message}; reservation ${authorization.reservationId} is being settled: the payment may still land`, {
+          cause: cause ?? error,
+          code: "PAYMENT_OUTCOME_UNKNOWN",
+        });
+      }
       if (error instanceof ServiceError && error.code === "CONFLICT" && /settled/.test(error.message)) {
         return new PaymentError(`${message}; the gateway reports reservation ${authorization.reservationId} as settled: the payment was made, the answer was lost`, {
           cause: cause ?? error,

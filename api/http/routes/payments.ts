@@ -26,7 +26,10 @@
  *
  * `POST /v1/agents/{agentId}/payments/{reservationId}/complete` (`{ txHash }`) and `.../release`
  * close the reservation when the payment was settled elsewhere (a third-party facilitator); both
- * are idempotent with the facilitator's own closing.
+ * are idempotent with the facilitator's own closing. `release` revokes the signed payment: once
+ * released, no settler of this gateway moves its money (`payment_revoked`). A payment a settler
+ * already took cannot be released (409: its money may land; it keeps counting until the outcome
+ * is known), so landed money always counts against the budget and the rate limit.
  */
 import { PublicKey } from "@solana/web3.js";
 import { emitPaymentEvents } from "../../events/gateway.js";
@@ -281,7 +284,12 @@ async function releaseRoute(context: RouteContext): Promise<RouteResponse> {
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const done = await releaseReservation(client, id);
     const { rows } = await client.query<{ status: string }>("SELECT status FROM spend_reservations WHERE id = $1", [id]);
-    if (!done && rows[0]!.status !== "released") throw httpError("CONFLICT", `reservation ${id} is ${rows[0]!.status}`);
+    const status = rows[0]!.status;
+    if (!done && status === "reserved") {
+      // A settler took the payment first: its money may land, so it keeps counting.
+      throw httpError("CONFLICT", `reservation ${id} is being settled: its payment may land and keeps counting until the outcome is known`);
+    }
+    if (!done && status !== "released") throw httpError("CONFLICT", `reservation ${id} is ${status}`);
     return json(200, { reservationId: id, status: "released" });
   });
 }

@@ -12,6 +12,7 @@ const START = new Date("2026-05-01T00:00:00.000Z");
 describe("evaluatePolicy against the reference model", () => {
   it("agrees on 300 random scenarios of 80 requests each", () => {
     let allowed = 0;
+    let exhaustedRefusals = 0;
     const reasons = new Set<string>();
     for (let seed = 1; seed <= 300; seed += 1) {
       const { policy, requests } = randomScenario(seed, 80, START);
@@ -23,6 +24,7 @@ describe("evaluatePolicy against the reference model", () => {
           usedTodayUnits: model.usedInPeriod(now) || model.usedInPeriod(model.lastPeriodStart()?.getTime() ?? now),
           windowStart: model.lastPeriodStart(),
           rateCalls: model.callsInRateWindow(now),
+          budgetExhausted: model.lastPeriodExhausted(),
         };
         const expected = model.decide(host, request.amountUnits, now);
         const decision = evaluatePolicy(policy, usage, request, at);
@@ -34,12 +36,17 @@ describe("evaluatePolicy against the reference model", () => {
           model.accept(request.amountUnits, now);
           allowed += 1;
         } else {
+          // Refused although the amount fits what is left: only the exhausted state (spec 3) refuses it.
+          const fits = policy.dailyBudgetUnits !== null && model.usedInPeriod(now) + request.amountUnits <= policy.dailyBudgetUnits;
+          if (decision.reasonCode === "daily_budget_exceeded" && fits) exhaustedRefusals += 1;
+          model.refuse(decision.reasonCode, now);
           reasons.add(decision.reasonCode);
         }
       }
       model.assertInvariants();
     }
     expect(allowed).toBeGreaterThan(1_000);
+    expect(exhaustedRefusals).toBeGreaterThan(50);
     expect([...reasons].sort()).toEqual([
       "daily_budget_exceeded",
       "domain_blocked",

@@ -49,6 +49,11 @@ export interface PolicyUsage {
   readonly windowStart: Date | null;
   /** Payment calls in the policy's rate window ending now. */
   readonly rateCalls: number;
+  /**
+   * A payment was refused for the daily budget in the open period (after the policy's last change):
+   * spec 3's `exhausted` state, in which every payment is refused until the period resets.
+   */
+  readonly budgetExhausted?: boolean;
 }
 
 export interface PaymentRequest {
@@ -110,7 +115,8 @@ export function evaluatePolicy(policy: Policy, usage: PolicyUsage, request: Paym
   const protocol = chooseProtocol(request.protocol ?? policy.protocolPreference, request.offeredProtocols);
   const window = openBudgetWindow(usage.windowStart, now);
   const used = window === null ? 0n : usage.usedTodayUnits;
-  const before = budgetStatus(policy.dailyBudgetUnits, used, window);
+  const exhausted = window !== null && policy.dailyBudgetUnits !== null && usage.budgetExhausted === true;
+  const before = budgetStatus(policy.dailyBudgetUnits, used, window, exhausted);
   const reject = (reasonCode: ReasonCode, requested: string, limit: string, unit: string): PolicyRejected => ({
     decision: "reject",
     reasonCode,
@@ -133,7 +139,7 @@ export function evaluatePolicy(policy: Policy, usage: PolicyUsage, request: Paym
     return reject("per_call_limit_exceeded", formatUsdc(amount), formatUsdc(policy.perCallLimitUnits), UNIT);
   }
   const budget = policy.dailyBudgetUnits;
-  if (budget !== null && used + amount > budget) {
+  if (budget !== null && (exhausted || used + amount > budget)) {
     return reject("daily_budget_exceeded", formatUsdc(amount), formatUsdc(remaining(budget, used)), UNIT);
   }
   if (policy.rateLimit !== null && usage.rateCalls >= policy.rateLimit.calls) {
@@ -160,9 +166,10 @@ export function chooseProtocol(preference: ProtocolPreference, offered?: readonl
   return order.find((protocol) => offered === undefined || offered.includes(protocol)) ?? null;
 }
 
-export function budgetState(limitUnits: bigint | null, usedUnits: bigint): BudgetState {
+/** `exhausted`: a payment was refused for the budget in the open period (spec 3), whatever is left. */
+export function budgetState(limitUnits: bigint | null, usedUnits: bigint, exhausted = false): BudgetState {
   if (limitUnits === null) return "open";
-  if (usedUnits >= limitUnits) return "exhausted";
+  if (exhausted || usedUnits >= limitUnits) return "exhausted";
   return usedUnits * 100n >= limitUnits * WARNING_PERCENT ? "warning" : "open";
 }
 
@@ -175,9 +182,10 @@ function budgetStatus(
   limitUnits: bigint | null,
   usedUnits: bigint,
   window: { start: Date; resetsAt: Date } | null,
+  exhausted = false,
 ): BudgetStatus {
   return {
-    state: budgetState(limitUnits, usedUnits),
+    state: budgetState(limitUnits, usedUnits, exhausted),
     limitUnits,
     usedUnits,
     windowStart: window?.start ?? null,

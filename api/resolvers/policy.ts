@@ -35,7 +35,7 @@ export async function policy(_: unknown, args: { agentId: string }, context: Api
     rateLimit: current.rateLimit,
     protocolPreference: current.protocolPreference,
     ...money("usedToday", usage.usedTodayUnits),
-    budgetState: budgetState(current.dailyBudgetUnits, usage.usedTodayUnits),
+    budgetState: budgetState(current.dailyBudgetUnits, usage.usedTodayUnits, usage.budgetExhausted),
     windowStart: usage.windowStart?.toISOString() ?? null,
     windowResetsAt: usage.windowResetsAt?.toISOString() ?? null,
     rateUsage: { calls: usage.rateCalls, limit: current.rateLimit?.calls ?? null, window: usage.rateWindow },

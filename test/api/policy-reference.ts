@@ -71,6 +71,8 @@ export function randomScenario(seed: number, length: number, start: Date): Scena
 /** The reference: every accepted payment, and the period it opened or joined. */
 export class ReferenceModel {
   private readonly accepted: Array<{ at: number; amount: bigint; periodStart: number }> = [];
+  /** The period in which a payment was refused for the daily budget (spec 3: exhausted). */
+  private exhaustedPeriod: number | null = null;
 
   constructor(private readonly policy: Policy) {}
 
@@ -96,6 +98,18 @@ export class ReferenceModel {
     return this.accepted.filter((p) => p.at > at - windowMs).length;
   }
 
+  /** Spec 3: the open period is exhausted until it resets. */
+  exhausted(at: number): boolean {
+    const period = this.openPeriod(at);
+    return period !== null && period === this.exhaustedPeriod;
+  }
+
+  /** Whether the latest period (open or not) was exhausted: stale on purpose, for the engine to judge. */
+  lastPeriodExhausted(): boolean {
+    const last = this.accepted.at(-1);
+    return last !== undefined && last.periodStart === this.exhaustedPeriod;
+  }
+
   lastPeriodStart(): Date | null {
     const last = this.accepted.at(-1);
     return last === undefined ? null : new Date(last.periodStart);
@@ -110,11 +124,17 @@ export class ReferenceModel {
     }
     if (p.perCallLimitUnits !== null && amount > p.perCallLimitUnits) return reject("per_call_limit_exceeded");
     const used = this.usedInPeriod(at);
-    if (p.dailyBudgetUnits !== null && used + amount > p.dailyBudgetUnits) return reject("daily_budget_exceeded");
+    if (p.dailyBudgetUnits !== null && (this.exhausted(at) || used + amount > p.dailyBudgetUnits)) return reject("daily_budget_exceeded");
     if (p.rateLimit !== null && this.callsInRateWindow(at) >= p.rateLimit.calls) return reject("rate_limit_exceeded");
     const budget = p.dailyBudgetUnits;
     const warning = budget !== null && used * 5n < budget * 4n && (used + amount) * 5n >= budget * 4n;
     return { reasonCode: null, warning };
+  }
+
+  /** A refusal the gateway recorded: one for the daily budget exhausts the open period. */
+  refuse(reasonCode: string, at: number): void {
+    const period = this.openPeriod(at);
+    if (reasonCode === "daily_budget_exceeded" && period !== null) this.exhaustedPeriod = period;
   }
 
   accept(amount: bigint, at: number): void {

@@ -26,7 +26,7 @@ async function policyView(context: RouteContext, agentId: string): Promise<Recor
     rateLimit: policy.rateLimit,
     protocolPreference: policy.protocolPreference,
     usedToday: usdcJson(usage.usedTodayUnits),
-    budgetState: budgetState(policy.dailyBudgetUnits, usage.usedTodayUnits),
+    budgetState: budgetState(policy.dailyBudgetUnits, usage.usedTodayUnits, usage.budgetExhausted),
     windowStart: usage.windowStart,
     windowResetsAt: usage.windowResetsAt,
     rateUsage: { calls: usage.rateCalls, limit: policy.rateLimit?.calls ?? null, window: usage.rateWindow },

@@ -124,6 +124,18 @@ describe("POST /v1/mpp/payments", () => {
     expect(await linkedReservation(test.system.pool, mppPaymentRef(a.payer, a.nonce))).toMatchObject({ status: "released" });
   });
 
+  it("a submission whose reservation the agent released is revoked: refused, nothing moves, nothing counts", async () => {
+    const authorized = await authorize("buyer", "/released");
+    const a = authorized.submission.authorization;
+    const released = await rest(test.system, buyerKey, "POST", `/v1/agents/buyer/payments/${authorized.reservationId}/release`, {});
+    expect(released.status).toBe(200);
+    const before = await tokenBalanceUnits(test, payTo);
+    const refused = await pay(authorized.submission, sellerKey, randomUUID());
+    expect(refused.body).toMatchObject({ success: false, reason: "payment_revoked" });
+    expect(await tokenBalanceUnits(test, payTo)).toBe(before);
+    expect(await linkedReservation(test.system.pool, mppPaymentRef(a.payer, a.nonce))).toMatchObject({ status: "released", txHash: null });
+  });
+
   it("bad input is a typed 4xx and moves nothing", async () => {
     const authorized = await authorize("buyer", "/bad");
     const cases: [unknown, string][] = [

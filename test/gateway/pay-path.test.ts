@@ -159,12 +159,12 @@ describe("the sweeper", () => {
     expect(again.status, again.text).toBe(200);
     expect((await call("POST", `/v1/agents/payer-idle/payments/${again.body.reservationId}/release`)).status).toBe(200);
 
-    // Should a released payload still land (here: the sweep ran ahead of the real clock, as a
-    // sweeper racing a stalled facilitator would), the chain is the truth: it counts again.
+    // A released payload is revoked: presented late (here: the sweep ran ahead of the real clock,
+    // as a sweeper racing a stalled facilitator would), it is refused and nothing moves.
     const late = await settle(first);
-    expect(late.body, late.text).toMatchObject({ success: true });
-    expect(await reservation(first.body.reservationId)).toMatchObject({ status: "settled", tx_hash: late.body.txHash });
-    expect(units((await call("GET", "/v1/policies/payer-idle")).body.usedToday)).toBe(USDC);
+    expect(late.body, late.text).toMatchObject({ success: false, reason: "payment_revoked" });
+    expect(await reservation(first.body.reservationId)).toMatchObject({ status: "released", tx_hash: null });
+    expect(units((await call("GET", "/v1/policies/payer-idle")).body.usedToday)).toBe(0n);
   });
 
   it("resolves a claim whose process died after sending: settled from the settlement row, reservation settled", async () => {

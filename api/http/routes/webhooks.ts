@@ -8,6 +8,7 @@
  * allows it for local development (`allowLoopbackWebhooks`).
  */
 import { createWebhookEndpoint, deleteWebhookEndpoint, listWebhookEndpoints, rotateWebhookSecret, type WebhookEndpoint } from "../../webhooks/endpoints.js";
+import { parseWebhookUrl, refuseInternalWebhookUrl } from "../../webhooks/targets.js";
 import { runDatabaseEffect, type RouteResponse } from "../idempotency.js";
 import { objectBody, optionalString, stringField, stringList } from "../input.js";
 import { httpError } from "../problem.js";
@@ -28,12 +29,13 @@ async function createRoute(context: RouteContext): Promise<RouteResponse> {
   const url = stringField(body.url, "url");
   const eventTypes = stringList(body.eventTypes, "eventTypes", 16);
   const description = optionalString(body.description, "description", 500);
+  // Refused before the transaction, like every bad input: nothing is stored, the key stays free.
+  const targets = { allowLoopback: context.deps.allowLoopbackWebhooks === true };
+  refuseInternalWebhookUrl(parseWebhookUrl(url), targets);
   const secretBox = box(context);
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const input = { url, ...(eventTypes === undefined ? {} : { eventTypes }), ...(description === undefined ? {} : { description }) };
-    const created = await createWebhookEndpoint(client, secretBox, context.caller.accountId, input, {
-      allowLoopback: context.deps.allowLoopbackWebhooks === true,
-    });
+    const created = await createWebhookEndpoint(client, secretBox, context.caller.accountId, input, targets);
     const endpoint = endpointJson(created.endpoint);
     return json(201, { ...endpoint, secret: created.secret }, { replay: { ...endpoint, secret: null } });
   });

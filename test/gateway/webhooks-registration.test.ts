@@ -7,7 +7,7 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAccount, issueApiKey } from "../../api/keys.js";
+import { createAccount, issueApiKey, registerAgent } from "../../api/keys.js";
 import { type ApiServer, createApiServer } from "../../api/server.js";
 import { SecretBox } from "../../api/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -32,6 +32,7 @@ beforeAll(async () => {
   localUrl = `http://127.0.0.1:${await local.listen(0, "127.0.0.1")}`;
   accountId = await createAccount(db.pool, "webhook registration");
   apiKey = (await issueApiKey(db.pool, accountId)).apiKey;
+  await registerAgent(db.pool, accountId, { agentId: "reg-agent", walletAddress: "wallet-registration" });
 });
 
 afterAll(async () => {
@@ -151,6 +152,22 @@ describe("webhook URLs at registration", () => {
       expect(answer.body.code, url).toBe("INVALID_WEBHOOK_URL");
       expect(answer.body.reason, url).not.toBe("loopback");
     }
+  });
+});
+
+describe("alert webhook targets at registration", () => {
+  it("an alert's webhook:<url> target follows the same rule: internal hosts refused with 422 INVALID_WEBHOOK_URL, loopback only on a local server", async () => {
+    const alert = (notify: string) => ({ agentId: "reg-agent", type: "policy_violation", notify });
+    for (const url of ["http://169.254.169.254/", "http://metadata.google.internal/", "http://[fd00::1]/", "http://10.0.0.1/", "http://0x7f000001/", "http://[::1]/"]) {
+      const answer = await post(strictUrl, "/v1/alerts", alert(`webhook:${url}`));
+      expect(answer.status, url).toBe(422);
+      expect(answer.body, url).toMatchObject({ code: "INVALID_WEBHOOK_URL", errorClass: "ServiceError" });
+    }
+    expect((await post(localUrl, "/v1/alerts", alert("webhook:http://127.0.0.1:9/hook"))).status).toBe(201);
+    expect((await post(localUrl, "/v1/alerts", alert("webhook:http://192.168.1.1/hook"))).status).toBe(422);
+    expect((await post(strictUrl, "/v1/alerts", alert("webhook:https://hooks.example.com/alert"))).status).toBe(201);
+    const { rows } = await db.pool.query<{ notify: string }>("SELECT notify FROM alerts WHERE account_id = $1 ORDER BY created_at", [accountId]);
+    expect(rows.map((row) => row.notify)).toEqual(["webhook:http://127.0.0.1:9/hook", "webhook:https://hooks.example.com/alert"]);
   });
 });
 

@@ -49,6 +49,8 @@ async function main(): Promise<void> {
     mailer: process.env.SMTP_URL === undefined ? null : smtpMailer(process.env.SMTP_URL),
     // A local system: webhooks to receivers on this machine are what a developer tries first.
     allowPrivateNetworks: true,
+    // ... and registering them: loopback only (WEBHOOK_ALLOW_LOOPBACK), never other private ranges.
+    allowLoopbackWebhooks: true,
   });
   const demo = await system.createAccount("demo");
   process.stdout.write(

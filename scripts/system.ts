@@ -56,6 +56,11 @@ export interface SystemOptions {
   readonly housekeepingMs?: number;
   /** Deliveries to loopback/private receivers (a local system or a test); false in production. */
   readonly allowPrivateNetworks?: boolean;
+  /**
+   * Webhook endpoints may be registered on loopback (a local development system or a test; never
+   * other private ranges). Default: `env.WEBHOOK_ALLOW_LOOPBACK === "true"`, else false.
+   */
+  readonly allowLoopbackWebhooks?: boolean;
   /** Indexer poll interval (ms) for the JSON-RPC source. */
   readonly pollIntervalMs?: number;
 }
@@ -174,7 +179,17 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     databaseUrl: options.databaseUrl,
     balances: rpcBalanceReader(new Connection(info.rpcUrl, "confirmed"), info.mint),
     network: ledger.network,
-    gateway: { wallets, keystore, secretBox, facilitator, invocations: settlement, settlementToken: token, mpp, explorerCluster: info.rpcUrl },
+    gateway: {
+      wallets,
+      keystore,
+      secretBox,
+      facilitator,
+      invocations: settlement,
+      settlementToken: token,
+      mpp,
+      explorerCluster: info.rpcUrl,
+      allowLoopbackWebhooks: options.allowLoopbackWebhooks ?? options.env?.WEBHOOK_ALLOW_LOOPBACK === "true",
+    },
   });
   const host = options.host ?? "127.0.0.1";
   const port = await api.listen(options.port ?? 0, host);

@@ -41,6 +41,12 @@ export interface RouteResponse {
   readonly body: string | null;
   /** The body carries a secret shown once (a new API key, a signing secret): stored sealed. */
   readonly sealed?: boolean;
+  /**
+   * What a replay of this response answers (same status) instead of `body`, for a body whose
+   * secret must be shown once only: stored in place of `body`, so the idempotency record never
+   * holds the secret, sealed or not. Takes precedence over `sealed`.
+   */
+  readonly replayBody?: string;
   readonly headers?: Readonly<Record<string, string>>;
 }
 
@@ -277,9 +283,9 @@ function answerExisting(store: IdempotencyStore, request: IdempotencyRequest, ro
 }
 
 async function complete(client: pg.ClientBase, store: IdempotencyStore, request: IdempotencyRequest, response: RouteResponse): Promise<void> {
-  let plain: string | null = response.body ?? "";
+  let plain: string | null = response.replayBody ?? response.body ?? "";
   let sealed: Buffer | null = null;
-  if (response.sealed === true) {
+  if (response.sealed === true && response.replayBody === undefined) {
     if (store.box === undefined) throw httpError("SERVICE_UNAVAILABLE", "no secrets key is configured to store this response");
     sealed = store.box.encrypt(response.body ?? "");
     plain = null;

@@ -32,6 +32,8 @@ export const REST_ERROR_CODES = {
   /** A spend policy rejected the payment (spec 7: PolicyViolationError and its kin, in `errorClass`). */
   POLICY_VIOLATION: 403,
   LIMIT_EXCEEDED: 409,
+  /** A well-formed webhook URL whose host is loopback, private, link-local, metadata or internal. */
+  INVALID_WEBHOOK_URL: 422,
   INSUFFICIENT_FUNDS: 422,
   BUDGET_EXCEEDED: 422,
   PAYMENT_FAILED: 502,
@@ -95,6 +97,15 @@ export function toHttpError(error: unknown): HttpError | null {
   if (named?.name === "X402FormatError" || named?.name === "MppFormatError") {
     const field = (error as { field?: unknown }).field;
     return httpError("BAD_USER_INPUT", String(named.message), { reason: String(named.code), ...(typeof field === "string" ? { field } : {}) });
+  }
+  if (named?.name === "WebhookTargetRefusedError") {
+    const refused = error as { host?: unknown; reason?: unknown };
+    return httpError("INVALID_WEBHOOK_URL", String(named.message), {
+      errorClass: "ServiceError",
+      field: "url",
+      reason: String(refused.reason),
+      host: String(refused.host),
+    });
   }
   if (named?.name === "EndpointLimitError") return httpError("LIMIT_EXCEEDED", String(named.message));
   return null;

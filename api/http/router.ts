@@ -47,6 +47,11 @@ export interface GatewayDeps {
   readonly explorerCluster?: string | undefined;
   /** Encrypts signing secrets and sealed idempotent responses: alerts, webhooks, API keys need it. */
   readonly secretBox?: SecretBox | undefined;
+  /**
+   * Local development only: webhook endpoints may be registered on loopback (127.0.0.0/8, ::1,
+   * localhost); never other private or metadata addresses. Off by default.
+   */
+  readonly allowLoopbackWebhooks?: boolean | undefined;
 }
 
 export type Method = "GET" | "POST" | "PUT" | "DELETE";
@@ -76,8 +81,18 @@ interface CompiledRoute extends Route {
   readonly names: readonly string[];
 }
 
-export function json(status: number, value: unknown, options: { sealed?: boolean } = {}): RouteResponse {
-  return { status, body: writeJson(value), ...(options.sealed === true ? { sealed: true } : {}) };
+/**
+ * A JSON answer. `sealed`: the body is stored encrypted in the idempotency record. `replay`: what a
+ * replay under the same Idempotency-Key answers instead (a secret shown once is left out of it);
+ * only that is stored.
+ */
+export function json(status: number, value: unknown, options: { sealed?: boolean; replay?: unknown } = {}): RouteResponse {
+  return {
+    status,
+    body: writeJson(value),
+    ...(options.sealed === true ? { sealed: true } : {}),
+    ...(options.replay === undefined ? {} : { replayBody: writeJson(options.replay) }),
+  };
 }
 
 export const NO_CONTENT: RouteResponse = { status: 204, body: null };

@@ -6,7 +6,9 @@
  * Environment: DATABASE_URL (Postgres; migrations are applied first), WEBHOOK_SECRETS_KEY
  * (required: decrypts the signing secrets), SMTP_URL (optional: `smtp://host:port`, for `email:`
  * alerts), ALERT_EMAIL_FROM, and tuning: DISPATCHER_LEASE_MS, DISPATCHER_TIMEOUT_MS,
- * DISPATCHER_POLL_MS, DISPATCHER_BATCH_SIZE, DISPATCHER_MAX_ATTEMPTS, DISPATCHER_BACKOFF_BASE_MS,
+ * DISPATCHER_POLL_MS, DISPATCHER_BATCH_SIZE, DISPATCHER_CONCURRENCY (deliveries in flight),
+ * DISPATCHER_ENDPOINT_CONCURRENCY and DISPATCHER_ACCOUNT_CONCURRENCY (in flight per endpoint and per
+ * account, over all dispatchers), DISPATCHER_MAX_ATTEMPTS, DISPATCHER_BACKOFF_BASE_MS,
  * DISPATCHER_BACKOFF_FACTOR, DISPATCHER_BACKOFF_MAX_MS, LOG_LEVEL; WEBHOOK_ALLOW_PRIVATE_NETWORKS=1
  * delivers to loopback and private addresses too (refused by default). SIGTERM/SIGINT finish the
  * deliveries in flight and exit; SIGKILL loses nothing (their leases run out and they are re-sent).
@@ -47,6 +49,9 @@ async function main(): Promise<void> {
     leaseMs: numberEnv("DISPATCHER_LEASE_MS", Math.max(60_000, timeoutMs * 2)),
     pollMs: numberEnv("DISPATCHER_POLL_MS", 1_000),
     batchSize: numberEnv("DISPATCHER_BATCH_SIZE", 16),
+    concurrency: numberEnv("DISPATCHER_CONCURRENCY", 64),
+    perEndpointConcurrency: numberEnv("DISPATCHER_ENDPOINT_CONCURRENCY", 4),
+    perAccountConcurrency: numberEnv("DISPATCHER_ACCOUNT_CONCURRENCY", 16),
     maxAttempts: numberEnv("DISPATCHER_MAX_ATTEMPTS", 12),
     backoff: {
       ...DEFAULT_BACKOFF,

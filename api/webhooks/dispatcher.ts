@@ -4,6 +4,14 @@
  * - Claim: `SELECT … FOR UPDATE SKIP LOCKED` over due `pending` rows, in the same statement leased
  *   by moving `next_attempt_at` (and `locked_until`) to now + lease and counting the attempt. Any
  *   number of dispatchers can run; each row is held by one at a time.
+ * - Isolation: deliveries run independently, never as a batch that waits for its slowest member.
+ *   A dispatcher keeps at most `concurrency` deliveries in flight and claims again as soon as one
+ *   finishes (or a notification arrives). A claim skips the deliveries whose receiver already has
+ *   `perEndpointConcurrency` deliveries in flight, or whose account has `perAccountConcurrency`:
+ *   "in flight" is a row whose lease has not run out, so the limits count every dispatcher's
+ *   deliveries, and claims are serialized by a transaction-level advisory lock so that two
+ *   dispatchers cannot both take an endpoint's last slot. One tenant's hanging receivers thus hold
+ *   at most its account's share of the slots, and a slow receiver delays only its own deliveries.
  * - A dispatcher that dies (SIGKILL mid-request included) leaves its rows `pending` with a lease
  *   that runs out: they become due again and are re-sent. Nothing is lost; a receiver may see a
  *   delivery twice and dedupes on `webhook-id` (the event id, identical on every attempt).
@@ -39,7 +47,14 @@ export interface DispatcherOptions {
   readonly logger?: pino.Logger;
   readonly leaseMs?: number;
   readonly timeoutMs?: number;
+  /** At most this many rows per claim statement (1..100; default 16). */
   readonly batchSize?: number;
+  /** Deliveries in flight in this dispatcher at once (default 64). */
+  readonly concurrency?: number;
+  /** Deliveries in flight to one endpoint (or one alert target), over all dispatchers (default 4). */
+  readonly perEndpointConcurrency?: number;
+  /** Deliveries in flight for one account, over all dispatchers (default 16; below `concurrency`). */
+  readonly perAccountConcurrency?: number;
   readonly pollMs?: number;
   readonly maxAttempts?: number;
   readonly backoff?: BackoffPolicy;
@@ -80,6 +95,8 @@ interface Attempt {
 }
 
 const MAX_ERROR_TEXT = 500;
+/** Namespace of the transaction-level advisory lock that serializes claims (the limits stay exact). */
+const CLAIM_LOCK = 7_240_016;
 
 export class Dispatcher {
   readonly #pool: pg.Pool;
@@ -89,6 +106,11 @@ export class Dispatcher {
   readonly #leaseMs: number;
   readonly #timeoutMs: number;
   readonly #batchSize: number;
+  readonly #concurrency: number;
+  readonly #perEndpoint: number;
+  readonly #perAccount: number;
+  /** The deliveries this dispatcher is running. */
+  readonly #inFlight = new Set<Promise<DeliveryOutcome>>();
   readonly #pollMs: number;
   readonly #maxAttempts: number;
   readonly #backoff: BackoffPolicy;
@@ -110,6 +132,9 @@ export class Dispatcher {
     this.#timeoutMs = options.timeoutMs ?? 15_000;
     this.#leaseMs = options.leaseMs ?? 60_000;
     this.#batchSize = options.batchSize ?? 16;
+    this.#concurrency = options.concurrency ?? 64;
+    this.#perEndpoint = options.perEndpointConcurrency ?? 4;
+    this.#perAccount = options.perAccountConcurrency ?? Math.min(16, this.#concurrency);
     this.#pollMs = options.pollMs ?? 1_000;
     this.#maxAttempts = options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
     this.#backoff = options.backoff ?? DEFAULT_BACKOFF;
@@ -119,13 +144,25 @@ export class Dispatcher {
     if (this.#leaseMs <= this.#timeoutMs) throw new Error("leaseMs must exceed timeoutMs, or in-flight deliveries get re-sent");
     if (this.#batchSize < 1 || this.#batchSize > 100) throw new Error("batchSize must be 1..100");
     if (this.#maxAttempts < 1) throw new Error("maxAttempts must be at least 1");
+    for (const [name, value] of [
+      ["concurrency", this.#concurrency],
+      ["perEndpointConcurrency", this.#perEndpoint],
+      ["perAccountConcurrency", this.#perAccount],
+    ] as const) {
+      if (!Number.isInteger(value) || value < 1 || value > 10_000) throw new Error(`${name} must be an integer 1..10000`);
+    }
+    if (this.#perAccount > this.#concurrency) throw new Error("perAccountConcurrency must not exceed concurrency");
+    if (this.#perEndpoint > this.#perAccount) throw new Error("perEndpointConcurrency must not exceed perAccountConcurrency");
   }
 
-  /** Claims one batch of due deliveries and attempts each (concurrently). */
+  /**
+   * Claims what is due (within the free slots and the limits) and waits for those deliveries: for
+   * tests and one-shot runs. The running loop (`start`) never waits for a batch.
+   */
   async runOnce(): Promise<DeliveryOutcome[]> {
     await this.#expireExhausted();
-    const claimed = await this.#claim();
-    return Promise.all(claimed.map((row) => this.#deliver(row)));
+    const claimed = await this.#claim(Math.min(this.#batchSize, this.#concurrency - this.#inFlight.size));
+    return Promise.all(claimed.map((row) => this.#launch(row)));
   }
 
   start(): void {
@@ -140,24 +177,60 @@ export class Dispatcher {
     this.#wake?.();
     await this.#loop;
     this.#loop = null;
+    await Promise.allSettled([...this.#inFlight]);
     this.#dropListener(null);
+  }
+
+  /** Deliveries this dispatcher has in flight right now. */
+  get inFlight(): number {
+    return this.#inFlight.size;
   }
 
   async #run(): Promise<void> {
     let failures = 0;
+    let lastExpiry = 0;
     while (this.#running) {
       await this.#ensureListening();
-      let idle = true;
+      let more = false;
       try {
-        const outcomes = await this.runOnce();
-        idle = outcomes.length < this.#batchSize;
+        // Every pass, but at most once a poll interval: passes follow every finished delivery.
+        if (Date.now() - lastExpiry >= this.#pollMs) {
+          await this.#expireExhausted();
+          lastExpiry = Date.now();
+        }
+        const free = this.#concurrency - this.#inFlight.size;
+        if (free > 0) {
+          const want = Math.min(this.#batchSize, free);
+          const claimed = await this.#claim(want);
+          // Started, not awaited: each delivery settles on its own and frees its slot.
+          for (const row of claimed) void this.#launch(row);
+          more = claimed.length === want && this.#inFlight.size < this.#concurrency;
+        }
         failures = 0;
       } catch (error) {
         failures++;
         this.#log.error({ err: error, failures }, "dispatcher cycle failed");
       }
-      if (idle && this.#running) await this.#sleep(this.#pollMs * Math.min(2 ** failures, 30));
+      // A full claim may have left more due: claim again at once. Otherwise wait for a
+      // notification, a finished delivery (a freed slot) or the poll.
+      if (!more && this.#running) await this.#sleep(this.#pollMs * Math.min(2 ** failures, 30));
     }
+  }
+
+  /** Runs one claimed delivery in a slot; its end wakes the loop to fill the slot again. */
+  #launch(row: ClaimedRow): Promise<DeliveryOutcome> {
+    const running = this.#deliver(row).catch((error: unknown): DeliveryOutcome => {
+      // Recording the outcome failed (the database went away): the lease runs out and the row is
+      // claimed again, so the delivery is late, not lost.
+      this.#log.error({ err: error, deliveryId: row.id, eventId: row.event_id }, "could not record a delivery outcome");
+      return { deliveryId: row.id, eventId: row.event_id, status: "lost_lease" };
+    });
+    this.#inFlight.add(running);
+    void running.finally(() => {
+      this.#inFlight.delete(running);
+      this.#notified();
+    });
+    return running;
   }
 
   #sleep(ms: number): Promise<void> {
@@ -224,27 +297,68 @@ export class Dispatcher {
     );
   }
 
-  async #claim(): Promise<ClaimedRow[]> {
-    const { rows } = await this.#pool.query<ClaimedRow>(
-      `WITH due AS (
-         SELECT id FROM event_deliveries
-         WHERE status = 'pending' AND next_attempt_at <= now()
-         ORDER BY next_attempt_at, id
-         LIMIT $1
-         FOR UPDATE SKIP LOCKED
-       )
-       UPDATE event_deliveries d
-       SET attempts = d.attempts + 1,
-           lease_token = $2,
-           locked_until = now() + $3 * interval '1 millisecond',
-           next_attempt_at = now() + $3 * interval '1 millisecond'
-       FROM due, gateway_events e
-       WHERE d.id = due.id AND e.id = d.event_id
-       RETURNING d.id, d.event_id, d.channel, d.destination, d.endpoint_id, d.secret_ciphertext, d.attempts, d.lease_token,
-                 e.payload::text AS body`,
-      [this.#batchSize, randomUUID(), this.#leaseMs],
-    );
-    return rows;
+  /**
+   * Claims up to `limit` due deliveries, oldest first, skipping those whose endpoint or account
+   * already has its limit in flight (leased rows, any dispatcher's). The per-endpoint rank is
+   * taken first and the per-account rank over what passed it, so an endpoint's backlog never
+   * hides its account's other endpoints. The advisory lock makes the counts and the claim one
+   * step across dispatchers; it is held for this one short transaction only.
+   */
+  async #claim(limit: number): Promise<ClaimedRow[]> {
+    if (limit <= 0) return [];
+    const client = await this.#pool.connect();
+    try {
+      await client.query("BEGIN");
+      try {
+        await client.query("SELECT pg_advisory_xact_lock($1)", [CLAIM_LOCK]);
+        const { rows } = await client.query<ClaimedRow>(
+          `WITH keyed AS (
+             SELECT d.id, d.next_attempt_at, d.locked_until, e.account_id,
+                    coalesce(d.endpoint_id::text, d.channel || ':' || d.destination) AS target
+             FROM event_deliveries d JOIN gateway_events e ON e.id = d.event_id
+             WHERE d.status = 'pending' AND (d.next_attempt_at <= now() OR d.locked_until > now())
+           ),
+           busy_target AS (SELECT target, count(*) AS n FROM keyed WHERE locked_until > now() GROUP BY target),
+           busy_account AS (SELECT account_id, count(*) AS n FROM keyed WHERE locked_until > now() GROUP BY account_id),
+           due AS (SELECT * FROM keyed WHERE next_attempt_at <= now() AND (locked_until IS NULL OR locked_until <= now())),
+           by_target AS (
+             SELECT due.*, coalesce(bt.n, 0) + row_number() OVER (PARTITION BY due.target ORDER BY due.next_attempt_at, due.id) AS slot
+             FROM due LEFT JOIN busy_target bt ON bt.target = due.target
+           ),
+           by_account AS (
+             SELECT t.id, t.next_attempt_at,
+                    coalesce(ba.n, 0) + row_number() OVER (PARTITION BY t.account_id ORDER BY t.next_attempt_at, t.id) AS slot
+             FROM by_target t LEFT JOIN busy_account ba ON ba.account_id = t.account_id
+             WHERE t.slot <= $4
+           ),
+           picked AS (
+             SELECT id FROM by_account WHERE slot <= $5 ORDER BY next_attempt_at, id LIMIT $1
+           ),
+           locked AS (
+             SELECT d.id FROM event_deliveries d
+             WHERE d.id IN (SELECT id FROM picked) AND d.status = 'pending' AND d.next_attempt_at <= now()
+             FOR UPDATE SKIP LOCKED
+           )
+           UPDATE event_deliveries d
+           SET attempts = d.attempts + 1,
+               lease_token = $2,
+               locked_until = now() + $3 * interval '1 millisecond',
+               next_attempt_at = now() + $3 * interval '1 millisecond'
+           FROM locked, gateway_events e
+           WHERE d.id = locked.id AND e.id = d.event_id
+           RETURNING d.id, d.event_id, d.channel, d.destination, d.endpoint_id, d.secret_ciphertext, d.attempts, d.lease_token,
+                     e.payload::text AS body`,
+          [limit, randomUUID(), this.#leaseMs, this.#perEndpoint, this.#perAccount],
+        );
+        await client.query("COMMIT");
+        return rows;
+      } catch (error) {
+        await client.query("ROLLBACK").catch(() => undefined);
+        throw error;
+      }
+    } finally {
+      client.release();
+    }
   }
 
   async #deliver(row: ClaimedRow): Promise<DeliveryOutcome> {

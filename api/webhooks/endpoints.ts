@@ -6,7 +6,7 @@
 import type pg from "pg";
 import { isEventType, SUBSCRIBABLE_EVENT_TYPES, type EventType } from "../events/payloads.js";
 import { generateSigningSecret, type SecretBox } from "./secrets.js";
-import { InvalidTargetError, parseWebhookUrl } from "./targets.js";
+import { InvalidTargetError, parseWebhookUrl, refuseInternalWebhookUrl, type WebhookTargetPolicy } from "./targets.js";
 
 const MAX_ENDPOINTS_PER_ACCOUNT = 50;
 const MAX_DESCRIPTION = 500;
@@ -50,8 +50,19 @@ export class EndpointLimitError extends Error {
   readonly code = "webhook_endpoint_limit";
 }
 
-export async function createWebhookEndpoint(db: Db, box: SecretBox, accountId: string, input: EndpointInput): Promise<CreatedEndpoint> {
+/**
+ * Registers an endpoint. Its URL must name a public host (WebhookTargetRefusedError otherwise);
+ * `targets.allowLoopback` admits loopback receivers for local development only.
+ */
+export async function createWebhookEndpoint(
+  db: Db,
+  box: SecretBox,
+  accountId: string,
+  input: EndpointInput,
+  targets: WebhookTargetPolicy = {},
+): Promise<CreatedEndpoint> {
   const url = parseWebhookUrl(input.url);
+  refuseInternalWebhookUrl(url, targets);
   const eventTypes = parseEventTypes(input.eventTypes);
   const description = input.description ?? "";
   if (description.length > MAX_DESCRIPTION) throw new InvalidTargetError(`description over ${MAX_DESCRIPTION} characters`);

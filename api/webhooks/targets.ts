@@ -1,7 +1,12 @@
 /**
  * Where a notification goes: `webhook:<url>` or `email:<address>` (spec 2.10 `--notify`). Slack is
  * a webhook whose URL is on hooks.slack.com; it gets Slack's `{ text }` body instead of the event.
+ *
+ * `refuseInternalWebhookUrl` is the registration-time half of the server-side request forgery
+ * guard (the delivery-time half, on the addresses actually connected to, is api/webhooks/http.ts).
  */
+import { isIP } from "node:net";
+import { isNonPublicAddress } from "./http.js";
 
 export type Channel = "webhook" | "email";
 
@@ -72,5 +77,70 @@ export function redactUrl(url: string): string {
     return new URL(url).origin;
   } catch {
     return "[unparseable url]";
+  }
+}
+
+/** What registration accepts beyond public hosts. */
+export interface WebhookTargetPolicy {
+  /**
+   * Local development only: accept loopback hosts (127.0.0.0/8, ::1, `localhost`). Never any other
+   * private, link-local or metadata address. Off unless configured (WEBHOOK_ALLOW_LOOPBACK=true).
+   */
+  readonly allowLoopback?: boolean;
+}
+
+export type RefusedTargetReason = "loopback" | "non_public_address" | "internal_name";
+
+/** A well-formed webhook URL whose host is not a public destination. */
+export class WebhookTargetRefusedError extends Error {
+  override readonly name = "WebhookTargetRefusedError";
+  readonly code = "INVALID_WEBHOOK_URL";
+  constructor(
+    readonly host: string,
+    readonly reason: RefusedTargetReason,
+  ) {
+    super(
+      reason === "loopback"
+        ? `the webhook host ${host} is a loopback address, accepted only by a local development setup (WEBHOOK_ALLOW_LOOPBACK=true)`
+        : reason === "internal_name"
+          ? `the webhook host ${host} is an internal or metadata name; use a public DNS name`
+          : `the webhook host ${host} is not a public address (private, link-local, metadata, unspecified or reserved)`,
+    );
+  }
+}
+
+// Names that reach the provider's metadata service or the local network, never a customer's
+// public receiver. Single-label names ("metadata", "intranet") resolve through the server's
+// search domains, so any name without a dot is refused too.
+const INTERNAL_NAMES = new Set(["metadata.google.internal", "metadata.goog", "instance-data", "metadata", "metadata.azure.com"]);
+const INTERNAL_SUFFIXES = [".internal", ".local", ".localdomain", ".lan", ".home.arpa", ".arpa", ".intranet", ".corp"];
+
+const LOOPBACK = /^(?:127\.\d+\.\d+\.\d+|::1|::ffff:127\.\d+\.\d+\.\d+|::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4})$/i;
+
+/**
+ * Refuses a parsed webhook URL (from `parseWebhookUrl`) whose host is not a public destination.
+ * The URL parser has already turned numeric obfuscations (`0x7f000001`, `2130706433`,
+ * `0177.0.0.1`, `127.1`) into dotted IPv4 and IPv4-mapped IPv6 into its hex form, so the literal
+ * checks see the real address. Names are judged by their text only: a public-looking name that
+ * resolves to an internal address is refused at delivery time, where the resolved address is known.
+ */
+export function refuseInternalWebhookUrl(url: string, policy: WebhookTargetPolicy = {}): void {
+  const hostname = new URL(url).hostname.toLowerCase();
+  const literal = hostname.replace(/^\[|\]$/g, "");
+  if (isIP(literal) !== 0) {
+    if (LOOPBACK.test(literal)) {
+      if (policy.allowLoopback === true) return;
+      throw new WebhookTargetRefusedError(hostname, "loopback");
+    }
+    if (isNonPublicAddress(literal)) throw new WebhookTargetRefusedError(hostname, "non_public_address");
+    return;
+  }
+  const name = hostname.replace(/\.+$/, "");
+  if (name === "localhost" || name.endsWith(".localhost")) {
+    if (policy.allowLoopback === true) return;
+    throw new WebhookTargetRefusedError(hostname, "loopback");
+  }
+  if (!name.includes(".") || INTERNAL_NAMES.has(name) || INTERNAL_SUFFIXES.some((suffix) => name.endsWith(suffix))) {
+    throw new WebhookTargetRefusedError(hostname, "internal_name");
   }
 }

@@ -127,6 +127,7 @@ beforeAll(async () => {
   system = await startSystem({
     databaseUrl: db.url,
     allowPrivateNetworks: true,
+    allowLoopbackWebhooks: true, // the webhook receiver is on loopback
     reconcileIntervalMs: 500,
     pollIntervalMs: 50,
     logger: pino({ level: "warn" }),

@@ -26,6 +26,9 @@ import { createWebhookEndpoint, deleteWebhookEndpoint, Dispatcher, type Mailer, 
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
 
+/** The receivers are on loopback: registration allows it, as a local development setup does. */
+const LOOPBACK = { allowLoopback: true } as const;
+
 const USDC = 1_000_000n;
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -196,9 +199,9 @@ describe("budget.warning (spec 3)", () => {
     const { accountId, agentId } = await account();
     await putPolicy(db.pool, agentId, { dailyBudgetUnits: 10n * USDC });
     const [subscribed, other, deleted] = [await receiver(), await receiver(), await receiver()];
-    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: subscribed.url, eventTypes: ["budget.warning"] });
-    await createWebhookEndpoint(db.pool, box, accountId, { url: other.url, eventTypes: ["policy.violation"] });
-    const gone = await createWebhookEndpoint(db.pool, box, accountId, { url: deleted.url });
+    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: subscribed.url, eventTypes: ["budget.warning"] }, LOOPBACK);
+    await createWebhookEndpoint(db.pool, box, accountId, { url: other.url, eventTypes: ["policy.violation"] }, LOOPBACK);
+    const gone = await createWebhookEndpoint(db.pool, box, accountId, { url: deleted.url }, LOOPBACK);
     expect(await deleteWebhookEndpoint(db.pool, accountId, gone.endpoint.id)).toBe(true);
 
     await pay(agentId, 7n * USDC, at(0)); // 70 %
@@ -265,7 +268,7 @@ describe("policy_violation", () => {
     const { accountId, agentId } = await account();
     await putPolicy(db.pool, agentId, { perCallLimitUnits: 1n * USDC });
     const [alertReceiver, endpointReceiver] = [await receiver(), await receiver()];
-    await createWebhookEndpoint(db.pool, box, accountId, { url: endpointReceiver.url, eventTypes: ["policy.violation"] });
+    await createWebhookEndpoint(db.pool, box, accountId, { url: endpointReceiver.url, eventTypes: ["policy.violation"] }, LOOPBACK);
     const { alert } = await createAlert(
       db.pool,
       box,

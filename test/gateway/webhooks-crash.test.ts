@@ -14,6 +14,9 @@ import { createWebhookEndpoint, SecretBox } from "../../api/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
 
+/** The receivers are on loopback: registration allows it, as a local development setup does. */
+const LOOPBACK = { allowLoopback: true } as const;
+
 const ROOT = resolve(import.meta.dirname, "../..");
 const LEASE_MS = 3_000;
 const key = SecretBox.generateKey();
@@ -91,7 +94,7 @@ describe("dispatcher crash recovery", () => {
   it("a dispatcher killed mid-delivery, then restarted, delivers every event", async () => {
     const accountId = await createAccount(db.pool, "crash");
     await registerAgent(db.pool, accountId, { agentId: "crash-agent", walletAddress: "wallet-crash" });
-    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: receiver.url });
+    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: receiver.url }, LOOPBACK);
     const first = await emitMany(accountId, "crash-agent", 0, 10);
 
     // The first two requests are held open (never answered); the rest are acknowledged.

@@ -23,6 +23,8 @@ export class WebhookReceiver {
   readonly #server: Server;
   readonly #held = new Set<ServerResponse>();
   readonly #waiters: Array<() => void> = [];
+  /** The most requests this receiver held open at the same time. */
+  maxHolding = 0;
 
   private constructor(server: Server) {
     this.#server = server;
@@ -56,6 +58,11 @@ export class WebhookReceiver {
     }
   }
 
+  /** Requests held open right now (a sender that gave up closes its request and leaves this count). */
+  get holding(): number {
+    return this.#held.size;
+  }
+
   acknowledgedIds(): Set<string> {
     return new Set(this.received.filter((r) => r.answered !== null && r.answered < 300).map((r) => String(r.headers["webhook-id"])));
   }
@@ -75,6 +82,7 @@ export class WebhookReceiver {
       const answer = this.respond(request, index);
       if (answer === "hold") {
         this.#held.add(res);
+        this.maxHolding = Math.max(this.maxHolding, this.#held.size);
         res.on("close", () => this.#held.delete(res));
       } else {
         request.answered = answer;

@@ -24,6 +24,9 @@ import {
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { SignatureError, verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
 
+/** The receivers are on loopback: registration allows it, as a local development setup does. */
+const LOOPBACK = { allowLoopback: true } as const;
+
 const silent = pino({ level: "silent" });
 let db: FreshDatabase;
 let box: SecretBox;
@@ -115,7 +118,7 @@ describe("Standard Webhooks signatures", () => {
   it("every delivery carries webhook-id, webhook-timestamp and a v1 signature that an independent verifier accepts", async () => {
     const { accountId, agentId } = await account();
     const r = await receiver();
-    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     const eventId = await emitViolation(accountId, agentId);
 
@@ -135,7 +138,7 @@ describe("Standard Webhooks signatures", () => {
 
     // Tampering, a wrong secret, or a timestamp outside the 5-minute tolerance all fail.
     expect(() => verifyStandardWebhook(secret, request!.headers, request!.body.replace("1.5", "9.5"))).toThrow(SignatureError);
-    const other = (await createWebhookEndpoint(db.pool, box, (await account()).accountId, { url: r.url })).secret;
+    const other = (await createWebhookEndpoint(db.pool, box, (await account()).accountId, { url: r.url }, LOOPBACK)).secret;
     expect(() => verifyStandardWebhook(other, request!.headers, request!.body)).toThrow(SignatureError);
     expect(() => verifyStandardWebhook(secret, request!.headers, request!.body, sentAt + 301)).toThrow(/tolerance/);
     expect(() => verifyStandardWebhook(secret, request!.headers, request!.body, sentAt - 301)).toThrow(/tolerance/);
@@ -167,7 +170,7 @@ describe("retries", () => {
     const { accountId, agentId } = await account();
     const r = await receiver();
     r.respond = (_request, index) => (index < 3 ? 500 : 200);
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     const eventId = await emitViolation(accountId, agentId);
     dispatcher({ backoff: { baseMs: 200, factor: 2, maxMs: 10_000, jitter: 0.2 }, maxAttempts: 6 }).start();
 
@@ -189,7 +192,7 @@ describe("retries", () => {
     const { accountId, agentId } = await account();
     const r = await receiver();
     r.respond = () => 503;
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     const eventId = await emitViolation(accountId, agentId);
     dispatcher({ backoff: { baseMs: 30, factor: 2, maxMs: 1_000, jitter: 0 }, maxAttempts: 3 }).start();
 
@@ -211,7 +214,7 @@ describe("retries", () => {
   it("a delivery whose attempts all died with their dispatcher is dead-lettered, not claimed forever", async () => {
     const { accountId, agentId } = await account();
     const r = await receiver();
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     const eventId = await emitViolation(accountId, agentId);
     // As a crash loop leaves it: every attempt counted at claim, the last lease run out.
     await db.pool.query("UPDATE event_deliveries SET attempts = 3, next_attempt_at = now() - interval '1 second' WHERE event_id = $1", [eventId]);
@@ -231,7 +234,7 @@ describe("retries", () => {
     const { accountId, agentId } = await account();
     const r = await receiver();
     r.respond = () => 410;
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     const eventId = await emitViolation(accountId, agentId);
     await dispatcher().runOnce();
     expect(await deliveries(eventId)).toEqual([{ status: "failed", attempts: 1, last_status: 410 }]);
@@ -243,7 +246,7 @@ describe("the outbox", () => {
   it("an event emitted in a transaction that rolls back is never delivered", async () => {
     const { accountId, agentId } = await account();
     const r = await receiver();
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     let rolledBack = "";
     await expect(
       inTransaction(async (client) => {
@@ -265,7 +268,7 @@ describe("the outbox", () => {
   it("a running dispatcher is woken by the event's commit (LISTEN/NOTIFY), not by its poll", async () => {
     const { accountId, agentId } = await account();
     const r = await receiver();
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     const d = dispatcher({ pollMs: 60_000 });
     d.start();
     await new Promise((done) => setTimeout(done, 300)); // its first cycle found nothing: asleep now
@@ -289,7 +292,7 @@ describe("the outbox", () => {
   it("two dispatchers running side by side deliver each of 30 events exactly once (SKIP LOCKED)", async () => {
     const { accountId, agentId } = await account();
     const r = await receiver();
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     const ids = await inTransaction(async (client) => {
       const out: string[] = [];
       for (let n = 0; n < 30; n++) out.push((await emitEvent(client, accountId, "policy.violation", violation(agentId, n))).id);
@@ -309,7 +312,7 @@ describe("the outbox", () => {
   it("a Slack webhook URL gets Slack's { text } body, still signed", async () => {
     const { accountId, agentId } = await account();
     const r = await receiver();
-    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: r.url });
+    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     await emitViolation(accountId, agentId);
     // hooks.slack.com cannot be reached from a test: treat the loopback host as Slack's.
     await dispatcher({ slackHosts: ["127.0.0.1"] }).runOnce();

@@ -7,6 +7,7 @@
 import { type Alert, createAlert, deleteAlert, getAlert, listAlerts, parseAlertOptions } from "../../events/alerts.js";
 import { formatUsdc } from "../../policy/amounts.js";
 import { parseAgentId } from "../../validation.js";
+import { parseNotifyTarget, refuseInternalWebhookUrl } from "../../webhooks/targets.js";
 import { runDatabaseEffect, type RouteResponse } from "../idempotency.js";
 import { objectBody, optionalString, requireAgent, stringField } from "../input.js";
 import { JsonNumber } from "../json.js";
@@ -52,6 +53,9 @@ async function createRoute(context: RouteContext): Promise<RouteResponse> {
     window: optionalString(body.window, "window", 16) ?? null,
     notify: stringField(body.notify, "notify"),
   });
+  // A webhook target is a webhook registration like POST /v1/webhooks: a public host only.
+  const target = parseNotifyTarget(input.notify);
+  if (target.channel === "webhook") refuseInternalWebhookUrl(target.destination, { allowLoopback: context.deps.allowLoopbackWebhooks === true });
   await requireAgent(context, agentId);
   const secretBox = box(context);
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {

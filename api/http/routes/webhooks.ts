@@ -1,10 +1,14 @@
 /**
  * Webhook endpoints (docs/events.md): `POST /v1/webhooks`, `GET /v1/webhooks`,
  * `DELETE /v1/webhooks/{endpointId}`, `POST /v1/webhooks/{endpointId}/rotate-secret`. The
- * `whsec_…` secret appears only in the create and rotate answers (sealed in the idempotency
- * record). Creates and rotations are one Postgres transaction with their Idempotency-Key.
+ * `whsec_…` secret appears only in the first create or rotate answer: a replay under the same
+ * Idempotency-Key answers the same endpoint with `secret: null`, and the idempotency record never
+ * holds the secret. Creates and rotations are one Postgres transaction with their Idempotency-Key.
+ * A URL must name a public host (422 INVALID_WEBHOOK_URL); loopback only where the deployment
+ * allows it for local development (`allowLoopbackWebhooks`).
  */
 import { createWebhookEndpoint, deleteWebhookEndpoint, listWebhookEndpoints, rotateWebhookSecret, type WebhookEndpoint } from "../../webhooks/endpoints.js";
+import { parseWebhookUrl, refuseInternalWebhookUrl } from "../../webhooks/targets.js";
 import { runDatabaseEffect, type RouteResponse } from "../idempotency.js";
 import { objectBody, optionalString, stringField, stringList } from "../input.js";
 import { httpError } from "../problem.js";
@@ -25,14 +29,15 @@ async function createRoute(context: RouteContext): Promise<RouteResponse> {
   const url = stringField(body.url, "url");
   const eventTypes = stringList(body.eventTypes, "eventTypes", 16);
   const description = optionalString(body.description, "description", 500);
+  // Refused before the transaction, like every bad input: nothing is stored, the key stays free.
+  const targets = { allowLoopback: context.deps.allowLoopbackWebhooks === true };
+  refuseInternalWebhookUrl(parseWebhookUrl(url), targets);
   const secretBox = box(context);
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
-    const created = await createWebhookEndpoint(client, secretBox, context.caller.accountId, {
-      url,
-      ...(eventTypes === undefined ? {} : { eventTypes }),
-      ...(description === undefined ? {} : { description }),
-    });
-    return json(201, { ...endpointJson(created.endpoint), secret: created.secret }, { sealed: true });
+    const input = { url, ...(eventTypes === undefined ? {} : { eventTypes }), ...(description === undefined ? {} : { description }) };
+    const created = await createWebhookEndpoint(client, secretBox, context.caller.accountId, input, targets);
+    const endpoint = endpointJson(created.endpoint);
+    return json(201, { ...endpoint, secret: created.secret }, { replay: { ...endpoint, secret: null } });
   });
 }
 
@@ -53,7 +58,7 @@ async function rotateRoute(context: RouteContext): Promise<RouteResponse> {
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const secret = await rotateWebhookSecret(client, secretBox, context.caller.accountId, context.params.endpointId!);
     if (secret === null) throw httpError("NOT_FOUND", `no webhook endpoint ${context.params.endpointId} in this account`);
-    return json(200, { id: context.params.endpointId, secret }, { sealed: true });
+    return json(200, { id: context.params.endpointId, secret }, { replay: { id: context.params.endpointId, secret: null } });
   });
 }
 

@@ -255,19 +255,24 @@ describe("Idempotency-Key", () => {
     const second = await call("POST", "/v1/alerts", { raw: '{ "notify":"webhook:https://hooks.example.com/idem", "type":"policy_violation", "agentId":"agent-a" }', idem });
     expect(first.status).toBe(201);
     expect(second.status).toBe(201);
-    expect(second.text).toBe(first.text);
+    // The same alert, but its signing secret is shown once.
+    expect(first.body.signingSecret).toMatch(/^whsec_/);
+    expect(second.body).toEqual({ ...first.body, signingSecret: null });
     expect(second.headers.get("idempotent-replayed")).toBe("true");
     const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM alerts WHERE notify = 'webhook:https://hooks.example.com/idem'");
     expect(rows[0].n).toBe(1);
   });
 
-  it("a response carrying a secret is stored sealed, never in clear", async () => {
+  it("a new API key is shown once: never stored, and a replay answers its record without it", async () => {
     const idem = randomUUID();
     const created = await call("POST", "/v1/api-keys", { idem });
+    expect(created.body.apiKey).toMatch(/^apg_/);
     const { rows } = await db.pool.query("SELECT response_body, response_sealed FROM idempotency_keys WHERE key = $1", [idem]);
-    expect(rows[0].response_body).toBeNull();
-    expect(rows[0].response_sealed.toString("latin1")).not.toContain(created.body.apiKey);
-    expect((await call("POST", "/v1/api-keys", { idem })).body.apiKey).toBe(created.body.apiKey);
+    expect(rows[0].response_body ?? "").not.toContain(created.body.apiKey);
+    expect(rows[0].response_sealed?.toString("latin1") ?? "").not.toContain(created.body.apiKey);
+    const replay = await call("POST", "/v1/api-keys", { idem });
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.body).toEqual({ ...created.body, apiKey: null });
   });
 
   it("the same key with a different body, or on another route, is 422 IDEMPOTENCY_KEY_REUSED", async () => {
@@ -298,12 +303,14 @@ describe("Idempotency-Key", () => {
     expect((await call("POST", "/v1/api-keys", { idem: "x".repeat(256) })).status).toBe(400);
   });
 
-  it("50 concurrent requests with one key create one alert and all answer the same", async () => {
+  it("50 concurrent requests with one key create one alert and all answer the same alert, its secret once", async () => {
     const idem = randomUUID();
     const body = { agentId: "agent-a", type: "policy_violation", notify: "webhook:https://hooks.example.com/concurrent" };
     const answers = await Promise.all(Array.from({ length: 50 }, () => call("POST", "/v1/alerts", { body, idem })));
     expect(answers.map((a) => a.status)).toEqual(Array(50).fill(201));
-    expect(new Set(answers.map((a) => a.text)).size).toBe(1);
+    const withSecret = answers.filter((a) => a.body.signingSecret !== null);
+    expect(withSecret).toHaveLength(1);
+    expect(new Set(answers.map((a) => JSON.stringify({ ...a.body, signingSecret: null }))).size).toBe(1);
     const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM alerts WHERE notify = 'webhook:https://hooks.example.com/concurrent'");
     expect(rows[0].n).toBe(1);
   });

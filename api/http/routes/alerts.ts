@@ -60,7 +60,9 @@ async function createRoute(context: RouteContext): Promise<RouteResponse> {
   const secretBox = box(context);
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const created = await createAlert(client, secretBox, context.caller.accountId, input);
-    return json(201, { ...alertJson(created.alert), signingSecret: created.signingSecret }, { sealed: created.signingSecret !== null });
+    // A signing secret is shown once: a replay under the same Idempotency-Key answers the alert without it.
+    const alert = alertJson(created.alert);
+    return json(201, { ...alert, signingSecret: created.signingSecret }, { replay: { ...alert, signingSecret: null } });
   });
 }
 

@@ -38,7 +38,9 @@ async function createRoute(context: RouteContext): Promise<RouteResponse> {
       [context.caller.accountId, hashApiKey(apiKey), apiKey.slice(0, DISPLAY_PREFIX_CHARS), MAX_ACTIVE_KEYS],
     );
     if (rows[0] === undefined) throw httpError("LIMIT_EXCEEDED", `at most ${MAX_ACTIVE_KEYS} active API keys per account`);
-    return json(201, { ...keyJson(rows[0]), apiKey }, { sealed: true });
+    // Shown once: a replay under the same Idempotency-Key answers the key's record without it
+    // (a lost answer means revoking the key by its prefix and issuing another).
+    return json(201, { ...keyJson(rows[0]), apiKey }, { replay: { ...keyJson(rows[0]), apiKey: null } });
   });
 }
 

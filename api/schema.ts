@@ -130,7 +130,7 @@ export const typeDefs = /* GraphQL */ `
     name: String!
     walletAddress: String!
     createdAt: String!
-    "Null when balances are not configured or the wallet has no token account."
+    "Exact decimal USDC; 0 for a wallet never funded (no token account yet). Null only when the server reads no chain balances."
     balance: String
     balanceUnits: String
   }

@@ -147,6 +147,7 @@ export interface TransactionFilter {
 
 export interface AgentEntry {
   agentId: string;
+  /** Spec 2.5; `{ usdc: 0 }` for a wallet never funded. Null only from a gateway that reads no chain. */
   balance: Usdc | null;
   [more: string]: unknown;
 }
@@ -712,15 +713,27 @@ class TransactionOperations {
   }
 }
 
+/** Page size `agents.list` asks for (the gateway's maximum). */
+const AGENTS_PAGE = 500;
+
 class AgentOperations {
   constructor(
     private readonly transport: Transport,
     private readonly invoker: (options: InvokeOptions) => Promise<InvocationResult>,
   ) {}
 
+  /** Spec 4.7 `agents.list`: every agent of the account, following the gateway's pages. */
   async list(): Promise<AgentEntry[]> {
-    const answer = await this.transport.request<{ agents: AgentEntry[] }>("GET", "/v1/agents");
-    return answer.agents;
+    const agents: AgentEntry[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const query: Record<string, QueryValue> = { limit: AGENTS_PAGE, after };
+      const page = await this.transport.request<{ agents: AgentEntry[]; nextCursor?: string | null }>("GET", "/v1/agents", { query });
+      agents.push(...page.agents);
+      // A cursor that does not move would loop forever: only a later agent id continues.
+      if (typeof page.nextCursor !== "string" || page.nextCursor === after) return agents;
+      after = page.nextCursor;
+    }
   }
 
   /** Spec 4.7 `agents.invoke`: pays the sub-agent's endpoint with `task`, under a hard `budget`. */

@@ -1,6 +1,9 @@
 /**
  * Agents (spec 2.5, `agents.list`) and their custodial wallets (spec 2.4, `wallet.*`).
  *
+ * - `GET /v1/agents?limit&after` lists the account's agents by id, a keyset page at a time
+ *   (`nextCursor`), each with its chain balance: one batched read per 100 wallets, 0 for a wallet
+ *   never funded; a chain that does not answer is 503, never a made-up balance.
  * - `POST /v1/agents` registers an agent with a new sealed wallet. An external effect under the
  *   Idempotency-Key (the agent and its key are written by api/wallets in their own transaction):
  *   a retry after a crash resolves through the agent id, the operation's own reference.
@@ -9,12 +12,13 @@
  *   outcome that is still pending answers 202 and keeps the key open until it is known.
  */
 import { PublicKey } from "@solana/web3.js";
-import { listAgents } from "../../read/agents.js";
+import { listAgentsPage } from "../../read/agents.js";
+import { type BalanceReader, rpcBalanceReader } from "../../read/balances.js";
 import type { AgentRow } from "../../read/rows.js";
 import { parseAgentId } from "../../validation.js";
 import { createAgentWallet, PaymentPendingError, WalletExistsError, type WalletOperationResult } from "../../wallets/index.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../idempotency.js";
-import { objectBody, optionalString, requireAgent, stringField } from "../input.js";
+import { limitParam, objectBody, optionalString, requireAgent, stringField } from "../input.js";
 import { parseUsdcNumber, usdcJson } from "../money.js";
 import { badRequest, httpError, problemResponse } from "../problem.js";
 import { json, type Route, type RouteContext } from "../router.js";
@@ -25,11 +29,23 @@ function network(context: RouteContext): string {
   return context.deps.wallets?.ledger.network ?? context.deps.network ?? DEFAULT_NETWORK;
 }
 
-async function balancesOf(context: RouteContext, rows: readonly AgentRow[]): Promise<(bigint | null)[]> {
-  if (context.deps.balances !== undefined) return context.deps.balances(rows.map((row) => row.wallet_address));
+/** The configured reader, else one over the custodial wallets' ledger; none without a chain. */
+function balanceReader(context: RouteContext): BalanceReader | undefined {
+  if (context.deps.balances !== undefined) return context.deps.balances;
   const wallets = context.deps.wallets;
-  if (wallets === undefined) return rows.map(() => null);
-  return Promise.all(rows.map((row) => wallets.balance(row.agent_id).catch(() => null)));
+  return wallets === undefined ? undefined : rpcBalanceReader(wallets.ledger.connection, wallets.ledger.mint);
+}
+
+/** Balances of these agents in one batched read; null only when the server reads no chain. */
+async function balancesOf(context: RouteContext, rows: readonly AgentRow[]): Promise<(bigint | null)[]> {
+  const reader = balanceReader(context);
+  if (reader === undefined) return rows.map(() => null);
+  try {
+    return await reader(rows.map((row) => row.wallet_address));
+  } catch (error) {
+    context.deps.logger?.warn({ err: error }, "agent balances: the ledger did not answer");
+    throw httpError("SERVICE_UNAVAILABLE", "the ledger did not answer the balance read; retry", { retryable: true });
+  }
 }
 
 function agentJson(row: AgentRow, balance: bigint | null, networkName: string): Record<string, unknown> {
@@ -43,13 +59,20 @@ function agentJson(row: AgentRow, balance: bigint | null, networkName: string): 
   };
 }
 
-/** Wallets listing at most this many agents read their balances; larger accounts page by agent. */
-const LIST_BALANCES_MAX = 200;
+/** Page size of `GET /v1/agents`: default and maximum (at most 5 balance RPC calls a page). */
+const LIST_PAGE_DEFAULT = 100;
+const LIST_PAGE_MAX = 500;
 
 async function listRoute(context: RouteContext): Promise<RouteResponse> {
-  const rows = await listAgents(context.deps.pool, context.caller.accountId);
-  const balances = rows.length <= LIST_BALANCES_MAX ? await balancesOf(context, rows) : rows.map(() => null);
-  return json(200, { agents: rows.map((row, i) => agentJson(row, balances[i] ?? null, network(context))) });
+  const limit = limitParam(context.query.get("limit"), LIST_PAGE_DEFAULT, LIST_PAGE_MAX);
+  const afterText = context.query.get("after");
+  const after = afterText === null ? null : parseAgentId("after", afterText);
+  const page = await listAgentsPage(context.deps.pool, context.caller.accountId, { limit, after });
+  const balances = await balancesOf(context, page.rows);
+  return json(200, {
+    agents: page.rows.map((row, i) => agentJson(row, balances[i] ?? null, network(context))),
+    nextCursor: page.nextCursor,
+  });
 }
 
 async function getRoute(context: RouteContext): Promise<RouteResponse> {

@@ -13,7 +13,7 @@ import { transactionsByHashes } from "./read/transactions.js";
 
 export interface ApiDependencies {
   readonly pool: pg.Pool;
-  /** Wallet balances from the chain; balances are null without it. */
+  /** Wallet balances from the chain (0 for a wallet without a token account); null without it. */
   readonly balances?: BalanceReader | undefined;
   /** Spec 2.4 wallet.network, e.g. "solana-mainnet"; "solana-localnet" by default. */
   readonly network?: string | undefined;

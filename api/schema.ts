@@ -25,8 +25,8 @@ export const typeDefs = /* GraphQL */ `
   }
 
   type Query {
-    "Spec 4.7 agents.list: the account's agents."
-    agents: [Agent!]!
+    "Spec 4.7 agents.list: the account's agents; archived ones only with includeArchived."
+    agents(includeArchived: Boolean = false): [Agent!]!
     "Spec 4.7 wallet.get."
     wallet(agentId: ID!): Wallet!
     "Spec 4.7 transactions.get: null when no payment of the account's agents has this hash."
@@ -130,9 +130,11 @@ export const typeDefs = /* GraphQL */ `
     name: String!
     walletAddress: String!
     createdAt: String!
-    "Null when balances are not configured or the wallet has no token account."
+    "Exact decimal USDC; 0 for a wallet never funded (no token account yet). Null only when the server reads no chain balances."
     balance: String
     balanceUnits: String
+    "When the agent was archived (it can no longer pay or be funded; its history stays readable); null while active."
+    archivedAt: String
   }
 
   "Spec 2.4."

@@ -14,7 +14,7 @@ import { type GatewayDeps, useGatewayRoutes } from "./http/index.js";
 import { type ApiContext, type ApiDependencies, createContext } from "./context.js";
 import { useQueryLimits } from "./limits.js";
 import { LiveFeed } from "./live-feed.js";
-import type { BalanceReader } from "./read/balances.js";
+import { type BalanceReader, rpcBalanceReader } from "./read/balances.js";
 import { resolvers } from "./resolvers/index.js";
 import { useRestRoutes } from "./rest.js";
 import { typeDefs } from "./schema.js";
@@ -46,9 +46,12 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   const databaseUrl = options.databaseUrl ?? (options.pool as unknown as { options: { connectionString?: string } }).options.connectionString;
   const feed =
     options.liveFeed === false || databaseUrl === undefined ? undefined : new LiveFeed(options.pool, databaseUrl, options.logger);
+  // Without an explicit reader, the gateway's custodial wallets' ledger answers balances.
+  const wallets = options.gateway?.wallets;
+  const balances = options.balances ?? (wallets === undefined ? undefined : rpcBalanceReader(wallets.ledger.connection, wallets.ledger.mint));
   const deps: ApiDependencies = {
     pool: options.pool,
-    balances: options.balances,
+    balances,
     network: options.network,
     now: options.now,
     feed,

@@ -2,6 +2,7 @@
  * Reading a parsed JSON body into typed values: exact key sets, strings, integers. Every failure
  * is BAD_USER_INPUT (400) naming the field; nothing has been stored or moved when it is thrown.
  */
+import { AGENT_COLUMNS } from "../read/agents.js";
 import type { AgentRow } from "../read/rows.js";
 import { parseAgentId } from "../validation.js";
 import { isRecord, JsonNumber, type JsonValue } from "./json.js";
@@ -55,15 +56,43 @@ export function plainJson(value: JsonValue | undefined): unknown {
   return value;
 }
 
-/** The caller's agent, or NOT_FOUND: another account's agent gets the same answer as none. */
+/**
+ * The caller's agent, or NOT_FOUND: another account's agent gets the same answer as none. An
+ * archived agent is found (its history stays readable); routes that move money use
+ * `requireActiveAgent`.
+ */
 export async function requireAgent(context: RouteContext, agentId: string): Promise<AgentRow> {
   const id = parseAgentId("agentId", agentId);
-  const { rows } = await context.deps.pool.query<AgentRow>(
-    "SELECT agent_id, account_id, name, wallet_address, created_at FROM agents WHERE agent_id = $1 AND account_id = $2",
-    [id, context.caller.accountId],
-  );
+  const { rows } = await context.deps.pool.query<AgentRow>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE agent_id = $1 AND account_id = $2`, [
+    id,
+    context.caller.accountId,
+  ]);
   if (rows[0] === undefined) throw httpError("NOT_FOUND", `no agent ${id} in this account`, { field: "agentId" });
   return rows[0];
+}
+
+/** 409 AGENT_ARCHIVED for an archived agent: it can no longer pay, authorize or be funded. */
+export function refuseArchived(agent: Pick<AgentRow, "agent_id" | "archived_at">): void {
+  if (agent.archived_at !== null) {
+    throw httpError("AGENT_ARCHIVED", `agent ${agent.agent_id} is archived (${agent.archived_at.toISOString()}); its history stays readable`, {
+      agentId: agent.agent_id,
+      archivedAt: agent.archived_at.toISOString(),
+    });
+  }
+}
+
+/** The caller's agent, refusing an archived one (see `refuseArchived`). */
+export async function requireActiveAgent(context: RouteContext, agentId: string): Promise<AgentRow> {
+  const agent = await requireAgent(context, agentId);
+  refuseArchived(agent);
+  return agent;
+}
+
+/** A `true` / `false` query parameter; absent is false. */
+export function booleanParam(text: string | null, field: string): boolean {
+  if (text === null) return false;
+  if (text !== "true" && text !== "false") throw badRequest(field, "must be true or false");
+  return text === "true";
 }
 
 /** A positive `limit` query parameter up to `max`. */

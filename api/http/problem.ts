@@ -27,6 +27,10 @@ export const REST_ERROR_CODES = {
   /** A request with the same Idempotency-Key is executing right now; retry later. */
   IDEMPOTENCY_IN_PROGRESS: 409,
   AGENT_EXISTS: 409,
+  /** The agent is archived: it cannot authorize payments or be funded (its history stays readable). */
+  AGENT_ARCHIVED: 409,
+  /** Archiving refused: the agent's wallet holds funds, or payments/operations are still open. */
+  AGENT_NOT_EMPTY: 409,
   /** The state of the resource does not allow the request (e.g. a released reservation). */
   CONFLICT: 409,
   /** A spend policy rejected the payment (spec 7: PolicyViolationError and its kin, in `errorClass`). */

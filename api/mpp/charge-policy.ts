@@ -21,9 +21,13 @@
  * code `invocation_budget_exceeded` and the spec 7 text, and refused as `budget_exceeded`
  * (`BudgetExceededError`); the charge's reservation carries the parent so later checks count it.
  * Without an invocation reader the check is skipped and only the program's own cap applies.
+ *
+ * An archived agent (api/agent-archive.ts) is not charged: its row is read under a share lock, so a
+ * concurrent archive either sees this charge's reservation or commits first and refuses it.
  */
 import { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
+import { lockAgentArchivedAt } from "../agent-archive.js";
 import { emitPaymentEvents } from "../events/gateway.js";
 import { asRejection, invocationBudgetRefusal } from "../policy/invocations.js";
 import {
@@ -51,6 +55,15 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
   ) {}
 
   async admit(client: pg.PoolClient, charge: SessionCharge): Promise<ChargeAdmission> {
+    const archivedAt = await lockAgentArchivedAt(client, charge.agentId);
+    if (archivedAt !== null) {
+      return {
+        admitted: false,
+        reasonCode: "agent_archived",
+        reason: `agent ${charge.agentId} is archived; it can no longer pay`,
+        errorClass: "PolicyViolationError",
+      };
+    }
     const at = this.clock();
     const request = { endpoint: charge.endpoint, amountUnits: charge.amountUnits, protocol: "mpp", offeredProtocols: ["mpp"] } as const;
     const reader = this.invocations;

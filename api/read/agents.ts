@@ -2,12 +2,38 @@
 import type pg from "pg";
 import type { AgentRow } from "./rows.js";
 
-const COLUMNS = "agent_id, account_id, name, wallet_address, created_at";
+export const AGENT_COLUMNS = "agent_id, account_id, name, wallet_address, created_at, archived_at";
+const COLUMNS = AGENT_COLUMNS;
 
-export async function listAgents(pool: pg.Pool, accountId: string): Promise<AgentRow[]> {
-  const result = await pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE account_id = $1 ORDER BY agent_id LIMIT 10000`, [
-    accountId,
-  ]);
+export interface AgentPage {
+  /** At most `limit` agents, ordered by agent id. */
+  readonly rows: AgentRow[];
+  /** The last listed agent id when more follow (pass it as `after`), else null. */
+  readonly nextCursor: string | null;
+}
+
+/** Keyset page of the account's agents by agent id: stable while agents are added. */
+export async function listAgentsPage(
+  pool: pg.Pool,
+  accountId: string,
+  options: { readonly limit: number; readonly after?: string | null; readonly includeArchived?: boolean },
+): Promise<AgentPage> {
+  const result = await pool.query<AgentRow>(
+    `SELECT ${COLUMNS} FROM agents
+     WHERE account_id = $1 AND ($2::text IS NULL OR agent_id > $2) AND ($4 OR archived_at IS NULL)
+     ORDER BY agent_id LIMIT $3`,
+    [accountId, options.after ?? null, options.limit + 1, options.includeArchived === true],
+  );
+  const rows = result.rows.slice(0, options.limit);
+  return { rows, nextCursor: result.rows.length > options.limit ? rows[rows.length - 1]!.agent_id : null };
+}
+
+/** Archived agents only when `includeArchived` (their history is read through the other lookups). */
+export async function listAgents(pool: pg.Pool, accountId: string, includeArchived = false): Promise<AgentRow[]> {
+  const result = await pool.query<AgentRow>(
+    `SELECT ${COLUMNS} FROM agents WHERE account_id = $1 AND ($2 OR archived_at IS NULL) ORDER BY agent_id LIMIT 10000`,
+    [accountId, includeArchived],
+  );
   return result.rows;
 }
 

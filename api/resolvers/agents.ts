@@ -9,8 +9,8 @@ import { requireAgent } from "./common.js";
 
 export const DEFAULT_NETWORK = "solana-localnet";
 
-export function agents(_: unknown, _args: unknown, context: ApiContext): Promise<AgentRow[]> {
-  return listAgents(context.deps.pool, context.caller.accountId);
+export function agents(_: unknown, args: { includeArchived?: boolean | null }, context: ApiContext): Promise<AgentRow[]> {
+  return listAgents(context.deps.pool, context.caller.accountId, args.includeArchived === true);
 }
 
 /** Field resolvers of Agent over an `agents` row. */
@@ -18,6 +18,7 @@ export const Agent = {
   agentId: (row: AgentRow) => row.agent_id,
   walletAddress: (row: AgentRow) => row.wallet_address,
   createdAt: (row: AgentRow) => row.created_at.toISOString(),
+  archivedAt: (row: AgentRow) => row.archived_at?.toISOString() ?? null,
   balance: async (row: AgentRow, _args: unknown, context: ApiContext) => {
     const units = await context.loaders.balanceByWallet.load(row.wallet_address);
     return units === null ? null : formatUsdc(units);

@@ -147,8 +147,21 @@ export interface TransactionFilter {
 
 export interface AgentEntry {
   agentId: string;
+  /** Spec 2.5; `{ usdc: 0 }` for a wallet never funded. Null only from a gateway that reads no chain. */
   balance: Usdc | null;
+  /** ISO time the agent was archived (`agents.archive`); null while active. */
+  archivedAt?: string | null;
   [more: string]: unknown;
+}
+
+export interface AgentListOptions {
+  /** Also list archived agents (left out by default). */
+  includeArchived?: boolean;
+}
+
+export interface ArchiveOptions {
+  /** Archive even while the wallet holds funds or payments are open (the funds stay withdrawable). */
+  force?: boolean;
 }
 
 export interface InvokeOptions {
@@ -720,15 +733,40 @@ class TransactionOperations {
   }
 }
 
+/** Page size `agents.list` asks for (the gateway's maximum). */
+const AGENTS_PAGE = 500;
+
 class AgentOperations {
   constructor(
     private readonly transport: Transport,
     private readonly invoker: (options: InvokeOptions) => Promise<InvocationResult>,
   ) {}
 
-  async list(): Promise<AgentEntry[]> {
-    const answer = await this.transport.request<{ agents: AgentEntry[] }>("GET", "/v1/agents");
-    return answer.agents;
+  /** Spec 4.7 `agents.list`: every agent of the account, following the gateway's pages. */
+  async list(options: AgentListOptions = {}): Promise<AgentEntry[]> {
+    if (options.includeArchived !== undefined && typeof options.includeArchived !== "boolean") throw new TypeError("includeArchived must be a boolean");
+    const agents: AgentEntry[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const query: Record<string, QueryValue> = { limit: AGENTS_PAGE, after, includeArchived: options.includeArchived === true ? "true" : undefined };
+      const page = await this.transport.request<{ agents: AgentEntry[]; nextCursor?: string | null }>("GET", "/v1/agents", { query });
+      agents.push(...page.agents);
+      // A cursor that does not move would loop forever: only a later agent id continues.
+      if (typeof page.nextCursor !== "string" || page.nextCursor === after) return agents;
+      after = page.nextCursor;
+    }
+  }
+
+  /**
+   * Archives an agent (`DELETE /v1/agents/{agentId}`): it can no longer pay or be funded, leaves
+   * `list()` and keeps its history. Refused (`ServiceError` code `AGENT_NOT_EMPTY`) while its wallet
+   * holds funds or payments are open, unless `force`. Archiving an archived agent answers it again.
+   */
+  async archive(agentId: string, options: ArchiveOptions = {}): Promise<AgentEntry> {
+    if (typeof agentId !== "string" || !/^[\x21-\x7e]{1,128}$/.test(agentId)) throw new TypeError("agentId must be an agent id (1-128 visible ASCII characters)");
+    if (options.force !== undefined && typeof options.force !== "boolean") throw new TypeError("force must be a boolean");
+    const query: Record<string, QueryValue> = { force: options.force === true ? "true" : undefined };
+    return this.transport.request<AgentEntry>("DELETE", `/v1/agents/${encodeURIComponent(agentId)}`, { query });
   }
 
   /** Spec 4.7 `agents.invoke`: pays the sub-agent's endpoint with `task`, under a hard `budget`. */

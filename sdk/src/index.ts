@@ -25,6 +25,8 @@ export {
   createClient,
   explorerUrl,
   type AgentEntry,
+  type AgentListOptions,
+  type ArchiveOptions,
   type ClientOptions,
   type InvocationResult,
   type InvokeOptions,

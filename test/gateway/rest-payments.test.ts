@@ -25,6 +25,8 @@ const ENDPOINT = "https://api.example.com/v1/data";
 let db: FreshDatabase;
 let handle: (request: Request) => Promise<Response | null>;
 let apiKey: string;
+/** A key of another account: a resource server verifying/settling our agents' payloads. */
+let strangerKey: string;
 const settled: SettleRequest[] = [];
 
 beforeAll(async () => {
@@ -48,6 +50,7 @@ beforeAll(async () => {
   handle = createGatewayHandler({ pool: db.pool, wallets, keystore, facilitator, secretBox: new SecretBox(randomBytes(32)) });
   const accountId = await createAccount(db.pool, "payments REST");
   apiKey = (await issueApiKey(db.pool, accountId)).apiKey;
+  strangerKey = (await issueApiKey(db.pool, await createAccount(db.pool, "another resource server"))).apiKey;
   for (const agentId of ["payer", "limited", "racer"]) await createAgentWallet(db.pool, keystore, { accountId, agentId });
   await putPolicy(db.pool, "limited", { perCallLimitUnits: 1_000_000n });
 });
@@ -56,8 +59,8 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function call(method: string, path: string, body?: unknown, idem?: string) {
-  const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` };
+async function call(method: string, path: string, body?: unknown, idem?: string, key = apiKey) {
+  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
   if (idem !== undefined) headers["idempotency-key"] = idem;
   if (body !== undefined) headers["content-type"] = "application/json";
   const response = (await handle(
@@ -107,6 +110,25 @@ describe("payment authorization", () => {
     expect(completed.body).toMatchObject({ status: "settled" });
     const released = await call("POST", `/v1/agents/payer/payments/${authorized.body.reservationId}/release`);
     expect(released.status).toBe(409);
+  });
+
+  it("x402 verify and settle answer the payer's agentId only to the account that owns the payer", async () => {
+    const authorized = await call("POST", "/v1/agents/payer/payments/authorize", { endpoint: ENDPOINT, x402: requirement("10000") });
+    expect(authorized.status).toBe(200);
+    const body = { payment: authorized.body.payment, requirement: requirement("10000") };
+    const payer = authorized.body.payment.payload.from;
+
+    const strangerVerify = await call("POST", "/v1/x402/verify", body, undefined, strangerKey);
+    expect(strangerVerify.body).toEqual({ valid: true, payer });
+    expect((await call("POST", "/v1/x402/verify", body)).body).toEqual({ valid: true, payer, agentId: "payer" });
+
+    const idem = randomUUID();
+    const strangerSettle = await call("POST", "/v1/x402/settle", body, idem, strangerKey);
+    expect(strangerSettle.body).toMatchObject({ success: true, payer });
+    expect(strangerSettle.body).not.toHaveProperty("agentId");
+    const replay = await call("POST", "/v1/x402/settle", body, idem, strangerKey);
+    expect(replay.text).toBe(strangerSettle.text);
+    await call("POST", `/v1/agents/payer/payments/${authorized.body.reservationId}/complete`, { txHash: strangerSettle.body.txHash });
   });
 
   it("both protocols offered: x402 by default, MPP when preferred, with a signed submission", async () => {

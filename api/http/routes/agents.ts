@@ -1,6 +1,13 @@
 /**
  * Agents (spec 2.5, `agents.list`) and their custodial wallets (spec 2.4, `wallet.*`).
  *
+ * - `GET /v1/agents?limit&after` lists the account's agents by id, a keyset page at a time
+ *   (`nextCursor`), each with its chain balance: one batched read per 100 wallets, 0 for a wallet
+ *   never funded; a chain that does not answer is 503, never a made-up balance.
+ *   Archived agents are left out unless `includeArchived=true`.
+ * - `DELETE /v1/agents/{agentId}[?force=true]` archives the agent (api/agent-archive.ts): refused
+ *   with 409 AGENT_NOT_EMPTY while it holds funds or has open payments, unless forced; afterwards
+ *   it cannot authorize or be funded (409 AGENT_ARCHIVED) and its history stays readable.
  * - `POST /v1/agents` registers an agent with a new sealed wallet. An external effect under the
  *   Idempotency-Key (the agent and its key are written by api/wallets in their own transaction):
  *   a retry after a crash resolves through the agent id, the operation's own reference.
@@ -9,12 +16,14 @@
  *   outcome that is still pending answers 202 and keeps the key open until it is known.
  */
 import { PublicKey } from "@solana/web3.js";
-import { listAgents } from "../../read/agents.js";
+import { AgentNotEmptyError, archiveAgent } from "../../agent-archive.js";
+import { listAgentsPage } from "../../read/agents.js";
+import { type BalanceReader, rpcBalanceReader } from "../../read/balances.js";
 import type { AgentRow } from "../../read/rows.js";
 import { parseAgentId } from "../../validation.js";
 import { createAgentWallet, PaymentPendingError, WalletExistsError, type WalletOperationResult } from "../../wallets/index.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../idempotency.js";
-import { objectBody, optionalString, requireAgent, stringField } from "../input.js";
+import { booleanParam, limitParam, objectBody, optionalString, requireActiveAgent, requireAgent, stringField } from "../input.js";
 import { parseUsdcNumber, usdcJson } from "../money.js";
 import { badRequest, httpError, problemResponse } from "../problem.js";
 import { json, type Route, type RouteContext } from "../router.js";
@@ -25,11 +34,26 @@ function network(context: RouteContext): string {
   return context.deps.wallets?.ledger.network ?? context.deps.network ?? DEFAULT_NETWORK;
 }
 
-async function balancesOf(context: RouteContext, rows: readonly AgentRow[]): Promise<(bigint | null)[]> {
-  if (context.deps.balances !== undefined) return context.deps.balances(rows.map((row) => row.wallet_address));
+/** The configured reader, else one over the custodial wallets' ledger; none without a chain. */
+function balanceReader(context: RouteContext): BalanceReader | undefined {
+  if (context.deps.balances !== undefined) return context.deps.balances;
   const wallets = context.deps.wallets;
-  if (wallets === undefined) return rows.map(() => null);
-  return Promise.all(rows.map((row) => wallets.balance(row.agent_id).catch(() => null)));
+  return wallets === undefined ? undefined : rpcBalanceReader(wallets.ledger.connection, wallets.ledger.mint);
+}
+
+/** Balances of these agents in one batched read; null only when the server reads no chain. */
+async function balancesOf(context: RouteContext, rows: readonly AgentRow[]): Promise<(bigint | null)[]> {
+  const reader = balanceReader(context);
+  return reader === undefined ? rows.map(() => null) : readBalances(context, reader, rows.map((row) => row.wallet_address));
+}
+
+async function readBalances(context: RouteContext, reader: BalanceReader, walletAddresses: readonly string[]): Promise<bigint[]> {
+  try {
+    return await reader(walletAddresses);
+  } catch (error) {
+    context.deps.logger?.warn({ err: error }, "agent balances: the ledger did not answer");
+    throw httpError("SERVICE_UNAVAILABLE", "the ledger did not answer the balance read; retry", { retryable: true });
+  }
 }
 
 function agentJson(row: AgentRow, balance: bigint | null, networkName: string): Record<string, unknown> {
@@ -40,16 +64,25 @@ function agentJson(row: AgentRow, balance: bigint | null, networkName: string): 
     network: networkName,
     balance: balance === null ? null : usdcJson(balance),
     createdAt: row.created_at,
+    archivedAt: row.archived_at,
   };
 }
 
-/** Wallets listing at most this many agents read their balances; larger accounts page by agent. */
-const LIST_BALANCES_MAX = 200;
+/** Page size of `GET /v1/agents`: default and maximum (at most 5 balance RPC calls a page). */
+const LIST_PAGE_DEFAULT = 100;
+const LIST_PAGE_MAX = 500;
 
 async function listRoute(context: RouteContext): Promise<RouteResponse> {
-  const rows = await listAgents(context.deps.pool, context.caller.accountId);
-  const balances = rows.length <= LIST_BALANCES_MAX ? await balancesOf(context, rows) : rows.map(() => null);
-  return json(200, { agents: rows.map((row, i) => agentJson(row, balances[i] ?? null, network(context))) });
+  const limit = limitParam(context.query.get("limit"), LIST_PAGE_DEFAULT, LIST_PAGE_MAX);
+  const afterText = context.query.get("after");
+  const after = afterText === null ? null : parseAgentId("after", afterText);
+  const includeArchived = booleanParam(context.query.get("includeArchived"), "includeArchived");
+  const page = await listAgentsPage(context.deps.pool, context.caller.accountId, { limit, after, includeArchived });
+  const balances = await balancesOf(context, page.rows);
+  return json(200, {
+    agents: page.rows.map((row, i) => agentJson(row, balances[i] ?? null, network(context))),
+    nextCursor: page.nextCursor,
+  });
 }
 
 async function getRoute(context: RouteContext): Promise<RouteResponse> {
@@ -117,7 +150,7 @@ function pendingOutcome(kind: "fund" | "withdraw", agentId: string, units: bigin
 }
 
 async function fundRoute(context: RouteContext): Promise<RouteResponse> {
-  const agent = await requireAgent(context, context.params.agentId!);
+  const agent = await requireActiveAgent(context, context.params.agentId!);
   const body = objectBody(context.body, ["usdc"], []);
   const units = parseUsdcNumber(body.usdc, "usdc");
   const service = wallets(context);
@@ -153,10 +186,44 @@ async function withdrawRoute(context: RouteContext): Promise<RouteResponse> {
   });
 }
 
+async function archiveRoute(context: RouteContext): Promise<RouteResponse> {
+  const agentId = parseAgentId("agentId", context.params.agentId!);
+  const force = booleanParam(context.query.get("force"), "force");
+  const reader = balanceReader(context);
+  let result;
+  try {
+    result = await archiveAgent(context.deps.pool, {
+      accountId: context.caller.accountId,
+      agentId,
+      force,
+      balanceOf: async (walletAddress) => {
+        if (reader === undefined) {
+          throw httpError("SERVICE_UNAVAILABLE", "this server reads no ledger, so it cannot check the wallet is empty; archive with force=true");
+        }
+        const [balance] = await readBalances(context, reader, [walletAddress]);
+        return balance!;
+      },
+    });
+  } catch (error) {
+    if (!(error instanceof AgentNotEmptyError)) throw error;
+    throw httpError("AGENT_NOT_EMPTY", error.message, {
+      agentId,
+      openReservations: error.blockers.openReservations,
+      pendingOperations: error.blockers.pendingOperations,
+      currentBalance: usdcJson(error.blockers.balanceUnits),
+    });
+  }
+  if (result === null) throw httpError("NOT_FOUND", `no agent ${agentId} in this account`, { field: "agentId" });
+  // The archive is committed: a balance the chain does not answer now is shown as null, not an error.
+  const [balance] = await balancesOf(context, [result.agent]).catch(() => [null]);
+  return json(200, agentJson(result.agent, balance ?? null, network(context)));
+}
+
 export const agentRoutes: readonly Route[] = [
   { method: "GET", path: "/v1/agents", handler: listRoute },
   { method: "POST", path: "/v1/agents", handler: registerRoute },
   { method: "GET", path: "/v1/agents/:agentId", handler: getRoute },
+  { method: "DELETE", path: "/v1/agents/:agentId", handler: archiveRoute },
   { method: "GET", path: "/v1/agents/:agentId/wallet", handler: walletRoute },
   { method: "GET", path: "/v1/agents/:agentId/wallet/balance", handler: balanceRoute },
   { method: "POST", path: "/v1/agents/:agentId/wallet/fund", handler: fundRoute },

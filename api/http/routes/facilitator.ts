@@ -9,6 +9,11 @@
  * effect under the Idempotency-Key: the facilitator's own nonce claim makes a payload settle at
  * most once, and a retry whose first attempt was left pending resolves through that claim
  * (`x402_nonces`, keyed by payer and nonce) instead of settling again.
+ *
+ * Any account may verify or settle any payer's payload, but the payer's `agentId` is answered only
+ * to the account that owns the payer: to anyone else it would name another account's agent (and
+ * confirm which wallets belong to which agent). `payer` (the wallet address) is in the payload
+ * already, so it is always answered.
  */
 import { parsePaymentPayload, type PaymentPayload } from "../../x402/payload.js";
 import { parsePaymentRequirement, type PaymentRequirement } from "../../x402/requirement.js";
@@ -29,6 +34,15 @@ function parse(context: RouteContext): { payment: PaymentPayload; requirement: P
   return { payment: parsePaymentPayload(plainJson(body.payment)), requirement: parsePaymentRequirement(plainJson(body.requirement)) };
 }
 
+/** `{ agentId }` when the caller's account owns the payer wallet, else `{}` (see the header). */
+async function ownAgentId(context: RouteContext, payer: string, agentId: string): Promise<{ agentId?: string }> {
+  const { rows } = await context.deps.pool.query<{ agent_id: string }>(
+    "SELECT agent_id FROM agents WHERE wallet_address = $1 AND account_id = $2",
+    [payer, context.caller.accountId],
+  );
+  return rows[0]?.agent_id === agentId ? { agentId } : {};
+}
+
 async function verifyRoute(context: RouteContext): Promise<RouteResponse> {
   const service = facilitator(context);
   const { payment, requirement } = parse(context);
@@ -37,7 +51,7 @@ async function verifyRoute(context: RouteContext): Promise<RouteResponse> {
   // waiting on another connection could exhaust a small pool.
   const result = await service.verify(payment, requirement);
   const response = result.ok
-    ? json(200, { valid: true, payer: result.payer, agentId: result.agentId })
+    ? json(200, { valid: true, payer: result.payer, ...(await ownAgentId(context, result.payer, result.agentId)) })
     : json(200, { valid: false, reason: result.reason, detail: result.detail });
   return runDatabaseEffect(context.store, context.idempotency, async () => response);
 }
@@ -53,7 +67,13 @@ async function settleRoute(context: RouteContext): Promise<RouteResponse> {
     const outcome = await service.settle(payment, requirement);
     if (outcome.ok) {
       return {
-        response: json(200, { success: true, txHash: outcome.txHash, network: outcome.network, payer: outcome.payer, agentId: outcome.agentId }),
+        response: json(200, {
+          success: true,
+          txHash: outcome.txHash,
+          network: outcome.network,
+          payer: outcome.payer,
+          ...(await ownAgentId(context, outcome.payer, outcome.agentId)),
+        }),
         final: true,
       };
     }
@@ -74,7 +94,13 @@ async function claimOutcome(context: RouteContext, payment: PaymentPayload): Pro
   if (row === undefined) return null;
   if (row.status === "settled") {
     return {
-      response: json(200, { success: true, txHash: row.tx_hash, network: payment.network, payer: payment.payload.from, agentId: row.agent_id }),
+      response: json(200, {
+        success: true,
+        txHash: row.tx_hash,
+        network: payment.network,
+        payer: payment.payload.from,
+        ...(await ownAgentId(context, payment.payload.from, row.agent_id)),
+      }),
       final: true,
     };
   }

@@ -32,6 +32,7 @@
  * is known), so landed money always counts against the budget and the rate limit.
  */
 import { PublicKey } from "@solana/web3.js";
+import { lockAgentArchivedAt } from "../../agent-archive.js";
 import { emitPaymentEvents } from "../../events/gateway.js";
 import {
   EMPTY_POLICY,
@@ -60,7 +61,7 @@ import { parsePaymentRequirement, type PaymentRequirement } from "../../x402/req
 import { signPaymentPayload } from "../../x402/sign.js";
 import { keypairSigner } from "../../x402/signer.js";
 import { runDatabaseEffect, type RouteResponse } from "../idempotency.js";
-import { objectBody, optionalString, plainJson, requireAgent, stringField } from "../input.js";
+import { objectBody, optionalString, plainJson, refuseArchived, requireActiveAgent, requireAgent, stringField } from "../input.js";
 import { parseMoneyObject, usdcJson } from "../money.js";
 import { badRequest, HttpError, httpError, problemResponse } from "../problem.js";
 import { json, type Route, type RouteContext } from "../router.js";
@@ -107,7 +108,7 @@ function chooseProtocol(offer: Offer, preference: ProtocolPreference): Protocol 
 }
 
 async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
-  const agent = await requireAgent(context, context.params.agentId!);
+  const agent = await requireActiveAgent(context, context.params.agentId!);
   const body = objectBody(context.body, ["endpoint"], ["x402", "mpp", "protocolPreference", "parentTxHash", "invocationBudget"]);
   const endpoint = stringField(body.endpoint, "endpoint");
   const host = hostOf(endpoint, "endpoint");
@@ -146,6 +147,9 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
   const signer = keypairSigner(await wallets.keypair(agent.agent_id));
 
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
+    // Again under a share lock: an archive committed since the check above wins, and one that
+    // starts now waits for this reservation and then sees it (api/agent-archive.ts).
+    refuseArchived({ agent_id: agent.agent_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
     const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
     const protocol = chooseProtocol(offer, (preferenceText as ProtocolPreference | undefined) ?? policy.protocolPreference);
     if (invocationBudgetUnits !== null && protocol !== "x402") {

@@ -244,10 +244,14 @@ async function reserve(
   }
 }
 
-/** The payment went through: the reservation keeps counting, now with its ledger transaction. */
+/**
+ * The payment went through elsewhere (`.../complete`): the reservation keeps counting, now with
+ * its ledger transaction. Refused (false) once a settler of this gateway took the payment: that
+ * settler records the transaction it sent, so a caller's hash can never stand in for it.
+ */
 export async function settleReservation(db: Db, reservationId: string, txHash: string): Promise<boolean> {
   const result = await db.query(
-    "UPDATE spend_reservations SET status = 'settled', tx_hash = $2 WHERE id = $1 AND status = 'reserved'",
+    "UPDATE spend_reservations SET status = 'settled', tx_hash = $2 WHERE id = $1 AND status = 'reserved' AND claimed_at IS NULL",
     [reservationId, txHash],
   );
   return (result.rowCount ?? 0) > 0;

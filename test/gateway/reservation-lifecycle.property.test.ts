@@ -360,6 +360,11 @@ describe("release revokes the signed payment (the issue's bypass)", () => {
     expect(released.status, released.text).toBe(409);
     expect(parseJson(released.text)).toMatchObject({ code: "CONFLICT" });
     expect(released.text).toContain("being settled");
+    // Nor can a caller's transaction hash close it: the settler records the one it sent.
+    const completed = await complete(agentId, authorized.reservationId, "5".repeat(88));
+    expect(completed.status, completed.text).toBe(409);
+    expect(completed.text).toContain("being settled");
+    expect((await reservations(agentId))[0]).toMatchObject({ status: "reserved", tx_hash: null });
     expect((await policyUsage(agentId)).usedUnits).toBe(300_000n);
   });
 

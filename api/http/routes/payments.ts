@@ -274,9 +274,12 @@ async function completeRoute(context: RouteContext): Promise<RouteResponse> {
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const done = await settleReservation(client, id, txHash);
     const { rows } = await client.query<{ status: string; tx_hash: string | null }>("SELECT status, tx_hash FROM spend_reservations WHERE id = $1", [id]);
-    if (!done && !(rows[0]!.status === "settled" && rows[0]!.tx_hash === txHash)) {
-      throw httpError("CONFLICT", `reservation ${id} is ${rows[0]!.status}`);
+    const row = rows[0]!;
+    if (!done && row.status === "reserved") {
+      // Our settler took the payment: it records the transaction it sent, not the caller's.
+      throw httpError("CONFLICT", `reservation ${id} is being settled: the gateway records its transaction when the outcome is known`);
     }
+    if (!done && !(row.status === "settled" && row.tx_hash === txHash)) throw httpError("CONFLICT", `reservation ${id} is ${row.status}`);
     const cluster = context.deps.explorerCluster;
     return json(200, { reservationId: id, status: "settled", txHash, ...(cluster === undefined ? {} : { solanaExplorer: explorerLink(txHash, cluster) }) });
   });

@@ -6,13 +6,14 @@
  *   a retry after a crash resolves through the agent id, the operation's own reference.
  * - `POST .../wallet/fund` and `.../wallet/withdraw` move money on the chain: the key's reference
  *   becomes the wallet operation's `clientReference`, so a retry never moves money twice; an
- *   outcome that is still pending answers 202 and keeps the key open until it is known.
+ *   outcome that is still pending answers 202 with the operation id and keeps the key open until
+ *   it is known (a failure is answered only once the transaction can no longer land).
  */
 import { PublicKey } from "@solana/web3.js";
 import { listAgents } from "../../read/agents.js";
 import type { AgentRow } from "../../read/rows.js";
 import { parseAgentId } from "../../validation.js";
-import { createAgentWallet, PaymentPendingError, WalletExistsError, type WalletOperationResult } from "../../wallets/index.js";
+import { createAgentWallet, WalletExistsError, type WalletOperationResult } from "../../wallets/index.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../idempotency.js";
 import { objectBody, optionalString, requireAgent, stringField } from "../input.js";
 import { parseUsdcNumber, usdcJson } from "../money.js";
@@ -99,21 +100,17 @@ function operationOutcome(
   kind: "fund" | "withdraw",
   agentId: string,
   units: bigint,
-  result: Omit<WalletOperationResult, "operationId"> & { operationId: string | null },
+  result: WalletOperationResult,
 ): ExternalOutcome {
   const body = { operationId: result.operationId, kind, agentId, amount: usdcJson(units), status: result.status, txHash: result.txHash };
+  // Sent, outcome not known yet (it may still land): 202 with the operation, and the key stays
+  // open; a retry with it reads the operation by its reference and asks the chain again.
   if (result.status === "pending") return { response: json(202, body), final: false };
   if (result.status === "failed") {
     const failure = httpError("PAYMENT_FAILED", `the ${kind} operation ${result.operationId} failed`, { errorClass: "PaymentError", ...body });
     return { response: problemResponse(failure), final: true };
   }
   return { response: json(200, body), final: true };
-}
-
-function pendingOutcome(kind: "fund" | "withdraw", agentId: string, units: bigint, error: unknown): ExternalOutcome {
-  if (!(error instanceof PaymentPendingError)) throw error;
-  // Sent, not confirmed: 202 and the key stays open; a retry reads the operation by its reference.
-  return operationOutcome(kind, agentId, units, { operationId: null, txHash: error.signature, status: "pending", replayed: false });
 }
 
 async function fundRoute(context: RouteContext): Promise<RouteResponse> {
@@ -123,11 +120,7 @@ async function fundRoute(context: RouteContext): Promise<RouteResponse> {
   const service = wallets(context);
   return runExternalEffect(context.store, context.idempotency, async ({ reference }) => {
     const options = reference === null ? {} : { clientReference: reference };
-    try {
-      return operationOutcome("fund", agent.agent_id, units, await service.fund(agent.agent_id, units, options));
-    } catch (error) {
-      return pendingOutcome("fund", agent.agent_id, units, error);
-    }
+    return operationOutcome("fund", agent.agent_id, units, await service.fund(agent.agent_id, units, options));
   });
 }
 
@@ -145,11 +138,7 @@ async function withdrawRoute(context: RouteContext): Promise<RouteResponse> {
   const service = wallets(context);
   return runExternalEffect(context.store, context.idempotency, async ({ reference }) => {
     const options = reference === null ? {} : { clientReference: reference };
-    try {
-      return operationOutcome("withdraw", agent.agent_id, units, await service.withdraw(agent.agent_id, to, units, options));
-    } catch (error) {
-      return pendingOutcome("withdraw", agent.agent_id, units, error);
-    }
+    return operationOutcome("withdraw", agent.agent_id, units, await service.withdraw(agent.agent_id, to, units, options));
   });
 }
 

@@ -153,6 +153,21 @@ export interface WalletOperationResult {
   readonly replayed: boolean;
 }
 
+type OperationStatus = "pending" | "confirmed" | "failed";
+
+/** A wallet operation as stored, for reads (`AgentWallets.operation`). */
+export interface WalletOperationRecord {
+  readonly operationId: string;
+  readonly kind: "fund" | "withdraw";
+  readonly amountUnits: bigint;
+  /** The withdrawal's destination; the agent's own address for a funding. */
+  readonly toAddress: string;
+  readonly txHash: string | null;
+  readonly status: "pending" | "confirmed" | "failed";
+  /** Why a failed operation failed (an RPC refusal, a program error, `expired`). */
+  readonly error: string | null;
+}
+
 interface OperationRow {
   id: string;
   kind: string;
@@ -391,27 +406,55 @@ export class AgentWallets {
     if (row.kind !== kind || BigInt(row.amount_units) !== units || row.to_address !== toAddress) {
       throw new IdempotencyConflictError(clientReference);
     }
-    let status = row.status;
-    if (status === "pending" && row.signature !== null && row.last_valid_block_height !== null) {
-      // A retry of an operation still pending asks the chain now instead of waiting for the
-      // reconciler; an RPC error leaves it pending (unknown is never failed).
-      const [outcome] = await lookUpOutcomes(this.deps.ledger, [
-        { signature: row.signature, lastValidBlockHeight: Number(row.last_valid_block_height) },
-      ]).catch(() => [{ status: "pending" } as const]);
-      status = (await this.#settle(row.id, row.signature, outcome!)) ?? status;
-    }
-    return { operationId: row.id, txHash: row.signature, status, replayed: true };
+    return { operationId: row.id, txHash: row.signature, status: (await this.#current(row)).status, replayed: true };
   }
 
-  /** Writes a looked-up outcome; returns the row's status after it (null when it was not pending). */
-  async #settle(id: string, signature: string, outcome: Outcome): Promise<"pending" | "confirmed" | "failed" | null> {
+  /**
+   * One operation of the agent (null when it has none with this id), for a caller that was
+   * answered `pending` without a key: a pending one is looked up on the chain first, as a retry
+   * would.
+   */
+  async operation(agentId: string, operationId: string): Promise<WalletOperationRecord | null> {
+    if (!/^[1-9][0-9]{0,18}$/.test(operationId)) return null;
+    const rows = await this.deps.pool.query<OperationRow & { error: string | null }>(
+      `SELECT id, kind, amount_units, to_address, signature, last_valid_block_height, status, error FROM wallet_operations
+       WHERE id = $1 AND agent_id = $2`,
+      [operationId, agentId],
+    );
+    const row = rows.rows[0];
+    if (row === undefined) return null;
+    const { status, error } = await this.#current(row);
+    return {
+      operationId: row.id,
+      kind: row.kind as "fund" | "withdraw",
+      amountUnits: BigInt(row.amount_units),
+      toAddress: row.to_address,
+      txHash: row.signature,
+      status,
+      error,
+    };
+  }
+
+  /** The row's status (and error), a pending one with a signature asked of the chain (and written) first. */
+  async #current(row: OperationRow & { error?: string | null }): Promise<{ status: OperationStatus; error: string | null }> {
+    const stored = { status: row.status, error: row.error ?? null };
+    if (row.status !== "pending" || row.signature === null || row.last_valid_block_height === null) return stored;
+    // An RPC error leaves it pending: unknown is never failed.
+    const [outcome] = await lookUpOutcomes(this.deps.ledger, [
+      { signature: row.signature, lastValidBlockHeight: Number(row.last_valid_block_height) },
+    ]).catch(() => [{ status: "pending" } as const]);
+    return (await this.#settle(row.id, row.signature, outcome!)) ?? stored;
+  }
+
+  /** Writes a looked-up outcome; returns the row's status and error after it (null if the row is gone). */
+  async #settle(id: string, signature: string, outcome: Outcome): Promise<{ status: OperationStatus; error: string | null } | null> {
     if (outcome.status === "confirmed") await this.#finish(id, "confirmed", null, signature, outcome.slot);
     if (outcome.status === "failed") await this.#finish(id, "failed", outcome.reason, signature);
-    const rows = await this.deps.pool.query<{ status: "pending" | "confirmed" | "failed" }>(
-      "SELECT status FROM wallet_operations WHERE id = $1",
+    const rows = await this.deps.pool.query<{ status: OperationStatus; error: string | null }>(
+      "SELECT status, error FROM wallet_operations WHERE id = $1",
       [id],
     );
-    return rows.rows[0]?.status ?? null;
+    return rows.rows[0] ?? null;
   }
 
   async #setSignature(id: string, signature: string): Promise<void> {

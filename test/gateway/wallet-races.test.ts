@@ -96,6 +96,12 @@ async function post(path: string, body: unknown, idem?: string, key = apiKey): P
   return { status: response.status, body: text === "" ? null : JSON.parse(text) };
 }
 
+async function get(path: string, key = apiKey): Promise<Answer> {
+  const response = await fetch(`${baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } });
+  const text = await response.text();
+  return { status: response.status, body: text === "" ? null : JSON.parse(text) };
+}
+
 /** Polls `check` until it returns a value (not undefined), up to `ms`. */
 async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
   const deadline = Date.now() + ms;
@@ -138,7 +144,7 @@ function plan(): Plan {
 /**
  * Sends the plan concurrently, then drives every request to its final answer the way a client
  * would: a keyed 202 or 409 is retried with its key, a keyless 202 is read back by its operation
- * id once the reconciler has resolved it. Returns the final answer of each request.
+ * id (GET .../wallet/operations/{id}, which asks the chain about a pending one). Returns the final answer of each request.
  */
 async function race(path: string, body: unknown, requests: Plan): Promise<{ first: Answer[]; final: Answer[] }> {
   const first = await Promise.all(requests.map(({ idem }) => post(path, body, idem)));
@@ -155,14 +161,14 @@ async function race(path: string, body: unknown, requests: Plan): Promise<{ firs
         }),
       );
     } else {
-      const operationId = answer.body.operationId as string;
-      await until(`operation ${operationId} to resolve`, async () => {
-        await wallets.reconcilePendingOperations();
-        const { rows } = await db.pool.query("SELECT status FROM wallet_operations WHERE id = $1", [operationId]);
-        return rows[0].status === "pending" ? undefined : true;
-      });
-      const { rows } = await db.pool.query("SELECT status, signature FROM wallet_operations WHERE id = $1", [operationId]);
-      final.push({ status: rows[0].status === "confirmed" ? 200 : 502, body: { ...answer.body, status: rows[0].status, txHash: rows[0].signature } });
+      // Keyless: the operation is read back by the id the 202 named.
+      const operationPath = `${path.replace(/\/(fund|withdraw)$/, "/operations/")}${answer.body.operationId}`;
+      final.push(
+        await until(`operation ${answer.body.operationId} to resolve`, async () => {
+          const read = await get(operationPath);
+          return read.status === 200 && read.body.status === "pending" ? undefined : read;
+        }),
+      );
     }
   }
   return { first, final };
@@ -337,6 +343,9 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
     }
     expect(await keyRow(idem)).toEqual({ status: "in_progress", response_status: null });
 
+    // The keyless caller reads its operation back: the chain is asked, the row resolved.
+    const read = await get(`/v1/agents/lossy-2/wallet/operations/${keyless.body.operationId}`, lossyKey);
+    expect(read).toMatchObject({ status: 200, body: { operationId: keyless.body.operationId, kind: "fund", status: "confirmed", txHash: keyless.body.txHash, error: null } });
     await wallets.reconcilePendingOperations();
     const rows = await operations("lossy-2", "fund");
     expect(rows.map((row) => [row.id, row.status, row.signature])).toEqual([
@@ -346,5 +355,19 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
     const retried = await lossyPost("/v1/agents/lossy-2/wallet/fund", { usdc: 0.5 }, idem);
     expect(retried).toMatchObject({ status: 200, body: { operationId: keyed.body.operationId, status: "confirmed" } });
     expect(await tokenBalanceUnits(ledger, await wallets.address("lossy-2"))).toBe(1_000_000n);
+  });
+
+  it("reading an operation: another agent's or an unknown id is 404, a malformed id 400", async () => {
+    const [operation] = await operations("lossy-2", "fund");
+    expect((await get(`/v1/agents/lossy-2/wallet/operations/${operation!.id}`, lossyKey)).status).toBe(200);
+    expect((await get(`/v1/agents/lossy-1/wallet/operations/${operation!.id}`, lossyKey)).body.code).toBe("NOT_FOUND");
+    expect((await get("/v1/agents/lossy-2/wallet/operations/999999999", lossyKey)).status).toBe(404);
+    // The agent is in another account: not found for this key.
+    expect((await get(`/v1/agents/lossy-2/wallet/operations/${operation!.id}`)).status).toBe(404);
+    for (const bad of ["0", "-1", "1.5", "abc", "99999999999999999999"]) {
+      const answer = await get(`/v1/agents/lossy-2/wallet/operations/${bad}`, lossyKey);
+      expect(answer.status, bad).toBe(400);
+      expect(answer.body.code, bad).toBe("BAD_USER_INPUT");
+    }
   });
 });

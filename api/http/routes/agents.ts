@@ -142,6 +142,29 @@ async function withdrawRoute(context: RouteContext): Promise<RouteResponse> {
   });
 }
 
+/**
+ * One wallet operation, as it stands now: how a caller answered 202 without an Idempotency-Key
+ * learns the outcome (a pending one is looked up on the chain first). 200 in every state, a
+ * failed one included: this reads the operation, it does not perform it.
+ */
+async function operationRoute(context: RouteContext): Promise<RouteResponse> {
+  const agent = await requireAgent(context, context.params.agentId!);
+  const operationId = context.params.operationId!;
+  if (!/^[1-9][0-9]{0,18}$/.test(operationId)) throw badRequest("operationId", "must be a wallet operation id (a positive integer)");
+  const operation = await wallets(context).operation(agent.agent_id, operationId);
+  if (operation === null) throw httpError("NOT_FOUND", `agent ${agent.agent_id} has no wallet operation ${operationId}`, { field: "operationId" });
+  return json(200, {
+    operationId: operation.operationId,
+    kind: operation.kind,
+    agentId: agent.agent_id,
+    amount: usdcJson(operation.amountUnits),
+    status: operation.status,
+    txHash: operation.txHash,
+    ...(operation.kind === "withdraw" ? { to: operation.toAddress } : {}),
+    error: operation.error,
+  });
+}
+
 export const agentRoutes: readonly Route[] = [
   { method: "GET", path: "/v1/agents", handler: listRoute },
   { method: "POST", path: "/v1/agents", handler: registerRoute },
@@ -150,4 +173,5 @@ export const agentRoutes: readonly Route[] = [
   { method: "GET", path: "/v1/agents/:agentId/wallet/balance", handler: balanceRoute },
   { method: "POST", path: "/v1/agents/:agentId/wallet/fund", handler: fundRoute },
   { method: "POST", path: "/v1/agents/:agentId/wallet/withdraw", handler: withdrawRoute },
+  { method: "GET", path: "/v1/agents/:agentId/wallet/operations/:operationId", handler: operationRoute },
 ];

@@ -32,6 +32,7 @@ import {
   withdrawalTransaction,
 } from "../../api/wallets/index.js";
 import { SecretBox } from "../../api/webhooks/index.js";
+import { Client } from "../../sdk/src/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 
@@ -369,5 +370,10 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
       expect(answer.status, bad).toBe(400);
       expect(answer.body.code, bad).toBe("BAD_USER_INPUT");
     }
+
+    // The SDK's follow-up of a pending answer reads the same resource.
+    const sdk = new Client({ agentId: "lossy-2", apiKey: lossyKey, baseUrl });
+    expect(await sdk.wallet.operation(operation!.id)).toMatchObject({ operationId: operation!.id, status: "confirmed", txHash: operation!.signature });
+    expect(() => sdk.wallet.operation("1; drop")).toThrow(TypeError);
   });
 });

@@ -103,8 +103,8 @@ async function get(path: string, key = apiKey): Promise<Answer> {
   return { status: response.status, body: text === "" ? null : JSON.parse(text) };
 }
 
-/** Polls `check` until it returns a value (not undefined), up to `ms`. */
-async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
+/** Polls `check` until it returns a value (not undefined), up to `ms` (below the test timeout, so a stuck operation is named). */
+async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
     const value = await check();

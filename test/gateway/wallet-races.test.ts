@@ -7,10 +7,11 @@
  *   `wallet_operations` rows and the token balance deltas on the chain are exactly the same.
  * - Two operations of the same amount signed with the same blockhash are two transactions.
  * - A funding whose outcome the gateway did not learn is answered 202 `pending` with its
- *   operation (never a failure, never a stored final answer), and resolves from the chain.
+ *   operation (never a failure, never a stored final answer), and resolves from the chain; a
+ *   withdrawal likewise stays pending, and is failed only once its blockhash expired unlanded.
  */
 import { randomBytes, randomUUID } from "node:crypto";
-import { Keypair, PublicKey } from "@solana/web3.js";
+import { type Connection, Keypair, PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAccount, issueApiKey } from "../../api/keys.js";
 import { createApiServer, type ApiServer } from "../../api/server.js";
@@ -39,6 +40,7 @@ import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-databa
 let localnet: Localnet;
 let db: FreshDatabase;
 let ledger: SettlementLedger;
+let keystore: ReturnType<typeof keystoreFromEnv>;
 let wallets: AgentWallets;
 let server: ApiServer;
 let baseUrl: string;
@@ -54,7 +56,7 @@ const USDC = 1_000_000n;
 beforeAll(async () => {
   [localnet, db] = await Promise.all([startLocalnet(), createFreshDatabase()]);
   ledger = localSettlementLedger(localnet);
-  const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
+  keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
   const treasury = LocalTreasuryFundingSource.fromLocalnet(ledger, localnet);
   // Sends the real funding, then loses the answer as a timeout or a dropped connection would.
   const lossy: FundingSource = {
@@ -375,5 +377,62 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
     const sdk = new Client({ agentId: "lossy-2", apiKey: lossyKey, baseUrl });
     expect(await sdk.wallet.operation(operation!.id)).toMatchObject({ operationId: operation!.id, status: "confirmed", txHash: operation!.signature });
     expect(() => sdk.wallet.operation("1; drop")).toThrow(TypeError);
+  });
+
+  /**
+   * The same ledger behind an RPC whose signature lookups fail (and, with `dropSends`, whose
+   * sends fail as a reset connection would): the gateway cannot learn the outcome.
+   */
+  function unreachableRpc(dropSends: boolean): AgentWallets {
+    const connection = Object.create(ledger.connection) as Connection;
+    connection.getSignatureStatuses = async () => {
+      throw new Error("RPC unavailable");
+    };
+    if (dropSends) {
+      connection.sendRawTransaction = async () => {
+        throw new Error("socket hang up");
+      };
+    }
+    return new AgentWallets({ pool: db.pool, keystore, ledger: { ...ledger, connection }, fundingSource: async () => LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });
+  }
+
+  async function fundedWallet(agentId: string): Promise<PublicKey> {
+    // An account of its own: its funding source is the plain treasury.
+    const { address } = await createAgentWallet(db.pool, keystore, { accountId: await createAccount(db.pool, agentId), agentId });
+    expect((await wallets.fund(agentId, USDC)).status).toBe("confirmed");
+    return new PublicKey(address);
+  }
+
+  it("a withdrawal sent whose outcome could not be looked up is pending, and confirmed once the chain answers", async () => {
+    const agent = await fundedWallet("unsure-out");
+    const destination = Keypair.generate().publicKey;
+    const answer = await unreachableRpc(false).withdraw("unsure-out", destination.toBase58(), 300_000n);
+    expect(answer).toMatchObject({ status: "pending", replayed: false });
+    expect(answer.operationId).toMatch(/^[0-9]+$/);
+    const read = await until("the withdrawal to resolve", async () => {
+      const operation = await wallets.operation("unsure-out", answer.operationId);
+      return operation?.status === "pending" ? undefined : operation;
+    });
+    expect(read).toMatchObject({ status: "confirmed", txHash: answer.txHash, kind: "withdraw", amountUnits: 300_000n, error: null });
+    expect(await tokenBalanceUnits(ledger, destination)).toBe(300_000n);
+    expect(await tokenBalanceUnits(ledger, agent)).toBe(USDC - 300_000n);
+  });
+
+  it("a withdrawal that never reached the ledger is pending until its blockhash expired, then failed, and nothing moved", async () => {
+    const agent = await fundedWallet("lost-out");
+    const destination = Keypair.generate().publicKey;
+    const answer = await unreachableRpc(true).withdraw("lost-out", destination.toBase58(), 300_000n);
+    expect(answer).toMatchObject({ status: "pending", replayed: false });
+    const { rows } = await db.pool.query("SELECT status, signature, last_valid_block_height::int AS height FROM wallet_operations WHERE id = $1", [answer.operationId]);
+    expect(rows[0]).toMatchObject({ status: "pending", signature: answer.txHash });
+    const read = await until("the withdrawal's blockhash to expire", async () => {
+      await wallets.reconcilePendingOperations();
+      const operation = await wallets.operation("lost-out", answer.operationId);
+      return operation?.status === "pending" ? undefined : operation;
+    });
+    expect(read).toMatchObject({ status: "failed", error: "expired" });
+    expect(await ledger.connection.getBlockHeight("finalized")).toBeGreaterThan(rows[0].height);
+    expect(await tokenBalanceUnits(ledger, destination)).toBe(0n);
+    expect(await tokenBalanceUnits(ledger, agent)).toBe(USDC);
   });
 });

@@ -16,15 +16,53 @@ import {
 import { type Keypair, type PublicKey, Transaction } from "@solana/web3.js";
 import type { Localnet } from "../../scripts/localnet.js";
 import { PaymentError, PaymentPendingError } from "./errors.js";
-import { awaitOutcome, COMMITMENT, type SettlementLedger, signTransaction } from "./ledger.js";
+import { recentBlockhash, type SettlementLedger, signTransaction, submit, walletOperationMemo } from "./ledger.js";
 
 export interface FundingResult {
   readonly txHash: string;
 }
 
+export interface FundingRequest {
+  /**
+   * The wallet operation this funding is (its row id). A source puts it in what it sends (the
+   * local treasury: a memo), so two identical fundings are never one transaction, and a source
+   * that keys its payouts by it can be asked about one after a crash.
+   */
+  readonly operationId: string;
+  /**
+   * Called with the transaction's signature and last valid block height once it is signed and
+   * BEFORE it is sent: the operation row stores them, so an unknown outcome (a timeout, a crash)
+   * is resolved by looking the signature up on the chain. If it throws, nothing may be sent.
+   */
+  readonly recordSigned?: (signed: { signature: string; lastValidBlockHeight: number }) => Promise<void>;
+}
+
 export interface FundingSource {
-  /** Moves `units` of the settlement mint to `to` (a wallet owner address); resolves once confirmed. */
-  fund(to: PublicKey, units: bigint): Promise<FundingResult>;
+  /**
+   * Moves `units` of the settlement mint to `to` (a wallet owner address); resolves once
+   * confirmed. Throws `PaymentPendingError` when the transaction was (or may have been) sent and
+   * its outcome is not known yet, and `PaymentError` only when it definitely moved nothing
+   * (refused before it was sent, landed with an error, or expired).
+   */
+  fund(to: PublicKey, units: bigint, request: FundingRequest): Promise<FundingResult>;
+}
+
+/** The treasury's TransferChecked to `to`'s token account (created if missing), tagged with the operation. */
+export function treasuryFundingTransaction(
+  ledger: SettlementLedger,
+  treasury: PublicKey,
+  treasuryToken: PublicKey,
+  to: PublicKey,
+  units: bigint,
+  operationId: string,
+): Transaction {
+  const { mint, decimals } = ledger;
+  const tokenAccount = getAssociatedTokenAddressSync(mint, to, true);
+  return new Transaction().add(
+    createAssociatedTokenAccountIdempotentInstruction(treasury, tokenAccount, to, mint),
+    createTransferCheckedInstruction(treasuryToken, mint, tokenAccount, treasury, units, decimals),
+    walletOperationMemo(operationId),
+  );
 }
 
 export class LocalTreasuryFundingSource implements FundingSource {
@@ -38,27 +76,26 @@ export class LocalTreasuryFundingSource implements FundingSource {
     return new LocalTreasuryFundingSource(ledger, localnet.keypairs.treasury, localnet.info.treasuryToken);
   }
 
-  async fund(to: PublicKey, units: bigint): Promise<FundingResult> {
-    const { mint, decimals, connection } = this.ledger;
-    const tokenAccount = getAssociatedTokenAddressSync(mint, to, true);
-    const payer = this.treasury.publicKey;
-    const transaction = new Transaction().add(
-      createAssociatedTokenAccountIdempotentInstruction(payer, tokenAccount, to, mint),
-      createTransferCheckedInstruction(this.treasuryToken, mint, tokenAccount, payer, units, decimals),
-    );
-    // The treasury pays its own fees here: funding does not spend the service authority's SOL.
-    const blockhash = await connection.getLatestBlockhash(COMMITMENT);
-    transaction.feePayer = payer;
-    const signed = signTransaction({ ...this.ledger, authority: this.treasury }, transaction, blockhash, []);
+  async fund(to: PublicKey, units: bigint, request: FundingRequest): Promise<FundingResult> {
+    const transaction = treasuryFundingTransaction(this.ledger, this.treasury.publicKey, this.treasuryToken, to, units, request.operationId);
+    let blockhash;
     try {
-      await connection.sendRawTransaction(Buffer.from(signed.wire, "base64"), { preflightCommitment: COMMITMENT });
+      blockhash = await recentBlockhash(this.ledger);
     } catch (error) {
-      const detail = { signature: signed.signature };
-      throw new PaymentError(`treasury funding failed: ${(error as Error).message}`, detail, { cause: error });
+      throw new PaymentError(`treasury funding not sent: ${(error as Error).message}`, {}, { cause: error });
     }
-    const outcome = await awaitOutcome(this.ledger, signed);
-    if (outcome.status === "confirmed") return { txHash: signed.signature };
-    if (outcome.status === "pending") throw new PaymentPendingError(signed.signature);
-    throw new PaymentError(`treasury funding ${signed.signature} failed (${outcome.reason})`, { signature: signed.signature });
+    // The treasury pays its own fees here: funding does not spend the service authority's SOL.
+    const signed = signTransaction({ ...this.ledger, authority: this.treasury }, transaction, blockhash, []);
+    await request.recordSigned?.(signed);
+    const result = await submit(this.ledger, signed);
+    if (result.status === "confirmed") return { txHash: signed.signature };
+    if (result.status === "pending") throw new PaymentPendingError(signed.signature);
+    const detail = { signature: signed.signature };
+    if (result.status === "rejected") {
+      // The RPC node refused it before forwarding (preflight): it cannot land.
+      const error = result.error as Error;
+      throw new PaymentError(`treasury funding refused: ${error.message}`, detail, { cause: error });
+    }
+    throw new PaymentError(`treasury funding ${signed.signature} failed (${result.reason})`, detail);
   }
 }

@@ -1,7 +1,7 @@
 import { Keypair, PublicKey } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
 import { InvalidAddressError, InvalidAmountUnitsError } from "./errors.js";
-import { parseAddress } from "./ledger.js";
+import { MEMO_PROGRAM_ID, parseAddress, walletOperationMemo } from "./ledger.js";
 import { checkAmountUnits } from "./wallets.js";
 
 describe("parseAddress", () => {
@@ -29,5 +29,20 @@ describe("checkAmountUnits", () => {
     expect(() => checkAmountUnits(1n)).not.toThrow();
     expect(() => checkAmountUnits((1n << 64n) - 1n)).not.toThrow();
     for (const bad of [0n, -1n, 1n << 64n]) expect(() => checkAmountUnits(bad)).toThrow(InvalidAmountUnitsError);
+  });
+});
+
+describe("walletOperationMemo", () => {
+  it("names the operation in a memo v2 instruction with no accounts, so two operations never share a message", () => {
+    const memo = walletOperationMemo("42");
+    expect(memo.programId.equals(MEMO_PROGRAM_ID)).toBe(true);
+    expect(MEMO_PROGRAM_ID.toBase58()).toBe("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr");
+    expect(memo.keys).toEqual([]);
+    expect(memo.data.toString("utf8")).toBe("apg:wallet-operation:42");
+    expect(walletOperationMemo("43").data.equals(memo.data)).toBe(false);
+  });
+
+  it.each(["", "abc", "1 2", "-1", "1".repeat(21)])("refuses %j, which is not a row id", (id) => {
+    expect(() => walletOperationMemo(id)).toThrow(/not a row id/);
   });
 });

@@ -7,7 +7,15 @@
  */
 import { readFile } from "node:fs/promises";
 import { getAssociatedTokenAddressSync, unpackAccount } from "@solana/spl-token";
-import { Connection, Keypair, PublicKey, SendTransactionError, type SignatureStatus, type Transaction } from "@solana/web3.js";
+import {
+  Connection,
+  Keypair,
+  PublicKey,
+  SendTransactionError,
+  type SignatureStatus,
+  type Transaction,
+  TransactionInstruction,
+} from "@solana/web3.js";
 import bs58 from "bs58";
 import type { Localnet } from "../../scripts/localnet.js";
 import { InvalidAddressError } from "./errors.js";
@@ -77,6 +85,29 @@ export async function tokenBalanceUnits(ledger: SettlementLedger, owner: PublicK
   const tokenAccount = getAssociatedTokenAddressSync(ledger.mint, owner, true);
   const info = await ledger.connection.getAccountInfo(tokenAccount, COMMITMENT);
   return info === null ? 0n : unpackAccount(tokenAccount, info, info.owner).amount;
+}
+
+// ---- a memo that makes each operation's transaction its own ----------------------------------
+
+/**
+ * SPL Memo v2. Every cluster and the local ledger (LiteSVM's default programs) load it at this
+ * id (v1, `Memo1UhkJ...`, is the legacy one).
+ */
+export const MEMO_PROGRAM_ID = new PublicKey("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr");
+
+/**
+ * A memo naming one wallet operation (`apg:wallet-operation:<id>`). Two operations with the same
+ * payer, amount, destination and blockhash would otherwise build byte-identical transactions:
+ * one signature for two rows, one transfer for two acknowledgements. With the operation id in
+ * the message, each operation's signature is its own. No accounts: memo v2 then only logs it.
+ */
+export function walletOperationMemo(operationId: string): TransactionInstruction {
+  if (!/^[0-9]{1,20}$/.test(operationId)) throw new Error(`wallet operation id ${JSON.stringify(operationId)} is not a row id`);
+  return new TransactionInstruction({
+    programId: MEMO_PROGRAM_ID,
+    keys: [],
+    data: Buffer.from(`apg:wallet-operation:${operationId}`, "utf8"),
+  });
 }
 
 // ---- signed, stored, sent, resolved -----------------------------------------------------------

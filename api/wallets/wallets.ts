@@ -17,6 +17,7 @@ import { Keypair, type PublicKey, Transaction } from "@solana/web3.js";
 import type pg from "pg";
 import {
   IdempotencyConflictError,
+  isGatewayError,
   InsufficientFundsError,
   InvalidAddressError,
   InvalidClientReferenceError,
@@ -30,13 +31,15 @@ import {
 import type { FundingSource } from "./funding-source.js";
 import type { Keystore } from "./keystore.js";
 import {
-  COMMITMENT,
   lookUpOutcomes,
+  type Outcome,
   parseAddress,
+  recentBlockhash,
   type SettlementLedger,
   signTransaction,
   submit,
   tokenBalanceUnits,
+  walletOperationMemo,
 } from "./ledger.js";
 
 const U64_MAX = (1n << 64n) - 1n;
@@ -150,12 +153,28 @@ export interface WalletOperationResult {
   readonly replayed: boolean;
 }
 
+type OperationStatus = "pending" | "confirmed" | "failed";
+
+/** A wallet operation as stored, for reads (`AgentWallets.operation`). */
+export interface WalletOperationRecord {
+  readonly operationId: string;
+  readonly kind: "fund" | "withdraw";
+  readonly amountUnits: bigint;
+  /** The withdrawal's destination; the agent's own address for a funding. */
+  readonly toAddress: string;
+  readonly txHash: string | null;
+  readonly status: "pending" | "confirmed" | "failed";
+  /** Why a failed operation failed (an RPC refusal, a program error, `expired`). */
+  readonly error: string | null;
+}
+
 interface OperationRow {
   id: string;
   kind: string;
   amount_units: string;
   to_address: string;
   signature: string | null;
+  last_valid_block_height: string | null;
   status: "pending" | "confirmed" | "failed";
 }
 
@@ -217,13 +236,20 @@ export class AgentWallets {
     return { agentId, address: address.toBase58(), balanceUnits, network: this.deps.ledger.network };
   }
 
-  /** Tops the wallet up from the funding source. */
+  /**
+   * Tops the wallet up from the funding source. The row is written first; its id goes into the
+   * transaction (so identical fundings never share one) and the signature is stored before the
+   * source sends it. The answer is `confirmed`, `pending` (sent, outcome not known yet: the
+   * reconciler or a retry with the same reference resolves it by signature), or a thrown
+   * PaymentError when the source says nothing moved.
+   */
   async fund(agentId: string, units: bigint, options: OperationOptions = {}): Promise<WalletOperationResult> {
     checkAmountUnits(units);
     checkClientReference(options.clientReference);
     const address = await this.address(agentId);
     const replay = await this.#replay(agentId, "fund", units, address.toBase58(), options.clientReference);
     if (replay !== null) return replay;
+    const source = await this.#fundingSourceOf(agentId);
     const inserted = await this.deps.pool.query<{ id: string }>(
       `INSERT INTO wallet_operations (agent_id, kind, amount_units, to_address, client_reference, status)
        VALUES ($1, 'fund', $2, $3, $4, 'pending')
@@ -235,24 +261,45 @@ export class AgentWallets {
       // A concurrent call with the same reference won the insert: answer with its operation.
       return (await this.#replay(agentId, "fund", units, address.toBase58(), options.clientReference))!;
     }
+    let signature: string | null = null;
+    const recordSigned = async (signed: { signature: string; lastValidBlockHeight: number }): Promise<void> => {
+      await this.deps.pool.query(
+        "UPDATE wallet_operations SET signature = $2, last_valid_block_height = $3, updated_at = now() WHERE id = $1",
+        [id, signed.signature, signed.lastValidBlockHeight],
+      );
+      signature = signed.signature;
+    };
+    let txHash: string;
     try {
-      const { txHash } = await (await this.#fundingSourceOf(agentId)).fund(address, units);
-      await this.#finish(id, "confirmed", null, txHash);
-      return { operationId: id, txHash, status: "confirmed", replayed: false };
+      ({ txHash } = await source.fund(address, units, { operationId: id, recordSigned }));
     } catch (error) {
       if (error instanceof PaymentPendingError) {
-        await this.#finish(id, "pending", null, error.signature);
-      } else {
-        await this.#finish(id, "failed", (error as Error).message, (error as PaymentError).detail?.signature ?? null);
+        // Sent, outcome unknown: never a failure. The row stays pending under its signature.
+        await this.#setSignature(id, error.signature).catch(() => undefined);
+        return { operationId: id, txHash: error.signature, status: "pending", replayed: false };
       }
+      if (isGatewayError(error)) {
+        // The source's definite answer: nothing moved.
+        await this.#finish(id, "failed", error.message, (error as PaymentError).detail?.signature ?? signature);
+        throw error;
+      }
+      // Anything else (a network or database error mid-call) is an unknown outcome, never a
+      // failure: with a recorded signature it is pending like a timeout; without one the row stays
+      // pending for an operator (the source may have paid) and the error is the answer.
+      if (signature !== null) return { operationId: id, txHash: signature, status: "pending", replayed: false };
       throw error;
     }
+    // The funding happened even if this write fails; the reconciler marks it from the signature.
+    await this.#finish(id, "confirmed", null, txHash).catch(() => undefined);
+    return { operationId: id, txHash, status: "confirmed", replayed: false };
   }
 
   /**
    * Sends `units` to `to` (a wallet owner address; its associated token account is created if
    * missing, rent paid by the service). More than the balance is an InsufficientFundsError with
-   * the balance, and nothing is sent.
+   * the balance, and nothing is sent. The operation id is allocated first and carried in the
+   * transaction (a memo), so two identical withdrawals are two transactions; the row is stored
+   * with the signature before the transaction is sent. An outcome not known yet is `pending`.
    */
   async withdraw(agentId: string, to: string, units: bigint, options: OperationOptions = {}): Promise<WalletOperationResult> {
     checkAmountUnits(units);
@@ -266,20 +313,21 @@ export class AgentWallets {
     const balanceUnits = await tokenBalanceUnits(this.deps.ledger, keypair.publicKey);
     if (units > balanceUnits) throw new InsufficientFundsError(agentId, units, balanceUnits);
 
-    const { connection, mint, decimals, authority } = this.deps.ledger;
-    const source = getAssociatedTokenAddressSync(mint, keypair.publicKey, true);
-    const target = getAssociatedTokenAddressSync(mint, destination, true);
-    const transaction = new Transaction().add(
-      createAssociatedTokenAccountIdempotentInstruction(authority.publicKey, target, destination, mint),
-      createTransferCheckedInstruction(source, mint, target, keypair.publicKey, units, decimals),
+    // The id before the row: it is signed into the transaction, and the row is written once, with
+    // the signature (an id lost to a crash or a reference conflict is a harmless gap).
+    const allocated = await this.deps.pool.query<{ id: string }>(
+      "SELECT nextval(pg_get_serial_sequence('wallet_operations', 'id'))::text AS id",
     );
-    const signed = signTransaction(this.deps.ledger, transaction, await connection.getLatestBlockhash(COMMITMENT), [keypair]);
+    const id = allocated.rows[0]!.id;
+    const transaction = withdrawalTransaction(this.deps.ledger, keypair.publicKey, destination, units, id);
+    const signed = signTransaction(this.deps.ledger, transaction, await recentBlockhash(this.deps.ledger), [keypair]);
     const inserted = await this.deps.pool.query<{ id: string }>(
       `INSERT INTO wallet_operations
-         (agent_id, kind, amount_units, to_address, client_reference, signature, last_valid_block_height, status)
-       VALUES ($1, 'withdraw', $2, $3, $4, $5, $6, 'pending')
+         (id, agent_id, kind, amount_units, to_address, client_reference, signature, last_valid_block_height, status)
+       VALUES ($1, $2, 'withdraw', $3, $4, $5, $6, $7, 'pending')
        ON CONFLICT (agent_id, client_reference) DO NOTHING RETURNING id`,
       [
+        id,
         agentId,
         units.toString(),
         destination.toBase58(),
@@ -288,8 +336,7 @@ export class AgentWallets {
         signed.lastValidBlockHeight,
       ],
     );
-    const id = inserted.rows[0]?.id;
-    if (id === undefined) {
+    if (inserted.rows[0] === undefined) {
       // A concurrent call with the same reference won the insert: answer with its operation.
       return (await this.#replay(agentId, "withdraw", units, destination.toBase58(), options.clientReference))!;
     }
@@ -300,7 +347,8 @@ export class AgentWallets {
       await this.#finish(id, "confirmed", null, signed.signature, result.slot).catch(() => undefined);
       return { operationId: id, txHash: signed.signature, status: "confirmed", replayed: false };
     }
-    if (result.status === "pending") throw new PaymentPendingError(signed.signature);
+    // Sent, outcome unknown: the row stays pending under its signature; never a failure.
+    if (result.status === "pending") return { operationId: id, txHash: signed.signature, status: "pending", replayed: false };
     const reason = result.status === "rejected" ? (result.error as Error).message : result.reason;
     await this.#finish(id, "failed", reason, signed.signature);
     // A concurrent payment may have spent the funds between the check and the send.
@@ -309,7 +357,7 @@ export class AgentWallets {
     throw new PaymentError(`withdrawal failed: ${reason}`, { signature: signed.signature });
   }
 
-  /** Resolves pending withdrawals (and fundings with a known signature) from the chain. */
+  /** Resolves pending withdrawals and fundings with a known signature from the chain. */
   async reconcilePendingOperations(): Promise<{ confirmed: number; failed: number; pending: number }> {
     const rows = await this.deps.pool.query<{ id: string; signature: string; last_valid_block_height: string }>(
       `SELECT id, signature, last_valid_block_height FROM wallet_operations
@@ -324,8 +372,7 @@ export class AgentWallets {
     for (const [i, outcome] of outcomes.entries()) {
       const row = rows.rows[i]!;
       counts[outcome.status] += 1;
-      if (outcome.status === "confirmed") await this.#finish(row.id, "confirmed", null, row.signature, outcome.slot);
-      if (outcome.status === "failed") await this.#finish(row.id, "failed", outcome.reason, row.signature);
+      await this.#settle(row.id, row.signature, outcome);
     }
     return counts;
   }
@@ -350,7 +397,7 @@ export class AgentWallets {
   ): Promise<WalletOperationResult | null> {
     if (clientReference === undefined) return null;
     const rows = await this.deps.pool.query<OperationRow>(
-      `SELECT id, kind, amount_units, to_address, signature, status FROM wallet_operations
+      `SELECT id, kind, amount_units, to_address, signature, last_valid_block_height, status FROM wallet_operations
        WHERE agent_id = $1 AND client_reference = $2`,
       [agentId, clientReference],
     );
@@ -359,20 +406,91 @@ export class AgentWallets {
     if (row.kind !== kind || BigInt(row.amount_units) !== units || row.to_address !== toAddress) {
       throw new IdempotencyConflictError(clientReference);
     }
-    return { operationId: row.id, txHash: row.signature, status: row.status, replayed: true };
+    return { operationId: row.id, txHash: row.signature, status: (await this.#current(row)).status, replayed: true };
   }
 
-  async #finish(
-    id: string,
-    status: "pending" | "confirmed" | "failed",
-    error: string | null,
-    signature: string | null,
-    slot?: number,
-  ): Promise<void> {
+  /**
+   * One operation of the agent (null when it has none with this id), for a caller that was
+   * answered `pending` without a key: a pending one is looked up on the chain first, as a retry
+   * would.
+   */
+  async operation(agentId: string, operationId: string): Promise<WalletOperationRecord | null> {
+    if (!/^[1-9][0-9]{0,18}$/.test(operationId)) return null;
+    const rows = await this.deps.pool.query<OperationRow & { error: string | null }>(
+      `SELECT id, kind, amount_units, to_address, signature, last_valid_block_height, status, error FROM wallet_operations
+       WHERE id = $1 AND agent_id = $2`,
+      [operationId, agentId],
+    );
+    const row = rows.rows[0];
+    if (row === undefined) return null;
+    const { status, error } = await this.#current(row);
+    return {
+      operationId: row.id,
+      kind: row.kind as "fund" | "withdraw",
+      amountUnits: BigInt(row.amount_units),
+      toAddress: row.to_address,
+      txHash: row.signature,
+      status,
+      error,
+    };
+  }
+
+  /** The row's status (and error), a pending one with a signature asked of the chain (and written) first. */
+  async #current(row: OperationRow & { error?: string | null }): Promise<{ status: OperationStatus; error: string | null }> {
+    const stored = { status: row.status, error: row.error ?? null };
+    if (row.status !== "pending" || row.signature === null || row.last_valid_block_height === null) return stored;
+    // An RPC error leaves it pending: unknown is never failed.
+    const [outcome] = await lookUpOutcomes(this.deps.ledger, [
+      { signature: row.signature, lastValidBlockHeight: Number(row.last_valid_block_height) },
+    ]).catch(() => [{ status: "pending" } as const]);
+    return (await this.#settle(row.id, row.signature, outcome!)) ?? stored;
+  }
+
+  /** Writes a looked-up outcome; returns the row's status and error after it (null if the row is gone). */
+  async #settle(id: string, signature: string, outcome: Outcome): Promise<{ status: OperationStatus; error: string | null } | null> {
+    if (outcome.status === "confirmed") await this.#finish(id, "confirmed", null, signature, outcome.slot);
+    if (outcome.status === "failed") await this.#finish(id, "failed", outcome.reason, signature);
+    const rows = await this.deps.pool.query<{ status: OperationStatus; error: string | null }>(
+      "SELECT status, error FROM wallet_operations WHERE id = $1",
+      [id],
+    );
+    return rows.rows[0] ?? null;
+  }
+
+  async #setSignature(id: string, signature: string): Promise<void> {
     await this.deps.pool.query(
-      `UPDATE wallet_operations SET status = $2, error = $3, signature = coalesce($4, signature), slot = $5, updated_at = now()
-       WHERE id = $1`,
+      "UPDATE wallet_operations SET signature = coalesce(signature, $2), updated_at = now() WHERE id = $1 AND status = 'pending'",
+      [id, signature],
+    );
+  }
+
+  /**
+   * Pending → final, once. Only a pending row moves: the request that sent it, a retry and the
+   * reconciler may all resolve the same operation, and they read the same chain.
+   */
+  async #finish(id: string, status: "confirmed" | "failed", error: string | null, signature: string | null, slot?: number): Promise<void> {
+    await this.deps.pool.query(
+      `UPDATE wallet_operations SET status = $2, error = $3, signature = coalesce(signature, $4), slot = $5, updated_at = now()
+       WHERE id = $1 AND status = 'pending'`,
       [id, status, error, signature, slot ?? null],
     );
   }
+}
+
+/** The agent's TransferChecked to `destination`'s token account (created if missing, rent paid by the service), tagged with the operation. */
+export function withdrawalTransaction(
+  ledger: SettlementLedger,
+  owner: PublicKey,
+  destination: PublicKey,
+  units: bigint,
+  operationId: string,
+): Transaction {
+  const { mint, decimals, authority } = ledger;
+  const source = getAssociatedTokenAddressSync(mint, owner, true);
+  const target = getAssociatedTokenAddressSync(mint, destination, true);
+  return new Transaction().add(
+    createAssociatedTokenAccountIdempotentInstruction(authority.publicKey, target, destination, mint),
+    createTransferCheckedInstruction(source, mint, target, owner, units, decimals),
+    walletOperationMemo(operationId),
+  );
 }

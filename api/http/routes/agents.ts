@@ -13,7 +13,8 @@
  *   a retry after a crash resolves through the agent id, the operation's own reference.
  * - `POST .../wallet/fund` and `.../wallet/withdraw` move money on the chain: the key's reference
  *   becomes the wallet operation's `clientReference`, so a retry never moves money twice; an
- *   outcome that is still pending answers 202 and keeps the key open until it is known.
+ *   outcome that is still pending answers 202 with the operation id and keeps the key open until
+ *   it is known (a failure is answered only once the transaction can no longer land).
  */
 import { PublicKey } from "@solana/web3.js";
 import { AgentNotEmptyError, archiveAgent } from "../../agent-archive.js";
@@ -21,7 +22,7 @@ import { listAgentsPage } from "../../read/agents.js";
 import { type BalanceReader, rpcBalanceReader } from "../../read/balances.js";
 import type { AgentRow } from "../../read/rows.js";
 import { parseAgentId } from "../../validation.js";
-import { createAgentWallet, PaymentPendingError, WalletExistsError, type WalletOperationResult } from "../../wallets/index.js";
+import { createAgentWallet, WalletExistsError, type WalletOperationResult } from "../../wallets/index.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../idempotency.js";
 import { booleanParam, limitParam, objectBody, optionalString, requireActiveAgent, requireAgent, stringField } from "../input.js";
 import { parseUsdcNumber, usdcJson } from "../money.js";
@@ -132,21 +133,17 @@ function operationOutcome(
   kind: "fund" | "withdraw",
   agentId: string,
   units: bigint,
-  result: Omit<WalletOperationResult, "operationId"> & { operationId: string | null },
+  result: WalletOperationResult,
 ): ExternalOutcome {
   const body = { operationId: result.operationId, kind, agentId, amount: usdcJson(units), status: result.status, txHash: result.txHash };
+  // Sent, outcome not known yet (it may still land): 202 with the operation, and the key stays
+  // open; a retry with it reads the operation by its reference and asks the chain again.
   if (result.status === "pending") return { response: json(202, body), final: false };
   if (result.status === "failed") {
     const failure = httpError("PAYMENT_FAILED", `the ${kind} operation ${result.operationId} failed`, { errorClass: "PaymentError", ...body });
     return { response: problemResponse(failure), final: true };
   }
   return { response: json(200, body), final: true };
-}
-
-function pendingOutcome(kind: "fund" | "withdraw", agentId: string, units: bigint, error: unknown): ExternalOutcome {
-  if (!(error instanceof PaymentPendingError)) throw error;
-  // Sent, not confirmed: 202 and the key stays open; a retry reads the operation by its reference.
-  return operationOutcome(kind, agentId, units, { operationId: null, txHash: error.signature, status: "pending", replayed: false });
 }
 
 async function fundRoute(context: RouteContext): Promise<RouteResponse> {
@@ -156,11 +153,7 @@ async function fundRoute(context: RouteContext): Promise<RouteResponse> {
   const service = wallets(context);
   return runExternalEffect(context.store, context.idempotency, async ({ reference }) => {
     const options = reference === null ? {} : { clientReference: reference };
-    try {
-      return operationOutcome("fund", agent.agent_id, units, await service.fund(agent.agent_id, units, options));
-    } catch (error) {
-      return pendingOutcome("fund", agent.agent_id, units, error);
-    }
+    return operationOutcome("fund", agent.agent_id, units, await service.fund(agent.agent_id, units, options));
   });
 }
 
@@ -178,11 +171,30 @@ async function withdrawRoute(context: RouteContext): Promise<RouteResponse> {
   const service = wallets(context);
   return runExternalEffect(context.store, context.idempotency, async ({ reference }) => {
     const options = reference === null ? {} : { clientReference: reference };
-    try {
-      return operationOutcome("withdraw", agent.agent_id, units, await service.withdraw(agent.agent_id, to, units, options));
-    } catch (error) {
-      return pendingOutcome("withdraw", agent.agent_id, units, error);
-    }
+    return operationOutcome("withdraw", agent.agent_id, units, await service.withdraw(agent.agent_id, to, units, options));
+  });
+}
+
+/**
+ * One wallet operation, as it stands now: how a caller answered 202 without an Idempotency-Key
+ * learns the outcome (a pending one is looked up on the chain first). 200 in every state, a
+ * failed one included: this reads the operation, it does not perform it.
+ */
+async function operationRoute(context: RouteContext): Promise<RouteResponse> {
+  const agent = await requireAgent(context, context.params.agentId!);
+  const operationId = context.params.operationId!;
+  if (!/^[1-9][0-9]{0,18}$/.test(operationId)) throw badRequest("operationId", "must be a wallet operation id (a positive integer)");
+  const operation = await wallets(context).operation(agent.agent_id, operationId);
+  if (operation === null) throw httpError("NOT_FOUND", `agent ${agent.agent_id} has no wallet operation ${operationId}`, { field: "operationId" });
+  return json(200, {
+    operationId: operation.operationId,
+    kind: operation.kind,
+    agentId: agent.agent_id,
+    amount: usdcJson(operation.amountUnits),
+    status: operation.status,
+    txHash: operation.txHash,
+    ...(operation.kind === "withdraw" ? { to: operation.toAddress } : {}),
+    error: operation.error,
   });
 }
 
@@ -228,4 +240,5 @@ export const agentRoutes: readonly Route[] = [
   { method: "GET", path: "/v1/agents/:agentId/wallet/balance", handler: balanceRoute },
   { method: "POST", path: "/v1/agents/:agentId/wallet/fund", handler: fundRoute },
   { method: "POST", path: "/v1/agents/:agentId/wallet/withdraw", handler: withdrawRoute },
+  { method: "GET", path: "/v1/agents/:agentId/wallet/operations/:operationId", handler: operationRoute },
 ];

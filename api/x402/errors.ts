@@ -30,6 +30,8 @@ export const VERIFY_FAILURES = [
   "expired",
   "validity_too_long",
   "unknown_payer",
+  /** `payTo` is not a wallet the ledger can credit safely (api/settlement/payee.ts). */
+  "payee_refused",
 ] as const;
 export type VerifyFailureReason = (typeof VERIFY_FAILURES)[number];
 

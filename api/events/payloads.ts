@@ -140,8 +140,9 @@ export function readStoredPayload(text: string): EventPayload {
 /** Hundredths of a percent → the exact percent: 8000 → "80", 3333 → "33.33", 5 → "0.05". */
 export function percentText(bp: number): string {
   if (!Number.isSafeInteger(bp) || bp < 0) throw new RangeError(`threshold must be a non-negative integer of hundredths, got ${bp}`);
-  const fraction = (bp % 100).toString().padStart(2, "0").replace(/0+$/, "");
-  const whole = Math.trunc(bp / 100);
+  const hundredths = BigInt(bp);
+  const fraction = (hundredths % 100n).toString().padStart(2, "0").replace(/0+$/, "");
+  const whole = hundredths / 100n;
   return fraction === "" ? `${whole}` : `${whole}.${fraction}`;
 }
 

@@ -18,6 +18,14 @@ export const ERROR_CODES = {
   GRAPHQL_PARSE_FAILED: 400,
   /** The query's estimated cost (fields × list sizes) exceeds the service's budget. */
   QUERY_TOO_COSTLY: 400,
+  /** The request body is not JSON, not UTF-8, or repeats a key (api/http/json.ts, both surfaces). */
+  INVALID_JSON: 400,
+  /** The request body is larger than the surface reads (REST 64 KiB, GraphQL 1 MiB). */
+  PAYLOAD_TOO_LARGE: 413,
+  /** The request body is not application/json. */
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  /** A GraphQL GET whose URL is longer than the service reads (api/graphql-request.ts). */
+  URI_TOO_LONG: 414,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -27,7 +35,9 @@ export type ErrorCode = keyof typeof ERROR_CODES;
  * authentication failure ends the request, with 401. REST maps every code to its status above.
  */
 export function apiError(code: ErrorCode, message: string, details: Record<string, unknown> = {}): GraphQLError {
-  const http = code === "AUTHENTICATION_ERROR" ? { http: { status: ERROR_CODES[code] } } : {};
+  // An authentication refusal keeps the headers its caller gave (api/auth.ts: WWW-Authenticate).
+  const given = (details.http ?? {}) as Record<string, unknown>;
+  const http = code === "AUTHENTICATION_ERROR" ? { http: { ...given, status: ERROR_CODES[code] } } : {};
   return new GraphQLError(message, { extensions: { code, ...details, ...http } });
 }
 

@@ -8,7 +8,7 @@ import type { Plugin } from "graphql-yoga";
 import type { Logger } from "pino";
 import { authenticate } from "./auth.js";
 import { type ApiDependencies, createContext } from "./context.js";
-import { ERROR_CODES, type ErrorCode } from "./errors.js";
+import { problemResponse, toHttpError } from "./http/problem.js";
 import { agentMetrics } from "./metrics.js";
 
 const METRICS_PATH = /^\/v1\/agents\/([^/]+)\/metrics\/?$/;
@@ -61,9 +61,11 @@ export async function handleMetricsRequest(deps: ApiDependencies, request: Reque
     });
     return new Response(specMetricsJson(body), { status: 200, headers: { "content-type": "application/json" } });
   } catch (error) {
-    const code = error instanceof GraphQLError ? error.extensions.code : undefined;
-    if (typeof code === "string" && Object.hasOwn(ERROR_CODES, code)) {
-      return problem(ERROR_CODES[code as ErrorCode], code, error instanceof Error ? error.message : String(error));
+    // The same problem body and headers as every other /v1 route (errorClass, WWW-Authenticate).
+    const known = error instanceof GraphQLError ? toHttpError(error) : null;
+    if (known !== null) {
+      const answer = problemResponse(known);
+      return new Response(answer.body, { status: answer.status, headers: answer.headers });
     }
     logger?.error({ err: error }, "metrics route failed");
     return problem(500, "INTERNAL_SERVER_ERROR", "unexpected error");

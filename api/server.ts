@@ -12,6 +12,7 @@ import { authenticate } from "./auth.js";
 import { ERROR_CODES } from "./errors.js";
 import { type GatewayDeps, useGatewayRoutes } from "./http/index.js";
 import { type ApiContext, type ApiDependencies, createContext } from "./context.js";
+import { useGraphqlRequestLimits } from "./graphql-request.js";
 import { useQueryLimits } from "./limits.js";
 import { LiveFeed } from "./live-feed.js";
 import { type BalanceReader, rpcBalanceReader } from "./read/balances.js";
@@ -64,6 +65,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     plugins: [
       useRestRoutes(deps, options.logger),
       useGatewayRoutes({ ...deps, ...(options.logger === undefined ? {} : { logger: options.logger }), ...options.gateway }),
+      useGraphqlRequestLimits(),
       useQueryLimits(),
     ],
     // Unexpected errors reach the client as "Unexpected error." (no internals); the log has them.

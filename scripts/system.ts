@@ -63,6 +63,8 @@ export interface SystemOptions {
   readonly allowLoopbackWebhooks?: boolean;
   /** Indexer poll interval (ms) for the JSON-RPC source. */
   readonly pollIntervalMs?: number;
+  /** New payee token accounts the authority funds per paying account in 24 h (api/settlement/payee.ts). */
+  readonly payeeAccountQuota?: number;
 }
 
 export interface System {
@@ -126,7 +128,12 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   const secretBox = SecretBox.fromEnv(env);
   const ledger = localSettlementLedger(localnet);
   const wallets = new AgentWallets({ pool, keystore, ledger, fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });
-  const settlement = new Settlement({ pool, wallets, ledger });
+  const settlement = new Settlement({
+    pool,
+    wallets,
+    ledger,
+    ...(options.payeeAccountQuota === undefined ? {} : { payeeAccountQuota: options.payeeAccountQuota }),
+  });
   const token = info.mint.toBase58();
   const facilitator = new X402Facilitator({
     pool,

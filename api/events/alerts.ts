@@ -10,7 +10,9 @@
  * The spec does not show the stored shape or the identifier: ours is a uuid.
  */
 import type pg from "pg";
+import { JsonNumber } from "../json-number.js";
 import { formatUsdc, parseUsdc } from "../policy/amounts.js";
+import { percentText } from "./payloads.js";
 import { generateSigningSecret, type SecretBox } from "../webhooks/secrets.js";
 import { formatNotifyTarget, parseNotifyTarget } from "../webhooks/targets.js";
 
@@ -56,8 +58,11 @@ export interface Alert {
   readonly accountId: string;
   readonly agentId: string;
   readonly type: AlertType;
-  /** Percent (budget_pct) or usdc amount (spend_rate); null for policy_violation. */
-  readonly threshold: number | null;
+  /**
+   * Percent (budget_pct) or usdc amount (spend_rate) as the exact decimal (a JSON number token,
+   * never a float); null for policy_violation.
+   */
+  readonly threshold: JsonNumber | null;
   readonly thresholdBp: number | null;
   readonly thresholdUnits: bigint | null;
   readonly window: string | null;
@@ -209,7 +214,8 @@ function fromRow(row: AlertRow): Alert {
     accountId: row.account_id,
     agentId: row.agent_id,
     type: row.type,
-    threshold: row.threshold_bp !== null ? row.threshold_bp / 100 : units !== null ? Number(formatUsdc(units)) : null,
+    threshold:
+      row.threshold_bp !== null ? new JsonNumber(percentText(row.threshold_bp)) : units !== null ? new JsonNumber(formatUsdc(units)) : null,
     thresholdBp: row.threshold_bp,
     thresholdUnits: units,
     window: row.window_text,

@@ -5,6 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
+import { writeJson } from "../http/json.js";
 import type { NotifyTarget } from "../webhooks/targets.js";
 import { type EventType, isEventType, type PayloadOf } from "./payloads.js";
 
@@ -54,7 +55,8 @@ export async function emitEvent<T extends EventType>(
   options: EmitOptions = {},
 ): Promise<EmittedEvent> {
   if (!isEventType(type) || payload.event !== type) throw new Error(`payload.event must be ${String(type)}`);
-  const body = JSON.stringify(payload);
+  // writeJson, not JSON.stringify: money is carried as exact number tokens (payloads.ts).
+  const body = writeJson(payload);
   if (Buffer.byteLength(body) > MAX_PAYLOAD_BYTES) throw new Error(`event payload over ${MAX_PAYLOAD_BYTES} bytes`);
   const id = newEventId();
   await client.query("SAVEPOINT emit_event");

@@ -3,9 +3,14 @@
  * fields. The spec leaves `budget.warning` open; ours follows the same style (`event`, `agentId`,
  * human `detail`, ISO `timestamp`) and adds the budget figures. `spend_rate.exceeded` is ours (the
  * `spend_rate` alert of spec 2.10). Money is the spec's `{ usdc: number }`, made exactly from
- * base units.
+ * base units: the number is a `JsonNumber` holding the exact decimal, written verbatim by
+ * `writeJson` (api/http/json.ts), so no amount (nor the threshold percent) ever passes through a
+ * float: 0.1 usdc is `0.1` on the wire and 2^64 - 1 base units keep all 20 digits. Read a stored
+ * payload back with `readStoredPayload` to keep them exact.
  */
-import { formatUsdc, toUsdc } from "../policy/amounts.js";
+import { parseJson } from "../http/json.js";
+import { JsonNumber } from "../json-number.js";
+import { formatUsdc, toUsdc, type UsdcJson } from "../policy/amounts.js";
 
 export const EVENT_TYPES = ["budget.warning", "policy.violation", "spend_rate.exceeded"] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -35,9 +40,9 @@ export interface BudgetWarningPayload {
   /** The alert rule that fired; null for the gateway's own 80 % warning (spec 3). */
   readonly alertId: string | null;
   /** 80 for the gateway's warning, the rule's threshold for a `budget_pct` alert. */
-  readonly thresholdPercent: number;
-  readonly usedToday: { readonly usdc: number };
-  readonly dailyBudget: { readonly usdc: number };
+  readonly thresholdPercent: JsonNumber;
+  readonly usedToday: UsdcJson;
+  readonly dailyBudget: UsdcJson;
   /** The budget period (spec 2.1): its first payment and its reset. */
   readonly windowStart: string;
   readonly resetsAt: string;
@@ -51,9 +56,9 @@ export interface SpendRatePayload {
   readonly alertId: string;
   /** The rule's window, as given (`1h`). */
   readonly window: string;
-  readonly threshold: { readonly usdc: number };
+  readonly threshold: UsdcJson;
   /** Spent within the window ending at `timestamp`. */
-  readonly spent: { readonly usdc: number };
+  readonly spent: UsdcJson;
   readonly detail: string;
   readonly timestamp: string;
 }
@@ -90,12 +95,12 @@ export function budgetWarningPayload(input: {
   resetsAt: Date;
   at: Date;
 }): BudgetWarningPayload {
-  const percent = input.thresholdBp / 100;
+  const percent = percentText(input.thresholdBp);
   return {
     event: "budget.warning",
     agentId: input.agentId,
     alertId: input.alertId,
-    thresholdPercent: percent,
+    thresholdPercent: new JsonNumber(percent),
     usedToday: toUsdc(input.usedUnits),
     dailyBudget: toUsdc(input.limitUnits),
     windowStart: input.windowStart.toISOString(),
@@ -125,6 +130,20 @@ export function spendRatePayload(input: {
     detail: `spent ${formatUsdc(input.spentUnits)} usdc within ${input.window}, above the alert threshold of ${formatUsdc(input.thresholdUnits)} usdc`,
     timestamp: input.at.toISOString(),
   };
+}
+
+/** A stored payload (the outbox's exact text) back as a payload, numbers still exact tokens. */
+export function readStoredPayload(text: string): EventPayload {
+  return parseJson(text) as unknown as EventPayload;
+}
+
+/** Hundredths of a percent → the exact percent: 8000 → "80", 3333 → "33.33", 5 → "0.05". */
+export function percentText(bp: number): string {
+  if (!Number.isSafeInteger(bp) || bp < 0) throw new RangeError(`threshold must be a non-negative integer of hundredths, got ${bp}`);
+  const hundredths = BigInt(bp);
+  const fraction = (hundredths % 100n).toString().padStart(2, "0").replace(/0+$/, "");
+  const whole = hundredths / 100n;
+  return fraction === "" ? `${whole}` : `${whole}.${fraction}`;
 }
 
 /** One line for humans (Slack text, e-mail subject). */

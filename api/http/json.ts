@@ -5,15 +5,11 @@
  * `writeJson`, which prints a `JsonNumber` as its digits. `canonicalJson` gives the byte-stable
  * form the idempotency fingerprint hashes (keys sorted, no whitespace, numbers as sent).
  */
+import { JsonNumber } from "../json-number.js";
 import { HttpError } from "./problem.js";
 
 /** A JSON number token, exactly as written. */
-export class JsonNumber {
-  constructor(readonly text: string) {}
-  toString(): string {
-    return this.text;
-  }
-}
+export { JsonNumber };
 
 export type JsonValue = null | boolean | string | JsonNumber | JsonValue[] | { [key: string]: JsonValue };
 
@@ -145,9 +141,14 @@ export function canonicalJson(value: JsonValue | undefined): string {
 
 /**
  * Serializes a response. `JsonNumber` prints as its digits; `Date` as ISO 8601; `bigint` is refused
- * (money must be converted on purpose, see money.ts); `undefined` fields are left out.
+ * (money must be converted on purpose, see money.ts); `undefined` fields are left out. `indent` > 0
+ * pretty-prints like `JSON.stringify(value, null, indent)` (e-mail bodies), numbers still exact.
  */
-export function writeJson(value: unknown): string {
+export function writeJson(value: unknown, indent = 0): string {
+  return write(value, indent, "");
+}
+
+function write(value: unknown, indent: number, pad: string): string {
   if (value === null) return "null";
   if (value instanceof JsonNumber) return value.text;
   if (value instanceof Date) return JSON.stringify(value.toISOString());
@@ -161,13 +162,16 @@ export function writeJson(value: unknown): string {
     case "bigint":
       throw new Error("writeJson: bigint must be converted at the edge (money.ts)");
     case "object": {
-      if (Array.isArray(value)) return `[${value.map((item) => (item === undefined ? "null" : writeJson(item))).join(",")}]`;
+      const inner = indent > 0 ? `${pad}${" ".repeat(indent)}` : "";
+      const join = (parts: string[], open: string, close: string) =>
+        parts.length === 0 ? `${open}${close}` : indent > 0 ? `${open}\n${inner}${parts.join(`,\n${inner}`)}\n${pad}${close}` : `${open}${parts.join(",")}${close}`;
+      if (Array.isArray(value)) return join(value.map((item) => (item === undefined ? "null" : write(item, indent, inner))), "[", "]");
       const parts: string[] = [];
       for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
         if (item === undefined) continue;
-        parts.push(`${JSON.stringify(key)}:${writeJson(item)}`);
+        parts.push(`${JSON.stringify(key)}:${indent > 0 ? " " : ""}${write(item, indent, inner)}`);
       }
-      return `{${parts.join(",")}}`;
+      return join(parts, "{", "}");
     }
     default:
       throw new Error(`writeJson: cannot serialize ${typeof value}`);

@@ -41,6 +41,8 @@ export const REST_ERROR_CODES = {
   INSUFFICIENT_FUNDS: 422,
   BUDGET_EXCEEDED: 422,
   PAYMENT_FAILED: 502,
+  /** `payTo` is not a wallet the ledger can credit safely (api/settlement/payee.ts); nothing was signed. */
+  PAYEE_REFUSED: 422,
   SERVICE_UNAVAILABLE: 503,
   INTERNAL_SERVER_ERROR: 500,
 } as const;
@@ -84,8 +86,14 @@ export function toHttpError(error: unknown): HttpError | null {
   if (error instanceof GraphQLError) {
     const code = error.extensions.code;
     if (typeof code === "string" && Object.hasOwn(ERROR_CODES, code)) {
-      const argument = error.extensions.argument;
-      return new HttpError(ERROR_CODES[code as ErrorCode], code, error.message, typeof argument === "string" ? { field: argument } : {});
+      const { argument, errorClass, http } = error.extensions as { argument?: unknown; errorClass?: unknown; http?: { headers?: unknown } };
+      const extra: Record<string, unknown> = {
+        ...(typeof errorClass === "string" ? { errorClass } : {}),
+        ...(typeof argument === "string" ? { field: argument } : {}),
+      };
+      // Headers the error asks for (WWW-Authenticate on a 401, api/auth.ts) go out with the problem.
+      const headers = isStringRecord(http?.headers) ? http.headers : {};
+      return new HttpError(ERROR_CODES[code as ErrorCode], code, error.message, extra, headers);
     }
     return null;
   }
@@ -111,8 +119,21 @@ export function toHttpError(error: unknown): HttpError | null {
       host: String(refused.host),
     });
   }
+  if (named?.name === "PayeeRefusedError") {
+    const { code, field, payee } = error as { code?: unknown; field?: unknown; payee?: unknown };
+    return httpError("PAYEE_REFUSED", String(named.message), {
+      errorClass: "PaymentError",
+      reason: String(code),
+      ...(typeof field === "string" ? { field } : {}),
+      ...(typeof payee === "string" ? { payee } : {}),
+    });
+  }
   if (named?.name === "EndpointLimitError") return httpError("LIMIT_EXCEEDED", String(named.message));
   return null;
+}
+
+function isStringRecord(value: unknown): value is Record<string, string> {
+  return typeof value === "object" && value !== null && Object.values(value).every((item) => typeof item === "string");
 }
 
 function fromGatewayError(error: GatewayError): HttpError {

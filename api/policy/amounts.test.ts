@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { formatUsdc, parseUsdc, toUsdc } from "./amounts.js";
+import { mulberry32 } from "../../test/support/random.js";
+import { parseJson, writeJson } from "../http/json.js";
+import { JsonNumber } from "../json-number.js";
+import { formatUsdc, MAX_AMOUNT_UNITS, parseUsdc, toUsdc } from "./amounts.js";
 import { isPolicyInputError } from "./errors.js";
 
 describe("parseUsdc", () => {
@@ -59,7 +62,36 @@ describe("formatUsdc", () => {
     }
   });
 
-  it("gives the spec's money object", () => {
-    expect(toUsdc(1_500_000n)).toEqual({ usdc: 1.5 });
+  it("gives the spec's money object with the exact decimal as its JSON number", () => {
+    expect(writeJson(toUsdc(1_500_000n))).toBe('{"usdc":1.5}');
+    expect(writeJson(toUsdc(100_000n))).toBe('{"usdc":0.1}');
+    expect(writeJson(toUsdc(0n))).toBe('{"usdc":0}');
+    // 2^53 + 1 base units and the u64 maximum: a float would round both.
+    expect(writeJson(toUsdc(9_007_199_254_740_993n))).toBe('{"usdc":9007199254.740993}');
+    expect(writeJson(toUsdc(MAX_AMOUNT_UNITS))).toBe('{"usdc":18446744073709.551615}');
+  });
+});
+
+describe("money rendered into JSON (property)", () => {
+  // Seeded so a failure replays: u64 draws from two 32-bit halves, the magnitude spread over every
+  // digit count (a uniform u64 is almost always 20 digits long).
+  const SEED = 0x5eed_0a11;
+  const random = mulberry32(SEED);
+  const u32 = () => BigInt(Math.floor(random() * 4_294_967_296));
+  const amounts: bigint[] = [0n, 1n, 100_000n, 2n ** 53n, 2n ** 53n + 1n, MAX_AMOUNT_UNITS, MAX_AMOUNT_UNITS - 1n];
+  for (let i = 0; i < 5_000; i += 1) {
+    const u64 = (u32() << 32n) | u32();
+    amounts.push(u64 % 10n ** BigInt(1 + (i % 20)));
+  }
+
+  it(`every base-unit amount 0..2^64-1 written as { usdc: number } parses back to the same units (seed ${SEED})`, () => {
+    for (const units of amounts) {
+      const text = writeJson(toUsdc(units));
+      const parsed = parseJson(text) as { usdc: JsonNumber };
+      expect(parsed.usdc, text).toBeInstanceOf(JsonNumber);
+      expect(parseUsdc(parsed.usdc.text), text).toBe(units);
+      // And it is plain JSON: any JSON reader sees the same decimal digits (no exponent, no sign).
+      expect(parsed.usdc.text, text).toMatch(/^(0|[1-9]\d*)(\.\d{1,6})?$/);
+    }
   });
 });

@@ -2,6 +2,7 @@
  * Money at the policy's edges. Inside, every amount is a `bigint` of 6-decimal token base units;
  * decimal strings (and the spec's `{ usdc: number }`) exist only where values enter or leave.
  */
+import { JsonNumber } from "../json-number.js";
 import { InvalidAmountError } from "./errors.js";
 
 export const USDC_DECIMALS = 6;
@@ -40,9 +41,17 @@ export function formatUsdc(units: bigint): string {
   return fraction === "" ? whole.toString() : `${whole}.${fraction}`;
 }
 
-/** The spec's money object. A JS number is exact for every amount below 2^53 / 10^6 dollars. */
-export function toUsdc(units: bigint): { usdc: number } {
-  return { usdc: Number(formatUsdc(units)) };
+/** The spec's money object `{ usdc: number }`, its number the exact decimal (no float on the way). */
+export interface UsdcJson {
+  readonly usdc: JsonNumber;
+}
+
+/**
+ * The spec's money object for JSON written by `writeJson`: the number token is `formatUsdc`'s exact
+ * decimal, so 100_000n is `0.1` (never 0.10000000000000001) and 2^64 - 1 units keep every digit.
+ */
+export function toUsdc(units: bigint): UsdcJson {
+  return { usdc: new JsonNumber(formatUsdc(units)) };
 }
 
 export function assertAmountUnits(units: bigint, what: string): void {

@@ -61,6 +61,7 @@ import {
 import { checkAmountUnits, type AgentWallets } from "../wallets/wallets.js";
 import type { SettleRequest, SettleResult } from "../x402/settler.js";
 import { ledgerRefusal, refusalError } from "./ledger-errors.js";
+import { checkPayee, checkPayeeAccounts, DEFAULT_PAYEE_ACCOUNT_QUOTA, PayeeRefusedError } from "./payee.js";
 
 const RECONCILE_BATCH = 256;
 const SIGNATURES_PAGE = 1_000;
@@ -129,6 +130,11 @@ export interface SettlementDeps {
   readonly pool: pg.Pool;
   readonly wallets: AgentWallets;
   readonly ledger: SettlementLedger;
+  /**
+   * New payee token accounts the authority pays rent for, per paying account in any 24 hours
+   * (api/settlement/payee.ts); `DEFAULT_PAYEE_ACCOUNT_QUOTA` when absent.
+   */
+  readonly payeeAccountQuota?: number;
 }
 
 interface ParsedInput {
@@ -200,14 +206,19 @@ export class Settlement implements Settler {
   async prepareSettlement(input: SettlePaymentInput): Promise<PreparedSettlement> {
     const parsed = parseInput(input);
     const { wallets, ledger, pool } = this.deps;
+    // Payee rule 1 (payee.ts): a wallet key, not the mint, a program or a PDA. Before any read.
+    checkPayee(parsed.payee.toBase58(), [ledger.mint]);
     const payer = await wallets.keypair(input.agentId);
     // The chain reads are independent: made together, and the blockhash is a shared recent one
     // (api/wallets/ledger.ts `recentBlockhash`; the row keeps its last valid block height).
-    const [balanceUnits, invocation, blockhash] = await Promise.all([
+    const [balanceUnits, invocation, blockhash, payeeCheck] = await Promise.all([
       parsed.atomic ? tokenBalanceUnits(ledger, payer.publicKey) : null,
       parsed.invocation === null ? null : this.invocationState(parsed.invocation),
       recentBlockhash(ledger),
+      // Rule 2, when tokens move to a payee not yet known to be creditable.
+      parsed.atomic && !this.#payeeAccounts.has(parsed.payee.toBase58()) ? this.#payeeAccountsCheck(parsed.payee) : null,
     ]);
+    const createPayeeAccount = payeeCheck?.createTokenAccount ?? false;
     if (balanceUnits !== null && input.amountUnits > balanceUnits) {
       throw new InsufficientFundsError(input.agentId, input.amountUnits, balanceUnits);
     }
@@ -242,13 +253,15 @@ export class Settlement implements Settler {
       );
       const row = rows[0];
       if (row === undefined) throw new PaymentError(`agent ${input.agentId} has no wallet`);
+      if (createPayeeAccount) await this.#claimPayeeAccountQuota(client, input.agentId, parsed.payee.toBase58());
       const paymentId = BigInt(row.payment_id);
-      const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId);
+      const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId, createPayeeAccount);
       const signed = signTransaction(ledger, new Transaction().add(...instructions), blockhash, [payer]);
       await client.query(
         `INSERT INTO settlements (agent_id, payment_id, signature, payer, payee, amount_units, protocol, rail,
-           endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status, payment_ref)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14)`,
+           endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status, payment_ref,
+           payee_account_created)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14, $15)`,
         [
           input.agentId,
           paymentId.toString(),
@@ -264,6 +277,7 @@ export class Settlement implements Settler {
           signed.wire,
           signed.lastValidBlockHeight,
           input.paymentRef ?? null,
+          createPayeeAccount,
         ],
       );
       await client.query("COMMIT");
@@ -471,11 +485,47 @@ export class Settlement implements Settler {
     return { kind: "included" as const, err: result.reason === "included" ? result.err : null, programIds };
   }
 
+  /** Payee rule 2 (payee.ts): the payee's account and its token account, as the chain holds them. */
+  async #payeeAccountsCheck(payee: PublicKey): Promise<{ readonly createTokenAccount: boolean }> {
+    const { ledger } = this.deps;
+    const tokenAccount = getAssociatedTokenAddressSync(ledger.mint, payee, true);
+    const [wallet, token] = await ledger.connection.getMultipleAccountsInfo([payee, tokenAccount], COMMITMENT);
+    return checkPayeeAccounts(payee.toBase58(), {
+      payee: wallet == null ? null : { owner: wallet.owner, executable: wallet.executable },
+      tokenAccount: token == null ? null : { owner: token.owner },
+    });
+  }
+
+  /**
+   * Payee rule 3: the authority pays the rent of a new payee token account at most `quota` times
+   * per paying account in 24 hours. Counted under a per-account transaction lock, so concurrent
+   * settlements cannot both take the last one; failed settlements created nothing and do not count.
+   */
+  async #claimPayeeAccountQuota(client: pg.PoolClient, agentId: string, payee: string): Promise<void> {
+    const quota = this.deps.payeeAccountQuota ?? DEFAULT_PAYEE_ACCOUNT_QUOTA;
+    await client.query("SELECT pg_advisory_xact_lock(hashtext('payee-accounts:' || account_id)) FROM agents WHERE agent_id = $1", [agentId]);
+    const { rows } = await client.query<{ n: number }>(
+      `SELECT count(*)::int AS n
+       FROM settlements s JOIN agents a ON a.agent_id = s.agent_id
+       WHERE a.account_id = (SELECT account_id FROM agents WHERE agent_id = $1)
+         AND s.payee_account_created AND s.status <> 'failed' AND s.created_at > now() - interval '24 hours'`,
+      [agentId],
+    );
+    if ((rows[0]?.n ?? 0) >= quota) {
+      throw new PayeeRefusedError(
+        "payee_account_quota",
+        payee,
+        `the payee has no token account, and this account's quota of ${quota} new payee token accounts per 24 hours is used up: the payee must create its token account first`,
+      );
+    }
+  }
+
   async #instructions(
     input: SettlePaymentInput,
     parsed: ParsedInput,
     payer: PublicKey,
     paymentId: bigint,
+    createPayeeAccount: boolean,
   ): Promise<TransactionInstruction[]> {
     const { ledger } = this.deps;
     const transfer = parsed.atomic ? associatedTransferAccounts(payer, parsed.payee, ledger.mint) : null;
@@ -492,9 +542,9 @@ export class Settlement implements Settler {
       invocation: parsed.invocation,
       transfer,
     });
-    if (transfer === null || this.#payeeAccounts.has(parsed.payee.toBase58())) return [record];
-    // A service wallet without a token account of the mint cannot be paid; create it (the
-    // authority pays the rent once per payee) rather than fail the payment.
+    if (transfer === null || !createPayeeAccount) return [record];
+    // A wallet payee without a token account of the mint cannot be paid; create it (the authority
+    // pays the rent, within the account's quota: #claimPayeeAccountQuota) rather than fail.
     const payeeToken = getAssociatedTokenAddressSync(ledger.mint, parsed.payee, true);
     const { publicKey } = ledger.authority;
     return [createAssociatedTokenAccountIdempotentInstruction(publicKey, payeeToken, parsed.payee, ledger.mint), record];

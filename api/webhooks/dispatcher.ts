@@ -27,7 +27,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import pino from "pino";
-import type { EventPayload } from "../events/payloads.js";
+import { readStoredPayload } from "../events/payloads.js";
 import { type BackoffPolicy, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, retryDelayMs } from "./backoff.js";
 import { type Mailer, renderEmail } from "./email.js";
 import { postWebhook } from "./http.js";
@@ -406,7 +406,7 @@ export class Dispatcher {
 
   async #sendWebhook(row: ClaimedRow): Promise<Attempt> {
     const secret = this.#secrets.decrypt(row.secret_ciphertext!);
-    const body = isSlackUrl(row.destination, this.#slackHosts) ? slackBody(JSON.parse(row.body) as EventPayload) : row.body;
+    const body = isSlackUrl(row.destination, this.#slackHosts) ? slackBody(readStoredPayload(row.body)) : row.body;
     const headers = signedHeaders(secret, row.event_id, new Date(), body);
     this.#log.debug({ deliveryId: row.id, eventId: row.event_id, to: redactUrl(row.destination) }, "posting webhook");
     const outcome = await postWebhook(row.destination, body, { ...headers }, {
@@ -418,7 +418,7 @@ export class Dispatcher {
 
   async #sendEmail(row: ClaimedRow): Promise<Attempt> {
     if (this.#mailer === null) return { ok: false, status: null, error: "no SMTP transport configured (SMTP_URL)", retryAfterMs: null, gone: false };
-    await this.#mailer.send(renderEmail(row.event_id, row.destination, JSON.parse(row.body) as EventPayload));
+    await this.#mailer.send(renderEmail(row.event_id, row.destination, readStoredPayload(row.body)));
     return { ok: true, status: null, error: null, retryAfterMs: null, gone: false };
   }
 }

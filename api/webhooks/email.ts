@@ -4,6 +4,7 @@
  */
 import nodemailer from "nodemailer";
 import { type EventPayload, summarize } from "../events/payloads.js";
+import { writeJson } from "../http/json.js";
 
 export interface EmailMessage {
   readonly to: string;
@@ -64,7 +65,7 @@ export function renderEmail(eventId: string, to: string, payload: EventPayload):
     `Time: ${payload.timestamp}`,
     `Event id: ${eventId}`,
     "",
-    JSON.stringify(payload, null, 2),
+    writeJson(payload, 2),
     "",
   ].join("\n");
   return { to, subject: `${SUBJECT_PREFIX} ${summarize(payload)}`, text, messageId: `<${eventId}@${MESSAGE_ID_DOMAIN}>`, eventId };

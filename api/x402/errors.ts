@@ -31,6 +31,8 @@ export const VERIFY_FAILURES = [
   "validity_too_long",
   "unknown_payer",
   "payment_revoked",
+  /** `payTo` is not a wallet the ledger can credit safely (api/settlement/payee.ts). */
+  "payee_refused",
 ] as const;
 export type VerifyFailureReason = (typeof VERIFY_FAILURES)[number];
 

@@ -44,6 +44,7 @@ import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
 import { type AgentDirectory, pendingSettlementSignature, type SettleResult, type Settler } from "./settler.js";
 import { verifySignature } from "./signer.js";
+import { payeeRefusal } from "../settlement/payee.js";
 
 /** Default bound on `validUntil - now`: how long a nonce must be remembered at most. */
 export const DEFAULT_MAX_VALIDITY_SECONDS = 600;
@@ -154,6 +155,8 @@ export class X402Facilitator {
       return refuse("token_mismatch", `payload ${p.token}, requirement ${requirement.token}, facilitator ${this.options.token}`);
     }
     if (p.to !== requirement.payTo) return refuse("pay_to_mismatch", `payload pays ${p.to}, requirement ${requirement.payTo}`);
+    const payee = payeeRefusal(requirement.payTo, [this.options.token, requirement.token]);
+    if (payee !== null) return refuse("payee_refused", payee.message);
     if (p.amountUnits !== requirement.amountUnits) {
       return refuse("amount_mismatch", `payload ${p.amountUnits}, requirement ${requirement.amountUnits} base units`);
     }

@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import { callApi, type ApiAnswer, ApiUnreachableError, type ApiRequest, headersObject } from "./api-call.js";
 import { errorFromProblem, InsufficientFundsError, PaymentError, PaymentProtocolError, ServiceError } from "./errors.js";
 import { decimalToUnits, moneyToUnits, unitsToUsdc, usdcToUnits } from "./money.js";
+import { MAX_RATE_LIMIT_CALLS } from "./cli/rate-limit.js";
 import { type MppRequest, type PaymentOffer, readPaymentOffer, type X402Requirement } from "./payment-required.js";
 import { readMppReceipt, readX402Receipt, X_MPP_ERROR, X_MPP_SESSION, X_PAYMENT_ERROR } from "./receipts.js";
 import { type MppSession, MppSessions } from "./sessions.js";
@@ -703,6 +704,12 @@ class PolicyOperations {
     for (const name of ["dailyBudget", "perCallLimit"] as const) {
       const value: Usdc | null | undefined = fields[name];
       if (value !== undefined && value !== null) moneyToUnits(value, name);
+    }
+    // A count: a fraction, NaN or 1e21 (which JSON writes as "1e+21") would be sent as a number
+    // the gateway refuses; say so here, before the request.
+    const calls: unknown = fields.rateLimit?.calls;
+    if (fields.rateLimit != null && (!Number.isSafeInteger(calls) || (calls as number) < 1 || (calls as number) > MAX_RATE_LIMIT_CALLS)) {
+      throw new TypeError(`rateLimit.calls must be an integer from 1 to ${MAX_RATE_LIMIT_CALLS}, got ${String(calls)}`);
     }
     return this.transport.request<Policy>("PUT", this.path, { body: fields });
   }

@@ -185,7 +185,7 @@ describe("budget_pct", () => {
       accountId,
       parseAlertOptions({ agent: agentId, type: "budget_pct", threshold: "92.5", notify: "email:ops@example.com" }),
     );
-    expect(alert.threshold).toBe(92.5);
+    expect(String(alert.threshold)).toBe("92.5");
     expect(await pay(agentId, 95n * (USDC / 10n), at(0), false)).toHaveLength(1); // rolled back
     expect(await alertEvents(alert.id)).toEqual([]);
     expect(await pay(agentId, 93n * (USDC / 10n), at(MINUTE))).toHaveLength(1);
@@ -225,6 +225,26 @@ describe("budget.warning (spec 3)", () => {
       detail: `80 % of the daily budget reached: used 8 usdc of 10 usdc; the window resets at ${at(24 * HOUR).toISOString()}`,
       timestamp: at(MINUTE).toISOString(),
     });
+  });
+});
+
+describe("event payload money", () => {
+  it("is written as the exact decimal of the base units, never through a float (a webhook body keeps all 18 digits)", async () => {
+    const { accountId, agentId } = await account();
+    // 123456789012.345678 usdc and 111111111111.111111 usdc: 18 significant digits, more than a
+    // double holds, so a Number() on the way would print them rounded.
+    await putPolicy(db.pool, agentId, { dailyBudgetUnits: 123_456_789_012_345_678n });
+    const r = await receiver();
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url, eventTypes: ["budget.warning"] });
+    await pay(agentId, 111_111_111_111_111_111n, at(0)); // 90 %: the warning
+    await drain(dispatcher());
+    expect(r.received).toHaveLength(1);
+    const body = r.received[0]!.body;
+    expect(body).toContain('"usedToday":{"usdc":111111111111.111111}');
+    expect(body).toContain('"dailyBudget":{"usdc":123456789012.345678}');
+    expect(body).toContain('"thresholdPercent":80,');
+    const { rows } = await db.pool.query<{ text: string }>("SELECT payload::text AS text FROM gateway_events WHERE agent_id = $1", [agentId]);
+    expect(rows.map((row) => row.text)).toEqual([body]);
   });
 });
 
@@ -368,7 +388,8 @@ describe("alert rules", () => {
     const rule = parseAlertOptions({ agent: agentId, type: "spend_rate", threshold: "0.5", window: "15m", notify: "webhook:https://hooks.slack.com/services/T/B/X" });
     const created = await createAlert(db.pool, box, accountId, rule);
     expect(created.signingSecret).toMatch(/^whsec_/);
-    expect(created.alert).toMatchObject({ type: "spend_rate", threshold: 0.5, thresholdUnits: 500_000n, window: "15m", windowMs: 15 * MINUTE });
+    expect(created.alert).toMatchObject({ type: "spend_rate", thresholdUnits: 500_000n, window: "15m", windowMs: 15 * MINUTE });
+    expect(String(created.alert.threshold)).toBe("0.5");
     expect((await listAlerts(db.pool, accountId)).map((a) => a.id)).toEqual([created.alert.id]);
     expect(await listAlerts(db.pool, other.accountId)).toEqual([]);
     expect(await deleteAlert(db.pool, other.accountId, created.alert.id)).toBe(false);

@@ -118,7 +118,7 @@ describe("rendering", () => {
       resetsAt: new Date(AT.getTime() + 86_400_000),
       at: AT,
     });
-    expect(warning.usedToday).toEqual({ usdc: 8.000001 });
+    expect(String(warning.usedToday.usdc)).toBe("8.000001");
     const mail = renderEmail("evt_abc", "ops@example.com", warning);
     expect(mail.subject).toBe("[Agent Payment Gateway] budget.warning: agent agent-2 reached 80 % of its daily budget");
     expect(mail.messageId).toBe("<evt_abc@agent-payment-gateway.invalid>");

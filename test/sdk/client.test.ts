@@ -384,6 +384,26 @@ describe("wallet, policies, transactions and agents", () => {
     expect((invalid as ServiceError).code).toBe("BAD_USER_INPUT");
   });
 
+  it("policies.set refuses a rateLimit.calls that is not an integer from 1 to 1000000 before sending anything", async () => {
+    const sdk = await agent("counted", 0);
+    let sent = 0;
+    const counting = new Client({
+      agentId: "counted",
+      apiKey,
+      baseUrl: system.apiUrl,
+      fetch: (input, init) => {
+        sent += 1;
+        return fetch(input, init);
+      },
+      retryBaseDelayMs: 10,
+    });
+    for (const calls of [1.5, 0, -1, 1_000_001, Number.NaN, 1e21]) {
+      await expect(counting.policies.set({ rateLimit: { calls, window: "1h" } }), String(calls)).rejects.toThrow(/rateLimit.calls/);
+    }
+    expect(sent).toBe(0);
+    expect((await sdk.policies.set({ rateLimit: { calls: 1e2, window: "1h" } })).rateLimit).toEqual({ calls: 100, window: "1h" });
+  });
+
   it("transactions.list, get and getChain read the indexed payments", async () => {
     const sdk = await agent("reader", 1);
     const x402 = (await sdk.pay({ endpoint: `${paid.origin}/x402/read` })) as PaidResult;

@@ -18,9 +18,9 @@ export interface TestSystem {
   stop(): Promise<void>;
 }
 
-export async function startTestSystem(): Promise<TestSystem> {
+export async function startTestSystem(options: { payeeAccountQuota?: number } = {}): Promise<TestSystem> {
   const db = await createFreshDatabase();
-  const system = await startSystem({ databaseUrl: db.url, port: 0, allowPrivateNetworks: true, logger: pino({ level: "silent" }) });
+  const system = await startSystem({ databaseUrl: db.url, port: 0, allowPrivateNetworks: true, logger: pino({ level: "silent" }), ...options });
   const connection = new Connection(system.localnet.info.rpcUrl, "confirmed");
   return {
     system,

@@ -14,13 +14,9 @@ import { JsonNumber } from "../json.js";
 import { badRequest, httpError } from "../problem.js";
 import { json, NO_CONTENT, type Route, type RouteContext } from "../router.js";
 
+/** The alert's threshold is already the exact decimal (api/events/alerts.ts). */
 function thresholdJson(alert: Alert): JsonNumber | null {
-  if (alert.thresholdBp !== null) {
-    const whole = Math.trunc(alert.thresholdBp / 100);
-    const fraction = (alert.thresholdBp % 100).toString().padStart(2, "0").replace(/0+$/, "");
-    return new JsonNumber(fraction === "" ? `${whole}` : `${whole}.${fraction}`);
-  }
-  return alert.thresholdUnits === null ? null : new JsonNumber(formatUsdc(alert.thresholdUnits));
+  return alert.threshold;
 }
 
 export function alertJson(alert: Alert): Record<string, unknown> {

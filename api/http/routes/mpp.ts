@@ -32,6 +32,7 @@ import type { MppService } from "../../mpp/service.js";
 import { isSessionTokenShape } from "../../mpp/session-token.js";
 import { type MppSubmission, parseMppSubmission } from "../../mpp/submission.js";
 import { landLinkedReservation, mppPaymentRef, releaseLinkedReservation } from "../../policy/store.js";
+import { checkPayee } from "../../settlement/payee.js";
 import { isAddress } from "../../x402/signer.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../idempotency.js";
 import { type JsonObject, objectBody, plainJson, stringField } from "../input.js";
@@ -58,16 +59,18 @@ function originField(value: JsonObject[string] | undefined, field: string): stri
   return text;
 }
 
-function payToField(value: JsonObject[string] | undefined): string {
+function payToField(value: JsonObject[string] | undefined, settlementToken: string | undefined): string {
   const text = stringField(value, "payTo", 64);
   if (!isAddress(text)) throw badRequest("payTo", "must be a base58 ledger address");
+  // A payee the ledger cannot credit safely is refused before anything is signed (422 PAYEE_REFUSED).
+  checkPayee(text, [settlementToken]);
   return text;
 }
 
 /** The service of this seller: its origin and receiving wallet, checked against its request. */
 function serviceOf(context: RouteContext, body: JsonObject): { service: MppService; serviceOrigin: string } {
   const serviceOrigin = originField(body.serviceOrigin, "serviceOrigin");
-  const payTo = payToField(body.payTo);
+  const payTo = payToField(body.payTo, context.deps.settlementToken);
   return { service: gateway(context).serviceFor(serviceOrigin, payTo), serviceOrigin };
 }
 

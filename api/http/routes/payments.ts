@@ -61,6 +61,7 @@ import { parsePaymentRequirement, type PaymentRequirement } from "../../x402/req
 import { signPaymentPayload } from "../../x402/sign.js";
 import { keypairSigner } from "../../x402/signer.js";
 import { runDatabaseEffect, type RouteResponse } from "../idempotency.js";
+import { checkPayee } from "../../settlement/payee.js";
 import { objectBody, optionalString, plainJson, refuseArchived, requireActiveAgent, requireAgent, stringField } from "../input.js";
 import { parseMoneyObject, usdcJson } from "../money.js";
 import { badRequest, HttpError, httpError, problemResponse } from "../problem.js";
@@ -126,6 +127,8 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
     x402: body.x402 === undefined ? null : parsePaymentRequirement(plainJson(body.x402)),
     mpp: body.mpp === undefined ? null : parseMppPaymentRequest(plainJson(body.mpp)),
   };
+  // A payee the ledger cannot credit safely is refused before anything is reserved or signed.
+  if (offer.x402 !== null) checkPayee(offer.x402.payTo, [offer.x402.token, context.deps.settlementToken], "x402.payTo");
   if (offer.x402 !== null && hostOf(offer.x402.resource, "x402.resource") !== host) {
     throw badRequest("x402.resource", `pays for ${offer.x402.resource}, not for the endpoint's host ${host}`);
   }

@@ -4,6 +4,9 @@
  * PUT and DELETE are idempotent by their semantics; they take no Idempotency-Key.
  */
 import { budgetState, clearPolicy, EMPTY_POLICY, getPolicy, parsePolicyPatch, putPolicy, readUsage } from "../../policy/index.js";
+import { InvalidPolicyError } from "../../policy/errors.js";
+import { MAX_RATE_LIMIT_CALLS } from "../../policy/policy.js";
+import { isRecord, JsonNumber, type JsonValue } from "../json.js";
 import { formatUsdc } from "../../policy/amounts.js";
 import { objectBody, plainJson, requireAgent } from "../input.js";
 import { usdcJson, usdcJsonOrNull, parseMoneyObject } from "../money.js";
@@ -42,6 +45,7 @@ async function getRoute(context: RouteContext): Promise<RouteResponse> {
 async function putRoute(context: RouteContext): Promise<RouteResponse> {
   const agent = await requireAgent(context, context.params.agentId!);
   const body = objectBody(context.body, [], POLICY_FIELDS);
+  checkRateLimitCalls(body.rateLimit);
   // Money comes from the raw number token (exact); the policy module reads it as a decimal string.
   const wire: Record<string, unknown> = plainJson(body) as Record<string, unknown>;
   for (const field of MONEY_FIELDS) {
@@ -51,6 +55,22 @@ async function putRoute(context: RouteContext): Promise<RouteResponse> {
   const patch = parsePolicyPatch(wire);
   await putPolicy(context.deps.pool, agent.agent_id, patch, context.now);
   return json(200, await policyView(context, agent.agent_id));
+}
+
+/**
+ * `rateLimit.calls` is a count: only a plain JSON integer token is one. `1e2` and `1.0` would turn
+ * into 100 and 1 on the way to a JS number, so they are refused here, on the token as sent.
+ */
+function checkRateLimitCalls(rateLimit: JsonValue | undefined): void {
+  if (!isRecord(rateLimit) || !("calls" in rateLimit)) return;
+  const calls = rateLimit.calls;
+  if (calls instanceof JsonNumber && !/^-?(?:0|[1-9]\d*)$/.test(calls.text)) {
+    throw new InvalidPolicyError(
+      "invalid_rate_limit",
+      "rateLimit.calls",
+      `must be a plain integer from 1 to ${MAX_RATE_LIMIT_CALLS} (no fraction, no exponent), got ${calls.text}`,
+    );
+  }
 }
 
 async function deleteRoute(context: RouteContext): Promise<RouteResponse> {

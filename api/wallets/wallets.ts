@@ -28,6 +28,7 @@ import {
   WalletKeyError,
   WalletNotFoundError,
 } from "./errors.js";
+import { payeeRefusal } from "../settlement/payee.js";
 import type { FundingSource } from "./funding-source.js";
 import type { Keystore } from "./keystore.js";
 import {
@@ -305,6 +306,11 @@ export class AgentWallets {
     checkAmountUnits(units);
     checkClientReference(options.clientReference);
     const destination = parseAddress(to, "withdrawal address");
+    // A payee's static rule, less the curve: never the mint, a program or a sysvar, where the
+    // withdrawn tokens could never move again; an off-curve owner (a multisig vault) is the
+    // account holder's own choice and stays allowed.
+    const unsafe = payeeRefusal(destination.toBase58(), [this.deps.ledger.mint], "to");
+    if (unsafe !== null && unsafe.code !== "payee_off_curve") throw new InvalidAddressError(to, unsafe.message);
     const keypair = await this.keypair(agentId);
     if (destination.equals(keypair.publicKey)) throw new InvalidAddressError(to, "is the wallet itself");
     const replay = await this.#replay(agentId, "withdraw", units, destination.toBase58(), options.clientReference);

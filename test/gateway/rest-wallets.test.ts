@@ -4,6 +4,7 @@
  * key move money once, and a key left `in_progress` by a crash resolves to the first operation.
  */
 import { randomBytes, randomUUID } from "node:crypto";
+import { TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayHandler } from "../../api/http/index.js";
@@ -85,6 +86,16 @@ describe("wallet routes", () => {
       expect((await call("POST", "/v1/agents/w1/wallet/withdraw", { raw, idem: randomUUID() })).status, raw).toBe(400);
     }
     expect(await fundings("w1")).toBe(before);
+    expect((await call("GET", "/v1/agents/w1/wallet/balance")).text).toBe('{"usdc":1.500001}');
+  });
+
+  it("a withdrawal to the mint, a program or a sysvar is refused: the tokens could never move again", async () => {
+    const mint = localnet.info.mint.toBase58();
+    for (const to of [mint, TOKEN_PROGRAM_ID.toBase58(), "11111111111111111111111111111111", "SysvarRent111111111111111111111111111111111"]) {
+      const answer = await call("POST", "/v1/agents/w1/wallet/withdraw", { raw: `{"to":"${to}","usdc":0.1}`, idem: randomUUID() });
+      expect(answer.status, to).toBe(400);
+      expect(answer.body.code, to).toBe("BAD_USER_INPUT");
+    }
     expect((await call("GET", "/v1/agents/w1/wallet/balance")).text).toBe('{"usdc":1.500001}');
     expect((await call("POST", "/v1/agents/nobody/wallet/fund", { raw: '{"usdc":1}' })).status).toBe(404);
   });

@@ -41,17 +41,42 @@ function mutate(value: unknown, next: () => number, depth = 0): unknown {
   return Array.isArray(value) ? Object.values(copy) : copy;
 }
 
-function check<T>(parse: (json: unknown) => T, write: (value: T) => unknown, errorClass: new (...args: never[]) => Error, base: unknown, seed: number): void {
+/**
+ * 500 mutations of `base`: each parses and round-trips, or throws `errorClass`. Answers how many
+ * did which, so a test can prove both paths ran (a parser that refused everything, or a mutator
+ * that never broke anything, would otherwise pass silently). The base itself must round-trip.
+ */
+function check<T>(
+  parse: (json: unknown) => T,
+  write: (value: T) => unknown,
+  errorClass: new (...args: never[]) => Error,
+  base: unknown,
+  seed: number,
+): { parsed: number; refused: number } {
+  const roundTrip = (value: T) => expect(parse(JSON.parse(JSON.stringify(write(value))))).toEqual(value);
+  roundTrip(parse(base));
   const next = random(seed);
+  const counts = { parsed: 0, refused: 0 };
   for (let i = 0; i < 500; i += 1) {
     const input = mutate(base, next);
+    let parsed: T;
     try {
-      const parsed = parse(input);
-      expect(parse(JSON.parse(JSON.stringify(write(parsed))))).toEqual(parsed);
+      parsed = parse(input);
     } catch (error) {
       if (!(error instanceof errorClass)) throw new Error(`input ${JSON.stringify(input)} threw ${String(error)}`);
+      counts.refused += 1;
+      continue;
     }
+    roundTrip(parsed);
+    counts.parsed += 1;
   }
+  return counts;
+}
+
+/** Both outcomes occurred: some mutations stayed valid (the round trip ran), most were refused. */
+function expectBothPaths(counts: { parsed: number; refused: number }): void {
+  expect(counts.parsed, JSON.stringify(counts)).toBeGreaterThan(0);
+  expect(counts.refused, JSON.stringify(counts)).toBeGreaterThan(counts.parsed);
 }
 
 const a = Keypair.generate().publicKey.toBase58();
@@ -61,7 +86,7 @@ const signature = "5".repeat(87);
 describe("protocol parsers under random mutation", () => {
   it("x402 requirement: parses or throws X402FormatError", () => {
     const body = { scheme: "exact", network: "solana-mainnet", token: a, amount: "10000", payTo: b, resource: "https://x.example/p" };
-    check(parsePaymentRequirement, requirementBody, X402FormatError, body, 1);
+    expectBothPaths(check(parsePaymentRequirement, requirementBody, X402FormatError, body, 1));
   });
 
   it("x402 payload: parses or throws X402FormatError", () => {
@@ -71,7 +96,7 @@ describe("protocol parsers under random mutation", () => {
       payload: { from: a, to: b, amount: "10000", token: a, nonce: "n".repeat(32), validUntil: "1800000000" },
       signature,
     };
-    check(parsePaymentPayload, payloadBody, X402FormatError, body, 2);
+    expectBothPaths(check(parsePaymentPayload, payloadBody, X402FormatError, body, 2));
   });
 
   it("MPP request and submission: parse or throw MppFormatError", () => {
@@ -82,12 +107,12 @@ describe("protocol parsers under random mutation", () => {
       sessionSupported: true,
       paymentEndpoint: "https://x.example/pay",
     };
-    check(parseMppPaymentRequest, mppRequestBody, MppFormatError, request, 3);
+    expectBothPaths(check(parseMppPaymentRequest, mppRequestBody, MppFormatError, request, 3));
     const submission = {
       method: "stablecoin",
       amount: { value: "0.05", currency: "USDC" },
       authorization: { type: "ed25519", payer: a, resource: "https://x.example/p", nonce: "n".repeat(32), validUntil: "1800000000", signature },
     };
-    check(parseMppSubmission, submissionBody, MppFormatError, submission, 4);
+    expectBothPaths(check(parseMppSubmission, submissionBody, MppFormatError, submission, 4));
   });
 });

@@ -235,7 +235,7 @@ describe("event payload money", () => {
     // double holds, so a Number() on the way would print them rounded.
     await putPolicy(db.pool, agentId, { dailyBudgetUnits: 123_456_789_012_345_678n });
     const r = await receiver();
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url, eventTypes: ["budget.warning"] });
+    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url, eventTypes: ["budget.warning"] }, LOOPBACK);
     await pay(agentId, 111_111_111_111_111_111n, at(0)); // 90 %: the warning
     await drain(dispatcher());
     expect(r.received).toHaveLength(1);

@@ -21,6 +21,7 @@ import { startSystem, type System } from "../../scripts/system.js";
 import { runCli } from "../../sdk/src/cli/main.js";
 import { Client, type PaidResult, type Transaction } from "../../sdk/src/client.js";
 import { BudgetExceededError, DomainNotAllowedError, PolicyViolationError, ServiceError } from "../../sdk/src/errors.js";
+import { usdcToUnits } from "../../sdk/src/money.js";
 import { mppMiddleware, type NodeMiddleware, type NodeRequest, x402Middleware, type X402Payment } from "../../sdk/src/server/index.js";
 import { WebhookReceiver, verifyStandardWebhook } from "../gateway/webhooks-receiver.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -44,6 +45,8 @@ interface ResearchLog {
   refusals: Record<"perCall" | "domain" | "budget", unknown>;
 }
 let research: ResearchLog | null = null;
+/** The orchestrator's `agents.invoke` of the researcher, made once in `beforeAll`. */
+let invocation: Awaited<ReturnType<Client["agents"]["invoke"]>>;
 let summarizerPaid: PaidResult | null = null;
 const counters = { x402Challenges: 0, mppChallenges: 0, mppSessionRequests: 0 };
 
@@ -217,6 +220,10 @@ beforeAll(async () => {
     x402Middleware({ facilitatorUrl: system.apiUrl, apiKey: buyerKey, amount: "250000", token: "usdc", network: system.network, payTo: wallets.get("researcher")! }),
   );
   researcherUrl = `${researcher}/research`;
+
+  // The story itself: the orchestrator invokes the researcher once; every test below reads what it
+  // did, so none depends on another having run first.
+  invocation = await clientOf("orchestrator").agents.invoke({ agentEndpoint: researcherUrl, task: { topic: "ledgers" }, budget: { usdc: 0.45 } });
 }, 240_000);
 
 afterAll(async () => {
@@ -244,10 +251,7 @@ async function indexedChain(client: Client, root: string, size: number): Promise
 }
 
 describe("an orchestrator, its sub-agents and their paid APIs", () => {
-  let invocation: Awaited<ReturnType<Client["agents"]["invoke"]>>;
-
-  it("invokes the researcher with a budget and gets its output and cost", async () => {
-    invocation = await clientOf("orchestrator").agents.invoke({ agentEndpoint: researcherUrl, task: { topic: "ledgers" }, budget: { usdc: 0.45 } });
+  it("invokes the researcher with a budget and gets its output and cost", () => {
     expect(invocation.output).toMatchObject({ report: "done", task: { topic: "ledgers" } });
     expect(research).not.toBeNull();
     expect(invocation.paymentChain[0]).toBe(research!.parentTxHash);
@@ -299,7 +303,7 @@ describe("an orchestrator, its sub-agents and their paid APIs", () => {
     expect(byDepth(2)).toHaveLength(1);
     expect(byDepth(2)[0]).toMatchObject({ agentId: "summarizer", txHash: summarizerPaid!.txHash, amountPaid: { usdc: 0.1 } });
     for (const tx of chain) expect(tx.solanaExplorer).toBe(explorerOf(tx.txHash!));
-    const sumUnits = chain.reduce((sum, tx) => sum + BigInt(Math.round(tx.amountPaid.usdc * 1_000_000)), 0n);
+    const sumUnits = chain.reduce((sum, tx) => sum + usdcToUnits(tx.amountPaid.usdc), 0n);
     expect(sumUnits).toBe(750_000n);
 
     const out = captured();

@@ -10,6 +10,7 @@
  * The spec does not show the stored shape or the identifier: ours is a uuid.
  */
 import type pg from "pg";
+import { publicAgentId } from "../agent-ids.js";
 import { formatUsdc, parseUsdc } from "../policy/amounts.js";
 import { generateSigningSecret, type SecretBox } from "../webhooks/secrets.js";
 import { formatNotifyTarget, parseNotifyTarget } from "../webhooks/targets.js";
@@ -45,6 +46,7 @@ export type AlertRule =
   | { readonly type: "policy_violation" };
 
 export interface AlertInput {
+  /** The public id, looked up within the account (api/agent-ids.ts). */
   readonly agentId: string;
   readonly rule: AlertRule;
   /** `webhook:<url>` or `email:<address>`, normalized. */
@@ -54,6 +56,7 @@ export interface AlertInput {
 export interface Alert {
   readonly id: string;
   readonly accountId: string;
+  /** The public id. */
   readonly agentId: string;
   readonly type: AlertType;
   /** Percent (budget_pct) or usdc amount (spend_rate); null for policy_violation. */
@@ -151,7 +154,7 @@ export async function createAlert(db: pg.Pool | pg.ClientBase, box: SecretBox, a
   const rule = input.rule;
   const { rows } = await db.query<AlertRow>(
     `INSERT INTO alerts (account_id, agent_id, type, threshold_bp, threshold_units, window_text, window_ms, notify, secret_ciphertext)
-     SELECT $1, agent_id, $3, $4, $5, $6, $7, $8, $9 FROM agents WHERE agent_id = $2 AND account_id = $1
+     SELECT $1, agent_id, $3, $4, $5, $6, $7, $8, $9 FROM agents WHERE public_id = $2 AND account_id = $1
      RETURNING *`,
     [
       accountId,
@@ -176,7 +179,8 @@ export async function listAlerts(
 ): Promise<Alert[]> {
   const limit = Math.min(Math.max(1, filter.limit ?? MAX_LIST), MAX_LIST);
   const { rows } = await db.query<AlertRow>(
-    `SELECT * FROM alerts WHERE account_id = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR agent_id = $2)
+    `SELECT * FROM alerts WHERE account_id = $1 AND deleted_at IS NULL
+       AND ($2::text IS NULL OR agent_id = (SELECT agent_id FROM agents WHERE account_id = $1 AND public_id = $2))
      ORDER BY created_at, id LIMIT $3`,
     [accountId, filter.agentId ?? null, limit],
   );
@@ -207,7 +211,8 @@ function fromRow(row: AlertRow): Alert {
   return {
     id: row.id,
     accountId: row.account_id,
-    agentId: row.agent_id,
+    // The public id: an Alert is what the API answers (api/agent-ids.ts).
+    agentId: publicAgentId(row.agent_id),
     type: row.type,
     threshold: row.threshold_bp !== null ? row.threshold_bp / 100 : units !== null ? Number(formatUsdc(units)) : null,
     thresholdBp: row.threshold_bp,

@@ -3,8 +3,10 @@
  * fields. The spec leaves `budget.warning` open; ours follows the same style (`event`, `agentId`,
  * human `detail`, ISO `timestamp`) and adds the budget figures. `spend_rate.exceeded` is ours (the
  * `spend_rate` alert of spec 2.10). Money is the spec's `{ usdc: number }`, made exactly from
- * base units.
+ * base units. The builders take the agent's internal key and write its public id: a receiver sees
+ * the id its account registered, never the key (api/agent-ids.ts).
  */
+import { publicAgentId } from "../agent-ids.js";
 import { formatUsdc, toUsdc } from "../policy/amounts.js";
 
 export const EVENT_TYPES = ["budget.warning", "policy.violation", "spend_rate.exceeded"] as const;
@@ -71,7 +73,7 @@ export function policyViolationPayload(input: {
 }): PolicyViolationPayload {
   return {
     event: "policy.violation",
-    agentId: input.agentId,
+    agentId: publicAgentId(input.agentId),
     reason: input.reasonCode,
     detail: input.reason,
     endpoint: input.endpoint,
@@ -93,7 +95,7 @@ export function budgetWarningPayload(input: {
   const percent = input.thresholdBp / 100;
   return {
     event: "budget.warning",
-    agentId: input.agentId,
+    agentId: publicAgentId(input.agentId),
     alertId: input.alertId,
     thresholdPercent: percent,
     usedToday: toUsdc(input.usedUnits),
@@ -117,7 +119,7 @@ export function spendRatePayload(input: {
 }): SpendRatePayload {
   return {
     event: "spend_rate.exceeded",
-    agentId: input.agentId,
+    agentId: publicAgentId(input.agentId),
     alertId: input.alertId,
     window: input.window,
     threshold: toUsdc(input.thresholdUnits),

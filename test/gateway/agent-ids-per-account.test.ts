@@ -15,6 +15,7 @@ import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Connection, Keypair, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { registerAgent } from "../../api/keys.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createClient } from "../api/client.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -384,6 +385,19 @@ describe("agent ids are scoped per account", () => {
     const elsewhere = await call(beta, "POST", "/v1/agents", { agentId: "scout" });
     expect(elsewhere.status, elsewhere.text).toBe(201);
     expect(elsewhere.body.agentId).toBe("scout");
+  });
+
+  it("an agent registered before migration 019 (key = public id) keeps its id in its account only", async () => {
+    // The pre-019 form, as api/keys.ts registerAgent wrote it: the key is the bare id.
+    await registerAgent(system.pool, alpha.accountId, { agentId: "veteran", walletAddress: Keypair.generate().publicKey.toBase58() });
+    expect((await call(alpha, "GET", "/v1/agents/veteran")).body.agentId).toBe("veteran");
+    const again = await call(alpha, "POST", "/v1/agents", { agentId: "veteran" });
+    expect(again.status, again.text).toBe(409);
+    expect(again.body.code).toBe("AGENT_EXISTS");
+    const elsewhere = await call(beta, "POST", "/v1/agents", { agentId: "veteran" });
+    expect(elsewhere.status, elsewhere.text).toBe(201);
+    expect((await call(beta, "GET", "/v1/agents/veteran")).body.address).toBe(elsewhere.body.address);
+    expect((await call(alpha, "GET", "/v1/agents/veteran")).body.address).not.toBe(elsewhere.body.address);
   });
 
   it("no answer, delivery or feed event ever carried an internal key (an account uuid)", () => {

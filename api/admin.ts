@@ -10,6 +10,7 @@
  */
 import { createPool } from "../indexer/db/database.js";
 import { migrate } from "../indexer/db/migrate.js";
+import { internalAgentId } from "./agent-ids.js";
 import { createAccount, issueApiKey, registerAgent, revokeApiKey } from "./keys.js";
 
 const USAGE = `usage:
@@ -45,7 +46,9 @@ async function main(argv: string[]): Promise<number> {
       case "register-agent": {
         if (args.length < 3 || args.length > 4) break;
         const [accountId, agentId, walletAddress, name] = args as [string, string, string, string | undefined];
-        await registerAgent(pool, accountId, { agentId, walletAddress, ...(name === undefined ? {} : { name }) });
+        // Scoped to the account like POST /v1/agents: `agentId` is the public id (api/agent-ids.ts).
+        const key = internalAgentId(accountId, agentId);
+        await registerAgent(pool, accountId, { agentId: key, walletAddress, ...(name === undefined ? {} : { name }) });
         console.log(`registered ${agentId} (${walletAddress})`);
         return 0;
       }

@@ -38,6 +38,7 @@ export class AgentNotEmptyError extends Error {
 
 export interface ArchiveRequest {
   readonly accountId: string;
+  /** The public id, looked up within `accountId` (api/agent-ids.ts). */
   readonly agentId: string;
   /** Archive even with funds or open payments (the funds stay withdrawable). */
   readonly force: boolean;
@@ -50,7 +51,7 @@ export async function archiveAgent(pool: pg.Pool, request: ArchiveRequest): Prom
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
-    const found = await client.query<AgentRow>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE agent_id = $1 AND account_id = $2 FOR UPDATE`, [
+    const found = await client.query<AgentRow>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE public_id = $1 AND account_id = $2 FOR UPDATE`, [
       request.agentId,
       request.accountId,
     ]);
@@ -71,7 +72,7 @@ export async function archiveAgent(pool: pg.Pool, request: ArchiveRequest): Prom
         balanceUnits: await request.balanceOf(agent.wallet_address),
       };
       if (blockers.openReservations > 0 || blockers.pendingOperations > 0 || blockers.balanceUnits > 0n) {
-        throw new AgentNotEmptyError(agent.agent_id, blockers);
+        throw new AgentNotEmptyError(agent.public_id, blockers);
       }
     }
     const archived = await client.query<AgentRow>(`UPDATE agents SET archived_at = now() WHERE agent_id = $1 RETURNING ${AGENT_COLUMNS}`, [

@@ -48,7 +48,12 @@ export async function revokeApiKey(pool: pg.Pool, apiKey: string): Promise<boole
   return (result.rowCount ?? 0) > 0;
 }
 
-/** Registers an agent of the account with the wallet the chain records as payer. */
+/**
+ * Registers an agent of the account with the wallet the chain records as payer. `agentId` is the
+ * internal key (api/agent-ids.ts): `internalAgentId(accountId, publicId)` for a new agent, as
+ * `POST /v1/agents` and `admin.ts register-agent` pass; a bare id is the pre-migration-019 form
+ * (key = public id), which test fixtures still use.
+ */
 export async function registerAgent(
   pool: pg.Pool,
   accountId: string,

@@ -95,6 +95,7 @@ export class LiveFeed {
       if (owner === undefined) return;
       this.pubSub.publish(topic(owner.account_id), {
         txHash: parsed.txHash,
+        // The internal key: only compared with requireAgent's key, never answered (api/agent-ids.ts).
         agentId: owner.agent_id,
         slot: typeof parsed.slot === "string" ? parsed.slot : String(parsed.slot ?? ""),
       });

@@ -19,8 +19,8 @@ export interface WindowArgs {
 
 export async function spendSummary(context: ApiContext, args: WindowArgs & { agentId?: string | null }): Promise<Record<string, unknown>> {
   const window = parseWindow(args.window, args.range, context.now);
-  const agentId = args.agentId === null || args.agentId === undefined ? undefined : (await requireAgent(context, "agentId", args.agentId)).agent_id;
-  const cells = await readSpendCells(context.deps.pool, { accountId: context.caller.accountId, agentId, window });
+  const agent = args.agentId === null || args.agentId === undefined ? undefined : await requireAgent(context, "agentId", args.agentId);
+  const cells = await readSpendCells(context.deps.pool, { accountId: context.caller.accountId, agentId: agent?.agent_id, window });
   const total = cells.reduce((sum, cell) => sum + cell.amountUnits, 0n);
   const txCount = cells.reduce((sum, cell) => sum + cell.txCount, 0n);
   const group = (key: (cell: (typeof cells)[number]) => string): { key: string; amount: bigint; count: bigint }[] => {
@@ -41,7 +41,7 @@ export async function spendSummary(context: ApiContext, args: WindowArgs & { age
     txCount: Number(entry.count),
   });
   return {
-    agentId: agentId ?? null,
+    agentId: agent?.public_id ?? null,
     window: window.label,
     from: window.from.toISOString(),
     to: window.to.toISOString(),
@@ -82,7 +82,7 @@ export async function agentMetrics(context: ApiContext, args: MetricsArgs): Prom
   const mpp = buckets.reduce((sum, b) => sum + b.mppSpendUnits, 0n);
   const volume = x402 + mpp;
   return {
-    agentId: agent.agent_id,
+    agentId: agent.public_id,
     window: window.label,
     resolution: resolution.label,
     from: window.from.toISOString(),

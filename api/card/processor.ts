@@ -6,7 +6,10 @@
  */
 
 export interface AuthorizeRequest {
-  /** The gateway's agent id: the customer whose card (or account on file) is charged. */
+  /**
+   * The agent's internal key (api/agent-ids.ts), unique across accounts where a public id is not:
+   * the customer whose card (or account on file) is charged. Never put in a caller's answer.
+   */
   readonly customer: string;
   readonly amountUnits: bigint;
   /** ISO 4217-style code as the MPP request gave it (e.g. `USDC` treated as USD by the processor). */

@@ -46,7 +46,8 @@ export class StandInCardProcessor implements CardProcessor {
     }
     if (request.amountUnits <= 0n) throw new RangeError("authorization amount must be positive");
     if (this.options.declinedCustomers?.includes(request.customer) === true) {
-      throw new CardDeclinedError("card_declined", `customer ${request.customer}`);
+      // The customer is the agent's internal key: the decline, which reaches the seller, does not name it.
+      throw new CardDeclinedError("card_declined", "the customer's card was declined");
     }
     const limit = this.options.declineAboveUnits;
     if (limit !== undefined && request.amountUnits > limit) {

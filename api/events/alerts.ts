@@ -10,6 +10,7 @@
  * The spec does not show the stored shape or the identifier: ours is a uuid.
  */
 import type pg from "pg";
+import { publicAgentId } from "../agent-ids.js";
 import { JsonNumber } from "../json-number.js";
 import { formatUsdc, parseUsdc } from "../policy/amounts.js";
 import { percentText } from "./payloads.js";
@@ -47,6 +48,7 @@ export type AlertRule =
   | { readonly type: "policy_violation" };
 
 export interface AlertInput {
+  /** The public id, looked up within the account (api/agent-ids.ts). */
   readonly agentId: string;
   readonly rule: AlertRule;
   /** `webhook:<url>` or `email:<address>`, normalized. */
@@ -56,6 +58,7 @@ export interface AlertInput {
 export interface Alert {
   readonly id: string;
   readonly accountId: string;
+  /** The public id. */
   readonly agentId: string;
   readonly type: AlertType;
   /**
@@ -156,7 +159,7 @@ export async function createAlert(db: pg.Pool | pg.ClientBase, box: SecretBox, a
   const rule = input.rule;
   const { rows } = await db.query<AlertRow>(
     `INSERT INTO alerts (account_id, agent_id, type, threshold_bp, threshold_units, window_text, window_ms, notify, secret_ciphertext)
-     SELECT $1, agent_id, $3, $4, $5, $6, $7, $8, $9 FROM agents WHERE agent_id = $2 AND account_id = $1
+     SELECT $1, agent_id, $3, $4, $5, $6, $7, $8, $9 FROM agents WHERE public_id = $2 AND account_id = $1
      RETURNING *`,
     [
       accountId,
@@ -181,7 +184,8 @@ export async function listAlerts(
 ): Promise<Alert[]> {
   const limit = Math.min(Math.max(1, filter.limit ?? MAX_LIST), MAX_LIST);
   const { rows } = await db.query<AlertRow>(
-    `SELECT * FROM alerts WHERE account_id = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR agent_id = $2)
+    `SELECT * FROM alerts WHERE account_id = $1 AND deleted_at IS NULL
+       AND ($2::text IS NULL OR agent_id = (SELECT agent_id FROM agents WHERE account_id = $1 AND public_id = $2))
      ORDER BY created_at, id LIMIT $3`,
     [accountId, filter.agentId ?? null, limit],
   );
@@ -212,7 +216,8 @@ function fromRow(row: AlertRow): Alert {
   return {
     id: row.id,
     accountId: row.account_id,
-    agentId: row.agent_id,
+    // The public id: an Alert is what the API answers (api/agent-ids.ts).
+    agentId: publicAgentId(row.agent_id),
     type: row.type,
     threshold:
       row.threshold_bp !== null ? new JsonNumber(percentText(row.threshold_bp)) : units !== null ? new JsonNumber(formatUsdc(units)) : null,

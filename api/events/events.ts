@@ -63,6 +63,7 @@ export async function emitEvent<T extends EventType>(
   try {
     await client.query(
       `INSERT INTO gateway_events (id, account_id, agent_id, type, payload, alert_id) VALUES ($1, $2, $3, $4, $5::json, $6)`,
+      // The payload's public agent id (api/agent-ids.ts); with account_id it names the agent.
       [id, accountId, payload.agentId, type, body, options.alertId ?? null],
     );
     let deliveries = 0;

@@ -6,8 +6,11 @@
  * base units: the number is a `JsonNumber` holding the exact decimal, written verbatim by
  * `writeJson` (api/http/json.ts), so no amount (nor the threshold percent) ever passes through a
  * float: 0.1 usdc is `0.1` on the wire and 2^64 - 1 base units keep all 20 digits. Read a stored
- * payload back with `readStoredPayload` to keep them exact.
+ * payload back with `readStoredPayload` to keep them exact. The builders take the agent's internal
+ * key and write its public id: a receiver sees the id its account registered, never the key
+ * (api/agent-ids.ts).
  */
+import { publicAgentId } from "../agent-ids.js";
 import { parseJson } from "../http/json.js";
 import { JsonNumber } from "../json-number.js";
 import { formatUsdc, toUsdc, type UsdcJson } from "../policy/amounts.js";
@@ -76,7 +79,7 @@ export function policyViolationPayload(input: {
 }): PolicyViolationPayload {
   return {
     event: "policy.violation",
-    agentId: input.agentId,
+    agentId: publicAgentId(input.agentId),
     reason: input.reasonCode,
     detail: input.reason,
     endpoint: input.endpoint,
@@ -98,7 +101,7 @@ export function budgetWarningPayload(input: {
   const percent = percentText(input.thresholdBp);
   return {
     event: "budget.warning",
-    agentId: input.agentId,
+    agentId: publicAgentId(input.agentId),
     alertId: input.alertId,
     thresholdPercent: new JsonNumber(percent),
     usedToday: toUsdc(input.usedUnits),
@@ -122,7 +125,7 @@ export function spendRatePayload(input: {
 }): SpendRatePayload {
   return {
     event: "spend_rate.exceeded",
-    agentId: input.agentId,
+    agentId: publicAgentId(input.agentId),
     alertId: input.alertId,
     window: input.window,
     threshold: toUsdc(input.thresholdUnits),

@@ -63,7 +63,8 @@ export function plainJson(value: JsonValue | undefined): unknown {
  */
 export async function requireAgent(context: RouteContext, agentId: string): Promise<AgentRow> {
   const id = parseAgentId("agentId", agentId);
-  const { rows } = await context.deps.pool.query<AgentRow>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE agent_id = $1 AND account_id = $2`, [
+  // Within the caller's account only: ids are scoped per account (api/agent-ids.ts).
+  const { rows } = await context.deps.pool.query<AgentRow>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE public_id = $1 AND account_id = $2`, [
     id,
     context.caller.accountId,
   ]);
@@ -72,10 +73,10 @@ export async function requireAgent(context: RouteContext, agentId: string): Prom
 }
 
 /** 409 AGENT_ARCHIVED for an archived agent: it can no longer pay, authorize or be funded. */
-export function refuseArchived(agent: Pick<AgentRow, "agent_id" | "archived_at">): void {
+export function refuseArchived(agent: Pick<AgentRow, "public_id" | "archived_at">): void {
   if (agent.archived_at !== null) {
-    throw httpError("AGENT_ARCHIVED", `agent ${agent.agent_id} is archived (${agent.archived_at.toISOString()}); its history stays readable`, {
-      agentId: agent.agent_id,
+    throw httpError("AGENT_ARCHIVED", `agent ${agent.public_id} is archived (${agent.archived_at.toISOString()}); its history stays readable`, {
+      agentId: agent.public_id,
       archivedAt: agent.archived_at.toISOString(),
     });
   }

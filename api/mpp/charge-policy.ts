@@ -28,6 +28,7 @@
 import { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import { lockAgentArchivedAt } from "../agent-archive.js";
+import { publicAgentId } from "../agent-ids.js";
 import { emitPaymentEvents } from "../events/gateway.js";
 import { asRejection, invocationBudgetRefusal } from "../policy/invocations.js";
 import {
@@ -60,7 +61,7 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
       return {
         admitted: false,
         reasonCode: "agent_archived",
-        reason: `agent ${charge.agentId} is archived; it can no longer pay`,
+        reason: `agent ${publicAgentId(charge.agentId)} is archived; it can no longer pay`,
         errorClass: "PolicyViolationError",
       };
     }

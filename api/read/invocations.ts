@@ -16,11 +16,14 @@ export interface InvocationRow {
   readonly payment_count: string;
 }
 
-/** The invocations opened under the transaction `parentTxHash` (one per sub-agent). */
+/**
+ * The invocations opened under the transaction `parentTxHash` (one per sub-agent). Agents are
+ * named by public id, and only the account's own.
+ */
 export async function invocationsByParent(pool: pg.Pool, accountId: string, parentTxHash: string): Promise<InvocationRow[]> {
   const result = await pool.query<InvocationRow>(
-    `SELECT i.invocation, i.parent_tx_hash, i.invoker, ai.agent_id AS invoker_agent_id, i.sub_agent,
-            asub.agent_id AS sub_agent_id, i.budget_units::text AS budget_units, i.spent_units::text AS spent_units,
+    `SELECT i.invocation, i.parent_tx_hash, i.invoker, ai.public_id AS invoker_agent_id, i.sub_agent,
+            asub.public_id AS sub_agent_id, i.budget_units::text AS budget_units, i.spent_units::text AS spent_units,
             i.payment_count::text AS payment_count
      FROM invocations i
      LEFT JOIN agents ai ON ai.wallet_address = i.invoker AND ai.account_id = $1

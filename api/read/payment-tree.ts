@@ -64,10 +64,11 @@ interface TreeRow {
 // A transaction may record several payments: each of its rows reaches the same children, and
 // UNION (not UNION ALL) folds those identical rows, so a child is reached once. Postgres evaluates
 // a recursive CTE level by level and a CTE scan on demand, so the LIMIT stops the walk once
-// nodeLimit + 1 rows exist: neither depth nor breadth is unbounded.
+// nodeLimit + 1 rows exist: neither depth nor breadth is unbounded. Nodes carry the agent's public
+// id (api/agent-ids.ts), never its internal key.
 const TREE_SQL = `
 WITH RECURSIVE
-wallets AS MATERIALIZED (SELECT wallet_address, agent_id FROM agents WHERE account_id = $1),
+wallets AS MATERIALIZED (SELECT wallet_address, public_id AS agent_id FROM agents WHERE account_id = $1),
 walk (event_id, tx_hash, parent_tx_hash, depth) AS (
   SELECT t.event_id, t.tx_hash, NULL::text, 0
   FROM transactions t

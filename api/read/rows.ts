@@ -10,6 +10,7 @@ export interface PaymentRow {
   /** chain: transactions.event_id; rejection: payment_rejections.id. */
   readonly id: string;
   readonly tx_hash: string | null;
+  /** The agent's public id (api/agent-ids.ts), not its internal key. */
   readonly agent_id: string;
   readonly wallet_address: string;
   readonly payee: string | null;
@@ -33,7 +34,10 @@ export interface PaymentRow {
 }
 
 export interface AgentRow {
+  /** The internal key other tables reference; never shown (api/agent-ids.ts). */
   readonly agent_id: string;
+  /** The id callers see and send, unique within the account. */
+  readonly public_id: string;
   readonly account_id: string;
   readonly name: string;
   readonly wallet_address: string;

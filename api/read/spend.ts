@@ -9,12 +9,13 @@ import type { TimeWindow } from "../validation.js";
 
 export interface SpendScope {
   readonly accountId: string;
-  /** One agent of the account; undefined = all of its agents. */
+  /** One agent of the account, by internal key; undefined = all of its agents. */
   readonly agentId?: string | undefined;
   readonly window: TimeWindow;
 }
 
 export interface SpendCell {
+  /** The agent's public id (api/agent-ids.ts). */
   readonly agentId: string;
   readonly protocol: "x402" | "mpp";
   /** The gateway's domain for the endpoint, else the endpoint hash (the chain only knows hashes). */
@@ -25,12 +26,12 @@ export interface SpendCell {
 
 export async function readSpendCells(pool: pg.Pool, scope: SpendScope): Promise<SpendCell[]> {
   const result = await pool.query<{ agent_id: string; protocol: "x402" | "mpp"; domain: string; amount_units: string; tx_count: string }>(
-    `SELECT a.agent_id, r.protocol, r.domain, sum(r.amount_units)::text AS amount_units, sum(r.tx_count)::text AS tx_count
+    `SELECT a.public_id AS agent_id, r.protocol, r.domain, sum(r.amount_units)::text AS amount_units, sum(r.tx_count)::text AS tx_count
      FROM spend_rollups_by_domain r
      JOIN agents a ON a.wallet_address = r.agent
      WHERE a.account_id = $1 AND ($2::text IS NULL OR a.agent_id = $2)
        AND r.bucket_start >= $3 AND r.bucket_start < $4
-     GROUP BY a.agent_id, r.protocol, r.domain`,
+     GROUP BY a.public_id, r.protocol, r.domain`,
     [scope.accountId, scope.agentId ?? null, scope.window.from, scope.window.to],
   );
   return result.rows.map((row) => ({

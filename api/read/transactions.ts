@@ -12,6 +12,7 @@ export type TransactionStatus = "confirmed" | "finalized" | "rejected";
 
 export interface TransactionFilter {
   readonly accountId: string;
+  /** The agent's internal key (`agents.agent_id`). */
   readonly agentId?: string | undefined;
   readonly protocol?: Protocol | undefined;
   /** Exact host or any subdomain of it (spec 2.1 rule 2 for a bare domain). */
@@ -22,9 +23,12 @@ export interface TransactionFilter {
   readonly limit: number;
 }
 
-/** The listing's columns of a chain payment `t` (with `a` its agent, `pe` its tree edge). */
+/**
+ * The listing's columns of a chain payment `t` (with `a` its agent, `pe` its tree edge). The row's
+ * `agent_id` is the agent's public id (api/agent-ids.ts): rows are answers, never keys.
+ */
 const chainColumns = (endpointText: string, domain: string): string => `
-  SELECT 0 AS kind, t.event_id::text AS id, t.tx_hash, a.agent_id, t.agent AS wallet_address, t.payee,
+  SELECT 0 AS kind, t.event_id::text AS id, t.tx_hash, a.public_id AS agent_id, t.agent AS wallet_address, t.payee,
          t.protocol, t.rail, t.amount_units::text AS amount_units,
          coalesce(${endpointText}, t.endpoint_hash) AS endpoint, t.endpoint_hash, ${domain} AS domain,
          t.policy_check, t.parent_tx_hash, t.explorer_url, t."timestamp",
@@ -39,7 +43,7 @@ const CHAIN_SELECT = `${chainColumns("e.endpoint", "e.domain")}
   LEFT JOIN payment_edges pe ON pe.child_event_id = t.event_id`;
 
 const REJECTION_SELECT = `
-  SELECT 1 AS kind, r.id::text AS id, NULL::text AS tx_hash, r.agent_id, a.wallet_address, NULL::text AS payee,
+  SELECT 1 AS kind, r.id::text AS id, NULL::text AS tx_hash, a.public_id AS agent_id, a.wallet_address, NULL::text AS payee,
          r.protocol, NULL::text AS rail, r.amount_units::text AS amount_units,
          r.endpoint, NULL::text AS endpoint_hash, r.domain,
          'failed' AS policy_check, NULL::text AS parent_tx_hash, NULL::text AS explorer_url, r.created_at AS "timestamp",

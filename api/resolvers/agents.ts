@@ -15,7 +15,7 @@ export function agents(_: unknown, args: { includeArchived?: boolean | null }, c
 
 /** Field resolvers of Agent over an `agents` row. */
 export const Agent = {
-  agentId: (row: AgentRow) => row.agent_id,
+  agentId: (row: AgentRow) => row.public_id,
   walletAddress: (row: AgentRow) => row.wallet_address,
   createdAt: (row: AgentRow) => row.created_at.toISOString(),
   archivedAt: (row: AgentRow) => row.archived_at?.toISOString() ?? null,
@@ -33,7 +33,7 @@ export async function wallet(_: unknown, args: { agentId: string }, context: Api
   const agent = await requireAgent(context, "agentId", args.agentId);
   const units = await context.loaders.balanceByWallet.load(agent.wallet_address);
   return {
-    agentId: agent.agent_id,
+    agentId: agent.public_id,
     address: agent.wallet_address,
     balance: units === null ? null : formatUsdc(units),
     balanceUnits: units === null ? null : units.toString(),

@@ -5,7 +5,11 @@ import { formatUsdc } from "../money.js";
 import type { AgentRow, PaymentRow } from "../read/rows.js";
 import { parseAgentId } from "../validation.js";
 
-/** The caller's agent, or NOT_FOUND: another account's agent gets the same answer as none. */
+/**
+ * The caller's agent by public id, or NOT_FOUND: another account's agent gets the same answer as
+ * none (ids are scoped per account, api/agent-ids.ts). Use `.agent_id` for queries, `.public_id`
+ * in answers.
+ */
 export async function requireAgent(context: ApiContext, argument: string, agentId: string): Promise<AgentRow> {
   const agent = await context.loaders.agentById.load(parseAgentId(argument, agentId));
   if (agent === null) throw apiError("NOT_FOUND", `no agent ${agentId} in this account`, { argument });
@@ -57,7 +61,7 @@ export function toTransaction(row: PaymentRow): TransactionObject {
   };
 }
 
-/** Field resolver of `agent` on any object carrying `agentId`. */
+/** Field resolver of `agent` on any object carrying a public `agentId` (the loader is by public id). */
 export function agentField(parent: { agentId: string }, _args: unknown, context: ApiContext): Promise<AgentRow | null> {
   return context.loaders.agentById.load(parent.agentId);
 }

@@ -27,7 +27,7 @@ export async function policy(_: unknown, args: { agentId: string }, context: Api
   const current = stored ?? EMPTY_POLICY;
   const usage = await readUsage(context.deps.pool, agent.agent_id, current, context.now);
   return {
-    agentId: agent.agent_id,
+    agentId: agent.public_id,
     ...money("dailyBudget", current.dailyBudgetUnits),
     ...money("perCallLimit", current.perCallLimitUnits),
     allowedDomains: current.allowedDomains,
@@ -66,7 +66,7 @@ export async function checkPolicy(
     throw error;
   }
   return {
-    agentId: agent.agent_id,
+    agentId: agent.public_id,
     allowed: decision.decision === "allow",
     decision: decision.decision,
     reasonCode: decision.reasonCode,

@@ -37,6 +37,7 @@ import {
   recordPaymentInstruction,
   SIGNATURE_BYTES,
 } from "../../programs/payment_ledger/ts/index.js";
+import { publicAgentId } from "../agent-ids.js";
 import { endpointHost } from "../policy/domains.js";
 import type { Settler } from "../x402/settler.js";
 import {
@@ -252,7 +253,7 @@ export class Settlement implements Settler {
         [hashHex, parsed.endpoint, parsed.domain, input.agentId],
       );
       const row = rows[0];
-      if (row === undefined) throw new PaymentError(`agent ${input.agentId} has no wallet`);
+      if (row === undefined) throw new PaymentError(`agent ${publicAgentId(input.agentId)} has no wallet`);
       if (createPayeeAccount) await this.#claimPayeeAccountQuota(client, input.agentId, parsed.payee.toBase58());
       const paymentId = BigInt(row.payment_id);
       const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId, createPayeeAccount);
@@ -338,7 +339,7 @@ export class Settlement implements Settler {
     ]);
     if (parent.rowCount === 0) {
       throw new PaymentError(
-        `parent transaction ${input.parentTxHash} is not a confirmed payment of agent ${input.invokerAgentId}`,
+        `parent transaction ${input.parentTxHash} is not a confirmed payment of agent ${publicAgentId(input.invokerAgentId)}`,
       );
     }
     const invoker = await wallets.keypair(input.invokerAgentId);

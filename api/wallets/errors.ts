@@ -1,8 +1,10 @@
 /**
  * Errors of wallets and settlement. Each failure the spec names (section 7) has a class of the
  * same name and the properties the spec lists; the rest carry a stable snake_case `code` (never
- * reused for another meaning) that the REST layer maps to problem JSON.
+ * reused for another meaning) that the REST layer maps to problem JSON. `agentId` properties hold
+ * the internal key; messages, which reach callers, name the public id (api/agent-ids.ts).
  */
+import { publicAgentId } from "../agent-ids.js";
 import { formatUsdc } from "../money.js";
 
 export type GatewayErrorCode =
@@ -32,7 +34,7 @@ export class InsufficientFundsError extends GatewayError {
     readonly currentBalanceUnits: bigint,
   ) {
     super(
-      `insufficient funds: agent ${agentId} requested ${formatUsdc(requestedUnits)} usdc, ` +
+      `insufficient funds: agent ${publicAgentId(agentId)} requested ${formatUsdc(requestedUnits)} usdc, ` +
         `balance is ${formatUsdc(currentBalanceUnits)} usdc`,
     );
     this.name = "InsufficientFundsError";
@@ -96,7 +98,7 @@ export class PaymentPendingError extends GatewayError {
 export class WalletNotFoundError extends GatewayError {
   readonly code = "wallet_not_found";
   constructor(readonly agentId: string) {
-    super(`agent ${agentId} has no wallet`);
+    super(`agent ${publicAgentId(agentId)} has no wallet`);
     this.name = "WalletNotFoundError";
   }
 }
@@ -104,7 +106,7 @@ export class WalletNotFoundError extends GatewayError {
 export class WalletExistsError extends GatewayError {
   readonly code = "wallet_exists";
   constructor(readonly agentId: string) {
-    super(`agent ${agentId} already exists`);
+    super(`agent ${publicAgentId(agentId)} already exists`);
     this.name = "WalletExistsError";
   }
 }

@@ -9,6 +9,7 @@
  */
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
+import { publicAgentId } from "../agent-ids.js";
 import { WalletKeyError } from "./errors.js";
 
 const KEY_BYTES = 32;
@@ -82,7 +83,7 @@ export class Keystore {
     const key = this.#keys.get(sealed.keyVersion);
     if (key === undefined) throw new WalletKeyError(`wallet key version ${sealed.keyVersion} is not configured`);
     if (sealed.nonce.length !== NONCE_BYTES || sealed.ciphertext.length !== SEED_BYTES + TAG_BYTES) {
-      throw new WalletKeyError(`sealed key of agent ${owner.agentId} is malformed`);
+      throw new WalletKeyError(`sealed key of agent ${publicAgentId(owner.agentId)} is malformed`);
     }
     const decipher = createDecipheriv("aes-256-gcm", key, sealed.nonce, { authTagLength: TAG_BYTES });
     decipher.setAAD(aad(owner));
@@ -92,12 +93,12 @@ export class Keystore {
       seed = Buffer.concat([decipher.update(sealed.ciphertext.subarray(0, SEED_BYTES)), decipher.final()]);
     } catch {
       // No detail: which of key, nonce, owner or bytes was wrong is not the caller's business.
-      throw new WalletKeyError(`sealed key of agent ${owner.agentId} does not open with key ${sealed.keyVersion}`);
+      throw new WalletKeyError(`sealed key of agent ${publicAgentId(owner.agentId)} does not open with key ${sealed.keyVersion}`);
     }
     try {
       const keypair = Keypair.fromSeed(seed);
       if (keypair.publicKey.toBase58() !== owner.address) {
-        throw new WalletKeyError(`sealed key of agent ${owner.agentId} does not match its address`);
+        throw new WalletKeyError(`sealed key of agent ${publicAgentId(owner.agentId)} does not match its address`);
       }
       return keypair;
     } finally {

@@ -49,6 +49,10 @@ const CLIENT_REFERENCE_SHAPE = /^[A-Za-z0-9_:.-]{1,128}$/;
 
 export interface NewAgentWallet {
   readonly accountId: string;
+  /**
+   * The internal key (api/agent-ids.ts): `internalAgentId(accountId, publicId)` for a new agent;
+   * the sealed key is bound to it. The public id is derived from it (`agents.public_id`).
+   */
   readonly agentId: string;
   readonly name?: string;
 }

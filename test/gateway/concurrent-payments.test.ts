@@ -24,6 +24,7 @@ import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-databa
 import { mulberry32 } from "../support/random.js";
 import { type FacilitatedApi, startFacilitatedApi } from "./support/facilitated-api.js";
 import { type GatewayClient, type PayOutcome, payThroughGateway } from "./support/gateway-payer.js";
+import { agentKey } from "../support/agent-keys.js";
 
 const USDC = 1_000_000n;
 const SEED = 0x4832_0200;
@@ -170,7 +171,7 @@ async function expectConsistent(agentId: string, r: Race, payer: PublicKey, paye
   expect(new Set(r.paid.map((p) => p.txHash)).size).toBe(r.paid.length);
   const reservations = await system.pool.query<{ status: string; n: number; units: string }>(
     "SELECT status, count(*)::int AS n, sum(amount_units)::text AS units FROM spend_reservations WHERE agent_id = $1 GROUP BY status",
-    [agentId],
+    [await agentKey(system.pool, agentId)],
   );
   expect(reservations.rows).toEqual([{ status: "settled", n: r.paid.length, units: acceptedUnits.toString() }]);
 

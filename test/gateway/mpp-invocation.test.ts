@@ -18,6 +18,7 @@ import { linkedReservation, mppPaymentRef } from "../../api/policy/store.js";
 import { invocationAddress } from "../../api/x402/facilitator.js";
 import { recordedPayment } from "../support/ledger-events.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
+import { agentKey } from "../support/agent-keys.js";
 
 const ORIGIN = "https://tools.example";
 const PRICE = "0.05";
@@ -166,7 +167,7 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
       status: "settled",
       txHash: chargeTx,
       parentTxHash,
-      agentId: "sub",
+      agentId: await agentKey(test.system.pool, "sub"),
     });
   });
 
@@ -203,8 +204,10 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
     expect(await tokenBalanceUnits(test, payTo)).toBe(before);
     expect((await test.system.settlement.invocationState(new PublicKey(invocation)))?.spentUnits).toBe(2n * PRICE_UNITS);
 
+    const sub = await agentKey(test.system.pool, "sub");
     const rejections = await test.system.pool.query(
-      "SELECT reason_code, reason, endpoint, protocol, amount_units::text AS amount FROM payment_rejections WHERE agent_id = 'sub'",
+      "SELECT reason_code, reason, endpoint, protocol, amount_units::text AS amount FROM payment_rejections WHERE agent_id = $1",
+      [sub],
     );
     expect(rejections.rows).toEqual([
       {
@@ -219,7 +222,7 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
     expect(events.rows[0].n).toBe(1);
     const chargesAfter = await test.system.pool.query("SELECT count(*)::int AS n FROM mpp_payments WHERE kind = 'session_charge'");
     expect(chargesAfter.rows[0].n).toBe(chargesBefore.rows[0].n);
-    const open = await test.system.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = 'sub' AND status = 'reserved'");
+    const open = await test.system.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1 AND status = 'reserved'", [sub]);
     expect(open.rows[0].n).toBe(0);
   });
 

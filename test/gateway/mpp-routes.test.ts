@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { linkedReservation, mppPaymentRef } from "../../api/policy/store.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
+import { agentKey } from "../support/agent-keys.js";
 
 const ORIGIN = "https://shop.example";
 const PRICE = "0.05";
@@ -180,7 +181,7 @@ describe("POST /v1/mpp/sessions/redeem", () => {
     expect(await linkedReservation(test.system.pool, `mpp-charge:${charge.rows[0]!.id}`)).toMatchObject({
       status: "settled",
       txHash: second.body.txHash,
-      agentId: "buyer",
+      agentId: await agentKey(test.system.pool, "buyer"),
     });
   });
 
@@ -203,13 +204,14 @@ describe("POST /v1/mpp/sessions/redeem", () => {
     expect(refused.body.detail).toMatch(/^per_call_limit_exceeded: requested 0\.05 usdc, limit is 0\.01 usdc$/);
     expect(await tokenBalanceUnits(test, payTo)).toBe(before);
 
-    const rejections = await test.system.pool.query("SELECT reason_code, endpoint, protocol, amount_units FROM payment_rejections WHERE agent_id = 'capped'");
+    const capped = await agentKey(test.system.pool, "capped");
+    const rejections = await test.system.pool.query("SELECT reason_code, endpoint, protocol, amount_units FROM payment_rejections WHERE agent_id = $1", [capped]);
     expect(rejections.rows).toEqual([{ reason_code: "per_call_limit_exceeded", endpoint: "shop.example/p/again", protocol: "mpp", amount_units: "50000" }]);
     const events = await test.system.pool.query("SELECT payload FROM gateway_events WHERE agent_id = 'capped' AND type = 'policy.violation'");
     expect(events.rows).toHaveLength(1);
     const listed = await rest(test.system, buyerKey, "GET", "/v1/transactions?agentId=capped");
     expect(JSON.stringify(listed.body)).toContain("rejected");
-    const charges = await test.system.pool.query("SELECT 1 FROM mpp_payments WHERE agent_id = 'capped' AND kind = 'session_charge'");
+    const charges = await test.system.pool.query("SELECT 1 FROM mpp_payments WHERE agent_id = $1 AND kind = 'session_charge'", [capped]);
     expect(charges.rowCount).toBe(0);
   });
 

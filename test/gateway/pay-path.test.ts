@@ -19,6 +19,7 @@ import { tokenBalanceUnits } from "../../api/wallets/ledger.js";
 import { invocationAddress, parsePaymentPayload, parsePaymentRequirement } from "../../api/x402/index.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { agentKey } from "../support/agent-keys.js";
 
 const USDC = 1_000_000n;
 const ORIGIN = "https://paid.example.com";
@@ -179,11 +180,11 @@ describe("the sweeper", () => {
     // What the facilitator leaves if it dies after the ledger confirmed, before it wrote anything.
     await system.pool.query(
       `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at)
-       VALUES ($1, $2, 'payer-crash', $3, $4, $5, to_timestamp($6))`,
+       VALUES ($1, $2, (SELECT agent_id FROM agents WHERE public_id = 'payer-crash'), $3, $4, $5, to_timestamp($6))`,
       [p.from, p.nonce, p.to, p.amountUnits.toString(), x402.resource, p.validUntilSeconds],
     );
     const landed = await system.settlement.settlePayment({
-      agentId: "payer-crash",
+      agentId: await agentKey(system.pool, "payer-crash"),
       payee: to,
       amountUnits: 700_000n,
       protocol: "x402",
@@ -211,7 +212,7 @@ describe("the sweeper", () => {
       const p = parsePaymentPayload(authorized.body.payment).payload;
       await system.pool.query(
         `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at)
-         VALUES ($1, $2, 'payer-pending', $3, $4, $5, to_timestamp($6))`,
+         VALUES ($1, $2, (SELECT agent_id FROM agents WHERE public_id = 'payer-pending'), $3, $4, $5, to_timestamp($6))`,
         [p.from, p.nonce, p.to, p.amountUnits.toString(), `${ORIGIN}/data`, p.validUntilSeconds],
       );
       return p;
@@ -219,7 +220,7 @@ describe("the sweeper", () => {
     const p1 = await claim(sent);
     const p2 = await claim(abandoned);
     const prepared = await system.settlement.prepareSettlement({
-      agentId: "payer-pending",
+      agentId: await agentKey(system.pool, "payer-pending"),
       payee: to,
       amountUnits: 400_000n,
       protocol: "x402",
@@ -290,7 +291,7 @@ describe("the sweeper on MPP claims (by SQL on mpp_payments)", () => {
       const auth = authorized.body.submission.authorization;
       const { rows } = await system.pool.query(
         `INSERT INTO mpp_payments (kind, agent_id, payer, nonce, service_origin, endpoint, payee, method, rail, amount_units, expires_at)
-         VALUES ('submission', 'payer-mpp', $1, $2, $3, $4, $5, 'stablecoin', 'stablecoin', $6, to_timestamp($7)) RETURNING id`,
+         VALUES ('submission', (SELECT agent_id FROM agents WHERE public_id = 'payer-mpp'), $1, $2, $3, $4, $5, 'stablecoin', 'stablecoin', $6, to_timestamp($7)) RETURNING id`,
         [auth.payer, auth.nonce, ORIGIN, `${ORIGIN}/data`, to, units.toString(), Number(auth.validUntil)],
       );
       return { id: rows[0].id as string, ref: (await reservation(authorized.body.reservationId)).payment_ref };
@@ -299,7 +300,7 @@ describe("the sweeper on MPP claims (by SQL on mpp_payments)", () => {
     const b = await claim(landed, 300_000n);
     expect(b.ref).toBe(`mpp:${landed.body.submission.authorization.payer}:${landed.body.submission.authorization.nonce}`);
     const paid = await system.settlement.settlePayment({
-      agentId: "payer-mpp",
+      agentId: await agentKey(system.pool, "payer-mpp"),
       payee: to,
       amountUnits: 300_000n,
       protocol: "mpp",
@@ -329,11 +330,11 @@ describe("the sweeper opens an invocation whose payment settled without it", () 
     // The facilitator claimed and settled, then died before it wrote the outcome or opened anything.
     await system.pool.query(
       `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at)
-       VALUES ($1, $2, 'orchestrator-2', $3, $4, $5, to_timestamp($6))`,
+       VALUES ($1, $2, (SELECT agent_id FROM agents WHERE public_id = 'orchestrator-2'), $3, $4, $5, to_timestamp($6))`,
       [p.from, p.nonce, p.to, p.amountUnits.toString(), `${ORIGIN}/data`, p.validUntilSeconds],
     );
     const paid = await system.settlement.settlePayment({
-      agentId: "orchestrator-2",
+      agentId: await agentKey(system.pool, "orchestrator-2"),
       payee: subAddress,
       amountUnits: 100_000n,
       protocol: "x402",
@@ -399,7 +400,7 @@ describe("sub-agent invocations", () => {
       reason: "invocation_budget_exceeded: requested 0.3 usdc, limit is 0.2 usdc",
     });
     const rejected = await system.pool.query(
-      "SELECT reason_code, reason, amount_units::text AS amount FROM payment_rejections WHERE agent_id = 'sub-agent'",
+      "SELECT reason_code, reason, amount_units::text AS amount FROM payment_rejections WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'sub-agent')",
     );
     expect(rejected.rows).toEqual([
       { reason_code: "invocation_budget_exceeded", reason: "invocation_budget_exceeded: requested 0.3 usdc, limit is 0.2 usdc", amount: "300000" },
@@ -454,7 +455,7 @@ describe("sub-agent invocations", () => {
   });
 
   it("bad authorization input is a 4xx problem and reserves nothing", async () => {
-    const count = async () => (await system.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = 'sub-agent'")).rows[0].n;
+    const count = async () => (await system.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'sub-agent')")).rows[0].n;
     const before = await count();
     const badHash = await authorize("sub-agent", 100_000n, subPayee, { parentTxHash: "abc" });
     expect(badHash.status).toBe(400);
@@ -498,7 +499,7 @@ describe("sub-agent invocations", () => {
     expect(authorized.status, authorized.text).toBe(200);
     const ref = (await reservation(authorized.body.reservationId)).payment_ref;
     await system.settlement.settlePayment({
-      agentId: "sub-agent",
+      agentId: await agentKey(system.pool, "sub-agent"),
       payee: subPayee,
       amountUnits: 150_000n,
       protocol: "mpp",

@@ -55,7 +55,7 @@ const requirement = (payTo: string, amount = "10000"): Record<string, string> =>
 });
 
 async function reservations(): Promise<number> {
-  const { rows } = await test.db.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = 'buyer'");
+  const { rows } = await test.db.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'buyer')");
   return rows[0].n;
 }
 
@@ -137,7 +137,7 @@ describe("payees the chain shows are not wallets are refused at settlement, befo
     expect(await settlementsTo(payTo)).toBe(0);
     expect(await tokenBalanceUnits(test, payTo)).toBe(balance);
     const { rows } = await test.db.pool.query(
-      "SELECT status FROM spend_reservations WHERE agent_id = 'buyer' AND payment_ref IN (SELECT 'x402:' || payer || ':' || nonce FROM x402_nonces WHERE pay_to = $1)",
+      "SELECT status FROM spend_reservations WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'buyer') AND payment_ref IN (SELECT 'x402:' || payer || ':' || nonce FROM x402_nonces WHERE pay_to = $1)",
       [payTo],
     );
     expect(rows.map((row) => row.status)).toEqual(["released"]);

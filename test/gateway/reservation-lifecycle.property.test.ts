@@ -32,6 +32,7 @@ import { type PaymentRequirement, requirementBody } from "../../api/x402/index.j
 import { type System, startSystem } from "../../scripts/system.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { mulberry32 } from "../support/random.js";
+import { agentKey } from "../support/agent-keys.js";
 
 const USDC = 1_000_000n;
 const SEEDS = [0x5e11, 0x5e12, 0x5e13, 0x5e14, 0x5e15, 0x5e16, 0x5e17, 0x5e18];
@@ -140,7 +141,7 @@ interface ReservationRow {
 async function reservations(agentId: string): Promise<ReservationRow[]> {
   const { rows } = await system.pool.query<ReservationRow>(
     "SELECT id::text, status, amount_units::text, tx_hash, claimed_at FROM spend_reservations WHERE agent_id = $1 ORDER BY id",
-    [agentId],
+    [await agentKey(system.pool, agentId)],
   );
   return rows;
 }

@@ -26,6 +26,7 @@ import { SecretBox } from "../../api/webhooks/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { Client, ServiceError } from "../../sdk/src/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { agentKey } from "../support/agent-keys.js";
 
 /** More than the old 200-agent cutoff past which every balance was null. */
 const BULK_AGENTS = 250;
@@ -165,8 +166,9 @@ async function register(agentId: string): Promise<void> {
   expect((await call("POST", "/v1/agents", { agentId }, randomUUID())).status).toBe(201);
 }
 
+/** `sql` over the agent's rows: `$1` is its internal key, what gateway tables reference. */
 async function count(sql: string, agentId: string): Promise<number> {
-  return (await db.pool.query(sql, [agentId])).rows[0].n;
+  return (await db.pool.query(sql, [await agentKey(db.pool, agentId)])).rows[0].n;
 }
 
 describe("archiving an agent", () => {
@@ -230,7 +232,7 @@ describe("archiving an agent", () => {
       await client.query("BEGIN");
       const wallet = (await call("GET", "/v1/agents/retired")).body.address;
       const admission = await new SpendPolicyChargeGate(db.pool).admit(client, {
-        agentId: "retired",
+        agentId: await agentKey(db.pool, "retired"),
         payer: wallet,
         parentTxHash: null,
         amountUnits: 1000n,
@@ -265,7 +267,7 @@ describe("archiving an agent", () => {
 
   it("an archived agent leaves agents.list (REST, GraphQL, SDK) unless includeArchived, and keeps its history", async () => {
     await register("historian");
-    await putPolicy(db.pool, "historian", { perCallLimitUnits: 1_000n });
+    await putPolicy(db.pool, await agentKey(db.pool, "historian"), { perCallLimitUnits: 1_000n });
     const rejected = await call("POST", "/v1/agents/historian/payments/authorize", { endpoint: ENDPOINT, x402: requirement("5000") }, randomUUID());
     expect(rejected.status).toBe(403);
     expect((await call("DELETE", "/v1/agents/historian")).status).toBe(200);

@@ -19,6 +19,7 @@ import {
 import { SecretBox } from "../../api/webhooks/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { agentKey } from "../support/agent-keys.js";
 
 let localnet: Localnet;
 let db: FreshDatabase;
@@ -49,7 +50,7 @@ async function call(method: string, path: string, options: { raw?: string; idem?
 }
 
 async function fundings(agentId: string): Promise<number> {
-  const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM wallet_operations WHERE agent_id = $1 AND kind = 'fund'", [agentId]);
+  const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM wallet_operations WHERE agent_id = $1 AND kind = 'fund'", [await agentKey(db.pool, agentId)]);
   return rows[0].n;
 }
 

@@ -322,7 +322,7 @@ describe("Idempotency-Key", () => {
     expect(statuses.every((s) => s === 201 || s === 409)).toBe(true);
     expect(answers.filter((a) => a.status === 409).every((a) => a.body.code === "IDEMPOTENCY_IN_PROGRESS")).toBe(true);
     expect(new Set(answers.filter((a) => a.status === 201).map((a) => a.text)).size).toBe(1);
-    expect((await db.pool.query("SELECT count(*)::int AS n FROM agents WHERE agent_id = 'agent-race'")).rows[0].n).toBe(1);
+    expect((await db.pool.query("SELECT count(*)::int AS n FROM agents WHERE public_id = 'agent-race'")).rows[0].n).toBe(1);
     const after = await call("POST", "/v1/agents", { body: { agentId: "agent-race" }, idem });
     expect(after.status).toBe(201);
   });
@@ -383,7 +383,7 @@ describe("Idempotency-Key under a burst", () => {
       Array.from({ length: burst }, (_, i) => call("POST", "/v1/agents", { body: { agentId: `burst-${i}` }, idem: `burst-key-${i}` })),
     );
     expect(answers.filter((a) => a.status !== 201).map((a) => `${a.status} ${a.text}`)).toEqual([]);
-    const { rows: agents } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM agents WHERE agent_id LIKE 'burst-%'");
+    const { rows: agents } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM agents WHERE public_id LIKE 'burst-%'");
     expect(agents[0]!.n).toBe(burst);
     // Every key completed with its answer: a retry replays it instead of registering again.
     const replay = await call("POST", "/v1/agents", { body: { agentId: "burst-7" }, idem: "burst-key-7" });

@@ -36,6 +36,7 @@ import { SecretBox } from "../../api/webhooks/index.js";
 import { Client } from "../../sdk/src/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { agentKey } from "../support/agent-keys.js";
 
 let localnet: Localnet;
 let db: FreshDatabase;
@@ -126,7 +127,7 @@ interface OperationRow {
 async function operations(agentId: string, kind: "fund" | "withdraw"): Promise<OperationRow[]> {
   const { rows } = await db.pool.query<OperationRow>(
     "SELECT id::text, status, signature, amount_units::text FROM wallet_operations WHERE agent_id = $1 AND kind = $2 ORDER BY id",
-    [agentId, kind],
+    [await agentKey(db.pool, agentId), kind],
   );
   return rows;
 }
@@ -331,7 +332,7 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
     expect(retried.status).toBe(200);
     expect(retried.body).toMatchObject({ operationId: first.body.operationId, txHash: first.body.txHash, status: "confirmed" });
     expect(await keyRow(idem)).toEqual({ status: "completed", response_status: 200 });
-    expect(await tokenBalanceUnits(ledger, await wallets.address("lossy-1"))).toBe(1_500_000n);
+    expect(await tokenBalanceUnits(ledger, await wallets.address(await agentKey(db.pool, "lossy-1")))).toBe(1_500_000n);
   });
 
   it("a funding whose connection dropped after sending is 202 pending (not PAYMENT_FAILED) and the reconciler confirms it", async () => {
@@ -357,7 +358,7 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
     ]);
     const retried = await lossyPost("/v1/agents/lossy-2/wallet/fund", { usdc: 0.5 }, idem);
     expect(retried).toMatchObject({ status: 200, body: { operationId: keyed.body.operationId, status: "confirmed" } });
-    expect(await tokenBalanceUnits(ledger, await wallets.address("lossy-2"))).toBe(1_000_000n);
+    expect(await tokenBalanceUnits(ledger, await wallets.address(await agentKey(db.pool, "lossy-2")))).toBe(1_000_000n);
   });
 
   it("reading an operation: another agent's or an unknown id is 404, a malformed id 400", async () => {

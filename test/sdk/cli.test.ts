@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startSystem, type System } from "../../scripts/system.js";
 import { runCli } from "../../sdk/src/cli/main.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { agentKey } from "../support/agent-keys.js";
 
 const INDEX_DEADLINE_MS = 60_000;
 const SUB_ENDPOINT = "https://sub.agents.test/run";
@@ -104,13 +105,15 @@ beforeAll(async () => {
   // The orchestrator pays the sub-agent (the root), which then pays a service twice under the
   // invocation that payment opened (depth 1 of the tree).
   rootTx = await payX402("orch", SUB_ENDPOINT, subAddress, "1500000");
-  const opened = await system.settlement.openInvocation({ invokerAgentId: "orch", parentTxHash: rootTx, subAgentId: "sub", budgetUnits: 1_000_000n });
+  // Internal calls take the agents' internal keys (api/agent-ids.ts).
+  const [orchKey, subKey] = [await agentKey(system.pool, "orch"), await agentKey(system.pool, "sub")];
+  const opened = await system.settlement.openInvocation({ invokerAgentId: orchKey, parentTxHash: rootTx, subAgentId: subKey, budgetUnits: 1_000_000n });
   for (const [endpoint, amountUnits] of [
     [PRICES, 250_000n],
     [NEWS, 100_000n],
   ] as const) {
     const paid = await system.settlement.settlePayment({
-      agentId: "sub",
+      agentId: subKey,
       payee: new PublicKey(svcAddress).toBase58(),
       amountUnits,
       protocol: "x402",

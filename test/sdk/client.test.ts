@@ -29,6 +29,7 @@ import {
 } from "../../sdk/src/index.js";
 import { type PaidApi, startPaidApi } from "../gateway/support/paid-api.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { agentKey } from "../support/agent-keys.js";
 
 const X402_PRICE_UNITS = 50_000n; // 0.05 usdc
 const MPP_PRICE_UNITS = 20_000n; // 0.02 usdc
@@ -86,7 +87,7 @@ async function agent(agentId: string, fundUsdc: number): Promise<Client> {
 async function reservations(agentId: string): Promise<{ status: string; tx_hash: string | null }[]> {
   const { rows } = await system.pool.query<{ status: string; tx_hash: string | null }>(
     "SELECT status, tx_hash FROM spend_reservations WHERE agent_id = $1 ORDER BY id",
-    [agentId],
+    [await agentKey(system.pool, agentId)],
   );
   return rows;
 }

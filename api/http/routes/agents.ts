@@ -18,6 +18,7 @@
  */
 import { PublicKey } from "@solana/web3.js";
 import { AgentNotEmptyError, archiveAgent } from "../../agent-archive.js";
+import { internalAgentId } from "../../agent-ids.js";
 import { listAgentsPage } from "../../read/agents.js";
 import { type BalanceReader, rpcBalanceReader } from "../../read/balances.js";
 import type { AgentRow } from "../../read/rows.js";
@@ -59,7 +60,7 @@ async function readBalances(context: RouteContext, reader: BalanceReader, wallet
 
 function agentJson(row: AgentRow, balance: bigint | null, networkName: string): Record<string, unknown> {
   return {
-    agentId: row.agent_id,
+    agentId: row.public_id,
     name: row.name,
     address: row.wallet_address,
     network: networkName,
@@ -100,7 +101,10 @@ async function registerRoute(context: RouteContext): Promise<RouteResponse> {
   if (keystore === undefined) throw httpError("SERVICE_UNAVAILABLE", "agent registration needs the wallet keystore (WALLET_ENCRYPTION_KEY)");
   return runExternalEffect(context.store, context.idempotency, async ({ resumed }) => {
     try {
-      await createAgentWallet(context.deps.pool, keystore, { accountId: context.caller.accountId, agentId, name });
+      // The key is scoped to the account, so another account's `agentId` never collides (no
+      // existence oracle); the same id twice in this account is refused by (account_id, public_id).
+      const key = internalAgentId(context.caller.accountId, agentId);
+      await createAgentWallet(context.deps.pool, keystore, { accountId: context.caller.accountId, agentId: key, name });
     } catch (error) {
       // A retried registration whose first answer was lost: the agent it created is the answer.
       if (!(resumed && error instanceof WalletExistsError)) throw error;
@@ -121,7 +125,7 @@ function wallets(context: RouteContext) {
 async function walletRoute(context: RouteContext): Promise<RouteResponse> {
   const agent = await requireAgent(context, context.params.agentId!);
   const wallet = await wallets(context).wallet(agent.agent_id);
-  return json(200, { agentId: wallet.agentId, address: wallet.address, balance: usdcJson(wallet.balanceUnits), network: wallet.network });
+  return json(200, { agentId: agent.public_id, address: wallet.address, balance: usdcJson(wallet.balanceUnits), network: wallet.network });
 }
 
 async function balanceRoute(context: RouteContext): Promise<RouteResponse> {
@@ -153,7 +157,7 @@ async function fundRoute(context: RouteContext): Promise<RouteResponse> {
   const service = wallets(context);
   return runExternalEffect(context.store, context.idempotency, async ({ reference }) => {
     const options = reference === null ? {} : { clientReference: reference };
-    return operationOutcome("fund", agent.agent_id, units, await service.fund(agent.agent_id, units, options));
+    return operationOutcome("fund", agent.public_id, units, await service.fund(agent.agent_id, units, options));
   });
 }
 
@@ -171,7 +175,7 @@ async function withdrawRoute(context: RouteContext): Promise<RouteResponse> {
   const service = wallets(context);
   return runExternalEffect(context.store, context.idempotency, async ({ reference }) => {
     const options = reference === null ? {} : { clientReference: reference };
-    return operationOutcome("withdraw", agent.agent_id, units, await service.withdraw(agent.agent_id, to, units, options));
+    return operationOutcome("withdraw", agent.public_id, units, await service.withdraw(agent.agent_id, to, units, options));
   });
 }
 
@@ -185,11 +189,11 @@ async function operationRoute(context: RouteContext): Promise<RouteResponse> {
   const operationId = context.params.operationId!;
   if (!/^[1-9][0-9]{0,18}$/.test(operationId)) throw badRequest("operationId", "must be a wallet operation id (a positive integer)");
   const operation = await wallets(context).operation(agent.agent_id, operationId);
-  if (operation === null) throw httpError("NOT_FOUND", `agent ${agent.agent_id} has no wallet operation ${operationId}`, { field: "operationId" });
+  if (operation === null) throw httpError("NOT_FOUND", `agent ${agent.public_id} has no wallet operation ${operationId}`, { field: "operationId" });
   return json(200, {
     operationId: operation.operationId,
     kind: operation.kind,
-    agentId: agent.agent_id,
+    agentId: agent.public_id,
     amount: usdcJson(operation.amountUnits),
     status: operation.status,
     txHash: operation.txHash,

@@ -40,15 +40,16 @@ async function invocationRoute(context: RouteContext): Promise<RouteResponse> {
     invocation = payee === undefined ? invocation : invocationAddress(parentTxHash, payee);
     state = payee === undefined ? null : await service.invocationState(new PublicKey(invocation));
     if (state === null || state.invoker !== agent.wallet_address) {
-      throw invocationNotFound(`agent ${agent.agent_id} has no invocation under transaction ${parentTxHash}`);
+      throw invocationNotFound(`agent ${agent.public_id} has no invocation under transaction ${parentTxHash}`);
     }
   }
 
-  const names = await pool.query<{ agent_id: string; wallet_address: string }>(
-    "SELECT agent_id, wallet_address FROM agents WHERE account_id = $1 AND wallet_address = ANY($2::text[])",
+  // Public ids: only this account's agents are named (the other side stays an address).
+  const names = await pool.query<{ public_id: string; wallet_address: string }>(
+    "SELECT public_id, wallet_address FROM agents WHERE account_id = $1 AND wallet_address = ANY($2::text[])",
     [context.caller.accountId, [state.invoker, state.subAgent]],
   );
-  const idOf = (address: string): string | null => names.rows.find((row) => row.wallet_address === address)?.agent_id ?? null;
+  const idOf = (address: string): string | null => names.rows.find((row) => row.wallet_address === address)?.public_id ?? null;
   const payments = await pool.query<{ signature: string }>(
     `SELECT signature FROM settlements WHERE invocation = $1 AND status = 'confirmed'
      ORDER BY created_at, payment_id LIMIT ${MAX_PAYMENTS}`,

@@ -24,6 +24,7 @@
  * Answers carrying a session token are stored sealed under an Idempotency-Key: the token is a
  * bearer secret and is never kept in clear.
  */
+import { publicAgentId } from "../../agent-ids.js";
 import { formatDecimalUnits, MPP_CURRENCY } from "../../mpp/amount.js";
 import { MppPaymentError, MppPolicyError, MppSessionError } from "../../mpp/errors.js";
 import type { MppGateway } from "../../mpp/gateway.js";
@@ -122,7 +123,8 @@ async function submitOrResume(
         method: paid.method,
         rail: paid.rail,
         payer,
-        agentId: paid.agentId,
+        // The public id: the internal key never leaves the gateway (api/agent-ids.ts).
+        agentId: publicAgentId(paid.agentId),
         network,
       },
       { sealed: true },

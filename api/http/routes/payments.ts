@@ -152,7 +152,7 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     // Again under a share lock: an archive committed since the check above wins, and one that
     // starts now waits for this reservation and then sees it (api/agent-archive.ts).
-    refuseArchived({ agent_id: agent.agent_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
+    refuseArchived({ public_id: agent.public_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
     const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
     const protocol = chooseProtocol(offer, (preferenceText as ProtocolPreference | undefined) ?? policy.protocolPreference);
     if (invocationBudgetUnits !== null && protocol !== "x402") {
@@ -221,7 +221,7 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
     }
     await emitPaymentEvents(client, { agentId: agent.agent_id, decision, at: context.now });
     const common = {
-      agentId: agent.agent_id,
+      agentId: agent.public_id,
       reservationId,
       protocol,
       amount: usdcJson(amountUnits),
@@ -261,12 +261,12 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
 async function ownReservation(context: RouteContext): Promise<string> {
   const agent = await requireAgent(context, context.params.agentId!);
   const id = context.params.reservationId!;
-  if (!/^[1-9]\d{0,17}$/.test(id)) throw httpError("NOT_FOUND", `no reservation ${id} of agent ${agent.agent_id}`);
+  if (!/^[1-9]\d{0,17}$/.test(id)) throw httpError("NOT_FOUND", `no reservation ${id} of agent ${agent.public_id}`);
   const { rows } = await context.deps.pool.query<{ status: string }>("SELECT status FROM spend_reservations WHERE id = $1 AND agent_id = $2", [
     id,
     agent.agent_id,
   ]);
-  if (rows[0] === undefined) throw httpError("NOT_FOUND", `no reservation ${id} of agent ${agent.agent_id}`);
+  if (rows[0] === undefined) throw httpError("NOT_FOUND", `no reservation ${id} of agent ${agent.public_id}`);
   return id;
 }
 

@@ -8,6 +8,7 @@ import { InvalidPolicyError } from "../../policy/errors.js";
 import { MAX_RATE_LIMIT_CALLS } from "../../policy/policy.js";
 import { isRecord, JsonNumber, type JsonValue } from "../json.js";
 import { formatUsdc } from "../../policy/amounts.js";
+import type { AgentRow } from "../../read/rows.js";
 import { objectBody, plainJson, requireAgent } from "../input.js";
 import { usdcJson, usdcJsonOrNull, parseMoneyObject } from "../money.js";
 import { json, NO_CONTENT, type Route, type RouteContext } from "../router.js";
@@ -16,12 +17,12 @@ import type { RouteResponse } from "../idempotency.js";
 const POLICY_FIELDS = ["dailyBudget", "perCallLimit", "allowedDomains", "blockedDomains", "rateLimit", "protocolPreference"] as const;
 const MONEY_FIELDS = ["dailyBudget", "perCallLimit"] as const;
 
-async function policyView(context: RouteContext, agentId: string): Promise<Record<string, unknown>> {
-  const stored = await getPolicy(context.deps.pool, agentId);
+async function policyView(context: RouteContext, agent: AgentRow): Promise<Record<string, unknown>> {
+  const stored = await getPolicy(context.deps.pool, agent.agent_id);
   const policy = stored ?? EMPTY_POLICY;
-  const usage = await readUsage(context.deps.pool, agentId, policy, context.now);
+  const usage = await readUsage(context.deps.pool, agent.agent_id, policy, context.now);
   return {
-    agentId,
+    agentId: agent.public_id,
     dailyBudget: usdcJsonOrNull(policy.dailyBudgetUnits),
     perCallLimit: usdcJsonOrNull(policy.perCallLimitUnits),
     allowedDomains: policy.allowedDomains,
@@ -39,7 +40,7 @@ async function policyView(context: RouteContext, agentId: string): Promise<Recor
 
 async function getRoute(context: RouteContext): Promise<RouteResponse> {
   const agent = await requireAgent(context, context.params.agentId!);
-  return json(200, await policyView(context, agent.agent_id));
+  return json(200, await policyView(context, agent));
 }
 
 async function putRoute(context: RouteContext): Promise<RouteResponse> {
@@ -54,7 +55,7 @@ async function putRoute(context: RouteContext): Promise<RouteResponse> {
   }
   const patch = parsePolicyPatch(wire);
   await putPolicy(context.deps.pool, agent.agent_id, patch, context.now);
-  return json(200, await policyView(context, agent.agent_id));
+  return json(200, await policyView(context, agent));
 }
 
 /**

@@ -40,7 +40,6 @@
  */
 import type pg from "pg";
 import { withTransaction } from "../../indexer/db/database.js";
-import { publicAgentId } from "../agent-ids.js";
 import { claimLinkedReservation, linkedReservation, mppChargeRef, mppPaymentRef } from "../policy/store.js";
 import { type AuthorizeRequest, CardDeclinedError, type CardProcessor } from "../card/processor.js";
 import { cardSettlementReference } from "../card/reference.js";
@@ -227,7 +226,7 @@ export class MppService {
     if (taken.outcome === "revoked") {
       const revoked = new MppPaymentError(
         "payment_revoked",
-        `reservation ${taken.reservation.id} of agent ${publicAgentId(taken.reservation.agentId)} is ${taken.reservation.status}: its payment was revoked`,
+        `reservation ${taken.reservation.id} is ${taken.reservation.status}: its payment was revoked`,
       );
       await this.markFailed(id, revoked);
       throw revoked;

@@ -31,7 +31,6 @@ import { PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import type pg from "pg";
 import { invocationPda } from "../../programs/payment_ledger/ts/index.js";
-import { publicAgentId } from "../agent-ids.js";
 import {
   claimLinkedReservation,
   landLinkedReservation,
@@ -114,7 +113,7 @@ function refuse(reason: VerifyFailureReason, detail: string): VerifyResult & { o
 
 /** The agent released the reservation (or closed it elsewhere) before anything settled it. */
 function revoked(reservation: LinkedReservation): VerifyResult & { ok: false } {
-  return refuse("payment_revoked", `reservation ${reservation.id} of agent ${publicAgentId(reservation.agentId)} is ${reservation.status}: its payment was revoked`);
+  return refuse("payment_revoked", `reservation ${reservation.id} is ${reservation.status}: its payment was revoked`);
 }
 
 export class X402Facilitator {

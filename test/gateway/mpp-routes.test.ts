@@ -83,7 +83,9 @@ describe("POST /v1/mpp/payments", () => {
     const a = authorized.submission.authorization;
     const paid = await pay(authorized.submission, sellerKey, randomUUID());
     expect(paid.status).toBe(200);
-    expect(paid.body).toMatchObject({ success: true, method: "stablecoin", payer: a.payer, agentId: "buyer", reusable: true });
+    expect(paid.body).toMatchObject({ success: true, method: "stablecoin", payer: a.payer, reusable: true });
+    // The seller is another account: the payer's agent id is not its business.
+    expect(paid.body).not.toHaveProperty("agentId");
     expect(paid.body.sessionToken).toMatch(/^mpps_/);
     expect(await tokenBalanceUnits(test, payTo)).toBe(before + PRICE_UNITS);
 
@@ -100,6 +102,13 @@ describe("POST /v1/mpp/payments", () => {
       `%${paid.body.sessionToken}%`,
     ]);
     expect(stored.rowCount).toBe(0);
+  });
+
+  it("answers the payer's agent id only to the payer's own account", async () => {
+    const authorized = await authorize("buyer", "/own");
+    // The buyer's account sells to itself here: it owns the payer, so it is told which agent paid.
+    const own = await pay(authorized.submission, buyerKey, randomUUID());
+    expect(own.body).toMatchObject({ success: true, agentId: "buyer" });
   });
 
   it("an Idempotency-Key retry answers the first result without paying twice", async () => {

@@ -261,7 +261,11 @@ describe("archiving an agent", () => {
       // Every reservation would have blocked the archive: none may exist beside it.
       expect(authorized).toBe(0);
     } else {
-      expect(archive.body).toMatchObject({ code: "AGENT_NOT_EMPTY", openReservations: authorized });
+      // Refused because of the reservations committed before it; authorizations that committed
+      // after the refusal are legitimate, so the count it saw is at most the final one.
+      expect(archive.body).toMatchObject({ code: "AGENT_NOT_EMPTY" });
+      expect(archive.body.openReservations).toBeGreaterThanOrEqual(1);
+      expect(archive.body.openReservations).toBeLessThanOrEqual(authorized);
     }
   });
 

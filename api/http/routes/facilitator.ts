@@ -20,6 +20,7 @@ import { parsePaymentRequirement, type PaymentRequirement } from "../../x402/req
 import type { X402Facilitator } from "../../x402/facilitator.js";
 import { type ExternalOutcome, runDatabaseEffect, runExternalEffect, type RouteResponse } from "../idempotency.js";
 import { objectBody, plainJson } from "../input.js";
+import { ownAgentId } from "../payer-agent.js";
 import { httpError } from "../problem.js";
 import { json, type Route, type RouteContext } from "../router.js";
 
@@ -34,17 +35,6 @@ function parse(context: RouteContext): { payment: PaymentPayload; requirement: P
   return { payment: parsePaymentPayload(plainJson(body.payment)), requirement: parsePaymentRequirement(plainJson(body.requirement)) };
 }
 
-/**
- * `{ agentId }` (the public id) when the caller's account owns the payer wallet, else `{}` (see
- * the header). `agentId` is the internal key the facilitator resolved (api/agent-ids.ts).
- */
-async function ownAgentId(context: RouteContext, payer: string, agentId: string): Promise<{ agentId?: string }> {
-  const { rows } = await context.deps.pool.query<{ agent_id: string; public_id: string }>(
-    "SELECT agent_id, public_id FROM agents WHERE wallet_address = $1 AND account_id = $2",
-    [payer, context.caller.accountId],
-  );
-  return rows[0]?.agent_id === agentId ? { agentId: rows[0].public_id } : {};
-}
 
 async function verifyRoute(context: RouteContext): Promise<RouteResponse> {
   const service = facilitator(context);

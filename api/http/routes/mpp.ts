@@ -5,7 +5,8 @@
  * settles on the chosen rail and keeps the sessions (docs/protocols.md, docs/sdk-server.md).
  *
  * `POST /v1/mpp/payments` `{ request, submission, payTo, serviceOrigin }` → `{ success: true,
- * txHash, sessionId, sessionToken, expiresAt, method, payer, agentId }`, 200 `{ success: false,
+ * txHash, sessionId, sessionToken, expiresAt, method, payer, agentId? }` (`agentId` only to the
+ * payer's own account, api/http/payer-agent.ts), 200 `{ success: false,
  * reason, detail }`, or 202 `{ success: false, pending: true, ... }`. Settling is an external
  * effect under the Idempotency-Key; a retry resolves through the submission's nonce claim. The
  * payment's policy reservation (made when the gateway authorized it, linked as
@@ -24,7 +25,6 @@
  * Answers carrying a session token are stored sealed under an Idempotency-Key: the token is a
  * bearer secret and is never kept in clear.
  */
-import { publicAgentId } from "../../agent-ids.js";
 import { formatDecimalUnits, MPP_CURRENCY } from "../../mpp/amount.js";
 import { MppPaymentError, MppPolicyError, MppSessionError } from "../../mpp/errors.js";
 import type { MppGateway } from "../../mpp/gateway.js";
@@ -37,6 +37,7 @@ import { checkPayee } from "../../settlement/payee.js";
 import { isAddress } from "../../x402/signer.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../idempotency.js";
 import { type JsonObject, objectBody, plainJson, stringField } from "../input.js";
+import { ownAgentId } from "../payer-agent.js";
 import { badRequest, httpError } from "../problem.js";
 import { json, type Route, type RouteContext } from "../router.js";
 
@@ -86,7 +87,7 @@ async function paymentsRoute(context: RouteContext): Promise<RouteResponse> {
   const pool = gateway(context).pool;
   const ref = mppPaymentRef(submission.authorization.payer, submission.authorization.nonce);
   return runExternalEffect(context.store, context.idempotency, async ({ resumed }) => {
-    const outcome = await submitOrResume(service, submission, request, resumed, context.deps.network ?? null);
+    const outcome = await submitOrResume(context, service, submission, request, resumed, context.deps.network ?? null);
     // Close the reservation the gateway made when it authorized this payment (none if another
     // gateway or a hand-signed submission paid): counted with its transaction, or freed.
     if (outcome.kind === "paid") await landLinkedReservation(pool, ref, outcome.txHash);
@@ -101,6 +102,7 @@ type SubmitOutcome =
   | { kind: "refused"; releases: boolean; answer: ExternalOutcome };
 
 async function submitOrResume(
+  context: RouteContext,
   service: MppService,
   submission: MppSubmission,
   request: MppPaymentRequest,
@@ -123,8 +125,8 @@ async function submitOrResume(
         method: paid.method,
         rail: paid.rail,
         payer,
-        // The public id: the internal key never leaves the gateway (api/agent-ids.ts).
-        agentId: publicAgentId(paid.agentId),
+        // Only to the payer's own account, as the public id (api/http/payer-agent.ts).
+        ...(await ownAgentId(context, payer, paid.agentId)),
         network,
       },
       { sealed: true },

@@ -1,7 +1,7 @@
 /**
  * Archiving an agent (`DELETE /v1/agents/{agentId}`, docs/rest.md "Archiving an agent").
  *
- * The `agents` row is kept and marked `archived_at` (migration 017): its id is what every payment,
+ * The `agents` row is kept and marked `archived_at` (migration 016): its id is what every payment,
  * tree, rollup, rejection, reservation and wallet operation references, so deleting it would lose
  * history. An archived agent cannot authorize payments, be charged on an MPP session or be funded;
  * a withdrawal stays possible so a forced archive never strands money.

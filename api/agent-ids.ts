@@ -1,10 +1,10 @@
 /**
- * Agent ids are scoped per account (migration 019, docs/api.md "Agent ids"). Two ids exist:
+ * Agent ids are scoped per account (migration 018, docs/api.md "Agent ids"). Two ids exist:
  *
  * - the public id (`researcher`): what a caller registers, sends in paths, arguments and bodies,
  *   and reads back in every answer, event and webhook payload; unique within its account only;
  * - the internal key (`agents.agent_id`): what every gateway table references and a sealed wallet
- *   key is bound to. An agent registered before migration 019 keeps its public id as its key; a
+ *   key is bound to. An agent registered before migration 018 keeps its public id as its key; a
  *   new one gets `<account uuid>/<public id>`. It never leaves the gateway.
  *
  * Inbound, a public id is resolved within the caller's account only (a lookup on

@@ -42,6 +42,6 @@ export interface AgentRow {
   readonly name: string;
   readonly wallet_address: string;
   readonly created_at: Date;
-  /** Set when the agent was archived (migration 017); its history stays readable. */
+  /** Set when the agent was archived (migration 016); its history stays readable. */
   readonly archived_at: Date | null;
 }

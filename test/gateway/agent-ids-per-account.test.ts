@@ -1,5 +1,5 @@
 /**
- * Agent ids are scoped per account (issue 10 §4, migration 019, api/agent-ids.ts), on the whole
+ * Agent ids are scoped per account (issue 10 §4, migration 018, api/agent-ids.ts), on the whole
  * system (`startSystem`: the real program on the local ledger, a real Postgres, the indexer, the
  * webhook dispatcher, REST /v1 and GraphQL over real HTTP on loopback).
  *
@@ -387,7 +387,7 @@ describe("agent ids are scoped per account", () => {
     expect(elsewhere.body.agentId).toBe("scout");
   });
 
-  it("an agent registered before migration 019 (key = public id) keeps its id in its account only", async () => {
+  it("an agent registered before migration 018 (key = public id) keeps its id in its account only", async () => {
     // The pre-019 form, as api/keys.ts registerAgent wrote it: the key is the bare id.
     await registerAgent(system.pool, alpha.accountId, { agentId: "veteran", walletAddress: Keypair.generate().publicKey.toBase58() });
     expect((await call(alpha, "GET", "/v1/agents/veteran")).body.agentId).toBe("veteran");

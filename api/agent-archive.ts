@@ -13,6 +13,7 @@
  * seen here or made after the archive (and then refused).
  */
 import type pg from "pg";
+import { withTransaction } from "../indexer/db/database.js";
 import { AGENT_COLUMNS } from "./read/agents.js";
 import type { AgentRow } from "./read/rows.js";
 
@@ -48,18 +49,13 @@ export interface ArchiveRequest {
 
 /** The archived agent (`archivedNow` false when it already was), or null when the account has no such agent. */
 export async function archiveAgent(pool: pg.Pool, request: ArchiveRequest): Promise<{ agent: AgentRow; archivedNow: boolean } | null> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
+  return withTransaction(pool, async (client) => {
     const found = await client.query<AgentRow>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE public_id = $1 AND account_id = $2 FOR UPDATE`, [
       request.agentId,
       request.accountId,
     ]);
     const agent = found.rows[0];
-    if (agent === undefined || agent.archived_at !== null) {
-      await client.query("COMMIT");
-      return agent === undefined ? null : { agent, archivedNow: false };
-    }
+    if (agent === undefined || agent.archived_at !== null) return agent === undefined ? null : { agent, archivedNow: false };
     if (!request.force) {
       const counts = await client.query<{ reservations: number; operations: number }>(
         `SELECT (SELECT count(*)::int FROM spend_reservations WHERE agent_id = $1 AND status = 'reserved') AS reservations,
@@ -78,14 +74,8 @@ export async function archiveAgent(pool: pg.Pool, request: ArchiveRequest): Prom
     const archived = await client.query<AgentRow>(`UPDATE agents SET archived_at = now() WHERE agent_id = $1 RETURNING ${AGENT_COLUMNS}`, [
       agent.agent_id,
     ]);
-    await client.query("COMMIT");
     return { agent: archived.rows[0]!, archivedNow: true };
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** In a payment's transaction: the agent's `archived_at`, the row locked against a concurrent archive. */

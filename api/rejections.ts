@@ -3,6 +3,7 @@
  * policy refuses a payment, read by the transactions listing and the policy_violations metric.
  */
 import type pg from "pg";
+import type { Db } from "../indexer/db/database.js";
 import { emitRejectionEvents } from "./events/gateway.js";
 import type { PolicyRejected } from "./policy/engine.js";
 
@@ -20,7 +21,7 @@ export interface Rejection {
   readonly at?: Date;
 }
 
-export async function recordRejection(pool: pg.Pool | pg.ClientBase, rejection: Rejection): Promise<string> {
+export async function recordRejection(pool: Db, rejection: Rejection): Promise<string> {
   const result = await pool.query<{ id: string }>(
     `INSERT INTO payment_rejections (agent_id, amount_units, endpoint, domain, protocol, reason_code, reason, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now())) RETURNING id`,

@@ -9,7 +9,7 @@
  * alert gets its own `whsec_…` signing secret, returned once by `createAlert`, stored encrypted.
  * The spec does not show the stored shape or the identifier: ours is a uuid.
  */
-import type pg from "pg";
+import type { Db } from "../../indexer/db/database.js";
 import { publicAgentId } from "../agent-ids.js";
 import { JsonNumber } from "../json-number.js";
 import { formatUsdc, parseUsdc } from "../policy/amounts.js";
@@ -153,7 +153,7 @@ function parseAmount(value: number | string | null): bigint {
 }
 
 /** Creates the rule for an agent of the account. Unknown agent (or another account's) → throws. */
-export async function createAlert(db: pg.Pool | pg.ClientBase, box: SecretBox, accountId: string, input: AlertInput): Promise<CreatedAlert> {
+export async function createAlert(db: Db, box: SecretBox, accountId: string, input: AlertInput): Promise<CreatedAlert> {
   const target = parseNotifyTarget(input.notify);
   const signingSecret = target.channel === "webhook" ? generateSigningSecret() : null;
   const rule = input.rule;
@@ -178,7 +178,7 @@ export async function createAlert(db: pg.Pool | pg.ClientBase, box: SecretBox, a
 }
 
 export async function listAlerts(
-  db: pg.Pool | pg.ClientBase,
+  db: Db,
   accountId: string,
   filter: { agentId?: string; limit?: number } = {},
 ): Promise<Alert[]> {
@@ -192,7 +192,7 @@ export async function listAlerts(
   return rows.map(fromRow);
 }
 
-export async function getAlert(db: pg.Pool | pg.ClientBase, accountId: string, alertId: string): Promise<Alert | null> {
+export async function getAlert(db: Db, accountId: string, alertId: string): Promise<Alert | null> {
   if (!UUID.test(alertId)) return null;
   const { rows } = await db.query<AlertRow>("SELECT * FROM alerts WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL", [
     alertId,
@@ -202,7 +202,7 @@ export async function getAlert(db: pg.Pool | pg.ClientBase, accountId: string, a
 }
 
 /** Stops the rule. Notifications already in the outbox are still delivered. */
-export async function deleteAlert(db: pg.Pool | pg.ClientBase, accountId: string, alertId: string): Promise<boolean> {
+export async function deleteAlert(db: Db, accountId: string, alertId: string): Promise<boolean> {
   if (!UUID.test(alertId)) return false;
   const result = await db.query("UPDATE alerts SET deleted_at = now() WHERE id = $1 AND account_id = $2 AND deleted_at IS NULL", [
     alertId,

@@ -26,6 +26,7 @@
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
+import { withTransaction } from "../../indexer/db/database.js";
 import type { SecretBox } from "../webhooks/secrets.js";
 import { httpError, problemResponse, toHttpError } from "./problem.js";
 
@@ -103,29 +104,18 @@ export async function runDatabaseEffect(
   request: IdempotencyRequest | null,
   effect: (client: pg.PoolClient) => Promise<RouteResponse>,
 ): Promise<RouteResponse> {
-  const client = await store.pool.connect();
-  try {
-    await client.query("BEGIN ISOLATION LEVEL READ COMMITTED");
-    try {
-      if (request !== null) {
-        if (!(await claimKey(client, store, request))) {
-          // The INSERT waited for the key's first transaction to commit: answer with its result.
-          const replay = answerExisting(store, request, await readKey(client, request));
-          await client.query("COMMIT");
-          return replay;
-        }
-      }
+  // READ COMMITTED by name: the policy reservation inside the effect relies on it (api/policy/store.ts).
+  return withTransaction(
+    store.pool,
+    async (client) => {
+      // The INSERT waits for the key's first transaction to commit: then answer with its result.
+      if (request !== null && !(await claimKey(client, store, request))) return answerExisting(store, request, await readKey(client, request));
       const response = await effect(client);
       if (request !== null) await complete(client, store, request, response);
-      await client.query("COMMIT");
       return response;
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    }
-  } finally {
-    client.release();
-  }
+    },
+    { isolation: "read committed" },
+  );
 }
 
 export interface ExternalOutcome {

@@ -12,13 +12,12 @@
  * nothing: a dry run records nothing.
  */
 import type pg from "pg";
-import { withTransaction } from "../../indexer/db/database.js";
+import { type Db, withTransaction } from "../../indexer/db/database.js";
 import { evaluatePolicy, type PaymentRequest, type PolicyDecision, type PolicyUsage } from "./engine.js";
 import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type ProtocolPreference } from "./policy.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow, rateWindowStart } from "./windows.js";
 
-/** A pool, or one connection (pooled or not). */
-export type Db = pg.Pool | pg.ClientBase;
+export type { Db };
 
 /** Key space of the per-agent lock (the two-argument advisory lock form: namespace, hashtext(agent)). */
 const POLICY_LOCK_NAMESPACE = 7_240_004;
@@ -112,7 +111,7 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
       ],
     );
     return fromRow(rows[0]!);
-  });
+  }, { isolation: "read committed" });
 }
 
 /** `policies.clear`: removes every limit of the agent. The reservation ledger is kept. */
@@ -184,7 +183,7 @@ export async function reserveWithinPolicy(
   request: PaymentRequest,
   now: Date,
 ): Promise<Reservation> {
-  return withTransaction(pool, (client) => reserve(client, agentId, request, now, {}, false));
+  return withTransaction(pool, (client) => reserve(client, agentId, request, now, {}, false), { isolation: "read committed" });
 }
 
 /**

@@ -14,9 +14,8 @@ import {
   getAssociatedTokenAddressSync,
 } from "@solana/spl-token";
 import { type Keypair, type PublicKey, Transaction } from "@solana/web3.js";
-import type { Localnet } from "../../scripts/localnet.js";
 import { PaymentError, PaymentPendingError } from "./errors.js";
-import { recentBlockhash, type SettlementLedger, signTransaction, submit, walletOperationMemo } from "./ledger.js";
+import { type LocalLedger, recentBlockhash, type SettlementLedger, signTransaction, submit, walletOperationMemo } from "./ledger.js";
 
 export interface FundingResult {
   readonly txHash: string;
@@ -72,7 +71,7 @@ export class LocalTreasuryFundingSource implements FundingSource {
     private readonly treasuryToken: PublicKey,
   ) {}
 
-  static fromLocalnet(ledger: SettlementLedger, localnet: Localnet): LocalTreasuryFundingSource {
+  static fromLocalnet(ledger: SettlementLedger, localnet: LocalLedger): LocalTreasuryFundingSource {
     return new LocalTreasuryFundingSource(ledger, localnet.keypairs.treasury, localnet.info.treasuryToken);
   }
 

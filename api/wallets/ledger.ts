@@ -17,7 +17,6 @@ import {
   TransactionInstruction,
 } from "@solana/web3.js";
 import bs58 from "bs58";
-import type { Localnet } from "../../scripts/localnet.js";
 import { InvalidAddressError } from "./errors.js";
 
 export interface SettlementLedger {
@@ -32,8 +31,20 @@ export interface SettlementLedger {
 
 export const COMMITMENT = "confirmed" as const;
 
-/** The local ledger of scripts/localnet.ts, signing with its authority keypair file. */
-export function localSettlementLedger(localnet: Localnet): SettlementLedger {
+/**
+ * What a local ledger hands the gateway: its endpoints, its mint and the keypairs it created.
+ * `scripts/localnet.ts`'s `Localnet` is one; production code never imports from `scripts/` (the
+ * composition side), so it names only the shape it needs.
+ */
+export interface LocalLedger {
+  readonly rpcUrl: string;
+  readonly wsUrl: string;
+  readonly info: { readonly mint: PublicKey; readonly decimals: number; readonly treasuryToken: PublicKey };
+  readonly keypairs: { readonly authority: Keypair; readonly treasury: Keypair };
+}
+
+/** A local ledger (scripts/localnet.ts), signing with its authority keypair. */
+export function localSettlementLedger(localnet: LocalLedger): SettlementLedger {
   return {
     connection: new Connection(localnet.rpcUrl, { commitment: COMMITMENT, wsEndpoint: localnet.wsUrl }),
     mint: localnet.info.mint,

@@ -28,6 +28,7 @@ import {
   WalletKeyError,
   WalletNotFoundError,
 } from "./errors.js";
+import { withTransaction } from "../../indexer/db/database.js";
 import { payeeRefusal } from "../settlement/payee.js";
 import type { FundingSource } from "./funding-source.js";
 import type { Keystore } from "./keystore.js";
@@ -71,26 +72,22 @@ export async function createAgentWallet(pool: pg.Pool, keystore: Keystore, agent
   const keypair = Keypair.generate();
   const address = keypair.publicKey.toBase58();
   const sealed = keystore.seal(keypair, { agentId: agent.agentId, address });
-  const client = await pool.connect();
   try {
-    await client.query("BEGIN");
-    await client.query("INSERT INTO agents (agent_id, account_id, name, wallet_address) VALUES ($1, $2, $3, $4)", [
-      agent.agentId,
-      agent.accountId,
-      agent.name ?? "",
-      address,
-    ]);
-    await client.query(
-      "INSERT INTO agent_wallets (agent_id, address, ciphertext, nonce, key_version) VALUES ($1, $2, $3, $4, $5)",
-      [agent.agentId, address, sealed.ciphertext, sealed.nonce, sealed.keyVersion],
-    );
-    await client.query("COMMIT");
+    await withTransaction(pool, async (client) => {
+      await client.query("INSERT INTO agents (agent_id, account_id, name, wallet_address) VALUES ($1, $2, $3, $4)", [
+        agent.agentId,
+        agent.accountId,
+        agent.name ?? "",
+        address,
+      ]);
+      await client.query(
+        "INSERT INTO agent_wallets (agent_id, address, ciphertext, nonce, key_version) VALUES ($1, $2, $3, $4, $5)",
+        [agent.agentId, address, sealed.ciphertext, sealed.nonce, sealed.keyVersion],
+      );
+    });
   } catch (error) {
-    await client.query("ROLLBACK").catch(() => undefined);
     if ((error as { code?: string }).code === "23505") throw new WalletExistsError(agent.agentId);
     throw error;
-  } finally {
-    client.release();
   }
   return { agentId: agent.agentId, address };
 }

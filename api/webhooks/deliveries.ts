@@ -2,7 +2,7 @@
  * The outbox as the account sees it (for the REST routes that come with the gateway): listing an
  * account's deliveries, and replaying a dead-lettered (or delivered) one by hand.
  */
-import type pg from "pg";
+import type { Db } from "../../indexer/db/database.js";
 import type { Channel } from "./targets.js";
 import { redactUrl } from "./targets.js";
 
@@ -42,7 +42,7 @@ interface DeliveryRow {
 const MAX_LIMIT = 500;
 
 export async function listDeliveries(
-  db: pg.Pool | pg.ClientBase,
+  db: Db,
   accountId: string,
   filter: { status?: DeliveryStatus; eventId?: string; limit?: number } = {},
 ): Promise<Delivery[]> {
@@ -75,7 +75,7 @@ export async function listDeliveries(
  * Sends a finished delivery again, now, with a fresh attempt budget and the same `webhook-id`.
  * A pending one is left alone (it is already due or in flight). Returns whether it was re-queued.
  */
-export async function redeliver(db: pg.Pool | pg.ClientBase, accountId: string, deliveryId: string): Promise<boolean> {
+export async function redeliver(db: Db, accountId: string, deliveryId: string): Promise<boolean> {
   if (!/^\d{1,18}$/.test(deliveryId)) return false;
   const result = await db.query(
     `UPDATE event_deliveries d SET status = 'pending', attempts = 0, next_attempt_at = now(), locked_until = NULL, delivered_at = NULL

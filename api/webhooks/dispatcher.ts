@@ -27,6 +27,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import pino from "pino";
+import { withTransaction } from "../../indexer/db/database.js";
 import { readStoredPayload } from "../events/payloads.js";
 import { type BackoffPolicy, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, retryDelayMs } from "./backoff.js";
 import { type Mailer, renderEmail } from "./email.js";
@@ -306,59 +307,49 @@ export class Dispatcher {
    */
   async #claim(limit: number): Promise<ClaimedRow[]> {
     if (limit <= 0) return [];
-    const client = await this.#pool.connect();
-    try {
-      await client.query("BEGIN");
-      try {
-        await client.query("SELECT pg_advisory_xact_lock($1)", [CLAIM_LOCK]);
-        const { rows } = await client.query<ClaimedRow>(
-          `WITH keyed AS (
-             SELECT d.id, d.next_attempt_at, d.locked_until, e.account_id,
-                    coalesce(d.endpoint_id::text, d.channel || ':' || d.destination) AS target
-             FROM event_deliveries d JOIN gateway_events e ON e.id = d.event_id
-             WHERE d.status = 'pending' AND (d.next_attempt_at <= now() OR d.locked_until > now())
-           ),
-           busy_target AS (SELECT target, count(*) AS n FROM keyed WHERE locked_until > now() GROUP BY target),
-           busy_account AS (SELECT account_id, count(*) AS n FROM keyed WHERE locked_until > now() GROUP BY account_id),
-           due AS (SELECT * FROM keyed WHERE next_attempt_at <= now() AND (locked_until IS NULL OR locked_until <= now())),
-           by_target AS (
-             SELECT due.*, coalesce(bt.n, 0) + row_number() OVER (PARTITION BY due.target ORDER BY due.next_attempt_at, due.id) AS slot
-             FROM due LEFT JOIN busy_target bt ON bt.target = due.target
-           ),
-           by_account AS (
-             SELECT t.id, t.next_attempt_at,
-                    coalesce(ba.n, 0) + row_number() OVER (PARTITION BY t.account_id ORDER BY t.next_attempt_at, t.id) AS slot
-             FROM by_target t LEFT JOIN busy_account ba ON ba.account_id = t.account_id
-             WHERE t.slot <= $4
-           ),
-           picked AS (
-             SELECT id FROM by_account WHERE slot <= $5 ORDER BY next_attempt_at, id LIMIT $1
-           ),
-           locked AS (
-             SELECT d.id FROM event_deliveries d
-             WHERE d.id IN (SELECT id FROM picked) AND d.status = 'pending' AND d.next_attempt_at <= now()
-             FOR UPDATE SKIP LOCKED
-           )
-           UPDATE event_deliveries d
-           SET attempts = d.attempts + 1,
-               lease_token = $2,
-               locked_until = now() + $3 * interval '1 millisecond',
-               next_attempt_at = now() + $3 * interval '1 millisecond'
-           FROM locked, gateway_events e
-           WHERE d.id = locked.id AND e.id = d.event_id
-           RETURNING d.id, d.event_id, d.channel, d.destination, d.endpoint_id, d.secret_ciphertext, d.attempts, d.lease_token,
-                     e.payload::text AS body`,
-          [limit, randomUUID(), this.#leaseMs, this.#perEndpoint, this.#perAccount],
-        );
-        await client.query("COMMIT");
-        return rows;
-      } catch (error) {
-        await client.query("ROLLBACK").catch(() => undefined);
-        throw error;
-      }
-    } finally {
-      client.release();
-    }
+    return withTransaction(this.#pool, async (client) => {
+      await client.query("SELECT pg_advisory_xact_lock($1)", [CLAIM_LOCK]);
+      const { rows } = await client.query<ClaimedRow>(
+        `WITH keyed AS (
+           SELECT d.id, d.next_attempt_at, d.locked_until, e.account_id,
+                  coalesce(d.endpoint_id::text, d.channel || ':' || d.destination) AS target
+           FROM event_deliveries d JOIN gateway_events e ON e.id = d.event_id
+           WHERE d.status = 'pending' AND (d.next_attempt_at <= now() OR d.locked_until > now())
+         ),
+         busy_target AS (SELECT target, count(*) AS n FROM keyed WHERE locked_until > now() GROUP BY target),
+         busy_account AS (SELECT account_id, count(*) AS n FROM keyed WHERE locked_until > now() GROUP BY account_id),
+         due AS (SELECT * FROM keyed WHERE next_attempt_at <= now() AND (locked_until IS NULL OR locked_until <= now())),
+         by_target AS (
+           SELECT due.*, coalesce(bt.n, 0) + row_number() OVER (PARTITION BY due.target ORDER BY due.next_attempt_at, due.id) AS slot
+           FROM due LEFT JOIN busy_target bt ON bt.target = due.target
+         ),
+         by_account AS (
+           SELECT t.id, t.next_attempt_at,
+                  coalesce(ba.n, 0) + row_number() OVER (PARTITION BY t.account_id ORDER BY t.next_attempt_at, t.id) AS slot
+           FROM by_target t LEFT JOIN busy_account ba ON ba.account_id = t.account_id
+           WHERE t.slot <= $4
+         ),
+         picked AS (
+           SELECT id FROM by_account WHERE slot <= $5 ORDER BY next_attempt_at, id LIMIT $1
+         ),
+         locked AS (
+           SELECT d.id FROM event_deliveries d
+           WHERE d.id IN (SELECT id FROM picked) AND d.status = 'pending' AND d.next_attempt_at <= now()
+           FOR UPDATE SKIP LOCKED
+         )
+         UPDATE event_deliveries d
+         SET attempts = d.attempts + 1,
+             lease_token = $2,
+             locked_until = now() + $3 * interval '1 millisecond',
+             next_attempt_at = now() + $3 * interval '1 millisecond'
+         FROM locked, gateway_events e
+         WHERE d.id = locked.id AND e.id = d.event_id
+         RETURNING d.id, d.event_id, d.channel, d.destination, d.endpoint_id, d.secret_ciphertext, d.attempts, d.lease_token,
+                   e.payload::text AS body`,
+        [limit, randomUUID(), this.#leaseMs, this.#perEndpoint, this.#perAccount],
+      );
+      return rows;
+    });
   }
 
   async #deliver(row: ClaimedRow): Promise<DeliveryOutcome> {

@@ -3,7 +3,7 @@
  * Each endpoint has its own `whsec_…` signing secret: returned once by `createWebhookEndpoint` and
  * `rotateWebhookSecret`, stored only as ciphertext, never listed and never logged.
  */
-import type pg from "pg";
+import type { Db } from "../../indexer/db/database.js";
 import { isEventType, SUBSCRIBABLE_EVENT_TYPES, type EventType } from "../events/payloads.js";
 import { generateSigningSecret, type SecretBox } from "./secrets.js";
 import { InvalidTargetError, parseWebhookUrl, refuseInternalWebhookUrl, type WebhookTargetPolicy } from "./targets.js";
@@ -43,7 +43,6 @@ interface EndpointRow {
   created_at: Date;
 }
 
-type Db = pg.Pool | pg.ClientBase;
 
 export class EndpointLimitError extends Error {
   override readonly name = "EndpointLimitError";

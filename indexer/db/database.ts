@@ -1,8 +1,14 @@
 /**
- * The Postgres connection: one `pg` pool, and a Kysely instance over it for typed reads.
- * `DATABASE_URL` when set, else the machine's local server.
+ * The one database module of the indexer and the API: the `pg` pool (`DATABASE_URL` when set,
+ * else the machine's local server), the `Db` type every store takes, and `withTransaction`, the
+ * only place a transaction is opened and closed.
+ *
+ * SQL is written by hand in the stores, with bound parameters only (STYLE: "SQL is the engine").
+ * There is no query builder: Kysely was declared here for three tables and used by nothing; the
+ * queries that matter (recursive trees, set-based projections, conditional UPDATEs that carry
+ * the concurrency guarantees, advisory locks) read more plainly as SQL than as a builder chain,
+ * and one query language is easier to review than two. Rows are typed at each store's boundary.
  */
-import { type ColumnType, Kysely, PostgresDialect } from "kysely";
 import pg from "pg";
 
 export const DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -11,69 +17,62 @@ export function databaseUrl(): string {
   return process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL;
 }
 
-// bigint (int8) and numeric come back as strings; money is converted to bigint at the edge.
-type Int8 = ColumnType<string, string | bigint, string | bigint>;
-type Numeric = ColumnType<string, string | bigint, string | bigint>;
-
-export interface CheckpointsTable {
-  source: string;
-  slot: Int8;
-  blockhash: string | null;
-  updated_at: ColumnType<Date, Date | undefined, Date>;
-}
-
-export interface ChainTransactionsSeenTable {
-  signature: string;
-  slot: Int8;
-  outcome: string;
-  event_count: number;
-  detail: string | null;
-}
-
-export interface TransactionsTable {
-  event_id: Int8;
-  tx_hash: string;
-  agent: string;
-  payee: string;
-  mint: string;
-  protocol: string;
-  rail: string;
-  amount_units: Numeric;
-  endpoint_hash: string;
-  parent_tx_hash: string | null;
-  settlement_status: string | null;
-  status: string;
-  slot: Int8;
-}
-
-export interface Database {
-  checkpoints: CheckpointsTable;
-  chain_transactions_seen: ChainTransactionsSeenTable;
-  transactions: TransactionsTable;
-}
-
 export function createPool(url: string = databaseUrl()): pg.Pool {
   // JIT compilation costs ~0.6 s per statement that crosses its cost threshold (the projections'
   // set-based statements do), far more than they take to run: off for the indexer's sessions.
   return new pg.Pool({ connectionString: url, max: 4, options: "-c jit=off" });
 }
 
-export function createKysely(pool: pg.Pool): Kysely<Database> {
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+/** A pool, or one connection (pooled or not): what a store function runs its queries on. */
+export type Db = pg.Pool | pg.ClientBase;
+
+/** Postgres isolation levels a transaction may ask for (READ UNCOMMITTED is READ COMMITTED there). */
+export type IsolationLevel = "read committed" | "repeatable read" | "serializable";
+
+export interface TransactionOptions {
+  /**
+   * Default: the server's (READ COMMITTED). The policy store's per-agent lock needs READ COMMITTED
+   * (api/policy/store.ts); pass it explicitly where a transaction's correctness depends on it.
+   */
+  readonly isolation?: IsolationLevel;
 }
 
-/** Runs `work` in one transaction on a pooled client: committed if it resolves, rolled back if not. */
-export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+const BEGIN: Readonly<Record<IsolationLevel | "default", string>> = {
+  default: "BEGIN",
+  "read committed": "BEGIN ISOLATION LEVEL READ COMMITTED",
+  "repeatable read": "BEGIN ISOLATION LEVEL REPEATABLE READ",
+  serializable: "BEGIN ISOLATION LEVEL SERIALIZABLE",
+};
+
+/**
+ * Runs `work` in one transaction on a pooled client: committed if it resolves, rolled back if
+ * not (a failed ROLLBACK is ignored: the error that caused it is the one worth reporting).
+ */
+export async function withTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+  options: TransactionOptions = {},
+): Promise<T> {
   const client = await pool.connect();
   try {
-    await client.query("BEGIN");
+    return await inTransaction(client, work, options);
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * `withTransaction` on a connection the caller holds (one that keeps a session-level advisory
+ * lock across several transactions, as the migrator does).
+ */
+export async function inTransaction<C extends pg.ClientBase, T>(client: C, work: (client: C) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+  await client.query(BEGIN[options.isolation ?? "default"]);
+  try {
     const result = await work(client);
     await client.query("COMMIT");
     return result;
   } catch (error) {
     await client.query("ROLLBACK").catch(() => undefined);
     throw error;
-  } finally {
-    client.release();
   }
 }

@@ -6,6 +6,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type pg from "pg";
+import { inTransaction } from "./database.js";
 
 export const MIGRATIONS_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "migrations");
 const MIGRATION_FILE = /^(\d{3})_[a-z0-9_]+\.sql$/;
@@ -44,13 +45,12 @@ export async function migrate(pool: pg.Pool, dir: string = MIGRATIONS_DIR): Prom
     );
     for (const migration of migrations) {
       if (done.has(migration.version)) continue;
-      await client.query("BEGIN");
       try {
-        await client.query(migration.sql);
-        await client.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
-        await client.query("COMMIT");
+        await inTransaction(client, async (tx) => {
+          await tx.query(migration.sql);
+          await tx.query("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
+        });
       } catch (error) {
-        await client.query("ROLLBACK");
         throw new Error(`migration ${migration.name} failed: ${(error as Error).message}`, { cause: error });
       }
       applied.push(migration.name);

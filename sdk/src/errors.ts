@@ -11,6 +11,61 @@
 
 const BRAND = Symbol.for("agent-payment-gateway.sdk.error");
 
+/**
+ * The gateway's stable error codes (api/errors.ts ERROR_CODES and api/http/problem.ts
+ * REST_ERROR_CODES, plus the route-level INVOCATION_NOT_FOUND), mirrored here because the SDK
+ * imports nothing of the server; and the codes the client itself sets on errors it builds. A code
+ * is never reused for another meaning, so a name here keeps its meaning. test/sdk/error-codes.test.ts
+ * fails when the server gains a code missing here.
+ */
+export const ERROR_CODES = [
+  // api/errors.ts: both surfaces (REST problem `code`, GraphQL `extensions.code`).
+  "AUTHENTICATION_ERROR",
+  "BAD_USER_INPUT",
+  "NOT_FOUND",
+  "QUERY_TOO_DEEP",
+  "GRAPHQL_PARSE_FAILED",
+  "QUERY_TOO_COSTLY",
+  "INVALID_JSON",
+  "PAYLOAD_TOO_LARGE",
+  "UNSUPPORTED_MEDIA_TYPE",
+  "URI_TOO_LONG",
+  // api/http/problem.ts: REST only.
+  "METHOD_NOT_ALLOWED",
+  "INVALID_IDEMPOTENCY_KEY",
+  "IDEMPOTENCY_KEY_REUSED",
+  "IDEMPOTENCY_IN_PROGRESS",
+  "AGENT_EXISTS",
+  "AGENT_ARCHIVED",
+  "AGENT_NOT_EMPTY",
+  "CONFLICT",
+  "POLICY_VIOLATION",
+  "LIMIT_EXCEEDED",
+  "INVALID_WEBHOOK_URL",
+  "INSUFFICIENT_FUNDS",
+  "BUDGET_EXCEEDED",
+  "PAYMENT_FAILED",
+  "PAYEE_REFUSED",
+  "SERVICE_UNAVAILABLE",
+  "INTERNAL_SERVER_ERROR",
+  // api/http/routes/payments.ts: no invocation under that payment (`agents.invoke` reads it as "no sub-spend").
+  "INVOCATION_NOT_FOUND",
+  // Set by this client: the paid request failed and releasing the reservation showed the
+  // payment is being settled (may still land) or was settled (the money moved, the answer was lost).
+  "PAYMENT_OUTCOME_UNKNOWN",
+  "PAYMENT_SETTLED_ANSWER_LOST",
+] as const;
+
+/** A code this version of the client knows (for exhaustive `switch`es). */
+export type KnownErrorCode = (typeof ERROR_CODES)[number];
+
+/**
+ * A known error code, or any other string: a newer gateway may answer a code this version does
+ * not know yet, and it must still reach the caller (`string & {}` keeps the known names offered
+ * by editors instead of collapsing the union to `string`).
+ */
+export type ErrorCode = KnownErrorCode | (string & {});
+
 export type ErrorClassName =
   | "ServiceError"
   | "PolicyViolationError"
@@ -37,7 +92,7 @@ const LINEAGE: Record<ErrorClassName, readonly ErrorClassName[]> = {
 
 export interface ServiceErrorOptions {
   /** The gateway's stable error code (`POLICY_VIOLATION`, `INSUFFICIENT_FUNDS`, ...). */
-  code?: string;
+  code?: ErrorCode;
   /** HTTP status of the answer that carried the error. */
   status?: number;
   /** The problem body (or GraphQL extensions) as received, for inspection. */
@@ -59,7 +114,7 @@ export class ServiceError extends Error {
   /** The brand this class checks in `instanceof` (overridden by each subclass). */
   static readonly className: ErrorClassName = "ServiceError";
 
-  readonly code?: string;
+  readonly code?: ErrorCode;
   readonly status?: number;
   readonly detail?: unknown;
   readonly requestId?: string;
@@ -151,7 +206,7 @@ export class AuthenticationError extends ServiceError {
 }
 
 /** `isServiceError(e, "POLICY_VIOLATION")`: narrowing by class and, optionally, by code. */
-export function isServiceError(error: unknown, code?: string): error is ServiceError {
+export function isServiceError(error: unknown, code?: ErrorCode): error is ServiceError {
   return error instanceof ServiceError && (code === undefined || error.code === code);
 }
 

@@ -14,7 +14,10 @@ export {
   PaymentProtocolError,
   PolicyViolationError,
   ServiceError,
+  ERROR_CODES,
   type ErrorClassName,
+  type ErrorCode,
+  type KnownErrorCode,
   type ServiceErrorOptions,
 } from "./errors.js";
 export { decimalToUnits, MoneyFormatError, moneyToUnits, unitsToDecimal, unitsToUsdc, usdcToUnits, USDC_DECIMALS } from "./money.js";

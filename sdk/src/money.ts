@@ -4,6 +4,9 @@
  * by multiplying a float. Inside the client, amounts are `bigint` base units.
  */
 
+/** The spec's amount shape at the client's edge (spec 2.3), e.g. `{ usdc: 0.05 }`. */
+export type Usdc = { usdc: number };
+
 export const USDC_DECIMALS = 6;
 const SCALE = 10n ** BigInt(USDC_DECIMALS);
 /** The ledger's amounts are u64. */

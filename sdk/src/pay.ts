@@ -1,0 +1,429 @@
+/**
+ * The pay flow (spec 4.7 `pay`, its seven steps) against an API answering 402 over x402 or MPP.
+ *
+ * It never holds a key: the gateway checks the spend policy, reserves the amount and signs with
+ * the agent's custodial wallet (`POST /v1/agents/{id}/payments/authorize`, steps 3-5); the flow
+ * presents the signed payment to the paid API and closes the reservation with the ledger
+ * transaction (step 6), or releases it when the paid request fails. In order:
+ *
+ * 1. `#callApi`: the original request (or, with a known MPP session, the request with its token).
+ * 2. `readPaymentOffer`: the 402's x402 and MPP requirements.
+ * 3-5. `#authorize`: the gateway's policy check, reservation and signature (`authorization.ts`);
+ *    `#payX402` repeats the request with the payment headers, `#payMpp` confirms the MPP payment
+ *    and opens a session, kept in `MppSessions` for the origin (step 4's reuse).
+ * 6. `#complete` (or `#failed`, which releases and says whether money moved).
+ * 7. The paid API's answer as `PaidResult`, with its explorer link.
+ */
+import { callApi, type ApiAnswer, ApiUnreachableError, type ApiRequest, headersObject } from "./api-call.js";
+import { type Authorization, type MppAuthorization, parseAuthorization, type X402Authorization } from "./authorization.js";
+import { errorFromProblem, InsufficientFundsError, PaymentError, PaymentProtocolError, ServiceError } from "./errors.js";
+import { explorerUrl } from "./explorer-links.js";
+import { decimalToUnits, unitsToUsdc, type Usdc, usdcToUnits } from "./money.js";
+import { type MppRequest, type PaymentOffer, readPaymentOffer } from "./payment-required.js";
+import { readMppReceipt, readX402Receipt, X_MPP_ERROR, X_MPP_SESSION, X_PAYMENT_ERROR } from "./receipts.js";
+import type { WalletOperations } from "./resources/wallet.js";
+import type { MppSession, MppSessions } from "./sessions.js";
+import type { FetchFunction, Transport } from "./transport.js";
+
+export type Protocol = "x402" | "mpp";
+export type ProtocolPreference = "auto" | "x402" | "mpp";
+
+export interface PayOptions {
+  endpoint: string;
+  method?: string;
+  headers?: Record<string, string>;
+  /** Sent as JSON (for POST/PUT/PATCH); a string is sent as it is. */
+  body?: unknown;
+  /** Makes the payment authorization idempotent across calls (a retried `pay` reserves once). */
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+/** Spec 2.3: the paid API's answer and the payment that bought it. */
+export interface PaidResult<T = unknown> {
+  paid: true;
+  status: number;
+  protocol: Protocol;
+  amountPaid: Usdc;
+  txHash: string;
+  solanaExplorer: string;
+  data: T;
+  headers: Record<string, string>;
+  sessionId?: string;
+}
+
+/** The endpoint did not ask for payment (no 402): its answer as it came. */
+export interface UnpaidResult<T = unknown> {
+  paid: false;
+  status: number;
+  data: T;
+  headers: Record<string, string>;
+}
+
+export type PaymentResult<T = unknown> = PaidResult<T> | UnpaidResult<T>;
+
+/** What `agents.invoke` adds to a payment: the invocation's hard budget and x402 first. */
+export interface PayExtras {
+  invocationBudget?: Usdc;
+  protocolPreference?: ProtocolPreference;
+}
+
+/**
+ * The state every copy of a client (`withParent`) shares with its pay flow: one transport, one
+ * session store, and the explorer facts learned once.
+ */
+export interface PayShared {
+  readonly transport: Transport;
+  readonly sessions: MppSessions;
+  readonly fetch: FetchFunction;
+  /** The client's `protocolPreference` option; omitted lets the agent's policy decide. */
+  readonly protocolPreference?: ProtocolPreference;
+  readonly explorerRpcUrl?: string;
+  networkName?: Promise<string | undefined>;
+  /** The gateway's explorer link around a transaction hash, learned from its first `complete` answer. */
+  explorerTemplate?: { prefix: string; suffix: string };
+}
+
+/** Who pays: the agent, the invocation it pays inside (if any), and its wallet resource. */
+export interface PayScope {
+  agentId: string;
+  parentTxHash: string | undefined;
+  shared: PayShared;
+  wallet: WalletOperations;
+}
+
+interface PayContext {
+  request: ApiRequest;
+  endpoint: string;
+  origin: string;
+  signal: AbortSignal | undefined;
+}
+
+const METHOD = /^[A-Z]{1,16}$/;
+
+export class PayFlow {
+  readonly #agentId: string;
+  readonly #parentTxHash: string | undefined;
+  readonly #shared: PayShared;
+  readonly #wallet: WalletOperations;
+
+  constructor(scope: PayScope) {
+    this.#agentId = scope.agentId;
+    this.#parentTxHash = scope.parentTxHash;
+    this.#shared = scope.shared;
+    this.#wallet = scope.wallet;
+  }
+
+  /**
+   * Whose MPP sessions a call may reuse: the agent's own, or, for a client scoped to an invocation,
+   * the ones negotiated under that same parent (the gateway binds a session to the parent of the
+   * payment that established it, so its charges count against that invocation's budget).
+   */
+  get #sessionScope(): string {
+    return this.#parentTxHash === undefined ? this.#agentId : `${this.#agentId}\u0000${this.#parentTxHash}`;
+  }
+
+  /** Spec 4.7 `pay`, steps 1-7; `extras` only from `agents.invoke`. */
+  async pay(options: PayOptions, extras: PayExtras): Promise<PaymentResult> {
+    const context = this.#payContext(options);
+    const sessions = this.#shared.sessions;
+    const reusable = extras.invocationBudget === undefined ? sessions.get(this.#sessionScope, context.origin) : undefined;
+
+    let first: ApiAnswer;
+    if (reusable !== undefined) {
+      // Spec 4.4 step 5: a known session skips negotiation; a 402 means it is no longer valid.
+      first = await this.#callApi(context, { [X_MPP_SESSION]: reusable.token }, false);
+      if (first.status !== 402) {
+        const receipt = readMppReceipt(first.headers, first.data);
+        if (receipt !== undefined) return this.#sessionPaid(context, first, reusable, receipt);
+        if (first.headers.get(X_MPP_ERROR) !== null) {
+          // The service refused the session without a new 402 (e.g. a charge the policy
+          // refused, answered as a problem with `errorClass`): the token is of no further use.
+          sessions.forget(this.#sessionScope, context.origin);
+          if (isRecord(first.data) && typeof first.data.errorClass === "string") throw errorFromProblem(first.status, first.data);
+        }
+        return unpaid(first);
+      }
+    } else {
+      first = await this.#callApi(context, {}, false);
+      if (first.status !== 402) return unpaid(first);
+    }
+
+    let offer: PaymentOffer;
+    try {
+      offer = readPaymentOffer(first.data, context.endpoint);
+    } catch (error) {
+      if (reusable !== undefined) sessions.forget(this.#sessionScope, context.origin);
+      throw error;
+    }
+    // A 402 that offers MPP refuses the session; one that offers only x402 comes from an
+    // endpoint of the same origin that does not take MPP at all, and says nothing about the
+    // session: keep it for the origin's MPP endpoints (otherwise every x402 call on a mixed origin
+    // would cost the next MPP call a whole new negotiation and settlement).
+    if (reusable !== undefined && offer.mpp !== undefined) sessions.forget(this.#sessionScope, context.origin);
+    const authorization = await this.#authorize(context, offer, options.idempotencyKey, extras);
+    if (authorization.protocol === "x402") return this.#payX402(context, authorization);
+    if (authorization.protocol === "mpp" && offer.mpp !== undefined) return this.#payMpp(context, authorization, offer.mpp);
+    throw new PaymentProtocolError(`the gateway chose ${String((authorization as { protocol?: unknown }).protocol)}, which ${context.endpoint} did not offer`, context.endpoint);
+  }
+
+  #payContext(options: PayOptions): PayContext {
+    if (typeof options?.endpoint !== "string") throw new TypeError("endpoint is required");
+    let url: URL;
+    try {
+      url = new URL(options.endpoint);
+    } catch {
+      throw new TypeError(`endpoint is not a URL: ${options.endpoint}`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError(`endpoint must be http(s): ${options.endpoint}`);
+    const method = (options.method ?? "GET").toUpperCase();
+    if (!METHOD.test(method)) throw new TypeError(`method is not an HTTP method: ${options.method}`);
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(options.headers ?? {})) headers[name.toLowerCase()] = String(value);
+    let body: string | undefined;
+    if (options.body !== undefined && options.body !== null) {
+      if (method === "GET" || method === "HEAD") throw new TypeError(`a ${method} request has no body`);
+      body = typeof options.body === "string" ? options.body : JSON.stringify(options.body);
+      headers["content-type"] ??= "application/json";
+    }
+    headers.accept ??= "application/json";
+    const request: ApiRequest = { url: url.toString(), method, headers, ...(body === undefined ? {} : { body }) };
+    return { request, endpoint: url.toString(), origin: url.origin, signal: options.signal };
+  }
+
+  async #callApi(context: PayContext, extraHeaders: Record<string, string>, paid: boolean): Promise<ApiAnswer> {
+    const transport = this.#shared.transport;
+    const request = { ...context.request, headers: { ...context.request.headers, ...extraHeaders } };
+    try {
+      return await callApi(request, {
+        fetch: this.#shared.fetch,
+        timeoutMs: transport.timeout,
+        retry: transport.retryOptions,
+        retryServerErrors: paid,
+        signal: context.signal,
+      });
+    } catch (error) {
+      if (error instanceof ApiUnreachableError) throw new PaymentError(error.message, { cause: error });
+      throw error;
+    }
+  }
+
+  async #authorize(context: PayContext, offer: PaymentOffer, idempotencyKey: string | undefined, extras: PayExtras): Promise<Authorization> {
+    const preference = extras.protocolPreference ?? this.#shared.protocolPreference;
+    const body: Record<string, unknown> = {
+      endpoint: context.endpoint,
+      ...(offer.x402 === undefined ? {} : { x402: offer.x402 }),
+      ...(offer.mpp === undefined ? {} : { mpp: offer.mpp }),
+      ...(preference === undefined ? {} : { protocolPreference: preference }),
+      ...(this.#parentTxHash === undefined ? {} : { parentTxHash: this.#parentTxHash }),
+      ...(extras.invocationBudget === undefined ? {} : { invocationBudget: extras.invocationBudget }),
+    };
+    const answer = await this.#shared.transport.request<Record<string, unknown>>("POST", `/v1/agents/${encodeURIComponent(this.#agentId)}/payments/authorize`, {
+      body,
+      ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+      ...(context.signal === undefined ? {} : { signal: context.signal }),
+    });
+    return parseAuthorization(answer, context.endpoint);
+  }
+
+  async #payX402(context: PayContext, authorization: X402Authorization): Promise<PaidResult> {
+    let paid: ApiAnswer;
+    try {
+      paid = await this.#callApi(context, authorization.headers, true);
+    } catch (error) {
+      throw await this.#failed(authorization, context, `the paid request to ${context.endpoint} got no answer`, error);
+    }
+    const receipt = readX402Receipt(paid.headers);
+    if (receipt === undefined || !receipt.success) {
+      const refusal = paid.headers.get(X_PAYMENT_ERROR);
+      throw await this.#failed(
+        authorization,
+        context,
+        `${context.endpoint} did not accept the payment: ${paid.status}${refusal === null ? " without a payment receipt" : ` ${refusal}`}`,
+      );
+    }
+    const explorer = await this.#complete(authorization.reservationId, receipt.transaction);
+    return {
+      paid: true,
+      status: paid.status,
+      protocol: "x402",
+      amountPaid: authorization.amount,
+      txHash: receipt.transaction,
+      solanaExplorer: explorer ?? (await this.#explorer(receipt.transaction, receipt.network)),
+      data: paid.data,
+      headers: headersObject(paid.headers),
+    };
+  }
+
+  async #payMpp(context: PayContext, authorization: MppAuthorization, request: MppRequest): Promise<PaidResult> {
+    let confirmation: ApiAnswer;
+    try {
+      confirmation = await callApi(
+        { url: authorization.paymentEndpoint, method: "POST", headers: { "content-type": "application/json", accept: "application/json" }, body: JSON.stringify(authorization.submission) },
+        {
+          fetch: this.#shared.fetch,
+          timeoutMs: this.#shared.transport.timeout,
+          retry: this.#shared.transport.retryOptions,
+          retryServerErrors: true,
+          signal: context.signal,
+        },
+      );
+    } catch (error) {
+      throw await this.#failed(authorization, context, `the MPP payment endpoint ${authorization.paymentEndpoint} got no answer`, error);
+    }
+    const confirmed = isRecord(confirmation.data) ? confirmation.data : {};
+    const txHash = typeof confirmed.txHash === "string" ? confirmed.txHash : undefined;
+    const token = confirmation.headers.get(X_MPP_SESSION);
+    if (confirmation.status < 200 || confirmation.status > 299 || txHash === undefined) {
+      const refusal = confirmation.headers.get(X_MPP_ERROR) ?? (typeof confirmed.error === "string" ? confirmed.error : null);
+      throw await this.#failed(authorization, context, `the MPP payment was not confirmed: ${confirmation.status}${refusal === null ? "" : ` ${refusal}`}`);
+    }
+    // The money moved with the confirmation: close the reservation before using the session.
+    const explorer = await this.#complete(authorization.reservationId, txHash);
+    if (token === null) throw new PaymentError(`the MPP payment ${txHash} was confirmed without an ${X_MPP_SESSION} token`);
+
+    const paid = await this.#callApi(context, { [X_MPP_SESSION]: token }, true);
+    if (paid.status === 402) {
+      const refusal = paid.headers.get(X_MPP_ERROR);
+      throw new PaymentError(`paid ${txHash}, but ${context.endpoint} refused the new session${refusal === null ? "" : `: ${refusal}`}`);
+    }
+    const receipt = readMppReceipt(paid.headers, paid.data);
+    const sessionId = receipt?.sessionId ?? (typeof confirmed.sessionId === "string" ? confirmed.sessionId : undefined);
+    if (request.sessionSupported) {
+      const amountUnits = usdcToUnits(authorization.amount.usdc);
+      this.#shared.sessions.put(this.#sessionScope, context.origin, {
+        token: paid.headers.get(X_MPP_SESSION) ?? token,
+        amountUnits,
+        ...(sessionId === undefined ? {} : { sessionId }),
+      });
+    }
+    return {
+      paid: true,
+      status: paid.status,
+      protocol: "mpp",
+      amountPaid: authorization.amount,
+      txHash,
+      solanaExplorer: explorer ?? (await this.#explorer(txHash)),
+      data: paid.data,
+      headers: headersObject(paid.headers),
+      ...(sessionId === undefined ? {} : { sessionId }),
+    };
+  }
+
+  /** A call paid by an existing MPP session (no 402, no authorization round trip). */
+  async #sessionPaid(context: PayContext, answer: ApiAnswer, session: MppSession, receipt: NonNullable<ReturnType<typeof readMppReceipt>>): Promise<PaidResult> {
+    const refreshed = answer.headers.get(X_MPP_SESSION);
+    const sessionId = receipt.sessionId ?? session.sessionId;
+    if (refreshed !== null && refreshed !== session.token) {
+      this.#shared.sessions.put(this.#sessionScope, context.origin, { ...session, token: refreshed, ...(sessionId === undefined ? {} : { sessionId }) });
+    }
+    let amountUnits = session.amountUnits;
+    if (receipt.charged === false) amountUnits = 0n;
+    else if (receipt.amount !== undefined) amountUnits = decimalToUnits(receipt.amount.value);
+    const txHash = receipt.txHash!;
+    return {
+      paid: true,
+      status: answer.status,
+      protocol: "mpp",
+      amountPaid: { usdc: unitsToUsdc(amountUnits) },
+      txHash,
+      solanaExplorer: await this.#explorer(txHash),
+      data: answer.data,
+      headers: headersObject(answer.headers),
+      ...(sessionId === undefined ? {} : { sessionId }),
+    };
+  }
+
+  /**
+   * Step 6: the payment landed. The gateway's facilitator usually closed the reservation itself
+   * already (200 or 409 CONFLICT "settled" both mean done). Any other failure here is not thrown:
+   * the caller has paid and holds the answer, and throwing would invite paying again; the
+   * gateway closes linked reservations on settlement and releases unused ones when they expire.
+   * Answers the transaction's explorer link when the gateway gives one.
+   */
+  async #complete(reservationId: string, txHash: string): Promise<string | undefined> {
+    try {
+      const answer = await this.#shared.transport.request<{ solanaExplorer?: unknown }>(
+        "POST",
+        `/v1/agents/${encodeURIComponent(this.#agentId)}/payments/${encodeURIComponent(reservationId)}/complete`,
+        { body: { txHash } },
+      );
+      const link = answer?.solanaExplorer;
+      if (typeof link !== "string" || !link.includes(txHash)) return undefined;
+      const at = link.indexOf(txHash);
+      this.#shared.explorerTemplate ??= { prefix: link.slice(0, at), suffix: link.slice(at + txHash.length) };
+      return link;
+    } catch {
+      // Already closed (409 CONFLICT: the gateway closed it itself) or unreachable: the payment
+      // happened either way, and the caller holds the answer it paid for. Never thrown.
+      return undefined;
+    }
+  }
+
+  /**
+   * The paid request failed definitively: release the reservation and build the PaymentError. If
+   * the gateway answers that the reservation was settled meanwhile, the money moved although the
+   * answer was lost; the error says so (do not pay again without checking transactions.list).
+   */
+  async #failed(authorization: Authorization, context: PayContext, message: string, cause?: unknown): Promise<PaymentError | InsufficientFundsError> {
+    try {
+      await this.#shared.transport.request("POST", `/v1/agents/${encodeURIComponent(this.#agentId)}/payments/${encodeURIComponent(authorization.reservationId)}/release`, {
+        body: {},
+      });
+    } catch (error) {
+      if (error instanceof ServiceError && error.code === "CONFLICT" && /being settled/.test(error.message)) {
+        // The payee already handed the payment to the facilitator: it may still land (and counts
+        // against the policy meanwhile). Not paid again here; transactions.list shows the outcome.
+        return new PaymentError(`${message}; reservation ${authorization.reservationId} is being settled: the payment may still land`, {
+          cause: cause ?? error,
+          code: "PAYMENT_OUTCOME_UNKNOWN",
+        });
+      }
+      if (error instanceof ServiceError && error.code === "CONFLICT" && /settled/.test(error.message)) {
+        return new PaymentError(`${message}; the gateway reports reservation ${authorization.reservationId} as settled: the payment was made, the answer was lost`, {
+          cause: cause ?? error,
+          code: "PAYMENT_SETTLED_ANSWER_LOST",
+        });
+      }
+    }
+    // The gateway does not hold funds back at authorization; a settlement the ledger refused for
+    // want of funds shows here as a wallet balance below the price (spec 7 InsufficientFundsError).
+    const balance = await this.#wallet.balance().catch(() => undefined);
+    if (balance !== undefined && usdcToUnits(balance.usdc) < usdcToUnits(authorization.amount.usdc)) {
+      return new InsufficientFundsError(
+        `insufficient funds: agent ${this.#agentId} needs ${authorization.amount.usdc} usdc for ${context.endpoint}, balance is ${balance.usdc} usdc`,
+        balance,
+        { code: "INSUFFICIENT_FUNDS", ...(cause === undefined ? {} : { cause }) },
+      );
+    }
+    return new PaymentError(message, cause === undefined ? {} : { cause });
+  }
+
+  async #explorer(txHash: string, network?: string): Promise<string> {
+    const template = this.#shared.explorerTemplate;
+    if (template !== undefined) return `${template.prefix}${encodeURIComponent(txHash)}${template.suffix}`;
+    try {
+      const transaction = await this.#shared.transport.request<{ solanaExplorer?: unknown }>("GET", `/v1/transactions/${encodeURIComponent(txHash)}`);
+      if (typeof transaction?.solanaExplorer === "string" && transaction.solanaExplorer.length > 0) return transaction.solanaExplorer;
+    } catch {
+      // Not indexed yet (404) or unreachable: build the link from the network instead.
+    }
+    return explorerUrl(txHash, network ?? (await this.#networkName()), this.#shared.explorerRpcUrl);
+  }
+
+  #networkName(): Promise<string | undefined> {
+    this.#shared.networkName ??= this.#wallet.get().then(
+      (wallet) => wallet.network,
+      () => undefined,
+    );
+    return this.#shared.networkName;
+  }
+}
+
+function unpaid(answer: ApiAnswer): UnpaidResult {
+  return { paid: false, status: answer.status, data: answer.data, headers: headersObject(answer.headers) };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,116 @@
+/**
+ * The `agents` resource (spec 4.7): the account's agents (`/v1/agents`), archiving one, and
+ * `invoke`, which pays a sub-agent's endpoint under a hard budget and then reads from the gateway
+ * what the sub-agent spent under that payment (`/v1/agents/{agentId}/invocations/{txHash}`).
+ */
+import { ServiceError } from "../errors.js";
+import { moneyToUnits, unitsToUsdc, usdcToUnits, type Usdc } from "../money.js";
+import type { PayExtras, PayOptions, PaymentResult } from "../pay.js";
+import type { QueryValue, Transport } from "../transport.js";
+
+export interface AgentEntry {
+  agentId: string;
+  /** Spec 2.5; `{ usdc: 0 }` for a wallet never funded. Null only from a gateway that reads no chain. */
+  balance: Usdc | null;
+  /** ISO time the agent was archived (`agents.archive`); null while active. */
+  archivedAt?: string | null;
+  [more: string]: unknown;
+}
+
+export interface AgentListOptions {
+  /** Also list archived agents (left out by default). */
+  includeArchived?: boolean;
+}
+
+export interface ArchiveOptions {
+  /** Archive even while the wallet holds funds or payments are open (the funds stay withdrawable). */
+  force?: boolean;
+}
+
+export interface InvokeOptions {
+  agentEndpoint: string;
+  task: unknown;
+  budget: Usdc;
+  idempotencyKey?: string;
+  signal?: AbortSignal;
+}
+
+/** Spec 2.6. */
+export interface InvocationResult<T = unknown> {
+  output: T;
+  totalCost: Usdc;
+  paymentChain: string[];
+}
+
+/** Page size `agents.list` asks for (the gateway's maximum). */
+const AGENTS_PAGE = 500;
+
+export class AgentOperations {
+  constructor(
+    private readonly transport: Transport,
+    private readonly agentId: string,
+    /** The client's pay flow: an invocation is a payment with a budget (`PayExtras`). */
+    private readonly pay: (options: PayOptions, extras: PayExtras) => Promise<PaymentResult>,
+  ) {}
+
+  /** Spec 4.7 `agents.list`: every agent of the account, following the gateway's pages. */
+  async list(options: AgentListOptions = {}): Promise<AgentEntry[]> {
+    if (options.includeArchived !== undefined && typeof options.includeArchived !== "boolean") throw new TypeError("includeArchived must be a boolean");
+    const agents: AgentEntry[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const query: Record<string, QueryValue> = { limit: AGENTS_PAGE, after, includeArchived: options.includeArchived === true ? "true" : undefined };
+      const page = await this.transport.request<{ agents: AgentEntry[]; nextCursor?: string | null }>("GET", "/v1/agents", { query });
+      agents.push(...page.agents);
+      // A cursor that does not move would loop forever: only a later agent id continues.
+      if (typeof page.nextCursor !== "string" || page.nextCursor === after) return agents;
+      after = page.nextCursor;
+    }
+  }
+
+  /**
+   * Archives an agent (`DELETE /v1/agents/{agentId}`): it can no longer pay or be funded, leaves
+   * `list()` and keeps its history. Refused (`ServiceError` code `AGENT_NOT_EMPTY`) while its wallet
+   * holds funds or payments are open, unless `force`. Archiving an archived agent answers it again.
+   */
+  async archive(agentId: string, options: ArchiveOptions = {}): Promise<AgentEntry> {
+    if (typeof agentId !== "string" || !/^[\x21-\x7e]{1,128}$/.test(agentId)) throw new TypeError("agentId must be an agent id (1-128 visible ASCII characters)");
+    if (options.force !== undefined && typeof options.force !== "boolean") throw new TypeError("force must be a boolean");
+    const query: Record<string, QueryValue> = { force: options.force === true ? "true" : undefined };
+    return this.transport.request<AgentEntry>("DELETE", `/v1/agents/${encodeURIComponent(agentId)}`, { query });
+  }
+
+  /** Spec 4.7 `agents.invoke`: pays the sub-agent's endpoint with `task`, under a hard `budget`. */
+  async invoke<T = unknown>(options: InvokeOptions): Promise<InvocationResult<T>> {
+    const budgetUnits = moneyToUnits(options.budget, "budget");
+    if (budgetUnits === 0n) throw new TypeError("budget must be positive");
+    const result = await this.pay(
+      {
+        endpoint: options.agentEndpoint,
+        method: "POST",
+        body: options.task ?? {},
+        ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      },
+      { invocationBudget: { usdc: unitsToUsdc(budgetUnits) }, protocolPreference: "x402" },
+    );
+    if (!result.paid) return { output: result.data as T, totalCost: { usdc: 0 }, paymentChain: [] };
+    const paidUnits = usdcToUnits(result.amountPaid.usdc);
+    try {
+      const invocation = await this.transport.request<{ spent?: Usdc; payments?: unknown }>(
+        "GET",
+        `/v1/agents/${encodeURIComponent(this.agentId)}/invocations/${encodeURIComponent(result.txHash)}`,
+      );
+      const spentUnits = invocation.spent === undefined ? 0n : moneyToUnits(invocation.spent, "spent");
+      const payments = Array.isArray(invocation.payments) ? invocation.payments.filter((hash): hash is string => typeof hash === "string") : [];
+      return { output: result.data as T, totalCost: { usdc: unitsToUsdc(paidUnits + spentUnits) }, paymentChain: [result.txHash, ...payments] };
+    } catch (error) {
+      // No invocation under this payment (the payee is not an agent of this gateway): the
+      // payment itself is the whole cost.
+      if (error instanceof ServiceError && error.status === 404) {
+        return { output: result.data as T, totalCost: result.amountPaid, paymentChain: [result.txHash] };
+      }
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * The `policies` resource (spec 4.1, 4.7): the agent's spend policy (`/v1/policies/{agentId}`).
+ * Amounts and the rate-limit count are checked here, before the request, so a caller's mistake is
+ * a `TypeError` naming the field rather than a round trip.
+ */
+import { MAX_RATE_LIMIT_CALLS } from "../cli/rate-limit.js";
+import { moneyToUnits, type Usdc } from "../money.js";
+import type { ProtocolPreference } from "../pay.js";
+import type { Transport } from "../transport.js";
+
+export type RateLimitWindow = "1m" | "5m" | "15m" | "1h" | "24h";
+
+/** Spec 2.1 fields for `policies.set`: omitted keep their value, `null` removes the limit. */
+export interface PolicyFields {
+  dailyBudget?: Usdc | null;
+  perCallLimit?: Usdc | null;
+  allowedDomains?: string[] | null;
+  blockedDomains?: string[] | null;
+  rateLimit?: { calls: number; window: RateLimitWindow } | null;
+  protocolPreference?: ProtocolPreference;
+}
+
+export interface Policy {
+  agentId: string;
+  dailyBudget: Usdc | null;
+  perCallLimit: Usdc | null;
+  allowedDomains?: string[] | null;
+  blockedDomains: string[];
+  rateLimit: { calls: number; window: RateLimitWindow } | null;
+  protocolPreference: ProtocolPreference;
+  usedToday: Usdc;
+  [more: string]: unknown;
+}
+
+export class PolicyOperations {
+  constructor(
+    private readonly transport: Transport,
+    private readonly path: string,
+  ) {}
+
+  /** Spec 4.1: omitted fields keep their current values; `null` removes a limit. */
+  async set(fields: PolicyFields): Promise<Policy> {
+    if (typeof fields !== "object" || fields === null || Array.isArray(fields)) throw new TypeError("policies.set takes an object of spec 2.1 fields");
+    for (const name of ["dailyBudget", "perCallLimit"] as const) {
+      const value: Usdc | null | undefined = fields[name];
+      if (value !== undefined && value !== null) moneyToUnits(value, name);
+    }
+    // A count: a fraction, NaN or 1e21 (which JSON writes as "1e+21") would be sent as a number
+    // the gateway refuses; say so here, before the request.
+    const calls: unknown = fields.rateLimit?.calls;
+    if (fields.rateLimit != null && (!Number.isSafeInteger(calls) || (calls as number) < 1 || (calls as number) > MAX_RATE_LIMIT_CALLS)) {
+      throw new TypeError(`rateLimit.calls must be an integer from 1 to ${MAX_RATE_LIMIT_CALLS}, got ${String(calls)}`);
+    }
+    return this.transport.request<Policy>("PUT", this.path, { body: fields });
+  }
+
+  get(): Promise<Policy> {
+    return this.transport.request<Policy>("GET", this.path);
+  }
+
+  /** Removes every spend policy of the agent. */
+  async clear(): Promise<void> {
+    await this.transport.request<void>("DELETE", this.path);
+  }
+}

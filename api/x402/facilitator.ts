@@ -11,8 +11,8 @@
  * settlement) the nonce stays burned, with status `failed` (or `claimed`), and the payload can
  * never be settled again: a settlement that errored may still have landed on the ledger (a
  * timeout is not a refusal), so releasing it could pay twice. The agent signs a new payload (new
- * nonce) to retry; `unfinishedClaims` lists claims to reconcile against the ledger (the sweeper,
- * api/settlement/sweeper.ts, resolves them). Rows are kept until the payload's `validUntil` has
+ * nonce) to retry; the sweeper (api/settlement/sweeper.ts) reconciles unfinished claims against
+ * the ledger. Rows are kept until the payload's `validUntil` has
  * passed (plus a grace), after which `verify` refuses the payload as expired anyway and
  * `pruneExpiredNonces` may delete them.
  *
@@ -318,42 +318,6 @@ export async function openLinkedInvocation(deps: InvocationOpeningDeps, opening:
     deps.onWarning?.("invocation not opened yet; the sweeper retries", { ...context, error: error instanceof Error ? error.message : String(error) });
     return null;
   }
-}
-
-export interface UnfinishedClaim {
-  readonly payer: string;
-  readonly nonce: string;
-  readonly agentId: string;
-  readonly payTo: string;
-  readonly amountUnits: bigint;
-  readonly resource: string;
-  readonly claimedAt: Date;
-}
-
-/** Claims older than `before` that never finished (a crash between claim and settlement), oldest first. */
-export async function unfinishedClaims(pool: pg.Pool, before: Date, limit = 100): Promise<UnfinishedClaim[]> {
-  const { rows } = await pool.query<{
-    payer: string;
-    nonce: string;
-    agent_id: string;
-    pay_to: string;
-    amount_units: string;
-    resource: string;
-    claimed_at: Date;
-  }>(
-    `SELECT payer, nonce, agent_id, pay_to, amount_units, resource, claimed_at FROM x402_nonces
-     WHERE status = 'claimed' AND claimed_at < $1 ORDER BY claimed_at LIMIT $2`,
-    [before, Math.min(Math.max(limit, 1), 1_000)],
-  );
-  return rows.map((row) => ({
-    payer: row.payer,
-    nonce: row.nonce,
-    agentId: row.agent_id,
-    payTo: row.pay_to,
-    amountUnits: BigInt(row.amount_units),
-    resource: row.resource,
-    claimedAt: row.claimed_at,
-  }));
 }
 
 /** Deletes nonce rows whose payload expired more than the grace ago (they can never verify again). */

@@ -24,13 +24,11 @@
  * transaction on success, released on a definite failure, left open while the outcome is pending. A sub-agent's payment (the reservation names a parent
  * transaction) settles under its invocation account, so the program enforces the budget too; a
  * payment that invokes its payee (the reservation carries an invocation budget) opens the
- * invocation on-chain once it settled, before the answer. If that opening fails the payment
+ * invocation on-chain once it settled, before the answer (api/invocations/opening.ts). If that opening fails the payment
  * stays settled (money is never undone) and the sweeper retries the opening.
  */
-import { PublicKey } from "@solana/web3.js";
-import bs58 from "bs58";
 import type pg from "pg";
-import { invocationPda } from "../../programs/payment_ledger/ts/index.js";
+import { invocationAddress, type Invocations, openLinkedInvocation } from "../invocations/index.js";
 import {
   claimLinkedReservation,
   landLinkedReservation,
@@ -46,38 +44,20 @@ import { type AgentDirectory, pendingSettlementSignature, type SettleResult, typ
 import { verifySignature } from "./signer.js";
 import { payeeRefusal } from "../settlement/payee.js";
 
+// Invocations live in api/invocations; re-exported for the modules that import them from here.
+export {
+  type InvocationAccount,
+  invocationAddress,
+  type InvocationOpening,
+  type InvocationOpeningDeps,
+  type Invocations,
+  openLinkedInvocation,
+} from "../invocations/index.js";
+
 /** Default bound on `validUntil - now`: how long a nonce must be remembered at most. */
 export const DEFAULT_MAX_VALIDITY_SECONDS = 600;
 /** Nonce rows outlive their payload's validity by this much before pruning (clock skew margin). */
 export const NONCE_PRUNE_GRACE_SECONDS = 300;
-
-/** An `agents.invoke` invocation account as the chain holds it (api/settlement's `invocationState`). */
-export interface InvocationAccount {
-  /** Wallet addresses (base58). */
-  readonly invoker: string;
-  readonly subAgent: string;
-  readonly budgetUnits: bigint;
-  readonly spentUnits: bigint;
-}
-
-/**
- * Opens and reads `agents.invoke` invocations on the ledger (api/settlement's `Settlement`).
- * `openInvocation` must be idempotent for the same terms: a retry finds the account it opened.
- */
-export interface Invocations {
-  openInvocation(input: {
-    invokerAgentId: string;
-    parentTxHash: string;
-    subAgentId: string;
-    budgetUnits: bigint;
-  }): Promise<{ readonly invocation: string; readonly txHash: string }>;
-  invocationState(invocation: PublicKey): Promise<InvocationAccount | null>;
-}
-
-/** The invocation account of `subAgent`'s payments under the transaction `parentTxHash`. */
-export function invocationAddress(parentTxHash: string, subAgent: string): string {
-  return invocationPda(bs58.decode(parentTxHash), new PublicKey(subAgent)).address.toBase58();
-}
 
 export interface FacilitatorOptions {
   readonly pool: pg.Pool;
@@ -271,52 +251,6 @@ export class X402Facilitator {
       .query<{ signature: string }>("SELECT signature FROM settlements WHERE payment_ref = $1 AND status <> 'failed'", [paymentRef])
       .catch(() => ({ rows: [] as { signature: string }[] }));
     return rows[0]?.signature ?? null;
-  }
-}
-
-export interface InvocationOpening {
-  readonly reservationId: string;
-  readonly invokerAgentId: string;
-  /** The invoked sub-agent's wallet (the payment's payee). */
-  readonly payee: string;
-  /** The invoking payment's transaction: the invocation's parent. */
-  readonly txHash: string;
-  readonly budgetUnits: bigint;
-}
-
-export interface InvocationOpeningDeps {
-  readonly pool: pg.Pool;
-  readonly agents: AgentDirectory;
-  readonly invocations: Invocations | undefined;
-  readonly onWarning?: ((message: string, context: Record<string, unknown>) => void) | undefined;
-}
-
-/**
- * Opens the invocation a settled payment starts and stores it on the reservation. Never throws:
- * the payment has settled whatever happens here; a failure is reported and the reservation keeps
- * `invocation` NULL for the sweeper to retry (the opening is idempotent for the same terms).
- * Returns the invocation address, or null when it is not open yet.
- */
-export async function openLinkedInvocation(deps: InvocationOpeningDeps, opening: InvocationOpening): Promise<string | null> {
-  const context = { reservationId: opening.reservationId, parentTxHash: opening.txHash };
-  try {
-    if (deps.invocations === undefined) throw new Error("no invocation service is configured");
-    const subAgentId = await deps.agents.agentIdForAddress(opening.payee);
-    if (subAgentId === null) throw new Error(`payee ${opening.payee} is not an agent wallet of this gateway`);
-    const opened = await deps.invocations.openInvocation({
-      invokerAgentId: opening.invokerAgentId,
-      parentTxHash: opening.txHash,
-      subAgentId,
-      budgetUnits: opening.budgetUnits,
-    });
-    await deps.pool.query("UPDATE spend_reservations SET invocation = $2 WHERE id = $1 AND invocation IS NULL", [
-      opening.reservationId,
-      opened.invocation,
-    ]);
-    return opened.invocation;
-  } catch (error) {
-    deps.onWarning?.("invocation not opened yet; the sweeper retries", { ...context, error: error instanceof Error ? error.message : String(error) });
-    return null;
   }
 }
 

@@ -30,7 +30,7 @@ import type pg from "pg";
 import { lockAgentArchivedAt } from "../agent-archive.js";
 import { publicAgentId } from "../agent-ids.js";
 import { emitPaymentEvents } from "../events/gateway.js";
-import { asRejection, invocationBudgetRefusal } from "../policy/invocations.js";
+import { asRejection, invocationAddress, invocationBudgetRefusal, type Invocations } from "../invocations/index.js";
 import {
   landLinkedReservation,
   linkReservation,
@@ -41,8 +41,7 @@ import {
   reserveInTransaction,
 } from "../policy/store.js";
 import { recordRefusedPayment } from "../rejections.js";
-import { invocationAddress, type Invocations } from "../x402/facilitator.js";
-import type { ChargeAdmission, SessionCharge, SessionChargePolicy } from "./service.js";
+import type { ChargeAdmission, SessionCharge, SessionChargePolicy } from "./sessions.js";
 
 /** Reads invocation accounts from the chain (api/settlement's `Settlement` is one). */
 export type InvocationReader = Pick<Invocations, "invocationState">;

@@ -1,7 +1,7 @@
 /**
  * The spend policy on MPP session charges (issue: "policy check on MPP session charges"). A charge
  * on an established session carries no fresh signature of the agent, so the gateway admits each
- * one here, inside the transaction that claims the charge row (api/mpp/service.ts):
+ * one here, inside the transaction that claims the charge row (api/mpp/sessions.ts):
  *
  * - allowed: the amount is reserved (`reserveInTransaction`, the agent's advisory lock) with the
  *   `budget.warning` / alert events, and the reservation is linked to the charge row as

@@ -1,7 +1,7 @@
 /**
  * The spend policy on MPP session charges (issue: "policy check on MPP session charges"). A charge
  * on an established session carries no fresh signature of the agent, so the gateway admits each
- * one here, inside the transaction that claims the charge row (api/mpp/service.ts):
+ * one here, inside the transaction that claims the charge row (api/mpp/sessions.ts):
  *
  * - allowed: the amount is reserved (`reserveInTransaction`, the agent's advisory lock) with the
  *   `budget.warning` / alert events, and the reservation is linked to the charge row as
@@ -30,7 +30,7 @@ import type pg from "pg";
 import { lockAgentArchivedAt } from "../agent-archive.js";
 import { publicAgentId } from "../agent-ids.js";
 import { emitPaymentEvents } from "../events/gateway.js";
-import { asRejection, invocationBudgetRefusal } from "../policy/invocations.js";
+import { asRejection, invocationAddress, invocationBudgetRefusal, type Invocations } from "../invocations/index.js";
 import {
   landLinkedReservation,
   linkReservation,
@@ -41,8 +41,7 @@ import {
   reserveInTransaction,
 } from "../policy/store.js";
 import { recordRefusedPayment } from "../rejections.js";
-import { invocationAddress, type Invocations } from "../x402/facilitator.js";
-import type { ChargeAdmission, SessionCharge, SessionChargePolicy } from "./service.js";
+import type { ChargeAdmission, SessionCharge, SessionChargePolicy } from "./sessions.js";
 
 /** Reads invocation accounts from the chain (api/settlement's `Settlement` is one). */
 export type InvocationReader = Pick<Invocations, "invocationState">;

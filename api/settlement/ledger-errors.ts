@@ -4,7 +4,7 @@
  * `InvocationBudgetExceeded` is BudgetExceededError with the invocation's budget and spend, and
  * anything else a PaymentError naming the program's error and code.
  */
-import type { PublicKey } from "@solana/web3.js";
+import { type PublicKey, Transaction } from "@solana/web3.js";
 import {
   findLedgerError,
   LEDGER_ERRORS,
@@ -12,6 +12,27 @@ import {
   type LedgerErrorInfo,
 } from "../../programs/payment_ledger/ts/index.js";
 import { BudgetExceededError, type GatewayError, InsufficientFundsError, PaymentError } from "../wallets/errors.js";
+import type { SignedTransaction, SubmitResult } from "../wallets/ledger.js";
+
+/** A send that neither confirmed nor stayed pending. */
+export type SubmitFailure = Exclude<SubmitResult, { status: "confirmed" } | { status: "pending" }>;
+
+/**
+ * What `ledgerRefusal` needs of a failed send: the RPC's refusal, or the included transaction's
+ * error with the programs it called (read from the signed bytes, so the program is named exactly).
+ */
+export function submitFailure(result: SubmitFailure, signed: SignedTransaction) {
+  if (result.status === "rejected") return { kind: "rejected" as const, error: result.error };
+  const programIds = Transaction.from(Buffer.from(signed.wire, "base64")).instructions.map((ix) => ix.programId);
+  return { kind: "included" as const, err: result.reason === "included" ? result.err : null, programIds };
+}
+
+/** A send's outcome in words, for a failure the program did not name. */
+export function failureText(result: SubmitResult): string {
+  if (result.status === "rejected") return `rejected by the RPC node: ${(result.error as Error).message}`;
+  if (result.status === "failed") return result.reason === "expired" ? "expired before it landed" : "included with an error";
+  return result.status;
+}
 
 /** The program error behind a preflight refusal or an included failure, if it was the program's. */
 export function ledgerRefusal(

@@ -4,7 +4,7 @@
  * full batch is followed by another pass at once. Errors (an RPC or database outage) are reported
  * and retried at the next tick, never fatal: pending rows stay pending until the chain answers.
  */
-import type { ReconcileReport } from "./settlement.js";
+import type { ReconcileReport } from "./reconciliation.js";
 
 export interface Reconcilable {
   reconcilePending(): Promise<ReconcileReport>;

@@ -29,7 +29,7 @@
  */
 import type pg from "pg";
 import { landLinkedReservation, mppChargeRef, mppPaymentRef, releaseLinkedReservation, x402PaymentRef } from "../policy/store.js";
-import { type Invocations, openLinkedInvocation } from "../x402/facilitator.js";
+import { type Invocations, openLinkedInvocation } from "../invocations/index.js";
 import type { AgentDirectory } from "../x402/settler.js";
 import { sleep } from "./reconciler.js";
 

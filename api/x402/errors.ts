@@ -35,13 +35,3 @@ export const VERIFY_FAILURES = [
   "payee_refused",
 ] as const;
 export type VerifyFailureReason = (typeof VERIFY_FAILURES)[number];
-
-export class X402VerifyError extends Error {
-  constructor(
-    readonly reason: VerifyFailureReason,
-    detail: string,
-  ) {
-    super(`${reason}: ${detail}`);
-    this.name = "X402VerifyError";
-  }
-}

@@ -11,8 +11,8 @@
  * settlement) the nonce stays burned, with status `failed` (or `claimed`), and the payload can
  * never be settled again: a settlement that errored may still have landed on the ledger (a
  * timeout is not a refusal), so releasing it could pay twice. The agent signs a new payload (new
- * nonce) to retry; `unfinishedClaims` lists claims to reconcile against the ledger (the sweeper,
- * api/settlement/sweeper.ts, resolves them). Rows are kept until the payload's `validUntil` has
+ * nonce) to retry; the sweeper (api/settlement/sweeper.ts) reconciles unfinished claims against
+ * the ledger. Rows are kept until the payload's `validUntil` has
  * passed (plus a grace), after which `verify` refuses the payload as expired anyway and
  * `pruneExpiredNonces` may delete them.
  *
@@ -24,13 +24,11 @@
  * transaction on success, released on a definite failure, left open while the outcome is pending. A sub-agent's payment (the reservation names a parent
  * transaction) settles under its invocation account, so the program enforces the budget too; a
  * payment that invokes its payee (the reservation carries an invocation budget) opens the
- * invocation on-chain once it settled, before the answer. If that opening fails the payment
+ * invocation on-chain once it settled, before the answer (api/invocations/opening.ts). If that opening fails the payment
  * stays settled (money is never undone) and the sweeper retries the opening.
  */
-import { PublicKey } from "@solana/web3.js";
-import bs58 from "bs58";
 import type pg from "pg";
-import { invocationPda } from "../../programs/payment_ledger/ts/index.js";
+import { invocationAddress, type Invocations, openLinkedInvocation } from "../invocations/index.js";
 import {
   claimLinkedReservation,
   landLinkedReservation,
@@ -46,38 +44,20 @@ import { type AgentDirectory, pendingSettlementSignature, type SettleResult, typ
 import { verifySignature } from "./signer.js";
 import { payeeRefusal } from "../settlement/payee.js";
 
+// Invocations live in api/invocations; re-exported for the modules that import them from here.
+export {
+  type InvocationAccount,
+  invocationAddress,
+  type InvocationOpening,
+  type InvocationOpeningDeps,
+  type Invocations,
+  openLinkedInvocation,
+} from "../invocations/index.js";
+
 /** Default bound on `validUntil - now`: how long a nonce must be remembered at most. */
 export const DEFAULT_MAX_VALIDITY_SECONDS = 600;
 /** Nonce rows outlive their payload's validity by this much before pruning (clock skew margin). */
 export const NONCE_PRUNE_GRACE_SECONDS = 300;
-
-/** An `agents.invoke` invocation account as the chain holds it (api/settlement's `invocationState`). */
-export interface InvocationAccount {
-  /** Wallet addresses (base58). */
-  readonly invoker: string;
-  readonly subAgent: string;
-  readonly budgetUnits: bigint;
-  readonly spentUnits: bigint;
-}
-
-/**
- * Opens and reads `agents.invoke` invocations on the ledger (api/settlement's `Settlement`).
- * `openInvocation` must be idempotent for the same terms: a retry finds the account it opened.
- */
-export interface Invocations {
-  openInvocation(input: {
-    invokerAgentId: string;
-    parentTxHash: string;
-    subAgentId: string;
-    budgetUnits: bigint;
-  }): Promise<{ readonly invocation: string; readonly txHash: string }>;
-  invocationState(invocation: PublicKey): Promise<InvocationAccount | null>;
-}
-
-/** The invocation account of `subAgent`'s payments under the transaction `parentTxHash`. */
-export function invocationAddress(parentTxHash: string, subAgent: string): string {
-  return invocationPda(bs58.decode(parentTxHash), new PublicKey(subAgent)).address.toBase58();
-}
 
 export interface FacilitatorOptions {
   readonly pool: pg.Pool;
@@ -272,88 +252,6 @@ export class X402Facilitator {
       .catch(() => ({ rows: [] as { signature: string }[] }));
     return rows[0]?.signature ?? null;
   }
-}
-
-export interface InvocationOpening {
-  readonly reservationId: string;
-  readonly invokerAgentId: string;
-  /** The invoked sub-agent's wallet (the payment's payee). */
-  readonly payee: string;
-  /** The invoking payment's transaction: the invocation's parent. */
-  readonly txHash: string;
-  readonly budgetUnits: bigint;
-}
-
-export interface InvocationOpeningDeps {
-  readonly pool: pg.Pool;
-  readonly agents: AgentDirectory;
-  readonly invocations: Invocations | undefined;
-  readonly onWarning?: ((message: string, context: Record<string, unknown>) => void) | undefined;
-}
-
-/**
- * Opens the invocation a settled payment starts and stores it on the reservation. Never throws:
- * the payment has settled whatever happens here; a failure is reported and the reservation keeps
- * `invocation` NULL for the sweeper to retry (the opening is idempotent for the same terms).
- * Returns the invocation address, or null when it is not open yet.
- */
-export async function openLinkedInvocation(deps: InvocationOpeningDeps, opening: InvocationOpening): Promise<string | null> {
-  const context = { reservationId: opening.reservationId, parentTxHash: opening.txHash };
-  try {
-    if (deps.invocations === undefined) throw new Error("no invocation service is configured");
-    const subAgentId = await deps.agents.agentIdForAddress(opening.payee);
-    if (subAgentId === null) throw new Error(`payee ${opening.payee} is not an agent wallet of this gateway`);
-    const opened = await deps.invocations.openInvocation({
-      invokerAgentId: opening.invokerAgentId,
-      parentTxHash: opening.txHash,
-      subAgentId,
-      budgetUnits: opening.budgetUnits,
-    });
-    await deps.pool.query("UPDATE spend_reservations SET invocation = $2 WHERE id = $1 AND invocation IS NULL", [
-      opening.reservationId,
-      opened.invocation,
-    ]);
-    return opened.invocation;
-  } catch (error) {
-    deps.onWarning?.("invocation not opened yet; the sweeper retries", { ...context, error: error instanceof Error ? error.message : String(error) });
-    return null;
-  }
-}
-
-export interface UnfinishedClaim {
-  readonly payer: string;
-  readonly nonce: string;
-  readonly agentId: string;
-  readonly payTo: string;
-  readonly amountUnits: bigint;
-  readonly resource: string;
-  readonly claimedAt: Date;
-}
-
-/** Claims older than `before` that never finished (a crash between claim and settlement), oldest first. */
-export async function unfinishedClaims(pool: pg.Pool, before: Date, limit = 100): Promise<UnfinishedClaim[]> {
-  const { rows } = await pool.query<{
-    payer: string;
-    nonce: string;
-    agent_id: string;
-    pay_to: string;
-    amount_units: string;
-    resource: string;
-    claimed_at: Date;
-  }>(
-    `SELECT payer, nonce, agent_id, pay_to, amount_units, resource, claimed_at FROM x402_nonces
-     WHERE status = 'claimed' AND claimed_at < $1 ORDER BY claimed_at LIMIT $2`,
-    [before, Math.min(Math.max(limit, 1), 1_000)],
-  );
-  return rows.map((row) => ({
-    payer: row.payer,
-    nonce: row.nonce,
-    agentId: row.agent_id,
-    payTo: row.pay_to,
-    amountUnits: BigInt(row.amount_units),
-    resource: row.resource,
-    claimedAt: row.claimed_at,
-  }));
 }
 
 /** Deletes nonce rows whose payload expired more than the grace ago (they can never verify again). */

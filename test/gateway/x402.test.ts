@@ -12,9 +12,9 @@ import {
   type PaymentRequirement,
   pruneExpiredNonces,
   signPaymentPayload,
-  unfinishedClaims,
   X402Facilitator,
 } from "../../api/x402/index.js";
+import { sweepReservations } from "../../api/settlement/sweeper.js";
 import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
@@ -169,7 +169,7 @@ describe("x402 facilitator", () => {
     expect((await facilitator.settle(await sign(), requirement)).ok).toBe(true);
   });
 
-  it("a crash between claim and settlement leaves the claim: no second payment, listed for reconciliation", async () => {
+  it("a crash between claim and settlement leaves the claim: no second payment, and the sweeper fails it as abandoned", async () => {
     const payload = await sign();
     // What a process that died right after its claim leaves behind.
     await db.pool.query(
@@ -180,8 +180,14 @@ describe("x402 facilitator", () => {
     const settled = settler.requests.length;
     expect(await facilitator.settle(payload, requirement)).toMatchObject({ ok: false, reason: "nonce_reused" });
     expect(settler.requests.length).toBe(settled);
-    const claims = await unfinishedClaims(db.pool, new Date());
-    expect(claims.map((claim) => claim.nonce)).toEqual([payload.payload.nonce]);
+    // Reconciliation is the sweeper's: no settlement row was ever prepared, so nothing can have
+    // moved and the claim is failed once older than the grace, its nonce still burned.
+    const swept = await sweepReservations(db.pool, { agents: settler }, new Date(), { claimGraceMs: 30_000 });
+    expect(swept.claimsFailed).toBe(1);
+    const { rows } = await db.pool.query("SELECT status, failure FROM x402_nonces WHERE nonce = $1", [payload.payload.nonce]);
+    expect(rows).toEqual([{ status: "failed", failure: "abandoned: no settlement was prepared" }]);
+    expect(await facilitator.settle(payload, requirement)).toMatchObject({ ok: false, reason: "nonce_reused" });
+    expect(settler.requests.length).toBe(settled);
   });
 
   it("a settlement sent with an unknown outcome keeps the claim open with its transaction: no failure recorded, no second payment", async () => {

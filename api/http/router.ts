@@ -11,7 +11,8 @@ import type { BalanceReader } from "../read/balances.js";
 import type { AgentWallets, Keystore } from "../wallets/index.js";
 import type { SecretBox } from "../webhooks/secrets.js";
 import type { MppGateway } from "../mpp/gateway.js";
-import type { Invocations, X402Facilitator } from "../x402/facilitator.js";
+import type { Invocations } from "../invocations/index.js";
+import type { X402Facilitator } from "../x402/facilitator.js";
 import {
   type IdempotencyRequest,
   type IdempotencyStore,

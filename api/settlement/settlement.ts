@@ -27,6 +27,7 @@ import { type PublicKey, Transaction, type TransactionInstruction } from "@solan
 import bs58 from "bs58";
 import type pg from "pg";
 import { associatedTransferAccounts, recordPaymentInstruction } from "../../programs/payment_ledger/ts/index.js";
+import { withTransaction } from "../../indexer/db/database.js";
 import { publicAgentId } from "../agent-ids.js";
 import {
   type InvocationState,
@@ -136,9 +137,7 @@ export class Settlement implements Settler {
     // in one statement, the pending row, COMMIT. Values are always bound parameters. The allocation's row lock serializes the
     // agent's settlements for the few milliseconds of signing.
     const hashHex = Buffer.from(parsed.endpointHash).toString("hex");
-    const client = await pool.connect();
-    try {
-      await client.query("BEGIN");
+    return withTransaction(pool, async (client) => {
       const { rows } = await client.query<{ payment_id: string }>(
         `WITH endpoint AS (
            INSERT INTO endpoints (endpoint_hash, endpoint, domain) VALUES ($1, $2, $3) ON CONFLICT (endpoint_hash) DO NOTHING
@@ -176,14 +175,8 @@ export class Settlement implements Settler {
           createPayeeAccount,
         ],
       );
-      await client.query("COMMIT");
       return { input, paymentId, signed };
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   /** Steps 3-4: sends a prepared settlement and records its outcome. */

@@ -44,16 +44,6 @@ import { type AgentDirectory, pendingSettlementSignature, type SettleResult, typ
 import { verifySignature } from "./signer.js";
 import { payeeRefusal } from "../settlement/payee.js";
 
-// Invocations live in api/invocations; re-exported for the modules that import them from here.
-export {
-  type InvocationAccount,
-  invocationAddress,
-  type InvocationOpening,
-  type InvocationOpeningDeps,
-  type Invocations,
-  openLinkedInvocation,
-} from "../invocations/index.js";
-
 /** Default bound on `validUntil - now`: how long a nonce must be remembered at most. */
 export const DEFAULT_MAX_VALIDITY_SECONDS = 600;
 /** Nonce rows outlive their payload's validity by this much before pruning (clock skew margin). */

@@ -15,7 +15,7 @@ import { parseMppPaymentRequest } from "../../api/mpp/request.js";
 import { MppService } from "../../api/mpp/service.js";
 import { parseMppSubmission } from "../../api/mpp/submission.js";
 import { linkedReservation, mppPaymentRef } from "../../api/policy/store.js";
-import { invocationAddress } from "../../api/x402/facilitator.js";
+import { invocationAddress } from "../../api/invocations/index.js";
 import { recordedPayment } from "../support/ledger-events.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import { agentKey } from "../support/agent-keys.js";

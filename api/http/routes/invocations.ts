@@ -11,7 +11,7 @@
  */
 import { PublicKey } from "@solana/web3.js";
 import { parseTxHash } from "../../validation.js";
-import { invocationAddress } from "../../x402/facilitator.js";
+import { invocationAddress } from "../../invocations/index.js";
 import type { RouteResponse } from "../idempotency.js";
 import { requireAgent } from "../input.js";
 import { usdcJson } from "../money.js";

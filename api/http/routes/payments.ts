@@ -47,8 +47,7 @@ import {
   x402PaymentRef,
 } from "../../policy/index.js";
 import type { Protocol, ProtocolPreference } from "../../policy/policy.js";
-import { invocationAddress, type Invocations } from "../../x402/facilitator.js";
-import { asRejection, invocationBudgetRefusal } from "../../policy/invocations.js";
+import { asRejection, invocationAddress, invocationBudgetRefusal, type Invocations } from "../../invocations/index.js";
 import { recordRefusedPayment } from "../../rejections.js";
 import { explorerLink } from "../../../indexer/store/projections.js";
 import { parseTxHash } from "../../validation.js";

@@ -81,6 +81,32 @@ afterAll(async () => {
   await db?.drop();
 });
 
+/** The worker's sessions name themselves, so the test can wait for the server to end them. */
+const WORKER_APPLICATION = "settlement-crash-worker";
+
+function withApplicationName(url: string, name: string): string {
+  const parsed = new URL(url);
+  parsed.searchParams.set("application_name", name);
+  return parsed.toString();
+}
+
+/**
+ * Waits until the server has ended every session of the killed worker. A backend may still be
+ * executing what the worker sent just before the kill (a COMMIT of a pending settlement row);
+ * reading the table before it ends could miss a row that appears afterwards.
+ */
+async function workerSessionsGone(): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1", [
+      WORKER_APPLICATION,
+    ]);
+    if (rows[0]!.n === 0) return;
+    if (Date.now() > deadline) throw new Error(`${rows[0]!.n} sessions of the killed worker are still open`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /** Starts the worker and SIGKILLs it a random moment after it has settled a few payments. */
 function runAndKill(payee: string): Promise<number> {
   return new Promise((resolveRun, rejectRun) => {
@@ -92,7 +118,7 @@ function runAndKill(payee: string): Promise<number> {
         SOLANA_RPC_URL: localnet.rpcUrl,
         SETTLEMENT_MINT: localnet.info.mint.toBase58(),
         LEDGER_AUTHORITY_KEYPAIR: join(localnet.ledgerDir, "authority.json"),
-        DATABASE_URL: db.url,
+        DATABASE_URL: withApplicationName(db.url, WORKER_APPLICATION),
         WALLET_ENCRYPTION_KEY: KEY,
         AGENT_ID: "crash-agent",
         PAYEE: payee,
@@ -149,6 +175,7 @@ describe("settlement across a crash", () => {
     const payee = Keypair.generate().publicKey;
     const settledBeforeKill = await runAndKill(payee.toBase58());
     expect(settledBeforeKill).toBeGreaterThanOrEqual(KILL_AFTER_SETTLED);
+    await workerSessionsGone();
 
     const left = await db.pool.query("SELECT status, count(*)::int AS n FROM settlements GROUP BY 1");
     if (process.env.CRASH_TEST_VERBOSE === "1") console.log("after the kill:", JSON.stringify(left.rows));

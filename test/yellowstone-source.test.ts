@@ -236,10 +236,12 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     paid.push({ signature: await recordPayment(subAgent, service, x402(1n, 400_000n), invocation), payer: subAgent, amount: 400_000n });
     const lastSlot = await slotOf(paid.at(-1)!.signature);
 
-    const deadline = Date.now() + 20_000;
-    while (!confirmedThrough(lastSlot)(received) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    controller.abort();
-    await following;
+    try {
+      await pollUntil(() => confirmedThrough(lastSlot)(received), { timeoutMs: 20_000, intervalMs: 50, what: `the stream to confirm through slot ${lastSlot}` });
+    } finally {
+      controller.abort();
+      await following;
+    }
     expect(confirmedThrough(lastSlot)(received)).toBe(true);
 
     const expected = await ledgerProgramTransactions(fromSlot, lastSlot);

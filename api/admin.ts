@@ -1,12 +1,18 @@
 /**
- * Local administration of accounts, keys and agents (until the gateway has routes for them):
+ * Local administration from a shell, straight against the database (no gateway, no API key):
  *
  *   tsx api/admin.ts create-account <name>                      → account id and its first API key
  *   tsx api/admin.ts issue-key <accountId>                      → a new API key (shown once)
- *   tsx api/admin.ts revoke-key <apiKey>
+ *   tsx api/admin.ts revoke-key <apiKey>                        → exit 1 if no such active key
  *   tsx api/admin.ts register-agent <accountId> <agentId> <walletAddress> [name]
  *
- * Postgres from DATABASE_URL; migrations are applied first.
+ * `create-account` is the only way to make an account and its first key: every REST route needs a
+ * key already. Once a key exists, `POST/DELETE /v1/api-keys` do what `issue-key`/`revoke-key` do.
+ * `register-agent` differs from `POST /v1/agents`: it records a wallet address the caller already
+ * controls and creates no custodial wallet; `agentId` is the public id, scoped to the account as
+ * the route scopes it (api/agent-ids.ts).
+ *
+ * Postgres from DATABASE_URL; migrations are applied first. Exit codes: 0 done, 1 failed, 2 usage.
  */
 import { createPool } from "../indexer/db/database.js";
 import { migrate } from "../indexer/db/migrate.js";

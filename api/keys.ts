@@ -51,8 +51,8 @@ export async function revokeApiKey(pool: pg.Pool, apiKey: string): Promise<boole
 /**
  * Registers an agent of the account with the wallet the chain records as payer. `agentId` is the
  * internal key (api/agent-ids.ts): `internalAgentId(accountId, publicId)` for a new agent, as
- * `POST /v1/agents` and `admin.ts register-agent` pass; a bare id is the pre-migration-019 form
- * (key = public id), which test fixtures still use.
+ * `POST /v1/agents` and `admin.ts register-agent` pass; a bare id is the form from before
+ * migrations/018_agent_public_ids.sql (key = public id), which test fixtures still use.
  */
 export async function registerAgent(
   pool: pg.Pool,

@@ -31,6 +31,7 @@ import {
 } from "../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../scripts/localnet.js";
 import { GeyserDouble } from "./support/geyser-double.js";
+import { pollUntil } from "./support/poll.js";
 
 const USDC = 1_000_000n;
 const PROGRAM_ID = PAYMENT_LEDGER_PROGRAM_ID.toBase58();
@@ -141,13 +142,11 @@ async function within<T>(step: string, promise: Promise<T>, ms = 15_000): Promis
 
 /** The transaction once the ledger serves it at `confirmed` (polled: no websocket involved). */
 async function landed(signature: string, timeoutMs = 15_000): Promise<NonNullable<Awaited<ReturnType<typeof provider.connection.getTransaction>>>> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const tx = await provider.connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
-    if (tx !== null) return tx;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`transaction ${signature} not confirmed within ${timeoutMs} ms`);
+  return pollUntil(() => provider.connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 }), {
+    timeoutMs,
+    intervalMs: 25,
+    what: `transaction ${signature} to be confirmed`,
+  });
 }
 
 const confirmedSlot = async (): Promise<bigint> => BigInt(await provider.connection.getSlot("confirmed"));
@@ -237,10 +236,12 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     paid.push({ signature: await recordPayment(subAgent, service, x402(1n, 400_000n), invocation), payer: subAgent, amount: 400_000n });
     const lastSlot = await slotOf(paid.at(-1)!.signature);
 
-    const deadline = Date.now() + 20_000;
-    while (!confirmedThrough(lastSlot)(received) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    controller.abort();
-    await following;
+    try {
+      await pollUntil(() => confirmedThrough(lastSlot)(received), { timeoutMs: 20_000, intervalMs: 50, what: `the stream to confirm through slot ${lastSlot}` });
+    } finally {
+      controller.abort();
+      await following;
+    }
     expect(confirmedThrough(lastSlot)(received)).toBe(true);
 
     const expected = await ledgerProgramTransactions(fromSlot, lastSlot);

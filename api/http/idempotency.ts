@@ -29,6 +29,7 @@ import pg from "pg";
 import { withTransaction } from "../../indexer/db/database.js";
 import type { SecretBox } from "../webhooks/secrets.js";
 import { httpError, problemResponse, toHttpError } from "./problem.js";
+import type { RouteResponse } from "./route-response.js";
 
 /** Namespace of the two-argument advisory lock (namespace, hashtext(account:key)). */
 const IDEMPOTENCY_LOCK_NAMESPACE = 7_240_010;
@@ -36,20 +37,8 @@ const IDEMPOTENCY_LOCK_NAMESPACE = 7_240_010;
 export const IDEMPOTENCY_RETENTION_MS = 24 * 3_600_000;
 const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
 
-export interface RouteResponse {
-  readonly status: number;
-  /** JSON text; null for 204. */
-  readonly body: string | null;
-  /** The body carries a secret shown once (a new API key, a signing secret): stored sealed. */
-  readonly sealed?: boolean;
-  /**
-   * What a replay of this response answers (same status) instead of `body`, for a body whose
-   * secret must be shown once only: stored in place of `body`, so the idempotency record never
-   * holds the secret, sealed or not. Takes precedence over `sealed`.
-   */
-  readonly replayBody?: string;
-  readonly headers?: Readonly<Record<string, string>>;
-}
+// Re-exported: the routes name the type through the module that stores and replays it.
+export type { RouteResponse } from "./route-response.js";
 
 export interface IdempotencyRequest {
   readonly accountId: string;

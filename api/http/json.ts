@@ -6,7 +6,7 @@
  * form the idempotency fingerprint hashes (keys sorted, no whitespace, numbers as sent).
  */
 import { JsonNumber } from "../json-number.js";
-import { HttpError } from "./problem.js";
+import { HttpError } from "./http-error.js";
 
 /** A JSON number token, exactly as written. */
 export { JsonNumber };

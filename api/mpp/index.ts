@@ -1,6 +1,5 @@
 /** MPP in the spec's format: request and submission parsing, rail choice, the service side, sessions. */
 export * from "./amount.js";
-export * from "./client-sessions.js";
 export * from "./errors.js";
 export * from "./rails.js";
 export * from "./request.js";

@@ -9,9 +9,10 @@
  */
 import { Keypair } from "@solana/web3.js";
 import { StandInCardProcessor } from "../../api/card/index.js";
-import { MppService, MppSessionCache, X_MPP_SESSION } from "../../api/mpp/index.js";
+import { MppService, X_MPP_SESSION } from "../../api/mpp/index.js";
 import { keypairSigner } from "../../api/x402/index.js";
 import type { System } from "../../scripts/system.js";
+import { MppSessions } from "../../sdk/src/sessions.js";
 import type { GatewayClient } from "../../test/gateway/support/gateway-payer.js";
 import { startPaidApi } from "../../test/gateway/support/paid-api.js";
 import { payMpp } from "../../test/gateway/support/paying-client.js";
@@ -55,15 +56,15 @@ export async function runMppSession(system: System, client: GatewayClient, reque
   const samples = { request: [] as number[], ledger: [] as number[], settlePayment: [] as number[], gatewayShare: [] as number[] };
   let negotiate_ms = Number.NaN;
   try {
-    const sessions = new MppSessionCache();
+    const sessions = new MppSessions();
     const started = performance.now();
     const negotiated = await payMpp(url, agentId, keypairSigner(await system.wallets.keypair(agentId)), sessions);
     negotiate_ms = performance.now() - started;
     if (!negotiated.negotiated) problems.push("the first MPP payment did not negotiate a session");
     timer.sendConfirm.clear();
-    const negotiatedToken = sessions.get(agentId, api.origin);
-    if (negotiatedToken === null) throw new Error("no session token after negotiation");
-    let token: string = negotiatedToken;
+    const negotiatedSession = sessions.get(agentId, api.origin);
+    if (negotiatedSession === undefined) throw new Error("no session token after negotiation");
+    let token: string = negotiatedSession.token;
     for (let i = 0; i < warmup + requests; i += 1) {
       const begun = performance.now();
       const response: Response = await fetch(url, { headers: { [X_MPP_SESSION]: token } });

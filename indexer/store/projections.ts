@@ -213,7 +213,7 @@ async function unprojectEvents(client: pg.ClientBase, ids: readonly string[]): P
      FROM gone g WHERE m.agent = g.agent AND m.bucket_start = g.bucket_start`,
     params,
   );
-  await client.query("DELETE FROM metric_buckets WHERE tx_count = 0 AND policy_violations = 0");
+  await client.query("DELETE FROM metric_buckets WHERE tx_count = 0");
   await client.query(
     `WITH gone AS (
        SELECT invocation, sum(amount_units) AS spent, count(*) AS n

@@ -13,6 +13,7 @@ import { endpointHash } from "../../programs/payment_ledger/ts/index.js";
 import { tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { createClient } from "./client.js";
 import { buildWorld, DAY_S, DOMAINS, hex, HOUR_S, MINUTE_S, type SentPayment, type SentRejection, type World } from "./fixture.js";
+import { pollUntil } from "../support/poll.js";
 
 let world: World;
 let server: ApiServer;
@@ -654,8 +655,7 @@ describe("isolation: a key of one account never sees another account's data", ()
     const aOneAgent = await client.subscribe(world.keys.A, `subscription { transactionRecorded(agentId: "a-spender") { txHash } }`);
     const b = await client.subscribe(world.keys.B, query);
     const waitFor = async (done: () => boolean): Promise<void> => {
-      const deadline = Date.now() + 10_000;
-      while (!done() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      await pollUntil(done, { timeoutMs: 10_000, intervalMs: 50, what: "the feed's events" });
     };
     try {
       await new Promise((resolve) => setTimeout(resolve, 500));
@@ -694,16 +694,14 @@ describe("isolation: a key of one account never sees another account's data", ()
     expect(pid).toBeDefined();
     await world.db.pool.query("SELECT pg_terminate_backend($1::int)", [pid]);
     const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && (await listeners()).filter((p) => p !== pid).length === 0) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await pollUntil(async () => (await listeners()).some((p) => p !== pid), { timeoutMs: 10_000, intervalMs: 100, what: "a new LISTEN connection" });
     const feed = await client.subscribe(world.keys.A, `subscription { transactionRecorded(agentId: "a-orch") { txHash } }`);
     try {
       await new Promise((resolve) => setTimeout(resolve, 300));
       await world.db.pool.query("SELECT pg_notify('ledger_transactions', $1)", [
         JSON.stringify({ txHash: world.tree.root, agent: world.wallets["a-orch"]!.publicKey.toBase58(), slot: "1" }),
       ]);
-      while (Date.now() < deadline + 5_000 && feed.events.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+      await pollUntil(() => feed.events.length > 0, { timeoutMs: deadline + 5_000 - Date.now(), intervalMs: 50, what: "the notification on the reconnected feed" });
       expect(feed.events.map((e) => e.data.transactionRecorded.txHash)).toEqual([world.tree.root]);
     } finally {
       feed.close();

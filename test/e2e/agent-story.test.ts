@@ -25,6 +25,7 @@ import { usdcToUnits } from "../../sdk/src/money.js";
 import { mppMiddleware, type NodeMiddleware, type NodeRequest, x402Middleware, type X402Payment } from "../../sdk/src/server/index.js";
 import { WebhookReceiver, verifyStandardWebhook } from "../gateway/webhooks-receiver.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { pollUntil } from "../support/poll.js";
 
 const INDEX_DEADLINE_MS = 60_000;
 
@@ -237,17 +238,22 @@ afterAll(async () => {
 });
 
 async function indexedChain(client: Client, root: string, size: number): Promise<Transaction[]> {
-  const deadline = Date.now() + INDEX_DEADLINE_MS;
-  for (;;) {
-    try {
-      const chain = await client.transactions.getChain(root);
-      if (chain.length >= size) return chain;
-    } catch (error) {
-      if (!(error instanceof ServiceError) || Date.now() > deadline) throw error;
-    }
-    if (Date.now() > deadline) throw new Error(`the chain of ${root} did not reach ${size} transactions in time`);
-    await new Promise((done) => setTimeout(done, 100));
-  }
+  let last = "nothing yet";
+  return pollUntil(
+    async () => {
+      try {
+        const chain = await client.transactions.getChain(root);
+        last = `${chain.length} transactions`;
+        return chain.length >= size ? chain : undefined;
+      } catch (error) {
+        // The service answering an error while the indexer catches up is "not yet"; anything else is a failure.
+        if (!(error instanceof ServiceError)) throw error;
+        last = String(error);
+        return undefined;
+      }
+    },
+    { timeoutMs: INDEX_DEADLINE_MS, intervalMs: 100, what: () => `the chain of ${root} to reach ${size} transactions (last: ${last})` },
+  );
 }
 
 describe("an orchestrator, its sub-agents and their paid APIs", () => {

@@ -20,6 +20,7 @@ import { type System, startSystem } from "../../scripts/system.js";
 import { createClient } from "../api/client.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { WebhookReceiver } from "./webhooks-receiver.js";
+import { pollUntil } from "../support/poll.js";
 
 const ORIGIN = "https://data.example";
 /** How long the indexer and the dispatcher may take (a deadline for polling, not a wait). */
@@ -99,15 +100,16 @@ async function onChain(owner: string): Promise<bigint> {
   return BigInt((await connection.getTokenAccountBalance(account, "confirmed")).value.amount);
 }
 
-/** Polls `read` until `done` holds or the deadline passes; returns the last value read. */
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  const deadline = Date.now() + DEADLINE_MS;
-  let value = await read();
-  while (!done(value) && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    value = await read();
-  }
-  return value;
+/** Polls `read` until `done` holds; the value for which it held. */
+async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what = "the awaited state"): Promise<T> {
+  const held = await pollUntil(
+    async () => {
+      const value = await read();
+      return done(value) ? { value } : undefined;
+    },
+    { timeoutMs: DEADLINE_MS, intervalMs: 100, what },
+  );
+  return held.value;
 }
 
 const x402Requirement = (units: bigint, payTo: string, path: string) => ({

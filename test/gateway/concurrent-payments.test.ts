@@ -25,6 +25,7 @@ import { mulberry32 } from "../support/random.js";
 import { type FacilitatedApi, startFacilitatedApi } from "./support/facilitated-api.js";
 import { type GatewayClient, type PayOutcome, payThroughGateway } from "./support/gateway-payer.js";
 import { agentKey } from "../support/agent-keys.js";
+import { pollUntil } from "../support/poll.js";
 
 const USDC = 1_000_000n;
 const SEED = 0x4832_0200;
@@ -123,14 +124,15 @@ async function listed(agentId: string, status?: "rejected"): Promise<Listed[]> {
 
 /** Polls until the indexed (on-chain) transactions of the agent are exactly `settled`, or the deadline. */
 async function indexedPayments(agentId: string, expectedCount: number): Promise<Listed[]> {
-  const deadline = Date.now() + INDEX_DEADLINE_MS;
-  let chain: Listed[] = [];
-  while (Date.now() < deadline) {
-    chain = (await listed(agentId)).filter((tx) => tx.status !== "rejected");
-    if (chain.length >= expectedCount) return chain;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return chain;
+  let count = 0;
+  return pollUntil(
+    async () => {
+      const chain = (await listed(agentId)).filter((tx) => tx.status !== "rejected");
+      count = chain.length;
+      return chain.length >= expectedCount ? chain : undefined;
+    },
+    { timeoutMs: INDEX_DEADLINE_MS, intervalMs: 100, what: () => `${expectedCount} indexed payments of ${agentId} (have ${count})` },
+  );
 }
 
 /** `usedToday` (exact), `budgetState` and the calls in the rate window, as `GET /v1/policies/{id}` reports them. */

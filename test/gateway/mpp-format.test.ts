@@ -18,7 +18,6 @@ import {
   keypairSigner,
   MppFormatError,
   MppPaymentError,
-  MppSessionCache,
   mppRequestBody,
   parseMppPaymentRequest,
   parseMppSubmission,
@@ -135,19 +134,5 @@ describe("card stand-in and its ledger reference", () => {
     expect(bytes).toHaveLength(64);
     expect(readCardSettlementReference(bytes)).toBe("standin_auth_0123456789abcdef01234567");
     expect(() => cardSettlementReference("x".repeat(65))).toThrow(RangeError);
-  });
-});
-
-describe("paying side session memory", () => {
-  it("keeps one token per agent per service, forgets it at expiry, replaces it on refresh", () => {
-    let now = new Date("2026-01-01T00:00:00Z");
-    const cache = new MppSessionCache(() => now);
-    cache.put("a1", "https://s.example", "t1", new Date("2026-01-01T01:00:00Z"));
-    expect(cache.get("a1", "https://s.example")).toBe("t1");
-    expect(cache.get("a2", "https://s.example")).toBeNull();
-    cache.put("a1", "https://s.example", "t2", new Date("2026-01-01T02:00:00Z"));
-    expect(cache.get("a1", "https://s.example")).toBe("t2");
-    now = new Date("2026-01-01T02:00:00Z");
-    expect(cache.get("a1", "https://s.example")).toBeNull();
   });
 });

@@ -19,6 +19,7 @@ import { invocationAddress } from "../../api/invocations/index.js";
 import { recordedPayment } from "../support/ledger-events.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import { agentKey } from "../support/agent-keys.js";
+import { pollUntil } from "../support/poll.js";
 
 const ORIGIN = "https://tools.example";
 const PRICE = "0.05";
@@ -172,17 +173,17 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
   });
 
   it("the indexer lists the submission and the charge at depth 1 under the invoking payment", async () => {
-    const deadline = Date.now() + 30_000;
-    let nodes: { txHash: string; depth: number; parentTxHash: string | null; agentId: string }[] = [];
-    for (;;) {
-      const chain = await rest(test.system, agentsKey, "GET", `/v1/transactions/${parentTxHash}/chain`);
-      if (chain.status === 200) {
-        nodes = chain.body.transactions;
-        if ([submissionTx, chargeTx].every((tx) => nodes.some((node) => node.txHash === tx))) break;
-      }
-      if (Date.now() > deadline) throw new Error(`chain of ${parentTxHash} never listed both: ${chain.status} ${chain.text}`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+    let last = "";
+    const nodes = await pollUntil(
+      async () => {
+        const chain = await rest(test.system, agentsKey, "GET", `/v1/transactions/${parentTxHash}/chain`);
+        last = `${chain.status} ${chain.text}`;
+        if (chain.status !== 200) return undefined;
+        const listed: { txHash: string; depth: number; parentTxHash: string | null; agentId: string }[] = chain.body.transactions;
+        return [submissionTx, chargeTx].every((tx) => listed.some((node) => node.txHash === tx)) ? listed : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 200, what: () => `the chain of ${parentTxHash} to list both (last ${last})` },
+    );
     const children = nodes.filter((node) => node.txHash === submissionTx || node.txHash === chargeTx);
     expect(children).toHaveLength(2);
     for (const node of children) expect(node).toMatchObject({ depth: 1, parentTxHash, agentId: "sub" });

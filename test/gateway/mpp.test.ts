@@ -12,7 +12,6 @@ import {
   MppPaymentError,
   MppService,
   type MppServiceOptions,
-  MppSessionCache,
   MppSessionError,
   signMppSubmission,
   submissionBody,
@@ -26,6 +25,7 @@ import { recordedPayment } from "../support/ledger-events.js";
 import { LedgerSettler } from "./support/ledger-settler.js";
 import { type PaidApi, type PaidApiRoutes, startPaidApi, X_MPP_ERROR } from "./support/paid-api.js";
 import { payMpp } from "./support/paying-client.js";
+import { MppSessions } from "../../sdk/src/sessions.js";
 
 const USDC = 1_000_000n;
 const PRICE_UNITS = 50_000n;
@@ -91,7 +91,7 @@ describe("MPP rails, every one recorded by the program", () => {
   it("the stablecoin rail is the default: one atomic transfer + record with protocol mpp", async () => {
     const api = await paidApi(["card", "stablecoin"], true);
     const before = await tokenBalanceUnits(ledger.provider, agent.tokenAccount);
-    const paid = await payMpp(`${api.origin}/mpp/report`, "agent-1", signer, new MppSessionCache());
+    const paid = await payMpp(`${api.origin}/mpp/report`, "agent-1", signer, new MppSessions());
     expect(paid.negotiated).toBe(true);
     expect(paid.body.data).toBe("paid content of /mpp/report");
 
@@ -105,7 +105,7 @@ describe("MPP rails, every one recorded by the program", () => {
   it("the card rail is taken when no stablecoin rail is offered: authorized, recorded with rail card and the processor's reference, captured", async () => {
     const api = await paidApi(["lightning", "card"], true);
     const before = await tokenBalanceUnits(ledger.provider, agent.tokenAccount);
-    const paid = await payMpp(`${api.origin}/mpp/card`, "agent-1", signer, new MppSessionCache());
+    const paid = await payMpp(`${api.origin}/mpp/card`, "agent-1", signer, new MppSessions());
 
     const event = await paymentEvent(paid.txHash);
     expect(event).toMatchObject({ protocol: "mpp", rail: "card", atomic: false, amountUnits: PRICE_UNITS });
@@ -120,7 +120,7 @@ describe("MPP rails, every one recorded by the program", () => {
 
   it("a card session charges later calls on the card rail too, each with its own authorization", async () => {
     const api = await paidApi(["card"], true);
-    const sessions = new MppSessionCache();
+    const sessions = new MppSessions();
     const first = await payMpp(`${api.origin}/mpp/c1`, "agent-1", signer, sessions);
     const second = await payMpp(`${api.origin}/mpp/c2`, "agent-1", signer, sessions);
     expect(second.negotiated).toBe(false);
@@ -136,7 +136,7 @@ describe("MPP rails, every one recorded by the program", () => {
     settler.registerAgent("agent-declined", declined);
     const api = await paidApi(["card"], true);
     const settled = settler.requests.length;
-    await expect(payMpp(`${api.origin}/mpp/x`, "agent-declined", keypairSigner(declined.keypair), new MppSessionCache())).rejects.toThrow(
+    await expect(payMpp(`${api.origin}/mpp/x`, "agent-declined", keypairSigner(declined.keypair), new MppSessions())).rejects.toThrow(
       /402 .*card_declined/,
     );
     expect(settler.requests.length).toBe(settled);
@@ -223,7 +223,7 @@ describe("MPP submissions", () => {
 describe("MPP sessions per agent per service", () => {
   it("a second payment reuses the session: no 402, no submission, one new charge recorded on the session's rail", async () => {
     const api = await paidApi(["stablecoin"], true);
-    const sessions = new MppSessionCache();
+    const sessions = new MppSessions();
     const settledBefore = settler.requests.length;
     const first = await payMpp(`${api.origin}/mpp/a`, "agent-1", signer, sessions);
     // The confirmed submission paid the first call: the retried request charges nothing more.
@@ -244,16 +244,16 @@ describe("MPP sessions per agent per service", () => {
     const clock: Clock = { now: new Date() };
     const api = await paidApi(["stablecoin"], true, clock);
     const mpp = services.get(api)!;
-    const sessions = new MppSessionCache(() => clock.now);
+    const sessions = new MppSessions();
     const url = `${api.origin}/mpp/life`;
     await payMpp(url, "agent-1", signer, sessions, () => clock.now);
-    const original = sessions.get("agent-1", api.origin)!;
+    const original = sessions.get("agent-1", api.origin)!.token;
 
     // Inside the refresh window: the answer carries a successor, which the agent keeps.
     clock.now = new Date(clock.now.getTime() + (TTL_SECONDS - REFRESH_BEFORE_SECONDS + 10) * 1000);
     const refreshedCall = await payMpp(url, "agent-1", signer, sessions, () => clock.now);
     expect(refreshedCall.negotiated).toBe(false);
-    const successor = sessions.get("agent-1", api.origin)!;
+    const successor = sessions.get("agent-1", api.origin)!.token;
     expect(successor).not.toBe(original);
     expect(refreshedCall.headers.get(X_MPP_SESSION)).toBe(successor);
     const rows = await db.pool.query("SELECT id, refreshed_from, refreshed_at FROM mpp_sessions WHERE service_origin = $1 ORDER BY id", [api.origin]);
@@ -279,9 +279,9 @@ describe("MPP sessions per agent per service", () => {
   it("unknown tokens, another service's tokens, and pricier calls are refused with typed errors", async () => {
     const apiA = await paidApi(["stablecoin"], true);
     const apiB = await paidApi(["stablecoin"], true);
-    const sessions = new MppSessionCache();
+    const sessions = new MppSessions();
     await payMpp(`${apiA.origin}/mpp/a`, "agent-1", signer, sessions);
-    const token = sessions.get("agent-1", apiA.origin)!;
+    const token = sessions.get("agent-1", apiA.origin)!.token;
     const mppA = services.get(apiA)!;
     const mppB = services.get(apiB)!;
     const refusal = (promise: Promise<unknown>) => expect(promise).rejects.toBeInstanceOf(MppSessionError);
@@ -299,9 +299,9 @@ describe("MPP sessions per agent per service", () => {
 
   it("a service without session support hands out a single-use token: it redeems its paid call once", async () => {
     const api = await paidApi(["stablecoin"], false);
-    const sessions = new MppSessionCache();
+    const sessions = new MppSessions();
     const first = await payMpp(`${api.origin}/mpp/once`, "agent-1", signer, sessions);
-    expect(sessions.get("agent-1", api.origin)).toBeNull();
+    expect(sessions.get("agent-1", api.origin)).toBeUndefined();
     const token = first.headers.get(X_MPP_SESSION)!;
     await expect(services.get(api)!.useSession(token, { endpoint: `${api.origin}/mpp/once`, amountUnits: PRICE_UNITS })).rejects.toMatchObject({
       reason: "session_exhausted",
@@ -311,7 +311,7 @@ describe("MPP sessions per agent per service", () => {
 
   it("the database holds only sha256 of each token, never the token", async () => {
     const api = await paidApi(["stablecoin"], true);
-    const sessions = new MppSessionCache();
+    const sessions = new MppSessions();
     const paid = await payMpp(`${api.origin}/mpp/secret`, "agent-1", signer, sessions);
     const token = paid.headers.get(X_MPP_SESSION)!;
     expect(token).toMatch(/^mpps_[A-Za-z0-9_-]{43}$/);

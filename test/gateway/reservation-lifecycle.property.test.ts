@@ -33,6 +33,7 @@ import { type System, startSystem } from "../../scripts/system.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { mulberry32 } from "../support/random.js";
 import { agentKey } from "../support/agent-keys.js";
+import { pollUntil } from "../support/poll.js";
 
 const USDC = 1_000_000n;
 const SEEDS = [0x5e11, 0x5e12, 0x5e13, 0x5e14, 0x5e15, 0x5e16, 0x5e17, 0x5e18];
@@ -148,17 +149,18 @@ async function reservations(agentId: string): Promise<ReservationRow[]> {
 
 /** The agent's indexed (on-chain) transaction hashes, polled until `expected` of them are there or the deadline. */
 async function indexedTxHashes(agentId: string, expected: number): Promise<string[]> {
-  const deadline = Date.now() + INDEX_DEADLINE_MS;
-  let hashes: string[] = [];
-  while (Date.now() < deadline) {
-    const answer = await call(agentsKey, "GET", `/v1/transactions?${new URLSearchParams({ agentId, limit: "200" })}`);
-    expect(answer.status, answer.text).toBe(200);
-    const body = parseJson(answer.text) as { transactions: { txHash: string | null; status: string }[] };
-    hashes = body.transactions.filter((tx) => tx.status !== "rejected" && tx.txHash !== null).map((tx) => tx.txHash!);
-    if (hashes.length >= expected) return hashes;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return hashes;
+  let count = 0;
+  return pollUntil(
+    async () => {
+      const answer = await call(agentsKey, "GET", `/v1/transactions?${new URLSearchParams({ agentId, limit: "200" })}`);
+      expect(answer.status, answer.text).toBe(200);
+      const body = parseJson(answer.text) as { transactions: { txHash: string | null; status: string }[] };
+      const hashes = body.transactions.filter((tx) => tx.status !== "rejected" && tx.txHash !== null).map((tx) => tx.txHash!);
+      count = hashes.length;
+      return hashes.length >= expected ? hashes : undefined;
+    },
+    { timeoutMs: INDEX_DEADLINE_MS, intervalMs: 100, what: () => `${expected} indexed transactions of ${agentId} (have ${count})` },
+  );
 }
 
 type Step = "settle" | "release" | "complete" | "sweep-now" | "sweep-expired";

@@ -25,6 +25,7 @@ import {
 import { decodeTransactionEvents, eventsNamed } from "../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { pollUntil } from "../support/poll.js";
 
 const USDC = 1_000_000n;
 const REPO = resolve(fileURLToPath(import.meta.url), "..", "..", "..");
@@ -180,13 +181,14 @@ describe("settlement across a crash", () => {
     const left = await db.pool.query("SELECT status, count(*)::int AS n FROM settlements GROUP BY 1");
     if (process.env.CRASH_TEST_VERBOSE === "1") console.log("after the kill:", JSON.stringify(left.rows));
     // Reconcile until nothing is pending (never-sent rows resolve once their blockhash expires).
-    const deadline = Date.now() + 40_000;
-    for (;;) {
-      const report = await settlement.reconcilePending();
-      if (report.pending.length === 0) break;
-      if (Date.now() > deadline) throw new Error(`still pending: ${report.pending.join(", ")}`);
-      await new Promise((r) => setTimeout(r, 1_000));
-    }
+    let pending: readonly string[] = [];
+    await pollUntil(
+      async () => {
+        pending = (await settlement.reconcilePending()).pending;
+        return pending.length === 0;
+      },
+      { timeoutMs: 40_000, intervalMs: 1_000, what: () => `nothing pending (still pending: ${pending.join(", ")})` },
+    );
 
     const rows = await db.pool.query<{ payment_id: string; signature: string; status: string; amount_units: string }>(
       "SELECT payment_id, signature, status, amount_units FROM settlements WHERE agent_id = 'crash-agent' ORDER BY payment_id",

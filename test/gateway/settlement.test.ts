@@ -26,6 +26,7 @@ import { endpointHash } from "../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { recordedPayments } from "../support/ledger-events.js";
+import { pollUntil } from "../support/poll.js";
 
 const USDC = 1_000_000n;
 const ENDPOINT = "api.example.com/v1/quote";
@@ -246,12 +247,14 @@ describe("settlement", () => {
     });
 
     // The unsent one fails only once its blockhash can no longer land.
-    const deadline = Date.now() + 45_000;
     let report = early;
-    while (!report.failed.includes(unsent.signed.signature) && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-      report = await settlement.reconcilePending();
-    }
+    await pollUntil(
+      async () => {
+        if (!report.failed.includes(unsent.signed.signature)) report = await settlement.reconcilePending();
+        return report.failed.includes(unsent.signed.signature);
+      },
+      { timeoutMs: 45_000, intervalMs: 1_000, what: "the unsent settlement to fail once its blockhash expired" },
+    );
     expect(report.failed).toContain(unsent.signed.signature);
     const finalHeight = await ledger.connection.getBlockHeight("finalized");
     expect(finalHeight).toBeGreaterThan(unsent.signed.lastValidBlockHeight);

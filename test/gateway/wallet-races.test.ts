@@ -37,6 +37,7 @@ import { Client } from "../../sdk/src/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { agentKey } from "../support/agent-keys.js";
+import { pollUntil } from "../support/poll.js";
 
 let localnet: Localnet;
 let db: FreshDatabase;
@@ -108,13 +109,7 @@ async function get(path: string, key = apiKey): Promise<Answer> {
 
 /** Polls `check` until it returns a value (not undefined), up to `ms` (below the test timeout, so a stuck operation is named). */
 async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  return (await pollUntil(check, { timeoutMs: ms, intervalMs: 100, what })) as T;
 }
 
 interface OperationRow {

@@ -13,6 +13,7 @@ import { createAccount, registerAgent } from "../../api/keys.js";
 import { createWebhookEndpoint, SecretBox } from "../../api/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
+import { pollUntil } from "../support/poll.js";
 
 /** The receivers are on loopback: registration allows it, as a local development setup does. */
 const LOOPBACK = { allowLoopback: true } as const;
@@ -122,8 +123,7 @@ describe("dispatcher crash recovery", () => {
       const all = [...first, ...second];
       await receiver.until(() => all.every((id) => receiver.acknowledgedIds().has(id)), 60_000);
       // The receiver answers before the dispatcher records the outcome: wait for the records too.
-      const deadline = Date.now() + 10_000;
-      while ((await deliveredCount(all)) < all.length && Date.now() < deadline) await new Promise((done) => setTimeout(done, 50));
+      await pollUntil(async () => (await deliveredCount(all)) >= all.length, { timeoutMs: 10_000, intervalMs: 50, what: "every delivery recorded as delivered" });
       expect(await deliveredCount(all)).toBe(all.length);
       // At least once: every id acknowledged; the held ones were sent again after their lease.
       expect([...receiver.acknowledgedIds()].sort()).toEqual([...all].sort());

@@ -14,6 +14,7 @@ import { createAccount, registerAgent } from "../../api/keys.js";
 import { createWebhookEndpoint, Dispatcher, type DispatcherOptions, SecretBox } from "../../api/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { WebhookReceiver } from "./webhooks-receiver.js";
+import { pollUntil } from "../support/poll.js";
 
 /** The receivers are on loopback: registration allows it, as a local development setup does. */
 const LOOPBACK = { allowLoopback: true } as const;
@@ -104,12 +105,8 @@ async function statuses(accountId: string): Promise<Array<{ status: string; atte
   return rows;
 }
 
-async function pollUntil(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms: ${what}`);
-    await new Promise((done) => setTimeout(done, 50));
-  }
+async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  await pollUntil(check, { timeoutMs, intervalMs: 50, what });
 }
 
 describe("webhook isolation between tenants", () => {
@@ -152,9 +149,9 @@ describe("webhook isolation between tenants", () => {
 
     // B's deliveries were retried (more than one attempt each for the first ones), then, once
     // B's receivers answer, every one of them is delivered: nothing was lost or dead-lettered.
-    await pollUntil(async () => (await statuses(b.accountId)).some((row) => row.attempts >= 2), 10_000, "a retry of B's deliveries");
+    await waitFor(async () => (await statuses(b.accountId)).some((row) => row.attempts >= 2), 10_000, "a retry of B's deliveries");
     for (const r of hanging) r.respond = () => 200;
-    await pollUntil(
+    await waitFor(
       async () => (await statuses(b.accountId)).every((row) => row.status === "delivered"),
       30_000,
       "all of B's deliveries delivered",
@@ -176,7 +173,7 @@ describe("webhook isolation between tenants", () => {
     for (let n = 0; n < 4; n++) await emit(b.accountId, b.agentId, n); // 32 deliveries, 4 per endpoint
     const limits = { concurrency: 12, perEndpointConcurrency: 3, perAccountConcurrency: 6, timeoutMs: 5_000, leaseMs: 10_000 };
     startDispatcher(limits);
-    await pollUntil(async () => hanging.reduce((sum, r) => sum + r.holding, 0) >= 6, 10_000, "B's first attempts");
+    await waitFor(async () => hanging.reduce((sum, r) => sum + r.holding, 0) >= 6, 10_000, "B's first attempts");
     // A second dispatcher with every slot free claims nothing: the account's share is taken.
     const second = new Dispatcher({ pool: db.pool, secrets: box, logger: silent, allowPrivateNetworks: true, ...limits });
     expect(await second.runOnce()).toEqual([]);

@@ -18,6 +18,7 @@ import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { mulberry32 } from "../support/random.js";
 import { createFreshDatabase, type FreshDatabase } from "./fresh-database.js";
 import { eventKeys, projectionSnapshot, snapshotDifference } from "./read-models.js";
+import { pollUntil } from "../support/poll.js";
 
 const PAYMENTS = 20_000;
 const KILLS = 20;
@@ -95,10 +96,12 @@ describe("indexer crash recovery", () => {
       const child = startIndexer(crashed);
       // Start-up (loader, migrations, first RPC page) takes seconds, more on a busy machine: wait
       // for this process's first commit, then kill at a random point of the ingest after it.
-      const started = Date.now();
-      while ((await eventCount(crashed)) === before && before < expected) {
-        if (Date.now() - started > 120_000) throw new Error(`indexer run #${kill} committed nothing within 120 s`);
-        await sleep(25);
+      if (before < expected) {
+        await pollUntil(async () => (await eventCount(crashed)) !== before, {
+          timeoutMs: 120_000,
+          intervalMs: 25,
+          what: `indexer run #${kill} to commit something (seed ${seed})`,
+        });
       }
       await sleep(Math.floor(next() * 1_500));
       child.kill("SIGKILL");
@@ -106,11 +109,17 @@ describe("indexer crash recovery", () => {
       countsAtKill.push(await eventCount(crashed));
     }
     const survivor = startIndexer(crashed);
-    const deadline = Date.now() + 300_000;
     // Let the ledger finalize the whole load (32 slots) while the survivor catches up.
-    while ((await eventCount(crashed)) < expected && Date.now() < deadline) await sleep(250);
-    survivor.kill("SIGTERM");
-    await exited(survivor);
+    try {
+      await pollUntil(async () => (await eventCount(crashed)) >= expected, {
+        timeoutMs: 300_000,
+        intervalMs: 250,
+        what: `the survivor to store all ${expected} events (seed ${seed})`,
+      });
+    } finally {
+      survivor.kill("SIGTERM");
+      await exited(survivor);
+    }
 
     const killedMidIngest = countsAtKill.filter((n) => n > 0 && n < expected).length;
     expect(killedMidIngest, `seed ${seed}: counts at each kill ${countsAtKill.join(",")}`).toBeGreaterThanOrEqual(KILLS / 2);

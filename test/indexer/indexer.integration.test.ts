@@ -33,6 +33,7 @@ import {
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "./fresh-database.js";
 import { projectionSnapshot } from "./read-models.js";
+import { pollUntil } from "../support/poll.js";
 
 const USDC = 1_000_000n;
 const QUOTE = "api.example.com/v1/quote";
@@ -399,29 +400,36 @@ describe("indexer: chain -> event store -> read models", () => {
       });
       await expect(standby.run(source, controller.signal)).rejects.toBeInstanceOf(WriterLockedError);
       const signature = await pay(made.agent, made.service, { ...x402(6n, 42n), protocol: "mpp", rail: "card" });
+      // One budget for the three waits: 20 s to be indexed, 10 s more for finality and checkpoint.
       const deadline = Date.now() + 20_000;
-      let found: { amount_units: string }[] = [];
-      while (found.length === 0 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        found = await rows<{ amount_units: string }>("SELECT amount_units FROM transactions WHERE tx_hash = $1", [signature]);
-      }
+      const found = await pollUntil(
+        async () => {
+          const listed = await rows<{ amount_units: string }>("SELECT amount_units FROM transactions WHERE tx_hash = $1", [signature]);
+          return listed.length > 0 ? listed : undefined;
+        },
+        { timeoutMs: deadline - Date.now(), intervalMs: 100, what: `transaction ${signature} to be indexed` },
+      );
       expect(found).toEqual([{ amount_units: "42" }]);
       // Finality as the source reports it (getSlot("finalized")); a finalized slot is not taken for a fork.
-      let status: { status: string }[] = [];
-      while (status[0]?.status !== "finalized" && Date.now() < deadline + 10_000) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        status = await rows<{ status: string }>("SELECT status FROM transactions WHERE tx_hash = $1", [signature]);
-      }
+      const status = await pollUntil(
+        async () => {
+          const listed = await rows<{ status: string }>("SELECT status FROM transactions WHERE tx_hash = $1", [signature]);
+          return listed[0]?.status === "finalized" ? listed : undefined;
+        },
+        { timeoutMs: deadline + 10_000 - Date.now(), intervalMs: 100, what: `transaction ${signature} to be finalized` },
+      );
       expect(status).toEqual([{ status: "finalized" }]);
       // The checkpoint trails what is committed (it is the confirmed slot read before the listing),
       // and reaches the payment's slot on a following poll.
       const [event] = await rows<{ slot: string }>("SELECT slot FROM chain_events WHERE signature = $1", [signature]);
-      let checkpoint = 0n;
-      while (checkpoint < BigInt(event!.slot) && Date.now() < deadline + 10_000) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        const [row] = await rows<{ slot: string }>("SELECT slot FROM checkpoints WHERE source = $1", [source.name]);
-        checkpoint = BigInt(row?.slot ?? "0");
-      }
+      const checkpoint = await pollUntil(
+        async () => {
+          const [row] = await rows<{ slot: string }>("SELECT slot FROM checkpoints WHERE source = $1", [source.name]);
+          const slot = BigInt(row?.slot ?? "0");
+          return slot >= BigInt(event!.slot) ? slot : undefined;
+        },
+        { timeoutMs: deadline + 10_000 - Date.now(), intervalMs: 100, what: `the checkpoint to reach slot ${event!.slot}` },
+      );
       expect(checkpoint).toBeGreaterThanOrEqual(BigInt(event!.slot));
     } finally {
       controller.abort();

@@ -18,6 +18,7 @@ import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, r
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { GeyserDouble } from "../support/geyser-double.js";
 import { createFreshDatabase, type FreshDatabase } from "./fresh-database.js";
+import { pollUntil } from "../support/poll.js";
 
 let localnet: Localnet;
 let ledger: LedgerAccess;
@@ -51,13 +52,7 @@ function capturingLogger(): { logger: pino.Logger; messages: () => string[] } {
 }
 
 async function until<T>(what: string, probe: () => Promise<T | null>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== null) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  return (await pollUntil(probe, { timeoutMs, intervalMs: 50, what })) as T;
 }
 
 async function indexedCount(signatures: readonly string[]): Promise<number> {

@@ -15,6 +15,7 @@ import { startSystem, type System } from "../../scripts/system.js";
 import { runCli } from "../../sdk/src/cli/main.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { agentKey } from "../support/agent-keys.js";
+import { pollUntil } from "../support/poll.js";
 
 const INDEX_DEADLINE_MS = 60_000;
 const SUB_ENDPOINT = "https://sub.agents.test/run";
@@ -57,13 +58,14 @@ async function payX402(agentId: string, endpoint: string, payTo: string, amountU
 }
 
 async function waitIndexed(txHash: string): Promise<void> {
-  const deadline = Date.now() + INDEX_DEADLINE_MS;
-  for (;;) {
-    const answer = await rest("GET", `/v1/transactions/${txHash}`);
-    if (answer.status === 200) return;
-    if (Date.now() > deadline) throw new Error(`transaction ${txHash} not indexed within ${INDEX_DEADLINE_MS} ms (last ${answer.status})`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
+  let last = 0;
+  await pollUntil(
+    async () => {
+      last = (await rest("GET", `/v1/transactions/${txHash}`)).status;
+      return last === 200;
+    },
+    { timeoutMs: INDEX_DEADLINE_MS, intervalMs: 200, what: () => `transaction ${txHash} to be indexed (last ${last})` },
+  );
 }
 
 interface Run {

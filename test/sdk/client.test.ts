@@ -30,6 +30,7 @@ import {
 import { type PaidApi, startPaidApi } from "../gateway/support/paid-api.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { agentKey } from "../support/agent-keys.js";
+import { pollUntil } from "../support/poll.js";
 
 const X402_PRICE_UNITS = 50_000n; // 0.05 usdc
 const MPP_PRICE_UNITS = 20_000n; // 0.02 usdc
@@ -410,13 +411,13 @@ describe("wallet, policies, transactions and agents", () => {
     const x402 = (await sdk.pay({ endpoint: `${paid.origin}/x402/read` })) as PaidResult;
     const mpp = (await sdk.pay({ endpoint: `${paid.origin}/mpp/read` })) as PaidResult;
 
-    let listed: Transaction[] = [];
-    const deadline = Date.now() + INDEX_DEADLINE_MS;
-    while (Date.now() < deadline) {
-      listed = await sdk.transactions.list({ limit: 50 });
-      if (listed.filter((tx) => tx.status !== "rejected").length >= 2) break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    const listed: Transaction[] = await pollUntil(
+      async () => {
+        const page = await sdk.transactions.list({ limit: 50 });
+        return page.filter((tx) => tx.status !== "rejected").length >= 2 ? page : undefined;
+      },
+      { timeoutMs: INDEX_DEADLINE_MS, intervalMs: 100, what: "both payments to be indexed" },
+    );
     expect(listed.map((tx) => tx.txHash).sort()).toEqual([x402.txHash, mpp.txHash].sort());
     expect((await sdk.transactions.list({ protocol: "x402" })).map((tx) => tx.txHash)).toEqual([x402.txHash]);
     expect((await sdk.transactions.list({ protocol: "mpp", since: "24h" })).map((tx) => tx.txHash)).toEqual([mpp.txHash]);

@@ -54,6 +54,7 @@ import {
   type SubscribeUpdateTransactionInfo,
 } from "@triton-one/yellowstone-grpc";
 import bs58 from "bs58";
+import { pollUntil } from "./poll.js";
 
 // ---- codecs ----------------------------------------------------------------------------------
 
@@ -451,12 +452,14 @@ export class GeyserDouble {
 
   /** Waits until the double has ingested the ledger up to `slot` (confirmed). */
   async waitForSlot(slot: bigint, timeoutMs = 10_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.confirmedUpTo < slot) {
-      if (this.pollError !== null) throw this.pollError;
-      if (Date.now() > deadline) throw new Error(`geyser double: slot ${slot} not confirmed within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await pollUntil(
+      () => {
+        // The double's own polling failed: no later check can succeed, so say why at once.
+        if (this.pollError !== null) throw this.pollError;
+        return this.confirmedUpTo >= slot;
+      },
+      { timeoutMs, intervalMs: 20, what: `geyser double: slot ${slot} to be confirmed` },
+    );
   }
 
   /** Test hook: a DEAD status for `slot` to every stream with a slots filter (lifecycle statuses go to every commitment). */

@@ -12,9 +12,9 @@
 //! This is the mechanism `solana-program-test` uses for native programs, reimplemented against
 //! LiteSVM so that the ledger stays a light, synchronous, in-process runtime.
 //!
-//! Known differences from SBF execution (documented in docs/ledger-runtime.md): no compute-unit
-//! metering of the native code itself, no memory-alignment or ABI-region checks, and the heap is
-//! the host's.
+//! Known differences from SBF execution (documented in docs/ledger.md, section "How the native
+//! builtin works"): no compute-unit metering of the native code itself, no memory-alignment or
+//! ABI-region checks, and the heap is the host's.
 
 use std::{
     cell::Cell,

@@ -2,15 +2,10 @@
  * The paying side of the handshakes, as the tests drive it over real HTTP: what the SDK's `pay`
  * will do after its policy check (spec 4.7 steps 1, 2, 4, 5), reduced to the protocol steps.
  */
-import {
-  chooseMethod,
-  MppSessionCache,
-  parseMppPaymentRequest,
-  signMppSubmission,
-  submissionBody,
-  X_MPP_SESSION,
-} from "../../../api/mpp/index.js";
+import { chooseMethod, parseMppPaymentRequest, signMppSubmission, submissionBody, X_MPP_SESSION } from "../../../api/mpp/index.js";
 import { type AgentSigner, encodePaymentHeaders, type PaymentPayload, parsePaymentRequirement, signPaymentPayload } from "../../../api/x402/index.js";
+// The SDK's session memory, the one a real paying agent uses (spec 4.7 step 4).
+import { MppSessions } from "../../../sdk/src/sessions.js";
 import { X_PAYMENT_RESPONSE } from "./paid-api.js";
 
 export interface Paid {
@@ -57,15 +52,15 @@ export async function payMpp(
   url: string,
   agentId: string,
   signer: AgentSigner,
-  sessions: MppSessionCache,
+  sessions: MppSessions,
   now: () => Date = () => new Date(),
 ): Promise<MppPaid> {
   const origin = new URL(url).origin;
   const cached = sessions.get(agentId, origin);
   let challenge: Response | null = null;
-  if (cached !== null) {
-    const reused = await fetch(url, { headers: { [X_MPP_SESSION]: cached } });
-    if (reused.status === 200) return finish(reused, agentId, origin, sessions, false, true);
+  if (cached !== undefined) {
+    const reused = await fetch(url, { headers: { [X_MPP_SESSION]: cached.token } });
+    if (reused.status === 200) return finish(reused, agentId, origin, sessions, cached.amountUnits, false, true);
     sessions.forget(agentId, origin);
     challenge = reused;
   }
@@ -84,21 +79,22 @@ export async function payMpp(
   if (token === null) throw new Error("confirmation without X-MPP-Session");
   const paid = await fetch(url, { headers: { [X_MPP_SESSION]: token } });
   // A service without sessions hands out a single-use token: nothing worth keeping.
-  return finish(paid, agentId, origin, sessions, true, request.sessionSupported);
+  return finish(paid, agentId, origin, sessions, request.amountUnits, true, request.sessionSupported);
 }
 
 async function finish(
   response: Response,
   agentId: string,
   origin: string,
-  sessions: MppSessionCache,
+  sessions: MppSessions,
+  amountUnits: bigint,
   negotiated: boolean,
   keep: boolean,
 ): Promise<MppPaid> {
   const body = (await response.json()) as Record<string, unknown>;
   if (response.status !== 200) throw new Error(`paid request answered ${response.status}: ${JSON.stringify(body)}`);
   const token = response.headers.get(X_MPP_SESSION);
-  if (token !== null && keep) sessions.put(agentId, origin, token);
+  if (token !== null && keep) sessions.put(agentId, origin, { token, amountUnits });
   return {
     status: response.status,
     body,

@@ -164,6 +164,10 @@ fn run() -> Result<(), String> {
     let mut next_id: HashMap<Pubkey, u64> = HashMap::new();
     let (mut first_slot, mut sent, mut invocations) = (None, 0u64, 0u64);
     let mut signatures = Vec::with_capacity(options.payments as usize);
+    // The last transaction sent, payment or invocation opening: `lastSlot` is its slot, so a
+    // backfill up to `lastSlot` sees everything this load wrote (an opening sent after the last
+    // payment can land in a later slot).
+    let mut last_sent = None;
     // The open invocation chain: (invocation account, sub-agent index, depth of its payments).
     let mut open: Option<(Pubkey, usize, u8)> = None;
     for n in 0..options.payments {
@@ -192,6 +196,7 @@ fn run() -> Result<(), String> {
         let ix = record_payment_ix(&authority.pubkey(), &payer.pubkey(), &service.pubkey(), args, transfer, invocation);
         let signature = rpc.send(&[ix], &[&authority, payer], blockhash, options.preflight)?;
         signatures.push(signature);
+        last_sent = Some(signature);
         sent += 1;
         if first_slot.is_none() {
             first_slot = Some(rpc.call("getSignatureStatuses", json!([[signature.to_string()]]))?["value"][0]["slot"].clone());
@@ -209,13 +214,13 @@ fn run() -> Result<(), String> {
             let parent_signature: [u8; 64] = signature.into();
             let args = OpenInvocationArgs { parent_signature, sub_agent: agents[sub_agent].pubkey(), budget: u64::MAX / 4 };
             let ix = open_invocation_ix(&authority.pubkey(), &payer.pubkey(), args);
-            rpc.send(&[ix], &[&authority, payer], blockhash, options.preflight)?;
+            last_sent = Some(rpc.send(&[ix], &[&authority, payer], blockhash, options.preflight)?);
             invocations += 1;
             open = Some((invocation_address(&parent_signature, &agents[sub_agent].pubkey()), sub_agent, depth));
         }
     }
     let elapsed = started.elapsed();
-    let last_slot = match signatures.last() {
+    let last_slot = match last_sent {
         Some(last) => rpc.call("getSignatureStatuses", json!([[last.to_string()]]))?["value"][0]["slot"].clone(),
         None => Value::Null,
     };

@@ -80,6 +80,8 @@ export async function archiveAgent(pool: pg.Pool, request: ArchiveRequest): Prom
 
 /** In a payment's transaction: the agent's `archived_at`, the row locked against a concurrent archive. */
 export async function lockAgentArchivedAt(client: pg.PoolClient, agentId: string): Promise<Date | null> {
-  const { rows } = await client.query<{ archived_at: Date | null }>("SELECT archived_at FROM agents WHERE agent_id = $1 FOR SHARE", [agentId]);
+  const { rows } = await client.query<{ archived_at: Date | null }>("SELECT archived_at FROM agents WHERE agent_id = $1 FOR SHARE", [
+    agentId,
+  ]);
   return rows[0]?.archived_at ?? null;
 }

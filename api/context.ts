@@ -45,9 +45,7 @@ export function createLoaders(deps: ApiDependencies, caller: Caller): Loaders {
     agentById: new DataLoader((ids) => agentsByIds(pool, caller.accountId, ids)),
     agentByWallet: new DataLoader((wallets) => agentsByWallets(pool, caller.accountId, wallets)),
     endpointByHash: new DataLoader((hashes) => endpointsByHashes(pool, hashes)),
-    balanceByWallet: new DataLoader(async (wallets) =>
-      balances === undefined ? wallets.map(() => null) : balances(wallets),
-    ),
+    balanceByWallet: new DataLoader(async (wallets) => (balances === undefined ? wallets.map(() => null) : balances(wallets))),
     transactionByHash: new DataLoader((hashes) => transactionsByHashes(pool, caller.accountId, hashes)),
   };
 }

@@ -67,7 +67,8 @@ function plain(value: JsonValue, path: string): unknown {
 
 function objectOrNull(value: unknown, name: string): Record<string, unknown> | undefined {
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== "object" || Array.isArray(value)) throw requestError("BAD_USER_INPUT", `${name} must be a JSON object`, { argument: name });
+  if (typeof value !== "object" || Array.isArray(value))
+    throw requestError("BAD_USER_INPUT", `${name} must be a JSON object`, { argument: name });
   return value as Record<string, unknown>;
 }
 
@@ -148,7 +149,8 @@ function parseGet(request: Request): GraphQLParams {
   const search = new URL(request.url).searchParams;
   const body: Record<string, unknown> = {};
   for (const key of new Set(search.keys())) {
-    if (search.getAll(key).length > 1) throw requestError("BAD_USER_INPUT", `request parameter ${key} given more than once`, { argument: key });
+    if (search.getAll(key).length > 1)
+      throw requestError("BAD_USER_INPUT", `request parameter ${key} given more than once`, { argument: key });
   }
   for (const key of ["query", "operationName"] as const) if (search.has(key)) body[key] = search.get(key);
   for (const key of ["variables", "extensions"] as const) {

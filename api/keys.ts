@@ -33,11 +33,7 @@ export async function createAccount(pool: pg.Pool, name: string): Promise<string
 export async function issueApiKey(pool: pg.Pool, accountId: string): Promise<IssuedKey> {
   const apiKey = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
   const prefix = apiKey.slice(0, DISPLAY_PREFIX_CHARS);
-  await pool.query("INSERT INTO api_keys (account_id, key_sha256, prefix) VALUES ($1, $2, $3)", [
-    accountId,
-    hashApiKey(apiKey),
-    prefix,
-  ]);
+  await pool.query("INSERT INTO api_keys (account_id, key_sha256, prefix) VALUES ($1, $2, $3)", [accountId, hashApiKey(apiKey), prefix]);
   return { accountId, apiKey, prefix };
 }
 

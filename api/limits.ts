@@ -128,7 +128,8 @@ function measure(
         add(measure(context, selection.selectionSet, fieldType, depth + 1, multiplier * listSize(key, selection), fragmentsOnPath));
       }
     } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-      const condition = selection.typeCondition === undefined ? parentType : context.getSchema().getType(selection.typeCondition.name.value);
+      const condition =
+        selection.typeCondition === undefined ? parentType : context.getSchema().getType(selection.typeCondition.name.value);
       if (isComposite(condition)) {
         add(measure(context, selection.selectionSet, condition, depth, multiplier, fragmentsOnPath));
       }

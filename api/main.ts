@@ -16,7 +16,8 @@ async function main(): Promise<void> {
   await migrate(pool);
   const rpcUrl = process.env.RPC_URL;
   const mint = process.env.SETTLEMENT_MINT;
-  const balances = rpcUrl !== undefined && mint !== undefined ? rpcBalanceReader(new Connection(rpcUrl, "confirmed"), new PublicKey(mint)) : undefined;
+  const balances =
+    rpcUrl !== undefined && mint !== undefined ? rpcBalanceReader(new Connection(rpcUrl, "confirmed"), new PublicKey(mint)) : undefined;
   const server = createApiServer({
     pool,
     logger,

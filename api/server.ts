@@ -44,12 +44,14 @@ export interface ApiServer {
 }
 
 export function createApiServer(options: ApiServerOptions): ApiServer {
-  const databaseUrl = options.databaseUrl ?? (options.pool as unknown as { options: { connectionString?: string } }).options.connectionString;
+  const databaseUrl =
+    options.databaseUrl ?? (options.pool as unknown as { options: { connectionString?: string } }).options.connectionString;
   const feed =
     options.liveFeed === false || databaseUrl === undefined ? undefined : new LiveFeed(options.pool, databaseUrl, options.logger);
   // Without an explicit reader, the gateway's custodial wallets' ledger answers balances.
   const wallets = options.gateway?.wallets;
-  const balances = options.balances ?? (wallets === undefined ? undefined : rpcBalanceReader(wallets.ledger.connection, wallets.ledger.mint));
+  const balances =
+    options.balances ?? (wallets === undefined ? undefined : rpcBalanceReader(wallets.ledger.connection, wallets.ledger.mint));
   const deps: ApiDependencies = {
     pool: options.pool,
     balances,

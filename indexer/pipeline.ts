@@ -293,7 +293,7 @@ export class IngestPipeline {
       const finalized = status === "finalized" ? slot : undefined;
       const dead = status === "dead" ? [slot] : undefined;
       // The checkpoint is the newest slot whose transactions are all in this commit.
-      const checkpointSlot = status === "confirmed" ? slot : batch.at(-1)?.slot ?? progress.slot;
+      const checkpointSlot = status === "confirmed" ? slot : (batch.at(-1)?.slot ?? progress.slot);
       const result = await this.ingest(batch, { source: source.name, slot: checkpointSlot }, finalized, dead);
       if (result.eventsRolledBack > 0) {
         this.options.logger?.warn({ slot: slot.toString(), events: result.eventsRolledBack }, "dead slot rolled back");

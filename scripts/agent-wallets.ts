@@ -10,11 +10,7 @@ import {
   getAssociatedTokenAddressSync,
 } from "@solana/spl-token";
 import { Connection, Keypair, LAMPORTS_PER_SOL, type PublicKey, Transaction } from "@solana/web3.js";
-import {
-  associatedTransferAccounts,
-  type RecordPaymentInput,
-  recordPaymentInstruction,
-} from "../programs/payment_ledger/ts/index.js";
+import { associatedTransferAccounts, type RecordPaymentInput, recordPaymentInstruction } from "../programs/payment_ledger/ts/index.js";
 import type { Localnet, LocalnetInfo, LocalnetKeypairs } from "./localnet.js";
 
 export interface AgentWallet {

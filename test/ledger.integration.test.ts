@@ -4,7 +4,7 @@
  */
 import { createHash } from "node:crypto";
 import { type AnchorProvider, BorshCoder } from "@coral-xyz/anchor";
-import { Keypair, type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
+import { type Keypair, type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -205,10 +205,7 @@ describe("payment_ledger on the local ledger", () => {
     expect(await tokenBalanceUnits(provider, service.tokenAccount)).toBe(budgetUnits);
     const account = await provider.connection.getAccountInfo(invocation, "confirmed");
     expect(account?.owner.toBase58()).toBe(PAYMENT_LEDGER_PROGRAM_ID.toBase58());
-    const stored = accountsCoder.accounts.decode<{ spent: { toString(): string }; payment_count: number }>(
-      "Invocation",
-      account!.data,
-    );
+    const stored = accountsCoder.accounts.decode<{ spent: { toString(): string }; payment_count: number }>("Invocation", account!.data);
     expect(BigInt(stored.spent.toString())).toBe(budgetUnits);
     expect(stored.payment_count).toBe(3);
   });

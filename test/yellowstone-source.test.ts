@@ -141,7 +141,10 @@ async function within<T>(step: string, promise: Promise<T>, ms = 15_000): Promis
 }
 
 /** The transaction once the ledger serves it at `confirmed` (polled: no websocket involved). */
-async function landed(signature: string, timeoutMs = 15_000): Promise<NonNullable<Awaited<ReturnType<typeof provider.connection.getTransaction>>>> {
+async function landed(
+  signature: string,
+  timeoutMs = 15_000,
+): Promise<NonNullable<Awaited<ReturnType<typeof provider.connection.getTransaction>>>> {
   return pollUntil(() => provider.connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 }), {
     timeoutMs,
     intervalMs: 25,
@@ -160,7 +163,10 @@ interface LedgerBlock {
 }
 
 /** What the ledger executed in [from, to]: its successful program transactions, in chain order. */
-async function ledgerProgramTransactions(from: bigint, to: bigint): Promise<{ signature: string; slot: bigint; blockTime: number | null }[]> {
+async function ledgerProgramTransactions(
+  from: bigint,
+  to: bigint,
+): Promise<{ signature: string; slot: bigint; blockTime: number | null }[]> {
   const slots = await provider.connection.getBlocks(Number(from), Number(to), "confirmed");
   const out: { signature: string; slot: bigint; blockTime: number | null }[] = [];
   for (const slot of slots) {
@@ -178,7 +184,12 @@ async function ledgerBlock(slot: number): Promise<LedgerBlock> {
   const response = await fetch(localnet.rpcUrl, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "getBlock", params: [slot, { encoding: "json", maxSupportedTransactionVersion: 0 }] }),
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "getBlock",
+      params: [slot, { encoding: "json", maxSupportedTransactionVersion: 0 }],
+    }),
   });
   const body = (await response.json()) as { result: LedgerBlock };
   return body.result;
@@ -219,7 +230,11 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     const service = await createAgentWallet(ledger);
     const paid = [
       { signature: await recordPayment(agent, service, x402(1n, 1_250_000n)), payer: agent, amount: 1_250_000n },
-      { signature: await recordPayment(agent, service, { ...x402(2n, 700_000n), protocol: "mpp", rail: "card" }), payer: agent, amount: 700_000n },
+      {
+        signature: await recordPayment(agent, service, { ...x402(2n, 700_000n), protocol: "mpp", rail: "card" }),
+        payer: agent,
+        amount: 700_000n,
+      },
     ];
     const parentSignature = bs58.decode(paid[0]!.signature);
     const opened = await send(
@@ -237,7 +252,11 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     const lastSlot = await slotOf(paid.at(-1)!.signature);
 
     try {
-      await pollUntil(() => confirmedThrough(lastSlot)(received), { timeoutMs: 20_000, intervalMs: 50, what: `the stream to confirm through slot ${lastSlot}` });
+      await pollUntil(() => confirmedThrough(lastSlot)(received), {
+        timeoutMs: 20_000,
+        intervalMs: 50,
+        what: `the stream to confirm through slot ${lastSlot}`,
+      });
     } finally {
       controller.abort();
       await following;
@@ -347,7 +366,9 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
   });
 
   it("the server's own replay refusals (OUT_OF_RANGE, INTERNAL from_slot not supported) map to ReplayUnavailableError", async () => {
-    const Client = (typeof YellowstoneModule === "function" ? YellowstoneModule : YellowstoneModule.default) as typeof YellowstoneModule.default;
+    const Client = (
+      typeof YellowstoneModule === "function" ? YellowstoneModule : YellowstoneModule.default
+    ) as typeof YellowstoneModule.default;
     const refusal = async (server: GeyserDouble, fromSlot: bigint): Promise<unknown> => {
       const client = new Client(server.endpoint, undefined, undefined);
       await client.connect();
@@ -378,19 +399,14 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
 
   it("a slot the server reports dead arrives as a dead SlotUpdate", async () => {
     let deadSlot: bigint | null = null;
-    const updates = await follow(
-      sourceFor(double),
-      (await confirmedSlot()) + 1n,
-      (u) => slotUpdates(u).some((s) => s.status === "dead"),
-      {
-        onUpdate: (update) => {
-          if (deadSlot === null && update.kind === "slot" && update.slot.status === "confirmed") {
-            deadSlot = update.slot.slot + 3n;
-            double.injectDeadSlot(deadSlot, "test: slot dead");
-          }
-        },
+    const updates = await follow(sourceFor(double), (await confirmedSlot()) + 1n, (u) => slotUpdates(u).some((s) => s.status === "dead"), {
+      onUpdate: (update) => {
+        if (deadSlot === null && update.kind === "slot" && update.slot.status === "confirmed") {
+          deadSlot = update.slot.slot + 3n;
+          double.injectDeadSlot(deadSlot, "test: slot dead");
+        }
       },
-    );
+    });
     const dead = slotUpdates(updates).find((s) => s.status === "dead")!;
     expect(dead.slot).toBe(deadSlot);
   });
@@ -471,7 +487,9 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     // This raw napi stream is test instrumentation (the production source was checked above). Once
     // in many CI runs it delivered nothing within 15 s, cause not found; so each attempt waits 5 s
     // and a silent stream is replaced, at most three times, and the attempts are counted.
-    const Client = (typeof YellowstoneModule === "function" ? YellowstoneModule : YellowstoneModule.default) as typeof YellowstoneModule.default;
+    const Client = (
+      typeof YellowstoneModule === "function" ? YellowstoneModule : YellowstoneModule.default
+    ) as typeof YellowstoneModule.default;
     const rawFailedStream = async (): Promise<SubscribeUpdate> => {
       const client = new Client(double.endpoint, undefined, undefined);
       await within("connect a raw client", client.connect());

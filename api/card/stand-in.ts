@@ -7,13 +7,7 @@
  * only from `authorized`. Replace it with a real processor; nothing else changes.
  */
 import { randomBytes } from "node:crypto";
-import {
-  type AuthorizeRequest,
-  type CardAuthorization,
-  CardDeclinedError,
-  type CardProcessor,
-  CardStateError,
-} from "./processor.js";
+import { type AuthorizeRequest, type CardAuthorization, CardDeclinedError, type CardProcessor, CardStateError } from "./processor.js";
 
 export interface StandInOptions {
   /** Authorizations above this amount are declined with `limit_exceeded` (tests of the decline path). */
@@ -86,7 +80,8 @@ export class StandInCardProcessor implements CardProcessor {
     const entry = this.byReference.get(reference);
     if (entry === undefined) throw new CardStateError(reference, "unknown authorization");
     if (entry.authorization.status === to) return entry.authorization;
-    if (entry.authorization.status !== "authorized") throw new CardStateError(reference, `cannot ${to === "captured" ? "capture" : "void"} a ${entry.authorization.status} authorization`);
+    if (entry.authorization.status !== "authorized")
+      throw new CardStateError(reference, `cannot ${to === "captured" ? "capture" : "void"} a ${entry.authorization.status} authorization`);
     entry.authorization = { ...entry.authorization, status: to };
     return entry.authorization;
   }

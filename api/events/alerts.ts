@@ -177,11 +177,7 @@ export async function createAlert(db: Db, box: SecretBox, accountId: string, inp
   return { alert: fromRow(rows[0]), signingSecret };
 }
 
-export async function listAlerts(
-  db: Db,
-  accountId: string,
-  filter: { agentId?: string; limit?: number } = {},
-): Promise<Alert[]> {
+export async function listAlerts(db: Db, accountId: string, filter: { agentId?: string; limit?: number } = {}): Promise<Alert[]> {
   const limit = Math.min(Math.max(1, filter.limit ?? MAX_LIST), MAX_LIST);
   const { rows } = await db.query<AlertRow>(
     `SELECT * FROM alerts WHERE account_id = $1 AND deleted_at IS NULL

@@ -74,15 +74,19 @@ export async function evaluateAlerts(client: pg.ClientBase, trigger: AlertTrigge
   return fired;
 }
 
-async function budgetRule(client: pg.ClientBase, trigger: Extract<AlertTrigger, { kind: "payment" }>, rule: RuleRow): Promise<string | null> {
+async function budgetRule(
+  client: pg.ClientBase,
+  trigger: Extract<AlertTrigger, { kind: "payment" }>,
+  rule: RuleRow,
+): Promise<string | null> {
   const { limitUnits, usedUnits, windowStart, resetsAt } = trigger.budget;
   const bp = rule.threshold_bp!;
   if (limitUnits === null || windowStart === null || resetsAt === null) return null;
   if (usedUnits * 10_000n < limitUnits * BigInt(bp)) return null;
-  const claimed = await client.query(
-    `UPDATE alerts SET fired_window_start = $2 WHERE id = $1 AND fired_window_start IS DISTINCT FROM $2`,
-    [rule.id, windowStart],
-  );
+  const claimed = await client.query(`UPDATE alerts SET fired_window_start = $2 WHERE id = $1 AND fired_window_start IS DISTINCT FROM $2`, [
+    rule.id,
+    windowStart,
+  ]);
   if ((claimed.rowCount ?? 0) === 0) return null;
   const payload = budgetWarningPayload({
     agentId: trigger.agentId,
@@ -102,7 +106,11 @@ async function budgetRule(client: pg.ClientBase, trigger: Extract<AlertTrigger, 
   return event.id;
 }
 
-async function spendRateRule(client: pg.ClientBase, trigger: Extract<AlertTrigger, { kind: "payment" }>, rule: RuleRow): Promise<string | null> {
+async function spendRateRule(
+  client: pg.ClientBase,
+  trigger: Extract<AlertTrigger, { kind: "payment" }>,
+  rule: RuleRow,
+): Promise<string | null> {
   const windowMs = Number(rule.window_ms);
   const since = new Date(trigger.at.getTime() - windowMs);
   const { rows } = await client.query<{ spent: string }>(

@@ -98,7 +98,8 @@ export async function runDatabaseEffect(
     store.pool,
     async (client) => {
       // The INSERT waits for the key's first transaction to commit: then answer with its result.
-      if (request !== null && !(await claimKey(client, store, request))) return answerExisting(store, request, await readKey(client, request));
+      if (request !== null && !(await claimKey(client, store, request)))
+        return answerExisting(store, request, await readKey(client, request));
       const response = await effect(client);
       if (request !== null) await complete(client, store, request, response);
       return response;
@@ -224,10 +225,11 @@ async function claimKey(client: pg.ClientBase, store: IdempotencyStore, request:
 }
 
 async function deleteExpired(client: pg.ClientBase, request: IdempotencyRequest, now: Date): Promise<void> {
-  await client.query(
-    "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'completed' AND expires_at <= $3",
-    [request.accountId, request.key, now],
-  );
+  await client.query("DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'completed' AND expires_at <= $3", [
+    request.accountId,
+    request.key,
+    now,
+  ]);
 }
 
 async function readKey(client: pg.ClientBase, request: IdempotencyRequest): Promise<KeyRow> {
@@ -261,7 +263,12 @@ function answerExisting(store: IdempotencyStore, request: IdempotencyRequest, ro
   return { status: row.response_status!, body, headers: REPLAYED };
 }
 
-async function complete(client: pg.ClientBase, store: IdempotencyStore, request: IdempotencyRequest, response: RouteResponse): Promise<void> {
+async function complete(
+  client: pg.ClientBase,
+  store: IdempotencyStore,
+  request: IdempotencyRequest,
+  response: RouteResponse,
+): Promise<void> {
   let plain: string | null = response.replayBody ?? response.body ?? "";
   let sealed: Buffer | null = null;
   if (response.sealed === true && response.replayBody === undefined) {

@@ -75,10 +75,14 @@ export async function requireAgent(context: RouteContext, agentId: string): Prom
 /** 409 AGENT_ARCHIVED for an archived agent: it can no longer pay, authorize or be funded. */
 export function refuseArchived(agent: Pick<AgentRow, "public_id" | "archived_at">): void {
   if (agent.archived_at !== null) {
-    throw httpError("AGENT_ARCHIVED", `agent ${agent.public_id} is archived (${agent.archived_at.toISOString()}); its history stays readable`, {
-      agentId: agent.public_id,
-      archivedAt: agent.archived_at.toISOString(),
-    });
+    throw httpError(
+      "AGENT_ARCHIVED",
+      `agent ${agent.public_id} is archived (${agent.archived_at.toISOString()}); its history stays readable`,
+      {
+        agentId: agent.public_id,
+        archivedAt: agent.archived_at.toISOString(),
+      },
+    );
   }
 }
 

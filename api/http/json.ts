@@ -164,8 +164,17 @@ function write(value: unknown, indent: number, pad: string): string {
     case "object": {
       const inner = indent > 0 ? `${pad}${" ".repeat(indent)}` : "";
       const join = (parts: string[], open: string, close: string) =>
-        parts.length === 0 ? `${open}${close}` : indent > 0 ? `${open}\n${inner}${parts.join(`,\n${inner}`)}\n${pad}${close}` : `${open}${parts.join(",")}${close}`;
-      if (Array.isArray(value)) return join(value.map((item) => (item === undefined ? "null" : write(item, indent, inner))), "[", "]");
+        parts.length === 0
+          ? `${open}${close}`
+          : indent > 0
+            ? `${open}\n${inner}${parts.join(`,\n${inner}`)}\n${pad}${close}`
+            : `${open}${parts.join(",")}${close}`;
+      if (Array.isArray(value))
+        return join(
+          value.map((item) => (item === undefined ? "null" : write(item, indent, inner))),
+          "[",
+          "]",
+        );
       const parts: string[] = [];
       for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
         if (item === undefined) continue;

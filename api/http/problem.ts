@@ -57,7 +57,10 @@ export function toHttpError(error: unknown): HttpError | null {
   }
   if (named?.name === "X402FormatError" || named?.name === "MppFormatError") {
     const field = (error as { field?: unknown }).field;
-    return httpError("BAD_USER_INPUT", String(named.message), { reason: String(named.code), ...(typeof field === "string" ? { field } : {}) });
+    return httpError("BAD_USER_INPUT", String(named.message), {
+      reason: String(named.code),
+      ...(typeof field === "string" ? { field } : {}),
+    });
   }
   if (named?.name === "WebhookTargetRefusedError") {
     const refused = error as { host?: unknown; reason?: unknown };

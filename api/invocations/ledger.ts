@@ -126,12 +126,7 @@ export class LedgerInvocations implements Invocations {
     });
   }
 
-  async #alreadyOpen(
-    invocation: PublicKey,
-    state: InvocationAccount,
-    invoker: PublicKey,
-    budgetUnits: bigint,
-  ): Promise<OpenedInvocation> {
+  async #alreadyOpen(invocation: PublicKey, state: InvocationAccount, invoker: PublicKey, budgetUnits: bigint): Promise<OpenedInvocation> {
     if (state.invoker !== invoker.toBase58() || state.budgetUnits !== budgetUnits) {
       throw new PaymentError(`invocation ${invocation.toBase58()} is already open with other terms`);
     }

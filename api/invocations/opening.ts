@@ -49,7 +49,10 @@ export async function openLinkedInvocation(deps: InvocationOpeningDeps, opening:
     ]);
     return opened.invocation;
   } catch (error) {
-    deps.onWarning?.("invocation not opened yet; the sweeper retries", { ...context, error: error instanceof Error ? error.message : String(error) });
+    deps.onWarning?.("invocation not opened yet; the sweeper retries", {
+      ...context,
+      error: error instanceof Error ? error.message : String(error),
+    });
     return null;
   }
 }

@@ -33,7 +33,9 @@ export interface MppGatewayOptions {
 
 function invocationReaderOf(settler: Settler): InvocationReader | undefined {
   const candidate = settler as Settler & Partial<InvocationReader>;
-  return typeof candidate.invocationState === "function" ? { invocationState: (address) => candidate.invocationState!(address) } : undefined;
+  return typeof candidate.invocationState === "function"
+    ? { invocationState: (address) => candidate.invocationState!(address) }
+    : undefined;
 }
 
 export class MppGateway {
@@ -42,7 +44,8 @@ export class MppGateway {
 
   constructor(private readonly options: MppGatewayOptions) {
     this.chargePolicy =
-      options.chargePolicy ?? new SpendPolicyChargeGate(options.pool, options.clock, options.invocations ?? invocationReaderOf(options.settler));
+      options.chargePolicy ??
+      new SpendPolicyChargeGate(options.pool, options.clock, options.invocations ?? invocationReaderOf(options.settler));
   }
 
   get pool(): pg.Pool {

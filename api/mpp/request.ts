@@ -40,7 +40,10 @@ const fail: Fail = (field, detail) => {
 export function parseMoney(value: unknown, field: string, onFail: Fail): { units: bigint; currency: typeof MPP_CURRENCY } {
   const money = object(value, field, onFail);
   exactKeys(money, ["value", "currency"], [], `${field}.`, onFail);
-  return { units: parseDecimalUnits(money.value, `${field}.value`, onFail), currency: parseCurrency(money.currency, `${field}.currency`, onFail) };
+  return {
+    units: parseDecimalUnits(money.value, `${field}.value`, onFail),
+    currency: parseCurrency(money.currency, `${field}.currency`, onFail),
+  };
 }
 
 export function parseMethod(value: unknown, field: string, onFail: Fail): string {

@@ -125,8 +125,19 @@ export class MppService {
                                  parent_tx_hash)
        VALUES ('submission', $1, $2, $3, $4, $5, $6, $7, $8, $9, to_timestamp($10), $11)
        ON CONFLICT (payer, nonce) DO NOTHING RETURNING id`,
-      [agentId, a.payer, a.nonce, this.options.serviceOrigin, a.resource, this.options.payee, submission.method, rail,
-        submission.amountUnits.toString(), a.validUntilSeconds, parentTxHash],
+      [
+        agentId,
+        a.payer,
+        a.nonce,
+        this.options.serviceOrigin,
+        a.resource,
+        this.options.payee,
+        submission.method,
+        rail,
+        submission.amountUnits.toString(),
+        a.validUntilSeconds,
+        parentTxHash,
+      ],
     );
     const id = claimed.rows[0]?.id;
     if (id === undefined) throw new MppPaymentError("nonce_reused", `nonce ${a.nonce} of ${a.payer} was already used`);
@@ -197,7 +208,8 @@ export class MppService {
       throw new MppPaymentError("nonce_reused", `nonce ${a.nonce} of ${a.payer} was already used`);
     }
     if (row.status === "failed") throw new MppPaymentError("settlement_failed", row.failure ?? "the payment failed");
-    if (row.status !== "settled" || row.tx_hash === null) throw new MppPaymentError("settlement_pending", "the payment is not resolved yet");
+    if (row.status !== "settled" || row.tx_hash === null)
+      throw new MppPaymentError("settlement_pending", "the payment is not resolved yet");
     // The clear token of the first attempt exists nowhere: its sessions give way to one successor.
     const prepaidCalls = await this.sessions.revokeEstablishedBy(row.id);
     const session = await this.sessions.issue({
@@ -233,7 +245,8 @@ export class MppService {
       validUntilSeconds: a.validUntilSeconds,
     });
     if (!verifySignature(a.payer, signed, a.signature)) throw new MppPaymentError("invalid_signature", `not a signature of ${a.payer}`);
-    if (submission.currency !== request.currency) throw new MppPaymentError("currency_mismatch", `${submission.currency} ≠ ${request.currency}`);
+    if (submission.currency !== request.currency)
+      throw new MppPaymentError("currency_mismatch", `${submission.currency} ≠ ${request.currency}`);
     if (submission.amountUnits !== request.amountUnits) {
       throw new MppPaymentError("amount_mismatch", `submitted ${submission.amountUnits}, requested ${request.amountUnits} base units`);
     }

@@ -156,9 +156,22 @@ export class MppSessions {
       `INSERT INTO mpp_sessions (agent_id, payer, service_origin, token_sha256, method, rail, amount_units, prepaid_calls,
                                  reusable, established_by, refreshed_from, created_at, expires_at, parent_tx_hash)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id`,
-      [terms.agentId, terms.payer, this.deps.serviceOrigin, sessionTokenHash(token), terms.method, terms.rail,
-        terms.amountUnits.toString(), terms.prepaidCalls, terms.reusable, terms.establishedBy, terms.refreshedFrom, now, expiresAt,
-        terms.parentTxHash],
+      [
+        terms.agentId,
+        terms.payer,
+        this.deps.serviceOrigin,
+        sessionTokenHash(token),
+        terms.method,
+        terms.rail,
+        terms.amountUnits.toString(),
+        terms.prepaidCalls,
+        terms.reusable,
+        terms.establishedBy,
+        terms.refreshedFrom,
+        now,
+        expiresAt,
+        terms.parentTxHash,
+      ],
     );
     return { token, sessionId: rows[0]!.id, expiresAt, reusable: terms.reusable };
   }
@@ -173,7 +186,12 @@ export class MppSessions {
       [paymentId, this.deps.clock()],
     );
     const opened = await this.deps.pool.query("SELECT 1 FROM mpp_sessions WHERE established_by = $1", [paymentId]);
-    return (opened.rowCount ?? 0) === 0 ? 1 : Math.min(1, revoked.rows.reduce((sum, r) => sum + r.prepaid_calls, 0));
+    return (opened.rowCount ?? 0) === 0
+      ? 1
+      : Math.min(
+          1,
+          revoked.rows.reduce((sum, r) => sum + r.prepaid_calls, 0),
+        );
   }
 
   /**
@@ -191,7 +209,8 @@ export class MppSessions {
       [sessionTokenHash(token), this.deps.serviceOrigin, this.deps.payee],
     );
     const session = rows[0];
-    if (session === undefined || session.revoked_at !== null) throw new MppSessionError("session_unknown", "no such session for this service");
+    if (session === undefined || session.revoked_at !== null)
+      throw new MppSessionError("session_unknown", "no such session for this service");
     if (session.expires_at.getTime() <= now.getTime()) {
       throw new MppSessionError("session_expired", `expired at ${session.expires_at.toISOString()}`);
     }
@@ -199,7 +218,8 @@ export class MppSessions {
     if (call.amountUnits > priceUnits) {
       throw new MppSessionError("session_amount_exceeded", `call costs ${call.amountUnits}, session price is ${priceUnits} base units`);
     }
-    if (new URL(call.endpoint).origin !== this.deps.serviceOrigin) throw new RangeError(`${call.endpoint} is not on ${this.deps.serviceOrigin}`);
+    if (new URL(call.endpoint).origin !== this.deps.serviceOrigin)
+      throw new RangeError(`${call.endpoint} is not on ${this.deps.serviceOrigin}`);
 
     const paid = await this.redeemOrCharge(session, call, now);
     const refreshed = await this.refreshIfDue(session, now);
@@ -274,14 +294,25 @@ export class MppSessions {
       sessionId: session.id,
     };
     const claimed = await withTransaction(this.deps.pool, async (client) => {
-      const admission: ChargeAdmission = policy === undefined ? { admitted: true, reservationId: null } : await policy.admit(client, charge);
+      const admission: ChargeAdmission =
+        policy === undefined ? { admitted: true, reservationId: null } : await policy.admit(client, charge);
       if (!admission.admitted) return admission;
       const { rows } = await client.query<{ id: string }>(
         `INSERT INTO mpp_payments (kind, agent_id, payer, session_id, service_origin, endpoint, payee, method, rail, amount_units,
                                    parent_tx_hash)
          VALUES ('session_charge', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-        [session.agent_id, session.payer, session.id, this.deps.serviceOrigin, call.endpoint, this.deps.payee, session.method,
-          session.rail, call.amountUnits.toString(), session.parent_tx_hash],
+        [
+          session.agent_id,
+          session.payer,
+          session.id,
+          this.deps.serviceOrigin,
+          call.endpoint,
+          this.deps.payee,
+          session.method,
+          session.rail,
+          call.amountUnits.toString(),
+          session.parent_tx_hash,
+        ],
       );
       const id = rows[0]!.id;
       if (admission.reservationId !== null) await policy!.link(client, admission.reservationId, id, session.parent_tx_hash);

@@ -63,9 +63,7 @@ describe("policy validation", () => {
   });
 
   it("rejects an unknown protocol preference", () => {
-    expect(codeOf(() => validate({ protocolPreference: "fast" as Policy["protocolPreference"] }))).toBe(
-      "invalid_protocol_preference",
-    );
+    expect(codeOf(() => validate({ protocolPreference: "fast" as Policy["protocolPreference"] }))).toBe("invalid_protocol_preference");
   });
 
   it.each([

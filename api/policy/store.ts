@@ -85,11 +85,13 @@ export async function getPolicy(db: Db, agentId: string): Promise<StoredPolicy |
 /** `policies.set` (spec 4.1): omitted fields keep their value, `null` removes one. Returns the result. */
 export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPatch, now: Date = new Date()): Promise<StoredPolicy> {
   assertAgentId(agentId);
-  return withTransaction(pool, async (client) => {
-    await lockAgent(client, agentId);
-    const next = applyPatch((await getPolicy(client, agentId)) ?? EMPTY_POLICY, patch);
-    const { rows } = await client.query<PolicyRow>(
-      `INSERT INTO policies (agent_id, daily_budget_units, per_call_limit_units, allowed_domains, blocked_domains,
+  return withTransaction(
+    pool,
+    async (client) => {
+      await lockAgent(client, agentId);
+      const next = applyPatch((await getPolicy(client, agentId)) ?? EMPTY_POLICY, patch);
+      const { rows } = await client.query<PolicyRow>(
+        `INSERT INTO policies (agent_id, daily_budget_units, per_call_limit_units, allowed_domains, blocked_domains,
                              rate_limit_calls, rate_limit_window, protocol_preference, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
        ON CONFLICT (agent_id) DO UPDATE SET
@@ -98,20 +100,22 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
          rate_limit_calls = EXCLUDED.rate_limit_calls, rate_limit_window = EXCLUDED.rate_limit_window,
          protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at
        RETURNING *`,
-      [
-        agentId,
-        next.dailyBudgetUnits?.toString() ?? null,
-        next.perCallLimitUnits?.toString() ?? null,
-        next.allowedDomains,
-        next.blockedDomains,
-        next.rateLimit?.calls ?? null,
-        next.rateLimit?.window ?? null,
-        next.protocolPreference,
-        now,
-      ],
-    );
-    return fromRow(rows[0]!);
-  }, { isolation: "read committed" });
+        [
+          agentId,
+          next.dailyBudgetUnits?.toString() ?? null,
+          next.perCallLimitUnits?.toString() ?? null,
+          next.allowedDomains,
+          next.blockedDomains,
+          next.rateLimit?.calls ?? null,
+          next.rateLimit?.window ?? null,
+          next.protocolPreference,
+          now,
+        ],
+      );
+      return fromRow(rows[0]!);
+    },
+    { isolation: "read committed" },
+  );
 }
 
 /** `policies.clear`: removes every limit of the agent. The reservation ledger is kept. */
@@ -177,12 +181,7 @@ export async function checkPolicy(db: Db, agentId: string, request: PaymentReque
  * Check and reserve in a transaction of its own, on a connection from the pool. To reserve together
  * with other writes, use `reserveInTransaction` inside your transaction.
  */
-export async function reserveWithinPolicy(
-  pool: pg.Pool,
-  agentId: string,
-  request: PaymentRequest,
-  now: Date,
-): Promise<Reservation> {
+export async function reserveWithinPolicy(pool: pg.Pool, agentId: string, request: PaymentRequest, now: Date): Promise<Reservation> {
   return withTransaction(pool, (client) => reserve(client, agentId, request, now, {}, false), { isolation: "read committed" });
 }
 

@@ -53,10 +53,10 @@ export async function agentsByIds(pool: pg.Pool, accountId: string, agentIds: re
 
 /** Batch: the account's agents paying from these wallet addresses. */
 export async function agentsByWallets(pool: pg.Pool, accountId: string, wallets: readonly string[]): Promise<(AgentRow | null)[]> {
-  const result = await pool.query<AgentRow>(
-    `SELECT ${COLUMNS} FROM agents WHERE account_id = $1 AND wallet_address = ANY($2::text[])`,
-    [accountId, [...wallets]],
-  );
+  const result = await pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE account_id = $1 AND wallet_address = ANY($2::text[])`, [
+    accountId,
+    [...wallets],
+  ]);
   const byWallet = new Map(result.rows.map((row) => [row.wallet_address, row]));
   return wallets.map((wallet) => byWallet.get(wallet) ?? null);
 }

@@ -67,7 +67,11 @@ export function agentField(parent: { agentId: string }, _args: unknown, context:
 }
 
 /** Transaction.parent: the invoking transaction, when it is one of the account's (batched). */
-export async function parentField(parent: { parentTxHash: string | null }, _args: unknown, context: ApiContext): Promise<TransactionObject | null> {
+export async function parentField(
+  parent: { parentTxHash: string | null },
+  _args: unknown,
+  context: ApiContext,
+): Promise<TransactionObject | null> {
   if (parent.parentTxHash === null) return null;
   const row = await context.loaders.transactionByHash.load(parent.parentTxHash);
   return row === null ? null : toTransaction(row);

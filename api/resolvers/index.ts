@@ -13,7 +13,8 @@ async function* transactionRecorded(
   args: { agentId?: string | null },
   context: ApiContext,
 ): AsyncGenerator<{ transactionRecorded: TransactionObject }> {
-  const agentId = args.agentId === null || args.agentId === undefined ? undefined : (await requireAgent(context, "agentId", args.agentId)).agent_id;
+  const agentId =
+    args.agentId === null || args.agentId === undefined ? undefined : (await requireAgent(context, "agentId", args.agentId)).agent_id;
   const feed = context.deps.feed;
   if (feed === undefined) return;
   for await (const event of feed.subscribe(context.caller.accountId)) {

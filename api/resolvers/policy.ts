@@ -58,7 +58,11 @@ export async function checkPolicy(
     decision = await decide(
       context.deps.pool,
       agent.agent_id,
-      { endpoint: args.endpoint, amountUnits, ...(args.protocol === null || args.protocol === undefined ? {} : { protocol: args.protocol }) },
+      {
+        endpoint: args.endpoint,
+        amountUnits,
+        ...(args.protocol === null || args.protocol === undefined ? {} : { protocol: args.protocol }),
+      },
       context.now,
     );
   } catch (error) {

@@ -41,7 +41,8 @@ export async function transactions(
     domain = args.domain.trim().toLowerCase();
     if (!DOMAIN.test(domain)) throw badInput("domain", `not a domain name: "${args.domain}"`);
   }
-  const agentId = args.agentId === null || args.agentId === undefined ? undefined : (await requireAgent(context, "agentId", args.agentId)).agent_id;
+  const agentId =
+    args.agentId === null || args.agentId === undefined ? undefined : (await requireAgent(context, "agentId", args.agentId)).agent_id;
   const rows = await listTransactions(context.deps.pool, {
     accountId: context.caller.accountId,
     agentId,

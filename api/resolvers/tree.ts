@@ -2,7 +2,14 @@
 import type { ApiContext } from "../context.js";
 import { formatUsdc } from "../money.js";
 import { loadPaymentTree, type TreeNode } from "../read/payment-tree.js";
-import { parseIntInRange, parseTxHash, TREE_DEPTH_DEFAULT, TREE_DEPTH_MAX, TREE_NODE_LIMIT_DEFAULT, TREE_NODE_LIMIT_MAX } from "../validation.js";
+import {
+  parseIntInRange,
+  parseTxHash,
+  TREE_DEPTH_DEFAULT,
+  TREE_DEPTH_MAX,
+  TREE_NODE_LIMIT_DEFAULT,
+  TREE_NODE_LIMIT_MAX,
+} from "../validation.js";
 
 export async function paymentTree(
   _: unknown,

@@ -54,11 +54,7 @@ export interface RefusalContext {
   readonly invocation?: { readonly address: string; readonly state: () => Promise<{ budgetUnits: bigint; spentUnits: bigint }> };
 }
 
-export async function refusalError(
-  refusal: LedgerErrorInfo | null,
-  detail: string,
-  context: RefusalContext,
-): Promise<GatewayError> {
+export async function refusalError(refusal: LedgerErrorInfo | null, detail: string, context: RefusalContext): Promise<GatewayError> {
   if (refusal?.name === "InsufficientFunds") {
     return new InsufficientFundsError(context.agentId, context.amountUnits, await context.balance());
   }

@@ -120,7 +120,11 @@ export function checkPayee(payTo: string, mints: ReadonlyArray<string | PublicKe
 }
 
 /** `checkPayee` as a value: the refusal, or null for a creditable payee. */
-export function payeeRefusal(payTo: string, mints: ReadonlyArray<string | PublicKey | undefined>, field = "payTo"): PayeeRefusedError | null {
+export function payeeRefusal(
+  payTo: string,
+  mints: ReadonlyArray<string | PublicKey | undefined>,
+  field = "payTo",
+): PayeeRefusedError | null {
   try {
     checkPayee(payTo, mints, field);
     return null;

@@ -29,12 +29,7 @@ import type pg from "pg";
 import { associatedTransferAccounts, recordPaymentInstruction } from "../../programs/payment_ledger/ts/index.js";
 import { withTransaction } from "../../indexer/db/database.js";
 import { publicAgentId } from "../agent-ids.js";
-import {
-  type InvocationState,
-  LedgerInvocations,
-  type OpenedInvocation,
-  type OpenInvocationInput,
-} from "../invocations/ledger.js";
+import { type InvocationState, LedgerInvocations, type OpenedInvocation, type OpenInvocationInput } from "../invocations/ledger.js";
 import { BudgetExceededError, InsufficientFundsError, PaymentError, PaymentPendingError } from "../wallets/errors.js";
 import {
   COMMITMENT,
@@ -251,7 +246,9 @@ export class Settlement implements Settler {
    */
   async #claimPayeeAccountQuota(client: pg.PoolClient, agentId: string, payee: string): Promise<void> {
     const quota = this.deps.payeeAccountQuota ?? DEFAULT_PAYEE_ACCOUNT_QUOTA;
-    await client.query("SELECT pg_advisory_xact_lock(hashtext('payee-accounts:' || account_id)) FROM agents WHERE agent_id = $1", [agentId]);
+    await client.query("SELECT pg_advisory_xact_lock(hashtext('payee-accounts:' || account_id)) FROM agents WHERE agent_id = $1", [
+      agentId,
+    ]);
     const { rows } = await client.query<{ n: number }>(
       `SELECT count(*)::int AS n
        FROM settlements s JOIN agents a ON a.agent_id = s.agent_id

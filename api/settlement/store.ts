@@ -56,10 +56,7 @@ export async function findSettlement(pool: pg.Pool, signature: string): Promise<
 }
 
 /** The oldest pending rows, with the block height after which their transaction can never land. */
-export async function pendingSettlements(
-  pool: pg.Pool,
-  limit: number,
-): Promise<{ signature: string; lastValidBlockHeight: number }[]> {
+export async function pendingSettlements(pool: pg.Pool, limit: number): Promise<{ signature: string; lastValidBlockHeight: number }[]> {
   const rows = await pool.query<{ signature: string; last_valid_block_height: string }>(
     `SELECT signature, last_valid_block_height FROM settlements WHERE status = 'pending'
      ORDER BY created_at LIMIT ${limit}`,

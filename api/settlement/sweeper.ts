@@ -80,7 +80,14 @@ export async function sweepReservations(pool: pg.Pool, deps: SweeperDeps, now: D
   const claimCutoff = new Date(now.getTime() - (options.claimGraceMs ?? DEFAULT_CLAIM_GRACE_MS));
   const expiryCutoff = new Date(now.getTime() - (options.expiryGraceMs ?? DEFAULT_EXPIRY_GRACE_MS));
   const batch = Math.min(Math.max(options.batch ?? DEFAULT_BATCH, 1), 10_000);
-  const counts: Counts = { claimsSettled: 0, claimsFailed: 0, stuck: 0, reservationsSettled: 0, reservationsReleased: 0, invocationsOpened: 0 };
+  const counts: Counts = {
+    claimsSettled: 0,
+    claimsFailed: 0,
+    stuck: 0,
+    reservationsSettled: 0,
+    reservationsReleased: 0,
+    invocationsOpened: 0,
+  };
   await sweepX402Claims(pool, claimCutoff, batch, counts);
   await sweepMppClaims(pool, claimCutoff, batch, counts);
   await sweepLinkedReservations(pool, expiryCutoff, batch, counts);
@@ -262,7 +269,8 @@ async function sweepLinkedReservations(pool: pg.Pool, expiryCutoff: Date, batch:
       if (row.s_status === "confirmed") await closeReservation(pool, row.payment_ref, { landed: row.signature! }, counts);
       else if (row.s_status === "failed") await closeReservation(pool, row.payment_ref, "failed", counts);
       else if (row.s_status === "pending") continue;
-      else if (row.claim_status === "settled" && row.claim_tx !== null) await closeReservation(pool, row.payment_ref, { landed: row.claim_tx }, counts);
+      else if (row.claim_status === "settled" && row.claim_tx !== null)
+        await closeReservation(pool, row.payment_ref, { landed: row.claim_tx }, counts);
       else if (row.claim_status === "failed") await closeReservation(pool, row.payment_ref, "failed", counts);
       else if (row.claim_status === null) {
         // Never claimed and expired: the signed payment can no longer verify, nothing can move.

@@ -76,7 +76,14 @@ export class LocalTreasuryFundingSource implements FundingSource {
   }
 
   async fund(to: PublicKey, units: bigint, request: FundingRequest): Promise<FundingResult> {
-    const transaction = treasuryFundingTransaction(this.ledger, this.treasury.publicKey, this.treasuryToken, to, units, request.operationId);
+    const transaction = treasuryFundingTransaction(
+      this.ledger,
+      this.treasury.publicKey,
+      this.treasuryToken,
+      to,
+      units,
+      request.operationId,
+    );
     let blockhash;
     try {
       blockhash = await recentBlockhash(this.ledger);

@@ -4,8 +4,7 @@ import { describe, expect, it } from "vitest";
 import { WalletKeyError } from "./errors.js";
 import { generateWalletEncryptionKey, Keystore, keystoreFromEnv } from "./keystore.js";
 
-const keystore = (version = "v1", key: Uint8Array = randomBytes(32)) =>
-  new Keystore({ currentVersion: version, currentKey: key });
+const keystore = (version = "v1", key: Uint8Array = randomBytes(32)) => new Keystore({ currentVersion: version, currentKey: key });
 
 function ownerOf(keypair: Keypair, agentId = "agent-a") {
   return { agentId, address: keypair.publicKey.toBase58() };

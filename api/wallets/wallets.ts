@@ -80,10 +80,13 @@ export async function createAgentWallet(pool: pg.Pool, keystore: Keystore, agent
         agent.name ?? "",
         address,
       ]);
-      await client.query(
-        "INSERT INTO agent_wallets (agent_id, address, ciphertext, nonce, key_version) VALUES ($1, $2, $3, $4, $5)",
-        [agent.agentId, address, sealed.ciphertext, sealed.nonce, sealed.keyVersion],
-      );
+      await client.query("INSERT INTO agent_wallets (agent_id, address, ciphertext, nonce, key_version) VALUES ($1, $2, $3, $4, $5)", [
+        agent.agentId,
+        address,
+        sealed.ciphertext,
+        sealed.nonce,
+        sealed.keyVersion,
+      ]);
     });
   } catch (error) {
     if ((error as { code?: string }).code === "23505") throw new WalletExistsError(agent.agentId);
@@ -196,9 +199,7 @@ export class AgentWallets {
   }
 
   async address(agentId: string): Promise<PublicKey> {
-    const rows = await this.deps.pool.query<{ address: string }>("SELECT address FROM agent_wallets WHERE agent_id = $1", [
-      agentId,
-    ]);
+    const rows = await this.deps.pool.query<{ address: string }>("SELECT address FROM agent_wallets WHERE agent_id = $1", [agentId]);
     const row = rows.rows[0];
     if (row === undefined) throw new WalletNotFoundError(agentId);
     return parseAddress(row.address, "wallet address");
@@ -206,9 +207,7 @@ export class AgentWallets {
 
   /** The agent whose wallet has this address (the protocol layer's AgentDirectory), or null. */
   async agentIdForAddress(address: string): Promise<string | null> {
-    const rows = await this.deps.pool.query<{ agent_id: string }>("SELECT agent_id FROM agent_wallets WHERE address = $1", [
-      address,
-    ]);
+    const rows = await this.deps.pool.query<{ agent_id: string }>("SELECT agent_id FROM agent_wallets WHERE address = $1", [address]);
     return rows.rows[0]?.agent_id ?? null;
   }
 
@@ -387,9 +386,7 @@ export class AgentWallets {
   async #fundingSourceOf(agentId: string): Promise<FundingSource> {
     const { fundingSource } = this.deps;
     if (typeof fundingSource !== "function") return fundingSource;
-    const rows = await this.deps.pool.query<{ account_id: string }>("SELECT account_id FROM agents WHERE agent_id = $1", [
-      agentId,
-    ]);
+    const rows = await this.deps.pool.query<{ account_id: string }>("SELECT account_id FROM agents WHERE agent_id = $1", [agentId]);
     const accountId = rows.rows[0]?.account_id;
     if (accountId === undefined) throw new WalletNotFoundError(agentId);
     return fundingSource(accountId);

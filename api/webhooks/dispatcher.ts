@@ -376,7 +376,14 @@ export class Dispatcher {
        SET status = $3, next_attempt_at = now() + $4 * interval '1 millisecond', locked_until = NULL,
            last_status = $5, last_error = $6
        WHERE id = $1 AND lease_token = $2 AND status = 'pending'`,
-      [row.id, row.lease_token, final ? "failed" : "pending", final ? 0 : delayMs, attempt.status, attempt.error?.slice(0, MAX_ERROR_TEXT) ?? null],
+      [
+        row.id,
+        row.lease_token,
+        final ? "failed" : "pending",
+        final ? 0 : delayMs,
+        attempt.status,
+        attempt.error?.slice(0, MAX_ERROR_TEXT) ?? null,
+      ],
     );
     if ((result.rowCount ?? 0) === 0) {
       // Our lease ran out and another dispatcher owns the row now: its outcome is the one kept.
@@ -400,15 +407,21 @@ export class Dispatcher {
     const body = isSlackUrl(row.destination, this.#slackHosts) ? slackBody(readStoredPayload(row.body)) : row.body;
     const headers = signedHeaders(secret, row.event_id, new Date(), body);
     this.#log.debug({ deliveryId: row.id, eventId: row.event_id, to: redactUrl(row.destination) }, "posting webhook");
-    const outcome = await postWebhook(row.destination, body, { ...headers }, {
-      timeoutMs: this.#timeoutMs,
-      allowPrivateNetworks: this.#allowPrivateNetworks,
-    });
+    const outcome = await postWebhook(
+      row.destination,
+      body,
+      { ...headers },
+      {
+        timeoutMs: this.#timeoutMs,
+        allowPrivateNetworks: this.#allowPrivateNetworks,
+      },
+    );
     return { ...outcome, gone: outcome.status === 410 };
   }
 
   async #sendEmail(row: ClaimedRow): Promise<Attempt> {
-    if (this.#mailer === null) return { ok: false, status: null, error: "no SMTP transport configured (SMTP_URL)", retryAfterMs: null, gone: false };
+    if (this.#mailer === null)
+      return { ok: false, status: null, error: "no SMTP transport configured (SMTP_URL)", retryAfterMs: null, gone: false };
     await this.#mailer.send(renderEmail(row.event_id, row.destination, readStoredPayload(row.body)));
     return { ok: true, status: null, error: null, retryAfterMs: null, gone: false };
   }

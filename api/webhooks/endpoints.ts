@@ -43,7 +43,6 @@ interface EndpointRow {
   created_at: Date;
 }
 
-
 export class EndpointLimitError extends Error {
   override readonly name = "EndpointLimitError";
   readonly code = "webhook_endpoint_limit";

@@ -73,7 +73,10 @@ export function isNonPublicAddress(address: string): boolean {
 export class RefusedAddressError extends Error {
   override readonly name = "RefusedAddressError";
   readonly code = "ERR_WEBHOOK_ADDRESS_REFUSED";
-  constructor(readonly host: string, readonly address: string) {
+  constructor(
+    readonly host: string,
+    readonly address: string,
+  ) {
     super(`refused: ${host} resolves to ${address}, not a public address`);
   }
 }

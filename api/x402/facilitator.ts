@@ -119,7 +119,10 @@ export class X402Facilitator {
     if (!verifySignature(p.from, bytes, payment.signature)) return refuse("invalid_signature", `not a signature of ${p.from}`);
     // Both parsers admit only scheme "exact", so the schemes cannot differ.
     if (payment.network !== requirement.network || requirement.network !== this.options.network) {
-      return refuse("network_mismatch", `payload ${payment.network}, requirement ${requirement.network}, facilitator ${this.options.network}`);
+      return refuse(
+        "network_mismatch",
+        `payload ${payment.network}, requirement ${requirement.network}, facilitator ${this.options.network}`,
+      );
     }
     if (p.token !== requirement.token || requirement.token !== this.options.token) {
       return refuse("token_mismatch", `payload ${p.token}, requirement ${requirement.token}, facilitator ${this.options.token}`);
@@ -217,7 +220,13 @@ export class X402Facilitator {
       if (reservation.invocationBudgetUnits !== null) {
         await openLinkedInvocation(
           { pool, agents: this.options.agents, invocations: this.options.invocations, onWarning: this.options.onWarning },
-          { reservationId: reservation.id, invokerAgentId: verified.agentId, payee: p.to, txHash: settled.txHash, budgetUnits: reservation.invocationBudgetUnits },
+          {
+            reservationId: reservation.id,
+            invokerAgentId: verified.agentId,
+            payee: p.to,
+            txHash: settled.txHash,
+            budgetUnits: reservation.invocationBudgetUnits,
+          },
         );
       }
     }
@@ -228,7 +237,10 @@ export class X402Facilitator {
     try {
       await write();
     } catch (error) {
-      this.options.onWarning?.(`${what}; the sweeper finishes it`, { paymentRef, error: error instanceof Error ? error.message : String(error) });
+      this.options.onWarning?.(`${what}; the sweeper finishes it`, {
+        paymentRef,
+        error: error instanceof Error ? error.message : String(error),
+      });
     }
   }
 

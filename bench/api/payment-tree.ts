@@ -211,7 +211,10 @@ async function run(): Promise<void> {
           headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
           body: JSON.stringify({ query: TREE_QUERY, variables: { root: fixture.rootTxHash, nodeLimit: TREE_NODE_LIMIT_MAX } }),
         });
-        const body = (await response.json()) as { data?: { paymentTree: { nodes: unknown[]; truncated: boolean } | null }; errors?: unknown };
+        const body = (await response.json()) as {
+          data?: { paymentTree: { nodes: unknown[]; truncated: boolean } | null };
+          errors?: unknown;
+        };
         const tree = body.data?.paymentTree;
         if (response.status !== 200 || body.errors !== undefined || tree === null || tree === undefined) {
           throw new Error(`GraphQL paymentTree failed: HTTP ${response.status} ${JSON.stringify(body).slice(0, 500)}`);
@@ -236,13 +239,19 @@ async function run(): Promise<void> {
 
     const r = stats(recursive_ms);
     const b = stats(baseline_ms);
-    console.log(`load average (1/5/15 min) at the end, on ${availableParallelism()} cores: ${loadavg().map((x) => x.toFixed(1)).join(" / ")}`);
+    console.log(
+      `load average (1/5/15 min) at the end, on ${availableParallelism()} cores: ${loadavg()
+        .map((x) => x.toFixed(1))
+        .join(" / ")}`,
+    );
     console.log(`both resolvers return the seeded tree: same ${count(fixture.expected.size)} nodes and totals`);
     console.log(`${"".padEnd(44)}${"n".padStart(5)}${"p50".padStart(10)}${"p95".padStart(10)}${"p99".padStart(10)}${"mean".padStart(10)}`);
     console.log(row("loadPaymentTree (one recursive query)", r));
     console.log(row("  its statement inside Postgres (EXPLAIN)", stats(server_ms)));
     console.log(row(`per-level resolver (${count(baselineAnswer.queries)} queries)`, b));
-    console.log(`per-level / recursive:                       p50 ${ratio(b.p50, r.p50)}, p99 ${ratio(b.p99, r.p99)}, mean ${ratio(b.mean, r.mean)}`);
+    console.log(
+      `per-level / recursive:                       p50 ${ratio(b.p50, r.p50)}, p99 ${ratio(b.p99, r.p99)}, mean ${ratio(b.mean, r.mean)}`,
+    );
     console.log(`goal p99 < ${GOAL_P99_MS} ms: ${r.p99 < GOAL_P99_MS ? "met" : "NOT met"} (${r.p99.toFixed(1)} ms)`);
     console.log(`goal >= ${GOAL_SPEEDUP}x: ${b.p50 / r.p50 >= GOAL_SPEEDUP ? "met" : "NOT met"} (p50 ratio ${ratio(b.p50, r.p50)})`);
     console.log(row(`GraphQL over HTTP, nodeLimit ${count(httpNodes)}`, stats(http_ms)));

@@ -22,12 +22,7 @@ import { type EventPayload, eventPayload } from "../../indexer/decode/payload.js
 import { withTransaction } from "../../indexer/db/database.js";
 import { explorerSuffix, projectEvents } from "../../indexer/store/projections.js";
 import { mulberry32 } from "../../test/support/random.js";
-import {
-  decodeEventInstructionData,
-  EVENT_IX_TAG,
-  endpointHash,
-  PAYMENT_LEDGER_IDL,
-} from "../../programs/payment_ledger/ts/index.js";
+import { decodeEventInstructionData, EVENT_IX_TAG, endpointHash, PAYMENT_LEDGER_IDL } from "../../programs/payment_ledger/ts/index.js";
 
 export interface FixtureShape {
   /** Nodes of the benchmarked tree the account sees, root included. */
@@ -368,8 +363,13 @@ async function checkAgainstProjection(pool: pg.Pool, sample: readonly string[]):
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
-    await client.query("CREATE TEMP TABLE seeded_tx ON COMMIT DROP AS SELECT * FROM transactions WHERE event_id = ANY($1::bigint[])", [sample]);
-    await client.query("CREATE TEMP TABLE seeded_edges ON COMMIT DROP AS SELECT * FROM payment_edges WHERE child_event_id = ANY($1::bigint[])", [sample]);
+    await client.query("CREATE TEMP TABLE seeded_tx ON COMMIT DROP AS SELECT * FROM transactions WHERE event_id = ANY($1::bigint[])", [
+      sample,
+    ]);
+    await client.query(
+      "CREATE TEMP TABLE seeded_edges ON COMMIT DROP AS SELECT * FROM payment_edges WHERE child_event_id = ANY($1::bigint[])",
+      [sample],
+    );
     await client.query("DELETE FROM payment_edges WHERE child_event_id = ANY($1::bigint[])", [sample]);
     await client.query("DELETE FROM transactions WHERE event_id = ANY($1::bigint[])", [sample]);
     await projectEvents(client, sample, { cluster: CLUSTER });
@@ -418,10 +418,11 @@ export async function seedFixture(pool: pg.Pool, shape: FixtureShape): Promise<F
   );
 
   // The endpoints the gateway knows (it writes this table), so `endpoint` resolves to text.
-  await pool.query(
-    "INSERT INTO endpoints (endpoint_hash, endpoint, domain) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])",
-    [endpointHex, endpointTexts, endpointTexts.map((text) => text.split("/")[0]!)],
-  );
+  await pool.query("INSERT INTO endpoints (endpoint_hash, endpoint, domain) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])", [
+    endpointHex,
+    endpointTexts,
+    endpointTexts.map((text) => text.split("/")[0]!),
+  ]);
 
   const tree = buildTree("tree", levelSizes(shape.treeNodes, shape.treeDepth), wallets[0]!, next);
   // A branch paid by another account's agent under a mid-level payment: the account sees neither

@@ -42,7 +42,11 @@ async function main(): Promise<void> {
   const system = await startSystem({ databaseUrl: db.url, allowPrivateNetworks: true, logger: pino({ level: "warn" }) });
   const wrong: string[] = [];
   try {
-    console.log(`client pay overhead on ${availableParallelism()} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(" / ")}`);
+    console.log(
+      `client pay overhead on ${availableParallelism()} cores, load average ${loadavg()
+        .map((x) => x.toFixed(1))
+        .join(" / ")}`,
+    );
     const buyer = await system.createAccount("bench buyer");
     const seller = await system.createAccount("bench seller");
     const register = async (apiKey: string, agentId: string): Promise<string> => {
@@ -71,7 +75,8 @@ async function main(): Promise<void> {
     const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
     const check = (result: PaymentResult, protocol: string): void => {
-      if (result.status !== 200 || !result.paid || result.protocol !== protocol) wrong.push(`${protocol}: ${JSON.stringify(result.status)}`);
+      if (result.status !== 200 || !result.paid || result.protocol !== protocol)
+        wrong.push(`${protocol}: ${JSON.stringify(result.status)}`);
     };
     const direct = async (): Promise<void> => {
       const response = await fetch(`${origin}/quote`);

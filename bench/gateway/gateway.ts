@@ -38,7 +38,13 @@ const POOL = Number(flags.pool);
 const X402_PAYMENTS = Number(flags.x402);
 const MPP_REQUESTS = Number(flags.mpp);
 const WARMUP = Number(flags.warmup);
-for (const [name, value] of Object.entries({ callers: CALLERS, reservations: RESERVATIONS, pool: POOL, x402: X402_PAYMENTS, mpp: MPP_REQUESTS })) {
+for (const [name, value] of Object.entries({
+  callers: CALLERS,
+  reservations: RESERVATIONS,
+  pool: POOL,
+  x402: X402_PAYMENTS,
+  mpp: MPP_REQUESTS,
+})) {
   if (!Number.isInteger(value) || value <= 0) throw new Error(`--${name} must be a positive integer`);
 }
 if (!Number.isInteger(WARMUP) || WARMUP < 0) throw new Error("--warmup must be a non-negative integer");
@@ -48,7 +54,10 @@ const GOAL_RESERVE_P99_MS = 5;
 const GOAL_X402_P99_MS = 100;
 const GOAL_MPP_P99_MS = 20;
 
-const load = (): string => loadavg().map((x) => x.toFixed(1)).join(" / ");
+const load = (): string =>
+  loadavg()
+    .map((x) => x.toFixed(1))
+    .join(" / ");
 
 async function run(): Promise<void> {
   const db = await createFreshDatabase();
@@ -78,12 +87,17 @@ async function run(): Promise<void> {
       for (const [variant, shape] of order) runs.push(await runReservations(pool, options, variant, shape));
       // The service time without contention: one caller, one agent, the same number of rows.
       const alone = { ...options, callers: 1, reservations: Math.min(RESERVATIONS, 1_000) };
-      for (const variant of ["advisory lock", "serializable"] as const) uncontended.push(await runReservations(pool, alone, variant, "hot"));
+      for (const variant of ["advisory lock", "serializable"] as const)
+        uncontended.push(await runReservations(pool, alone, variant, "hot"));
     } finally {
       await pool.end();
     }
-    console.log(`\na. policy check + reservation, ${CALLERS} concurrent callers, ${RESERVATIONS} reservations per run, pool of ${POOL} connections`);
-    console.log("   txn = BEGIN → COMMIT on a connection in hand (lock waits, retries included); caller = incl. waiting for a pooled connection");
+    console.log(
+      `\na. policy check + reservation, ${CALLERS} concurrent callers, ${RESERVATIONS} reservations per run, pool of ${POOL} connections`,
+    );
+    console.log(
+      "   txn = BEGIN → COMMIT on a connection in hand (lock waits, retries included); caller = incl. waiting for a pooled connection",
+    );
     console.log(TABLE_HEADER);
     for (const r of runs) {
       const label = `${r.shape === "hot" ? "hot agent" : `${CALLERS} agents`}, ${r.variant}`;
@@ -116,7 +130,9 @@ async function run(): Promise<void> {
     // c. MPP on a reused session.
     const mpp = await runMppSession(system, client, MPP_REQUESTS, WARMUP);
     problems.push(...mpp.problems);
-    console.log(`\nc. MPP paid request on a reused session (${MPP_REQUESTS} requests after ${WARMUP} warm-up; negotiation took ${mpp.negotiate_ms.toFixed(1)} ms)`);
+    console.log(
+      `\nc. MPP paid request on a reused session (${MPP_REQUESTS} requests after ${WARMUP} warm-up; negotiation took ${mpp.negotiate_ms.toFixed(1)} ms)`,
+    );
     console.log(TABLE_HEADER);
     console.log(row("request with X-MPP-Session → 200 (charged on the ledger)", mpp.request));
     console.log(row("  ledger: send + confirm (completeSettlement)", mpp.ledger));
@@ -125,7 +141,9 @@ async function run(): Promise<void> {
 
     console.log("\ngoals");
     for (const r of runs.filter((x) => x.variant === "advisory lock")) {
-      console.log(`  ${goalLine({ label: `reservation, ${r.shape === "hot" ? "hot agent" : `${CALLERS} agents`} (txn)`, p99_ms: r.txn.p99, goal_ms: GOAL_RESERVE_P99_MS })}`);
+      console.log(
+        `  ${goalLine({ label: `reservation, ${r.shape === "hot" ? "hot agent" : `${CALLERS} agents`} (txn)`, p99_ms: r.txn.p99, goal_ms: GOAL_RESERVE_P99_MS })}`,
+      );
     }
     for (const shape of ["hot", "spread"] as const) {
       const lock = runs.find((r) => r.shape === shape && r.variant === "advisory lock")!;

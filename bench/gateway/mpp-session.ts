@@ -33,7 +33,7 @@ export interface MppRun {
 
 export async function runMppSession(system: System, client: GatewayClient, requests: number, warmup: number): Promise<MppRun> {
   const agentId = "bench-mpp";
-  await fundedAgent(client, agentId, Math.ceil(Number(PRICE_UNITS) * (requests + warmup + 2) / 1_000_000) + 1);
+  await fundedAgent(client, agentId, Math.ceil((Number(PRICE_UNITS) * (requests + warmup + 2)) / 1_000_000) + 1);
   const payee = Keypair.generate().publicKey.toBase58();
   const api = await startPaidApi((origin) => ({
     mpp: {
@@ -84,10 +84,18 @@ export async function runMppSession(system: System, client: GatewayClient, reque
       samples.settlePayment.push(timer.settle.get(body.txHash) ?? Number.NaN);
       samples.gatewayShare.push(request_ms - ledger_ms);
     }
-    if (samples.request.length < requests) problems.push(`${requests - samples.request.length} MPP session requests were not charged on the ledger`);
+    if (samples.request.length < requests)
+      problems.push(`${requests - samples.request.length} MPP session requests were not charged on the ledger`);
   } finally {
     timer.restore();
     await api.close();
   }
-  return { request: stats(samples.request), ledger: stats(samples.ledger), settlePayment: stats(samples.settlePayment), gatewayShare: stats(samples.gatewayShare), negotiate_ms, problems };
+  return {
+    request: stats(samples.request),
+    ledger: stats(samples.ledger),
+    settlePayment: stats(samples.settlePayment),
+    gatewayShare: stats(samples.gatewayShare),
+    negotiate_ms,
+    problems,
+  };
 }

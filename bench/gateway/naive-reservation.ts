@@ -20,7 +20,12 @@ export interface NaiveReservation {
   readonly attempts: number;
 }
 
-export async function reserveSerializable(client: pg.ClientBase, agentId: string, request: PaymentRequest, now: Date): Promise<NaiveReservation> {
+export async function reserveSerializable(
+  client: pg.ClientBase,
+  agentId: string,
+  request: PaymentRequest,
+  now: Date,
+): Promise<NaiveReservation> {
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
     try {
       await client.query("BEGIN ISOLATION LEVEL SERIALIZABLE");

@@ -84,7 +84,12 @@ async function reserveOnce(pool: pg.Pool, variant: Variant, agentId: string): Pr
 }
 
 /** One run on fresh agents (a warm-up is simply a smaller run). */
-export async function runReservations(pool: pg.Pool, options: ReservationBenchOptions, variant: Variant, shape: Shape): Promise<ReservationRun> {
+export async function runReservations(
+  pool: pg.Pool,
+  options: ReservationBenchOptions,
+  variant: Variant,
+  shape: Shape,
+): Promise<ReservationRun> {
   const { callers, reservations } = options;
   const prefix = `bench-${shape}-${variant === "serializable" ? "ssi" : "lock"}-${randomBytes(4).toString("hex")}`;
   const perAgent = Math.floor(reservations / callers);
@@ -126,11 +131,14 @@ export async function runReservations(pool: pg.Pool, options: ReservationBenchOp
   for (const agentId of agents) {
     const got = byAgent.get(agentId);
     const budget = BigInt(allowedPerAgent) * AMOUNT_UNITS;
-    if (got === undefined || got.n !== allowedPerAgent) problems.push(`${agentId}: ${got?.n ?? 0} reservations committed, expected ${allowedPerAgent}`);
-    if (got !== undefined && BigInt(got.units) > budget) problems.push(`${agentId}: reserved ${got.units} units over a budget of ${budget}`);
+    if (got === undefined || got.n !== allowedPerAgent)
+      problems.push(`${agentId}: ${got?.n ?? 0} reservations committed, expected ${allowedPerAgent}`);
+    if (got !== undefined && BigInt(got.units) > budget)
+      problems.push(`${agentId}: reserved ${got.units} units over a budget of ${budget}`);
   }
   const accepted = samples.filter((s) => s.accepted).length;
-  if (accepted !== allowedPerAgent * agents.length) problems.push(`${accepted} accepted answers, expected ${allowedPerAgent * agents.length}`);
+  if (accepted !== allowedPerAgent * agents.length)
+    problems.push(`${accepted} accepted answers, expected ${allowedPerAgent * agents.length}`);
   return {
     variant,
     shape,

@@ -32,7 +32,13 @@ export interface X402Run {
   readonly problems: readonly string[];
 }
 
-export async function runX402(system: System, client: GatewayClient, serverKey: string, payments: number, warmup: number): Promise<X402Run> {
+export async function runX402(
+  system: System,
+  client: GatewayClient,
+  serverKey: string,
+  payments: number,
+  warmup: number,
+): Promise<X402Run> {
   const agentId = "bench-x402";
   await fundedAgent(client, agentId, Math.ceil((Number(PRICE_UNITS) * 2 * (payments + warmup)) / 1_000_000) + 1);
   const terms = { scheme: "exact", network: system.network, token: system.token, payTo: Keypair.generate().publicKey.toBase58() } as const;
@@ -40,7 +46,15 @@ export async function runX402(system: System, client: GatewayClient, serverKey: 
   const unkeyed = await startFacilitatedApi({ gatewayUrl: system.apiUrl, apiKey: serverKey, terms, idempotentSettle: false });
   const timer = timeLedger(system.settlement);
   const problems: string[] = [];
-  const samples = { endToEnd: [] as number[], authorize: [] as number[], settleRoute: [] as number[], ledger: [] as number[], settlePayment: [] as number[], gatewayShare: [] as number[], complete: [] as number[] };
+  const samples = {
+    endToEnd: [] as number[],
+    authorize: [] as number[],
+    settleRoute: [] as number[],
+    ledger: [] as number[],
+    settlePayment: [] as number[],
+    gatewayShare: [] as number[],
+    complete: [] as number[],
+  };
   const unkeyedSettle: number[] = [];
   try {
     for (let i = 0; i < warmup + payments; i += 1) {

@@ -40,7 +40,11 @@ async function run(): Promise<void> {
     const batchStart = performance.now();
     for (let start = 0; start < batched.length; start += BATCH) {
       const chunk = batched.slice(start, start + BATCH);
-      await ingestBatch(db.pool, { transactions: chunk, checkpoint: { source: "bench", slot: chunk.at(-1)!.slot, blockhash: null } }, options);
+      await ingestBatch(
+        db.pool,
+        { transactions: chunk, checkpoint: { source: "bench", slot: chunk.at(-1)!.slot, blockhash: null } },
+        options,
+      );
     }
     const batchMs = performance.now() - batchStart;
 
@@ -59,7 +63,7 @@ async function run(): Promise<void> {
     console.log(`decode:                ${rate(decoded.length, decodeMs)} (${decoded.length} transactions)`);
     console.log(`ingest, batch ${BATCH}:    ${rate(batched.length, batchMs)} (${batched.length} events, ${Math.round(batchMs)} ms)`);
     console.log(`ingest, row at a time: ${rate(single.length, singleMs)} (${single.length} events, ${Math.round(singleMs)} ms)`);
-    console.log(`batch / row-at-a-time: ${((batched.length / batchMs) / (single.length / singleMs)).toFixed(1)}x`);
+    console.log(`batch / row-at-a-time: ${(batched.length / batchMs / (single.length / singleMs)).toFixed(1)}x`);
     console.log(`rebuild:               ${rate(replayed, rebuildMs)} (${replayed} events, ${Math.round(rebuildMs)} ms)`);
   } finally {
     await db.drop();

@@ -11,10 +11,7 @@ import { parseArgs } from "node:util";
 import type pg from "pg";
 import { IngestPipeline } from "../../indexer/pipeline.js";
 import { RpcSource } from "../../indexer/sources/rpc.js";
-import {
-  endpointHash,
-  PAYMENT_LEDGER_PROGRAM_ID,
-} from "../../programs/payment_ledger/ts/index.js";
+import { endpointHash, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, ledgerAccess, type PaymentTerms, recordPayment } from "../../scripts/agent-wallets.js";
 import { startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
@@ -29,7 +26,11 @@ const { values: flags } = parseArgs({
 const PAYMENTS = Number(flags.payments);
 const POLL_MS = Number(flags["poll-ms"]);
 const BASELINE_POLL_MS = Number(flags["baseline-poll-ms"]);
-for (const [name, value] of [["payments", PAYMENTS], ["poll-ms", POLL_MS], ["baseline-poll-ms", BASELINE_POLL_MS]] as const) {
+for (const [name, value] of [
+  ["payments", PAYMENTS],
+  ["poll-ms", POLL_MS],
+  ["baseline-poll-ms", BASELINE_POLL_MS],
+] as const) {
   if (!Number.isInteger(value) || value <= 0) throw new Error(`--${name} must be a positive integer`);
 }
 /** How often the bench looks for the row: far below the lags it measures. */

@@ -39,7 +39,11 @@ async function run(): Promise<void> {
     for (let start = 0; start < EVENTS; start += BATCH) {
       const end = Math.min(start + BATCH, EVENTS);
       const decoded = Array.from({ length: end - start }, (_, k) => decodeRawTransaction(syntheticTransaction(start + k)));
-      await ingestBatch(db.pool, { transactions: decoded, checkpoint: { source: "bench", slot: decoded.at(-1)!.slot, blockhash: null } }, options);
+      await ingestBatch(
+        db.pool,
+        { transactions: decoded, checkpoint: { source: "bench", slot: decoded.at(-1)!.slot, blockhash: null } },
+        options,
+      );
       if (end % 100_000 === 0) process.stderr.write(`seeded ${end.toLocaleString("en-US")} events\n`);
     }
     const seedMs = performance.now() - seedStart;
@@ -59,9 +63,15 @@ async function run(): Promise<void> {
       process.exitCode = 1;
     }
     const rate = (n: number, ms: number): string => `${Math.round((n / ms) * 1000).toLocaleString("en-US")} events/s`;
-    console.log(`seed through ingest:  ${rate(EVENTS, seedMs)} (${EVENTS.toLocaleString("en-US")} events, ${(seedMs / 1000).toFixed(1)} s)`);
-    console.log(`rebuild:              ${rate(replayed, rebuildMs)} (${replayed.toLocaleString("en-US")} events, ${(rebuildMs / 1000).toFixed(1)} s)`);
-    console.log(`goal 1,000,000 events in < 60 s: ${replayed >= 1_000_000 ? (rebuildMs < 60_000 ? "met" : "NOT met") : "not measured at this size"}`);
+    console.log(
+      `seed through ingest:  ${rate(EVENTS, seedMs)} (${EVENTS.toLocaleString("en-US")} events, ${(seedMs / 1000).toFixed(1)} s)`,
+    );
+    console.log(
+      `rebuild:              ${rate(replayed, rebuildMs)} (${replayed.toLocaleString("en-US")} events, ${(rebuildMs / 1000).toFixed(1)} s)`,
+    );
+    console.log(
+      `goal 1,000,000 events in < 60 s: ${replayed >= 1_000_000 ? (rebuildMs < 60_000 ? "met" : "NOT met") : "not measured at this size"}`,
+    );
     console.log(`read models after rebuild equal those before: ${JSON.stringify(before) === JSON.stringify(after) ? "yes" : "NO"}`);
   } finally {
     await db.drop();

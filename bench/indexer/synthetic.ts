@@ -8,12 +8,7 @@ import anchor, { BorshCoder } from "@coral-xyz/anchor";
 import { Keypair } from "@solana/web3.js";
 import bs58 from "bs58";
 import type { RawTransaction } from "../../indexer/sources/source.js";
-import {
-  EVENT_IX_TAG,
-  eventAuthorityPda,
-  PAYMENT_LEDGER_IDL,
-  PAYMENT_LEDGER_PROGRAM_ID,
-} from "../../programs/payment_ledger/ts/index.js";
+import { EVENT_IX_TAG, eventAuthorityPda, PAYMENT_LEDGER_IDL, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 
 const { BN } = anchor;
 const coder = new BorshCoder(PAYMENT_LEDGER_IDL);
@@ -40,9 +35,7 @@ export function syntheticTransaction(i: number): RawTransaction {
     atomic: true,
     settlement_reference: null,
     parent:
-      i % 10 === 0
-        ? { invocation, parent_signature: Array.from(randomBytes(64)), budget: new BN(1_000_000_000), spent: new BN(1) }
-        : null,
+      i % 10 === 0 ? { invocation, parent_signature: Array.from(randomBytes(64)), budget: new BN(1_000_000_000), spent: new BN(1) } : null,
     recorded_at: new BN(baseTime + Math.floor(i / 50)),
     slot: new BN(1 + Math.floor(i / 4)),
   });

@@ -11,11 +11,7 @@ import { parseArgs } from "node:util";
 import { AnchorProvider, Wallet } from "@coral-xyz/anchor";
 import { createTransferCheckedInstruction } from "@solana/spl-token";
 import { type BlockhashWithExpiryBlockHeight, Connection, Transaction, type TransactionInstruction } from "@solana/web3.js";
-import {
-  associatedTransferAccounts,
-  endpointHash,
-  recordPaymentInstruction,
-} from "../../programs/payment_ledger/ts/index.js";
+import { associatedTransferAccounts, endpointHash, recordPaymentInstruction } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess } from "../../scripts/agent-wallets.js";
 import { startLocalnet } from "../../scripts/localnet.js";
 
@@ -215,8 +211,14 @@ async function main(): Promise<void> {
     }
 
     const results: RunResult[] = [];
-    for (const [mode, concurrency] of [["sequential", 1], [`${CONCURRENCY} in flight`, CONCURRENCY]] as const) {
-      for (const [op, build] of [["SPL TransferChecked (baseline)", transfer], ["record_payment (atomic x402)", record]] as const) {
+    for (const [mode, concurrency] of [
+      ["sequential", 1],
+      [`${CONCURRENCY} in flight`, CONCURRENCY],
+    ] as const) {
+      for (const [op, build] of [
+        ["SPL TransferChecked (baseline)", transfer],
+        ["record_payment (atomic x402)", record],
+      ] as const) {
         const result = await run(op, mode, COUNT, concurrency, build, access, blockhashes);
         results.push(result);
         console.log(`${op}, ${mode}: ${result.samples.length} sent in ${(result.elapsedMs / 1000).toFixed(1)} s`);

@@ -65,7 +65,11 @@ export async function withTransaction<T>(
  * `withTransaction` on a connection the caller holds (one that keeps a session-level advisory
  * lock across several transactions, as the migrator does).
  */
-export async function inTransaction<C extends pg.ClientBase, T>(client: C, work: (client: C) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+export async function inTransaction<C extends pg.ClientBase, T>(
+  client: C,
+  work: (client: C) => Promise<T>,
+  options: TransactionOptions = {},
+): Promise<T> {
   await client.query(BEGIN[options.isolation ?? "default"]);
   try {
     const result = await work(client);

@@ -40,9 +40,7 @@ export async function migrate(pool: pg.Pool, dir: string = MIGRATIONS_DIR): Prom
       `CREATE TABLE IF NOT EXISTS schema_migrations (
          version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
     );
-    const done = new Set(
-      (await client.query<{ version: number }>("SELECT version FROM schema_migrations")).rows.map((r) => r.version),
-    );
+    const done = new Set((await client.query<{ version: number }>("SELECT version FROM schema_migrations")).rows.map((r) => r.version));
     for (const migration of migrations) {
       if (done.has(migration.version)) continue;
       try {

@@ -26,8 +26,7 @@ export interface SettlementTransfer {
 
 function ownerOf(tx: RawTransaction, accountIndex: number): string | null {
   const balance =
-    tx.postTokenBalances.find((b) => b.accountIndex === accountIndex) ??
-    tx.preTokenBalances.find((b) => b.accountIndex === accountIndex);
+    tx.postTokenBalances.find((b) => b.accountIndex === accountIndex) ?? tx.preTokenBalances.find((b) => b.accountIndex === accountIndex);
   return balance?.owner ?? null;
 }
 

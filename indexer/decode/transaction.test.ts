@@ -5,12 +5,7 @@
 import anchor, { BorshCoder } from "@coral-xyz/anchor";
 import { Keypair } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
-import {
-  EVENT_IX_TAG,
-  eventAuthorityPda,
-  PAYMENT_LEDGER_IDL,
-  PAYMENT_LEDGER_PROGRAM_ID,
-} from "../../programs/payment_ledger/ts/index.js";
+import { EVENT_IX_TAG, eventAuthorityPda, PAYMENT_LEDGER_IDL, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import type { RawTransaction } from "../sources/source.js";
 import { decodeSettlementTransfer, TOKEN_PROGRAM } from "./settlement.js";
 import { decodeRawTransaction } from "./transaction.js";
@@ -59,9 +54,7 @@ function transaction(overrides: Partial<RawTransaction> = {}): RawTransaction {
     innerInstructions: [
       {
         index: 0,
-        instructions: [
-          { programIdIndex: 1, accounts: [2], data: new Uint8Array([...EVENT_IX_TAG, ...payment]), stackHeight: 2 },
-        ],
+        instructions: [{ programIdIndex: 1, accounts: [2], data: new Uint8Array([...EVENT_IX_TAG, ...payment]), stackHeight: 2 }],
       },
     ],
     logs: [`Program ${programId} invoke [1]`, `Program ${programId} success`],
@@ -104,7 +97,13 @@ describe("decodeRawTransaction", () => {
     const decoded = decodeRawTransaction(
       transaction({
         innerInstructions: [],
-        logs: [`Program ${programId} invoke [1]`, `Program ${other} invoke [2]`, data, `Program ${other} success`, `Program ${programId} success`],
+        logs: [
+          `Program ${programId} invoke [1]`,
+          `Program ${other} invoke [2]`,
+          data,
+          `Program ${other} success`,
+          `Program ${programId} success`,
+        ],
       }),
     );
     expect(decoded.events).toEqual([]);
@@ -129,7 +128,10 @@ describe("decodeRawTransaction", () => {
       const body = Uint8Array.from({ length }, (_, i) => (i * 37 + length) & 0xff);
       const tx = transaction({
         innerInstructions: [
-          { index: 0, instructions: [{ programIdIndex: 1, accounts: [2], data: new Uint8Array([...EVENT_IX_TAG, ...body]), stackHeight: 2 }] },
+          {
+            index: 0,
+            instructions: [{ programIdIndex: 1, accounts: [2], data: new Uint8Array([...EVENT_IX_TAG, ...body]), stackHeight: 2 }],
+          },
         ],
       });
       const decoded = decodeRawTransaction(tx);

@@ -21,14 +21,7 @@ import {
 import type { RawTransaction } from "../sources/source.js";
 import { type EventPayload, eventPayload } from "./payload.js";
 
-export type TransactionOutcome =
-  | "indexed"
-  | "no_events"
-  | "failed"
-  | "foreign"
-  | "malformed"
-  | "unknown_event"
-  | "truncated";
+export type TransactionOutcome = "indexed" | "no_events" | "failed" | "foreign" | "malformed" | "unknown_event" | "truncated";
 
 export interface DecodedEvent {
   readonly signature: string;
@@ -90,7 +83,6 @@ function innerCandidates(tx: RawTransaction, programIndex: number, authority: st
   return candidates;
 }
 
-
 /** `Program data:` lines printed while the program itself is executing. */
 function logCandidates(logs: readonly string[], programId: string): Candidate[] {
   return programDataLines(logs, programId).map(({ instructionIndex, base64 }) => ({
@@ -125,10 +117,7 @@ function eventAuthorityOf(programId: PublicKey): string {
   return authority;
 }
 
-export function decodeRawTransaction(
-  tx: RawTransaction,
-  programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID,
-): DecodedTransaction {
+export function decodeRawTransaction(tx: RawTransaction, programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): DecodedTransaction {
   const base = { signature: tx.signature, slot: tx.slot };
   try {
     if (tx.err !== null && tx.err !== undefined) {
@@ -185,4 +174,3 @@ export function decodeRawTransaction(
     return { ...base, outcome: "malformed", detail: (error as Error).message, events: [] };
   }
 }
-

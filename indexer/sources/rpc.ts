@@ -12,15 +12,7 @@ import {
   type VersionedTransactionResponse,
 } from "@solana/web3.js";
 import bs58 from "bs58";
-import type {
-  ChainSource,
-  Commitment,
-  RawInstruction,
-  RawTokenBalance,
-  RawTransaction,
-  SlotRange,
-  SourceUpdate,
-} from "./source.js";
+import type { ChainSource, Commitment, RawInstruction, RawTokenBalance, RawTransaction, SlotRange, SourceUpdate } from "./source.js";
 
 export interface RpcSourceOptions {
   readonly rpcUrl: string;
@@ -64,7 +56,11 @@ function tokenBalances(list: readonly TokenBalance[] | null | undefined): RawTok
 }
 
 /** web3.js `getTransaction` (json encoding) -> the normalized transaction. */
-export function toRawTransaction(tx: VersionedTransactionResponse, commitment: Commitment, indexInBlock: number | null = null): RawTransaction {
+export function toRawTransaction(
+  tx: VersionedTransactionResponse,
+  commitment: Commitment,
+  indexInBlock: number | null = null,
+): RawTransaction {
   const message = tx.transaction.message;
   const loaded = tx.meta?.loadedAddresses;
   const accountKeys = [

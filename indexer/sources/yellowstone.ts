@@ -89,19 +89,13 @@ export function decodeTransactionError(err: { err: Uint8Array } | undefined): un
 }
 
 /** A Yellowstone transaction update in the normalized form every source yields. */
-export function normalizeTransaction(
-  info: SubscribeUpdateTransactionInfo,
-  slot: bigint,
-  blockTime: number | null,
-): RawTransaction {
+export function normalizeTransaction(info: SubscribeUpdateTransactionInfo, slot: bigint, blockTime: number | null): RawTransaction {
   const message = info.transaction?.message;
   const meta = info.meta;
   if (message === undefined) throw new Error(`transaction ${bs58.encode(info.signature)} has no message`);
-  const accountKeys = [
-    ...message.accountKeys,
-    ...(meta?.loadedWritableAddresses ?? []),
-    ...(meta?.loadedReadonlyAddresses ?? []),
-  ].map((key) => bs58.encode(key));
+  const accountKeys = [...message.accountKeys, ...(meta?.loadedWritableAddresses ?? []), ...(meta?.loadedReadonlyAddresses ?? [])].map(
+    (key) => bs58.encode(key),
+  );
   const instructions: RawInstruction[] = message.instructions.map((ix) => ({
     programIdIndex: ix.programIdIndex,
     accounts: Array.from(ix.accounts),
@@ -166,7 +160,7 @@ export class YellowstoneSource implements ChainSource {
   constructor(private readonly options: YellowstoneSourceOptions) {}
 
   // A live feed has no history to page through: backfill is the RPC source's job.
-  // eslint-disable-next-line require-yield
+  // biome-ignore lint/correctness/useYield: it only refuses; an async generator keeps the ChainSource signature
   async *backfill(range: SlotRange, _signal?: AbortSignal): AsyncIterable<RawTransaction> {
     throw new Error(
       `backfill of slots ${range.fromSlot}..${range.toSlot ?? "tip"} is not supported by Yellowstone (a live Geyser feed); use the RPC source`,
@@ -207,7 +201,8 @@ export class YellowstoneSource implements ChainSource {
     const tip = BigInt((await client.getSlot(CommitmentLevel.CONFIRMED)).slot);
     let replayFrom: bigint | null;
     if (firstAvailable !== null && fromSlot >= firstAvailable) replayFrom = fromSlot;
-    else if (fromSlot > tip) replayFrom = null; // nothing to replay: live from the tip on
+    else if (fromSlot > tip)
+      replayFrom = null; // nothing to replay: live from the tip on
     else throw new ReplayUnavailableError(fromSlot, firstAvailable);
 
     const request = this.request(replayFrom);
@@ -267,10 +262,11 @@ export class YellowstoneSource implements ChainSource {
           if (status === undefined) continue;
           const slot = BigInt(update.slot.slot);
           if (status === "dead") pending.delete(slot);
-          else for (const out of flush(slot)) {
-            yielded = true;
-            yield out;
-          }
+          else
+            for (const out of flush(slot)) {
+              yielded = true;
+              yield out;
+            }
           const meta = metas.get(slot);
           const parent = update.slot.parent ?? meta?.parentSlot;
           const slotUpdate: SlotUpdate = {

@@ -152,10 +152,9 @@ export async function ingestBatch(pool: pg.Pool, batch: IngestBatch, options: Pr
 }
 
 export async function readCheckpoint(pool: pg.Pool, source: string): Promise<Checkpoint | null> {
-  const result = await pool.query<{ slot: string; blockhash: string | null }>(
-    "SELECT slot, blockhash FROM checkpoints WHERE source = $1",
-    [source],
-  );
+  const result = await pool.query<{ slot: string; blockhash: string | null }>("SELECT slot, blockhash FROM checkpoints WHERE source = $1", [
+    source,
+  ]);
   const row = result.rows[0];
   return row === undefined ? null : { source, slot: BigInt(row.slot), blockhash: row.blockhash };
 }

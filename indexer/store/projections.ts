@@ -168,19 +168,20 @@ export async function projectFinality(client: pg.ClientBase, slot: bigint): Prom
  * Returns the number of events removed.
  */
 export async function rollbackSlot(client: pg.ClientBase, slot: bigint): Promise<number> {
-  const found = await client.query<{ id: string }>(
-    "SELECT id FROM chain_events WHERE slot = $1 AND NOT finalized ORDER BY id",
-    [slot.toString()],
-  );
+  const found = await client.query<{ id: string }>("SELECT id FROM chain_events WHERE slot = $1 AND NOT finalized ORDER BY id", [
+    slot.toString(),
+  ]);
   const ids = found.rows.map((r) => r.id);
   if (ids.length > 0) await unprojectEvents(client, ids);
-  const settlements = await client.query<{ signature: string }>(
-    "DELETE FROM settlement_transfers WHERE slot = $1 RETURNING signature",
-    [slot.toString()],
-  );
+  const settlements = await client.query<{ signature: string }>("DELETE FROM settlement_transfers WHERE slot = $1 RETURNING signature", [
+    slot.toString(),
+  ]);
   await client.query("DELETE FROM chain_events WHERE id IN (SELECT unnest($1::bigint[]))", [ids]);
   await client.query("DELETE FROM chain_transactions_seen WHERE slot = $1", [slot.toString()]);
-  await projectSettlements(client, settlements.rows.map((r) => r.signature));
+  await projectSettlements(
+    client,
+    settlements.rows.map((r) => r.signature),
+  );
   return ids.length;
 }
 

@@ -42,10 +42,10 @@ export async function rebuildProjections(
   let after = "0";
   let replayed = 0;
   for (;;) {
-    const chunk = await client.query<{ id: string }>(
-      "SELECT id FROM chain_events WHERE id > $1 ORDER BY id LIMIT $2",
-      [after, REBUILD_CHUNK_EVENTS],
-    );
+    const chunk = await client.query<{ id: string }>("SELECT id FROM chain_events WHERE id > $1 ORDER BY id LIMIT $2", [
+      after,
+      REBUILD_CHUNK_EVENTS,
+    ]);
     if (chunk.rows.length === 0) break;
     const ids = chunk.rows.map((r) => r.id);
     await projectEvents(client, ids, options);

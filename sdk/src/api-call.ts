@@ -36,7 +36,10 @@ export class ApiUnreachableError extends Error {
     readonly attempts: number,
     options: { cause: unknown },
   ) {
-    super(`${url}: no answer after ${attempts} attempt(s): ${options.cause instanceof Error ? options.cause.message : String(options.cause)}`, options);
+    super(
+      `${url}: no answer after ${attempts} attempt(s): ${options.cause instanceof Error ? options.cause.message : String(options.cause)}`,
+      options,
+    );
   }
 }
 

@@ -38,7 +38,13 @@ export function parseAuthorization(answer: Record<string, unknown>, endpoint: st
     return { ...common, protocol: "x402", headers };
   }
   if (answer.protocol === "mpp" && typeof answer.paymentEndpoint === "string" && answer.submission !== undefined) {
-    return { ...common, protocol: "mpp", method: String(answer.method), paymentEndpoint: answer.paymentEndpoint, submission: answer.submission };
+    return {
+      ...common,
+      protocol: "mpp",
+      method: String(answer.method),
+      paymentEndpoint: answer.paymentEndpoint,
+      submission: answer.submission,
+    };
   }
   throw new PaymentProtocolError(`the gateway's payment authorization for ${endpoint} names no usable protocol`, endpoint);
 }

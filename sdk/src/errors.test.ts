@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import * as errors from "./errors.js";
+import type * as errors from "./errors.js";
 import {
   AuthenticationError,
   BudgetExceededError,
@@ -54,19 +54,33 @@ describe("the gateway's problem JSON maps to the spec's classes", () => {
   });
 
   it("daily budget, invocation budget, funds, protocol, payment and auth failures", () => {
-    expect(errorFromProblem(403, { code: "POLICY_VIOLATION", errorClass: "DailyBudgetExceededError", reason: "daily_budget_exceeded: requested 1 usdc, limit is 5 usdc" })).toBeInstanceOf(
-      DailyBudgetExceededError,
-    );
+    expect(
+      errorFromProblem(403, {
+        code: "POLICY_VIOLATION",
+        errorClass: "DailyBudgetExceededError",
+        reason: "daily_budget_exceeded: requested 1 usdc, limit is 5 usdc",
+      }),
+    ).toBeInstanceOf(DailyBudgetExceededError);
     const budget = errorFromProblem(422, { code: "BUDGET_EXCEEDED", detail: "budget_exceeded: requested 2 usdc, limit is 1 usdc" });
     expect(budget).toBeInstanceOf(BudgetExceededError);
     expect(budget).toBeInstanceOf(PolicyViolationError);
     expect((budget as BudgetExceededError).reason).toBe("budget_exceeded: requested 2 usdc, limit is 1 usdc");
 
-    const funds = errorFromProblem(422, { code: "INSUFFICIENT_FUNDS", errorClass: "InsufficientFundsError", detail: "no", currentBalance: { usdc: 2.000001 } });
+    const funds = errorFromProblem(422, {
+      code: "INSUFFICIENT_FUNDS",
+      errorClass: "InsufficientFundsError",
+      detail: "no",
+      currentBalance: { usdc: 2.000001 },
+    });
     expect(funds).toBeInstanceOf(InsufficientFundsError);
     expect((funds as InsufficientFundsError).currentBalance).toEqual({ usdc: 2.000001 });
 
-    const protocol = errorFromProblem(400, { code: "BAD_USER_INPUT", errorClass: "PaymentProtocolError", endpoint: "http://x/y", detail: "?" });
+    const protocol = errorFromProblem(400, {
+      code: "BAD_USER_INPUT",
+      errorClass: "PaymentProtocolError",
+      endpoint: "http://x/y",
+      detail: "?",
+    });
     expect(protocol).toBeInstanceOf(PaymentProtocolError);
     expect((protocol as PaymentProtocolError).endpoint).toBe("http://x/y");
 

@@ -164,7 +164,10 @@ export class PayFlow {
     const authorization = await this.#authorize(context, offer, options.idempotencyKey, extras);
     if (authorization.protocol === "x402") return this.#payX402(context, authorization);
     if (authorization.protocol === "mpp" && offer.mpp !== undefined) return this.#payMpp(context, authorization, offer.mpp);
-    throw new PaymentProtocolError(`the gateway chose ${String((authorization as { protocol?: unknown }).protocol)}, which ${context.endpoint} did not offer`, context.endpoint);
+    throw new PaymentProtocolError(
+      `the gateway chose ${String((authorization as { protocol?: unknown }).protocol)}, which ${context.endpoint} did not offer`,
+      context.endpoint,
+    );
   }
 
   #payContext(options: PayOptions): PayContext {
@@ -208,7 +211,12 @@ export class PayFlow {
     }
   }
 
-  async #authorize(context: PayContext, offer: PaymentOffer, idempotencyKey: string | undefined, extras: PayExtras): Promise<Authorization> {
+  async #authorize(
+    context: PayContext,
+    offer: PaymentOffer,
+    idempotencyKey: string | undefined,
+    extras: PayExtras,
+  ): Promise<Authorization> {
     const preference = extras.protocolPreference ?? this.#shared.protocolPreference;
     const body: Record<string, unknown> = {
       endpoint: context.endpoint,
@@ -218,11 +226,15 @@ export class PayFlow {
       ...(this.#parentTxHash === undefined ? {} : { parentTxHash: this.#parentTxHash }),
       ...(extras.invocationBudget === undefined ? {} : { invocationBudget: extras.invocationBudget }),
     };
-    const answer = await this.#shared.transport.request<Record<string, unknown>>("POST", `/v1/agents/${encodeURIComponent(this.#agentId)}/payments/authorize`, {
-      body,
-      ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
-      ...(context.signal === undefined ? {} : { signal: context.signal }),
-    });
+    const answer = await this.#shared.transport.request<Record<string, unknown>>(
+      "POST",
+      `/v1/agents/${encodeURIComponent(this.#agentId)}/payments/authorize`,
+      {
+        body,
+        ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+        ...(context.signal === undefined ? {} : { signal: context.signal }),
+      },
+    );
     return parseAuthorization(answer, context.endpoint);
   }
 
@@ -259,7 +271,12 @@ export class PayFlow {
     let confirmation: ApiAnswer;
     try {
       confirmation = await callApi(
-        { url: authorization.paymentEndpoint, method: "POST", headers: { "content-type": "application/json", accept: "application/json" }, body: JSON.stringify(authorization.submission) },
+        {
+          url: authorization.paymentEndpoint,
+          method: "POST",
+          headers: { "content-type": "application/json", accept: "application/json" },
+          body: JSON.stringify(authorization.submission),
+        },
         {
           fetch: this.#shared.fetch,
           timeoutMs: this.#shared.transport.timeout,
@@ -276,7 +293,11 @@ export class PayFlow {
     const token = confirmation.headers.get(X_MPP_SESSION);
     if (confirmation.status < 200 || confirmation.status > 299 || txHash === undefined) {
       const refusal = confirmation.headers.get(X_MPP_ERROR) ?? (typeof confirmed.error === "string" ? confirmed.error : null);
-      throw await this.#failed(authorization, context, `the MPP payment was not confirmed: ${confirmation.status}${refusal === null ? "" : ` ${refusal}`}`);
+      throw await this.#failed(
+        authorization,
+        context,
+        `the MPP payment was not confirmed: ${confirmation.status}${refusal === null ? "" : ` ${refusal}`}`,
+      );
     }
     // The money moved with the confirmation: close the reservation before using the session.
     const explorer = await this.#complete(authorization.reservationId, txHash);
@@ -311,11 +332,20 @@ export class PayFlow {
   }
 
   /** A call paid by an existing MPP session (no 402, no authorization round trip). */
-  async #sessionPaid(context: PayContext, answer: ApiAnswer, session: MppSession, receipt: NonNullable<ReturnType<typeof readMppReceipt>>): Promise<PaidResult> {
+  async #sessionPaid(
+    context: PayContext,
+    answer: ApiAnswer,
+    session: MppSession,
+    receipt: NonNullable<ReturnType<typeof readMppReceipt>>,
+  ): Promise<PaidResult> {
     const refreshed = answer.headers.get(X_MPP_SESSION);
     const sessionId = receipt.sessionId ?? session.sessionId;
     if (refreshed !== null && refreshed !== session.token) {
-      this.#shared.sessions.put(this.#sessionScope, context.origin, { ...session, token: refreshed, ...(sessionId === undefined ? {} : { sessionId }) });
+      this.#shared.sessions.put(this.#sessionScope, context.origin, {
+        ...session,
+        token: refreshed,
+        ...(sessionId === undefined ? {} : { sessionId }),
+      });
     }
     let amountUnits = session.amountUnits;
     if (receipt.charged === false) amountUnits = 0n;
@@ -365,11 +395,20 @@ export class PayFlow {
    * the gateway answers that the reservation was settled meanwhile, the money moved although the
    * answer was lost; the error says so (do not pay again without checking transactions.list).
    */
-  async #failed(authorization: Authorization, context: PayContext, message: string, cause?: unknown): Promise<PaymentError | InsufficientFundsError> {
+  async #failed(
+    authorization: Authorization,
+    context: PayContext,
+    message: string,
+    cause?: unknown,
+  ): Promise<PaymentError | InsufficientFundsError> {
     try {
-      await this.#shared.transport.request("POST", `/v1/agents/${encodeURIComponent(this.#agentId)}/payments/${encodeURIComponent(authorization.reservationId)}/release`, {
-        body: {},
-      });
+      await this.#shared.transport.request(
+        "POST",
+        `/v1/agents/${encodeURIComponent(this.#agentId)}/payments/${encodeURIComponent(authorization.reservationId)}/release`,
+        {
+          body: {},
+        },
+      );
     } catch (error) {
       if (error instanceof ServiceError && error.code === "CONFLICT" && /being settled/.test(error.message)) {
         // The payee already handed the payment to the facilitator: it may still land (and counts
@@ -380,10 +419,13 @@ export class PayFlow {
         });
       }
       if (error instanceof ServiceError && error.code === "CONFLICT" && /settled/.test(error.message)) {
-        return new PaymentError(`${message}; the gateway reports reservation ${authorization.reservationId} as settled: the payment was made, the answer was lost`, {
-          cause: cause ?? error,
-          code: "PAYMENT_SETTLED_ANSWER_LOST",
-        });
+        return new PaymentError(
+          `${message}; the gateway reports reservation ${authorization.reservationId} as settled: the payment was made, the answer was lost`,
+          {
+            cause: cause ?? error,
+            code: "PAYMENT_SETTLED_ANSWER_LOST",
+          },
+        );
       }
     }
     // The gateway does not hold funds back at authorization; a settlement the ledger refused for
@@ -403,7 +445,10 @@ export class PayFlow {
     const template = this.#shared.explorerTemplate;
     if (template !== undefined) return `${template.prefix}${encodeURIComponent(txHash)}${template.suffix}`;
     try {
-      const transaction = await this.#shared.transport.request<{ solanaExplorer?: unknown }>("GET", `/v1/transactions/${encodeURIComponent(txHash)}`);
+      const transaction = await this.#shared.transport.request<{ solanaExplorer?: unknown }>(
+        "GET",
+        `/v1/transactions/${encodeURIComponent(txHash)}`,
+      );
       if (typeof transaction?.solanaExplorer === "string" && transaction.solanaExplorer.length > 0) return transaction.solanaExplorer;
     } catch {
       // Not indexed yet (404) or unreachable: build the link from the network instead.

@@ -4,7 +4,14 @@ import { PaymentProtocolError } from "./errors.js";
 import { readPaymentOffer } from "./payment-required.js";
 import { readMppReceipt, readX402Receipt } from "./receipts.js";
 
-const X402 = { scheme: "exact", network: "solana-localnet", token: "Mint111", amount: "50000", payTo: "Payee111", resource: "http://api.test/x" };
+const X402 = {
+  scheme: "exact",
+  network: "solana-localnet",
+  token: "Mint111",
+  amount: "50000",
+  payTo: "Payee111",
+  resource: "http://api.test/x",
+};
 const MPP = {
   protocol: "mpp/1.0",
   amount: { value: "0.02", currency: "USDC" },
@@ -57,7 +64,9 @@ describe("receipts", () => {
   const b64 = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString("base64");
 
   it("x402: X-PAYMENT-RESPONSE base64 JSON", () => {
-    const headers = new Headers({ "x-payment-response": b64({ success: true, transaction: "Tx1", network: "solana-localnet", payer: "P" }) });
+    const headers = new Headers({
+      "x-payment-response": b64({ success: true, transaction: "Tx1", network: "solana-localnet", payer: "P" }),
+    });
     expect(readX402Receipt(headers)).toEqual({ success: true, transaction: "Tx1", network: "solana-localnet", payer: "P" });
     expect(readX402Receipt(new Headers({ "x-payment-response": "%%%" }))).toBeUndefined();
     expect(readX402Receipt(new Headers({ "x-payment-response": b64({ success: true }) }))).toBeUndefined();

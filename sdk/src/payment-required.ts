@@ -51,7 +51,8 @@ export function readMpp(value: unknown): MppRequest | undefined {
   if (!isRecord(value) || value.protocol !== MPP_PROTOCOL) return undefined;
   const { amount, paymentMethods, sessionSupported, paymentEndpoint } = value;
   if (!isRecord(amount) || !isString(amount.value) || !isString(amount.currency)) return undefined;
-  if (!Array.isArray(paymentMethods) || paymentMethods.length === 0 || paymentMethods.length > 32 || !paymentMethods.every(isString)) return undefined;
+  if (!Array.isArray(paymentMethods) || paymentMethods.length === 0 || paymentMethods.length > 32 || !paymentMethods.every(isString))
+    return undefined;
   if (!isString(paymentEndpoint)) return undefined;
   return {
     protocol: MPP_PROTOCOL,
@@ -76,7 +77,10 @@ export function readPaymentOffer(body: unknown, endpoint: string): PaymentOffer 
   }
   if (offer.x402 === undefined && offer.mpp === undefined) {
     const named = isRecord(body) && typeof body.protocol === "string" ? ` (protocol ${JSON.stringify(body.protocol.slice(0, 40))})` : "";
-    throw new PaymentProtocolError(`${endpoint} answered 402 with no recognised payment requirement${named}: neither x402 (spec 2.7) nor MPP mpp/1.0 (spec 2.9)`, endpoint);
+    throw new PaymentProtocolError(
+      `${endpoint} answered 402 with no recognised payment requirement${named}: neither x402 (spec 2.7) nor MPP mpp/1.0 (spec 2.9)`,
+      endpoint,
+    );
   }
   return offer;
 }

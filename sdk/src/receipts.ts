@@ -69,9 +69,10 @@ export function readMppReceipt(headers: Headers, body: unknown): MppReceipt | un
   if (txHash === undefined) return undefined;
   const sessionId = optionalString(header.sessionId) ?? optionalString(fromBody.sessionId);
   const method = optionalString(header.method);
-  const amount = isRecord(header.amount) && optionalString(header.amount.value) && optionalString(header.amount.currency)
-    ? { value: header.amount.value as string, currency: header.amount.currency as string }
-    : undefined;
+  const amount =
+    isRecord(header.amount) && optionalString(header.amount.value) && optionalString(header.amount.currency)
+      ? { value: header.amount.value as string, currency: header.amount.currency as string }
+      : undefined;
   return {
     txHash,
     ...(sessionId ? { sessionId } : {}),

@@ -66,7 +66,11 @@ export class TimeoutError extends Error {
  * no AbortSignal.any, so the two are joined by hand). The timer covers reading the body too,
  * because `attempt` reads it before resolving.
  */
-export async function withTimeout<T>(timeoutMs: number, outer: AbortSignal | undefined, attempt: (signal: AbortSignal) => Promise<T>): Promise<T> {
+export async function withTimeout<T>(
+  timeoutMs: number,
+  outer: AbortSignal | undefined,
+  attempt: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
   const controller = new AbortController();
   const timeout = new TimeoutError(timeoutMs);
   const timer = setTimeout(() => controller.abort(timeout), timeoutMs);

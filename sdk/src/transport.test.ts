@@ -27,7 +27,12 @@ async function loopback(replies: Reply[]): Promise<{ url: string; seen: Seen[] }
     const chunks: Buffer[] = [];
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
     request.on("end", () => {
-      const entry = { method: request.method ?? "", url: request.url ?? "", headers: request.headers, body: Buffer.concat(chunks).toString("utf8") };
+      const entry = {
+        method: request.method ?? "",
+        url: request.url ?? "",
+        headers: request.headers,
+        body: Buffer.concat(chunks).toString("utf8"),
+      };
       seen.push(entry);
       replies[Math.min(seen.length - 1, replies.length - 1)]!(response, entry);
     });
@@ -59,7 +64,11 @@ function transport(url: string, maxRetries = 3, timeout = 30_000): Transport {
 
 describe("retries of transient failures", () => {
   it("a POST failing with 503 twice succeeds on the third attempt with the same Idempotency-Key", async () => {
-    const api = await loopback([json(503, { code: "SERVICE_UNAVAILABLE" }), json(503, { code: "SERVICE_UNAVAILABLE" }), json(200, { ok: 1 })]);
+    const api = await loopback([
+      json(503, { code: "SERVICE_UNAVAILABLE" }),
+      json(503, { code: "SERVICE_UNAVAILABLE" }),
+      json(200, { ok: 1 }),
+    ]);
     const answer = await transport(api.url).request<{ ok: number }>("POST", "/v1/things", { body: { usdc: 1.5 } });
     expect(answer).toEqual({ ok: 1 });
     expect(api.seen).toHaveLength(3);
@@ -87,7 +96,9 @@ describe("retries of transient failures", () => {
 
   it("a GET carries no Idempotency-Key and is retried after a dropped connection", async () => {
     const api = await loopback([reset, reset, json(200, { usdc: 2.000001 })]);
-    const answer = await transport(api.url).request<{ usdc: number }>("GET", "/v1/agents/a/wallet/balance", { query: { limit: 5, since: undefined } });
+    const answer = await transport(api.url).request<{ usdc: number }>("GET", "/v1/agents/a/wallet/balance", {
+      query: { limit: 5, since: undefined },
+    });
     expect(answer).toEqual({ usdc: 2.000001 });
     expect(api.seen).toHaveLength(3);
     expect(api.seen[0]!.headers["idempotency-key"]).toBeUndefined();
@@ -113,7 +124,9 @@ describe("retries of transient failures", () => {
 
   it("after maxRetries the last failure is thrown as PaymentError with it as cause", async () => {
     const api = await loopback([json(500, { code: "INTERNAL_SERVER_ERROR", detail: "boom" })]);
-    const error = await transport(api.url, 2).request("POST", "/v1/x", { body: {} }).catch((caught: unknown) => caught);
+    const error = await transport(api.url, 2)
+      .request("POST", "/v1/x", { body: {} })
+      .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(PaymentError);
     expect((error as PaymentError).message).toMatch(/after 3 attempts: boom/);
     expect((error as PaymentError).cause).toBeInstanceOf(ServiceError);
@@ -133,9 +146,15 @@ describe("retries of transient failures", () => {
 describe("definite answers are never retried", () => {
   it("a 4xx is thrown at once as its typed error", async () => {
     const api = await loopback([
-      json(403, { code: "POLICY_VIOLATION", errorClass: "PolicyViolationError", reason: "per_call_limit_exceeded: requested 1 usdc, limit is 0.5 usdc" }),
+      json(403, {
+        code: "POLICY_VIOLATION",
+        errorClass: "PolicyViolationError",
+        reason: "per_call_limit_exceeded: requested 1 usdc, limit is 0.5 usdc",
+      }),
     ]);
-    const error = await transport(api.url).request("POST", "/v1/agents/a/payments/authorize", { body: {} }).catch((caught: unknown) => caught);
+    const error = await transport(api.url)
+      .request("POST", "/v1/agents/a/payments/authorize", { body: {} })
+      .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(PolicyViolationError);
     expect((error as PolicyViolationError).reason).toBe("per_call_limit_exceeded: requested 1 usdc, limit is 0.5 usdc");
     expect(api.seen).toHaveLength(1);
@@ -149,7 +168,9 @@ describe("definite answers are never retried", () => {
       [422, "IDEMPOTENCY_KEY_REUSED"],
     ] as const) {
       const api = await loopback([json(status, { code, detail: code })]);
-      const error = await transport(api.url).request("POST", "/v1/x", { body: {} }).catch((caught: unknown) => caught);
+      const error = await transport(api.url)
+        .request("POST", "/v1/x", { body: {} })
+        .catch((caught: unknown) => caught);
       expect(error, code).toBeInstanceOf(ServiceError);
       expect((error as ServiceError).code).toBe(code);
       expect((error as ServiceError).status).toBe(status);
@@ -168,7 +189,9 @@ describe("definite answers are never retried", () => {
     await expect(transport(api.url).request("POST", "/v1/x", { body: {} })).rejects.toBeInstanceOf(ServiceError);
     expect(api.seen).toHaveLength(1);
     const failed = await loopback([json(502, { code: "PAYMENT_FAILED", errorClass: "PaymentError", detail: "expired" })]);
-    const error = await transport(failed.url).request("POST", "/v1/x", { body: {} }).catch((caught: unknown) => caught);
+    const error = await transport(failed.url)
+      .request("POST", "/v1/x", { body: {} })
+      .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(PaymentError);
     expect((error as PaymentError).message).toBe("expired");
     expect(failed.seen).toHaveLength(1);

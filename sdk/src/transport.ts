@@ -100,7 +100,8 @@ export class Transport {
     }
     if (upper === "POST") {
       const key = options.idempotencyKey ?? randomUUID();
-      if (!IDEMPOTENCY_KEY.test(key)) throw new ServiceError("idempotencyKey must be 1-255 visible ASCII characters", { code: "INVALID_IDEMPOTENCY_KEY" });
+      if (!IDEMPOTENCY_KEY.test(key))
+        throw new ServiceError("idempotencyKey must be 1-255 visible ASCII characters", { code: "INVALID_IDEMPOTENCY_KEY" });
       headers["idempotency-key"] = key;
     }
     return this.withRetries(options.signal, async (signal) => {
@@ -191,7 +192,8 @@ function classify(response: Response, problem: unknown, requestId: string | unde
   const retryable = isRecord(problem) ? problem.retryable : undefined;
   if (retryable === false) return error;
   const retryAfter = parseRetryAfter(response.headers.get("retry-after"));
-  if (response.status === 409 && (retryable === true || error.code === "IDEMPOTENCY_IN_PROGRESS")) return new TransientFailure(error, retryAfter);
+  if (response.status === 409 && (retryable === true || error.code === "IDEMPOTENCY_IN_PROGRESS"))
+    return new TransientFailure(error, retryAfter);
   // PAYMENT_FAILED (502) is the gateway's definite answer, stored with the key: a retry replays it.
   if (response.status >= 500 && error.code !== "PAYMENT_FAILED") return new TransientFailure(error, retryAfter);
   return error;
@@ -249,4 +251,3 @@ function nonNegativeInteger(value: number, name: string): number {
   if (!Number.isSafeInteger(value) || value < 0) throw new TypeError(`${name} must be a non-negative integer`);
   return value;
 }
-

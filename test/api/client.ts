@@ -7,7 +7,11 @@ export interface GraphQLResponse<T = Record<string, any>> {
 }
 
 export function createClient(baseUrl: string) {
-  async function gql<T = Record<string, any>>(key: string | null, query: string, variables: Record<string, unknown> = {}): Promise<GraphQLResponse<T>> {
+  async function gql<T = Record<string, any>>(
+    key: string | null,
+    query: string,
+    variables: Record<string, unknown> = {},
+  ): Promise<GraphQLResponse<T>> {
     const response = await fetch(`${baseUrl}/graphql`, {
       method: "POST",
       headers: { "content-type": "application/json", ...(key === null ? {} : { authorization: `Bearer ${key}` }) },

@@ -19,9 +19,9 @@ describe("query limits", () => {
     const five = `{ transaction(txHash: "x") { parent { parent { parent { txHash } } } } }`;
     expect(codes(five, 5)).toEqual([]);
     expect(codes(five, 4)).toEqual(["QUERY_TOO_DEEP"]);
-    expect(codes(`fragment F on Transaction { parent { parent { txHash } } } { transaction(txHash: "x") { parent { ...F } } }`, 4)).toEqual([
-      "QUERY_TOO_DEEP",
-    ]);
+    expect(codes(`fragment F on Transaction { parent { parent { txHash } } } { transaction(txHash: "x") { parent { ...F } } }`, 4)).toEqual(
+      ["QUERY_TOO_DEEP"],
+    );
     expect(codes(`{ transaction(txHash: "x") { ... on Transaction { parent { parent { parent { txHash } } } } } }`, 4)).toEqual([
       "QUERY_TOO_DEEP",
     ]);
@@ -39,7 +39,8 @@ describe("query limits", () => {
   });
 
   it("aliases multiply cost; chain-reading fields weigh more", () => {
-    const tree = (i: number) => `t${i}: paymentTree(rootTxHash: "x", nodeLimit: 5000) { nodes { txHash parentTxHash depth amount amountUnits } }`;
+    const tree = (i: number) =>
+      `t${i}: paymentTree(rootTxHash: "x", nodeLimit: 5000) { nodes { txHash parentTxHash depth amount amountUnits } }`;
     expect(codes(`{ ${tree(0)} }`)).toEqual([]);
     expect(codes(`{ ${[0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(tree).join(" ")} }`)).toEqual(["QUERY_TOO_COSTLY"]);
     expect(codes(`{ agents { balance } }`, 10, 1_000)).toEqual(["QUERY_TOO_COSTLY"]);
@@ -47,7 +48,9 @@ describe("query limits", () => {
   });
 
   it("a fragment cycle is reported by graphql-js and does not hang the cost rule", () => {
-    const result = codes(`fragment A on Transaction { parent { ...B } } fragment B on Transaction { parent { ...A } } { transaction(txHash: "x") { ...A } }`);
+    const result = codes(
+      `fragment A on Transaction { parent { ...B } } fragment B on Transaction { parent { ...A } } { transaction(txHash: "x") { ...A } }`,
+    );
     expect(result.length).toBeGreaterThan(0);
   });
 });

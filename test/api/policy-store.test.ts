@@ -39,9 +39,7 @@ afterAll(async () => {
 });
 
 async function reservationCount(agentId: string): Promise<number> {
-  const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1", [
-    agentId,
-  ]);
+  const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1", [agentId]);
   return rows[0]!.n;
 }
 
@@ -271,9 +269,7 @@ describe("concurrency", () => {
   });
 
   async function fire(agent: string, count: number, amountUnits: bigint) {
-    return Promise.all(
-      Array.from({ length: count }, (_, i) => reserveWithinPolicy(wide, agent, pay(amountUnits), at(i))),
-    );
+    return Promise.all(Array.from({ length: count }, (_, i) => reserveWithinPolicy(wide, agent, pay(amountUnits), at(i))));
   }
 
   it("50 concurrent reservations never sum above the daily budget", async () => {

@@ -215,9 +215,13 @@ describe("paymentTree: one recursive query, depth from the root, totals", () => 
 describe("transactions: every filter against what was sent", () => {
   it("transaction(txHash) returns the spec 2.2 fields of a payment", async () => {
     const sent = world.payments.find((p) => p.agentId === "a-spender" && p.amountUnits === 300_000n)!;
-    const data: any = await client.ok(world.keys.A, `query($h: String!) { transaction(txHash: $h) { ${LIST_FIELDS} agent { agentId name } } }`, {
-      h: sent.txHash,
-    });
+    const data: any = await client.ok(
+      world.keys.A,
+      `query($h: String!) { transaction(txHash: $h) { ${LIST_FIELDS} agent { agentId name } } }`,
+      {
+        h: sent.txHash,
+      },
+    );
     expect(data.transaction).toMatchObject({
       id: sent.txHash,
       txHash: sent.txHash,
@@ -266,7 +270,14 @@ describe("transactions: every filter against what was sent", () => {
   });
 
   it("since filter, for each window", async () => {
-    for (const [since, seconds] of [["15m", 15 * MINUTE_S], ["1h", HOUR_S], ["24h", DAY_S], ["7d", 7 * DAY_S], ["30d", 30 * DAY_S], ["60d", 60 * DAY_S]] as const) {
+    for (const [since, seconds] of [
+      ["15m", 15 * MINUTE_S],
+      ["1h", HOUR_S],
+      ["24h", DAY_S],
+      ["7d", 7 * DAY_S],
+      ["30d", 30 * DAY_S],
+      ["60d", 60 * DAY_S],
+    ] as const) {
       const listed = await listAll(world.keys.A, `since: "${since}"`);
       expect(listed.map(listedKey).sort(), since).toEqual(expectedKeys("A", { sinceS: seconds }));
     }
@@ -316,7 +327,13 @@ function expectedSpend(account: "A" | "B", agentId: string | undefined, inWindow
         const amount = sum(ps.map((p) => p.amountUnits));
         return { key: k, amount: usdc(amount), amountUnits: amount.toString(), percent: percent(amount, total), txCount: ps.length };
       })
-      .sort((a, b) => (BigInt(a.amountUnits) === BigInt(b.amountUnits) ? a.key.localeCompare(b.key) : BigInt(b.amountUnits) > BigInt(a.amountUnits) ? 1 : -1));
+      .sort((a, b) =>
+        BigInt(a.amountUnits) === BigInt(b.amountUnits)
+          ? a.key.localeCompare(b.key)
+          : BigInt(b.amountUnits) > BigInt(a.amountUnits)
+            ? 1
+            : -1,
+      );
   };
   return {
     total: usdc(total),
@@ -355,9 +372,7 @@ describe("spendSummary: every window against what was sent", () => {
     const { agentId: _a, window, from: _f, to: _t, ...summary } = data.spendSummary;
     expect(window).toBe("custom");
     // The range is rounded down to minutes; no payment sits within a minute of its ends.
-    expect(summary).toEqual(
-      expectedSpend("A", "a-spender", (p) => secondsAgo(p) <= 45 * DAY_S && secondsAgo(p) > 5 * DAY_S),
-    );
+    expect(summary).toEqual(expectedSpend("A", "a-spender", (p) => secondsAgo(p) <= 45 * DAY_S && secondsAgo(p) > 5 * DAY_S));
     expect(summary.txCount).toBe(2);
   });
 
@@ -383,7 +398,13 @@ function expectedMetrics(agentId: string, from: number, to: number, resolutionS:
     const inBucket = chosen.filter((p) => paymentTime(p) >= start && paymentTime(p) < start + resolutionS);
     const amount = sum(inBucket.map((p) => p.amountUnits));
     const of = (protocol: string): string => sum(inBucket.filter((p) => p.protocol === protocol).map((p) => p.amountUnits)).toString();
-    return { timestamp: new Date(start * 1000).toISOString(), value: usdc(amount), valueUnits: amount.toString(), x402Units: of("x402"), mppUnits: of("mpp") };
+    return {
+      timestamp: new Date(start * 1000).toISOString(),
+      value: usdc(amount),
+      valueUnits: amount.toString(),
+      x402Units: of("x402"),
+      mppUnits: of("mpp"),
+    };
   });
   const txCount = Array.from({ length: buckets }, (_, i) => {
     const start = from + i * resolutionS;
@@ -430,7 +451,13 @@ describe("metrics (spec 4.2): every window against what was sent; REST returns t
         const data: any = await client.ok(world.keys.A, METRICS, { agentId, window, resolution });
         const to = windowEnd();
         const from = to - WINDOWS_S[window]!;
-        expect(data.metrics).toMatchObject({ agentId, window, resolution, from: new Date(from * 1000).toISOString(), to: new Date(to * 1000).toISOString() });
+        expect(data.metrics).toMatchObject({
+          agentId,
+          window,
+          resolution,
+          from: new Date(from * 1000).toISOString(),
+          to: new Date(to * 1000).toISOString(),
+        });
         expect(data.metrics.metrics, `${window} ${agentId}`).toEqual(expectedMetrics(agentId, from, to, resolutionS));
       }
     });
@@ -447,7 +474,12 @@ describe("metrics (spec 4.2): every window against what was sent; REST returns t
     });
     const expected = expectedMetrics("a-spender", from, to, DAY_S);
     expect(data.metrics.window).toBe("custom");
-    expect(data.metrics.metrics).toEqual({ spend: expected.spend, policy_violations: expected.policy_violations, tx_count: null, protocol_split: null });
+    expect(data.metrics.metrics).toEqual({
+      spend: expected.spend,
+      policy_violations: expected.policy_violations,
+      tx_count: null,
+      protocol_split: null,
+    });
   });
 
   it("GET /v1/agents/{agentId}/metrics returns the same data as the GraphQL field", async () => {
@@ -470,7 +502,11 @@ describe("metrics (spec 4.2): every window against what was sent; REST returns t
       metrics: {
         ...metrics.metrics,
         spend: metrics.metrics.spend.map((p: any) => ({ ...p, value: Number(p.value) })),
-        protocol_split: { ...metrics.metrics.protocol_split, x402: Number(metrics.metrics.protocol_split.x402), mpp: Number(metrics.metrics.protocol_split.mpp) },
+        protocol_split: {
+          ...metrics.metrics.protocol_split,
+          x402: Number(metrics.metrics.protocol_split.x402),
+          mpp: Number(metrics.metrics.protocol_split.mpp),
+        },
       },
     });
     expect(body).toEqual(withSpecNumbers(graph.metrics));
@@ -491,7 +527,11 @@ describe("agents, wallet and invocation budgets", () => {
     expect(data.agents.map((a: any) => a.agentId)).toEqual(["a-orch", "a-spender", "a-sub", "a-subsub"]);
     for (const agent of data.agents) {
       const onChain = await tokenBalanceUnits(world.ledger.provider, world.wallets[agent.agentId]!.tokenAccount);
-      expect(agent).toMatchObject({ walletAddress: world.wallets[agent.agentId]!.publicKey.toBase58(), balanceUnits: onChain.toString(), balance: usdc(onChain) });
+      expect(agent).toMatchObject({
+        walletAddress: world.wallets[agent.agentId]!.publicKey.toBase58(),
+        balanceUnits: onChain.toString(),
+        balance: usdc(onChain),
+      });
     }
   });
 
@@ -519,12 +559,34 @@ describe("agents, wallet and invocation budgets", () => {
     const sub = data.invocation.subAgents.sort((a: any, b: any) => (a.budgetUnits > b.budgetUnits ? -1 : 1));
     expect(sub).toEqual(
       [
-        { invocation: first, invokerAgentId: "a-orch", subAgentId: "a-sub", budgetUnits: "3000000", spentUnits: "2500000", remaining: "0.500000", paymentCount: 2 },
+        {
+          invocation: first,
+          invokerAgentId: "a-orch",
+          subAgentId: "a-sub",
+          budgetUnits: "3000000",
+          spentUnits: "2500000",
+          remaining: "0.500000",
+          paymentCount: 2,
+        },
         // B's agent was invoked by A's orchestrator: A sees the budget, not B's agent id.
-        { invocation: foreign, invokerAgentId: "a-orch", subAgentId: null, budgetUnits: "1000000", spentUnits: "300000", remaining: "0.700000", paymentCount: 1 },
+        {
+          invocation: foreign,
+          invokerAgentId: "a-orch",
+          subAgentId: null,
+          budgetUnits: "1000000",
+          spentUnits: "300000",
+          remaining: "0.700000",
+          paymentCount: 1,
+        },
       ].sort((a, b) => (a.budgetUnits > b.budgetUnits ? -1 : 1)),
     );
-    expect(data.invocation).toMatchObject({ parentTxHash: world.tree.root, budgetUnits: "4000000", spentUnits: "2800000", remainingUnits: "1200000", paymentCount: 3 });
+    expect(data.invocation).toMatchObject({
+      parentTxHash: world.tree.root,
+      budgetUnits: "4000000",
+      spentUnits: "2800000",
+      remainingUnits: "1200000",
+      paymentCount: 3,
+    });
   });
 });
 
@@ -543,12 +605,22 @@ describe("policy and checkPolicy: the policy engine's read view and dry run", ()
     await putPolicy(
       world.db.pool,
       "a-spender",
-      { dailyBudgetUnits: 10_000_000n, perCallLimitUnits: 3_000_000n, allowedDomains: ["example.com"], rateLimit: { calls: 5, window: "1h" } },
+      {
+        dailyBudgetUnits: 10_000_000n,
+        perCallLimitUnits: 3_000_000n,
+        allowedDomains: ["example.com"],
+        rateLimit: { calls: 5, window: "1h" },
+      },
       world.now,
     );
     // Two payments the gateway let through: 8 of 10 USDC used, the 80 % warning reached.
     for (const amountUnits of [2_500_000n, 2_500_000n, 3_000_000n]) {
-      const reserved = await reserveWithinPolicy(world.db.pool, "a-spender", { endpoint: "api.example.com/v1/quote", amountUnits }, new Date(world.now.getTime() - 60_000));
+      const reserved = await reserveWithinPolicy(
+        world.db.pool,
+        "a-spender",
+        { endpoint: "api.example.com/v1/quote", amountUnits },
+        new Date(world.now.getTime() - 60_000),
+      );
       expect(reserved.decision.decision).toBe("allow");
     }
   });
@@ -573,7 +645,14 @@ describe("policy and checkPolicy: the policy engine's read view and dry run", ()
 
   it("an agent without a stored policy has no limits and nothing used", async () => {
     const data: any = await client.ok(world.keys.A, POLICY, { agentId: "a-orch" });
-    expect(data.policy).toMatchObject({ dailyBudget: null, perCallLimit: null, allowedDomains: null, usedToday: "0.000000", budgetState: "open", updatedAt: null });
+    expect(data.policy).toMatchObject({
+      dailyBudget: null,
+      perCallLimit: null,
+      allowedDomains: null,
+      usedToday: "0.000000",
+      budgetState: "open",
+      updatedAt: null,
+    });
   });
 
   it("checkPolicy answers each rule's breach, and allows what fits, recording nothing", async () => {
@@ -594,10 +673,20 @@ describe("policy and checkPolicy: the policy engine's read view and dry run", ()
   });
 
   it("bad amounts and endpoints are BAD_USER_INPUT; another account's agent is NOT_FOUND", async () => {
-    for (const [endpoint, amount] of [["api.example.com/x", "-1"], ["api.example.com/x", "1.1234567"], ["api.example.com/x", "abc"], ["", "1"], ["ftp://x.example.com/", "1"]]) {
-      expect(await client.codes(world.keys.A, CHECK, { agentId: "a-spender", endpoint, amount }), `${endpoint} ${amount}`).toEqual(["BAD_USER_INPUT"]);
+    for (const [endpoint, amount] of [
+      ["api.example.com/x", "-1"],
+      ["api.example.com/x", "1.1234567"],
+      ["api.example.com/x", "abc"],
+      ["", "1"],
+      ["ftp://x.example.com/", "1"],
+    ]) {
+      expect(await client.codes(world.keys.A, CHECK, { agentId: "a-spender", endpoint, amount }), `${endpoint} ${amount}`).toEqual([
+        "BAD_USER_INPUT",
+      ]);
     }
-    expect(await client.codes(world.keys.B, CHECK, { agentId: "a-spender", endpoint: "api.example.com/x", amount: "1" })).toEqual(["NOT_FOUND"]);
+    expect(await client.codes(world.keys.B, CHECK, { agentId: "a-spender", endpoint: "api.example.com/x", amount: "1" })).toEqual([
+      "NOT_FOUND",
+    ]);
     expect(await client.codes(world.keys.B, POLICY, { agentId: "a-spender" })).toEqual(["NOT_FOUND"]);
   });
 });
@@ -608,7 +697,15 @@ describe("isolation: a key of one account never sees another account's data", ()
   const aHashes = (): Set<string> => new Set(world.payments.filter((p) => p.account === "A").map((p) => p.txHash));
 
   it("B's listings, with every filter, hold only B's payments and rejections", async () => {
-    for (const filter of ["", "protocol: x402", "protocol: mpp", `domain: "example.org"`, `since: "30d"`, "status: rejected", "status: confirmed"]) {
+    for (const filter of [
+      "",
+      "protocol: x402",
+      "protocol: mpp",
+      `domain: "example.org"`,
+      `since: "30d"`,
+      "status: rejected",
+      "status: confirmed",
+    ]) {
       const listed = await listAll(world.keys.B, filter);
       for (const row of listed) expect(row.agentId).toBe("b-agent");
       for (const row of listed) if (row.txHash !== null) expect(aHashes().has(row.txHash)).toBe(false);
@@ -623,7 +720,10 @@ describe("isolation: a key of one account never sees another account's data", ()
     }
     expect((await client.ok<any>(world.keys.B, `{ invocation(txHash: "${world.tree.c2}") { budgetUnits } }`)).invocation).toBeNull();
     // B's own agent's budget under A's root: only B's part is shown.
-    const foreign: any = await client.ok(world.keys.B, `{ invocation(txHash: "${world.tree.root}") { budgetUnits subAgents { subAgentId invokerAgentId } } }`);
+    const foreign: any = await client.ok(
+      world.keys.B,
+      `{ invocation(txHash: "${world.tree.root}") { budgetUnits subAgents { subAgentId invokerAgentId } } }`,
+    );
     expect(foreign.invocation).toEqual({ budgetUnits: "1000000", subAgents: [{ subAgentId: "b-agent", invokerAgentId: null }] });
     for (const query of [
       `{ transactions(agentId: "a-spender") { nodes { id } } }`,
@@ -636,7 +736,9 @@ describe("isolation: a key of one account never sees another account's data", ()
     }
     const agents: any = await client.ok(world.keys.B, "{ agents { agentId } }");
     expect(agents.agents).toEqual([{ agentId: "b-agent" }]);
-    const rest = await fetch(`${baseUrl()}/v1/agents/a-spender/metrics?window=24h`, { headers: { authorization: `Bearer ${world.keys.B}` } });
+    const rest = await fetch(`${baseUrl()}/v1/agents/a-spender/metrics?window=24h`, {
+      headers: { authorization: `Bearer ${world.keys.B}` },
+    });
     expect(rest.status).toBe(404);
     expect(await rest.json()).toMatchObject({ code: "NOT_FOUND" });
   });
@@ -694,14 +796,22 @@ describe("isolation: a key of one account never sees another account's data", ()
     expect(pid).toBeDefined();
     await world.db.pool.query("SELECT pg_terminate_backend($1::int)", [pid]);
     const deadline = Date.now() + 10_000;
-    await pollUntil(async () => (await listeners()).some((p) => p !== pid), { timeoutMs: 10_000, intervalMs: 100, what: "a new LISTEN connection" });
+    await pollUntil(async () => (await listeners()).some((p) => p !== pid), {
+      timeoutMs: 10_000,
+      intervalMs: 100,
+      what: "a new LISTEN connection",
+    });
     const feed = await client.subscribe(world.keys.A, `subscription { transactionRecorded(agentId: "a-orch") { txHash } }`);
     try {
       await new Promise((resolve) => setTimeout(resolve, 300));
       await world.db.pool.query("SELECT pg_notify('ledger_transactions', $1)", [
         JSON.stringify({ txHash: world.tree.root, agent: world.wallets["a-orch"]!.publicKey.toBase58(), slot: "1" }),
       ]);
-      await pollUntil(() => feed.events.length > 0, { timeoutMs: deadline + 5_000 - Date.now(), intervalMs: 50, what: "the notification on the reconnected feed" });
+      await pollUntil(() => feed.events.length > 0, {
+        timeoutMs: deadline + 5_000 - Date.now(),
+        intervalMs: 50,
+        what: "the notification on the reconnected feed",
+      });
       expect(feed.events.map((e) => e.data.transactionRecorded.txHash)).toEqual([world.tree.root]);
     } finally {
       feed.close();
@@ -755,7 +865,10 @@ describe("authentication and bad input get clear coded errors", () => {
     const atLimit = `{ transaction(txHash: "${h}") { parent { parent { parent { parent { txHash } } } } } }`;
     const data: any = await client.ok(world.keys.A, atLimit);
     expect(data.transaction.parent.parent.parent.parent).toBeNull(); // the root has no parent
-    expect((await client.ok<any>(world.keys.A, `{ transaction(txHash: "${h}") { parent { parent { txHash } } } }`)).transaction.parent.parent.txHash).toBe(world.tree.c2);
+    expect(
+      (await client.ok<any>(world.keys.A, `{ transaction(txHash: "${h}") { parent { parent { txHash } } } }`)).transaction.parent.parent
+        .txHash,
+    ).toBe(world.tree.c2);
     const tooDeep = `{ transaction(txHash: "${h}") { parent { parent { parent { parent { parent { parent { txHash } } } } } } } }`;
     expect(await client.codes(world.keys.A, tooDeep)).toEqual(["QUERY_TOO_DEEP"]);
     const viaFragments = `fragment P on Transaction { parent { parent { ...Q } } } fragment Q on Transaction { parent { parent { txHash } } }

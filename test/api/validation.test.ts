@@ -93,14 +93,23 @@ describe("argument parsing", () => {
   });
 
   it("named windows end at the next whole minute and span exactly their length", () => {
-    for (const [label, ms] of [["1h", 3_600_000], ["24h", 86_400_000], ["7d", 604_800_000], ["30d", 2_592_000_000]] as const) {
+    for (const [label, ms] of [
+      ["1h", 3_600_000],
+      ["24h", 86_400_000],
+      ["7d", 604_800_000],
+      ["30d", 2_592_000_000],
+    ] as const) {
       const window = parseWindow(label, null, NOW);
       expect(window.label).toBe(label);
       expect(window.to.toISOString()).toBe("2026-03-10T12:35:00.000Z");
       expect(window.to.getTime() - window.from.getTime()).toBe(ms);
     }
     expect(parseWindow(undefined, null, NOW).label).toBe("24h");
-    for (const bad of ["2h", "1d", "custom", "", "90d"]) expect(badInput(() => parseWindow(bad, null, NOW)), bad).toBe("window");
+    for (const bad of ["2h", "1d", "custom", "", "90d"])
+      expect(
+        badInput(() => parseWindow(bad, null, NOW)),
+        bad,
+      ).toBe("window");
   });
 
   it("a custom range is rounded down to minutes, ordered, zoned and at most 400 days", () => {
@@ -140,7 +149,10 @@ describe("argument parsing", () => {
       expect(parseCursor("after", encodeCursor(cursor))).toEqual(cursor);
     }
     for (const bad of ["", "bm9wZQ", Buffer.from("1:2:3").toString("base64url"), Buffer.from("x:0:1").toString("base64url")]) {
-      expect(badInput(() => parseCursor("after", bad)), bad).toBe("after");
+      expect(
+        badInput(() => parseCursor("after", bad)),
+        bad,
+      ).toBe("after");
     }
   });
 });

@@ -196,7 +196,14 @@ beforeAll(async () => {
       summarizerPaid = (await clientOf("summarizer").withParent(payment.txHash).pay({ endpoint: searchUrl })) as PaidResult;
       sendJson(res, 200, { summary: "short", paidWith: summarizerPaid.txHash });
     },
-    x402Middleware({ facilitatorUrl: system.apiUrl, apiKey: buyerKey, amount: "200000", token: "usdc", network: system.network, payTo: wallets.get("summarizer")! }),
+    x402Middleware({
+      facilitatorUrl: system.apiUrl,
+      apiKey: buyerKey,
+      amount: "200000",
+      token: "usdc",
+      network: system.network,
+      payTo: wallets.get("summarizer")!,
+    }),
   );
   summarizerUrl = `${summarizer}/summarize`;
 
@@ -206,7 +213,12 @@ beforeAll(async () => {
       const payment = req.payment as X402Payment;
       const task = await readBody(req);
       const self = clientOf("researcher").withParent(payment.txHash);
-      const log: ResearchLog = { parentTxHash: payment.txHash, paid: [], summary: null, refusals: { perCall: null, domain: null, budget: null } };
+      const log: ResearchLog = {
+        parentTxHash: payment.txHash,
+        paid: [],
+        summary: null,
+        refusals: { perCall: null, domain: null, budget: null },
+      };
       research = log;
       log.paid.push((await self.pay({ endpoint: searchUrl })) as PaidResult); // 0.10 → 20 %
       log.paid.push((await self.pay({ endpoint: llmUrl, method: "POST", body: { prompt: "summarize" } })) as PaidResult); // 0.05 → 30 %
@@ -218,13 +230,24 @@ beforeAll(async () => {
       log.refusals.budget = await refusal(self.pay({ endpoint: searchUrl })); // 0.40 + 0.10 > invocation budget 0.45
       sendJson(res, 200, { report: "done", task });
     },
-    x402Middleware({ facilitatorUrl: system.apiUrl, apiKey: buyerKey, amount: "250000", token: "usdc", network: system.network, payTo: wallets.get("researcher")! }),
+    x402Middleware({
+      facilitatorUrl: system.apiUrl,
+      apiKey: buyerKey,
+      amount: "250000",
+      token: "usdc",
+      network: system.network,
+      payTo: wallets.get("researcher")!,
+    }),
   );
   researcherUrl = `${researcher}/research`;
 
   // The story itself: the orchestrator invokes the researcher once; every test below reads what it
   // did, so none depends on another having run first.
-  invocation = await clientOf("orchestrator").agents.invoke({ agentEndpoint: researcherUrl, task: { topic: "ledgers" }, budget: { usdc: 0.45 } });
+  invocation = await clientOf("orchestrator").agents.invoke({
+    agentEndpoint: researcherUrl,
+    task: { topic: "ledgers" },
+    budget: { usdc: 0.45 },
+  });
 }, 240_000);
 
 afterAll(async () => {
@@ -326,7 +349,10 @@ describe("an orchestrator, its sub-agents and their paid APIs", () => {
   });
 
   it("sent a signed budget.warning for the researcher at 80 %", async () => {
-    await receiver.until((received) => received.some((r) => r.body.includes('"budget.warning"') && r.body.includes('"researcher"')), 30_000);
+    await receiver.until(
+      (received) => received.some((r) => r.body.includes('"budget.warning"') && r.body.includes('"researcher"')),
+      30_000,
+    );
     const warning = receiver.received.find((r) => r.body.includes('"budget.warning"') && r.body.includes('"researcher"'))!;
     expect(() => verifyStandardWebhook(webhookSecret, warning.headers, warning.body)).not.toThrow();
     const payload = JSON.parse(warning.body) as Record<string, unknown>;

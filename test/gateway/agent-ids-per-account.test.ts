@@ -82,7 +82,11 @@ interface Answer {
 async function call(tenant: Tenant, method: string, path: string, body?: unknown): Promise<Answer> {
   const headers: Record<string, string> = { authorization: `Bearer ${tenant.apiKey}`, "idempotency-key": randomUUID() };
   if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${system.apiUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const response = await fetch(`${system.apiUrl}${path}`, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   const text = await response.text();
   seen.push(text);
   return { status: response.status, text, body: text === "" ? null : JSON.parse(text) };
@@ -156,7 +160,9 @@ describe("agent ids are scoped per account", () => {
     for (const t of [alpha, beta]) {
       const list = await call(t, "GET", "/v1/agents");
       expect(list.status, list.text).toBe(200);
-      expect(list.body.agents.map((a: { agentId: string; address: string }) => [a.agentId, a.address])).toEqual([["researcher", t.address]]);
+      expect(list.body.agents.map((a: { agentId: string; address: string }) => [a.agentId, a.address])).toEqual([
+        ["researcher", t.address],
+      ]);
       const one = await call(t, "GET", "/v1/agents/researcher");
       expect(one.body).toMatchObject({ agentId: "researcher", address: t.address, name: t.name === "alpha" ? "Alpha's" : "Beta's" });
     }
@@ -179,7 +185,10 @@ describe("agent ids are scoped per account", () => {
     expect(await onChain(alpha.address)).toBe(5_000_000n);
     expect(await onChain(beta.address)).toBe(2_000_000n);
     expect(await onChain(to)).toBe(1_000_000n);
-    for (const [t, usdc] of [[alpha, 5], [beta, 2]] as const) {
+    for (const [t, usdc] of [
+      [alpha, 5],
+      [beta, 2],
+    ] as const) {
       const wallet = await call(t, "GET", "/v1/agents/researcher/wallet");
       expect(wallet.body).toMatchObject({ agentId: "researcher", address: t.address, balance: { usdc } });
       expect((await call(t, "GET", "/v1/agents/researcher/wallet/balance")).body).toEqual({ usdc });
@@ -198,11 +207,17 @@ describe("agent ids are scoped per account", () => {
   });
 
   it("an x402 payment: authorize, facilitator verify/settle and complete name `researcher`, and only alpha's wallet pays", async () => {
-    const feed = await gql.subscribe(alpha.apiKey, `subscription { transactionRecorded(agentId: "researcher") { txHash agentId agent { walletAddress } } }`);
+    const feed = await gql.subscribe(
+      alpha.apiKey,
+      `subscription { transactionRecorded(agentId: "researcher") { txHash agentId agent { walletAddress } } }`,
+    );
     try {
       const payee = Keypair.generate().publicKey.toBase58();
       const requirement = x402Requirement(250_000n, payee, "/x402");
-      const authorized = await call(alpha, "POST", "/v1/agents/researcher/payments/authorize", { endpoint: requirement.resource, x402: requirement });
+      const authorized = await call(alpha, "POST", "/v1/agents/researcher/payments/authorize", {
+        endpoint: requirement.resource,
+        x402: requirement,
+      });
       expect(authorized.status, authorized.text).toBe(200);
       expect(authorized.body.agentId).toBe("researcher");
       expect(authorized.body.payment.payload.from).toBe(alpha.address);
@@ -225,7 +240,10 @@ describe("agent ids are scoped per account", () => {
       expect(await onChain(beta.address)).toBe(2_000_000n);
       expect(await onChain(payee)).toBe(250_000n);
 
-      const events = await until(async () => feed.events, (e) => e.length > 0);
+      const events = await until(
+        async () => feed.events,
+        (e) => e.length > 0,
+      );
       expect(events[0]?.data?.transactionRecorded).toEqual({ txHash, agentId: "researcher", agent: { walletAddress: alpha.address } });
       seen.push(JSON.stringify(events));
     } finally {
@@ -235,7 +253,10 @@ describe("agent ids are scoped per account", () => {
 
   it("an MPP payment of beta's `researcher` answers its public id and moves beta's money, and its budget.warning names it", async () => {
     const till = (await call(beta, "POST", "/v1/agents", { agentId: "till" })).body.address as string;
-    const authorized = await call(beta, "POST", "/v1/agents/researcher/payments/authorize", { endpoint: `${ORIGIN}/mpp`, mpp: mppRequest("0.9") });
+    const authorized = await call(beta, "POST", "/v1/agents/researcher/payments/authorize", {
+      endpoint: `${ORIGIN}/mpp`,
+      mpp: mppRequest("0.9"),
+    });
     expect(authorized.status, authorized.text).toBe(200);
     expect(authorized.body).toMatchObject({ agentId: "researcher", protocol: "mpp", budgetState: "warning" });
     const submitted = await call(beta, "POST", "/v1/mpp/payments", {
@@ -258,17 +279,27 @@ describe("agent ids are scoped per account", () => {
   });
 
   it("a policy rejection names `researcher` in the problem, the webhook, the alert payload and the listing, for its own account only", async () => {
-    const alert = await call(alpha, "POST", "/v1/alerts", { agentId: "researcher", type: "policy_violation", notify: `webhook:${alpha.alertHooks.url}` });
+    const alert = await call(alpha, "POST", "/v1/alerts", {
+      agentId: "researcher",
+      type: "policy_violation",
+      notify: `webhook:${alpha.alertHooks.url}`,
+    });
     expect(alert.status, alert.text).toBe(201);
     expect(alert.body.agentId).toBe("researcher");
-    expect((await call(alpha, "GET", "/v1/alerts?agentId=researcher")).body.alerts.map((a: { id: string; agentId: string }) => [a.id, a.agentId])).toEqual([
-      [alert.body.id, "researcher"],
-    ]);
+    expect(
+      (await call(alpha, "GET", "/v1/alerts?agentId=researcher")).body.alerts.map((a: { id: string; agentId: string }) => [
+        a.id,
+        a.agentId,
+      ]),
+    ).toEqual([[alert.body.id, "researcher"]]);
     // Beta's `researcher` is another agent: alpha's alert is not among its alerts.
     expect((await call(beta, "GET", "/v1/alerts?agentId=researcher")).body.alerts).toEqual([]);
 
     const requirement = x402Requirement(2_000_000n, Keypair.generate().publicKey.toBase58(), "/too-dear");
-    const refused = await call(alpha, "POST", "/v1/agents/researcher/payments/authorize", { endpoint: requirement.resource, x402: requirement });
+    const refused = await call(alpha, "POST", "/v1/agents/researcher/payments/authorize", {
+      endpoint: requirement.resource,
+      x402: requirement,
+    });
     expect(refused.status, refused.text).toBe(403);
     expect(refused.body).toMatchObject({ code: "POLICY_VIOLATION", reasonCode: "per_call_limit_exceeded" });
 
@@ -307,17 +338,36 @@ describe("agent ids are scoped per account", () => {
         (d) => d.transactions.nodes.length === own.length && d.spendSummary.totalUnits !== "0",
       );
       const units = t.name === "alpha" ? "250000" : "900000";
-      expect(data.agents).toEqual([{ agentId: "researcher", walletAddress: t.address }, ...(t.name === "beta" ? [{ agentId: "till", walletAddress: expect.any(String) }] : [])]);
+      expect(data.agents).toEqual([
+        { agentId: "researcher", walletAddress: t.address },
+        ...(t.name === "beta" ? [{ agentId: "till", walletAddress: expect.any(String) }] : []),
+      ]);
       expect(data.wallet).toEqual({ agentId: "researcher", address: t.address });
-      expect(data.transactions.nodes).toEqual(own.map((txHash) => ({ txHash, agentId: "researcher", agent: { agentId: "researcher", walletAddress: t.address } })));
-      expect(data.policy).toEqual(t.name === "alpha" ? { agentId: "researcher", perCallLimit: "1.000000", dailyBudget: null } : { agentId: "researcher", perCallLimit: null, dailyBudget: "1.000000" });
-      expect(data.spendSummary).toEqual({ agentId: "researcher", totalUnits: units, byAgent: [{ agentId: "researcher", amountUnits: units }] });
+      expect(data.transactions.nodes).toEqual(
+        own.map((txHash) => ({ txHash, agentId: "researcher", agent: { agentId: "researcher", walletAddress: t.address } })),
+      );
+      expect(data.policy).toEqual(
+        t.name === "alpha"
+          ? { agentId: "researcher", perCallLimit: "1.000000", dailyBudget: null }
+          : { agentId: "researcher", perCallLimit: null, dailyBudget: "1.000000" },
+      );
+      expect(data.spendSummary).toEqual({
+        agentId: "researcher",
+        totalUnits: units,
+        byAgent: [{ agentId: "researcher", amountUnits: units }],
+      });
       expect(data.checkPolicy.agentId).toBe("researcher");
 
-      const tree = await graphql(t, `query ($h: String!) { paymentTree(rootTxHash: $h) { nodes { txHash agentId } totals { agentCount } } }`, { h: own[0] });
+      const tree = await graphql(
+        t,
+        `query ($h: String!) { paymentTree(rootTxHash: $h) { nodes { txHash agentId } totals { agentCount } } }`,
+        { h: own[0] },
+      );
       expect(tree.paymentTree.nodes).toEqual([{ txHash: own[0], agentId: "researcher" }]);
       // The other account's payment is not in this account's tree, whatever the agents are named.
-      expect((await graphql(t, `query ($h: String!) { paymentTree(rootTxHash: $h) { totals { agentCount } } }`, { h: other[0] })).paymentTree).toBeNull();
+      expect(
+        (await graphql(t, `query ($h: String!) { paymentTree(rootTxHash: $h) { totals { agentCount } } }`, { h: other[0] })).paymentTree,
+      ).toBeNull();
 
       const metrics = await call(t, "GET", "/v1/agents/researcher/metrics?window=24h&metrics=spend");
       expect(metrics.status, metrics.text).toBe(200);
@@ -343,13 +393,20 @@ describe("agent ids are scoped per account", () => {
     for (const agentId of ["researcher", "helper"]) {
       const seenBy = await call(alpha, "GET", `/v1/agents/${agentId}/invocations/${parentTxHash}`);
       expect(seenBy.status, seenBy.text).toBe(200);
-      expect(seenBy.body).toMatchObject({ parentTxHash, invoker: "researcher", invokerAddress: alpha.address, subAgentId: "helper", subAgentAddress: helper });
+      expect(seenBy.body).toMatchObject({
+        parentTxHash,
+        invoker: "researcher",
+        invokerAddress: alpha.address,
+        subAgentId: "helper",
+        subAgentAddress: helper,
+      });
     }
     // Beta's `researcher` did not invoke anything: the same path in beta's account finds nothing.
     expect((await call(beta, "GET", `/v1/agents/researcher/invocations/${parentTxHash}`)).status).toBe(404);
 
     const data = await until(
-      () => graphql(alpha, `query ($h: String!) { invocation(txHash: $h) { subAgents { invokerAgentId subAgentId } } }`, { h: parentTxHash }),
+      () =>
+        graphql(alpha, `query ($h: String!) { invocation(txHash: $h) { subAgents { invokerAgentId subAgentId } } }`, { h: parentTxHash }),
       (d) => d.invocation !== null,
     );
     expect(data.invocation.subAgents).toEqual([{ invokerAgentId: "researcher", subAgentId: "helper" }]);
@@ -361,7 +418,10 @@ describe("agent ids are scoped per account", () => {
     expect(notEmpty.body).toMatchObject({ code: "AGENT_NOT_EMPTY", agentId: "researcher" });
     expect(notEmpty.body.detail).toMatch(/^agent researcher still has/);
 
-    const poor = await call(beta, "POST", "/v1/agents/researcher/wallet/withdraw", { to: Keypair.generate().publicKey.toBase58(), usdc: 100 });
+    const poor = await call(beta, "POST", "/v1/agents/researcher/wallet/withdraw", {
+      to: Keypair.generate().publicKey.toBase58(),
+      usdc: 100,
+    });
     expect(poor.status, poor.text).toBe(422);
     expect(poor.body).toMatchObject({ code: "INSUFFICIENT_FUNDS" });
     expect(poor.body.detail).toMatch(/^insufficient funds: agent researcher requested/);

@@ -41,7 +41,8 @@ describe("alert options", () => {
     expect(parseAlertWindow("15m")).toBe(900_000);
     expect(parseAlertWindow("24h")).toBe(86_400_000);
     expect(parseAlertWindow("30d")).toBe(2_592_000_000);
-    for (const bad of ["0m", "31d", "1w", "1.5h", "h", "01h", " 1h", "1H"]) expect(() => parseAlertWindow(bad), bad).toThrow(InvalidAlertError);
+    for (const bad of ["0m", "31d", "1w", "1.5h", "h", "01h", " 1h", "1H"])
+      expect(() => parseAlertWindow(bad), bad).toThrow(InvalidAlertError);
   });
 
   it("normalizes the notify target and refuses unknown types", () => {

@@ -199,7 +199,13 @@ describe("budget.warning (spec 3)", () => {
     const { accountId, agentId } = await account();
     await putPolicy(db.pool, agentId, { dailyBudgetUnits: 10n * USDC });
     const [subscribed, other, deleted] = [await receiver(), await receiver(), await receiver()];
-    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: subscribed.url, eventTypes: ["budget.warning"] }, LOOPBACK);
+    const { secret } = await createWebhookEndpoint(
+      db.pool,
+      box,
+      accountId,
+      { url: subscribed.url, eventTypes: ["budget.warning"] },
+      LOOPBACK,
+    );
     await createWebhookEndpoint(db.pool, box, accountId, { url: other.url, eventTypes: ["policy.violation"] }, LOOPBACK);
     const gone = await createWebhookEndpoint(db.pool, box, accountId, { url: deleted.url }, LOOPBACK);
     expect(await deleteWebhookEndpoint(db.pool, accountId, gone.endpoint.id)).toBe(true);
@@ -243,7 +249,9 @@ describe("event payload money", () => {
     expect(body).toContain('"usedToday":{"usdc":111111111111.111111}');
     expect(body).toContain('"dailyBudget":{"usdc":123456789012.345678}');
     expect(body).toContain('"thresholdPercent":80,');
-    const { rows } = await db.pool.query<{ text: string }>("SELECT payload::text AS text FROM gateway_events WHERE agent_id = $1", [agentId]);
+    const { rows } = await db.pool.query<{ text: string }>("SELECT payload::text AS text FROM gateway_events WHERE agent_id = $1", [
+      agentId,
+    ]);
     expect(rows.map((row) => row.text)).toEqual([body]);
   });
 });
@@ -312,7 +320,14 @@ describe("policy_violation", () => {
     };
     for (const r of [alertReceiver, endpointReceiver]) {
       expect(r.received.map((x) => x.headers["webhook-id"])).toEqual([first, second]);
-      expect(Object.keys(JSON.parse(r.received[0]!.body) as object)).toEqual(["event", "agentId", "reason", "detail", "endpoint", "timestamp"]);
+      expect(Object.keys(JSON.parse(r.received[0]!.body) as object)).toEqual([
+        "event",
+        "agentId",
+        "reason",
+        "detail",
+        "endpoint",
+        "timestamp",
+      ]);
       expect(JSON.parse(r.received[0]!.body)).toEqual(expected);
     }
     expect(await getAlert(db.pool, accountId, alert.id)).toMatchObject({ type: "policy_violation", threshold: null, window: null });
@@ -375,7 +390,9 @@ describe("alert rules", () => {
     expect(bad({ agent: agentId, type: "budget_pct", threshold: 101, notify: "email:a@b.example" })).toThrow(/at most 100/);
     expect(bad({ agent: agentId, type: "spend_rate", threshold: 5, notify: "email:a@b.example" })).toThrow(/--window/);
     expect(bad({ agent: agentId, type: "spend_rate", threshold: 5, window: "1y", notify: "email:a@b.example" })).toThrow(/--window/);
-    expect(bad({ agent: agentId, type: "spend_rate", threshold: 0.0000001, window: "1h", notify: "email:a@b.example" })).toThrow(/threshold/);
+    expect(bad({ agent: agentId, type: "spend_rate", threshold: 0.0000001, window: "1h", notify: "email:a@b.example" })).toThrow(
+      /threshold/,
+    );
     expect(bad({ agent: agentId, type: "policy_violation", notify: "sms:+15550100" })).toThrow(/--notify/);
     expect(bad({ agent: agentId, type: "policy_violation", notify: "webhook:ftp://x.example" })).toThrow(/--notify/);
     expect(bad({ agent: agentId, type: "policy_violation", notify: "email:a@b.example\r\nBcc: x@y.example" })).toThrow(/--notify/);
@@ -385,7 +402,13 @@ describe("alert rules", () => {
     const foreign = parseAlertOptions({ agent: other.agentId, type: "policy_violation", notify: "email:a@b.example" });
     await expect(createAlert(db.pool, box, accountId, foreign)).rejects.toThrow(/no agent/);
 
-    const rule = parseAlertOptions({ agent: agentId, type: "spend_rate", threshold: "0.5", window: "15m", notify: "webhook:https://hooks.slack.com/services/T/B/X" });
+    const rule = parseAlertOptions({
+      agent: agentId,
+      type: "spend_rate",
+      threshold: "0.5",
+      window: "15m",
+      notify: "webhook:https://hooks.slack.com/services/T/B/X",
+    });
     const created = await createAlert(db.pool, box, accountId, rule);
     expect(created.signingSecret).toMatch(/^whsec_/);
     expect(created.alert).toMatchObject({ type: "spend_rate", thresholdUnits: 500_000n, window: "15m", windowMs: 15 * MINUTE });
@@ -403,7 +426,10 @@ describe("alert rules", () => {
 function parseMail(raw: string): { headers: Record<string, string>; body: string } {
   const split = raw.indexOf("\r\n\r\n");
   const headers: Record<string, string> = {};
-  for (const line of raw.slice(0, split).replace(/\r\n[ \t]+/g, " ").split("\r\n")) {
+  for (const line of raw
+    .slice(0, split)
+    .replace(/\r\n[ \t]+/g, " ")
+    .split("\r\n")) {
     const colon = line.indexOf(":");
     headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
   }

@@ -61,7 +61,11 @@ interface Answer {
 async function call(method: string, path: string, body?: unknown): Promise<Answer> {
   const headers: Record<string, string> = { authorization: `Bearer ${gateway.apiKey}` };
   if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${system.apiUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const response = await fetch(`${system.apiUrl}${path}`, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   return { status: response.status, text: await response.text() };
 }
 
@@ -139,8 +143,16 @@ async function indexedPayments(agentId: string, expectedCount: number): Promise<
 async function policyUsage(agentId: string): Promise<{ usedUnits: bigint; budgetState: string; rateCalls: number }> {
   const answer = await call("GET", `/v1/policies/${agentId}`);
   expect(answer.status, answer.text).toBe(200);
-  const body = parseJson(answer.text) as { usedToday: Parameters<typeof parseMoneyObject>[0]; budgetState: string; rateUsage: { calls: unknown } };
-  return { usedUnits: parseMoneyObject(body.usedToday, "usedToday"), budgetState: body.budgetState, rateCalls: Number(String(body.rateUsage.calls)) };
+  const body = parseJson(answer.text) as {
+    usedToday: Parameters<typeof parseMoneyObject>[0];
+    budgetState: string;
+    rateUsage: { calls: unknown };
+  };
+  return {
+    usedUnits: parseMoneyObject(body.usedToday, "usedToday"),
+    budgetState: body.budgetState,
+    rateCalls: Number(String(body.rateUsage.calls)),
+  };
 }
 
 interface Race {
@@ -154,7 +166,10 @@ async function race(agentId: string, api: FacilitatedApi, amounts: readonly bigi
     amounts.map(async (amountUnits, i) => ({ ...(await payThroughGateway(gateway, agentId, priceUrl(api, amountUnits, i))), amountUnits })),
   );
   const unexpected = outcomes.filter((o) => o.kind === "unpaid");
-  expect(unexpected.length, JSON.stringify(unexpected.slice(0, 3), (_, v: unknown) => (typeof v === "bigint" ? String(v) : v))).toBe(0);
+  expect(
+    unexpected.length,
+    JSON.stringify(unexpected.slice(0, 3), (_, v: unknown) => (typeof v === "bigint" ? String(v) : v)),
+  ).toBe(0);
   return {
     paid: outcomes.filter((o): o is Race["paid"][number] => o.kind === "paid"),
     refused: outcomes.filter((o): o is Race["refused"][number] => o.kind === "refused"),
@@ -223,7 +238,9 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
         // Refused because it did not fit what was left then, or because an earlier refusal that
         // did not fit exhausted the period (spec 3): checked over all budget refusals below.
         expect(f.problem.errorClass).toBe("DailyBudgetExceededError");
-        expect(f.problem.reason).toMatch(new RegExp(`^daily_budget_exceeded: requested ${formatUsdc(f.amountUnits)} usdc, limit is [0-9.]+ usdc$`));
+        expect(f.problem.reason).toMatch(
+          new RegExp(`^daily_budget_exceeded: requested ${formatUsdc(f.amountUnits)} usdc, limit is [0-9.]+ usdc$`),
+        );
       } else {
         // Refused by count only once the window held all of its calls.
         expect(f.problem).toMatchObject({
@@ -253,9 +270,21 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
     const PRICE = 50_000n; // 0.05 usdc
     const RACERS = 30;
     const [exact, short, counted] = await Promise.all([
-      (async () => ({ agentId: "exact-budget", payer: await agentWithPolicy("exact-budget", 2, { dailyBudget: { usdc: 1.5 } }), ...(await paidApi()) }))(),
-      (async () => ({ agentId: "short-budget", payer: await agentWithPolicy("short-budget", 2, { dailyBudget: { usdc: 1.499999 } }), ...(await paidApi()) }))(),
-      (async () => ({ agentId: "rate-25", payer: await agentWithPolicy("rate-25", 1, { rateLimit: { calls: 25, window: "1h" } }), ...(await paidApi()) }))(),
+      (async () => ({
+        agentId: "exact-budget",
+        payer: await agentWithPolicy("exact-budget", 2, { dailyBudget: { usdc: 1.5 } }),
+        ...(await paidApi()),
+      }))(),
+      (async () => ({
+        agentId: "short-budget",
+        payer: await agentWithPolicy("short-budget", 2, { dailyBudget: { usdc: 1.499999 } }),
+        ...(await paidApi()),
+      }))(),
+      (async () => ({
+        agentId: "rate-25",
+        payer: await agentWithPolicy("rate-25", 1, { rateLimit: { calls: 25, window: "1h" } }),
+        ...(await paidApi()),
+      }))(),
     ]);
     const groups = [
       { ...exact, amounts: Array<bigint>(RACERS).fill(PRICE) },
@@ -277,7 +306,11 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
     expect(oneUnit).toMatchObject({
       kind: "refused",
       status: 403,
-      problem: { code: "POLICY_VIOLATION", errorClass: "DailyBudgetExceededError", reason: "daily_budget_exceeded: requested 0.000001 usdc, limit is 0 usdc" },
+      problem: {
+        code: "POLICY_VIOLATION",
+        errorClass: "DailyBudgetExceededError",
+        reason: "daily_budget_exceeded: requested 0.000001 usdc, limit is 0 usdc",
+      },
     });
 
     // One unit short of 1.5: whichever flow comes last finds 0.049999 left and is the only refusal.

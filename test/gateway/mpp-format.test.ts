@@ -92,20 +92,34 @@ describe("MPP submission", () => {
     const submission = await signMppSubmission(signer, request, { method: "card", resource: "https://api.example.com/v1/x" });
     expect(parseMppSubmission(JSON.parse(JSON.stringify(submissionBody(submission))))).toEqual(submission);
     const a = submission.authorization;
-    const bytes = canonicalSubmissionBytes({ ...a, paymentEndpoint: request.paymentEndpoint, method: "card", amountUnits: 50_000n, currency: "USDC" });
+    const bytes = canonicalSubmissionBytes({
+      ...a,
+      paymentEndpoint: request.paymentEndpoint,
+      method: "card",
+      amountUnits: 50_000n,
+      currency: "USDC",
+    });
     expect(verifySignature(signer.address, bytes, a.signature)).toBe(true);
-    const other = canonicalSubmissionBytes({ ...a, paymentEndpoint: request.paymentEndpoint, method: "stablecoin", amountUnits: 50_000n, currency: "USDC" });
+    const other = canonicalSubmissionBytes({
+      ...a,
+      paymentEndpoint: request.paymentEndpoint,
+      method: "stablecoin",
+      amountUnits: 50_000n,
+      currency: "USDC",
+    });
     expect(verifySignature(signer.address, other, a.signature)).toBe(false);
   });
 
   it("refuses an authorization of another type or with unknown fields", async () => {
-    const submission = submissionBody(await signMppSubmission(signer, parseMppPaymentRequest(body), { method: "card", resource: "https://a.example/x" }));
-    expect(formatError(() => parseMppSubmission({ ...submission, authorization: { ...submission.authorization, type: "hmac" } })).field).toBe(
-      "authorization.type",
+    const submission = submissionBody(
+      await signMppSubmission(signer, parseMppPaymentRequest(body), { method: "card", resource: "https://a.example/x" }),
     );
-    expect(formatError(() => parseMppSubmission({ ...submission, authorization: { ...submission.authorization, card: "4242" } })).field).toBe(
-      "authorization.card",
-    );
+    expect(
+      formatError(() => parseMppSubmission({ ...submission, authorization: { ...submission.authorization, type: "hmac" } })).field,
+    ).toBe("authorization.type");
+    expect(
+      formatError(() => parseMppSubmission({ ...submission, authorization: { ...submission.authorization, card: "4242" } })).field,
+    ).toBe("authorization.card");
   });
 });
 

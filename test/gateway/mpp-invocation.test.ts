@@ -219,11 +219,16 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
         amount: "50000",
       },
     ]);
-    const events = await test.system.pool.query("SELECT count(*)::int AS n FROM gateway_events WHERE type = 'policy.violation' AND agent_id = 'sub'");
+    const events = await test.system.pool.query(
+      "SELECT count(*)::int AS n FROM gateway_events WHERE type = 'policy.violation' AND agent_id = 'sub'",
+    );
     expect(events.rows[0].n).toBe(1);
     const chargesAfter = await test.system.pool.query("SELECT count(*)::int AS n FROM mpp_payments WHERE kind = 'session_charge'");
     expect(chargesAfter.rows[0].n).toBe(chargesBefore.rows[0].n);
-    const open = await test.system.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1 AND status = 'reserved'", [sub]);
+    const open = await test.system.pool.query(
+      "SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1 AND status = 'reserved'",
+      [sub],
+    );
     expect(open.rows[0].n).toBe(0);
   });
 
@@ -240,7 +245,9 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
       chargePolicy: new SpendPolicyChargeGate(test.system.pool),
     });
     const before = await tokenBalanceUnits(test, payTo);
-    const failure = await unchecked.useSession(sessionToken, { endpoint: `${ORIGIN}/search/unchecked`, amountUnits: PRICE_UNITS }).catch((error: unknown) => error);
+    const failure = await unchecked
+      .useSession(sessionToken, { endpoint: `${ORIGIN}/search/unchecked`, amountUnits: PRICE_UNITS })
+      .catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(MppPaymentError);
     expect((failure as MppPaymentError).reason).toBe("settlement_failed");
     expect(await tokenBalanceUnits(test, payTo)).toBe(before);
@@ -272,7 +279,9 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
     const service = test.system.mpp.serviceFor(ORIGIN, payTo);
     const resumed = await service.resumeSubmission(parseMppSubmission(parentedSubmission), parseMppPaymentRequest(mppRequest()));
     expect(resumed?.txHash).toBe(submissionTx);
-    const session = await test.system.pool.query("SELECT parent_tx_hash, prepaid_calls FROM mpp_sessions WHERE id = $1", [resumed!.session.sessionId]);
+    const session = await test.system.pool.query("SELECT parent_tx_hash, prepaid_calls FROM mpp_sessions WHERE id = $1", [
+      resumed!.session.sessionId,
+    ]);
     expect(session.rows).toEqual([{ parent_tx_hash: parentTxHash, prepaid_calls: 0 }]);
     expect((await redeem(sessionToken, "/search")).body).toMatchObject({ success: false, reason: "session_unknown" });
     const refused = await redeem(resumed!.session.token, "/search/resumed");

@@ -54,7 +54,14 @@ async function authorize(agentId: string, path: string, sessionSupported = true)
 }
 
 async function pay(submission: unknown, key = sellerKey, idempotencyKey?: string) {
-  return rest(test.system, key, "POST", "/v1/mpp/payments", { request: request(), submission, payTo, serviceOrigin: ORIGIN }, idempotencyKey);
+  return rest(
+    test.system,
+    key,
+    "POST",
+    "/v1/mpp/payments",
+    { request: request(), submission, payTo, serviceOrigin: ORIGIN },
+    idempotencyKey,
+  );
 }
 
 const redeem = (token: string, path: string, overrides: Record<string, unknown> = {}, key = sellerKey) =>
@@ -152,7 +159,15 @@ describe("POST /v1/mpp/payments", () => {
       [{ request: request(), submission: authorized.submission, payTo, serviceOrigin: `${ORIGIN}/path` }, "serviceOrigin"],
       [{ request: request(), submission: authorized.submission, payTo: "not-an-address", serviceOrigin: ORIGIN }, "payTo"],
       [{ request: request(), submission: { method: "stablecoin" }, payTo, serviceOrigin: ORIGIN }, "amount"],
-      [{ request: { ...request(), paymentEndpoint: "https://elsewhere.example/pay" }, submission: authorized.submission, payTo, serviceOrigin: ORIGIN }, "request.paymentEndpoint"],
+      [
+        {
+          request: { ...request(), paymentEndpoint: "https://elsewhere.example/pay" },
+          submission: authorized.submission,
+          payTo,
+          serviceOrigin: ORIGIN,
+        },
+        "request.paymentEndpoint",
+      ],
       [{ request: request(), submission: authorized.submission, payTo }, "serviceOrigin"],
     ];
     for (const [body, field] of cases) {
@@ -184,9 +199,10 @@ describe("POST /v1/mpp/sessions/redeem", () => {
     expect(second.body).toMatchObject({ success: true, charged: true, token });
     expect(second.body.txHash).not.toBe(paid.body.txHash);
     expect(await tokenBalanceUnits(test, payTo)).toBe(before + PRICE_UNITS);
-    const charge = await test.system.pool.query<{ id: string }>("SELECT id FROM mpp_payments WHERE kind = 'session_charge' AND tx_hash = $1", [
-      second.body.txHash,
-    ]);
+    const charge = await test.system.pool.query<{ id: string }>(
+      "SELECT id FROM mpp_payments WHERE kind = 'session_charge' AND tx_hash = $1",
+      [second.body.txHash],
+    );
     expect(await linkedReservation(test.system.pool, `mpp-charge:${charge.rows[0]!.id}`)).toMatchObject({
       status: "settled",
       txHash: second.body.txHash,
@@ -214,9 +230,16 @@ describe("POST /v1/mpp/sessions/redeem", () => {
     expect(await tokenBalanceUnits(test, payTo)).toBe(before);
 
     const capped = await agentKey(test.system.pool, "capped");
-    const rejections = await test.system.pool.query("SELECT reason_code, endpoint, protocol, amount_units FROM payment_rejections WHERE agent_id = $1", [capped]);
-    expect(rejections.rows).toEqual([{ reason_code: "per_call_limit_exceeded", endpoint: "shop.example/p/again", protocol: "mpp", amount_units: "50000" }]);
-    const events = await test.system.pool.query("SELECT payload FROM gateway_events WHERE agent_id = 'capped' AND type = 'policy.violation'");
+    const rejections = await test.system.pool.query(
+      "SELECT reason_code, endpoint, protocol, amount_units FROM payment_rejections WHERE agent_id = $1",
+      [capped],
+    );
+    expect(rejections.rows).toEqual([
+      { reason_code: "per_call_limit_exceeded", endpoint: "shop.example/p/again", protocol: "mpp", amount_units: "50000" },
+    ]);
+    const events = await test.system.pool.query(
+      "SELECT payload FROM gateway_events WHERE agent_id = 'capped' AND type = 'policy.violation'",
+    );
     expect(events.rows).toHaveLength(1);
     const listed = await rest(test.system, buyerKey, "GET", "/v1/transactions?agentId=capped");
     expect(JSON.stringify(listed.body)).toContain("rejected");

@@ -114,7 +114,9 @@ describe("MPP rails, every one recorded by the program", () => {
     expect(card.lookup(reference)?.status).toBe("captured");
     // The card paid: the agent's stablecoin balance is untouched.
     expect(await tokenBalanceUnits(ledger.provider, agent.tokenAccount)).toBe(before);
-    const { rows } = await db.pool.query("SELECT rail, status, card_reference, tx_hash FROM mpp_payments WHERE tx_hash = $1", [paid.txHash]);
+    const { rows } = await db.pool.query("SELECT rail, status, card_reference, tx_hash FROM mpp_payments WHERE tx_hash = $1", [
+      paid.txHash,
+    ]);
     expect(rows).toEqual([{ rail: "card", status: "settled", card_reference: reference, tx_hash: paid.txHash }]);
   });
 
@@ -179,11 +181,15 @@ describe("MPP submissions", () => {
     const api = await paidApi(["stablecoin", "lightning"], true);
     const request = api.mppRequest();
     const settled = settler.requests.length;
-    const submission = await signMppSubmission(signer, { ...request, amountUnits: change.amountUnits ?? request.amountUnits }, {
-      method: change.method ?? "stablecoin",
-      resource: change.resource ?? `${api.origin}/mpp/x`,
-      ...(change.validUntilSeconds === undefined ? {} : { validUntilSeconds: change.validUntilSeconds }),
-    });
+    const submission = await signMppSubmission(
+      signer,
+      { ...request, amountUnits: change.amountUnits ?? request.amountUnits },
+      {
+        method: change.method ?? "stablecoin",
+        resource: change.resource ?? `${api.origin}/mpp/x`,
+        ...(change.validUntilSeconds === undefined ? {} : { validUntilSeconds: change.validUntilSeconds }),
+      },
+    );
     const refusal = services.get(api)!.submitPayment(submission, request);
     await expect(refusal).rejects.toBeInstanceOf(MppPaymentError);
     await expect(refusal).rejects.toMatchObject({ reason });
@@ -198,7 +204,11 @@ describe("MPP submissions", () => {
     await expect(services.get(api)!.submitPayment(tampered, request)).rejects.toMatchObject({ reason: "invalid_signature" });
 
     const post = () =>
-      fetch(request.paymentEndpoint, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(submissionBody(submission)) });
+      fetch(request.paymentEndpoint, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(submissionBody(submission)),
+      });
     expect((await post()).status).toBe(200);
     const settled = settler.requests.length;
     const replay = await post();
@@ -256,7 +266,9 @@ describe("MPP sessions per agent per service", () => {
     const successor = sessions.get("agent-1", api.origin)!.token;
     expect(successor).not.toBe(original);
     expect(refreshedCall.headers.get(X_MPP_SESSION)).toBe(successor);
-    const rows = await db.pool.query("SELECT id, refreshed_from, refreshed_at FROM mpp_sessions WHERE service_origin = $1 ORDER BY id", [api.origin]);
+    const rows = await db.pool.query("SELECT id, refreshed_from, refreshed_at FROM mpp_sessions WHERE service_origin = $1 ORDER BY id", [
+      api.origin,
+    ]);
     expect(rows.rows).toHaveLength(2);
     expect(rows.rows[1].refreshed_from).toBe(rows.rows[0].id);
     expect(rows.rows[0].refreshed_at).not.toBeNull();
@@ -266,7 +278,9 @@ describe("MPP sessions per agent per service", () => {
 
     // Past the original expiry: the old token is refused, typed; the successor still pays.
     clock.now = new Date(clock.now.getTime() + REFRESH_BEFORE_SECONDS * 1000);
-    await expect(mpp.useSession(original, { endpoint: url, amountUnits: PRICE_UNITS })).rejects.toMatchObject({ reason: "session_expired" });
+    await expect(mpp.useSession(original, { endpoint: url, amountUnits: PRICE_UNITS })).rejects.toMatchObject({
+      reason: "session_expired",
+    });
     expect((await payMpp(url, "agent-1", signer, sessions, () => clock.now)).negotiated).toBe(false);
 
     // Past the successor's expiry too: the service answers 402 and the agent negotiates a new session.
@@ -303,7 +317,9 @@ describe("MPP sessions per agent per service", () => {
     const first = await payMpp(`${api.origin}/mpp/once`, "agent-1", signer, sessions);
     expect(sessions.get("agent-1", api.origin)).toBeUndefined();
     const token = first.headers.get(X_MPP_SESSION)!;
-    await expect(services.get(api)!.useSession(token, { endpoint: `${api.origin}/mpp/once`, amountUnits: PRICE_UNITS })).rejects.toMatchObject({
+    await expect(
+      services.get(api)!.useSession(token, { endpoint: `${api.origin}/mpp/once`, amountUnits: PRICE_UNITS }),
+    ).rejects.toMatchObject({
       reason: "session_exhausted",
     });
     expect((await payMpp(`${api.origin}/mpp/once`, "agent-1", signer, sessions)).negotiated).toBe(true);
@@ -318,10 +334,14 @@ describe("MPP sessions per agent per service", () => {
     const hashed = await db.pool.query("SELECT id FROM mpp_sessions WHERE token_sha256 = sha256(convert_to($1, 'UTF8'))", [token]);
     expect(hashed.rows).toHaveLength(1);
     for (const table of ["mpp_sessions", "mpp_payments", "x402_nonces"]) {
-      const clear = await db.pool.query(`SELECT count(*)::int AS n FROM ${table} t WHERE strpos(row_to_json(t)::text, $1) > 0`, [token.slice(5)]);
+      const clear = await db.pool.query(`SELECT count(*)::int AS n FROM ${table} t WHERE strpos(row_to_json(t)::text, $1) > 0`, [
+        token.slice(5),
+      ]);
       expect(clear.rows[0].n).toBe(0);
     }
-    const bytes = await db.pool.query("SELECT count(*)::int AS n FROM mpp_sessions WHERE strpos(encode(token_sha256, 'escape'), $1) > 0", [token]);
+    const bytes = await db.pool.query("SELECT count(*)::int AS n FROM mpp_sessions WHERE strpos(encode(token_sha256, 'escape'), $1) > 0", [
+      token,
+    ]);
     expect(bytes.rows[0].n).toBe(0);
   });
 });

@@ -54,7 +54,11 @@ interface Answer {
 async function call(method: string, path: string, body?: unknown, key = agentsKey): Promise<Answer> {
   const headers: Record<string, string> = { authorization: `Bearer ${key}` };
   if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${system.apiUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const response = await fetch(`${system.apiUrl}${path}`, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   const text = await response.text();
   return { status: response.status, text, body: text === "" ? null : JSON.parse(text) };
 }
@@ -92,12 +96,15 @@ async function settle(authorized: Answer): Promise<Answer> {
   return call("POST", "/v1/x402/settle", { payment, requirement: x402 }, serverKey);
 }
 
-async function reservation(id: string): Promise<{ status: string; tx_hash: string | null; invocation: string | null; payment_ref: string }> {
+async function reservation(
+  id: string,
+): Promise<{ status: string; tx_hash: string | null; invocation: string | null; payment_ref: string }> {
   const { rows } = await system.pool.query("SELECT status, tx_hash, invocation, payment_ref FROM spend_reservations WHERE id = $1", [id]);
   return rows[0];
 }
 
-const units = (money: { usdc: unknown }): bigint => parseUsdcNumber((parseJson(JSON.stringify(money)) as { usdc: never }).usdc, "usdc", true);
+const units = (money: { usdc: unknown }): bigint =>
+  parseUsdcNumber((parseJson(JSON.stringify(money)) as { usdc: never }).usdc, "usdc", true);
 const payee = (): string => Keypair.generate().publicKey.toBase58();
 const sweep = (at: Date) => sweepReservations(system.pool, { agents: system.wallets, invocations: system.settlement }, at);
 /** Far enough ahead that every payload signed so far has expired past the grace. */
@@ -230,7 +237,11 @@ describe("the sweeper", () => {
       paymentRef: x402PaymentRef(p1.from, p1.nonce),
     });
     // Sent with an unknown outcome: the claim holds the transaction, the settlement row is pending.
-    await system.pool.query("UPDATE x402_nonces SET tx_hash = $3 WHERE payer = $1 AND nonce = $2", [p1.from, p1.nonce, prepared.signed.signature]);
+    await system.pool.query("UPDATE x402_nonces SET tx_hash = $3 WHERE payer = $1 AND nonce = $2", [
+      p1.from,
+      p1.nonce,
+      prepared.signed.signature,
+    ]);
 
     // Within the claim grace the abandoned claim is left alone; a pending one always waits.
     await sweep(new Date());
@@ -264,7 +275,8 @@ describe("two sweepers at once", () => {
     }
     const at = later();
     const open = async () =>
-      (await system.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE status = 'reserved' AND payment_ref IS NOT NULL")).rows[0].n;
+      (await system.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE status = 'reserved' AND payment_ref IS NOT NULL"))
+        .rows[0].n;
     const before = await open();
     const reports = await Promise.all([sweep(at), sweep(at)]);
     expect(reports[0].reservationsReleased + reports[1].reservationsReleased).toBe(before - (await open()));
@@ -286,7 +298,11 @@ describe("the sweeper on MPP claims (by SQL on mpp_payments)", () => {
   it("an abandoned claim fails and releases; a landed one settles; an unclaimed expired one releases", async () => {
     await agent("payer-mpp", 3);
     const to = payee();
-    const [abandoned, landed, unclaimed] = [await authorizeMpp("payer-mpp", "0.2"), await authorizeMpp("payer-mpp", "0.3"), await authorizeMpp("payer-mpp", "0.4")];
+    const [abandoned, landed, unclaimed] = [
+      await authorizeMpp("payer-mpp", "0.2"),
+      await authorizeMpp("payer-mpp", "0.3"),
+      await authorizeMpp("payer-mpp", "0.4"),
+    ];
     for (const a of [abandoned, landed, unclaimed]) expect(a.status, a.text).toBe(200);
     const claim = async (authorized: Answer, units: bigint) => {
       const auth = authorized.body.submission.authorization;
@@ -404,7 +420,11 @@ describe("sub-agent invocations", () => {
       "SELECT reason_code, reason, amount_units::text AS amount FROM payment_rejections WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'sub-agent')",
     );
     expect(rejected.rows).toEqual([
-      { reason_code: "invocation_budget_exceeded", reason: "invocation_budget_exceeded: requested 0.3 usdc, limit is 0.2 usdc", amount: "300000" },
+      {
+        reason_code: "invocation_budget_exceeded",
+        reason: "invocation_budget_exceeded: requested 0.3 usdc, limit is 0.2 usdc",
+        amount: "300000",
+      },
     ]);
     const events = await system.pool.query(
       "SELECT count(*)::int AS n FROM gateway_events WHERE type = 'policy.violation' AND agent_id = 'sub-agent'",
@@ -456,7 +476,12 @@ describe("sub-agent invocations", () => {
   });
 
   it("bad authorization input is a 4xx problem and reserves nothing", async () => {
-    const count = async () => (await system.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'sub-agent')")).rows[0].n;
+    const count = async () =>
+      (
+        await system.pool.query(
+          "SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'sub-agent')",
+        )
+      ).rows[0].n;
     const before = await count();
     const badHash = await authorize("sub-agent", 100_000n, subPayee, { parentTxHash: "abc" });
     expect(badHash.status).toBe(400);

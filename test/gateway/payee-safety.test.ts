@@ -11,7 +11,7 @@ import { randomUUID } from "node:crypto";
 import { createAccount, createMint, getAssociatedTokenAddressSync, TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import { Keypair, PublicKey, SYSVAR_RENT_PUBKEY, SystemProgram } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type PaymentRequirement } from "../../api/x402/index.js";
+import type { PaymentRequirement } from "../../api/x402/index.js";
 import { payloadBody } from "../../api/x402/payload.js";
 import { signPaymentPayload } from "../../api/x402/sign.js";
 import { keypairSigner } from "../../api/x402/signer.js";
@@ -55,7 +55,9 @@ const requirement = (payTo: string, amount = "10000"): Record<string, string> =>
 });
 
 async function reservations(): Promise<number> {
-  const { rows } = await test.db.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'buyer')");
+  const { rows } = await test.db.pool.query(
+    "SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'buyer')",
+  );
   return rows[0].n;
 }
 
@@ -65,13 +67,27 @@ async function settlementsTo(payee: string): Promise<number> {
 }
 
 const authorize = (payTo: string, amount?: string) =>
-  rest(test.system, buyerKey, "POST", "/v1/agents/buyer/payments/authorize", { endpoint: `${ORIGIN}/item`, x402: requirement(payTo, amount) }, randomUUID());
+  rest(
+    test.system,
+    buyerKey,
+    "POST",
+    "/v1/agents/buyer/payments/authorize",
+    { endpoint: `${ORIGIN}/item`, x402: requirement(payTo, amount) },
+    randomUUID(),
+  );
 
 /** Authorizes and settles one x402 payment to `payTo` through the routes, as agent and seller would. */
 async function payX402(payTo: string, amount = "10000") {
   const authorized = await authorize(payTo, amount);
   expect(authorized.status, authorized.text).toBe(200);
-  return rest(test.system, sellerKey, "POST", "/v1/x402/settle", { payment: authorized.body.payment, requirement: requirement(payTo, amount) }, randomUUID());
+  return rest(
+    test.system,
+    sellerKey,
+    "POST",
+    "/v1/x402/settle",
+    { payment: authorized.body.payment, requirement: requirement(payTo, amount) },
+    randomUUID(),
+  );
 }
 
 describe("payees refused on sight (no chain read, nothing reserved or signed)", () => {
@@ -81,7 +97,11 @@ describe("payees refused on sight (no chain read, nothing reserved or signed)", 
     ["the System program", SystemProgram.programId.toBase58(), "payee_is_program"],
     ["the rent sysvar", SYSVAR_RENT_PUBKEY.toBase58(), "payee_is_program"],
     // An associated token address is a program-derived (off-curve) address.
-    ["an off-curve address", getAssociatedTokenAddressSync(test.system.ledger.mint, Keypair.generate().publicKey).toBase58(), "payee_off_curve"],
+    [
+      "an off-curve address",
+      getAssociatedTokenAddressSync(test.system.ledger.mint, Keypair.generate().publicKey).toBase58(),
+      "payee_off_curve",
+    ],
   ];
 
   it("authorize answers 422 PAYEE_REFUSED (errorClass PaymentError) and reserves nothing", async () => {
@@ -89,7 +109,13 @@ describe("payees refused on sight (no chain read, nothing reserved or signed)", 
       const before = await reservations();
       const answer = await authorize(payTo);
       expect(answer.status, name).toBe(422);
-      expect(answer.body, name).toMatchObject({ code: "PAYEE_REFUSED", errorClass: "PaymentError", reason, field: "x402.payTo", payee: payTo });
+      expect(answer.body, name).toMatchObject({
+        code: "PAYEE_REFUSED",
+        errorClass: "PaymentError",
+        reason,
+        field: "x402.payTo",
+        payee: payTo,
+      });
       expect(await reservations(), name).toBe(before);
     }
   });
@@ -113,7 +139,13 @@ describe("payees refused on sight (no chain read, nothing reserved or signed)", 
   it("MPP payments to such a payTo answer 422 PAYEE_REFUSED before the submission is read", async () => {
     for (const [name, payTo, reason] of cases()) {
       const answer = await rest(test.system, sellerKey, "POST", "/v1/mpp/payments", {
-        request: { protocol: "mpp/1.0", amount: { value: "0.01", currency: "USDC" }, paymentMethods: ["stablecoin"], sessionSupported: true, paymentEndpoint: `${ORIGIN}/mpp/pay` },
+        request: {
+          protocol: "mpp/1.0",
+          amount: { value: "0.01", currency: "USDC" },
+          paymentMethods: ["stablecoin"],
+          sessionSupported: true,
+          paymentEndpoint: `${ORIGIN}/mpp/pay`,
+        },
         submission: { method: "stablecoin" },
         payTo,
         serviceOrigin: ORIGIN,
@@ -159,7 +191,9 @@ describe("a wallet without a token account", () => {
     expect(beyond.body).toMatchObject({ success: false, reason: "settlement_failed" });
     expect(beyond.body.detail).toContain("payee_account_quota");
     expect(await settlementsTo(fresh[QUOTA]!)).toBe(0);
-    expect(await test.connection.getAccountInfo(getAssociatedTokenAddressSync(test.system.ledger.mint, new PublicKey(fresh[QUOTA]!)))).toBeNull();
+    expect(
+      await test.connection.getAccountInfo(getAssociatedTokenAddressSync(test.system.ledger.mint, new PublicKey(fresh[QUOTA]!))),
+    ).toBeNull();
 
     // A payee whose token account exists costs nothing and is paid past the quota.
     const again = await payX402(fresh[0]!);

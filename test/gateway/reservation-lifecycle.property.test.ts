@@ -35,7 +35,7 @@ import { mulberry32 } from "../support/random.js";
 import { agentKey } from "../support/agent-keys.js";
 import { pollUntil } from "../support/poll.js";
 
-const USDC = 1_000_000n;
+const _USDC = 1_000_000n;
 const SEEDS = [0x5e11, 0x5e12, 0x5e13, 0x5e14, 0x5e15, 0x5e16, 0x5e17, 0x5e18];
 /** How long the indexer may take to show every landed payment (a deadline, not an assertion). */
 const INDEX_DEADLINE_MS = 60_000;
@@ -55,7 +55,9 @@ beforeAll(async () => {
   // The payee is an agent wallet with a token account, funded once, so every payment credits it.
   expect((await call(serverKey, "POST", "/v1/agents", { agentId: "lifecycle-payee" })).status).toBe(201);
   expect((await call(serverKey, "POST", "/v1/agents/lifecycle-payee/wallet/fund", { usdc: 0.01 })).status).toBe(200);
-  payee = new PublicKey((parseJson((await call(serverKey, "GET", "/v1/agents/lifecycle-payee/wallet")).text) as { address: string }).address);
+  payee = new PublicKey(
+    (parseJson((await call(serverKey, "GET", "/v1/agents/lifecycle-payee/wallet")).text) as { address: string }).address,
+  );
 });
 
 afterAll(async () => {
@@ -71,7 +73,11 @@ interface Answer {
 async function call(key: string, method: string, path: string, body?: unknown): Promise<Answer> {
   const headers: Record<string, string> = { authorization: `Bearer ${key}` };
   if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${system.apiUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const response = await fetch(`${system.apiUrl}${path}`, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   return { status: response.status, text: await response.text() };
 }
 
@@ -106,11 +112,18 @@ async function authorize(agentId: string, required: PaymentRequirement): Promise
   const body = parseJson(answer.text) as { reservationId: string; payment: { payload: { from: string; nonce: string } } };
   return {
     ...answer,
-    authorized: { reservationId: body.reservationId, payment: body.payment, paymentRef: x402PaymentRef(body.payment.payload.from, body.payment.payload.nonce) },
+    authorized: {
+      reservationId: body.reservationId,
+      payment: body.payment,
+      paymentRef: x402PaymentRef(body.payment.payload.from, body.payment.payload.nonce),
+    },
   };
 }
 
-async function settle(authorized: Authorized, required: PaymentRequirement): Promise<Answer & { txHash: string | null; reason: string | null }> {
+async function settle(
+  authorized: Authorized,
+  required: PaymentRequirement,
+): Promise<Answer & { txHash: string | null; reason: string | null }> {
   const answer = await call(serverKey, "POST", "/v1/x402/settle", { payment: authorized.payment, requirement: requirementBody(required) });
   const body = parseJson(answer.text) as { success?: boolean; txHash?: string; reason?: string };
   return { ...answer, txHash: body.success === true ? body.txHash! : null, reason: body.reason ?? null };
@@ -128,7 +141,11 @@ async function policyUsage(agentId: string): Promise<{ usedUnits: bigint; budget
   const answer = await call(agentsKey, "GET", `/v1/policies/${agentId}`);
   expect(answer.status, answer.text).toBe(200);
   const body = parseJson(answer.text) as { usedToday: unknown; budgetState: string; rateUsage: { calls: unknown } };
-  return { usedUnits: parseUsdcNumber((body.usedToday as { usdc: JsonValue }).usdc, "usedToday", true), budgetState: body.budgetState, rateCalls: Number(String(body.rateUsage.calls)) };
+  return {
+    usedUnits: parseUsdcNumber((body.usedToday as { usdc: JsonValue }).usdc, "usedToday", true),
+    budgetState: body.budgetState,
+    rateCalls: Number(String(body.rateUsage.calls)),
+  };
 }
 
 interface ReservationRow {
@@ -219,10 +236,30 @@ async function scenario(seed: number, coverage: Coverage): Promise<void> {
     const flows: FlowLog[] = Array.from({ length: 8 + int(5) }, () => {
       // Each step with its own odds: most payloads are settled, some twice (a replay), some
       // released, and a sweep whose clock is ahead sometimes treats every payload as expired.
-      const odds: [Step, number][] = [["settle", 0.85], ["settle", 0.25], ["release", 0.35], ["complete", 0.5], ["sweep-now", 0.3], ["sweep-expired", 0.15]];
-      const steps = odds.filter(([, p]) => random() < p).map(([step]) => step).sort(() => random() - 0.5);
+      const odds: [Step, number][] = [
+        ["settle", 0.85],
+        ["settle", 0.25],
+        ["release", 0.35],
+        ["complete", 0.5],
+        ["sweep-now", 0.3],
+        ["sweep-expired", 0.15],
+      ];
+      const steps = odds
+        .filter(([, p]) => random() < p)
+        .map(([step]) => step)
+        .sort(() => random() - 0.5);
       const amountUnits = [budgetUnits / 2n, budgetUnits / 4n, budgetUnits / 8n][int(3)]!;
-      return { amountUnits, steps, authorizeStatus: 0, authorized: null, landed: [], settleReasons: [], releaseStatuses: [], completeStatuses: [], statuses: [] };
+      return {
+        amountUnits,
+        steps,
+        authorizeStatus: 0,
+        authorized: null,
+        landed: [],
+        settleReasons: [],
+        releaseStatuses: [],
+        completeStatuses: [],
+        statuses: [],
+      };
     });
     const delays = flows.map(() => flows.map(() => int(25)));
 
@@ -287,7 +324,10 @@ async function scenario(seed: number, coverage: Coverage): Promise<void> {
       if (flow.landed.length === 1) {
         expect(row, context).toMatchObject({ status: "settled", tx_hash: flow.landed[0] });
         // Released first → never settled; settled first → release refused.
-        expect(flow.releaseStatuses.every((status) => status === 409), context).toBe(true);
+        expect(
+          flow.releaseStatuses.every((status) => status === 409),
+          context,
+        ).toBe(true);
       }
       if (flow.releaseStatuses.includes(200)) {
         expect(flow.landed, context).toEqual([]);
@@ -349,7 +389,10 @@ describe("release revokes the signed payment (the issue's bypass)", () => {
     const required = requirement(100_000n, "https://paid.example/verify/1");
     const authorized = (await authorize(agentId, required)).authorized!;
     expect((await release(agentId, authorized.reservationId)).status).toBe(200);
-    const verified = await call(serverKey, "POST", "/v1/x402/verify", { payment: authorized.payment, requirement: requirementBody(required) });
+    const verified = await call(serverKey, "POST", "/v1/x402/verify", {
+      payment: authorized.payment,
+      requirement: requirementBody(required),
+    });
     expect(parseJson(verified.text)).toMatchObject({ valid: false, reason: "payment_revoked" });
   });
 
@@ -392,7 +435,9 @@ describe("release revokes the signed payment (the issue's bypass)", () => {
     expect((await release(agentId, first.reservationId)).status).toBe(200);
     const second = await authorize(agentId, requirement(100_000n, "https://paid.example/late/2"));
     expect(second.status).toBe(200);
-    await system.pool.query("UPDATE spend_reservations SET status = 'settled', tx_hash = 'landed-late' WHERE id = $1", [first.reservationId]);
+    await system.pool.query("UPDATE spend_reservations SET status = 'settled', tx_hash = 'landed-late' WHERE id = $1", [
+      first.reservationId,
+    ]);
     // 0.2 landed + 0.1 reserved = 0.3: the budget is used up although the periods started apart.
     expect((await policyUsage(agentId)).usedUnits).toBe(300_000n);
     const third = await authorize(agentId, requirement(50_000n, "https://paid.example/late/3"));

@@ -43,7 +43,12 @@ beforeAll(async () => {
   [localnet, db] = await Promise.all([startLocalnet(), createFreshDatabase()]);
   ledger = localSettlementLedger(localnet);
   const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
-  const wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });
+  const wallets = new AgentWallets({
+    pool: db.pool,
+    keystore,
+    ledger,
+    fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
+  });
   server = createApiServer({
     pool: db.pool,
     liveFeed: false,
@@ -56,7 +61,10 @@ beforeAll(async () => {
   otherKey = (await issueApiKey(db.pool, await createAccount(db.pool, "another account"))).apiKey;
   // Registering needs no chain transaction: these wallets have no token account at all.
   for (let i = 0; i < BULK_AGENTS; i++) {
-    await registerAgent(db.pool, accountId, { agentId: `bulk-${String(i).padStart(3, "0")}`, walletAddress: Keypair.generate().publicKey.toBase58() });
+    await registerAgent(db.pool, accountId, {
+      agentId: `bulk-${String(i).padStart(3, "0")}`,
+      walletAddress: Keypair.generate().publicKey.toBase58(),
+    });
   }
   for (const agentId of ["funded", "never-funded"]) {
     expect((await call("POST", "/v1/agents", { agentId }, randomUUID())).status).toBe(201);
@@ -222,7 +230,12 @@ describe("archiving an agent", () => {
     expect(fund.body).toMatchObject({ code: "AGENT_ARCHIVED", agentId: "retired" });
     expect(await count("SELECT count(*)::int AS n FROM wallet_operations WHERE agent_id = $1", "retired")).toBe(0);
 
-    const pay = await call("POST", "/v1/agents/retired/payments/authorize", { endpoint: ENDPOINT, x402: requirement("1000") }, randomUUID());
+    const pay = await call(
+      "POST",
+      "/v1/agents/retired/payments/authorize",
+      { endpoint: ENDPOINT, x402: requirement("1000") },
+      randomUUID(),
+    );
     expect(pay.status).toBe(409);
     expect(pay.body).toMatchObject({ code: "AGENT_ARCHIVED" });
     expect(await count("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1", "retired")).toBe(0);
@@ -272,17 +285,25 @@ describe("archiving an agent", () => {
   it("an archived agent leaves agents.list (REST, GraphQL, SDK) unless includeArchived, and keeps its history", async () => {
     await register("historian");
     await putPolicy(db.pool, await agentKey(db.pool, "historian"), { perCallLimitUnits: 1_000n });
-    const rejected = await call("POST", "/v1/agents/historian/payments/authorize", { endpoint: ENDPOINT, x402: requirement("5000") }, randomUUID());
+    const rejected = await call(
+      "POST",
+      "/v1/agents/historian/payments/authorize",
+      { endpoint: ENDPOINT, x402: requirement("5000") },
+      randomUUID(),
+    );
     expect(rejected.status).toBe(403);
     expect((await call("DELETE", "/v1/agents/historian")).status).toBe(200);
 
     const ids = (body: { agents: { agentId: string }[] }) => body.agents.map((agent) => agent.agentId);
     expect(ids((await call("GET", "/v1/agents?limit=500")).body)).not.toContain("historian");
     const withArchived = await call("GET", "/v1/agents?limit=500&includeArchived=true");
-    expect(withArchived.body.agents.find((agent: { agentId: string }) => agent.agentId === "historian")?.archivedAt).toEqual(expect.any(String));
+    expect(withArchived.body.agents.find((agent: { agentId: string }) => agent.agentId === "historian")?.archivedAt).toEqual(
+      expect.any(String),
+    );
     expect((await call("GET", "/v1/agents?includeArchived=yes")).status).toBe(400);
 
-    const graphql = async (query: string) => (await call("POST", "/graphql", { query })).body.data.agents.map((agent: { agentId: string }) => agent);
+    const graphql = async (query: string) =>
+      (await call("POST", "/graphql", { query })).body.data.agents.map((agent: { agentId: string }) => agent);
     expect((await graphql("{ agents { agentId } }")).map((agent: { agentId: string }) => agent.agentId)).not.toContain("historian");
     const archivedInGraphql = (await graphql("{ agents(includeArchived: true) { agentId archivedAt } }")).find(
       (agent: { agentId: string }) => agent.agentId === "historian",

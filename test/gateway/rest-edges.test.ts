@@ -24,7 +24,10 @@ beforeAll(async () => {
   server = createApiServer({
     pool: db.pool,
     liveFeed: false,
-    gateway: { keystore: keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() }), secretBox: new SecretBox(randomBytes(32)) },
+    gateway: {
+      keystore: keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() }),
+      secretBox: new SecretBox(randomBytes(32)),
+    },
   });
   base = `http://127.0.0.1:${await server.listen(0)}`;
   const accountId = await createAccount(db.pool, "edges");
@@ -47,7 +50,11 @@ interface Answer {
   body: any;
 }
 
-async function send(method: string, path: string, options: { authorization?: string | null; body?: string; contentType?: string } = {}): Promise<Answer> {
+async function send(
+  method: string,
+  path: string,
+  options: { authorization?: string | null; body?: string; contentType?: string } = {},
+): Promise<Answer> {
   const headers: Record<string, string> = {};
   const authorization = options.authorization === undefined ? `Bearer ${apiKey}` : options.authorization;
   if (authorization !== null) headers.authorization = authorization;
@@ -126,7 +133,13 @@ function chunkedPost(path: string, bytes: number): Promise<{ status: number | nu
   return new Promise((resolve) => {
     const url = new URL(`${base}${path}`);
     const req = httpRequest(
-      { host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` } },
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
+      },
       (res) => {
         let body = "";
         res.setEncoding("utf8");

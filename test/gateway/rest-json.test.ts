@@ -32,7 +32,7 @@ function randomValue(next: () => number, depth: number): unknown {
     case 3:
       return Math.floor((next() - 0.5) * 1e9);
     case 4:
-      return Array.from({ length: Math.floor(next() * 6) }, () => String.fromCharCode(Math.floor(next() * 0x2fff))).join("") + '"\\\n';
+      return `${Array.from({ length: Math.floor(next() * 6) }, () => String.fromCharCode(Math.floor(next() * 0x2fff))).join("")}"\\\n`;
     case 5:
       return Array.from({ length: Math.floor(next() * 4) }, () => randomValue(next, depth + 1));
     default: {
@@ -76,7 +76,21 @@ describe("parseJson", () => {
   });
 
   it("refuses what JSON.parse refuses, and duplicate keys", () => {
-    for (const text of ["", "{", "[1,]", "{'a':1}", "01", "1.", ".5", "+1", "NaN", '"\u0001"', '{"a":1}x', '{"a":1,"a":2}', "[" .repeat(40) + "]".repeat(40)]) {
+    for (const text of [
+      "",
+      "{",
+      "[1,]",
+      "{'a':1}",
+      "01",
+      "1.",
+      ".5",
+      "+1",
+      "NaN",
+      '"\u0001"',
+      '{"a":1}x',
+      '{"a":1,"a":2}',
+      "[".repeat(40) + "]".repeat(40),
+    ]) {
       expect(refuses(text), JSON.stringify(text)).toBe(true);
     }
   });

@@ -12,7 +12,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayHandler } from "../../api/http/index.js";
 import { createAccount, issueApiKey } from "../../api/keys.js";
 import { putPolicy } from "../../api/policy/index.js";
-import { AgentWallets, createAgentWallet, generateWalletEncryptionKey, keystoreFromEnv, type SettlementLedger } from "../../api/wallets/index.js";
+import {
+  AgentWallets,
+  createAgentWallet,
+  generateWalletEncryptionKey,
+  keystoreFromEnv,
+  type SettlementLedger,
+} from "../../api/wallets/index.js";
 import { SecretBox } from "../../api/webhooks/index.js";
 import { type SettleRequest, X402Facilitator } from "../../api/x402/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -85,7 +91,12 @@ async function reservations(agentId: string): Promise<number> {
 
 describe("payment authorization", () => {
   it("x402: reserves, signs a payload the facilitator verifies and settles once", async () => {
-    const authorized = await call("POST", "/v1/agents/payer/payments/authorize", { endpoint: ENDPOINT, x402: requirement("250000") }, randomUUID());
+    const authorized = await call(
+      "POST",
+      "/v1/agents/payer/payments/authorize",
+      { endpoint: ENDPOINT, x402: requirement("250000") },
+      randomUUID(),
+    );
     expect(authorized.status).toBe(200);
     expect(authorized.body).toMatchObject({ protocol: "x402", amount: { usdc: 0.25 }, agentId: "payer" });
     expect(authorized.body.headers["X-PAYMENT"]).toBeTypeOf("string");
@@ -106,7 +117,9 @@ describe("payment authorization", () => {
     expect(again.body).toMatchObject({ success: false, reason: "nonce_reused" });
     expect(settled.filter((s) => s.agentId === "payer")).toHaveLength(1);
 
-    const completed = await call("POST", `/v1/agents/payer/payments/${authorized.body.reservationId}/complete`, { txHash: first.body.txHash });
+    const completed = await call("POST", `/v1/agents/payer/payments/${authorized.body.reservationId}/complete`, {
+      txHash: first.body.txHash,
+    });
     expect(completed.body).toMatchObject({ status: "settled" });
     const released = await call("POST", `/v1/agents/payer/payments/${authorized.body.reservationId}/release`);
     expect(released.status).toBe(409);

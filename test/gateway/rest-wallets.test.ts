@@ -30,7 +30,12 @@ beforeAll(async () => {
   [localnet, db] = await Promise.all([startLocalnet(), createFreshDatabase()]);
   const ledger = localSettlementLedger(localnet);
   const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
-  const wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });
+  const wallets = new AgentWallets({
+    pool: db.pool,
+    keystore,
+    ledger,
+    fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
+  });
   handle = createGatewayHandler({ pool: db.pool, wallets, keystore, secretBox: new SecretBox(randomBytes(32)) });
   apiKey = (await issueApiKey(db.pool, await createAccount(db.pool, "wallets REST"))).apiKey;
 });
@@ -44,13 +49,17 @@ async function call(method: string, path: string, options: { raw?: string; idem?
   const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` };
   if (options.idem !== undefined) headers["idempotency-key"] = options.idem;
   if (options.raw !== undefined) headers["content-type"] = "application/json";
-  const response = (await handle(new Request(`http://gateway.test${path}`, { method, headers, ...(options.raw === undefined ? {} : { body: options.raw }) })))!;
+  const response = (await handle(
+    new Request(`http://gateway.test${path}`, { method, headers, ...(options.raw === undefined ? {} : { body: options.raw }) }),
+  ))!;
   const text = await response.text();
   return { status: response.status, text, body: text === "" ? null : JSON.parse(text) };
 }
 
 async function fundings(agentId: string): Promise<number> {
-  const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM wallet_operations WHERE agent_id = $1 AND kind = 'fund'", [await agentKey(db.pool, agentId)]);
+  const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM wallet_operations WHERE agent_id = $1 AND kind = 'fund'", [
+    await agentKey(db.pool, agentId),
+  ]);
   return rows[0].n;
 }
 
@@ -92,7 +101,12 @@ describe("wallet routes", () => {
 
   it("a withdrawal to the mint, a program or a sysvar is refused: the tokens could never move again", async () => {
     const mint = localnet.info.mint.toBase58();
-    for (const to of [mint, TOKEN_PROGRAM_ID.toBase58(), "11111111111111111111111111111111", "SysvarRent111111111111111111111111111111111"]) {
+    for (const to of [
+      mint,
+      TOKEN_PROGRAM_ID.toBase58(),
+      "11111111111111111111111111111111",
+      "SysvarRent111111111111111111111111111111111",
+    ]) {
       const answer = await call("POST", "/v1/agents/w1/wallet/withdraw", { raw: `{"to":"${to}","usdc":0.1}`, idem: randomUUID() });
       expect(answer.status, to).toBe(400);
       expect(answer.body.code, to).toBe("BAD_USER_INPUT");
@@ -122,10 +136,9 @@ describe("wallet routes", () => {
     const first = await call("POST", "/v1/agents/w50/wallet/fund", { raw: '{"usdc":0.75}', idem });
     expect(first.status).toBe(200);
     // As if the process died after the funding landed and before the key was completed.
-    await db.pool.query(
-      "UPDATE idempotency_keys SET status = 'in_progress', response_status = NULL, response_body = NULL WHERE key = $1",
-      [idem],
-    );
+    await db.pool.query("UPDATE idempotency_keys SET status = 'in_progress', response_status = NULL, response_body = NULL WHERE key = $1", [
+      idem,
+    ]);
     const retried = await call("POST", "/v1/agents/w50/wallet/fund", { raw: '{"usdc":0.75}', idem });
     expect(retried.status).toBe(200);
     expect(retried.body.operationId).toBe(first.body.operationId);

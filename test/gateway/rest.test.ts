@@ -64,7 +64,9 @@ async function call(
   if (options.idem !== undefined) headers["idempotency-key"] = options.idem;
   const text = options.raw ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
   if (text !== undefined) headers["content-type"] = options.contentType ?? "application/json";
-  const response = await handle(new Request(`http://gateway.test${path}`, { method, headers, ...(text === undefined ? {} : { body: text }) }));
+  const response = await handle(
+    new Request(`http://gateway.test${path}`, { method, headers, ...(text === undefined ? {} : { body: text }) }),
+  );
   if (response === null) throw new Error(`no route for ${method} ${path}`);
   const answer = await response.text();
   return { status: response.status, headers: response.headers, text: answer, body: answer === "" ? null : JSON.parse(answer) };
@@ -141,7 +143,13 @@ describe("policies", () => {
   it("DELETE clears every limit (policies.clear)", async () => {
     expect((await call("DELETE", "/v1/policies/agent-a")).status).toBe(204);
     const get = await call("GET", "/v1/policies/agent-a");
-    expect(get.body).toMatchObject({ dailyBudget: null, perCallLimit: null, allowedDomains: null, rateLimit: null, usedToday: { usdc: 0 } });
+    expect(get.body).toMatchObject({
+      dailyBudget: null,
+      perCallLimit: null,
+      allowedDomains: null,
+      rateLimit: null,
+      usedToday: { usdc: 0 },
+    });
   });
 
   it("another account's agent is 404, a missing key 401, a wrong content type 415, a wrong method 405", async () => {
@@ -252,7 +260,10 @@ describe("Idempotency-Key", () => {
     const idem = randomUUID();
     const body = { agentId: "agent-a", type: "policy_violation", notify: "webhook:https://hooks.example.com/idem" };
     const first = await call("POST", "/v1/alerts", { body, idem });
-    const second = await call("POST", "/v1/alerts", { raw: '{ "notify":"webhook:https://hooks.example.com/idem", "type":"policy_violation", "agentId":"agent-a" }', idem });
+    const second = await call("POST", "/v1/alerts", {
+      raw: '{ "notify":"webhook:https://hooks.example.com/idem", "type":"policy_violation", "agentId":"agent-a" }',
+      idem,
+    });
     expect(first.status).toBe(201);
     expect(second.status).toBe(201);
     // The same alert, but its signing secret is shown once.
@@ -311,13 +322,17 @@ describe("Idempotency-Key", () => {
     const withSecret = answers.filter((a) => a.body.signingSecret !== null);
     expect(withSecret).toHaveLength(1);
     expect(new Set(answers.map((a) => JSON.stringify({ ...a.body, signingSecret: null }))).size).toBe(1);
-    const { rows } = await db.pool.query("SELECT count(*)::int AS n FROM alerts WHERE notify = 'webhook:https://hooks.example.com/concurrent'");
+    const { rows } = await db.pool.query(
+      "SELECT count(*)::int AS n FROM alerts WHERE notify = 'webhook:https://hooks.example.com/concurrent'",
+    );
     expect(rows[0].n).toBe(1);
   });
 
   it("50 concurrent registrations with one key create one agent; the others replay or are told to retry", async () => {
     const idem = randomUUID();
-    const answers = await Promise.all(Array.from({ length: 50 }, () => call("POST", "/v1/agents", { body: { agentId: "agent-race" }, idem })));
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () => call("POST", "/v1/agents", { body: { agentId: "agent-race" }, idem })),
+    );
     const statuses = answers.map((a) => a.status);
     expect(statuses.every((s) => s === 201 || s === 409)).toBe(true);
     expect(answers.filter((a) => a.status === 409).every((a) => a.body.code === "IDEMPOTENCY_IN_PROGRESS")).toBe(true);
@@ -338,7 +353,9 @@ describe("Idempotency-Key", () => {
   it("a registration whose key a crash left in_progress answers with the agent it created", async () => {
     const idem = randomUUID();
     const first = await call("POST", "/v1/agents", { body: { agentId: "agent-crash" }, idem });
-    await db.pool.query("UPDATE idempotency_keys SET status = 'in_progress', response_status = NULL, response_body = NULL WHERE key = $1", [idem]);
+    await db.pool.query("UPDATE idempotency_keys SET status = 'in_progress', response_status = NULL, response_body = NULL WHERE key = $1", [
+      idem,
+    ]);
     const retried = await call("POST", "/v1/agents", { body: { agentId: "agent-crash" }, idem });
     expect(retried.status).toBe(201);
     expect(retried.body.address).toBe(first.body.address);
@@ -350,7 +367,10 @@ describe("Idempotency-Key", () => {
     const idem = randomUUID();
     await call("POST", "/v1/api-keys", { idem });
     const later = new Date(NOW.getTime() + IDEMPOTENCY_RETENTION_MS + 1);
-    await db.pool.query("INSERT INTO idempotency_keys (account_id, key, fingerprint, method, path, status, expires_at) SELECT account_id, 'stuck', fingerprint, method, path, 'in_progress', $2 FROM idempotency_keys WHERE key = $1", [idem, NOW]);
+    await db.pool.query(
+      "INSERT INTO idempotency_keys (account_id, key, fingerprint, method, path, status, expires_at) SELECT account_id, 'stuck', fingerprint, method, path, 'in_progress', $2 FROM idempotency_keys WHERE key = $1",
+      [idem, NOW],
+    );
     expect(await pruneIdempotencyKeys(db.pool, later)).toBeGreaterThan(0);
     const left = await db.pool.query<{ key: string }>("SELECT key FROM idempotency_keys");
     expect(left.rows.map((r) => r.key)).toEqual(["stuck"]);
@@ -397,7 +417,7 @@ describe("docs/openapi.yaml", () => {
     const doc = await readFile(new URL("../../docs/openapi.yaml", import.meta.url), "utf8");
     expect(doc.length).toBeGreaterThan(1000);
     const blocks = new Map<string, string>();
-    const parts = doc.split(/\n  (?=\/v1\/)/);
+    const parts = doc.split(/\n {2}(?=\/v1\/)/);
     for (const part of parts.slice(1)) blocks.set(part.slice(0, part.indexOf(":")), part);
     for (const route of GATEWAY_ROUTES) {
       const path = route.path.replace(/:([A-Za-z]+)/g, "{$1}");

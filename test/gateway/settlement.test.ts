@@ -57,19 +57,12 @@ afterAll(async () => {
 
 const serviceWallet = (): PublicKey => Keypair.generate().publicKey;
 
-function payment(
-  agentId: string,
-  payee: PublicKey,
-  amountUnits: bigint,
-  extra: Partial<SettlePaymentInput> = {},
-): SettlePaymentInput {
+function payment(agentId: string, payee: PublicKey, amountUnits: bigint, extra: Partial<SettlePaymentInput> = {}): SettlePaymentInput {
   return { agentId, payee: payee.toBase58(), amountUnits, protocol: "x402", rail: "stablecoin", endpoint: ENDPOINT, ...extra };
 }
 
 async function settlementRow(signature: string) {
-  const rows = await db.pool.query("SELECT agent_id, payment_id, status, error, slot FROM settlements WHERE signature = $1", [
-    signature,
-  ]);
+  const rows = await db.pool.query("SELECT agent_id, payment_id, status, error, slot FROM settlements WHERE signature = $1", [signature]);
   return rows.rows[0];
 }
 
@@ -143,9 +136,7 @@ describe("settlement", () => {
     const total = amounts.reduce((a, b) => a + b, 0n);
     expect(await wallets.balance("s-many")).toBe(100n * USDC - total);
     expect(await tokenBalanceUnits(ledger, payee)).toBe(total);
-    const statuses = await db.pool.query(
-      "SELECT status, count(*)::int AS n FROM settlements WHERE agent_id = 's-many' GROUP BY status",
-    );
+    const statuses = await db.pool.query("SELECT status, count(*)::int AS n FROM settlements WHERE agent_id = 's-many' GROUP BY status");
     expect(statuses.rows).toEqual([{ status: "confirmed", n: 20 }]);
   });
 

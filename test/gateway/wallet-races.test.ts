@@ -137,7 +137,10 @@ function plan(): Plan {
     ...Array.from({ length: 20 }, () => ({ idem: randomUUID() })),
     ...Array.from({ length: 10 }, (_, i) => ({ idem: shared[i % 2] })),
   ];
-  return requests.map((request) => ({ request, order: Math.random() })).sort((a, b) => a.order - b.order).map(({ request }) => request);
+  return requests
+    .map((request) => ({ request, order: Math.random() }))
+    .sort((a, b) => a.order - b.order)
+    .map(({ request }) => request);
 }
 
 /**
@@ -275,7 +278,12 @@ describe("each operation's transaction is its own", () => {
     const blockhash = await recentBlockhash(ledger);
     const treasury = { ...ledger, authority: localnet.keypairs.treasury };
     const fundings = ["901", "902"].map((id) =>
-      signTransaction(treasury, treasuryFundingTransaction(ledger, localnet.keypairs.treasury.publicKey, localnet.info.treasuryToken, agent, USDC, id), blockhash, []),
+      signTransaction(
+        treasury,
+        treasuryFundingTransaction(ledger, localnet.keypairs.treasury.publicKey, localnet.info.treasuryToken, agent, USDC, id),
+        blockhash,
+        [],
+      ),
     );
     expect(fundings[0]!.signature).not.toBe(fundings[1]!.signature);
     // Same operation, same blockhash: the same bytes (the memo is what tells two operations apart).
@@ -291,13 +299,17 @@ describe("each operation's transaction is its own", () => {
       signTransaction(ledger, withdrawalTransaction(ledger, owner.publicKey, agent, USDC, id), blockhash, [owner]),
     );
     expect(withdrawals[0]!.signature).not.toBe(withdrawals[1]!.signature);
-    expect(withdrawalTransaction(ledger, owner.publicKey, agent, USDC, "903").instructions.at(-1)!.programId.equals(MEMO_PROGRAM_ID)).toBe(true);
+    expect(withdrawalTransaction(ledger, owner.publicKey, agent, USDC, "903").instructions.at(-1)!.programId.equals(MEMO_PROGRAM_ID)).toBe(
+      true,
+    );
 
     // The ledger runs the memo program: both fundings land and the wallet holds both.
     for (const signed of fundings) await ledger.connection.sendRawTransaction(Buffer.from(signed.wire, "base64"));
     await until("both fundings to land", async () => {
       const statuses = (await ledger.connection.getSignatureStatuses(fundings.map((signed) => signed.signature))).value;
-      return statuses.every((status) => status?.confirmationStatus === "confirmed" || status?.confirmationStatus === "finalized") ? statuses : undefined;
+      return statuses.every((status) => status?.confirmationStatus === "confirmed" || status?.confirmationStatus === "finalized")
+        ? statuses
+        : undefined;
     }).then((statuses) => expect(statuses.map((status) => status!.err)).toEqual([null, null]));
     expect(await tokenBalanceUnits(ledger, agent)).toBe(2n * USDC);
   });
@@ -344,7 +356,10 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
 
     // The keyless caller reads its operation back: the chain is asked, the row resolved.
     const read = await get(`/v1/agents/lossy-2/wallet/operations/${keyless.body.operationId}`, lossyKey);
-    expect(read).toMatchObject({ status: 200, body: { operationId: keyless.body.operationId, kind: "fund", status: "confirmed", txHash: keyless.body.txHash, error: null } });
+    expect(read).toMatchObject({
+      status: 200,
+      body: { operationId: keyless.body.operationId, kind: "fund", status: "confirmed", txHash: keyless.body.txHash, error: null },
+    });
     await wallets.reconcilePendingOperations();
     const rows = await operations("lossy-2", "fund");
     expect(rows.map((row) => [row.id, row.status, row.signature])).toEqual([
@@ -371,7 +386,11 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
 
     // The SDK's follow-up of a pending answer reads the same resource.
     const sdk = new Client({ agentId: "lossy-2", apiKey: lossyKey, baseUrl });
-    expect(await sdk.wallet.operation(operation!.id)).toMatchObject({ operationId: operation!.id, status: "confirmed", txHash: operation!.signature });
+    expect(await sdk.wallet.operation(operation!.id)).toMatchObject({
+      operationId: operation!.id,
+      status: "confirmed",
+      txHash: operation!.signature,
+    });
     expect(() => sdk.wallet.operation("1; drop")).toThrow(TypeError);
   });
 
@@ -389,7 +408,12 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
         throw new Error("socket hang up");
       };
     }
-    return new AgentWallets({ pool: db.pool, keystore, ledger: { ...ledger, connection }, fundingSource: async () => LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });
+    return new AgentWallets({
+      pool: db.pool,
+      keystore,
+      ledger: { ...ledger, connection },
+      fundingSource: async () => LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
+    });
   }
 
   async function fundedWallet(agentId: string): Promise<PublicKey> {
@@ -419,7 +443,10 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
     const destination = Keypair.generate().publicKey;
     const answer = await unreachableRpc(true).withdraw("lost-out", destination.toBase58(), 300_000n);
     expect(answer).toMatchObject({ status: "pending", replayed: false });
-    const { rows } = await db.pool.query("SELECT status, signature, last_valid_block_height::int AS height FROM wallet_operations WHERE id = $1", [answer.operationId]);
+    const { rows } = await db.pool.query(
+      "SELECT status, signature, last_valid_block_height::int AS height FROM wallet_operations WHERE id = $1",
+      [answer.operationId],
+    );
     expect(rows[0]).toMatchObject({ status: "pending", signature: answer.txHash });
     const read = await until("the withdrawal's blockhash to expire", async () => {
       await wallets.reconcilePendingOperations();

@@ -81,9 +81,7 @@ describe("agent wallets", () => {
        UNION ALL SELECT encode(ciphertext, 'base64') FROM agent_wallets`,
     );
     for (const { row } of dump.rows) for (const secret of secretForms) expect(row).not.toContain(secret);
-    const stored = await db.pool.query<{ ciphertext: Buffer }>(
-      "SELECT ciphertext FROM agent_wallets WHERE agent_id = 'w-create'",
-    );
+    const stored = await db.pool.query<{ ciphertext: Buffer }>("SELECT ciphertext FROM agent_wallets WHERE agent_id = 'w-create'");
     expect(stored.rows[0]!.ciphertext.includes(seed)).toBe(false);
 
     const again = createAgentWallet(db.pool, keystore, { accountId, agentId: "w-create" });
@@ -166,9 +164,7 @@ describe("agent wallets", () => {
     expect(await tokenBalanceUnits(ledger, destination)).toBe(2n * USDC + 1n);
     // The agent holds no SOL: the authority paid the fee (and the destination account's rent).
     expect(await ledger.connection.getBalance(agentAddress, "confirmed")).toBe(0);
-    const row = await db.pool.query(
-      "SELECT kind, status, signature, amount_units FROM wallet_operations WHERE client_reference = 'out-1'",
-    );
+    const row = await db.pool.query("SELECT kind, status, signature, amount_units FROM wallet_operations WHERE client_reference = 'out-1'");
     expect(row.rows[0]).toEqual({ kind: "withdraw", status: "confirmed", signature: done.txHash, amount_units: "2000001" });
     const replay = await wallets.withdraw("w-out", destination.toBase58(), 2n * USDC + 1n, { clientReference: "out-1" });
     expect(replay).toEqual({ ...done, replayed: true });
@@ -188,9 +184,7 @@ describe("agent wallets", () => {
     expect(await wallets.balance("w-poor")).toBe(USDC);
     expect(await ledger.connection.getAccountInfo(destination, "confirmed")).toBeNull();
     expect(await tokenBalanceUnits(ledger, destination)).toBe(0n);
-    const ops = await db.pool.query(
-      "SELECT count(*)::int AS n FROM wallet_operations WHERE agent_id = 'w-poor' AND kind = 'withdraw'",
-    );
+    const ops = await db.pool.query("SELECT count(*)::int AS n FROM wallet_operations WHERE agent_id = 'w-poor' AND kind = 'withdraw'");
     expect(ops.rows[0].n).toBe(0);
   });
 

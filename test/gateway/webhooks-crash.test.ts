@@ -123,7 +123,11 @@ describe("dispatcher crash recovery", () => {
       const all = [...first, ...second];
       await receiver.until(() => all.every((id) => receiver.acknowledgedIds().has(id)), 60_000);
       // The receiver answers before the dispatcher records the outcome: wait for the records too.
-      await pollUntil(async () => (await deliveredCount(all)) >= all.length, { timeoutMs: 10_000, intervalMs: 50, what: "every delivery recorded as delivered" });
+      await pollUntil(async () => (await deliveredCount(all)) >= all.length, {
+        timeoutMs: 10_000,
+        intervalMs: 50,
+        what: "every delivery recorded as delivered",
+      });
       expect(await deliveredCount(all)).toBe(all.length);
       // At least once: every id acknowledged; the held ones were sent again after their lease.
       expect([...receiver.acknowledgedIds()].sort()).toEqual([...all].sort());

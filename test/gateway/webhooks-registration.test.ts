@@ -57,10 +57,10 @@ async function post(server: string, path: string, body: unknown, idem?: string):
 }
 
 async function endpointsWithUrl(url: string): Promise<number> {
-  const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM webhook_endpoints WHERE account_id = $1 AND url = $2", [
-    accountId,
-    new URL(url).toString(),
-  ]);
+  const { rows } = await db.pool.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM webhook_endpoints WHERE account_id = $1 AND url = $2",
+    [accountId, new URL(url).toString()],
+  );
   return rows[0]!.n;
 }
 
@@ -112,7 +112,13 @@ const LOOPBACK = [
   "http://[::ffff:7f00:1]/",
 ];
 
-const PUBLIC = ["https://hooks.example.com/w", "https://93.184.215.14/hook", "http://172.32.0.1/", "http://11.0.0.1/", "https://[2606:4700::1111]/w"];
+const PUBLIC = [
+  "https://hooks.example.com/w",
+  "https://93.184.215.14/hook",
+  "http://172.32.0.1/",
+  "http://11.0.0.1/",
+  "https://[2606:4700::1111]/w",
+];
 
 describe("webhook URLs at registration", () => {
   it("refuses link-local, metadata, private, unspecified and loopback hosts (numeric obfuscations included) with 422 INVALID_WEBHOOK_URL; public hosts pass", async () => {
@@ -158,7 +164,14 @@ describe("webhook URLs at registration", () => {
 describe("alert webhook targets at registration", () => {
   it("an alert's webhook:<url> target follows the same rule: internal hosts refused with 422 INVALID_WEBHOOK_URL, loopback only on a local server", async () => {
     const alert = (notify: string) => ({ agentId: "reg-agent", type: "policy_violation", notify });
-    for (const url of ["http://169.254.169.254/", "http://metadata.google.internal/", "http://[fd00::1]/", "http://10.0.0.1/", "http://0x7f000001/", "http://[::1]/"]) {
+    for (const url of [
+      "http://169.254.169.254/",
+      "http://metadata.google.internal/",
+      "http://[fd00::1]/",
+      "http://10.0.0.1/",
+      "http://0x7f000001/",
+      "http://[::1]/",
+    ]) {
       const answer = await post(strictUrl, "/v1/alerts", alert(`webhook:${url}`));
       expect(answer.status, url).toBe(422);
       expect(answer.body, url).toMatchObject({ code: "INVALID_WEBHOOK_URL", errorClass: "ServiceError" });
@@ -166,7 +179,9 @@ describe("alert webhook targets at registration", () => {
     expect((await post(localUrl, "/v1/alerts", alert("webhook:http://127.0.0.1:9/hook"))).status).toBe(201);
     expect((await post(localUrl, "/v1/alerts", alert("webhook:http://192.168.1.1/hook"))).status).toBe(422);
     expect((await post(strictUrl, "/v1/alerts", alert("webhook:https://hooks.example.com/alert"))).status).toBe(201);
-    const { rows } = await db.pool.query<{ notify: string }>("SELECT notify FROM alerts WHERE account_id = $1 ORDER BY created_at", [accountId]);
+    const { rows } = await db.pool.query<{ notify: string }>("SELECT notify FROM alerts WHERE account_id = $1 ORDER BY created_at", [
+      accountId,
+    ]);
     expect(rows.map((row) => row.notify)).toEqual(["webhook:http://127.0.0.1:9/hook", "webhook:https://hooks.example.com/alert"]);
   });
 });

@@ -58,7 +58,12 @@ describe("webhook delivery and non-public addresses", () => {
 
   it("delivers to the same receiver when private networks are allowed", async () => {
     const before = receiver.received.length;
-    const outcome = await postWebhook(receiver.url, '{"ok":true}', { "webhook-id": "msg_ssrf" }, { timeoutMs: 2_000, allowPrivateNetworks: true });
+    const outcome = await postWebhook(
+      receiver.url,
+      '{"ok":true}',
+      { "webhook-id": "msg_ssrf" },
+      { timeoutMs: 2_000, allowPrivateNetworks: true },
+    );
     expect(outcome).toEqual({ ok: true, status: 200, error: null, retryAfterMs: null });
     expect(receiver.received.length).toBe(before + 1);
     expect(receiver.received.at(-1)!.headers["webhook-id"]).toBe("msg_ssrf");

@@ -63,7 +63,7 @@ describe("secrets", () => {
     const secret = generateSigningSecret();
     expect(signingKey(secret)).toHaveLength(32);
     expect(generateSigningSecret()).not.toBe(secret);
-    expect(() => signingKey("whsec_" + randomBytes(16).toString("base64"))).toThrow(/24 to 64/);
+    expect(() => signingKey(`whsec_${randomBytes(16).toString("base64")}`)).toThrow(/24 to 64/);
     expect(() => signingKey(randomBytes(32).toString("base64"))).toThrow(/whsec_/);
   });
 
@@ -87,7 +87,7 @@ describe("signing", () => {
     const headers = signedHeaders(secret, "evt_0123", AT, body);
     expect(headers["webhook-timestamp"]).toBe(String(AT.getTime() / 1000));
     expect(() => verifyStandardWebhook(secret, { ...headers }, body, AT.getTime() / 1000)).not.toThrow();
-    expect(() => verifyStandardWebhook(secret, { ...headers }, body + " ", AT.getTime() / 1000)).toThrow();
+    expect(() => verifyStandardWebhook(secret, { ...headers }, `${body} `, AT.getTime() / 1000)).toThrow();
     expect(() => signWebhook(secret, "evt.1", 1, body)).toThrow(/'\.'/);
   });
 

@@ -56,7 +56,16 @@ async function receiver(): Promise<WebhookReceiver> {
 
 function dispatcher(options: Partial<DispatcherOptions> = {}): Dispatcher {
   // The receivers are on loopback: private networks allowed (the refusal has its own test).
-  const d = new Dispatcher({ pool: db.pool, secrets: box, logger: silent, pollMs: 20, timeoutMs: 2_000, leaseMs: 5_000, allowPrivateNetworks: true, ...options });
+  const d = new Dispatcher({
+    pool: db.pool,
+    secrets: box,
+    logger: silent,
+    pollMs: 20,
+    timeoutMs: 2_000,
+    leaseMs: 5_000,
+    allowPrivateNetworks: true,
+    ...options,
+  });
   dispatchers.push(d);
   return d;
 }
@@ -99,7 +108,9 @@ async function emitViolation(accountId: string, agentId: string, n = 1): Promise
 }
 
 async function deliveries(eventId: string): Promise<Array<{ status: string; attempts: number; last_status: number | null }>> {
-  const { rows } = await db.pool.query("SELECT status, attempts, last_status FROM event_deliveries WHERE event_id = $1 ORDER BY id", [eventId]);
+  const { rows } = await db.pool.query("SELECT status, attempts, last_status FROM event_deliveries WHERE event_id = $1 ORDER BY id", [
+    eventId,
+  ]);
   return rows;
 }
 
@@ -217,7 +228,9 @@ describe("retries", () => {
     await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     const eventId = await emitViolation(accountId, agentId);
     // As a crash loop leaves it: every attempt counted at claim, the last lease run out.
-    await db.pool.query("UPDATE event_deliveries SET attempts = 3, next_attempt_at = now() - interval '1 second' WHERE event_id = $1", [eventId]);
+    await db.pool.query("UPDATE event_deliveries SET attempts = 3, next_attempt_at = now() - interval '1 second' WHERE event_id = $1", [
+      eventId,
+    ]);
     expect(await dispatcher({ maxAttempts: 3 }).runOnce()).toEqual([]);
     expect(r.received).toEqual([]);
     expect(await deliveries(eventId)).toEqual([{ status: "failed", attempts: 3, last_status: null }]);

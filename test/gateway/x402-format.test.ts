@@ -113,7 +113,9 @@ describe("x402 PaymentPayload (spec 2.8) and its signature", () => {
     const payload = await signPaymentPayload(signer, requirement, { now });
     const other = await signPaymentPayload(signer, requirement, { now });
     const headers = encodePaymentHeaders(payload);
-    const mismatch = formatError(() => decodePaymentHeaders({ ...headers, [X_PAYMENT_SIGNATURE]: encodePaymentHeaders(other)[X_PAYMENT_SIGNATURE] }));
+    const mismatch = formatError(() =>
+      decodePaymentHeaders({ ...headers, [X_PAYMENT_SIGNATURE]: encodePaymentHeaders(other)[X_PAYMENT_SIGNATURE] }),
+    );
     expect(mismatch.field).toBe(X_PAYMENT_SIGNATURE);
     expect(formatError(() => decodePaymentHeaders({ [X_PAYMENT]: headers[X_PAYMENT] })).field).toBe(X_PAYMENT_SIGNATURE);
     expect(formatError(() => decodePaymentHeaders({ ...headers, [X_PAYMENT]: "not*base64" })).field).toBe(X_PAYMENT);
@@ -122,7 +124,9 @@ describe("x402 PaymentPayload (spec 2.8) and its signature", () => {
     expect([error.code, error.field]).toEqual(["malformed_payload", "x402Version"]);
     const shortSig = formatError(() => parsePaymentPayload({ ...payloadBody(payload), signature: bs58.encode(new Uint8Array(63)) }));
     expect(shortSig.field).toBe("signature");
-    const nonce = formatError(() => parsePaymentPayload({ ...payloadBody(payload), payload: { ...payloadBody(payload).payload, nonce: "short" } }));
+    const nonce = formatError(() =>
+      parsePaymentPayload({ ...payloadBody(payload), payload: { ...payloadBody(payload).payload, nonce: "short" } }),
+    );
     expect(nonce.field).toBe("payload.nonce");
   });
 

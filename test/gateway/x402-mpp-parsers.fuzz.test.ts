@@ -6,13 +6,7 @@
 import { Keypair } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
 import { MppFormatError, parseMppPaymentRequest, parseMppSubmission, mppRequestBody, submissionBody } from "../../api/mpp/index.js";
-import {
-  parsePaymentPayload,
-  parsePaymentRequirement,
-  payloadBody,
-  requirementBody,
-  X402FormatError,
-} from "../../api/x402/index.js";
+import { parsePaymentPayload, parsePaymentRequirement, payloadBody, requirementBody, X402FormatError } from "../../api/x402/index.js";
 
 /** xorshift32: reproducible without a dependency. */
 function random(seed: number): () => number {
@@ -25,7 +19,27 @@ function random(seed: number): () => number {
   };
 }
 
-const ODD_VALUES: unknown[] = [null, true, 0, -1, 1.5, "", " ", "0", "01", "1e3", "0.0000001", "-5", "NaN", [], {}, "x".repeat(3000), "mpp/1.0", "exact", "é"];
+const ODD_VALUES: unknown[] = [
+  null,
+  true,
+  0,
+  -1,
+  1.5,
+  "",
+  " ",
+  "0",
+  "01",
+  "1e3",
+  "0.0000001",
+  "-5",
+  "NaN",
+  [],
+  {},
+  "x".repeat(3000),
+  "mpp/1.0",
+  "exact",
+  "é",
+];
 
 function mutate(value: unknown, next: () => number, depth = 0): unknown {
   if (value === null || typeof value !== "object" || depth > 3) return ODD_VALUES[Math.floor(next() * ODD_VALUES.length)];
@@ -111,7 +125,14 @@ describe("protocol parsers under random mutation", () => {
     const submission = {
       method: "stablecoin",
       amount: { value: "0.05", currency: "USDC" },
-      authorization: { type: "ed25519", payer: a, resource: "https://x.example/p", nonce: "n".repeat(32), validUntil: "1800000000", signature },
+      authorization: {
+        type: "ed25519",
+        payer: a,
+        resource: "https://x.example/p",
+        nonce: "n".repeat(32),
+        validUntil: "1800000000",
+        signature,
+      },
     };
     expectBothPaths(check(parseMppSubmission, submissionBody, MppFormatError, submission, 4));
   });

@@ -56,7 +56,13 @@ beforeAll(async () => {
     token: localnet.info.mint.toBase58(),
     clock: () => now,
   });
-  const terms = { scheme: "exact" as const, network: NETWORK, token: localnet.info.mint.toBase58(), amountUnits: PRICE_UNITS, payTo: service.publicKey.toBase58() };
+  const terms = {
+    scheme: "exact" as const,
+    network: NETWORK,
+    token: localnet.info.mint.toBase58(),
+    amountUnits: PRICE_UNITS,
+    payTo: service.publicKey.toBase58(),
+  };
   api = await startPaidApi(() => ({ x402: { facilitator, terms } }));
   requirement = { ...terms, resource: `${api.origin}/x402/quote` };
 });
@@ -175,7 +181,14 @@ describe("x402 facilitator", () => {
     await db.pool.query(
       `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at, claimed_at)
        VALUES ($1, $2, 'agent-1', $3, $4, $5, to_timestamp($6), now() - interval '1 minute')`,
-      [payload.payload.from, payload.payload.nonce, payload.payload.to, PRICE_UNITS.toString(), requirement.resource, payload.payload.validUntilSeconds],
+      [
+        payload.payload.from,
+        payload.payload.nonce,
+        payload.payload.to,
+        PRICE_UNITS.toString(),
+        requirement.resource,
+        payload.payload.validUntilSeconds,
+      ],
     );
     const settled = settler.requests.length;
     expect(await facilitator.settle(payload, requirement)).toMatchObject({ ok: false, reason: "nonce_reused" });

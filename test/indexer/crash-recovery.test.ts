@@ -141,7 +141,10 @@ describe("indexer crash recovery", () => {
     // Every projection equals the clean run's (event ids are per database, so compared without
     // them), and equals a rebuild from its own event store.
     expect(
-      snapshotDifference(await projectionSnapshot(crashed.pool, { portable: true }), await projectionSnapshot(clean.pool, { portable: true })),
+      snapshotDifference(
+        await projectionSnapshot(crashed.pool, { portable: true }),
+        await projectionSnapshot(clean.pool, { portable: true }),
+      ),
       `seed ${seed}`,
     ).toEqual({});
     const crashedModels = await projectionSnapshot(crashed.pool);

@@ -48,7 +48,6 @@ let source: RpcSource;
 let pipeline: IngestPipeline;
 let lastSlot: bigint;
 
-
 function x402(paymentId: bigint, amountUnits: bigint, endpoint = QUOTE): PaymentTerms {
   return { paymentId, amountUnits, protocol: "x402", rail: "stablecoin", endpointHash: endpointHash(endpoint) };
 }
@@ -90,10 +89,9 @@ async function sendIncludedFailure(instruction: TransactionInstruction, signers:
 
 /** A third-party facilitator's settlement: a plain TransferChecked from payer to payee. */
 async function settle(payer: AgentWallet, payee: AgentWallet, units: bigint): Promise<string> {
-  return send(
-    createTransferCheckedInstruction(payer.tokenAccount, localnet.info.mint, payee.tokenAccount, payer.publicKey, units, 6),
-    [payer.keypair],
-  );
+  return send(createTransferCheckedInstruction(payer.tokenAccount, localnet.info.mint, payee.tokenAccount, payer.publicKey, units, 6), [
+    payer.keypair,
+  ]);
 }
 
 async function raw(signature: string): Promise<RawTransaction> {
@@ -105,7 +103,6 @@ async function raw(signature: string): Promise<RawTransaction> {
 async function rows<T>(query: string, params: unknown[] = []): Promise<T[]> {
   return (await db.pool.query(query, params)).rows as T[];
 }
-
 
 async function storeCounts(): Promise<{ events: string; seen: string }> {
   const [counts] = await rows<{ events: string; seen: string }>(
@@ -194,10 +191,7 @@ afterAll(async () => {
 
 describe("indexer: chain -> event store -> read models", () => {
   it("every payment recorded on the ledger becomes one transactions row with the spec 2.2 fields, amounts exact", async () => {
-    const result = await rows<Record<string, unknown>>(
-      "SELECT * FROM transactions_view WHERE tx_hash = $1",
-      [made.atomic[0]],
-    );
+    const result = await rows<Record<string, unknown>>("SELECT * FROM transactions_view WHERE tx_hash = $1", [made.atomic[0]]);
     expect(result).toHaveLength(1);
     const row = result[0]!;
     expect(row).toMatchObject({
@@ -221,7 +215,10 @@ describe("indexer: chain -> event store -> read models", () => {
     );
     expect(row.timestamp).toBeInstanceOf(Date);
     const payments = await rows<{ n: string; total: string }>("SELECT count(*) AS n, sum(amount_units) AS total FROM transactions");
-    expect(payments[0]).toEqual({ n: "9", total: String(1_234_567 + 765_433 + 700_000 + 100_000 + 1_000_000 + 1_500_000 + 250_000 + 400_000 + 150_000) });
+    expect(payments[0]).toEqual({
+      n: "9",
+      total: String(1_234_567 + 765_433 + 700_000 + 100_000 + 1_000_000 + 1_500_000 + 250_000 + 400_000 + 150_000),
+    });
   });
 
   it("an endpoint hash the gateway knows shows as its text; an unknown one shows as the hash", async () => {
@@ -441,10 +438,9 @@ describe("indexer: chain -> event store -> read models", () => {
 
   it("verify reports a tampered projection row and a tampered event", async () => {
     await db.pool.query("UPDATE transactions SET amount_units = amount_units + 1 WHERE tx_hash = $1", [made.card]);
-    await db.pool.query(
-      `UPDATE chain_events SET payload = jsonb_set(payload, '{amountUnits}', '"1"') WHERE signature = $1`,
-      [made.atomic[1]],
-    );
+    await db.pool.query(`UPDATE chain_events SET payload = jsonb_set(payload, '{amountUnits}', '"1"') WHERE signature = $1`, [
+      made.atomic[1],
+    ]);
     const chain = await verifyChainAgainstStore(db.pool, source, pipeline, { fromSlot: 0n, toSlot: lastSlot });
     expect(chain.map((d) => d.kind)).toEqual(["changed_event"]);
     const projections = await verifyProjections(db.pool, { cluster: localnet.rpcUrl });

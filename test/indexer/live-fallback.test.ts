@@ -44,7 +44,12 @@ function capturingLogger(): { logger: pino.Logger; messages: () => string[] } {
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, callback) {
-      lines.push(...chunk.toString().split("\n").filter((l) => l.length > 0));
+      lines.push(
+        ...chunk
+          .toString()
+          .split("\n")
+          .filter((l) => l.length > 0),
+      );
       callback();
     },
   });

@@ -46,12 +46,22 @@ describe("rate-limit parser", () => {
     expect(parseRateLimit("NONE")).toBeNull();
   });
 
-  it.each(["100", "per hour", "0 per hour", "-1 per hour", "1.5 per hour", "10 per 10m", "10 per 2h", "10 per week", "10 per", "10 per 0m", "1000001 per hour", "ten per hour"])(
-    "refuses %j with a usage error",
-    (text) => {
-      expect(() => parseRateLimit(text)).toThrow(UsageError);
-    },
-  );
+  it.each([
+    "100",
+    "per hour",
+    "0 per hour",
+    "-1 per hour",
+    "1.5 per hour",
+    "10 per 10m",
+    "10 per 2h",
+    "10 per week",
+    "10 per",
+    "10 per 0m",
+    "1000001 per hour",
+    "ten per hour",
+  ])("refuses %j with a usage error", (text) => {
+    expect(() => parseRateLimit(text)).toThrow(UsageError);
+  });
 
   it("a span that is not a policy window names the allowed ones", () => {
     expect(() => parseRateWindow("10m")).toThrow(/minute \(1m\), 5m, 15m, hour \(1h\) or day \(24h\)/);
@@ -90,7 +100,12 @@ describe("table formatting", () => {
   });
 
   it("fields align their values", () => {
-    expect(formatFields([["Agent", "a"], ["Daily budget", "none"]])).toBe("Agent:         a\nDaily budget:  none");
+    expect(
+      formatFields([
+        ["Agent", "a"],
+        ["Daily budget", "none"],
+      ]),
+    ).toBe("Agent:         a\nDaily budget:  none");
   });
 });
 
@@ -117,8 +132,20 @@ describe("command line", () => {
 
   it("policy options become the PUT body; none is null; nothing given is a usage error", () => {
     expect(
-      policyPatch({ "daily-budget": "12.5", "per-call-limit": "none", "allowed-domains": "a.com, api.b.com", "blocked-domains": "none", "rate-limit": "100 per hour" }),
-    ).toEqual({ dailyBudget: { usdc: 12.5 }, perCallLimit: null, allowedDomains: ["a.com", "api.b.com"], blockedDomains: [], rateLimit: { calls: 100, window: "1h" } });
+      policyPatch({
+        "daily-budget": "12.5",
+        "per-call-limit": "none",
+        "allowed-domains": "a.com, api.b.com",
+        "blocked-domains": "none",
+        "rate-limit": "100 per hour",
+      }),
+    ).toEqual({
+      dailyBudget: { usdc: 12.5 },
+      perCallLimit: null,
+      allowedDomains: ["a.com", "api.b.com"],
+      blockedDomains: [],
+      rateLimit: { calls: 100, window: "1h" },
+    });
     expect(() => policyPatch({})).toThrow(/at least one/);
     expect(() => policyPatch({ "allowed-domains": "https://a.com/x" })).toThrow(/not a domain/);
     expect(() => policyPatch({ "protocol-preference": "card" })).toThrow(/auto, x402, mpp/);
@@ -128,20 +155,35 @@ describe("command line", () => {
     expect(amountOption("0.000001", "daily-budget")).toEqual({ usdc: 0.000001 });
     expect(amountOption("1234567.891011", "daily-budget")).toEqual({ usdc: 1234567.891011 });
     expect(amountOption("none", "daily-budget")).toBeNull();
-    for (const bad of ["0", "0.0000001", "-1", "1e3", "abc", "", "1,5"]) expect(() => amountOption(bad, "daily-budget")).toThrow(UsageError);
+    for (const bad of ["0", "0.0000001", "-1", "1e3", "abc", "", "1,5"])
+      expect(() => amountOption(bad, "daily-budget")).toThrow(UsageError);
     // Past 2^33 usdc a double cannot hold every 6-decimal amount: refused, not rounded.
     expect(() => amountOption("8600000000.000001", "daily-budget")).toThrow(/exactly/);
   });
 
   it("alert options are checked per type before sending", () => {
     expect(alertBody({ agent: "a", type: "budget_pct", threshold: "80", notify: "webhook:https://hooks.example.com/x" })).toEqual({
-      agentId: "a", type: "budget_pct", threshold: 80, notify: "webhook:https://hooks.example.com/x",
+      agentId: "a",
+      type: "budget_pct",
+      threshold: 80,
+      notify: "webhook:https://hooks.example.com/x",
     });
-    expect(alertBody({ agent: "a", type: "spend_rate", threshold: "2.5", window: "1h", notify: "email:ops@example.com" })).toMatchObject({ threshold: 2.5, window: "1h" });
-    expect(() => alertBody({ agent: "a", type: "spend_rate", threshold: "2.5", notify: "email:ops@example.com" })).toThrow(/needs --window/);
-    expect(() => alertBody({ agent: "a", type: "budget_pct", threshold: "80", window: "1h", notify: "email:ops@example.com" })).toThrow(/spend_rate only/);
-    expect(() => alertBody({ agent: "a", type: "policy_violation", threshold: "1", notify: "email:ops@example.com" })).toThrow(/no --threshold/);
-    expect(() => alertBody({ agent: "a", type: "slack", notify: "email:ops@example.com" })).toThrow(/budget_pct, spend_rate, policy_violation/);
+    expect(alertBody({ agent: "a", type: "spend_rate", threshold: "2.5", window: "1h", notify: "email:ops@example.com" })).toMatchObject({
+      threshold: 2.5,
+      window: "1h",
+    });
+    expect(() => alertBody({ agent: "a", type: "spend_rate", threshold: "2.5", notify: "email:ops@example.com" })).toThrow(
+      /needs --window/,
+    );
+    expect(() => alertBody({ agent: "a", type: "budget_pct", threshold: "80", window: "1h", notify: "email:ops@example.com" })).toThrow(
+      /spend_rate only/,
+    );
+    expect(() => alertBody({ agent: "a", type: "policy_violation", threshold: "1", notify: "email:ops@example.com" })).toThrow(
+      /no --threshold/,
+    );
+    expect(() => alertBody({ agent: "a", type: "slack", notify: "email:ops@example.com" })).toThrow(
+      /budget_pct, spend_rate, policy_violation/,
+    );
     expect(() => alertBody({ agent: "a", type: "policy_violation", notify: "sms:123" })).toThrow(/webhook:/);
     expect(() => decimalNumberOption("1e2", "threshold")).toThrow(UsageError);
   });
@@ -162,14 +204,24 @@ describe("command line", () => {
 
 describe("renderers", () => {
   const tx = (hash: string, usdc: number, extra: Record<string, unknown> = {}) => ({
-    txHash: hash, agentId: "a", protocol: "x402", amountPaid: { usdc }, endpoint: "https://api.example.com/v1/data", timestamp: "2026-01-01T00:00:00.000Z", status: "confirmed", ...extra,
+    txHash: hash,
+    agentId: "a",
+    protocol: "x402",
+    amountPaid: { usdc },
+    endpoint: "https://api.example.com/v1/data",
+    timestamp: "2026-01-01T00:00:00.000Z",
+    status: "confirmed",
+    ...extra,
   });
 
   it("the listing has the spec's columns, endpoints without scheme, and STATUS only with a rejected row", () => {
     const plain = renderTransactionList([tx("h1", 0.25)]).split("\n");
     expect(plain[0]).toMatch(/^TX HASH\s+PROTOCOL\s+AMOUNT\s+ENDPOINT\s+TIME$/);
     expect(plain[1]).toContain("0.25 USDC  api.example.com/v1/data");
-    const withRejected = renderTransactionList([tx("h1", 0.25), tx("", 3, { txHash: null, status: "rejected", rejectionCode: "per_call_limit_exceeded" })]);
+    const withRejected = renderTransactionList([
+      tx("h1", 0.25),
+      tx("", 3, { txHash: null, status: "rejected", rejectionCode: "per_call_limit_exceeded" }),
+    ]);
     expect(withRejected.split("\n")[0]).toMatch(/TIME\s+STATUS$/);
     expect(withRejected).toContain("rejected (per_call_limit_exceeded)");
   });
@@ -186,15 +238,24 @@ describe("renderers", () => {
     }).split("\n");
     expect(out[1]).toMatch(/^root\s+orch/);
     expect(out[2]).toMatch(/^└─ child\s+sub/);
-    expect(out[3]).toMatch(/^   └─ grandchild\s+sub/);
+    expect(out[3]).toMatch(/^ {3}└─ grandchild\s+sub/);
     expect(out.at(-1)).toBe("Total: 0.300001 USDC in 3 transactions by 2 agents");
   });
 
   it("spend lists both protocols and the domains with percents", () => {
     const out = renderSpend({
-      agentId: "a", window: "7d", from: "f", to: "t", total: "1", totalUnits: "1000000", txCount: 3,
+      agentId: "a",
+      window: "7d",
+      from: "f",
+      to: "t",
+      total: "1",
+      totalUnits: "1000000",
+      txCount: 3,
       byProtocol: [{ protocol: "x402", amountUnits: "1000000", txCount: 3 }],
-      byDomain: [{ domain: "api.example.com", amountUnits: "750000", txCount: 2 }, { domain: "b.io", amountUnits: "250000", txCount: 1 }],
+      byDomain: [
+        { domain: "api.example.com", amountUnits: "750000", txCount: 2 },
+        { domain: "b.io", amountUnits: "250000", txCount: 1 },
+      ],
     });
     expect(out).toMatch(/Total spend:\s+1 USDC/);
     expect(out).toMatch(/x402\s+1 USDC\s+100\.00%\s+3/);
@@ -208,7 +269,11 @@ describe("runCli without a gateway", () => {
   const io = (env: Record<string, string> = {}) => {
     const stdout: string[] = [];
     const stderr: string[] = [];
-    return { stdout, stderr, io: { env, stdout: { write: (s: string) => stdout.push(s) }, stderr: { write: (s: string) => stderr.push(s) } } };
+    return {
+      stdout,
+      stderr,
+      io: { env, stdout: { write: (s: string) => stdout.push(s) }, stderr: { write: (s: string) => stderr.push(s) } },
+    };
   };
 
   it("--help exits 0 with the commands", async () => {
@@ -229,7 +294,11 @@ describe("runCli without a gateway", () => {
   });
 
   it("a bad option value is exit 2 even without a key: usage is judged first", async () => {
-    for (const argv of [["transactions", "list", "--limit", "0"], ["spend", "--window", "2w"], ["alerts", "create", "--agent", "a", "--type", "x", "--notify", "email:a@b.c"]]) {
+    for (const argv of [
+      ["transactions", "list", "--limit", "0"],
+      ["spend", "--window", "2w"],
+      ["alerts", "create", "--agent", "a", "--type", "x", "--notify", "email:a@b.c"],
+    ]) {
       const run = io();
       expect(await runCli(argv, run.io)).toBe(2);
     }

@@ -37,7 +37,11 @@ async function rest(method: string, path: string, body?: unknown): Promise<Answe
   const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` };
   if (body !== undefined) headers["content-type"] = "application/json";
   if (method === "POST") headers["idempotency-key"] = randomUUID();
-  const response = await fetch(`${system.apiUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const response = await fetch(`${system.apiUrl}${path}`, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   const text = await response.text();
   return { status: response.status, body: text === "" ? null : JSON.parse(text) };
 }
@@ -94,7 +98,13 @@ async function cliOk(argv: string[]): Promise<string> {
 
 beforeAll(async () => {
   db = await createFreshDatabase();
-  system = await startSystem({ databaseUrl: db.url, port: 0, allowPrivateNetworks: true, pollIntervalMs: 100, logger: pino({ level: "silent" }) });
+  system = await startSystem({
+    databaseUrl: db.url,
+    port: 0,
+    allowPrivateNetworks: true,
+    pollIntervalMs: 100,
+    logger: pino({ level: "silent" }),
+  });
   ({ apiKey } = await system.createAccount("cli test"));
   for (const agentId of ["orch", "sub", "svc"]) await ok("POST", "/v1/agents", { agentId });
   for (const agentId of ["orch", "sub"]) {
@@ -109,7 +119,12 @@ beforeAll(async () => {
   rootTx = await payX402("orch", SUB_ENDPOINT, subAddress, "1500000");
   // Internal calls take the agents' internal keys (api/agent-ids.ts).
   const [orchKey, subKey] = [await agentKey(system.pool, "orch"), await agentKey(system.pool, "sub")];
-  const opened = await system.settlement.openInvocation({ invokerAgentId: orchKey, parentTxHash: rootTx, subAgentId: subKey, budgetUnits: 1_000_000n });
+  const opened = await system.settlement.openInvocation({
+    invokerAgentId: orchKey,
+    parentTxHash: rootTx,
+    subAgentId: subKey,
+    budgetUnits: 1_000_000n,
+  });
   for (const [endpoint, amountUnits] of [
     [PRICES, 250_000n],
     [NEWS, 100_000n],
@@ -136,10 +151,19 @@ afterAll(async () => {
 describe("cli policies", () => {
   it("set stores every field (rate limit as words), get shows usedToday; none removes a limit", async () => {
     const set = await cliOk([
-      "policies", "set", "orch",
-      "--daily-budget", "50", "--per-call-limit", "5",
-      "--allowed-domains", "sub.agents.test,data.test", "--blocked-domains", "evil.test",
-      "--rate-limit", "100 per hour",
+      "policies",
+      "set",
+      "orch",
+      "--daily-budget",
+      "50",
+      "--per-call-limit",
+      "5",
+      "--allowed-domains",
+      "sub.agents.test,data.test",
+      "--blocked-domains",
+      "evil.test",
+      "--rate-limit",
+      "100 per hour",
     ]);
     expect(set).toContain("Policy of orch updated.");
     const stored = await ok("GET", "/v1/policies/orch");
@@ -193,7 +217,9 @@ describe("cli transactions", () => {
     const json = JSON.parse(await cliOk(["transactions", "list", "--agent", "sub", "--json"]));
     expect(json.transactions.map((tx: { txHash: string }) => tx.txHash).sort()).toEqual([...subTxs].sort());
     expect(await cliOk(["transactions", "list", "--agent", "sub", "--protocol", "mpp"])).toBe("No transactions.\n");
-    const first = (await cliOk(["transactions", "list", "--agent", "sub", "--limit", "1", "--since", "1h", "--domain", "data.test"])).trimEnd().split("\n");
+    const first = (await cliOk(["transactions", "list", "--agent", "sub", "--limit", "1", "--since", "1h", "--domain", "data.test"]))
+      .trimEnd()
+      .split("\n");
     expect(first).toHaveLength(3);
     const more = /^More: add --after (\S+)$/.exec(first[2]!);
     expect(more).not.toBeNull();
@@ -206,7 +232,14 @@ describe("cli transactions", () => {
   it("a rejected payment is listed with status rejected", async () => {
     await cliOk(["policies", "set", "svc", "--per-call-limit", "0.5"]);
     const orchAddress = (await ok("GET", "/v1/agents/orch/wallet")).address as string;
-    const requirement = { scheme: "exact", network: system.network, token: system.token, amount: "600000", payTo: orchAddress, resource: PRICES };
+    const requirement = {
+      scheme: "exact",
+      network: system.network,
+      token: system.token,
+      amount: "600000",
+      payTo: orchAddress,
+      resource: PRICES,
+    };
     const rejected = await rest("POST", "/v1/agents/svc/payments/authorize", { endpoint: PRICES, x402: requirement });
     expect(rejected.status).toBe(403);
     const out = (await cliOk(["transactions", "list", "--agent", "svc"])).trimEnd().split("\n");
@@ -224,7 +257,10 @@ describe("cli transactions", () => {
     expect(out).toMatch(/Parent:\s+none \(top-level\)/);
     expect(out).toContain(`Explorer:`);
     expect(out).toContain(tx.solanaExplorer);
-    expect(JSON.parse(await cliOk(["transactions", "inspect", subTxs[0]!, "--json"]))).toMatchObject({ txHash: subTxs[0], parentTxHash: rootTx });
+    expect(JSON.parse(await cliOk(["transactions", "inspect", subTxs[0]!, "--json"]))).toMatchObject({
+      txHash: subTxs[0],
+      parentTxHash: rootTx,
+    });
   });
 
   it("tree nests the sub-agent's payments under the root and ends with the exact total", async () => {
@@ -279,13 +315,38 @@ describe("cli spend", () => {
 
 describe("cli alerts", () => {
   it("create stores each type with its options; list shows them", async () => {
-    const pct = await cli(["alerts", "create", "--agent", "orch", "--type", "budget_pct", "--threshold", "80", "--notify", "webhook:https://hooks.example.com/apg"]);
+    const pct = await cli([
+      "alerts",
+      "create",
+      "--agent",
+      "orch",
+      "--type",
+      "budget_pct",
+      "--threshold",
+      "80",
+      "--notify",
+      "webhook:https://hooks.example.com/apg",
+    ]);
     expect(pct.status).toBe(0);
     expect(pct.stdout).toMatch(/^Alert \S+ created\./);
     expect(pct.stdout).toMatch(/Threshold:\s+80%/);
     expect(pct.stdout).toMatch(/Signing secret \(shown once; verify deliveries with it\): \S+/);
     const rate = JSON.parse(
-      await cliOk(["alerts", "create", "--agent", "orch", "--type", "spend_rate", "--threshold", "2.5", "--window", "1h", "--notify", "email:ops@example.com", "--json"]),
+      await cliOk([
+        "alerts",
+        "create",
+        "--agent",
+        "orch",
+        "--type",
+        "spend_rate",
+        "--threshold",
+        "2.5",
+        "--window",
+        "1h",
+        "--notify",
+        "email:ops@example.com",
+        "--json",
+      ]),
     );
     expect(rate).toMatchObject({ agentId: "orch", type: "spend_rate", threshold: 2.5, window: "1h", notify: "email:ops@example.com" });
     await cliOk(["alerts", "create", "--agent", "sub", "--type", "policy_violation", "--notify", "email:ops@example.com"]);
@@ -323,7 +384,12 @@ describe("cli errors and configuration", () => {
   });
 
   it("bad usage is exit 2", async () => {
-    for (const argv of [["transactions", "list", "--limit", "0"], ["transactions", "list", "--protocol", "card"], ["transactions"], ["policies", "set", "orch"]]) {
+    for (const argv of [
+      ["transactions", "list", "--limit", "0"],
+      ["transactions", "list", "--protocol", "card"],
+      ["transactions"],
+      ["policies", "set", "orch"],
+    ]) {
       const run = await cli(argv);
       expect(run.status, argv.join(" ")).toBe(2);
       expect(run.stderr).toMatch(/^error: /);
@@ -333,13 +399,17 @@ describe("cli errors and configuration", () => {
   it("runs as a program: --base-url and the key from the environment, exit status through the process", async () => {
     const run = promisify(execFile);
     const entry = new URL("../../sdk/src/cli/main.ts", import.meta.url).pathname;
-    const { stdout } = await run(process.execPath, ["--import", "tsx", entry, "transactions", "list", "--agent", "sub", "--base-url", system.apiUrl], {
-      env: { ...process.env, APG_API_KEY: apiKey, APG_BASE_URL: "http://127.0.0.1:9" },
-    });
-    expect(stdout).toContain(subTxs[0]!);
-    const failed = await run(process.execPath, ["--import", "tsx", entry, "spend", "--window", "nope"], { env: { ...process.env, APG_API_KEY: apiKey } }).catch(
-      (error: { code: number; stderr: string }) => error,
+    const { stdout } = await run(
+      process.execPath,
+      ["--import", "tsx", entry, "transactions", "list", "--agent", "sub", "--base-url", system.apiUrl],
+      {
+        env: { ...process.env, APG_API_KEY: apiKey, APG_BASE_URL: "http://127.0.0.1:9" },
+      },
     );
+    expect(stdout).toContain(subTxs[0]!);
+    const failed = await run(process.execPath, ["--import", "tsx", entry, "spend", "--window", "nope"], {
+      env: { ...process.env, APG_API_KEY: apiKey },
+    }).catch((error: { code: number; stderr: string }) => error);
     expect(failed).toMatchObject({ code: 2 });
   });
 });

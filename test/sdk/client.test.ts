@@ -7,7 +7,7 @@
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Keypair, PublicKey } from "@solana/web3.js";
+import { Keypair, type PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tokenBalanceUnits } from "../../api/wallets/ledger.js";
@@ -56,7 +56,9 @@ function recordingFetch(seen: Seen[]): FetchFunction {
     const url = String(input);
     if (!url.startsWith(system.apiUrl)) {
       const headers: Record<string, string> = {};
-      new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
+      new Headers(init?.headers).forEach((value, name) => {
+        headers[name] = value;
+      });
       seen.push({ url, method: init?.method ?? "GET", headers });
     }
     return fetch(input, init);
@@ -64,7 +66,14 @@ function recordingFetch(seen: Seen[]): FetchFunction {
 }
 
 function client(agentId: string, seen: Seen[] = [], key = apiKey): Client {
-  return new Client({ agentId, apiKey: key, baseUrl: system.apiUrl, fetch: recordingFetch(seen), retryBaseDelayMs: 10, explorerRpcUrl: system.localnet.info.rpcUrl });
+  return new Client({
+    agentId,
+    apiKey: key,
+    baseUrl: system.apiUrl,
+    fetch: recordingFetch(seen),
+    retryBaseDelayMs: 10,
+    explorerRpcUrl: system.localnet.info.rpcUrl,
+  });
 }
 
 async function rest(method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
@@ -175,25 +184,32 @@ describe("pay over x402", () => {
         if (typeof value === "string") headers[name] = value;
       }
       const forwarded = fetch(`${paid.origin}${req.url}`, { method: req.method ?? "GET", headers });
-      forwarded.then(async (answer) => {
-        const text = await answer.text();
-        if (typeof payment === "string" && payments.length === 1) {
-          res.socket?.destroy();
-          return;
-        }
-        const headers: Record<string, string> = {};
-        answer.headers.forEach((value, name) => (headers[name] = value));
-        delete headers["content-length"];
-        delete headers["transfer-encoding"];
-        res.writeHead(answer.status, headers);
-        res.end(text);
-      }, () => res.socket?.destroy());
+      forwarded.then(
+        async (answer) => {
+          const text = await answer.text();
+          if (typeof payment === "string" && payments.length === 1) {
+            res.socket?.destroy();
+            return;
+          }
+          const headers: Record<string, string> = {};
+          answer.headers.forEach((value, name) => {
+            headers[name] = value;
+          });
+          delete headers["content-length"];
+          delete headers["transfer-encoding"];
+          res.writeHead(answer.status, headers);
+          res.end(text);
+        },
+        () => res.socket?.destroy(),
+      );
     });
     await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
     const proxyOrigin = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
     const before = await payeeBalance();
     try {
-      const error = await client("x402-flaky").pay({ endpoint: `${proxyOrigin}/x402/flaky` }).catch((caught: unknown) => caught);
+      const error = await client("x402-flaky")
+        .pay({ endpoint: `${proxyOrigin}/x402/flaky` })
+        .catch((caught: unknown) => caught);
       // The retried payment's nonce is already claimed, so the API refuses it; the client learns
       // from the gateway that the reservation settled and says the payment was made.
       expect(payments.length).toBeGreaterThanOrEqual(2);
@@ -255,7 +271,9 @@ describe("pay without payment, or with a protocol nobody speaks", () => {
   it("a 402 in an unknown protocol is a PaymentProtocolError naming the endpoint, before any authorization", async () => {
     await agent("lightning-fan", 1);
     const endpoint = `${otherOrigin}/paid`;
-    const error = await client("lightning-fan").pay({ endpoint }).catch((caught: unknown) => caught);
+    const error = await client("lightning-fan")
+      .pay({ endpoint })
+      .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(PaymentProtocolError);
     expect((error as PaymentProtocolError).endpoint).toBe(endpoint);
     expect(await reservations("lightning-fan")).toEqual([]);
@@ -270,7 +288,9 @@ describe("policy rejections come before any payment", () => {
     const served = paid.counters.served;
     const before = await payeeBalance();
 
-    const error = await client("capped", seen).pay({ endpoint: `${paid.origin}/x402/capped` }).catch((caught: unknown) => caught);
+    const error = await client("capped", seen)
+      .pay({ endpoint: `${paid.origin}/x402/capped` })
+      .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(PolicyViolationError);
     expect(error).not.toBeInstanceOf(DomainNotAllowedError);
     expect((error as PolicyViolationError).reason).toBe("per_call_limit_exceeded: requested 0.05 usdc, limit is 0.01 usdc");
@@ -286,7 +306,9 @@ describe("policy rejections come before any payment", () => {
     const seen: Seen[] = [];
     const sdk = await agent("blocked", 1);
     await sdk.policies.set({ blockedDomains: ["127.0.0.1"] });
-    const error = await client("blocked", seen).pay({ endpoint: `${paid.origin}/x402/blocked` }).catch((caught: unknown) => caught);
+    const error = await client("blocked", seen)
+      .pay({ endpoint: `${paid.origin}/x402/blocked` })
+      .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(DomainNotAllowedError);
     expect(error).toBeInstanceOf(PolicyViolationError);
     expect((error as DomainNotAllowedError).domain).toBe("127.0.0.1");
@@ -324,7 +346,9 @@ describe("failures with their spec 7 classes", () => {
   });
 
   it("an unknown agent is a NOT_FOUND ServiceError", async () => {
-    const error = await client("nobody").wallet.get().catch((caught: unknown) => caught);
+    const error = await client("nobody")
+      .wallet.get()
+      .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(ServiceError);
     expect((error as ServiceError).code).toBe("NOT_FOUND");
     expect((error as ServiceError).status).toBe(404);
@@ -369,7 +393,12 @@ describe("wallet, policies, transactions and agents", () => {
       rateLimit: { calls: 10, window: "1h" },
       protocolPreference: "mpp",
     });
-    expect(set).toMatchObject({ dailyBudget: { usdc: 5 }, perCallLimit: { usdc: 0.5 }, rateLimit: { calls: 10, window: "1h" }, protocolPreference: "mpp" });
+    expect(set).toMatchObject({
+      dailyBudget: { usdc: 5 },
+      perCallLimit: { usdc: 0.5 },
+      rateLimit: { calls: 10, window: "1h" },
+      protocolPreference: "mpp",
+    });
 
     await sdk.policies.set({ perCallLimit: null });
     const read = await sdk.policies.get();
@@ -491,7 +520,10 @@ describe("agents.invoke", () => {
             }
           }
           const receipt = { success: true, transaction: outcome.txHash, network: outcome.network, payer: outcome.payer };
-          res.writeHead(200, { "content-type": "application/json", "x-payment-response": Buffer.from(JSON.stringify(receipt)).toString("base64") });
+          res.writeHead(200, {
+            "content-type": "application/json",
+            "x-payment-response": Buffer.from(JSON.stringify(receipt)).toString("base64"),
+          });
           res.end(JSON.stringify({ answer: 42, paidCalls: subPayments.length }));
         })().catch((error: unknown) => {
           res.writeHead(500, { "content-type": "application/json" });

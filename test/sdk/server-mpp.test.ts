@@ -142,7 +142,13 @@ describe("mppMiddleware (Express-style, mounted at /api)", () => {
       charged: false,
     });
     const firstBody = (await first.json()) as { payment: Record<string, unknown> };
-    expect(firstBody.payment).toMatchObject({ protocol: "mpp", txHash: confirmation.txHash, amount: { usdc: 0.05 }, amountUnits: "50000", charged: false });
+    expect(firstBody.payment).toMatchObject({
+      protocol: "mpp",
+      txHash: confirmation.txHash,
+      amount: { usdc: 0.05 },
+      amountUnits: "50000",
+      charged: false,
+    });
     expect(await tokenBalanceUnits(test, payTo)).toBe(before + PRICE_UNITS);
 
     const second = await fetch(`${url}?page=2`, { headers: { "X-MPP-Session": token! } });
@@ -169,7 +175,9 @@ describe("mppMiddleware (Express-style, mounted at /api)", () => {
   it("an underpaid submission (request tampered before signing) is refused with X-MPP-Error; garbage at the endpoint is a 400", async () => {
     const url = `${express.origin}/api/tamper`;
     const request = await challenge(url);
-    const authorized = await authorizePayment(test.system, buyerKey, "buyer", url, { mpp: { ...request, amount: { value: "0.01", currency: "USDC" } } });
+    const authorized = await authorizePayment(test.system, buyerKey, "buyer", url, {
+      mpp: { ...request, amount: { value: "0.01", currency: "USDC" } },
+    });
     const posted = await postJson(request.paymentEndpoint, JSON.stringify(authorized.submission));
     expect(posted.status).toBe(402);
     // Signed (validly) for 0.01 against this server's 0.05 request: underpaid.
@@ -209,14 +217,19 @@ describe("mppMiddleware (Express-style, mounted at /api)", () => {
     expect(runs.node).toBe(ranBefore);
     expect(await tokenBalanceUnits(test, payTo)).toBe(before);
     // The paying side negotiating again meets the typed policy error at its authorize step.
-    const again = await rest(test.system, buyerKey, "POST", "/v1/agents/capped/payments/authorize", { endpoint: url, mpp: await challenge(url) });
+    const again = await rest(test.system, buyerKey, "POST", "/v1/agents/capped/payments/authorize", {
+      endpoint: url,
+      mpp: await challenge(url),
+    });
     expect(again.status).toBe(403);
     expect(again.body).toMatchObject({ code: "POLICY_VIOLATION", errorClass: "PolicyViolationError" });
   });
 
   it("gateway unreachable → 503, the handler never runs", async () => {
     let ran = 0;
-    const down = await serve((req, res) => mppMiddleware(options({ facilitatorUrl: "http://127.0.0.1:9" }))(req as NodeRequest, res, () => (ran += 1)));
+    const down = await serve((req, res) =>
+      mppMiddleware(options({ facilitatorUrl: "http://127.0.0.1:9" }))(req as NodeRequest, res, () => (ran += 1)),
+    );
     servers.push(down);
     const answer = await fetch(`${down.origin}/x`, { headers: { "X-MPP-Session": `mpps_${"A".repeat(43)}` } });
     expect(answer.status).toBe(503);

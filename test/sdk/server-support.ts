@@ -20,7 +20,13 @@ export interface TestSystem {
 
 export async function startTestSystem(options: { payeeAccountQuota?: number } = {}): Promise<TestSystem> {
   const db = await createFreshDatabase();
-  const system = await startSystem({ databaseUrl: db.url, port: 0, allowPrivateNetworks: true, logger: pino({ level: "silent" }), ...options });
+  const system = await startSystem({
+    databaseUrl: db.url,
+    port: 0,
+    allowPrivateNetworks: true,
+    logger: pino({ level: "silent" }),
+    ...options,
+  });
   const connection = new Connection(system.localnet.info.rpcUrl, "confirmed");
   return {
     system,
@@ -133,7 +139,13 @@ export async function serveFetch(handler: (request: Request) => Promise<Response
 }
 
 /** Authorizes a payment for `agentId` through the gateway with the 402 body the seller answered. */
-export async function authorizePayment(system: System, apiKey: string, agentId: string, endpoint: string, offer: { x402?: unknown; mpp?: unknown; protocolPreference?: string }) {
+export async function authorizePayment(
+  system: System,
+  apiKey: string,
+  agentId: string,
+  endpoint: string,
+  offer: { x402?: unknown; mpp?: unknown; protocolPreference?: string },
+) {
   const answer = await rest(system, apiKey, "POST", `/v1/agents/${agentId}/payments/authorize`, { endpoint, ...offer });
   if (answer.status !== 200) throw new Error(`authorize: ${answer.status} ${answer.text}`);
   return answer.body as {

@@ -120,7 +120,10 @@ describe("x402Middleware (node http, Express-style)", () => {
       amountUnits: "50000",
       network: test.system.network,
     });
-    const recorded = await test.connection.getTransaction(receipt.transaction as string, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
+    const recorded = await test.connection.getTransaction(receipt.transaction as string, {
+      commitment: "confirmed",
+      maxSupportedTransactionVersion: 0,
+    });
     expect(recorded?.meta?.err).toBeNull();
 
     const replay = await fetch(url, { headers });
@@ -160,7 +163,7 @@ describe("x402Middleware (node http, Express-style)", () => {
     const garbage: Record<string, string>[] = [
       { "X-PAYMENT": "!!!not base64!!!", "X-PAYMENT-SIGNATURE": "x" },
       { "X-PAYMENT": Buffer.from("null").toString("base64"), "X-PAYMENT-SIGNATURE": "x" },
-      { "X-PAYMENT": Buffer.from("{\"payload\":{}}").toString("base64"), "X-PAYMENT-SIGNATURE": "x" },
+      { "X-PAYMENT": Buffer.from('{"payload":{}}').toString("base64"), "X-PAYMENT-SIGNATURE": "x" },
       { "X-PAYMENT": valid.headers!["X-PAYMENT"]! },
       { "X-PAYMENT-SIGNATURE": valid.headers!["X-PAYMENT-SIGNATURE"]! },
       { "X-PAYMENT": valid.headers!["X-PAYMENT"]!, "X-PAYMENT-SIGNATURE": "1111" },
@@ -175,7 +178,9 @@ describe("x402Middleware (node http, Express-style)", () => {
     }
     // A syntactically fine payload the facilitator's strict parser refuses is a 402 too.
     const bad = { scheme: "exact", network: "x", payload: { from: "x" }, signature: "sig" };
-    const response = await fetch(url, { headers: { "X-PAYMENT": Buffer.from(JSON.stringify(bad)).toString("base64"), "X-PAYMENT-SIGNATURE": "sig" } });
+    const response = await fetch(url, {
+      headers: { "X-PAYMENT": Buffer.from(JSON.stringify(bad)).toString("base64"), "X-PAYMENT-SIGNATURE": "sig" },
+    });
     expect(response.status).toBe(402);
     expect(response.headers.get("x-payment-error")).toBe("malformed_payload");
     expect(runs.node).toBe(ranBefore);
@@ -183,12 +188,21 @@ describe("x402Middleware (node http, Express-style)", () => {
 
   it("facilitator unreachable → 503 and a refused API key → 502, the handler never runs", async () => {
     let ran = 0;
-    const down = await serve(mount(x402Middleware(options({ facilitatorUrl: "http://127.0.0.1:9", token: test.system.token, network: test.system.network })), () => (ran += 1)));
-    const badKey = await serve(mount(x402Middleware(options({ apiKey: "apg_wrong", token: test.system.token, network: test.system.network })), () => (ran += 1)));
+    const down = await serve(
+      mount(
+        x402Middleware(options({ facilitatorUrl: "http://127.0.0.1:9", token: test.system.token, network: test.system.network })),
+        () => (ran += 1),
+      ),
+    );
+    const badKey = await serve(
+      mount(x402Middleware(options({ apiKey: "apg_wrong", token: test.system.token, network: test.system.network })), () => (ran += 1)),
+    );
     servers.push(down, badKey);
     const paid = await authorizePayment(test.system, buyerKey, "buyer", `${down.origin}/r`, { x402: await challenge(`${down.origin}/r`) });
     expect((await fetch(`${down.origin}/r`, { headers: paid.headers! })).status).toBe(503);
-    const paid2 = await authorizePayment(test.system, buyerKey, "buyer", `${badKey.origin}/r`, { x402: await challenge(`${badKey.origin}/r`) });
+    const paid2 = await authorizePayment(test.system, buyerKey, "buyer", `${badKey.origin}/r`, {
+      x402: await challenge(`${badKey.origin}/r`),
+    });
     expect((await fetch(`${badKey.origin}/r`, { headers: paid2.headers! })).status).toBe(502);
     expect(ran).toBe(0);
   });

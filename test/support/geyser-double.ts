@@ -206,30 +206,101 @@ interface JsonBlock {
 // ---- TransactionError → bincode (what the plugin puts in meta.err.err) ------------------------
 
 const TX_ERRORS = [
-  "AccountInUse", "AccountLoadedTwice", "AccountNotFound", "ProgramAccountNotFound", "InsufficientFundsForFee",
-  "InvalidAccountForFee", "AlreadyProcessed", "BlockhashNotFound", "InstructionError", "CallChainTooDeep",
-  "MissingSignatureForFee", "InvalidAccountIndex", "SignatureFailure", "InvalidProgramForExecution", "SanitizeFailure",
-  "ClusterMaintenance", "AccountBorrowOutstanding", "WouldExceedMaxBlockCostLimit", "UnsupportedVersion",
-  "InvalidWritableAccount", "WouldExceedMaxAccountCostLimit", "WouldExceedAccountDataBlockLimit", "TooManyAccountLocks",
-  "AddressLookupTableNotFound", "InvalidAddressLookupTableOwner", "InvalidAddressLookupTableData",
-  "InvalidAddressLookupTableIndex", "InvalidRentPayingAccount", "WouldExceedMaxVoteCostLimit",
-  "WouldExceedAccountDataTotalLimit", "DuplicateInstruction", "InsufficientFundsForRent",
-  "MaxLoadedAccountsDataSizeExceeded", "InvalidLoadedAccountsDataSizeLimit", "ResanitizationNeeded",
-  "ProgramExecutionTemporarilyRestricted", "UnbalancedTransaction", "ProgramCacheHitMaxLimit", "CommitCancelled",
+  "AccountInUse",
+  "AccountLoadedTwice",
+  "AccountNotFound",
+  "ProgramAccountNotFound",
+  "InsufficientFundsForFee",
+  "InvalidAccountForFee",
+  "AlreadyProcessed",
+  "BlockhashNotFound",
+  "InstructionError",
+  "CallChainTooDeep",
+  "MissingSignatureForFee",
+  "InvalidAccountIndex",
+  "SignatureFailure",
+  "InvalidProgramForExecution",
+  "SanitizeFailure",
+  "ClusterMaintenance",
+  "AccountBorrowOutstanding",
+  "WouldExceedMaxBlockCostLimit",
+  "UnsupportedVersion",
+  "InvalidWritableAccount",
+  "WouldExceedMaxAccountCostLimit",
+  "WouldExceedAccountDataBlockLimit",
+  "TooManyAccountLocks",
+  "AddressLookupTableNotFound",
+  "InvalidAddressLookupTableOwner",
+  "InvalidAddressLookupTableData",
+  "InvalidAddressLookupTableIndex",
+  "InvalidRentPayingAccount",
+  "WouldExceedMaxVoteCostLimit",
+  "WouldExceedAccountDataTotalLimit",
+  "DuplicateInstruction",
+  "InsufficientFundsForRent",
+  "MaxLoadedAccountsDataSizeExceeded",
+  "InvalidLoadedAccountsDataSizeLimit",
+  "ResanitizationNeeded",
+  "ProgramExecutionTemporarilyRestricted",
+  "UnbalancedTransaction",
+  "ProgramCacheHitMaxLimit",
+  "CommitCancelled",
 ];
 const INSTRUCTION_ERRORS = [
-  "GenericError", "InvalidArgument", "InvalidInstructionData", "InvalidAccountData", "AccountDataTooSmall",
-  "InsufficientFunds", "IncorrectProgramId", "MissingRequiredSignature", "AccountAlreadyInitialized",
-  "UninitializedAccount", "UnbalancedInstruction", "ModifiedProgramId", "ExternalAccountLamportSpend",
-  "ExternalAccountDataModified", "ReadonlyLamportChange", "ReadonlyDataModified", "DuplicateAccountIndex",
-  "ExecutableModified", "RentEpochModified", "NotEnoughAccountKeys", "AccountDataSizeChanged", "AccountNotExecutable",
-  "AccountBorrowFailed", "AccountBorrowOutstanding", "DuplicateAccountOutOfSync", "Custom", "InvalidError",
-  "ExecutableDataModified", "ExecutableLamportChange", "ExecutableAccountNoRentExemption", "UnsupportedProgramId",
-  "CallDepth", "MissingAccount", "ReentrancyNotAllowed", "MaxSeedLengthExceeded", "InvalidSeeds", "InvalidRealloc",
-  "ComputationalBudgetExceeded", "PrivilegeEscalation", "ProgramEnvironmentSetupFailure", "ProgramFailedToComplete",
-  "ProgramFailedToCompile", "Immutable", "IncorrectAuthority", "BorshIoError", "AccountNotRentExempt",
-  "InvalidAccountOwner", "ArithmeticOverflow", "UnsupportedSysvar", "IllegalOwner", "MaxAccountsDataAllocationsExceeded",
-  "MaxAccountsExceeded", "MaxInstructionTraceLengthExceeded", "BuiltinProgramsMustConsumeComputeUnits",
+  "GenericError",
+  "InvalidArgument",
+  "InvalidInstructionData",
+  "InvalidAccountData",
+  "AccountDataTooSmall",
+  "InsufficientFunds",
+  "IncorrectProgramId",
+  "MissingRequiredSignature",
+  "AccountAlreadyInitialized",
+  "UninitializedAccount",
+  "UnbalancedInstruction",
+  "ModifiedProgramId",
+  "ExternalAccountLamportSpend",
+  "ExternalAccountDataModified",
+  "ReadonlyLamportChange",
+  "ReadonlyDataModified",
+  "DuplicateAccountIndex",
+  "ExecutableModified",
+  "RentEpochModified",
+  "NotEnoughAccountKeys",
+  "AccountDataSizeChanged",
+  "AccountNotExecutable",
+  "AccountBorrowFailed",
+  "AccountBorrowOutstanding",
+  "DuplicateAccountOutOfSync",
+  "Custom",
+  "InvalidError",
+  "ExecutableDataModified",
+  "ExecutableLamportChange",
+  "ExecutableAccountNoRentExemption",
+  "UnsupportedProgramId",
+  "CallDepth",
+  "MissingAccount",
+  "ReentrancyNotAllowed",
+  "MaxSeedLengthExceeded",
+  "InvalidSeeds",
+  "InvalidRealloc",
+  "ComputationalBudgetExceeded",
+  "PrivilegeEscalation",
+  "ProgramEnvironmentSetupFailure",
+  "ProgramFailedToComplete",
+  "ProgramFailedToCompile",
+  "Immutable",
+  "IncorrectAuthority",
+  "BorshIoError",
+  "AccountNotRentExempt",
+  "InvalidAccountOwner",
+  "ArithmeticOverflow",
+  "UnsupportedSysvar",
+  "IllegalOwner",
+  "MaxAccountsDataAllocationsExceeded",
+  "MaxAccountsExceeded",
+  "MaxInstructionTraceLengthExceeded",
+  "BuiltinProgramsMustConsumeComputeUnits",
 ];
 
 const u32le = (n: number): number[] => [n & 0xff, (n >>> 8) & 0xff, (n >>> 16) & 0xff, (n >>> 24) & 0xff];
@@ -253,7 +324,11 @@ export function encodeTransactionError(err: unknown): Uint8Array {
       if (typeof custom === "number") return Uint8Array.from([...head, ...u32le(variant(INSTRUCTION_ERRORS, "Custom")), ...u32le(custom)]);
     }
     if (name === "DuplicateInstruction" && typeof value === "number") return Uint8Array.from([...u32le(variant(TX_ERRORS, name)), value]);
-    if ((name === "InsufficientFundsForRent" || name === "ProgramExecutionTemporarilyRestricted") && value !== null && typeof value === "object") {
+    if (
+      (name === "InsufficientFundsForRent" || name === "ProgramExecutionTemporarilyRestricted") &&
+      value !== null &&
+      typeof value === "object"
+    ) {
       return Uint8Array.from([...u32le(variant(TX_ERRORS, name)), (value as { account_index: number }).account_index]);
     }
   }
@@ -468,7 +543,11 @@ export class GeyserDouble {
     for (const sub of this.subscribers) {
       const names = Object.keys(sub.request?.slots ?? {});
       if (names.length === 0) continue;
-      this.send(sub, { filters: names, slot: { slot: String(slot), parent: parent === undefined ? undefined : String(parent), status: SlotStatus.SLOT_DEAD, deadError }, createdAt: new Date() });
+      this.send(sub, {
+        filters: names,
+        slot: { slot: String(slot), parent: parent === undefined ? undefined : String(parent), status: SlotStatus.SLOT_DEAD, deadError },
+        createdAt: new Date(),
+      });
     }
   }
 
@@ -516,7 +595,11 @@ export class GeyserDouble {
       })),
       GetLatestBlockhash: unary<GetLatestBlockhashRequest, GetLatestBlockhashResponse>(() => {
         const block = this.blocks.get(this.confirmedUpTo);
-        return { slot: String(this.confirmedUpTo), blockhash: block?.blockhash ?? "", lastValidBlockHeight: String(this.confirmedUpTo + 150n) };
+        return {
+          slot: String(this.confirmedUpTo),
+          blockhash: block?.blockhash ?? "",
+          lastValidBlockHeight: String(this.confirmedUpTo + 150n),
+        };
       }),
       GetVersion: unary<GetVersionRequest, GetVersionResponse>(() => ({
         version: JSON.stringify({ version: { package: "geyser-test-double", version: "0.0.0" } }),
@@ -525,7 +608,13 @@ export class GeyserDouble {
   }
 
   private subscribe(call: Call): void {
-    const sub: Subscriber = { call, request: null, nextSlot: this.confirmedUpTo + 1n, nextFinalized: this.finalizedUpTo + 1n, closed: false };
+    const sub: Subscriber = {
+      call,
+      request: null,
+      nextSlot: this.confirmedUpTo + 1n,
+      nextFinalized: this.finalizedUpTo + 1n,
+      closed: false,
+    };
     this.subscribers.add(sub);
     const close = () => {
       sub.closed = true;
@@ -546,18 +635,28 @@ export class GeyserDouble {
       this.pongs.push(request.ping.id);
       this.send(sub, { filters: [], pong: { id: request.ping.id }, createdAt: new Date() });
     }
-    const hasFilters = [request.accounts, request.slots, request.transactions, request.transactionsStatus, request.blocks, request.blocksMeta, request.entry].some(
-      (m) => Object.keys(m).length > 0,
-    );
+    const hasFilters = [
+      request.accounts,
+      request.slots,
+      request.transactions,
+      request.transactionsStatus,
+      request.blocks,
+      request.blocksMeta,
+      request.entry,
+    ].some((m) => Object.keys(m).length > 0);
     if (request.ping !== undefined && !hasFilters) return; // ping only: filters unchanged
     const first = sub.request === null;
     sub.request = request;
     if (first && request.fromSlot !== undefined) {
       const from = BigInt(request.fromSlot);
-      if (this.retention === 0n) return this.fail(sub, GrpcStatus.INTERNAL, "from_slot is not supported");
+      if (this.retention === 0n) {
+        this.fail(sub, GrpcStatus.INTERNAL, "from_slot is not supported");
+        return;
+      }
       const firstAvailable = this.firstAvailableSlot() ?? this.confirmedUpTo + 1n;
       if (from < firstAvailable) {
-        return this.fail(sub, GrpcStatus.OUT_OF_RANGE, `broadcast from ${from} is not available, last available: ${firstAvailable}`);
+        this.fail(sub, GrpcStatus.OUT_OF_RANGE, `broadcast from ${from} is not available, last available: ${firstAvailable}`);
+        return;
       }
       sub.nextSlot = from;
       sub.nextFinalized = from;
@@ -589,13 +688,15 @@ export class GeyserDouble {
     const contentUpTo = commitment === CommitmentLevel.FINALIZED ? this.finalizedUpTo : this.confirmedUpTo;
     const slotFilters = Object.entries(request.slots);
     const slotNames = (status: SlotStatus) =>
-      slotFilters
-        .filter(([, f]) => !f.filterByCommitment || status === (commitment as number as SlotStatus))
-        .map(([name]) => name);
+      slotFilters.filter(([, f]) => !f.filterByCommitment || status === (commitment as number as SlotStatus)).map(([name]) => name);
     const statusUpdate = (block: StoredBlock, status: SlotStatus) => {
       const names = slotNames(status);
       if (names.length > 0) {
-        this.send(sub, { filters: names, slot: { slot: String(block.slot), parent: String(block.parentSlot), status }, createdAt: new Date() });
+        this.send(sub, {
+          filters: names,
+          slot: { slot: String(block.slot), parent: String(block.parentSlot), status },
+          createdAt: new Date(),
+        });
       }
     };
 
@@ -603,8 +704,11 @@ export class GeyserDouble {
       const block = this.blocks.get(sub.nextSlot);
       if (block === undefined) continue; // skipped slot, or pruned
       for (const tx of block.transactions) {
-        const names = Object.entries(request.transactions).filter(([, f]) => matchesTransaction(f, tx)).map(([name]) => name);
-        if (names.length > 0) this.send(sub, { filters: names, transaction: { transaction: tx.info, slot: String(block.slot) }, createdAt: new Date() });
+        const names = Object.entries(request.transactions)
+          .filter(([, f]) => matchesTransaction(f, tx))
+          .map(([name]) => name);
+        if (names.length > 0)
+          this.send(sub, { filters: names, transaction: { transaction: tx.info, slot: String(block.slot) }, createdAt: new Date() });
       }
       const metaNames = Object.keys(request.blocksMeta);
       if (metaNames.length > 0) {

@@ -46,7 +46,13 @@ function balanceReader(context: RouteContext): BalanceReader | undefined {
 /** Balances of these agents in one batched read; null only when the server reads no chain. */
 async function balancesOf(context: RouteContext, rows: readonly AgentRow[]): Promise<(bigint | null)[]> {
   const reader = balanceReader(context);
-  return reader === undefined ? rows.map(() => null) : readBalances(context, reader, rows.map((row) => row.wallet_address));
+  return reader === undefined
+    ? rows.map(() => null)
+    : readBalances(
+        context,
+        reader,
+        rows.map((row) => row.wallet_address),
+      );
 }
 
 async function readBalances(context: RouteContext, reader: BalanceReader, walletAddresses: readonly string[]): Promise<bigint[]> {
@@ -98,7 +104,8 @@ async function registerRoute(context: RouteContext): Promise<RouteResponse> {
   const agentId = parseAgentId("agentId", stringField(body.agentId, "agentId", 128));
   const name = optionalString(body.name, "name", 200) ?? "";
   const keystore = context.deps.keystore;
-  if (keystore === undefined) throw httpError("SERVICE_UNAVAILABLE", "agent registration needs the wallet keystore (WALLET_ENCRYPTION_KEY)");
+  if (keystore === undefined)
+    throw httpError("SERVICE_UNAVAILABLE", "agent registration needs the wallet keystore (WALLET_ENCRYPTION_KEY)");
   return runExternalEffect(context.store, context.idempotency, async ({ resumed }) => {
     try {
       // The key is scoped to the account, so another account's `agentId` never collides (no
@@ -133,18 +140,16 @@ async function balanceRoute(context: RouteContext): Promise<RouteResponse> {
   return json(200, usdcJson(await wallets(context).balance(agent.agent_id)));
 }
 
-function operationOutcome(
-  kind: "fund" | "withdraw",
-  agentId: string,
-  units: bigint,
-  result: WalletOperationResult,
-): ExternalOutcome {
+function operationOutcome(kind: "fund" | "withdraw", agentId: string, units: bigint, result: WalletOperationResult): ExternalOutcome {
   const body = { operationId: result.operationId, kind, agentId, amount: usdcJson(units), status: result.status, txHash: result.txHash };
   // Sent, outcome not known yet (it may still land): 202 with the operation, and the key stays
   // open; a retry with it reads the operation by its reference and asks the chain again.
   if (result.status === "pending") return { response: json(202, body), final: false };
   if (result.status === "failed") {
-    const failure = httpError("PAYMENT_FAILED", `the ${kind} operation ${result.operationId} failed`, { errorClass: "PaymentError", ...body });
+    const failure = httpError("PAYMENT_FAILED", `the ${kind} operation ${result.operationId} failed`, {
+      errorClass: "PaymentError",
+      ...body,
+    });
     return { response: problemResponse(failure), final: true };
   }
   return { response: json(200, body), final: true };
@@ -189,7 +194,8 @@ async function operationRoute(context: RouteContext): Promise<RouteResponse> {
   const operationId = context.params.operationId!;
   if (!/^[1-9][0-9]{0,18}$/.test(operationId)) throw badRequest("operationId", "must be a wallet operation id (a positive integer)");
   const operation = await wallets(context).operation(agent.agent_id, operationId);
-  if (operation === null) throw httpError("NOT_FOUND", `agent ${agent.public_id} has no wallet operation ${operationId}`, { field: "operationId" });
+  if (operation === null)
+    throw httpError("NOT_FOUND", `agent ${agent.public_id} has no wallet operation ${operationId}`, { field: "operationId" });
   return json(200, {
     operationId: operation.operationId,
     kind: operation.kind,
@@ -214,7 +220,10 @@ async function archiveRoute(context: RouteContext): Promise<RouteResponse> {
       force,
       balanceOf: async (walletAddress) => {
         if (reader === undefined) {
-          throw httpError("SERVICE_UNAVAILABLE", "this server reads no ledger, so it cannot check the wallet is empty; archive with force=true");
+          throw httpError(
+            "SERVICE_UNAVAILABLE",
+            "this server reads no ledger, so it cannot check the wallet is empty; archive with force=true",
+          );
         }
         const [balance] = await readBalances(context, reader, [walletAddress]);
         return balance!;

@@ -5,7 +5,6 @@
  * transaction with its Idempotency-Key.
  */
 import { type Alert, createAlert, deleteAlert, getAlert, listAlerts, parseAlertOptions } from "../../events/alerts.js";
-import { formatUsdc } from "../../policy/amounts.js";
 import { parseAgentId } from "../../validation.js";
 import { parseNotifyTarget, refuseInternalWebhookUrl } from "../../webhooks/targets.js";
 import { runDatabaseEffect, type RouteResponse } from "../idempotency.js";
@@ -41,7 +40,8 @@ async function createRoute(context: RouteContext): Promise<RouteResponse> {
   const body = objectBody(context.body, ["agentId", "type", "notify"], ["threshold", "window"]);
   const agentId = parseAgentId("agentId", stringField(body.agentId, "agentId", 128));
   const threshold = body.threshold;
-  if (threshold !== undefined && threshold !== null && !(threshold instanceof JsonNumber)) throw badRequest("threshold", "must be a number");
+  if (threshold !== undefined && threshold !== null && !(threshold instanceof JsonNumber))
+    throw badRequest("threshold", "must be a number");
   const input = parseAlertOptions({
     agent: agentId,
     type: stringField(body.type, "type", 64),
@@ -51,7 +51,8 @@ async function createRoute(context: RouteContext): Promise<RouteResponse> {
   });
   // A webhook target is a webhook registration like POST /v1/webhooks: a public host only.
   const target = parseNotifyTarget(input.notify);
-  if (target.channel === "webhook") refuseInternalWebhookUrl(target.destination, { allowLoopback: context.deps.allowLoopbackWebhooks === true });
+  if (target.channel === "webhook")
+    refuseInternalWebhookUrl(target.destination, { allowLoopback: context.deps.allowLoopbackWebhooks === true });
   await requireAgent(context, agentId);
   const secretBox = box(context);
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {

@@ -28,7 +28,8 @@ function keyJson(row: KeyRow): Record<string, unknown> {
 
 async function createRoute(context: RouteContext): Promise<RouteResponse> {
   objectBody(context.body, [], []);
-  if (context.deps.secretBox === undefined) throw httpError("SERVICE_UNAVAILABLE", "issuing keys needs the secrets key (WEBHOOK_SECRETS_KEY)");
+  if (context.deps.secretBox === undefined)
+    throw httpError("SERVICE_UNAVAILABLE", "issuing keys needs the secrets key (WEBHOOK_SECRETS_KEY)");
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const apiKey = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
     const { rows } = await client.query<KeyRow>(

@@ -35,7 +35,6 @@ function parse(context: RouteContext): { payment: PaymentPayload; requirement: P
   return { payment: parsePaymentPayload(plainJson(body.payment)), requirement: parsePaymentRequirement(plainJson(body.requirement)) };
 }
 
-
 async function verifyRoute(context: RouteContext): Promise<RouteResponse> {
   const service = facilitator(context);
   const { payment, requirement } = parse(context);
@@ -97,8 +96,12 @@ async function claimOutcome(context: RouteContext, payment: PaymentPayload): Pro
       final: true,
     };
   }
-  if (row.status === "failed") return { response: json(200, { success: false, reason: "settlement_failed", detail: row.failure ?? "" }), final: true };
-  return { response: json(202, { success: false, pending: true, reason: "settlement_pending", detail: "the settlement is not resolved yet" }), final: false };
+  if (row.status === "failed")
+    return { response: json(200, { success: false, reason: "settlement_failed", detail: row.failure ?? "" }), final: true };
+  return {
+    response: json(202, { success: false, pending: true, reason: "settlement_pending", detail: "the settlement is not resolved yet" }),
+    final: false,
+  };
 }
 
 /**

@@ -140,7 +140,11 @@ async function submitOrResume(
     }
     // A reused nonce is someone else's claim (or this one's replay): its reservation is not ours to free.
     const releases = error.reason !== "nonce_reused";
-    return { kind: "refused", releases, answer: { response: json(200, { success: false, reason: error.reason, detail: error.message }), final: true } };
+    return {
+      kind: "refused",
+      releases,
+      answer: { response: json(200, { success: false, reason: error.reason, detail: error.message }), final: true },
+    };
   }
 }
 

@@ -141,7 +141,8 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
   if (wallets === undefined) throw httpError("SERVICE_UNAVAILABLE", "wallets are not configured on this server");
   if (invocationBudgetUnits !== null) {
     const subAgentId = await wallets.agentIdForAddress(offer.x402!.payTo);
-    if (subAgentId === null) throw badRequest("invocationBudget", `payTo ${offer.x402!.payTo} is not the wallet of an agent of this gateway`);
+    if (subAgentId === null)
+      throw badRequest("invocationBudget", `payTo ${offer.x402!.payTo} is not the wallet of an agent of this gateway`);
     if (subAgentId === agent.agent_id) throw badRequest("invocationBudget", "an agent cannot invoke itself");
   }
   // Fails fast (404) when there is no such invocation; the budget is checked again under the lock.
@@ -244,7 +245,11 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
     try {
       method = chooseMethod(mpp.paymentMethods);
     } catch (error) {
-      throw httpError("BAD_USER_INPUT", (error as Error).message, { field: "mpp.paymentMethods", errorClass: "PaymentProtocolError", endpoint });
+      throw httpError("BAD_USER_INPUT", (error as Error).message, {
+        field: "mpp.paymentMethods",
+        errorClass: "PaymentProtocolError",
+        endpoint,
+      });
     }
     const submission = await signMppSubmission(signer, mpp, { method, resource: endpoint, now: context.now });
     const a = submission.authorization;
@@ -261,10 +266,10 @@ async function ownReservation(context: RouteContext): Promise<string> {
   const agent = await requireAgent(context, context.params.agentId!);
   const id = context.params.reservationId!;
   if (!/^[1-9]\d{0,17}$/.test(id)) throw httpError("NOT_FOUND", `no reservation ${id} of agent ${agent.public_id}`);
-  const { rows } = await context.deps.pool.query<{ status: string }>("SELECT status FROM spend_reservations WHERE id = $1 AND agent_id = $2", [
-    id,
-    agent.agent_id,
-  ]);
+  const { rows } = await context.deps.pool.query<{ status: string }>(
+    "SELECT status FROM spend_reservations WHERE id = $1 AND agent_id = $2",
+    [id, agent.agent_id],
+  );
   if (rows[0] === undefined) throw httpError("NOT_FOUND", `no reservation ${id} of agent ${agent.public_id}`);
   return id;
 }
@@ -275,7 +280,10 @@ async function completeRoute(context: RouteContext): Promise<RouteResponse> {
   const txHash = parseTxHash("txHash", stringField(body.txHash, "txHash", 128));
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const done = await settleReservation(client, id, txHash);
-    const { rows } = await client.query<{ status: string; tx_hash: string | null }>("SELECT status, tx_hash FROM spend_reservations WHERE id = $1", [id]);
+    const { rows } = await client.query<{ status: string; tx_hash: string | null }>(
+      "SELECT status, tx_hash FROM spend_reservations WHERE id = $1",
+      [id],
+    );
     const row = rows[0]!;
     if (!done && row.status === "reserved") {
       // Our settler took the payment: it records the transaction it sent, not the caller's.
@@ -283,7 +291,12 @@ async function completeRoute(context: RouteContext): Promise<RouteResponse> {
     }
     if (!done && !(row.status === "settled" && row.tx_hash === txHash)) throw httpError("CONFLICT", `reservation ${id} is ${row.status}`);
     const cluster = context.deps.explorerCluster;
-    return json(200, { reservationId: id, status: "settled", txHash, ...(cluster === undefined ? {} : { solanaExplorer: explorerLink(txHash, cluster) }) });
+    return json(200, {
+      reservationId: id,
+      status: "settled",
+      txHash,
+      ...(cluster === undefined ? {} : { solanaExplorer: explorerLink(txHash, cluster) }),
+    });
   });
 }
 

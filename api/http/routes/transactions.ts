@@ -67,7 +67,11 @@ async function chainRoute(context: RouteContext): Promise<RouteResponse> {
   const ctx = apiContext(context);
   const depthText = context.query.get("maxDepth");
   if (depthText !== null && !/^\d{1,3}$/.test(depthText)) throw badRequest("maxDepth", "must be an integer");
-  const tree = (await paymentTree(null, { rootTxHash: context.params.txHash!, maxDepth: depthText === null ? null : Number(depthText) }, ctx)) as {
+  const tree = (await paymentTree(
+    null,
+    { rootTxHash: context.params.txHash!, maxDepth: depthText === null ? null : Number(depthText) },
+    ctx,
+  )) as {
     rootTxHash: string;
     nodes: Record<string, unknown>[];
     totals: { amount: string; transactionCount: number; agentCount: number };

@@ -7,7 +7,13 @@
  * A URL must name a public host (422 INVALID_WEBHOOK_URL); loopback only where the deployment
  * allows it for local development (`allowLoopbackWebhooks`).
  */
-import { createWebhookEndpoint, deleteWebhookEndpoint, listWebhookEndpoints, rotateWebhookSecret, type WebhookEndpoint } from "../../webhooks/endpoints.js";
+import {
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  listWebhookEndpoints,
+  rotateWebhookSecret,
+  type WebhookEndpoint,
+} from "../../webhooks/endpoints.js";
 import { parseWebhookUrl, refuseInternalWebhookUrl } from "../../webhooks/targets.js";
 import { runDatabaseEffect, type RouteResponse } from "../idempotency.js";
 import { objectBody, optionalString, stringField, stringList } from "../input.js";
@@ -15,7 +21,13 @@ import { httpError } from "../problem.js";
 import { json, NO_CONTENT, type Route, type RouteContext } from "../router.js";
 
 function endpointJson(endpoint: WebhookEndpoint): Record<string, unknown> {
-  return { id: endpoint.id, url: endpoint.url, eventTypes: endpoint.eventTypes, description: endpoint.description, createdAt: endpoint.createdAt };
+  return {
+    id: endpoint.id,
+    url: endpoint.url,
+    eventTypes: endpoint.eventTypes,
+    description: endpoint.description,
+    createdAt: endpoint.createdAt,
+  };
 }
 
 function box(context: RouteContext) {

@@ -2,7 +2,7 @@
  * The program's error codes, named from the IDL. Codes are stable (errors.rs appends, never
  * renumbers), so a code seen on-chain always maps to the same name.
  */
-import { PublicKey } from "@solana/web3.js";
+import type { PublicKey } from "@solana/web3.js";
 import { PAYMENT_LEDGER_IDL, PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
 
 export interface LedgerErrorInfo {
@@ -13,15 +13,10 @@ export interface LedgerErrorInfo {
 }
 
 export const LEDGER_ERRORS: ReadonlyMap<number, LedgerErrorInfo> = new Map(
-  (PAYMENT_LEDGER_IDL.errors ?? []).map((error) => [
-    error.code,
-    { code: error.code, name: error.name, message: error.msg ?? error.name },
-  ]),
+  (PAYMENT_LEDGER_IDL.errors ?? []).map((error) => [error.code, { code: error.code, name: error.name, message: error.msg ?? error.name }]),
 );
 
-const BY_NAME: ReadonlyMap<string, LedgerErrorInfo> = new Map(
-  [...LEDGER_ERRORS.values()].map((info) => [info.name, info]),
-);
+const BY_NAME: ReadonlyMap<string, LedgerErrorInfo> = new Map([...LEDGER_ERRORS.values()].map((info) => [info.name, info]));
 
 export function ledgerErrorByCode(code: number): LedgerErrorInfo | undefined {
   return LEDGER_ERRORS.get(code);
@@ -64,10 +59,7 @@ function logsOf(error: unknown): readonly string[] {
  * failure line that names this program counts, so an error of a program it called is not
  * mistaken for one of its own.
  */
-export function ledgerErrorCodeFromLogs(
-  logs: readonly string[],
-  programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID,
-): number | undefined {
+export function ledgerErrorCodeFromLogs(logs: readonly string[], programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): number | undefined {
   const failed = new RegExp(`^Program ${programId.toBase58()} failed: custom program error: 0x([0-9a-fA-F]+)$`);
   for (const line of logs) {
     const match = failed.exec(line);

@@ -287,10 +287,7 @@ export function eventsFromLogs(logs: readonly string[], programId: PublicKey = P
 }
 
 /** Every event the program emitted in a `getTransaction` response (json encoding). */
-export function decodeTransactionEvents(
-  tx: ConfirmedTransaction,
-  programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID,
-): TransactionEvents {
+export function decodeTransactionEvents(tx: ConfirmedTransaction, programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): TransactionEvents {
   const signature = tx.transaction.signatures[0] ?? "";
   const logs = tx.meta?.logMessages ?? [];
   const common = {

@@ -49,7 +49,7 @@ describe("instruction builders", () => {
     expect(instruction.programId.equals(PAYMENT_LEDGER_PROGRAM_ID)).toBe(true);
     const decoded = coder.instruction.decode(instruction.data);
     expect(decoded?.name).toBe("record_payment");
-    const args = (decoded?.data as { args: Record<string, unknown> }).args;
+    const args = (decoded!.data as { args: Record<string, unknown> }).args;
     expect(String(args.payment_id)).toBe(U64_MAX.toString());
     expect(String(args.amount)).toBe("9007199254740993");
     expect(args.protocol).toEqual({ X402: {} });
@@ -80,13 +80,15 @@ describe("instruction builders", () => {
     });
     const optional = instruction.keys.slice(5, 10);
     expect(optional.every((meta) => meta.pubkey.equals(PAYMENT_LEDGER_PROGRAM_ID))).toBe(true);
-    const args = (coder.instruction.decode(instruction.data)?.data as { args: Record<string, unknown> }).args;
+    const args = (coder.instruction.decode(instruction.data)!.data as { args: Record<string, unknown> }).args;
     expect(args.settlement_reference).toEqual(new Array(64).fill(9));
   });
 
   it("amounts outside u64 and hashes of the wrong size are refused before encoding", async () => {
     const base = { authority, payer, payee, paymentId: 1n, amountUnits: 1n, protocol: "x402", rail: "card" } as const;
-    await expect(recordPaymentInstruction({ ...base, amountUnits: U64_MAX + 1n, endpointHash: new Uint8Array(32) })).rejects.toThrow(RangeError);
+    await expect(recordPaymentInstruction({ ...base, amountUnits: U64_MAX + 1n, endpointHash: new Uint8Array(32) })).rejects.toThrow(
+      RangeError,
+    );
     await expect(recordPaymentInstruction({ ...base, amountUnits: -1n, endpointHash: new Uint8Array(32) })).rejects.toThrow(RangeError);
     await expect(recordPaymentInstruction({ ...base, endpointHash: new Uint8Array(31) })).rejects.toThrow(RangeError);
   });
@@ -102,7 +104,7 @@ describe("instruction builders", () => {
     });
     const decoded = coder.instruction.decode(instruction.data);
     expect(decoded?.name).toBe("open_invocation");
-    const args = (decoded?.data as { args: Record<string, unknown> }).args;
+    const args = (decoded!.data as { args: Record<string, unknown> }).args;
     expect(String(args.budget)).toBe("5000000");
     expect(args.parent_signature).toEqual(Array.from(parentSignature));
     expectIdlAccounts(instruction, "open_invocation");
@@ -114,7 +116,7 @@ describe("instruction builders", () => {
     const instruction = await initializeInstruction({ authority, settlementMint: mint, treasury });
     const decoded = coder.instruction.decode(instruction.data);
     expect(decoded?.name).toBe("initialize");
-    expect(String((decoded?.data as { args: { treasury: unknown } }).args.treasury)).toBe(treasury.toBase58());
+    expect(String((decoded!.data as { args: { treasury: unknown } }).args.treasury)).toBe(treasury.toBase58());
     expectIdlAccounts(instruction, "initialize");
   });
 });

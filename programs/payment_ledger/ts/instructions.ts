@@ -5,7 +5,7 @@
  */
 import anchor, { Program, type Provider } from "@coral-xyz/anchor";
 import { getAssociatedTokenAddressSync, TOKEN_PROGRAM_ID } from "@solana/spl-token";
-import { type Connection, PublicKey, SystemProgram, type TransactionInstruction } from "@solana/web3.js";
+import { type Connection, type PublicKey, SystemProgram, type TransactionInstruction } from "@solana/web3.js";
 import { ENDPOINT_HASH_BYTES } from "./endpoint-hash.js";
 import { type AnchorEnum, type Protocol, type Rail, toAnchorEnum } from "./enums.js";
 import { PAYMENT_LEDGER_IDL, PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
@@ -38,9 +38,9 @@ interface EventCpiAccounts {
   program: PublicKey;
 }
 interface LedgerMethods {
-  initialize(args: { treasury: PublicKey }): StrictBuilder<
-    { authority: PublicKey; config: PublicKey; settlementMint: PublicKey; systemProgram: PublicKey } & EventCpiAccounts
-  >;
+  initialize(args: {
+    treasury: PublicKey;
+  }): StrictBuilder<{ authority: PublicKey; config: PublicKey; settlementMint: PublicKey; systemProgram: PublicKey } & EventCpiAccounts>;
   recordPayment(args: {
     paymentId: BN;
     amount: BN;
@@ -162,8 +162,7 @@ export async function recordPaymentInstruction(input: RecordPaymentInput): Promi
       protocol: toAnchorEnum(input.protocol),
       rail: toAnchorEnum(input.rail),
       endpointHash: fixedBytes(input.endpointHash, ENDPOINT_HASH_BYTES, "endpoint hash"),
-      settlementReference:
-        settlementReference === null ? null : fixedBytes(settlementReference, SIGNATURE_BYTES, "settlement reference"),
+      settlementReference: settlementReference === null ? null : fixedBytes(settlementReference, SIGNATURE_BYTES, "settlement reference"),
     })
     .accountsStrict({
       authority: input.authority,

@@ -32,9 +32,7 @@ describe("payment_ledger PDAs", () => {
   });
 
   it("an invocation is keyed by both halves of the parent signature and the sub-agent", () => {
-    expect(bs58.encode(parentSignature)).toBe(
-      "1GMkH3brNXiNNs1tiFZHu4yZSRrzJwxi5wB9bHFtMinfCXNnR1adh8Vo8NTheK4evneedH4qmvjeqcBBNAefgS",
-    );
+    expect(bs58.encode(parentSignature)).toBe("1GMkH3brNXiNNs1tiFZHu4yZSRrzJwxi5wB9bHFtMinfCXNnR1adh8Vo8NTheK4evneedH4qmvjeqcBBNAefgS");
     const pda = invocationPda(parentSignature, subAgent);
     expect(pda.address.toBase58()).toBe("51fvP4SiJ7PpWNQpiXAjVY3SZthZko3myfVNuw1jQBph");
     expect(pda.bump).toBe(255);

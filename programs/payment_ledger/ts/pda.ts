@@ -36,18 +36,11 @@ export function payerStatePda(payer: PublicKey, programId: PublicKey = PAYMENT_L
  * One per `agents.invoke`: `["invocation", sig[0..32], sig[32..64], subAgent]`. A seed is at most
  * 32 bytes, so the 64-byte parent signature is split in two.
  */
-export function invocationPda(
-  parentSignature: Uint8Array,
-  subAgent: PublicKey,
-  programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID,
-): Pda {
+export function invocationPda(parentSignature: Uint8Array, subAgent: PublicKey, programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): Pda {
   if (parentSignature.length !== SIGNATURE_BYTES) {
     throw new RangeError(`parent signature must be ${SIGNATURE_BYTES} bytes, got ${parentSignature.length}`);
   }
-  return derive(
-    [utf8("invocation"), parentSignature.subarray(0, 32), parentSignature.subarray(32, 64), subAgent.toBytes()],
-    programId,
-  );
+  return derive([utf8("invocation"), parentSignature.subarray(0, 32), parentSignature.subarray(32, 64), subAgent.toBytes()], programId);
 }
 
 /** The signer `emit_cpi!` uses to call the program with an event: `["__event_authority"]`. */

@@ -38,7 +38,8 @@ export function text(value: unknown, fallback = "-"): string {
 }
 
 export function record(value: unknown, what: string): Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new ServiceError(`unexpected answer: ${what} is not an object`);
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new ServiceError(`unexpected answer: ${what} is not an object`);
   return value as Record<string, unknown>;
 }
 

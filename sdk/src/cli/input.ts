@@ -41,7 +41,10 @@ export function unitsToNumber(units: bigint, option: string): number {
 /** `"a.com, api.b.com"` → `["a.com", "api.b.com"]`; `"none"` → null. */
 export function domainsOption(text: string, option: string): string[] | null {
   if (text.trim().toLowerCase() === NONE) return null;
-  const entries = text.split(",").map((entry) => entry.trim()).filter((entry) => entry.length > 0);
+  const entries = text
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter((entry) => entry.length > 0);
   if (entries.length === 0) throw new UsageError(`--${option} needs a comma-separated list of domains, or none`);
   for (const entry of entries) {
     if (/[^\p{L}\p{N}.-]/u.test(entry)) throw new UsageError(`--${option}: "${entry}" is not a domain (no scheme, port, path or wildcard)`);
@@ -50,7 +53,8 @@ export function domainsOption(text: string, option: string): string[] | null {
 }
 
 export function oneOf<T extends string>(text: string, option: string, allowed: readonly T[]): T {
-  if (!(allowed as readonly string[]).includes(text)) throw new UsageError(`--${option} must be one of ${allowed.join(", ")}, got "${text}"`);
+  if (!(allowed as readonly string[]).includes(text))
+    throw new UsageError(`--${option} must be one of ${allowed.join(", ")}, got "${text}"`);
   return text as T;
 }
 

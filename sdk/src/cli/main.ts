@@ -51,7 +51,7 @@ export async function runCli(argv: readonly string[], io: RunOptions): Promise<n
     out = redactingWriter(io.stdout, apiKey);
     err = redactingWriter(io.stderr, apiKey);
     if (parsed.options.help === true) {
-      out(parsed.command === null ? GLOBAL_HELP : COMMAND_HELP[parsed.command] ?? GLOBAL_HELP);
+      out(parsed.command === null ? GLOBAL_HELP : (COMMAND_HELP[parsed.command] ?? GLOBAL_HELP));
       return EXIT_OK;
     }
     const run = COMMANDS[parsed.command!]!;

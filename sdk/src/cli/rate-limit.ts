@@ -25,10 +25,24 @@ export interface RateLimit {
 }
 
 const SECONDS_PER_UNIT: Readonly<Record<string, number>> = {
-  s: 1, sec: 1, secs: 1, second: 1, seconds: 1,
-  m: 60, min: 60, mins: 60, minute: 60, minutes: 60,
-  h: 3_600, hr: 3_600, hrs: 3_600, hour: 3_600, hours: 3_600,
-  d: 86_400, day: 86_400, days: 86_400,
+  s: 1,
+  sec: 1,
+  secs: 1,
+  second: 1,
+  seconds: 1,
+  m: 60,
+  min: 60,
+  mins: 60,
+  minute: 60,
+  minutes: 60,
+  h: 3_600,
+  hr: 3_600,
+  hrs: 3_600,
+  hour: 3_600,
+  hours: 3_600,
+  d: 86_400,
+  day: 86_400,
+  days: 86_400,
 };
 
 const WINDOW_BY_SECONDS: ReadonlyMap<number, RateWindow> = new Map([

@@ -43,6 +43,6 @@ export function formatFields(fields: readonly (readonly [string, string])[]): st
 
 /** Control characters (a newline in an endpoint) would break the alignment and could fake rows. */
 function oneLine(text: string): string {
-  // eslint-disable-next-line no-control-regex
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what it replaces
   return text.replace(/[\u0000-\u001f\u007f]/g, "?");
 }

@@ -55,11 +55,16 @@ export class AgentOperations {
 
   /** Spec 4.7 `agents.list`: every agent of the account, following the gateway's pages. */
   async list(options: AgentListOptions = {}): Promise<AgentEntry[]> {
-    if (options.includeArchived !== undefined && typeof options.includeArchived !== "boolean") throw new TypeError("includeArchived must be a boolean");
+    if (options.includeArchived !== undefined && typeof options.includeArchived !== "boolean")
+      throw new TypeError("includeArchived must be a boolean");
     const agents: AgentEntry[] = [];
     let after: string | undefined;
     for (;;) {
-      const query: Record<string, QueryValue> = { limit: AGENTS_PAGE, after, includeArchived: options.includeArchived === true ? "true" : undefined };
+      const query: Record<string, QueryValue> = {
+        limit: AGENTS_PAGE,
+        after,
+        includeArchived: options.includeArchived === true ? "true" : undefined,
+      };
       const page = await this.transport.request<{ agents: AgentEntry[]; nextCursor?: string | null }>("GET", "/v1/agents", { query });
       agents.push(...page.agents);
       // A cursor that does not move would loop forever: only a later agent id continues.
@@ -74,7 +79,8 @@ export class AgentOperations {
    * holds funds or payments are open, unless `force`. Archiving an archived agent answers it again.
    */
   async archive(agentId: string, options: ArchiveOptions = {}): Promise<AgentEntry> {
-    if (typeof agentId !== "string" || !/^[\x21-\x7e]{1,128}$/.test(agentId)) throw new TypeError("agentId must be an agent id (1-128 visible ASCII characters)");
+    if (typeof agentId !== "string" || !/^[\x21-\x7e]{1,128}$/.test(agentId))
+      throw new TypeError("agentId must be an agent id (1-128 visible ASCII characters)");
     if (options.force !== undefined && typeof options.force !== "boolean") throw new TypeError("force must be a boolean");
     const query: Record<string, QueryValue> = { force: options.force === true ? "true" : undefined };
     return this.transport.request<AgentEntry>("DELETE", `/v1/agents/${encodeURIComponent(agentId)}`, { query });
@@ -102,8 +108,14 @@ export class AgentOperations {
         `/v1/agents/${encodeURIComponent(this.agentId)}/invocations/${encodeURIComponent(result.txHash)}`,
       );
       const spentUnits = invocation.spent === undefined ? 0n : moneyToUnits(invocation.spent, "spent");
-      const payments = Array.isArray(invocation.payments) ? invocation.payments.filter((hash): hash is string => typeof hash === "string") : [];
-      return { output: result.data as T, totalCost: { usdc: unitsToUsdc(paidUnits + spentUnits) }, paymentChain: [result.txHash, ...payments] };
+      const payments = Array.isArray(invocation.payments)
+        ? invocation.payments.filter((hash): hash is string => typeof hash === "string")
+        : [];
+      return {
+        output: result.data as T,
+        totalCost: { usdc: unitsToUsdc(paidUnits + spentUnits) },
+        paymentChain: [result.txHash, ...payments],
+      };
     } catch (error) {
       // No invocation under this payment (the payee is not an agent of this gateway): the
       // payment itself is the whole cost.

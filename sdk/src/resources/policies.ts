@@ -40,7 +40,8 @@ export class PolicyOperations {
 
   /** Spec 4.1: omitted fields keep their current values; `null` removes a limit. */
   async set(fields: PolicyFields): Promise<Policy> {
-    if (typeof fields !== "object" || fields === null || Array.isArray(fields)) throw new TypeError("policies.set takes an object of spec 2.1 fields");
+    if (typeof fields !== "object" || fields === null || Array.isArray(fields))
+      throw new TypeError("policies.set takes an object of spec 2.1 fields");
     for (const name of ["dailyBudget", "perCallLimit"] as const) {
       const value: Usdc | null | undefined = fields[name];
       if (value !== undefined && value !== null) moneyToUnits(value, name);

@@ -42,7 +42,8 @@ export class TransactionOperations {
   ) {}
 
   async list(filter: TransactionFilter = {}): Promise<Transaction[]> {
-    if (filter.limit !== undefined && (!Number.isSafeInteger(filter.limit) || filter.limit < 1)) throw new TypeError("limit must be a positive integer");
+    if (filter.limit !== undefined && (!Number.isSafeInteger(filter.limit) || filter.limit < 1))
+      throw new TypeError("limit must be a positive integer");
     const query: Record<string, QueryValue> = {
       agentId: filter.agentId ?? this.agentId,
       limit: filter.limit,
@@ -61,7 +62,10 @@ export class TransactionOperations {
 
   /** The payment tree under `txHash`, each transaction with its `depth` (root 0). */
   async getChain(txHash: string): Promise<Transaction[]> {
-    const chain = await this.transport.request<{ transactions: Transaction[] }>("GET", `/v1/transactions/${encodeURIComponent(checkTxHash(txHash))}/chain`);
+    const chain = await this.transport.request<{ transactions: Transaction[] }>(
+      "GET",
+      `/v1/transactions/${encodeURIComponent(checkTxHash(txHash))}/chain`,
+    );
     return chain.transactions;
   }
 }

@@ -48,7 +48,8 @@ export class WalletOperations {
    * a `pending` answer is followed up.
    */
   operation(operationId: string): Promise<WalletOperation> {
-    if (typeof operationId !== "string" || !/^[1-9][0-9]{0,18}$/.test(operationId)) throw new TypeError("operationId must be a wallet operation id");
+    if (typeof operationId !== "string" || !/^[1-9][0-9]{0,18}$/.test(operationId))
+      throw new TypeError("operationId must be a wallet operation id");
     return this.transport.request<WalletOperation>("GET", `${this.agentPath}/wallet/operations/${operationId}`);
   }
 
@@ -59,7 +60,8 @@ export class WalletOperations {
   }
 
   async withdraw(input: { to: string; usdc: number }, options: { idempotencyKey?: string } = {}): Promise<WalletOperation> {
-    if (typeof input?.to !== "string" || !/^[1-9A-HJ-NP-Za-km-z]{32,44}$/.test(input.to)) throw new TypeError("to must be a base58 ledger address");
+    if (typeof input?.to !== "string" || !/^[1-9A-HJ-NP-Za-km-z]{32,44}$/.test(input.to))
+      throw new TypeError("to must be a base58 ledger address");
     const usdc = positiveUsdc({ usdc: input.usdc });
     return this.perform(`${this.agentPath}/wallet/withdraw`, { to: input.to, usdc }, options.idempotencyKey);
   }

@@ -96,7 +96,8 @@ export type NodeMiddleware = (req: NodeRequest, res: ServerResponse, next?: Next
 async function readNodeJson(req: NodeRequest): Promise<unknown> {
   if (req.body !== undefined && (req.readableEnded || req.complete)) {
     const body = req.body;
-    if (typeof body === "string" || body instanceof Uint8Array) return parseJsonBytes(typeof body === "string" ? new TextEncoder().encode(body) : body);
+    if (typeof body === "string" || body instanceof Uint8Array)
+      return parseJsonBytes(typeof body === "string" ? new TextEncoder().encode(body) : body);
     return body;
   }
   const chunks: Uint8Array[] = [];
@@ -191,7 +192,11 @@ function fetchRequest(request: Request, origin: string | undefined): GateRequest
 }
 
 /** `(Request) => Response`: the handler gets the payment as its second argument. */
-export function fetchMiddleware<P>(gate: Gate<P>, origin: string | undefined, handler: FetchHandler<P>): (request: Request) => Promise<Response> {
+export function fetchMiddleware<P>(
+  gate: Gate<P>,
+  origin: string | undefined,
+  handler: FetchHandler<P>,
+): (request: Request) => Promise<Response> {
   return async (request) => {
     const result = await gate(fetchRequest(request, origin));
     if (result.kind === "answer") return new Response(JSON.stringify(result.body), { status: result.status, headers: result.headers });

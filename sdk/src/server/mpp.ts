@@ -77,13 +77,18 @@ function checkOptions(options: MppOptions): { amountUnits: bigint; paymentPath: 
   checkOrigin(options.origin, "mppMiddleware");
   const amountUnits = amountUnitsOf(options.amount);
   const methods = options.paymentMethods;
-  if (!Array.isArray(methods) || methods.length === 0 || methods.length > 16 || !methods.every((m) => typeof m === "string" && METHOD.test(m))) {
+  if (
+    !Array.isArray(methods) ||
+    methods.length === 0 ||
+    methods.length > 16 ||
+    !methods.every((m) => typeof m === "string" && METHOD.test(m))
+  ) {
     throw new TypeError("mppMiddleware: paymentMethods must be 1 to 16 method identifiers such as stablecoin");
   }
   if (typeof options.sessionSupported !== "boolean") throw new TypeError("mppMiddleware: sessionSupported must be a boolean");
   checkPayTo(options.payTo, "mppMiddleware");
   const paymentPath = options.paymentPath ?? DEFAULT_PAYMENT_PATH;
-  if (!/^\/[A-Za-z0-9._~\/-]{0,255}$/.test(paymentPath)) throw new TypeError("mppMiddleware: paymentPath must be a path such as /mpp/pay");
+  if (!/^\/[A-Za-z0-9._~/-]{0,255}$/.test(paymentPath)) throw new TypeError("mppMiddleware: paymentPath must be a path such as /mpp/pay");
   return { amountUnits, paymentPath };
 }
 
@@ -114,7 +119,11 @@ function mppGate(options: MppOptions): Gate<MppPayment> {
       // A replayed answer would hand the session out again to whoever replays the submission.
       if (paid.headers.get("idempotent-replayed") === "true") return refusePayment("nonce_reused", "this submission was already used");
       if (typeof result.sessionToken !== "string") return answer(502, { error: "mpp_service_error" });
-      return answer(200, { txHash: result.txHash, sessionId: result.sessionId, expiresAt: result.expiresAt }, { [X_MPP_SESSION]: result.sessionToken });
+      return answer(
+        200,
+        { txHash: result.txHash, sessionId: result.sessionId, expiresAt: result.expiresAt },
+        { [X_MPP_SESSION]: result.sessionToken },
+      );
     }
     if (paid.status === 200 && isObject(result) && typeof result.reason === "string") {
       return refusePayment(result.reason, typeof result.detail === "string" ? result.detail : result.reason);
@@ -133,14 +142,18 @@ function mppGate(options: MppOptions): Gate<MppPayment> {
     return answer(402, { error: reason, detail }, { [X_MPP_ERROR]: reason });
   }
 
-  async function redeem(request: GateRequest, token: string): Promise<GateAnswer | { kind: "paid"; payment: MppPayment; headers: Record<string, string> }> {
+  async function redeem(
+    request: GateRequest,
+    token: string,
+  ): Promise<GateAnswer | { kind: "paid"; payment: MppPayment; headers: Record<string, string> }> {
     if (!TOKEN.test(token)) return challenge(request, "malformed_headers");
     const body = { token, endpoint: request.url.toString(), amount, payTo: options.payTo, serviceOrigin: request.url.origin };
     const used = await callGateway(options, "POST", "/v1/mpp/sessions/redeem", body);
     const result = used.body;
     if (used.status === 200 && isObject(result) && result.success === true) {
       const fields = [result.txHash, result.sessionId, result.token, result.method, result.payer];
-      if (!fields.every((f) => typeof f === "string") || typeof result.charged !== "boolean") return answer(502, { error: "mpp_service_error" });
+      if (!fields.every((f) => typeof f === "string") || typeof result.charged !== "boolean")
+        return answer(502, { error: "mpp_service_error" });
       const receipt = { txHash: result.txHash, sessionId: result.sessionId, amount, method: result.method, charged: result.charged };
       const payment: MppPayment = {
         protocol: "mpp",

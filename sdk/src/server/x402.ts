@@ -158,7 +158,14 @@ function x402Gate(options: X402Options): Gate<X402Payment> {
       if (settled.headers.get("idempotent-replayed") === "true") return refuse("nonce_reused");
       if (typeof body.txHash !== "string" || typeof body.payer !== "string") return answer(502, { error: "facilitator_error" });
       const network = typeof body.network === "string" ? body.network : resolved.network;
-      const payment: X402Payment = { protocol: "x402", txHash: body.txHash, payer: body.payer, amount: usdcOf(amountUnits), amountUnits, network };
+      const payment: X402Payment = {
+        protocol: "x402",
+        txHash: body.txHash,
+        payer: body.payer,
+        amount: usdcOf(amountUnits),
+        amountUnits,
+        network,
+      };
       const receipt = { success: true, transaction: body.txHash, network, payer: body.payer };
       return { kind: "paid", payment, headers: { [X_PAYMENT_RESPONSE]: base64Json(receipt) } };
     }

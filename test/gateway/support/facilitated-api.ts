@@ -101,9 +101,14 @@ export async function startFacilitatedApi(options: FacilitatedApiOptions): Promi
     if (answer.status === 200 && outcome.success === true && typeof outcome.txHash === "string") {
       settlements.push({ txHash: outcome.txHash, settle_ms });
       const receipt = { success: true, transaction: outcome.txHash, network: outcome.network, payer: outcome.payer };
-      return send(res, 200, { data: `paid content of ${new URL(resource).pathname}`, txHash: outcome.txHash }, {
-        [X_PAYMENT_RESPONSE]: Buffer.from(JSON.stringify(receipt)).toString("base64"),
-      });
+      return send(
+        res,
+        200,
+        { data: `paid content of ${new URL(resource).pathname}`, txHash: outcome.txHash },
+        {
+          [X_PAYMENT_RESPONSE]: Buffer.from(JSON.stringify(receipt)).toString("base64"),
+        },
+      );
     }
     if (answer.status === 200) return send(res, 402, requirementBody(requirement), { [X_PAYMENT_ERROR]: String(outcome.reason) });
     send(res, 502, { error: "settlement_unresolved", status: answer.status, detail: outcome });

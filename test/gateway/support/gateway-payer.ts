@@ -43,7 +43,12 @@ async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
   return [result, performance.now() - started];
 }
 
-async function post(client: GatewayClient, path: string, body: unknown, idempotencyKey: string): Promise<{ status: number; body: Record<string, unknown> }> {
+async function post(
+  client: GatewayClient,
+  path: string,
+  body: unknown,
+  idempotencyKey: string,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`${client.gatewayUrl}${path}`, {
     method: "POST",
     headers: { authorization: `Bearer ${client.apiKey}`, "content-type": "application/json", "idempotency-key": idempotencyKey },
@@ -60,7 +65,9 @@ export async function payThroughGateway(client: GatewayClient, agentId: string, 
   });
   if (challenge.status !== 402) throw new Error(`expected 402 from ${url}, got ${challenge.status}`);
 
-  const [authorized, authorize_ms] = await timed(() => post(client, `${agentPath}/authorize`, { endpoint: url, x402: challenge.body }, randomUUID()));
+  const [authorized, authorize_ms] = await timed(() =>
+    post(client, `${agentPath}/authorize`, { endpoint: url, x402: challenge.body }, randomUUID()),
+  );
   if (authorized.status !== 200) {
     return { kind: "refused", status: authorized.status, problem: authorized.body, timings: { challenge_ms, authorize_ms } };
   }

@@ -125,9 +125,14 @@ export async function startPaidApi(makeRoutes: (origin: string) => PaidApiRoutes
     if (!outcome.ok) return send(res, 402, requirementBody(requirement), { [X_PAYMENT_ERROR]: outcome.reason });
     counters.served += 1;
     const receipt = { success: true, transaction: outcome.txHash, network: outcome.network, payer: outcome.payer };
-    send(res, 200, { data: `paid content of ${new URL(resource).pathname}` }, {
-      [X_PAYMENT_RESPONSE]: Buffer.from(JSON.stringify(receipt)).toString("base64"),
-    });
+    send(
+      res,
+      200,
+      { data: `paid content of ${new URL(resource).pathname}` },
+      {
+        [X_PAYMENT_RESPONSE]: Buffer.from(JSON.stringify(receipt)).toString("base64"),
+      },
+    );
   }
 
   async function mppResource(req: IncomingMessage, res: ServerResponse, route: MppRoute, resource: string): Promise<void> {
@@ -139,9 +144,14 @@ export async function startPaidApi(makeRoutes: (origin: string) => PaidApiRoutes
     try {
       const use = await route.service.useSession(token, { endpoint: resource, amountUnits: route.amountUnits });
       counters.served += 1;
-      send(res, 200, { data: `paid content of ${new URL(resource).pathname}`, txHash: use.txHash, sessionId: use.sessionId }, {
-        [X_MPP_SESSION]: use.token,
-      });
+      send(
+        res,
+        200,
+        { data: `paid content of ${new URL(resource).pathname}`, txHash: use.txHash, sessionId: use.sessionId },
+        {
+          [X_MPP_SESSION]: use.token,
+        },
+      );
     } catch (error) {
       if (!(error instanceof MppSessionError)) throw error;
       counters.mppChallenges += 1;
@@ -169,7 +179,8 @@ export async function startPaidApi(makeRoutes: (origin: string) => PaidApiRoutes
       );
     } catch (error) {
       if (error instanceof MppFormatError) return send(res, 400, { error: error.code, field: error.field });
-      if (error instanceof MppPaymentError) return send(res, 402, { error: error.reason, detail: error.message }, { [X_MPP_ERROR]: error.reason });
+      if (error instanceof MppPaymentError)
+        return send(res, 402, { error: error.reason, detail: error.message }, { [X_MPP_ERROR]: error.reason });
       throw error;
     }
   }

@@ -3,9 +3,15 @@
  * will do after its policy check (spec 4.7 steps 1, 2, 4, 5), reduced to the protocol steps.
  */
 import { chooseMethod, parseMppPaymentRequest, signMppSubmission, submissionBody, X_MPP_SESSION } from "../../../api/mpp/index.js";
-import { type AgentSigner, encodePaymentHeaders, type PaymentPayload, parsePaymentRequirement, signPaymentPayload } from "../../../api/x402/index.js";
+import {
+  type AgentSigner,
+  encodePaymentHeaders,
+  type PaymentPayload,
+  parsePaymentRequirement,
+  signPaymentPayload,
+} from "../../../api/x402/index.js";
 // The SDK's session memory, the one a real paying agent uses (spec 4.7 step 4).
-import { MppSessions } from "../../../sdk/src/sessions.js";
+import type { MppSessions } from "../../../sdk/src/sessions.js";
 import { X_PAYMENT_RESPONSE } from "./paid-api.js";
 
 export interface Paid {
@@ -32,7 +38,8 @@ export async function payX402(url: string, signer: AgentSigner, sign = signPayme
 export async function retryX402(url: string, payload: PaymentPayload): Promise<X402Paid> {
   const paid = await fetch(url, { headers: encodePaymentHeaders(payload) });
   const receipt = paid.headers.get(X_PAYMENT_RESPONSE);
-  const txHash = receipt === null ? null : (JSON.parse(Buffer.from(receipt, "base64").toString("utf8")) as { transaction: string }).transaction;
+  const txHash =
+    receipt === null ? null : (JSON.parse(Buffer.from(receipt, "base64").toString("utf8")) as { transaction: string }).transaction;
   return { status: paid.status, body: (await paid.json()) as Record<string, unknown>, headers: paid.headers, payload, txHash };
 }
 

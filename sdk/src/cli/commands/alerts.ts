@@ -33,7 +33,8 @@ export function alertBody(options: CommandContext["options"]): Record<string, un
       body.window = durationOption(options.window, "window");
       break;
     case "policy_violation":
-      if (options.threshold !== undefined || options.window !== undefined) throw new UsageError("policy_violation takes no --threshold or --window");
+      if (options.threshold !== undefined || options.window !== undefined)
+        throw new UsageError("policy_violation takes no --threshold or --window");
       break;
   }
   return body;
@@ -74,8 +75,24 @@ export async function alertsList(context: CommandContext): Promise<void> {
   if (alerts.length === 0) return context.out("No alerts.");
   context.out(
     formatTable(
-      [{ header: "ID" }, { header: "AGENT" }, { header: "TYPE" }, { header: "THRESHOLD", align: "right" }, { header: "WINDOW" }, { header: "NOTIFY" }, { header: "CREATED" }],
-      alerts.map((alert) => [text(alert.id), text(alert.agentId), text(alert.type), thresholdText(alert), text(alert.window), text(alert.notify), text(alert.createdAt)]),
+      [
+        { header: "ID" },
+        { header: "AGENT" },
+        { header: "TYPE" },
+        { header: "THRESHOLD", align: "right" },
+        { header: "WINDOW" },
+        { header: "NOTIFY" },
+        { header: "CREATED" },
+      ],
+      alerts.map((alert) => [
+        text(alert.id),
+        text(alert.agentId),
+        text(alert.type),
+        thresholdText(alert),
+        text(alert.window),
+        text(alert.notify),
+        text(alert.createdAt),
+      ]),
     ),
   );
 }

@@ -31,7 +31,9 @@ export function policyPatch(options: CommandContext["options"]): Record<string, 
     body.protocolPreference = oneOf(options["protocol-preference"], "protocol-preference", PREFERENCES);
   }
   if (Object.keys(body).length === 0) {
-    throw new UsageError("policies set needs at least one of --daily-budget, --per-call-limit, --allowed-domains, --blocked-domains, --rate-limit, --protocol-preference");
+    throw new UsageError(
+      "policies set needs at least one of --daily-budget, --per-call-limit, --allowed-domains, --blocked-domains, --rate-limit, --protocol-preference",
+    );
   }
   return body;
 }
@@ -79,10 +81,14 @@ export function renderPolicy(policy: Record<string, unknown>): string {
     ["Agent", text(policy.agentId)],
     ["Daily budget", budgetLine],
   ];
-  if (policy.windowResetsAt !== null && policy.windowResetsAt !== undefined) fields.push(["Budget window resets", text(policy.windowResetsAt)]);
+  if (policy.windowResetsAt !== null && policy.windowResetsAt !== undefined)
+    fields.push(["Budget window resets", text(policy.windowResetsAt)]);
   fields.push(
     ["Per-call limit", perCall === null ? "none" : formatUnits(perCall)],
-    ["Allowed domains", allowed === null || allowed === undefined ? "any" : allowed.length === 0 ? "(none: no domain may be paid)" : allowed.join(", ")],
+    [
+      "Allowed domains",
+      allowed === null || allowed === undefined ? "any" : allowed.length === 0 ? "(none: no domain may be paid)" : allowed.join(", "),
+    ],
     ["Blocked domains", blocked.length === 0 ? "none" : blocked.join(", ")],
     [
       "Rate limit",

@@ -57,7 +57,12 @@ function shares(rows: readonly Record<string, unknown>[], key: string, what: str
 function shareTable(header: string, rows: readonly Share[], totalUnits: bigint): string {
   return formatTable(
     [{ header }, { header: "AMOUNT", align: "right" }, { header: "PERCENT", align: "right" }, { header: "TXS", align: "right" }],
-    rows.map((row) => [row.key, formatUnits(row.units), totalUnits === 0n ? "0.00%" : percentText(row.units, totalUnits), String(row.txCount)]),
+    rows.map((row) => [
+      row.key,
+      formatUnits(row.units),
+      totalUnits === 0n ? "0.00%" : percentText(row.units, totalUnits),
+      String(row.txCount),
+    ]),
   );
 }
 

@@ -61,7 +61,8 @@ export function renderTransactionList(rows: readonly Record<string, unknown>[]):
       endpointText(row.endpoint),
       text(row.timestamp),
     ];
-    if (withStatus) line.push(row.status === "rejected" ? `rejected${row.rejectionCode ? ` (${String(row.rejectionCode)})` : ""}` : text(row.status));
+    if (withStatus)
+      line.push(row.status === "rejected" ? `rejected${row.rejectionCode ? ` (${String(row.rejectionCode)})` : ""}` : text(row.status));
     return line;
   });
   return formatTable(columns, cells);
@@ -96,7 +97,8 @@ export function renderTransaction(tx: Record<string, unknown>): string {
 }
 
 export async function transactionsTree(context: CommandContext): Promise<void> {
-  const maxDepth = context.options["max-depth"] === undefined ? undefined : integerOption(context.options["max-depth"], "max-depth", 0, TREE_DEPTH_MAX);
+  const maxDepth =
+    context.options["max-depth"] === undefined ? undefined : integerOption(context.options["max-depth"], "max-depth", 0, TREE_DEPTH_MAX);
   const tree = await context.transport.request<unknown>("GET", txPath(context.args.rootTxHash!, "/chain"), { query: { maxDepth } });
   if (context.options.json === true) return context.json(tree);
   context.out(renderTree(record(tree, "tree")));
@@ -152,7 +154,9 @@ export function renderTree(tree: Record<string, unknown>): string {
     ]);
     const kids = children.get(node.txHash) ?? [];
     const childPrefix = prefix + (branch === "" ? "" : branch === "└─ " ? "   " : "│  ");
-    kids.forEach((kid, index) => walk(kid, childPrefix, index === kids.length - 1 ? "└─ " : "├─ "));
+    kids.forEach((kid, index) => {
+      walk(kid, childPrefix, index === kids.length - 1 ? "└─ " : "├─ ");
+    });
   };
   for (const root of roots) walk(root, "", "");
   const columns: Column[] = [

@@ -20,7 +20,14 @@ export function databaseUrl(): string {
 export function createPool(url: string = databaseUrl()): pg.Pool {
   // JIT compilation costs ~0.6 s per statement that crosses its cost threshold (the projections'
   // set-based statements do), far more than they take to run: off for the indexer's sessions.
-  return new pg.Pool({ connectionString: url, max: 4, options: "-c jit=off" });
+  const pool = new pg.Pool({ connectionString: url, max: 4, options: "-c jit=off" });
+  // An idle client whose connection ends (a server restart, a terminated backend, a dropped test
+  // database) is reported as an 'error' event on the pool; without a listener Node treats it as
+  // an unhandled error and the process dies. The pool has already discarded that client, and the
+  // next query opens a new connection, so there is nothing to do here; callers that want a log
+  // line add their own listener (api/webhooks/dispatcher-main.ts does).
+  pool.on("error", () => undefined);
+  return pool;
 }
 
 /** A pool, or one connection (pooled or not): what a store function runs its queries on. */

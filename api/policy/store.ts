@@ -284,13 +284,15 @@ export type ReservationClaim =
  * after the payment's replay claim (nonce), so one settler at most reaches it per payment.
  */
 export async function claimLinkedReservation(db: Db, paymentRef: string, now: Date): Promise<ReservationClaim> {
-  const claimed = await db.query(
-    "UPDATE spend_reservations SET claimed_at = $2 WHERE payment_ref = $1 AND status = 'reserved' AND claimed_at IS NULL",
+  const claimed = await db.query<LinkedRow>(
+    `UPDATE spend_reservations SET claimed_at = $2 WHERE payment_ref = $1 AND status = 'reserved' AND claimed_at IS NULL
+     RETURNING ${LINKED_COLUMNS}`,
     [paymentRef, now],
   );
+  if (claimed.rows[0] !== undefined) return { outcome: "claimed", reservation: fromLinkedRow(claimed.rows[0]) };
+  // Not taken: either no reservation names the payment, or it is closed (one read, off the common path).
   const reservation = await linkedReservation(db, paymentRef);
-  if (reservation === null) return { outcome: "unlinked" };
-  return (claimed.rowCount ?? 0) > 0 ? { outcome: "claimed", reservation } : { outcome: "revoked", reservation };
+  return reservation === null ? { outcome: "unlinked" } : { outcome: "revoked", reservation };
 }
 
 /** How a reservation is tied to the signed payment it let through (migrations/011_payment_links.sql). */
@@ -342,24 +344,27 @@ export async function linkReservation(db: Db, reservationId: string, link: Payme
 
 /** The reservation of a signed payment, or null when the gateway did not authorize it. */
 export async function linkedReservation(db: Db, paymentRef: string): Promise<LinkedReservation | null> {
-  const { rows } = await db.query<{
-    id: string;
-    agent_id: string;
-    amount_units: string;
-    status: LinkedReservation["status"];
-    tx_hash: string | null;
-    payment_ref: string;
-    expires_at: Date | null;
-    parent_tx_hash: string | null;
-    invocation_budget_units: string | null;
-    invocation: string | null;
-  }>(
-    `SELECT id, agent_id, amount_units, status, tx_hash, payment_ref, expires_at, parent_tx_hash, invocation_budget_units, invocation
-     FROM spend_reservations WHERE payment_ref = $1`,
-    [paymentRef],
-  );
-  const row = rows[0];
-  if (row === undefined) return null;
+  const { rows } = await db.query<LinkedRow>(`SELECT ${LINKED_COLUMNS} FROM spend_reservations WHERE payment_ref = $1`, [paymentRef]);
+  return rows[0] === undefined ? null : fromLinkedRow(rows[0]);
+}
+
+interface LinkedRow {
+  id: string;
+  agent_id: string;
+  amount_units: string;
+  status: LinkedReservation["status"];
+  tx_hash: string | null;
+  payment_ref: string;
+  expires_at: Date | null;
+  parent_tx_hash: string | null;
+  invocation_budget_units: string | null;
+  invocation: string | null;
+}
+
+const LINKED_COLUMNS =
+  "id, agent_id, amount_units, status, tx_hash, payment_ref, expires_at, parent_tx_hash, invocation_budget_units, invocation";
+
+function fromLinkedRow(row: LinkedRow): LinkedReservation {
   return {
     id: row.id,
     agentId: row.agent_id,

@@ -30,6 +30,7 @@ import { sweepReservations } from "../../api/settlement/sweeper.js";
 import { tokenBalanceUnits } from "../../api/wallets/ledger.js";
 import { type PaymentRequirement, requirementBody } from "../../api/x402/index.js";
 import { type System, startSystem } from "../../scripts/system.js";
+import { fundedAgent, type RestAnswer, rest } from "../sdk/server-support.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { mulberry32 } from "../support/random.js";
 import { agentKey } from "../support/agent-keys.js";
@@ -53,11 +54,7 @@ beforeAll(async () => {
   agentsKey = (await system.createAccount("lifecycle agents")).apiKey;
   serverKey = (await system.createAccount("lifecycle payee")).apiKey;
   // The payee is an agent wallet with a token account, funded once, so every payment credits it.
-  expect((await call(serverKey, "POST", "/v1/agents", { agentId: "lifecycle-payee" })).status).toBe(201);
-  expect((await call(serverKey, "POST", "/v1/agents/lifecycle-payee/wallet/fund", { usdc: 0.01 })).status).toBe(200);
-  payee = new PublicKey(
-    (parseJson((await call(serverKey, "GET", "/v1/agents/lifecycle-payee/wallet")).text) as { address: string }).address,
-  );
+  payee = new PublicKey(await fundedAgent(system, serverKey, "lifecycle-payee", 0.01));
 });
 
 afterAll(async () => {
@@ -65,32 +62,17 @@ afterAll(async () => {
   await db?.drop();
 });
 
-interface Answer {
-  readonly status: number;
-  readonly text: string;
-}
-
-async function call(key: string, method: string, path: string, body?: unknown): Promise<Answer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${system.apiUrl}${path}`, {
-    method,
-    headers,
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: response.status, text: await response.text() };
-}
+/** A REST call on the system (test/sdk/server-support.ts `rest`); `text` keeps the exact JSON. */
+const call = (key: string, method: string, path: string, body?: unknown): Promise<RestAnswer> => rest(system, key, method, path, body);
 
 const balance = (owner: PublicKey): Promise<bigint> => tokenBalanceUnits(system.ledger, owner);
 const sum = (values: readonly bigint[]): bigint => values.reduce((a, b) => a + b, 0n);
 
 async function newAgent(agentId: string, policy: Record<string, unknown>): Promise<PublicKey> {
-  expect((await call(agentsKey, "POST", "/v1/agents", { agentId })).status).toBe(201);
-  const funded = await call(agentsKey, "POST", `/v1/agents/${agentId}/wallet/fund`, { usdc: 2 });
-  expect(funded.status, funded.text).toBe(200);
+  const address = await fundedAgent(system, agentsKey, agentId, 2);
   const set = await call(agentsKey, "PUT", `/v1/policies/${agentId}`, policy);
   expect(set.status, set.text).toBe(200);
-  return new PublicKey((parseJson((await call(agentsKey, "GET", `/v1/agents/${agentId}/wallet`)).text) as { address: string }).address);
+  return new PublicKey(address);
 }
 
 function requirement(amountUnits: bigint, resource: string): PaymentRequirement {
@@ -103,7 +85,7 @@ interface Authorized {
   readonly paymentRef: string;
 }
 
-async function authorize(agentId: string, required: PaymentRequirement): Promise<Answer & { authorized: Authorized | null }> {
+async function authorize(agentId: string, required: PaymentRequirement): Promise<RestAnswer & { authorized: Authorized | null }> {
   const answer = await call(agentsKey, "POST", `/v1/agents/${agentId}/payments/authorize`, {
     endpoint: required.resource,
     x402: requirementBody(required),
@@ -123,15 +105,15 @@ async function authorize(agentId: string, required: PaymentRequirement): Promise
 async function settle(
   authorized: Authorized,
   required: PaymentRequirement,
-): Promise<Answer & { txHash: string | null; reason: string | null }> {
+): Promise<RestAnswer & { txHash: string | null; reason: string | null }> {
   const answer = await call(serverKey, "POST", "/v1/x402/settle", { payment: authorized.payment, requirement: requirementBody(required) });
   const body = parseJson(answer.text) as { success?: boolean; txHash?: string; reason?: string };
   return { ...answer, txHash: body.success === true ? body.txHash! : null, reason: body.reason ?? null };
 }
 
-const release = (agentId: string, reservationId: string): Promise<Answer> =>
+const release = (agentId: string, reservationId: string): Promise<RestAnswer> =>
   call(agentsKey, "POST", `/v1/agents/${agentId}/payments/${reservationId}/release`, {});
-const complete = (agentId: string, reservationId: string, txHash: string): Promise<Answer> =>
+const complete = (agentId: string, reservationId: string, txHash: string): Promise<RestAnswer> =>
   call(agentsKey, "POST", `/v1/agents/${agentId}/payments/${reservationId}/complete`, { txHash });
 
 /** A sweep at `now`, or with a clock far enough ahead that every unclaimed payload looks expired. */

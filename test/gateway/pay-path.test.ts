@@ -13,7 +13,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseJson } from "../../api/http/json.js";
 import { parseUsdcNumber } from "../../api/http/money.js";
-import { x402PaymentRef } from "../../api/policy/index.js";
+import { claimLinkedReservation, x402PaymentRef } from "../../api/policy/index.js";
 import { sweepReservations } from "../../api/settlement/sweeper.js";
 import { tokenBalanceUnits } from "../../api/wallets/ledger.js";
 import { invocationAddress } from "../../api/invocations/index.js";
@@ -223,6 +223,9 @@ describe("the sweeper", () => {
          VALUES ($1, $2, (SELECT agent_id FROM agents WHERE public_id = 'payer-pending'), $3, $4, $5, to_timestamp($6))`,
         [p.from, p.nonce, p.to, p.amountUnits.toString(), `${ORIGIN}/data`, p.validUntilSeconds],
       );
+      // The facilitator takes the reservation right after the nonce, before any money moves: a
+      // crash from here on leaves both claims, and release is already refused.
+      expect((await claimLinkedReservation(system.pool, x402PaymentRef(p.from, p.nonce), new Date())).outcome).toBe("claimed");
       return p;
     };
     const p1 = await claim(sent);

@@ -158,7 +158,7 @@ export interface WalletOperationResult {
   readonly replayed: boolean;
 }
 
-type OperationStatus = "pending" | "confirmed" | "failed";
+export type OperationStatus = "pending" | "confirmed" | "failed";
 
 /** A wallet operation as stored, for reads (`AgentWallets.operation`). */
 export interface WalletOperationRecord {
@@ -168,7 +168,7 @@ export interface WalletOperationRecord {
   /** The withdrawal's destination; the agent's own address for a funding. */
   readonly toAddress: string;
   readonly txHash: string | null;
-  readonly status: "pending" | "confirmed" | "failed";
+  readonly status: OperationStatus;
   /** Why a failed operation failed (an RPC refusal, a program error, `expired`). */
   readonly error: string | null;
 }

@@ -7,37 +7,36 @@
  *
  * Nothing here is a stand-in for one of our components. The treasury funding source is the local
  * stand-in for an account's real funding source; the card processor is the named stand-in for a
- * card network (api/card).
+ * card network (api/gateway/card).
  */
 import { Connection } from "@solana/web3.js";
 import type pg from "pg";
 import { type Logger, pino } from "pino";
-import { StandInCardProcessor } from "../api/card/index.js";
-import { pruneIdempotencyKeys } from "../api/http/index.js";
-import { createAccount, issueApiKey } from "../api/keys.js";
-import { MppGateway } from "../api/mpp/index.js";
-import { rpcBalanceReader } from "../api/read/balances.js";
-import { type ApiServer, createApiServer } from "../api/server.js";
-import { runReconciler, Settlement } from "../api/settlement/index.js";
-import { runSweeper } from "../api/settlement/sweeper.js";
+import { StandInCardProcessor } from "../api/gateway/card/index.js";
+import { type Gateway, startGateway } from "../api/gateway/gateway.js";
+import { createGatewayServer } from "../api/gateway/server.js";
+import type { MppGateway } from "../api/gateway/mpp/index.js";
+import type { Settlement } from "../api/gateway/settlement/index.js";
 import {
-  AgentWallets,
+  type AgentWallets,
   generateWalletEncryptionKey,
   keystoreFromEnv,
   type Keystore,
   LocalTreasuryFundingSource,
   localSettlementLedger,
   type SettlementLedger,
-} from "../api/wallets/index.js";
-import { Dispatcher, type Mailer, SecretBox, smtpMailer } from "../api/webhooks/index.js";
-import { pruneExpiredNonces, X402Facilitator } from "../api/x402/index.js";
+} from "../api/gateway/wallets/index.js";
+import { type Dispatcher, type Mailer, smtpMailer } from "../api/gateway/webhooks/index.js";
+import type { X402Facilitator } from "../api/gateway/x402/index.js";
+import type { ApiServer } from "../api/query/server.js";
+import { rpcBalanceReader } from "../api/shared/balances.js";
+import { createAccount, issueApiKey } from "../api/shared/keys.js";
+import { SecretBox } from "../api/shared/secret-box.js";
 import { createPool } from "../indexer/db/database.js";
 import { migrate } from "../indexer/db/migrate.js";
 import { IngestPipeline } from "../indexer/pipeline.js";
 import { RpcSource } from "../indexer/sources/rpc.js";
 import { type Localnet, type LocalnetOptions, startLocalnet } from "./localnet.js";
-
-const HOUSEKEEPING_MS = 3_600_000;
 
 export interface SystemOptions {
   /** A migrated-or-empty database this system owns (it is migrated here). */
@@ -63,7 +62,7 @@ export interface SystemOptions {
   readonly allowLoopbackWebhooks?: boolean;
   /** Indexer poll interval (ms) for the JSON-RPC source. */
   readonly pollIntervalMs?: number;
-  /** New payee token accounts the authority funds per paying account in 24 h (api/settlement/payee.ts). */
+  /** New payee token accounts the authority funds per paying account in 24 h (api/gateway/settlement/payee.ts). */
   readonly payeeAccountQuota?: number;
 }
 
@@ -127,76 +126,32 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   const keystore = keystoreFromEnv(env);
   const secretBox = SecretBox.fromEnv(env);
   const ledger = localSettlementLedger(localnet);
-  const wallets = new AgentWallets({ pool, keystore, ledger, fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });
-  const settlement = new Settlement({
+  const gateway: Gateway = startGateway({
     pool,
-    wallets,
     ledger,
+    keystore,
+    secretBox,
+    fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
+    // The card rail settles through the named stand-in until a real card processor is configured.
+    cardProcessor: new StandInCardProcessor(),
+    logger,
+    mailer: options.mailer ?? null,
+    explorerCluster: info.rpcUrl,
+    allowPrivateNetworks: options.allowPrivateNetworks ?? false,
+    allowLoopbackWebhooks: options.allowLoopbackWebhooks ?? options.env?.WEBHOOK_ALLOW_LOOPBACK === "true",
+    ...(options.reconcileIntervalMs === undefined ? {} : { reconcileIntervalMs: options.reconcileIntervalMs }),
+    ...(options.housekeepingMs === undefined ? {} : { housekeepingMs: options.housekeepingMs }),
     ...(options.payeeAccountQuota === undefined ? {} : { payeeAccountQuota: options.payeeAccountQuota }),
   });
-  const token = info.mint.toBase58();
-  const facilitator = new X402Facilitator({
-    pool,
-    settler: settlement,
-    agents: wallets,
-    invocations: settlement,
-    network: ledger.network,
-    token,
-    onWarning: (message, context) => logger.warn(context, message),
-  });
-  // The card rail settles through the named stand-in until a real card processor is configured.
-  const mpp = new MppGateway({ pool, settler: settlement, agents: wallets, cardProcessor: new StandInCardProcessor() });
-  const reconciling = runReconciler(settlement, wallets, {
-    signal: controller.signal,
-    ...(options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs }),
-    onError: (error) => logger.warn({ err: error }, "reconciler pass failed"),
-  });
-  // Closes what the pay path left open (claims, expired authorizations, invocation openings).
-  const sweeping = runSweeper(
-    pool,
-    { agents: wallets, invocations: settlement, onWarning: (message, context) => logger.warn(context, message) },
-    {
-      signal: controller.signal,
-      ...(options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs }),
-      onError: (error) => logger.warn({ err: error }, "sweeper pass failed"),
-      onPass: (report) => {
-        if (Object.values(report).some((count) => count > 0)) logger.info(report, "swept");
-      },
-    },
-  );
-  const dispatcher = new Dispatcher({
-    pool,
-    secrets: secretBox,
-    mailer: options.mailer ?? null,
-    logger: logger.child({ component: "webhooks" }),
-    allowPrivateNetworks: options.allowPrivateNetworks ?? false,
-  });
-  dispatcher.start();
-  const housekeeping = setInterval(() => {
-    const now = new Date();
-    Promise.all([pruneExpiredNonces(pool, now), pruneIdempotencyKeys(pool, now)]).then(
-      ([nonces, keys]) => (nonces + keys > 0 ? logger.info({ nonces, keys }, "pruned") : undefined),
-      (error: unknown) => logger.warn({ err: error }, "housekeeping failed"),
-    );
-  }, options.housekeepingMs ?? HOUSEKEEPING_MS);
+  const { wallets, settlement, facilitator, mpp, dispatcher, token } = gateway;
 
-  const api = createApiServer({
+  const api = createGatewayServer({
     pool,
     logger: logger.child({ component: "api" }),
     databaseUrl: options.databaseUrl,
     balances: rpcBalanceReader(new Connection(info.rpcUrl, "confirmed"), info.mint),
     network: ledger.network,
-    gateway: {
-      wallets,
-      keystore,
-      secretBox,
-      facilitator,
-      invocations: settlement,
-      settlementToken: token,
-      mpp,
-      explorerCluster: info.rpcUrl,
-      allowLoopbackWebhooks: options.allowLoopbackWebhooks ?? options.env?.WEBHOOK_ALLOW_LOOPBACK === "true",
-    },
+    gateway: gateway.routes,
   });
   const host = options.host ?? "127.0.0.1";
   const port = await api.listen(options.port ?? 0, host);
@@ -226,8 +181,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     stop() {
       stopped ??= (async () => {
         controller.abort();
-        clearInterval(housekeeping);
-        await Promise.all([indexing, reconciling, sweeping, dispatcher.stop()]);
+        await Promise.all([indexing, gateway.stop()]);
         await api.close();
         await pool.end();
         await localnet.stop();

@@ -15,10 +15,10 @@
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import type pg from "pg";
-import { issueApiKey } from "../../api/keys.js";
-import { loadPaymentTree, type PaymentTree } from "../../api/read/payment-tree.js";
-import { createApiServer } from "../../api/server.js";
-import { TREE_DEPTH_DEFAULT, TREE_NODE_LIMIT_MAX } from "../../api/validation.js";
+import { issueApiKey } from "../../api/shared/keys.js";
+import { loadPaymentTree, type PaymentTree } from "../../api/query/read/payment-tree.js";
+import { createApiServer } from "../../api/query/server.js";
+import { TREE_DEPTH_DEFAULT, TREE_NODE_LIMIT_MAX } from "../../api/shared/validation.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { type BaselineTree, resolveTreePerLevel } from "./per-level-resolver.js";
 import { type Fixture, seedFixture } from "./tree-fixture.js";

@@ -17,7 +17,7 @@ import anchor, { BorshCoder } from "@coral-xyz/anchor";
 import { PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import type pg from "pg";
-import { createAccount } from "../../api/keys.js";
+import { createAccount } from "../../api/shared/keys.js";
 import { type EventPayload, eventPayload } from "../../indexer/decode/payload.js";
 import { withTransaction } from "../../indexer/db/database.js";
 import { explorerSuffix, projectEvents } from "../../indexer/store/projections.js";

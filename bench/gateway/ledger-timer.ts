@@ -8,7 +8,7 @@
  *   payer's token balance and a recent blockhash, and the Postgres transaction that stores the
  *   signed transaction as pending before it is sent).
  */
-import type { Settlement } from "../../api/settlement/index.js";
+import type { Settlement } from "../../api/gateway/settlement/index.js";
 
 export interface LedgerTimer {
   /** `txHash` → ms spent sending and confirming it. */

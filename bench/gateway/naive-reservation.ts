@@ -7,7 +7,14 @@
  * and the rate limit still hold; the price is the aborted work and the retries.
  */
 import type pg from "pg";
-import { EMPTY_POLICY, evaluatePolicy, getPolicy, type PaymentRequest, type PolicyDecision, readUsage } from "../../api/policy/index.js";
+import {
+  EMPTY_POLICY,
+  evaluatePolicy,
+  getPolicy,
+  type PaymentRequest,
+  type PolicyDecision,
+  readUsage,
+} from "../../api/shared/policy/index.js";
 
 /** Retries are bounded: a reservation that cannot commit after this many attempts is an error. */
 export const MAX_ATTEMPTS = 200;

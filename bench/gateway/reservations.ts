@@ -14,7 +14,7 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { type PaymentRequest, putPolicy, reserveInTransaction } from "../../api/policy/index.js";
+import { type PaymentRequest, putPolicy, reserveInTransaction } from "../../api/shared/policy/index.js";
 import { type Stats, stats } from "./latency.js";
 import { reserveSerializable } from "./naive-reservation.js";
 

@@ -25,7 +25,7 @@ export function createPool(url: string = databaseUrl()): pg.Pool {
   // database) is reported as an 'error' event on the pool; without a listener Node treats it as
   // an unhandled error and the process dies. The pool has already discarded that client, and the
   // next query opens a new connection, so there is nothing to do here; callers that want a log
-  // line add their own listener (api/webhooks/dispatcher-main.ts does).
+  // line add their own listener (api/gateway/webhooks/dispatcher-main.ts does).
   pool.on("error", () => undefined);
   return pool;
 }
@@ -39,7 +39,7 @@ export type IsolationLevel = "read committed" | "repeatable read" | "serializabl
 export interface TransactionOptions {
   /**
    * Default: the server's (READ COMMITTED). The policy store's per-agent lock needs READ COMMITTED
-   * (api/policy/store.ts); pass it explicitly where a transaction's correctness depends on it.
+   * (api/shared/policy/store.ts); pass it explicitly where a transaction's correctness depends on it.
    */
   readonly isolation?: IsolationLevel;
 }

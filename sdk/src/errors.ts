@@ -12,14 +12,14 @@
 const BRAND = Symbol.for("agent-payment-gateway.sdk.error");
 
 /**
- * The gateway's stable error codes (api/errors.ts ERROR_CODES and api/http/problem.ts
+ * The gateway's stable error codes (api/shared/errors.ts ERROR_CODES and api/shared/http/problem.ts
  * REST_ERROR_CODES, plus the route-level INVOCATION_NOT_FOUND), mirrored here because the SDK
  * imports nothing of the server; and the codes the client itself sets on errors it builds. A code
  * is never reused for another meaning, so a name here keeps its meaning. test/sdk/error-codes.test.ts
  * fails when the server gains a code missing here.
  */
 export const ERROR_CODES = [
-  // api/errors.ts: both surfaces (REST problem `code`, GraphQL `extensions.code`).
+  // api/shared/errors.ts: both surfaces (REST problem `code`, GraphQL `extensions.code`).
   "AUTHENTICATION_ERROR",
   "BAD_USER_INPUT",
   "NOT_FOUND",
@@ -30,7 +30,7 @@ export const ERROR_CODES = [
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",
   "URI_TOO_LONG",
-  // api/http/problem.ts: REST only.
+  // api/shared/http/problem.ts: REST only.
   "METHOD_NOT_ALLOWED",
   "INVALID_IDEMPOTENCY_KEY",
   "IDEMPOTENCY_KEY_REUSED",
@@ -48,7 +48,7 @@ export const ERROR_CODES = [
   "PAYEE_REFUSED",
   "SERVICE_UNAVAILABLE",
   "INTERNAL_SERVER_ERROR",
-  // api/http/routes/payments.ts: no invocation under that payment (`agents.invoke` reads it as "no sub-spend").
+  // api/gateway/http/routes/payments.ts: no invocation under that payment (`agents.invoke` reads it as "no sub-spend").
   "INVOCATION_NOT_FOUND",
   // Set by this client: the paid request failed and releasing the reservation showed the
   // payment is being settled (may still land) or was settled (the money moved, the answer was lost).

@@ -1,8 +1,8 @@
 /** The depth and cost rules, run by graphql-js validation against the service's schema. */
 import { buildSchema, parse, specifiedRules, validate } from "graphql";
 import { describe, expect, it } from "vitest";
-import { MAX_QUERY_COST, MAX_QUERY_DEPTH, queryLimitsRule } from "../../api/limits.js";
-import { typeDefs } from "../../api/schema.js";
+import { MAX_QUERY_COST, MAX_QUERY_DEPTH, queryLimitsRule } from "../../api/query/limits.js";
+import { typeDefs } from "../../api/query/schema.js";
 
 const schema = buildSchema(typeDefs);
 const codes = (query: string, maxDepth = MAX_QUERY_DEPTH, maxCost = MAX_QUERY_COST): unknown[] =>

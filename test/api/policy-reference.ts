@@ -1,13 +1,13 @@
 /**
  * Test support for the policy property tests: a seeded generator of policies and request
  * sequences, and a deliberately naive reference model that keeps every accepted payment and
- * recomputes every rule from scratch. Used by api/policy/engine.fuzz.test.ts (pure engine) and
+ * recomputes every rule from scratch. Used by api/shared/policy/engine.fuzz.test.ts (pure engine) and
  * test/api/policy-store.test.ts (the same sequences through Postgres).
  */
 import { expect } from "vitest";
-import type { PaymentRequest } from "../../api/policy/engine.js";
-import { EMPTY_POLICY, type Policy, validatePolicy } from "../../api/policy/policy.js";
-import { RATE_WINDOW_MS, RATE_WINDOWS } from "../../api/policy/windows.js";
+import type { PaymentRequest } from "../../api/shared/policy/engine.js";
+import { EMPTY_POLICY, type Policy, validatePolicy } from "../../api/shared/policy/policy.js";
+import { RATE_WINDOW_MS, RATE_WINDOWS } from "../../api/shared/policy/windows.js";
 import { mulberry32 } from "../support/random.js";
 
 export { mulberry32 };

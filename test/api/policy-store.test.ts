@@ -15,7 +15,7 @@ import {
   reserveInTransaction,
   reserveWithinPolicy,
   settleReservation,
-} from "../../api/policy/index.js";
+} from "../../api/shared/policy/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { ReferenceModel, randomScenario } from "./policy-reference.js";
 

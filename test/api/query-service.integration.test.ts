@@ -5,10 +5,10 @@
  */
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { putPolicy, reserveWithinPolicy } from "../../api/policy/index.js";
-import { rpcBalanceReader } from "../../api/read/balances.js";
-import { loadPaymentTree } from "../../api/read/payment-tree.js";
-import { createApiServer, type ApiServer } from "../../api/server.js";
+import { putPolicy, reserveWithinPolicy } from "../../api/shared/policy/index.js";
+import { rpcBalanceReader } from "../../api/shared/balances.js";
+import { loadPaymentTree } from "../../api/query/read/payment-tree.js";
+import { createApiServer, type ApiServer } from "../../api/query/server.js";
 import { endpointHash } from "../../programs/payment_ledger/ts/index.js";
 import { tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { createClient } from "./client.js";
@@ -590,7 +590,7 @@ describe("agents, wallet and invocation budgets", () => {
   });
 });
 
-// ---- policy (delegated to api/policy) -----------------------------------------------------------
+// ---- policy (delegated to api/shared/policy) -----------------------------------------------------------
 
 describe("policy and checkPolicy: the policy engine's read view and dry run", () => {
   const POLICY = `query($agentId: ID!) { policy(agentId: $agentId) {
@@ -824,9 +824,9 @@ describe("isolation: a key of one account never sees another account's data", ()
 describe("authentication and bad input get clear coded errors", () => {
   it("a missing, malformed, unknown or revoked key is AUTHENTICATION_ERROR, not an empty result", async () => {
     const query = "{ agents { agentId } }";
-    const revoked = (await import("../../api/keys.js")).issueApiKey(world.db.pool, world.accounts.A);
+    const revoked = (await import("../../api/shared/keys.js")).issueApiKey(world.db.pool, world.accounts.A);
     const { apiKey } = await revoked;
-    await (await import("../../api/keys.js")).revokeApiKey(world.db.pool, apiKey);
+    await (await import("../../api/shared/keys.js")).revokeApiKey(world.db.pool, apiKey);
     for (const key of [null, "", "not-a-key", `apg_${"x".repeat(43)}`, apiKey]) {
       const result = await client.gql(key, query);
       expect(result.status, String(key)).toBe(401);

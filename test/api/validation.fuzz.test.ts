@@ -3,7 +3,7 @@
  * BAD_USER_INPUT naming the argument — never another exception. Seeded, so a failure replays.
  */
 import { describe, expect, it } from "vitest";
-import { isApiError } from "../../api/errors.js";
+import { isApiError } from "../../api/shared/errors.js";
 import {
   parseAgentId,
   parseAmount,
@@ -14,7 +14,7 @@ import {
   parseSince,
   parseTxHash,
   parseWindow,
-} from "../../api/validation.js";
+} from "../../api/shared/validation.js";
 
 const NOW = new Date("2026-03-10T12:34:56.789Z");
 const ALPHABET = "0123456789abcdefABCDEFmhdsT:Z.+- _/\\\\\\u0000é1111111111111111zzzz=";

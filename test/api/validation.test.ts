@@ -2,8 +2,8 @@
 import { randomBytes } from "node:crypto";
 import bs58 from "bs58";
 import { describe, expect, it } from "vitest";
-import { isApiError } from "../../api/errors.js";
-import { formatUsdc, parseUsdc, ratio } from "../../api/money.js";
+import { isApiError } from "../../api/shared/errors.js";
+import { formatUsdc, parseUsdc, ratio } from "../../api/shared/money.js";
 import {
   durationMs,
   encodeCursor,
@@ -15,7 +15,7 @@ import {
   parseSince,
   parseTxHash,
   parseWindow,
-} from "../../api/validation.js";
+} from "../../api/shared/validation.js";
 
 const NOW = new Date("2026-03-10T12:34:56.789Z");
 

@@ -1,5 +1,5 @@
 /**
- * Agent ids are scoped per account (issue 10 §4, migration 018, api/agent-ids.ts), on the whole
+ * Agent ids are scoped per account (issue 10 §4, migration 018, api/shared/agent-ids.ts), on the whole
  * system (`startSystem`: the real program on the local ledger, a real Postgres, the indexer, the
  * webhook dispatcher, REST /v1 and GraphQL over real HTTP on loopback).
  *
@@ -15,7 +15,7 @@ import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Connection, Keypair, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { registerAgent } from "../../api/keys.js";
+import { registerAgent } from "../../api/shared/keys.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createClient } from "../api/client.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -450,7 +450,7 @@ describe("agent ids are scoped per account", () => {
   });
 
   it("an agent registered before migration 018 (key = public id) keeps its id in its account only", async () => {
-    // The pre-019 form, as api/keys.ts registerAgent wrote it: the key is the bare id.
+    // The pre-019 form, as api/shared/keys.ts registerAgent wrote it: the key is the bare id.
     await registerAgent(system.pool, alpha.accountId, { agentId: "veteran", walletAddress: Keypair.generate().publicKey.toBase58() });
     expect((await call(alpha, "GET", "/v1/agents/veteran")).body.agentId).toBe("veteran");
     const again = await call(alpha, "POST", "/v1/agents", { agentId: "veteran" });

@@ -2,7 +2,7 @@
  * Parsing of the spec 2.10 alert options: thresholds (percent or usdc), windows, targets.
  */
 import { describe, expect, it } from "vitest";
-import { InvalidAlertError, parseAlertOptions, parseAlertWindow } from "../../api/events/index.js";
+import { InvalidAlertError, parseAlertOptions, parseAlertWindow } from "../../api/gateway/events/index.js";
 
 const base = { agent: "agent-1", notify: "email:ops@example.com" } as const;
 

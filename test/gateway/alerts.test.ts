@@ -18,11 +18,18 @@ import {
   InvalidAlertError,
   listAlerts,
   parseAlertOptions,
-} from "../../api/events/index.js";
-import { createAccount, registerAgent } from "../../api/keys.js";
-import { putPolicy, reserveInTransaction } from "../../api/policy/index.js";
-import { recordRejection } from "../../api/rejections.js";
-import { createWebhookEndpoint, deleteWebhookEndpoint, Dispatcher, type Mailer, SecretBox, smtpMailer } from "../../api/webhooks/index.js";
+} from "../../api/gateway/events/index.js";
+import { createAccount, registerAgent } from "../../api/shared/keys.js";
+import { putPolicy, reserveInTransaction } from "../../api/shared/policy/index.js";
+import { recordRejection } from "../../api/gateway/rejections.js";
+import {
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  Dispatcher,
+  type Mailer,
+  SecretBox,
+  smtpMailer,
+} from "../../api/gateway/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
 

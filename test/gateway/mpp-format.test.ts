@@ -10,7 +10,7 @@ import {
   CardStateError,
   readCardSettlementReference,
   StandInCardProcessor,
-} from "../../api/card/index.js";
+} from "../../api/gateway/card/index.js";
 import {
   CARD_METHOD,
   canonicalSubmissionBytes,
@@ -24,8 +24,8 @@ import {
   signMppSubmission,
   STABLECOIN_METHOD,
   submissionBody,
-} from "../../api/mpp/index.js";
-import { verifySignature } from "../../api/x402/index.js";
+} from "../../api/gateway/mpp/index.js";
+import { verifySignature } from "../../api/gateway/x402/index.js";
 
 const body = {
   protocol: "mpp/1.0",

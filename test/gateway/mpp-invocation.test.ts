@@ -8,14 +8,14 @@
  */
 import { PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { StandInCardProcessor } from "../../api/card/stand-in.js";
-import { SpendPolicyChargeGate } from "../../api/mpp/charge-policy.js";
-import { MppPaymentError } from "../../api/mpp/errors.js";
-import { parseMppPaymentRequest } from "../../api/mpp/request.js";
-import { MppService } from "../../api/mpp/service.js";
-import { parseMppSubmission } from "../../api/mpp/submission.js";
-import { linkedReservation, mppPaymentRef } from "../../api/policy/store.js";
-import { invocationAddress } from "../../api/invocations/index.js";
+import { StandInCardProcessor } from "../../api/gateway/card/stand-in.js";
+import { SpendPolicyChargeGate } from "../../api/gateway/mpp/charge-policy.js";
+import { MppPaymentError } from "../../api/gateway/mpp/errors.js";
+import { parseMppPaymentRequest } from "../../api/gateway/mpp/request.js";
+import { MppService } from "../../api/gateway/mpp/service.js";
+import { parseMppSubmission } from "../../api/gateway/mpp/submission.js";
+import { linkedReservation, mppPaymentRef } from "../../api/shared/policy/store.js";
+import { invocationAddress } from "../../api/gateway/invocations/index.js";
 import { recordedPayment } from "../support/ledger-events.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import { agentKey } from "../support/agent-keys.js";

@@ -5,7 +5,7 @@
  * processor, then a record with rail `card`), and sessions live hashed in a REAL Postgres.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readCardSettlementReference, StandInCardProcessor } from "../../api/card/index.js";
+import { readCardSettlementReference, StandInCardProcessor } from "../../api/gateway/card/index.js";
 import {
   type AgentSigner,
   keypairSigner,
@@ -16,7 +16,7 @@ import {
   signMppSubmission,
   submissionBody,
   X_MPP_SESSION,
-} from "../../api/mpp/index.js";
+} from "../../api/gateway/mpp/index.js";
 import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";

@@ -1,5 +1,5 @@
 /**
- * Payees the ledger cannot credit safely are refused before anything is signed (api/settlement/
+ * Payees the ledger cannot credit safely are refused before anything is signed (api/gateway/settlement/
  * payee.ts, docs/protocols.md "Payees"), through the real routes of the whole system: the program
  * on the local ledger, a fresh Postgres, REST over loopback. The mint, programs, sysvars and
  * program-derived addresses are refused on sight (authorize, x402 verify/settle, MPP payments);
@@ -11,10 +11,10 @@ import { randomUUID } from "node:crypto";
 import { createAccount, createMint, getAssociatedTokenAddressSync, TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import { Keypair, PublicKey, SYSVAR_RENT_PUBKEY, SystemProgram } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { PaymentRequirement } from "../../api/x402/index.js";
-import { payloadBody } from "../../api/x402/payload.js";
-import { signPaymentPayload } from "../../api/x402/sign.js";
-import { keypairSigner } from "../../api/x402/signer.js";
+import type { PaymentRequirement } from "../../api/gateway/x402/index.js";
+import { payloadBody } from "../../api/gateway/x402/payload.js";
+import { signPaymentPayload } from "../../api/gateway/x402/sign.js";
+import { keypairSigner } from "../../api/gateway/x402/signer.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 
 const ORIGIN = "https://shop.example";

@@ -10,10 +10,11 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createAccount, issueApiKey, registerAgent } from "../../api/keys.js";
-import { SpendPolicyChargeGate } from "../../api/mpp/charge-policy.js";
-import { putPolicy } from "../../api/policy/index.js";
-import { createApiServer, type ApiServer } from "../../api/server.js";
+import { createAccount, issueApiKey, registerAgent } from "../../api/shared/keys.js";
+import { SpendPolicyChargeGate } from "../../api/gateway/mpp/charge-policy.js";
+import { putPolicy } from "../../api/shared/policy/index.js";
+import type { ApiServer } from "../../api/query/server.js";
+import { createGatewayServer } from "../../api/gateway/server.js";
 import {
   AgentWallets,
   generateWalletEncryptionKey,
@@ -21,8 +22,8 @@ import {
   LocalTreasuryFundingSource,
   localSettlementLedger,
   type SettlementLedger,
-} from "../../api/wallets/index.js";
-import { SecretBox } from "../../api/webhooks/index.js";
+} from "../../api/gateway/wallets/index.js";
+import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { Client, ServiceError } from "../../sdk/src/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -49,7 +50,7 @@ beforeAll(async () => {
     ledger,
     fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
   });
-  server = createApiServer({
+  server = createGatewayServer({
     pool: db.pool,
     liveFeed: false,
     logger: pino({ level: "silent" }),

@@ -1,16 +1,17 @@
 /**
- * The HTTP edges of the API server (api/server.ts: REST /v1 and /graphql in one node:http server on
+ * The HTTP edges of the API server (api/query/server.ts: REST /v1 and /graphql in one node:http server on
  * loopback, a fresh Postgres): how credentials are read and refused (RFC 9110 / RFC 6750), how
  * large and how exact a GraphQL request may be, and that a count in a policy is a plain integer.
  */
 import { randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_GRAPHQL_BODY_BYTES, MAX_GRAPHQL_URL_BYTES } from "../../api/graphql-request.js";
-import { createAccount, issueApiKey, registerAgent, revokeApiKey } from "../../api/keys.js";
-import { type ApiServer, createApiServer } from "../../api/server.js";
-import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/wallets/index.js";
-import { SecretBox } from "../../api/webhooks/index.js";
+import { MAX_GRAPHQL_BODY_BYTES, MAX_GRAPHQL_URL_BYTES } from "../../api/query/graphql-request.js";
+import { createAccount, issueApiKey, registerAgent, revokeApiKey } from "../../api/shared/keys.js";
+import type { ApiServer } from "../../api/query/server.js";
+import { createGatewayServer } from "../../api/gateway/server.js";
+import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
+import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 
 let db: FreshDatabase;
@@ -21,7 +22,7 @@ let revokedKey: string;
 
 beforeAll(async () => {
   db = await createFreshDatabase();
-  server = createApiServer({
+  server = createGatewayServer({
     pool: db.pool,
     liveFeed: false,
     gateway: {

@@ -1,13 +1,13 @@
 /**
- * The REST edge's JSON reader and writer (api/http/json.ts, money.ts): agrees with JSON.parse on
+ * The REST edge's JSON reader and writer (api/shared/http/json.ts, money.ts): agrees with JSON.parse on
  * every valid document (fuzzed), keeps number tokens exact, refuses what JSON.parse would not
  * (and duplicate keys), and amounts round-trip to the base unit.
  */
 import { describe, expect, it } from "vitest";
-import { canonicalJson, JsonNumber, type JsonValue, parseJson, writeJson } from "../../api/http/json.js";
-import { parseUsdcNumber, usdcJson } from "../../api/http/money.js";
-import { HttpError } from "../../api/http/problem.js";
-import { requestFingerprint } from "../../api/http/idempotency.js";
+import { canonicalJson, JsonNumber, type JsonValue, parseJson, writeJson } from "../../api/shared/http/json.js";
+import { parseUsdcNumber, usdcJson } from "../../api/shared/http/money.js";
+import { HttpError } from "../../api/shared/http/problem.js";
+import { requestFingerprint } from "../../api/shared/http/idempotency.js";
 
 /** Deterministic PRNG (mulberry32) so a failure reproduces. */
 function rng(seed: number): () => number {

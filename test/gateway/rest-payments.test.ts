@@ -9,18 +9,18 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createGatewayHandler } from "../../api/http/index.js";
-import { createAccount, issueApiKey } from "../../api/keys.js";
-import { putPolicy } from "../../api/policy/index.js";
+import { createGatewayHandler } from "../../api/gateway/http/index.js";
+import { createAccount, issueApiKey } from "../../api/shared/keys.js";
+import { putPolicy } from "../../api/shared/policy/index.js";
 import {
   AgentWallets,
   createAgentWallet,
   generateWalletEncryptionKey,
   keystoreFromEnv,
   type SettlementLedger,
-} from "../../api/wallets/index.js";
-import { SecretBox } from "../../api/webhooks/index.js";
-import { type SettleRequest, X402Facilitator } from "../../api/x402/index.js";
+} from "../../api/gateway/wallets/index.js";
+import { SecretBox } from "../../api/gateway/webhooks/index.js";
+import { type SettleRequest, X402Facilitator } from "../../api/gateway/x402/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 
 const NETWORK = "solana-localnet";

@@ -7,16 +7,16 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createGatewayHandler } from "../../api/http/index.js";
-import { createAccount, issueApiKey } from "../../api/keys.js";
+import { createGatewayHandler } from "../../api/gateway/http/index.js";
+import { createAccount, issueApiKey } from "../../api/shared/keys.js";
 import {
   AgentWallets,
   generateWalletEncryptionKey,
   keystoreFromEnv,
   LocalTreasuryFundingSource,
   localSettlementLedger,
-} from "../../api/wallets/index.js";
-import { SecretBox } from "../../api/webhooks/index.js";
+} from "../../api/gateway/wallets/index.js";
+import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { agentKey } from "../support/agent-keys.js";

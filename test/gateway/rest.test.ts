@@ -14,10 +14,11 @@ import {
   IDEMPOTENCY_RETENTION_MS,
   pruneIdempotencyKeys,
   useGatewayRoutes,
-} from "../../api/http/index.js";
-import { createAccount, issueApiKey, registerAgent } from "../../api/keys.js";
-import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/wallets/index.js";
-import { SecretBox } from "../../api/webhooks/index.js";
+} from "../../api/gateway/http/index.js";
+import { QUERY_ROUTES } from "../../api/query/rest/index.js";
+import { createAccount, issueApiKey, registerAgent } from "../../api/shared/keys.js";
+import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
+import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 
 let db: FreshDatabase;
@@ -419,7 +420,7 @@ describe("docs/openapi.yaml", () => {
     const blocks = new Map<string, string>();
     const parts = doc.split(/\n {2}(?=\/v1\/)/);
     for (const part of parts.slice(1)) blocks.set(part.slice(0, part.indexOf(":")), part);
-    for (const route of GATEWAY_ROUTES) {
+    for (const route of [...GATEWAY_ROUTES, ...QUERY_ROUTES]) {
       const path = route.path.replace(/:([A-Za-z]+)/g, "{$1}");
       expect(blocks.has(path), path).toBe(true);
       expect(blocks.get(path)!, `${route.method} ${path}`).toMatch(new RegExp(`\\n    ${route.method.toLowerCase()}:`));

@@ -10,8 +10,8 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Keypair, PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAccount } from "../../api/keys.js";
-import { Settlement } from "../../api/settlement/index.js";
+import { createAccount } from "../../api/shared/keys.js";
+import { Settlement } from "../../api/gateway/settlement/index.js";
 import {
   AgentWallets,
   createAgentWallet,
@@ -21,7 +21,7 @@ import {
   localSettlementLedger,
   type SettlementLedger,
   tokenBalanceUnits,
-} from "../../api/wallets/index.js";
+} from "../../api/gateway/wallets/index.js";
 import { decodeTransactionEvents, eventsNamed } from "../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";

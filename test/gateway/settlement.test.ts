@@ -7,8 +7,8 @@ import { randomBytes } from "node:crypto";
 import { Keypair, PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAccount } from "../../api/keys.js";
-import { Settlement, type SettlePaymentInput } from "../../api/settlement/index.js";
+import { createAccount } from "../../api/shared/keys.js";
+import { Settlement, type SettlePaymentInput } from "../../api/gateway/settlement/index.js";
 import {
   AgentWallets,
   BudgetExceededError,
@@ -21,7 +21,7 @@ import {
   PaymentError,
   type SettlementLedger,
   tokenBalanceUnits,
-} from "../../api/wallets/index.js";
+} from "../../api/gateway/wallets/index.js";
 import { endpointHash } from "../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";

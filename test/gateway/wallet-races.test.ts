@@ -13,8 +13,9 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { type Connection, Keypair, PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAccount, issueApiKey } from "../../api/keys.js";
-import { createApiServer, type ApiServer } from "../../api/server.js";
+import { createAccount, issueApiKey } from "../../api/shared/keys.js";
+import type { ApiServer } from "../../api/query/server.js";
+import { createGatewayServer } from "../../api/gateway/server.js";
 import {
   AgentWallets,
   createAgentWallet,
@@ -31,8 +32,8 @@ import {
   tokenBalanceUnits,
   treasuryFundingTransaction,
   withdrawalTransaction,
-} from "../../api/wallets/index.js";
-import { SecretBox } from "../../api/webhooks/index.js";
+} from "../../api/gateway/wallets/index.js";
+import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { Client } from "../../sdk/src/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -74,7 +75,11 @@ beforeAll(async () => {
     ledger,
     fundingSource: async (accountId) => (accountId === lossyAccount ? lossy : treasury),
   });
-  server = createApiServer({ pool: db.pool, liveFeed: false, gateway: { wallets, keystore, secretBox: new SecretBox(randomBytes(32)) } });
+  server = createGatewayServer({
+    pool: db.pool,
+    liveFeed: false,
+    gateway: { wallets, keystore, secretBox: new SecretBox(randomBytes(32)) },
+  });
   baseUrl = `http://127.0.0.1:${await server.listen(0)}`;
   apiKey = (await issueApiKey(db.pool, await createAccount(db.pool, "wallet races"))).apiKey;
   lossyAccount = await createAccount(db.pool, "lossy funding source");

@@ -9,7 +9,7 @@ import {
 } from "@solana/spl-token";
 import { Keypair, Transaction } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAccount } from "../../api/keys.js";
+import { createAccount } from "../../api/shared/keys.js";
 import {
   AgentWallets,
   createAgentWallet,
@@ -27,7 +27,7 @@ import {
   tokenBalanceUnits,
   WalletExistsError,
   WalletKeyError,
-} from "../../api/wallets/index.js";
+} from "../../api/gateway/wallets/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 

@@ -1,5 +1,5 @@
 /**
- * The real dispatcher process (`node --import tsx api/webhooks/dispatcher-main.ts`) killed with
+ * The real dispatcher process (`node --import tsx api/gateway/webhooks/dispatcher-main.ts`) killed with
  * SIGKILL while a receiver holds its requests open, then restarted: every event is delivered (at
  * least once; every webhook-id acknowledged, none missing), including events emitted while no
  * dispatcher was running.
@@ -8,9 +8,9 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { resolve } from "node:path";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emitEvent, policyViolationPayload } from "../../api/events/index.js";
-import { createAccount, registerAgent } from "../../api/keys.js";
-import { createWebhookEndpoint, SecretBox } from "../../api/webhooks/index.js";
+import { emitEvent, policyViolationPayload } from "../../api/gateway/events/index.js";
+import { createAccount, registerAgent } from "../../api/shared/keys.js";
+import { createWebhookEndpoint, SecretBox } from "../../api/gateway/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
 import { pollUntil } from "../support/poll.js";
@@ -38,7 +38,7 @@ afterAll(async () => {
 
 function startDispatcher(): ChildProcess {
   // node with tsx's loader in one process, so SIGKILL hits the dispatcher itself.
-  return spawn(process.execPath, ["--import", "tsx", "api/webhooks/dispatcher-main.ts"], {
+  return spawn(process.execPath, ["--import", "tsx", "api/gateway/webhooks/dispatcher-main.ts"], {
     cwd: ROOT,
     env: {
       ...process.env,

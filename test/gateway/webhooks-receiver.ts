@@ -1,7 +1,7 @@
 /**
  * Test doubles on loopback: an HTTP webhook receiver that records every request and answers as the
  * test scripts it (a status, or "hold": keep the request open), and an independent Standard
- * Webhooks verifier (written from the spec, not from api/webhooks/signature.ts).
+ * Webhooks verifier (written from the spec, not from api/gateway/webhooks/signature.ts).
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";

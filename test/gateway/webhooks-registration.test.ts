@@ -7,9 +7,10 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAccount, issueApiKey, registerAgent } from "../../api/keys.js";
-import { type ApiServer, createApiServer } from "../../api/server.js";
-import { SecretBox } from "../../api/webhooks/index.js";
+import { createAccount, issueApiKey, registerAgent } from "../../api/shared/keys.js";
+import type { ApiServer } from "../../api/query/server.js";
+import { createGatewayServer } from "../../api/gateway/server.js";
+import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 
 let db: FreshDatabase;
@@ -26,8 +27,8 @@ let accountId: string;
 beforeAll(async () => {
   db = await createFreshDatabase();
   box = new SecretBox(randomBytes(32));
-  strict = createApiServer({ pool: db.pool, liveFeed: false, gateway: { secretBox: box } });
-  local = createApiServer({ pool: db.pool, liveFeed: false, gateway: { secretBox: box, allowLoopbackWebhooks: true } });
+  strict = createGatewayServer({ pool: db.pool, liveFeed: false, gateway: { secretBox: box } });
+  local = createGatewayServer({ pool: db.pool, liveFeed: false, gateway: { secretBox: box, allowLoopbackWebhooks: true } });
   strictUrl = `http://127.0.0.1:${await strict.listen(0, "127.0.0.1")}`;
   localUrl = `http://127.0.0.1:${await local.listen(0, "127.0.0.1")}`;
   accountId = await createAccount(db.pool, "webhook registration");

@@ -4,7 +4,7 @@
  * Real HTTP on loopback: the receiver must see nothing unless private networks are allowed.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isNonPublicAddress, postWebhook } from "../../api/webhooks/index.js";
+import { isNonPublicAddress, postWebhook } from "../../api/gateway/webhooks/index.js";
 import { WebhookReceiver } from "./webhooks-receiver.js";
 
 let receiver: WebhookReceiver;

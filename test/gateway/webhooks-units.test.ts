@@ -3,7 +3,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { budgetWarningPayload, policyViolationPayload } from "../../api/events/index.js";
+import { budgetWarningPayload, policyViolationPayload } from "../../api/gateway/events/index.js";
 import {
   generateSigningSecret,
   isSlackUrl,
@@ -16,7 +16,7 @@ import {
   signingKey,
   signWebhook,
   slackBody,
-} from "../../api/webhooks/index.js";
+} from "../../api/gateway/webhooks/index.js";
 import { verifyStandardWebhook } from "./webhooks-receiver.js";
 
 const AT = new Date("2026-03-01T12:00:00.000Z");

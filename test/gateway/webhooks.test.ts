@@ -8,8 +8,8 @@ import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { emitEvent, type PolicyViolationPayload, policyViolationPayload } from "../../api/events/index.js";
-import { createAccount, registerAgent } from "../../api/keys.js";
+import { emitEvent, type PolicyViolationPayload, policyViolationPayload } from "../../api/gateway/events/index.js";
+import { createAccount, registerAgent } from "../../api/shared/keys.js";
 import {
   createWebhookEndpoint,
   Dispatcher,
@@ -20,7 +20,7 @@ import {
   retryDelayMs,
   SecretBox,
   signWebhook,
-} from "../../api/webhooks/index.js";
+} from "../../api/gateway/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { SignatureError, verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
 

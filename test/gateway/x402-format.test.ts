@@ -19,7 +19,7 @@ import {
   X402FormatError,
   X_PAYMENT,
   X_PAYMENT_SIGNATURE,
-} from "../../api/x402/index.js";
+} from "../../api/gateway/x402/index.js";
 
 const payTo = Keypair.generate().publicKey.toBase58();
 const token = Keypair.generate().publicKey.toBase58();

@@ -5,8 +5,14 @@
  */
 import { Keypair } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
-import { MppFormatError, parseMppPaymentRequest, parseMppSubmission, mppRequestBody, submissionBody } from "../../api/mpp/index.js";
-import { parsePaymentPayload, parsePaymentRequirement, payloadBody, requirementBody, X402FormatError } from "../../api/x402/index.js";
+import { MppFormatError, parseMppPaymentRequest, parseMppSubmission, mppRequestBody, submissionBody } from "../../api/gateway/mpp/index.js";
+import {
+  parsePaymentPayload,
+  parsePaymentRequirement,
+  payloadBody,
+  requirementBody,
+  X402FormatError,
+} from "../../api/gateway/x402/index.js";
 
 /** xorshift32: reproducible without a dependency. */
 function random(seed: number): () => number {

@@ -13,8 +13,8 @@ import {
   pruneExpiredNonces,
   signPaymentPayload,
   X402Facilitator,
-} from "../../api/x402/index.js";
-import { sweepReservations } from "../../api/settlement/sweeper.js";
+} from "../../api/gateway/x402/index.js";
+import { sweepReservations } from "../../api/gateway/settlement/sweeper.js";
 import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";

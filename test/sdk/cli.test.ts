@@ -117,7 +117,7 @@ beforeAll(async () => {
   // The orchestrator pays the sub-agent (the root), which then pays a service twice under the
   // invocation that payment opened (depth 1 of the tree).
   rootTx = await payX402("orch", SUB_ENDPOINT, subAddress, "1500000");
-  // Internal calls take the agents' internal keys (api/agent-ids.ts).
+  // Internal calls take the agents' internal keys (api/shared/agent-ids.ts).
   const [orchKey, subKey] = [await agentKey(system.pool, "orch"), await agentKey(system.pool, "sub")];
   const opened = await system.settlement.openInvocation({
     invokerAgentId: orchKey,

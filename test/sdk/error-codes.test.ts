@@ -3,15 +3,15 @@
  * is a copy): this suite is what keeps the copy complete.
  */
 import { describe, expect, it } from "vitest";
-import { ERROR_CODES as SHARED_ERROR_CODES } from "../../api/errors.js";
-import { REST_ERROR_CODES, type RestErrorCode } from "../../api/http/problem.js";
+import { ERROR_CODES as SHARED_ERROR_CODES } from "../../api/shared/errors.js";
+import { REST_ERROR_CODES, type RestErrorCode } from "../../api/shared/http/problem.js";
 import { ERROR_CODES, errorFromProblem, isServiceError, type KnownErrorCode } from "../../sdk/src/index.js";
 
 // Compile-time half: `npx tsc -p .` fails when the server has a code the SDK's union lacks.
 const restCodesAreKnown: readonly KnownErrorCode[] = Object.keys(REST_ERROR_CODES) as RestErrorCode[];
 
 describe("SDK error codes mirror the gateway's", () => {
-  it("the SDK's ERROR_CODES names every code of api/errors.ts and api/http/problem.ts", () => {
+  it("the SDK's ERROR_CODES names every code of api/shared/errors.ts and api/shared/http/problem.ts", () => {
     const known = new Set<string>(ERROR_CODES ?? []);
     const serverCodes = [...Object.keys(SHARED_ERROR_CODES), ...restCodesAreKnown];
     expect(serverCodes.filter((code) => !known.has(code))).toEqual([]);

@@ -1,5 +1,5 @@
 /**
- * The internal key (`agents.agent_id`) of an agent registered through the API (api/agent-ids.ts).
+ * The internal key (`agents.agent_id`) of an agent registered through the API (api/shared/agent-ids.ts).
  * Gateway tables (reservations, rejections, wallet operations, nonces, MPP payments) and internal
  * functions (putPolicy, linkedReservation, ...) reference this key, not the public id: a test that
  * queried them with the public id would match nothing and pass vacuously. Throws unless exactly

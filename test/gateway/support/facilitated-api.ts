@@ -19,7 +19,7 @@ import {
   payloadBody,
   requirementBody,
   X402FormatError,
-} from "../../../api/x402/index.js";
+} from "../../../api/gateway/x402/index.js";
 import { X_PAYMENT_ERROR, X_PAYMENT_RESPONSE } from "./paid-api.js";
 
 const PRICE_PATH = /^\/x402\/price\/([1-9]\d{0,12})\/[A-Za-z0-9_-]{1,64}$/;
@@ -35,7 +35,7 @@ export interface FacilitatedApiOptions {
   readonly idempotentSettle?: boolean;
   /**
    * Settle calls in flight at most (default 16); the others queue here. A keyed settle holds a
-   * Postgres connection of its own on the gateway for its whole run (api/http/idempotency.ts), so
+   * Postgres connection of its own on the gateway for its whole run (api/shared/http/idempotency.ts), so
    * an unbounded burst of them exhausts the server's connections.
    */
   readonly maxConcurrentSettles?: number;

@@ -1,11 +1,11 @@
 /**
  * The `Settler` the protocol tests settle through: the REAL payment_ledger program on a local
- * ledger, driven by `scripts/agent-wallets.ts` (the gateway's own `api/settlement` is written in
+ * ledger, driven by `scripts/agent-wallets.ts` (the gateway's own `api/gateway/settlement` is written in
  * parallel and deliberately not used here). Agents are registered with their wallets; payment ids
  * are allocated per payer in increasing order, as the program's replay window expects.
  */
 import { PublicKey } from "@solana/web3.js";
-import type { AgentDirectory, SettleRequest, SettleResult, Settler } from "../../../api/x402/settler.js";
+import type { AgentDirectory, SettleRequest, SettleResult, Settler } from "../../../api/gateway/x402/settler.js";
 import { endpointHash } from "../../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, type LedgerAccess, recordPayment } from "../../../scripts/agent-wallets.js";
 

@@ -23,7 +23,7 @@ import {
   MPP_PROTOCOL,
   parseMppSubmission,
   X_MPP_SESSION,
-} from "../../../api/mpp/index.js";
+} from "../../../api/gateway/mpp/index.js";
 import {
   decodePaymentHeaders,
   hasPaymentHeaders,
@@ -31,7 +31,7 @@ import {
   requirementBody,
   X402FormatError,
   type X402Facilitator,
-} from "../../../api/x402/index.js";
+} from "../../../api/gateway/x402/index.js";
 
 export const X_PAYMENT_RESPONSE = "X-PAYMENT-RESPONSE";
 export const X_PAYMENT_ERROR = "X-PAYMENT-ERROR";

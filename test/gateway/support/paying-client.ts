@@ -2,14 +2,14 @@
  * The paying side of the handshakes, as the tests drive it over real HTTP: what the SDK's `pay`
  * will do after its policy check (spec 4.7 steps 1, 2, 4, 5), reduced to the protocol steps.
  */
-import { chooseMethod, parseMppPaymentRequest, signMppSubmission, submissionBody, X_MPP_SESSION } from "../../../api/mpp/index.js";
+import { chooseMethod, parseMppPaymentRequest, signMppSubmission, submissionBody, X_MPP_SESSION } from "../../../api/gateway/mpp/index.js";
 import {
   type AgentSigner,
   encodePaymentHeaders,
   type PaymentPayload,
   parsePaymentRequirement,
   signPaymentPayload,
-} from "../../../api/x402/index.js";
+} from "../../../api/gateway/x402/index.js";
 // The SDK's session memory, the one a real paying agent uses (spec 4.7 step 4).
 import type { MppSessions } from "../../../sdk/src/sessions.js";
 import { X_PAYMENT_RESPONSE } from "./paid-api.js";

@@ -1,0 +1,75 @@
+/**
+ * Local administration from a shell, straight against the database (no gateway, no API key):
+ *
+ *   tsx api/gateway/admin.ts create-account <name>                      → account id and its first API key
+ *   tsx api/gateway/admin.ts issue-key <accountId>                      → a new API key (shown once)
+ *   tsx api/gateway/admin.ts revoke-key <apiKey>                        → exit 1 if no such active key
+ *   tsx api/gateway/admin.ts register-agent <accountId> <agentId> <walletAddress> [name]
+ *
+ * `create-account` is the only way to make an account and its first key: every REST route needs a
+ * key already. Once a key exists, `POST/DELETE /v1/api-keys` do what `issue-key`/`revoke-key` do.
+ * `register-agent` differs from `POST /v1/agents`: it records a wallet address the caller already
+ * controls and creates no custodial wallet; `agentId` is the public id, scoped to the account as
+ * the route scopes it (api/shared/agent-ids.ts).
+ *
+ * Postgres from DATABASE_URL; migrations are applied first. Exit codes: 0 done, 1 failed, 2 usage.
+ */
+import { createPool } from "../../indexer/db/database.js";
+import { migrate } from "../../indexer/db/migrate.js";
+import { internalAgentId } from "../shared/agent-ids.js";
+import { createAccount, issueApiKey, registerAgent, revokeApiKey } from "../shared/keys.js";
+
+const USAGE = `usage:
+  tsx api/gateway/admin.ts create-account <name>
+  tsx api/gateway/admin.ts issue-key <accountId>
+  tsx api/gateway/admin.ts revoke-key <apiKey>
+  tsx api/gateway/admin.ts register-agent <accountId> <agentId> <walletAddress> [name]`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...args] = argv;
+  const pool = createPool();
+  try {
+    await migrate(pool);
+    switch (command) {
+      case "create-account": {
+        if (args.length !== 1) break;
+        const accountId = await createAccount(pool, args[0]!);
+        const { apiKey } = await issueApiKey(pool, accountId);
+        console.log(JSON.stringify({ accountId, apiKey }, null, 2));
+        return 0;
+      }
+      case "issue-key": {
+        if (args.length !== 1) break;
+        console.log(JSON.stringify(await issueApiKey(pool, args[0]!), null, 2));
+        return 0;
+      }
+      case "revoke-key": {
+        if (args.length !== 1) break;
+        const revoked = await revokeApiKey(pool, args[0]!);
+        console.log(revoked ? "revoked" : "no such active key");
+        return revoked ? 0 : 1;
+      }
+      case "register-agent": {
+        if (args.length < 3 || args.length > 4) break;
+        const [accountId, agentId, walletAddress, name] = args as [string, string, string, string | undefined];
+        // Scoped to the account like POST /v1/agents: `agentId` is the public id (api/shared/agent-ids.ts).
+        const key = internalAgentId(accountId, agentId);
+        await registerAgent(pool, accountId, { agentId: key, walletAddress, ...(name === undefined ? {} : { name }) });
+        console.log(`registered ${agentId} (${walletAddress})`);
+        return 0;
+      }
+    }
+    console.error(USAGE);
+    return 2;
+  } finally {
+    await pool.end();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,162 @@
+/**
+ * The JSON bodies webhook receivers get (spec 6). `policy.violation` has exactly the spec's six
+ * fields. The spec leaves `budget.warning` open; ours follows the same style (`event`, `agentId`,
+ * human `detail`, ISO `timestamp`) and adds the budget figures. `spend_rate.exceeded` is ours (the
+ * `spend_rate` alert of spec 2.10). Money is the spec's `{ usdc: number }`, made exactly from
+ * base units: the number is a `JsonNumber` holding the exact decimal, written verbatim by
+ * `writeJson` (api/shared/http/json.ts), so no amount (nor the threshold percent) ever passes through a
+ * float: 0.1 usdc is `0.1` on the wire and 2^64 - 1 base units keep all 20 digits. Read a stored
+ * payload back with `readStoredPayload` to keep them exact. The builders take the agent's internal
+ * key and write its public id: a receiver sees the id its account registered, never the key
+ * (api/shared/agent-ids.ts).
+ */
+import { publicAgentId } from "../../shared/agent-ids.js";
+import { parseJson } from "../../shared/http/json.js";
+import { JsonNumber } from "../../shared/json-number.js";
+import { formatUsdc, toUsdc, type UsdcJson } from "../../shared/policy/amounts.js";
+
+export const EVENT_TYPES = ["budget.warning", "policy.violation", "spend_rate.exceeded"] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** Types a webhook endpoint can subscribe to: the spec's two gateway events. */
+export const SUBSCRIBABLE_EVENT_TYPES: readonly EventType[] = ["budget.warning", "policy.violation"];
+
+export function isEventType(value: unknown): value is EventType {
+  return typeof value === "string" && (EVENT_TYPES as readonly string[]).includes(value);
+}
+
+export interface PolicyViolationPayload {
+  readonly event: "policy.violation";
+  readonly agentId: string;
+  /** Machine code, e.g. `per_call_limit_exceeded`. */
+  readonly reason: string;
+  /** `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>`. */
+  readonly detail: string;
+  /** The URL that was called. */
+  readonly endpoint: string;
+  readonly timestamp: string;
+}
+
+export interface BudgetWarningPayload {
+  readonly event: "budget.warning";
+  readonly agentId: string;
+  /** The alert rule that fired; null for the gateway's own 80 % warning (spec 3). */
+  readonly alertId: string | null;
+  /** 80 for the gateway's warning, the rule's threshold for a `budget_pct` alert. */
+  readonly thresholdPercent: JsonNumber;
+  readonly usedToday: UsdcJson;
+  readonly dailyBudget: UsdcJson;
+  /** The budget period (spec 2.1): its first payment and its reset. */
+  readonly windowStart: string;
+  readonly resetsAt: string;
+  readonly detail: string;
+  readonly timestamp: string;
+}
+
+export interface SpendRatePayload {
+  readonly event: "spend_rate.exceeded";
+  readonly agentId: string;
+  readonly alertId: string;
+  /** The rule's window, as given (`1h`). */
+  readonly window: string;
+  readonly threshold: UsdcJson;
+  /** Spent within the window ending at `timestamp`. */
+  readonly spent: UsdcJson;
+  readonly detail: string;
+  readonly timestamp: string;
+}
+
+export type EventPayload = PolicyViolationPayload | BudgetWarningPayload | SpendRatePayload;
+export type PayloadOf<T extends EventType> = Extract<EventPayload, { event: T }>;
+
+export function policyViolationPayload(input: {
+  agentId: string;
+  reasonCode: string;
+  /** The decision's `reason` (spec 7 text). */
+  reason: string;
+  endpoint: string;
+  at: Date;
+}): PolicyViolationPayload {
+  return {
+    event: "policy.violation",
+    agentId: publicAgentId(input.agentId),
+    reason: input.reasonCode,
+    detail: input.reason,
+    endpoint: input.endpoint,
+    timestamp: input.at.toISOString(),
+  };
+}
+
+export function budgetWarningPayload(input: {
+  agentId: string;
+  alertId: string | null;
+  /** Hundredths of a percent: 8000 = 80 %. */
+  thresholdBp: number;
+  usedUnits: bigint;
+  limitUnits: bigint;
+  windowStart: Date;
+  resetsAt: Date;
+  at: Date;
+}): BudgetWarningPayload {
+  const percent = percentText(input.thresholdBp);
+  return {
+    event: "budget.warning",
+    agentId: publicAgentId(input.agentId),
+    alertId: input.alertId,
+    thresholdPercent: new JsonNumber(percent),
+    usedToday: toUsdc(input.usedUnits),
+    dailyBudget: toUsdc(input.limitUnits),
+    windowStart: input.windowStart.toISOString(),
+    resetsAt: input.resetsAt.toISOString(),
+    detail:
+      `${percent} % of the daily budget reached: used ${formatUsdc(input.usedUnits)} usdc of ` +
+      `${formatUsdc(input.limitUnits)} usdc; the window resets at ${input.resetsAt.toISOString()}`,
+    timestamp: input.at.toISOString(),
+  };
+}
+
+export function spendRatePayload(input: {
+  agentId: string;
+  alertId: string;
+  window: string;
+  thresholdUnits: bigint;
+  spentUnits: bigint;
+  at: Date;
+}): SpendRatePayload {
+  return {
+    event: "spend_rate.exceeded",
+    agentId: publicAgentId(input.agentId),
+    alertId: input.alertId,
+    window: input.window,
+    threshold: toUsdc(input.thresholdUnits),
+    spent: toUsdc(input.spentUnits),
+    detail: `spent ${formatUsdc(input.spentUnits)} usdc within ${input.window}, above the alert threshold of ${formatUsdc(input.thresholdUnits)} usdc`,
+    timestamp: input.at.toISOString(),
+  };
+}
+
+/** A stored payload (the outbox's exact text) back as a payload, numbers still exact tokens. */
+export function readStoredPayload(text: string): EventPayload {
+  return parseJson(text) as unknown as EventPayload;
+}
+
+/** Hundredths of a percent → the exact percent: 8000 → "80", 3333 → "33.33", 5 → "0.05". */
+export function percentText(bp: number): string {
+  if (!Number.isSafeInteger(bp) || bp < 0) throw new RangeError(`threshold must be a non-negative integer of hundredths, got ${bp}`);
+  const hundredths = BigInt(bp);
+  const fraction = (hundredths % 100n).toString().padStart(2, "0").replace(/0+$/, "");
+  const whole = hundredths / 100n;
+  return fraction === "" ? `${whole}` : `${whole}.${fraction}`;
+}
+
+/** One line for humans (Slack text, e-mail subject). */
+export function summarize(payload: EventPayload): string {
+  switch (payload.event) {
+    case "policy.violation":
+      return `policy.violation: agent ${payload.agentId} rejected (${payload.reason})`;
+    case "budget.warning":
+      return `budget.warning: agent ${payload.agentId} reached ${payload.thresholdPercent} % of its daily budget`;
+    case "spend_rate.exceeded":
+      return `spend_rate.exceeded: agent ${payload.agentId} spent ${payload.spent.usdc} usdc within ${payload.window}`;
+  }
+}

@@ -1,0 +1,151 @@
+/**
+ * The gateway's parts wired together on one database and one ledger: custodial wallets, the
+ * settlement path, the x402 facilitator, the MPP service, and the background loops that finish
+ * what the pay path leaves open (the settlement reconciler, the sweeper, the webhook dispatcher,
+ * housekeeping). `routes` is what the HTTP server mounts (api/gateway/server.ts).
+ *
+ * Two composers call this: `scripts/system.ts` on the local ledger, and `api/gateway/main.ts` on
+ * any cluster configured from the environment. Nothing here knows which.
+ */
+import type pg from "pg";
+import type { Logger } from "pino";
+import type { SecretBox } from "../shared/secret-box.js";
+import type { CardProcessor } from "./card/processor.js";
+import { pruneIdempotencyKeys } from "../shared/http/idempotency.js";
+import type { GatewayDeps } from "./http/deps.js";
+import { MppGateway } from "./mpp/gateway.js";
+import { runReconciler, Settlement } from "./settlement/index.js";
+import { runSweeper } from "./settlement/sweeper.js";
+import { AgentWallets, type FundingSource, type Keystore, type SettlementLedger } from "./wallets/index.js";
+import { Dispatcher, type Mailer } from "./webhooks/index.js";
+import { pruneExpiredNonces, X402Facilitator } from "./x402/index.js";
+
+const HOUSEKEEPING_MS = 3_600_000;
+
+export interface GatewayOptions {
+  readonly pool: pg.Pool;
+  readonly ledger: SettlementLedger;
+  readonly keystore: Keystore;
+  readonly secretBox: SecretBox;
+  /** Where `wallet.fund` takes money from. */
+  readonly fundingSource: FundingSource;
+  /** The MPP card rail's processor. */
+  readonly cardProcessor: CardProcessor;
+  readonly logger: Logger;
+  /** SMTP transport for email alerts; none by default. */
+  readonly mailer?: Mailer | null;
+  /** How often the reconciler and the sweeper run. */
+  readonly reconcileIntervalMs?: number;
+  readonly housekeepingMs?: number;
+  /** Deliveries to loopback/private receivers (a local system or a test); false in production. */
+  readonly allowPrivateNetworks?: boolean;
+  /** Webhook endpoints may be registered on loopback (local development only). */
+  readonly allowLoopbackWebhooks?: boolean;
+  /** New payee token accounts the authority funds per paying account in 24 h (settlement/payee.ts). */
+  readonly payeeAccountQuota?: number;
+  /** The explorer cluster answers link to (`mainnet-beta`, `devnet`, or an RPC URL). */
+  readonly explorerCluster?: string;
+}
+
+export interface Gateway {
+  readonly wallets: AgentWallets;
+  readonly settlement: Settlement;
+  readonly facilitator: X402Facilitator;
+  readonly mpp: MppGateway;
+  readonly dispatcher: Dispatcher;
+  /** Base58 mint payments settle in (the x402 `token`). */
+  readonly token: string;
+  /** The network name payments name (`solana-localnet`, `solana-devnet`, ...). */
+  readonly network: string;
+  /** The services behind the REST /v1 routes (api/gateway/server.ts `gateway`). */
+  readonly routes: Omit<GatewayDeps, "pool" | "logger" | "now" | "network" | "balances">;
+  /** Stops the loops (the pool and the HTTP server belong to the caller). */
+  stop(): Promise<void>;
+}
+
+export function startGateway(options: GatewayOptions): Gateway {
+  const { pool, ledger, keystore, secretBox, logger } = options;
+  const controller = new AbortController();
+  const wallets = new AgentWallets({ pool, keystore, ledger, fundingSource: options.fundingSource });
+  const settlement = new Settlement({
+    pool,
+    wallets,
+    ledger,
+    ...(options.payeeAccountQuota === undefined ? {} : { payeeAccountQuota: options.payeeAccountQuota }),
+  });
+  const token = ledger.mint.toBase58();
+  const facilitator = new X402Facilitator({
+    pool,
+    settler: settlement,
+    agents: wallets,
+    invocations: settlement,
+    network: ledger.network,
+    token,
+    onWarning: (message, context) => logger.warn(context, message),
+  });
+  const mpp = new MppGateway({ pool, settler: settlement, agents: wallets, cardProcessor: options.cardProcessor });
+  const interval = options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs };
+  const reconciling = runReconciler(settlement, wallets, {
+    signal: controller.signal,
+    ...interval,
+    onError: (error) => logger.warn({ err: error }, "reconciler pass failed"),
+  });
+  // Closes what the pay path left open (claims, expired authorizations, invocation openings).
+  const sweeping = runSweeper(
+    pool,
+    { agents: wallets, invocations: settlement, onWarning: (message, context) => logger.warn(context, message) },
+    {
+      signal: controller.signal,
+      ...interval,
+      onError: (error) => logger.warn({ err: error }, "sweeper pass failed"),
+      onPass: (report) => {
+        if (Object.values(report).some((count) => count > 0)) logger.info(report, "swept");
+      },
+    },
+  );
+  const dispatcher = new Dispatcher({
+    pool,
+    secrets: secretBox,
+    mailer: options.mailer ?? null,
+    logger: logger.child({ component: "webhooks" }),
+    allowPrivateNetworks: options.allowPrivateNetworks ?? false,
+  });
+  dispatcher.start();
+  const housekeeping = setInterval(() => {
+    const now = new Date();
+    Promise.all([pruneExpiredNonces(pool, now), pruneIdempotencyKeys(pool, now)]).then(
+      ([nonces, keys]) => (nonces + keys > 0 ? logger.info({ nonces, keys }, "pruned") : undefined),
+      (error: unknown) => logger.warn({ err: error }, "housekeeping failed"),
+    );
+  }, options.housekeepingMs ?? HOUSEKEEPING_MS);
+
+  let stopped: Promise<void> | null = null;
+  return {
+    wallets,
+    settlement,
+    facilitator,
+    mpp,
+    dispatcher,
+    token,
+    network: ledger.network,
+    routes: {
+      wallets,
+      keystore,
+      secretBox,
+      facilitator,
+      invocations: settlement,
+      settlementToken: token,
+      mpp,
+      ...(options.explorerCluster === undefined ? {} : { explorerCluster: options.explorerCluster }),
+      allowLoopbackWebhooks: options.allowLoopbackWebhooks ?? false,
+    },
+    stop() {
+      stopped ??= (async () => {
+        controller.abort();
+        clearInterval(housekeeping);
+        await Promise.all([reconciling, sweeping, dispatcher.stop()]);
+      })();
+      return stopped;
+    },
+  };
+}

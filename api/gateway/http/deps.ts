@@ -1,0 +1,40 @@
+/**
+ * What the gateway's REST /v1 routes are given: the shared route needs (database, log, clock,
+ * secret box) and the gateway's services. A route whose service is absent answers 503, so a test
+ * can mount only what it exercises.
+ */
+import type { Route as SharedRoute, RouteContext as SharedRouteContext, RouteDeps } from "../../shared/http/router.js";
+import type { BalanceReader } from "../../shared/balances.js";
+import type { Invocations } from "../invocations/index.js";
+import type { MppGateway } from "../mpp/gateway.js";
+import type { AgentWallets, Keystore } from "../wallets/index.js";
+import type { X402Facilitator } from "../x402/facilitator.js";
+
+export interface GatewayDeps extends RouteDeps {
+  /** Spec 2.4 `network` when no wallets are configured; "solana-localnet" by default. */
+  readonly network?: string | undefined;
+  /** Chain balances for the agents listing (batched). */
+  readonly balances?: BalanceReader | undefined;
+  /** Custodial wallets: wallet routes and balances. Wallet routes answer 503 without them. */
+  readonly wallets?: AgentWallets | undefined;
+  /** Seals new agents' keys: `POST /v1/agents` answers 503 without it. */
+  readonly keystore?: Keystore | undefined;
+  /** Our x402 facilitator: `/v1/x402/verify` and `/v1/x402/settle` answer 503 without it. */
+  readonly facilitator?: X402Facilitator | undefined;
+  /** `agents.invoke` invocations on the ledger: sub-agent payments and the invocation route answer 503 without it. */
+  readonly invocations?: Invocations | undefined;
+  /** Base58 mint the facilitator settles in (`GET /v1/x402/supported`; 503 without it). */
+  readonly settlementToken?: string | undefined;
+  /** The MPP service side for resource servers: `/v1/mpp/*` answer 503 without it. */
+  readonly mpp?: MppGateway | undefined;
+  /** The ledger's explorer cluster, as the indexer's (`mainnet-beta`, `devnet`, or an RPC URL): `solanaExplorer` in answers. */
+  readonly explorerCluster?: string | undefined;
+  /**
+   * Local development only: webhook endpoints may be registered on loopback (127.0.0.0/8, ::1,
+   * localhost); never other private or metadata addresses. Off by default.
+   */
+  readonly allowLoopbackWebhooks?: boolean | undefined;
+}
+
+export type Route = SharedRoute<GatewayDeps>;
+export type RouteContext = SharedRouteContext<GatewayDeps>;

@@ -1,0 +1,217 @@
+/**
+ * The MPP service side for resource servers (spec 4.4), called by a seller's server (our
+ * `mppMiddleware` or anyone's) with its own API key. The seller answers 402 with its spec 2.9
+ * request and forwards what the agent posts to its payment endpoint; the gateway verifies,
+ * settles on the chosen rail and keeps the sessions (docs/protocols.md, docs/sdk-server.md).
+ *
+ * `POST /v1/mpp/payments` `{ request, submission, payTo, serviceOrigin }` → `{ success: true,
+ * txHash, sessionId, sessionToken, expiresAt, method, payer, agentId? }` (`agentId` only to the
+ * payer's own account, api/gateway/http/payer-agent.ts), 200 `{ success: false,
+ * reason, detail }`, or 202 `{ success: false, pending: true, ... }`. Settling is an external
+ * effect under the Idempotency-Key; a retry resolves through the submission's nonce claim. The
+ * payment's policy reservation (made when the gateway authorized it, linked as
+ * `mpp:<payer>:<nonce>`) is settled on success, released on a definite failure, left on pending.
+ *
+ * `POST /v1/mpp/sessions/redeem` `{ token, endpoint, amount, payTo, serviceOrigin }` → `{ success:
+ * true, txHash, sessionId, charged, token, expiresAt, refreshed }` or 200 `{ success: false, reason,
+ * detail }` (a policy refusal of the charge adds `reasonCode` and `errorClass`: `reason` is
+ * `policy_violation` for the agent's spend policy, `budget_exceeded` with `reasonCode`
+ * `invocation_budget_exceeded` and `errorClass` `BudgetExceededError` for a session established
+ * under a sub-agent's invocation whose remaining budget the charge would exceed).
+ *
+ * Sub-agents: a submission the gateway authorized with `parentTxHash` settles under that
+ * invocation (the parent link is recorded on-chain), and so does every charge on its session.
+ *
+ * Answers carrying a session token are stored sealed under an Idempotency-Key: the token is a
+ * bearer secret and is never kept in clear.
+ */
+import { formatDecimalUnits, MPP_CURRENCY } from "../../mpp/amount.js";
+import { MppPaymentError, MppPolicyError, MppSessionError } from "../../mpp/errors.js";
+import type { MppGateway } from "../../mpp/gateway.js";
+import { type MppPaymentRequest, parseMoney, parseMppPaymentRequest } from "../../mpp/request.js";
+import type { MppService } from "../../mpp/service.js";
+import { isSessionTokenShape } from "../../mpp/session-token.js";
+import { type MppSubmission, parseMppSubmission } from "../../mpp/submission.js";
+import { landLinkedReservation, mppPaymentRef, releaseLinkedReservation } from "../../../shared/policy/store.js";
+import { checkPayee } from "../../settlement/payee.js";
+import { isAddress } from "../../x402/signer.js";
+import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
+import { type JsonObject, objectBody, plainJson, stringField } from "../../../shared/http/input.js";
+import { ownAgentId } from "../payer-agent.js";
+import { badRequest, httpError } from "../../../shared/http/problem.js";
+import { json } from "../../../shared/http/router.js";
+import type { Route, RouteContext } from "../deps.js";
+
+function gateway(context: RouteContext): MppGateway {
+  const mpp = context.deps.mpp;
+  if (mpp === undefined) throw httpError("SERVICE_UNAVAILABLE", "the MPP service is not configured on this server");
+  return mpp;
+}
+
+function originField(value: JsonObject[string] | undefined, field: string): string {
+  const text = stringField(value, field, 512);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw badRequest(field, "must be an origin such as https://api.example.com");
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.origin !== text) {
+    throw badRequest(field, "must be an http(s) origin (scheme://host[:port], no path)");
+  }
+  return text;
+}
+
+function payToField(value: JsonObject[string] | undefined, settlementToken: string | undefined): string {
+  const text = stringField(value, "payTo", 64);
+  if (!isAddress(text)) throw badRequest("payTo", "must be a base58 ledger address");
+  // A payee the ledger cannot credit safely is refused before anything is signed (422 PAYEE_REFUSED).
+  checkPayee(text, [settlementToken]);
+  return text;
+}
+
+/** The service of this seller: its origin and receiving wallet, checked against its request. */
+function serviceOf(context: RouteContext, body: JsonObject): { service: MppService; serviceOrigin: string } {
+  const serviceOrigin = originField(body.serviceOrigin, "serviceOrigin");
+  const payTo = payToField(body.payTo, context.deps.settlementToken);
+  return { service: gateway(context).serviceFor(serviceOrigin, payTo), serviceOrigin };
+}
+
+async function paymentsRoute(context: RouteContext): Promise<RouteResponse> {
+  const body = objectBody(context.body, ["request", "submission", "payTo", "serviceOrigin"], []);
+  const { service, serviceOrigin } = serviceOf(context, body);
+  const request = parseMppPaymentRequest(plainJson(body.request));
+  const submission = parseMppSubmission(plainJson(body.submission));
+  if (new URL(request.paymentEndpoint).origin !== serviceOrigin) {
+    throw badRequest("request.paymentEndpoint", `must be on the service's origin ${serviceOrigin}`);
+  }
+  const pool = gateway(context).pool;
+  const ref = mppPaymentRef(submission.authorization.payer, submission.authorization.nonce);
+  return runExternalEffect(context.store, context.idempotency, async ({ resumed }) => {
+    const outcome = await submitOrResume(context, service, submission, request, resumed, context.deps.network ?? null);
+    // Close the reservation the gateway made when it authorized this payment (none if another
+    // gateway or a hand-signed submission paid): counted with its transaction, or freed.
+    if (outcome.kind === "paid") await landLinkedReservation(pool, ref, outcome.txHash);
+    if (outcome.kind === "refused" && outcome.releases) await releaseLinkedReservation(pool, ref);
+    return outcome.answer;
+  });
+}
+
+type SubmitOutcome =
+  | { kind: "paid"; txHash: string; answer: ExternalOutcome }
+  | { kind: "pending"; answer: ExternalOutcome }
+  | { kind: "refused"; releases: boolean; answer: ExternalOutcome };
+
+async function submitOrResume(
+  context: RouteContext,
+  service: MppService,
+  submission: MppSubmission,
+  request: MppPaymentRequest,
+  resumed: boolean,
+  network: string | null,
+): Promise<SubmitOutcome> {
+  const payer = submission.authorization.payer;
+  try {
+    const resumedPayment = resumed ? await service.resumeSubmission(submission, request) : null;
+    const paid = resumedPayment ?? (await service.submitPayment(submission, request));
+    const answer = json(
+      200,
+      {
+        success: true,
+        txHash: paid.txHash,
+        sessionId: paid.session.sessionId,
+        sessionToken: paid.session.token,
+        expiresAt: paid.session.expiresAt.toISOString(),
+        reusable: paid.session.reusable,
+        method: paid.method,
+        rail: paid.rail,
+        payer,
+        // Only to the payer's own account, as the public id (api/gateway/http/payer-agent.ts).
+        ...(await ownAgentId(context, payer, paid.agentId)),
+        network,
+      },
+      { sealed: true },
+    );
+    return { kind: "paid", txHash: paid.txHash, answer: { response: answer, final: true } };
+  } catch (error) {
+    if (!(error instanceof MppPaymentError)) throw error;
+    if (error.reason === "settlement_pending") {
+      const answer = json(202, { success: false, pending: true, reason: error.reason, detail: error.message });
+      return { kind: "pending", answer: { response: answer, final: false } };
+    }
+    // A reused nonce is someone else's claim (or this one's replay): its reservation is not ours to free.
+    const releases = error.reason !== "nonce_reused";
+    return {
+      kind: "refused",
+      releases,
+      answer: { response: json(200, { success: false, reason: error.reason, detail: error.message }), final: true },
+    };
+  }
+}
+
+async function redeemRoute(context: RouteContext): Promise<RouteResponse> {
+  const body = objectBody(context.body, ["token", "endpoint", "amount", "payTo", "serviceOrigin"], []);
+  const { service, serviceOrigin } = serviceOf(context, body);
+  const token = stringField(body.token, "token", 128);
+  if (!isSessionTokenShape(token)) throw badRequest("token", "is not an MPP session token");
+  const endpoint = stringField(body.endpoint, "endpoint");
+  let endpointUrl: URL;
+  try {
+    endpointUrl = new URL(endpoint);
+  } catch {
+    throw badRequest("endpoint", "must be an absolute http(s) URL");
+  }
+  if (endpointUrl.origin !== serviceOrigin) throw badRequest("endpoint", `must be on the service's origin ${serviceOrigin}`);
+  const amount = parseMoney(plainJson(body.amount), "amount", (field, detail) => {
+    throw badRequest(field, detail);
+  });
+  // A charge is an external effect; each request is one use of the session (a keyed retry replays
+  // its first answer sealed, and a use left pending resolves as a new use: see docs/rest.md).
+  return runExternalEffect(context.store, context.idempotency, async () => {
+    try {
+      const use = await service.useSession(token, { endpoint: endpointUrl.toString(), amountUnits: amount.units });
+      const answer = json(
+        200,
+        {
+          success: true,
+          txHash: use.txHash,
+          sessionId: use.sessionId,
+          charged: use.charged,
+          token: use.token,
+          expiresAt: use.expiresAt.toISOString(),
+          refreshed: use.refreshed,
+          method: use.method,
+          rail: use.rail,
+          payer: use.payer,
+          amount: { value: formatDecimalUnits(use.amountUnits), currency: MPP_CURRENCY },
+          network: context.deps.network ?? null,
+        },
+        { sealed: true },
+      );
+      return { response: answer, final: true };
+    } catch (error) {
+      if (error instanceof MppPolicyError) {
+        const answer = json(200, {
+          success: false,
+          reason: error.reason,
+          detail: error.detail,
+          reasonCode: error.reasonCode,
+          errorClass: error.errorClass,
+        });
+        return { response: answer, final: true };
+      }
+      if (error instanceof MppPaymentError && error.reason === "settlement_pending") {
+        return { response: json(202, { success: false, pending: true, reason: error.reason, detail: error.message }), final: true };
+      }
+      if (error instanceof MppSessionError || error instanceof MppPaymentError) {
+        return { response: json(200, { success: false, reason: error.reason, detail: error.message }), final: true };
+      }
+      throw error;
+    }
+  });
+}
+
+export const mppRoutes: readonly Route[] = [
+  { method: "POST", path: "/v1/mpp/payments", handler: paymentsRoute },
+  { method: "POST", path: "/v1/mpp/sessions/redeem", handler: redeemRoute },
+];

@@ -1,0 +1,71 @@
+/**
+ * A sub-agent's invocation budget (spec 2.6, 4.7, 7 `BudgetExceededError`), checked by the gateway
+ * under the agent's reservation lock (`ReserveOptions.check`) both when it authorizes a payment
+ * (`POST /v1/agents/{id}/payments/authorize`) and when it admits an MPP session charge
+ * (api/gateway/mpp/charge-policy.ts). A refusal is recorded like a policy rejection (`asRejection`).
+ */
+import { formatUsdc } from "../../shared/policy/amounts.js";
+import type { PolicyAllowed, PolicyRejected, ReasonCode } from "../../shared/policy/engine.js";
+import { type Db, type ReservationRefusal, unitsUnderParent } from "../../shared/policy/store.js";
+
+/** Reason code of a sub-agent payment over its invocation's remaining budget. */
+export const INVOCATION_BUDGET_EXCEEDED = "invocation_budget_exceeded";
+
+/** What the chain holds of an invocation: its budget and what the program counted spent under it. */
+export interface InvocationBudget {
+  readonly budgetUnits: bigint;
+  readonly spentUnits: bigint;
+}
+
+/**
+ * The invocation's budget against what is spent under it plus the agent's open reservations under
+ * it plus this payment; null when it fits. Spent is the larger of the on-chain spend and the
+ * agent's settled reservations under the parent (a payment settled without the invocation account,
+ * by a settler that does not pass it, still counts). The reservations are read before the chain
+ * (`readInvocation` runs after them): a payment settling in between is then counted twice (a
+ * refusal on the safe side), never missed.
+ */
+export async function invocationBudgetRefusal(
+  db: Db,
+  input: {
+    readonly agentId: string;
+    readonly parentTxHash: string;
+    readonly amountUnits: bigint;
+    readonly readInvocation: () => Promise<InvocationBudget>;
+  },
+): Promise<ReservationRefusal | null> {
+  const { reservedUnits, settledUnits } = await unitsUnderParent(db, input.agentId, input.parentTxHash);
+  const { budgetUnits, spentUnits } = await input.readInvocation();
+  const spent = spentUnits > settledUnits ? spentUnits : settledUnits;
+  const committed = spent + reservedUnits;
+  if (committed + input.amountUnits <= budgetUnits) return null;
+  const remaining = budgetUnits > committed ? budgetUnits - committed : 0n;
+  const requested = formatUsdc(input.amountUnits);
+  const limit = formatUsdc(remaining);
+  return {
+    reasonCode: INVOCATION_BUDGET_EXCEEDED,
+    reason: `${INVOCATION_BUDGET_EXCEEDED}: requested ${requested} usdc, limit is ${limit} usdc`,
+    requested,
+    limit,
+    unit: "usdc",
+  };
+}
+
+/**
+ * A refusal beyond the policy engine (the policy allowed the payment) as a rejection, so it is
+ * recorded like one (spec 3): status rejected, `policy.violation`, alerts.
+ */
+export function asRejection(decision: PolicyAllowed, refusal: ReservationRefusal): PolicyRejected {
+  return {
+    ...decision,
+    decision: "reject",
+    // Beyond the policy engine's own codes; the events and the listing take any code.
+    reasonCode: refusal.reasonCode as ReasonCode,
+    reason: refusal.reason,
+    errorClass: "PolicyViolationError",
+    requested: refusal.requested,
+    limit: refusal.limit,
+    unit: refusal.unit,
+    warnings: [],
+  };
+}

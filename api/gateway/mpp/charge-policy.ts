@@ -1,0 +1,126 @@
+/**
+ * The spend policy on MPP session charges (issue: "policy check on MPP session charges"). A charge
+ * on an established session carries no fresh signature of the agent, so the gateway admits each
+ * one here, inside the transaction that claims the charge row (api/gateway/mpp/sessions.ts):
+ *
+ * - allowed: the amount is reserved (`reserveInTransaction`, the agent's advisory lock) with the
+ *   `budget.warning` / alert events, and the reservation is linked to the charge row as
+ *   `mpp-charge:<id>`; after the charge it is settled with the ledger transaction, or released
+ *   when the charge definitely failed.
+ * - refused: the rejection is recorded (status `rejected`, spec 7 reason text) with its
+ *   `policy.violation` event, committed, and no charge row exists; no money moves (spec 7 rule 3).
+ *
+ * The first call of a session is never charged here: the submission that established it was
+ * reserved when the gateway authorized it.
+ *
+ * A session established under a sub-agent's invocation (`SessionCharge.parentTxHash`) is also held
+ * to the invocation's remaining budget, checked under the agent's reservation lock exactly as
+ * `POST /v1/agents/{id}/payments/authorize` checks it: the budget on-chain against the larger of
+ * the on-chain spend and the agent's settled reservations under the parent, plus its open
+ * reservations under the parent, plus this charge. A breach is recorded rejected with the reason
+ * code `invocation_budget_exceeded` and the spec 7 text, and refused as `budget_exceeded`
+ * (`BudgetExceededError`); the charge's reservation carries the parent so later checks count it.
+ * Without an invocation reader the check is skipped and only the program's own cap applies.
+ *
+ * An archived agent (api/gateway/agent-archive.ts) is not charged: its row is read under a share lock, so a
+ * concurrent archive either sees this charge's reservation or commits first and refuses it.
+ */
+import { PublicKey } from "@solana/web3.js";
+import type pg from "pg";
+import { lockAgentArchivedAt } from "../agent-archive.js";
+import { publicAgentId } from "../../shared/agent-ids.js";
+import { emitPaymentEvents } from "../events/gateway.js";
+import { asRejection, invocationAddress, invocationBudgetRefusal, type Invocations } from "../invocations/index.js";
+import {
+  landLinkedReservation,
+  linkReservation,
+  mppChargeRef,
+  releaseLinkedReservation,
+  type ReservationRefusal,
+  type ReserveOptions,
+  reserveInTransaction,
+} from "../../shared/policy/store.js";
+import { recordRefusedPayment } from "../rejections.js";
+import type { ChargeAdmission, SessionCharge, SessionChargePolicy } from "./sessions.js";
+
+/** Reads invocation accounts from the chain (api/gateway/settlement's `Settlement` is one). */
+export type InvocationReader = Pick<Invocations, "invocationState">;
+
+export class SpendPolicyChargeGate implements SessionChargePolicy {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly clock: () => Date = () => new Date(),
+    /** Reads the invocation budget of sessions under a parent; without it only the program caps them. */
+    private readonly invocations?: InvocationReader,
+  ) {}
+
+  async admit(client: pg.PoolClient, charge: SessionCharge): Promise<ChargeAdmission> {
+    const archivedAt = await lockAgentArchivedAt(client, charge.agentId);
+    if (archivedAt !== null) {
+      return {
+        admitted: false,
+        reasonCode: "agent_archived",
+        reason: `agent ${publicAgentId(charge.agentId)} is archived; it can no longer pay`,
+        errorClass: "PolicyViolationError",
+      };
+    }
+    const at = this.clock();
+    const request = { endpoint: charge.endpoint, amountUnits: charge.amountUnits, protocol: "mpp", offeredProtocols: ["mpp"] } as const;
+    const reader = this.invocations;
+    const parent = charge.parentTxHash;
+    const options: ReserveOptions =
+      parent === null || reader === undefined ? {} : { check: (locked) => invocationBudgetCheck(locked, reader, charge, parent) };
+    const { decision, reservationId, refusal } = await reserveInTransaction(client, charge.agentId, request, at, options);
+    const refused = { agentId: charge.agentId, amountUnits: charge.amountUnits, endpoint: charge.endpoint, protocol: "mpp", at } as const;
+    if (refusal != null && decision.decision === "allow") {
+      await recordRefusedPayment(client, { ...refused, rejected: asRejection(decision, refusal) });
+      return {
+        admitted: false,
+        reasonCode: refusal.reasonCode,
+        reason: refusal.reason,
+        errorClass: "BudgetExceededError",
+        failure: "budget_exceeded",
+      };
+    }
+    if (decision.decision === "reject") {
+      await recordRefusedPayment(client, { ...refused, rejected: decision });
+      return { admitted: false, reasonCode: decision.reasonCode, reason: decision.reason, errorClass: decision.errorClass };
+    }
+    await emitPaymentEvents(client, { agentId: charge.agentId, decision, at });
+    return { admitted: true, reservationId };
+  }
+
+  async link(client: pg.PoolClient, reservationId: string, chargeId: string, parentTxHash: string | null): Promise<void> {
+    // Claimed at once: the charge settles right after this transaction, so it can never be released under it.
+    await linkReservation(client, reservationId, { paymentRef: mppChargeRef(chargeId), parentTxHash, claimedAt: new Date() });
+  }
+
+  async settled(chargeId: string, txHash: string): Promise<void> {
+    await landLinkedReservation(this.pool, mppChargeRef(chargeId), txHash);
+  }
+
+  async released(chargeId: string): Promise<void> {
+    await releaseLinkedReservation(this.pool, mppChargeRef(chargeId));
+  }
+}
+
+/**
+ * Under the agent's reservation lock (`invocationBudgetRefusal`). An invocation that does not exist
+ * (or is another sub-agent's) has nothing left.
+ */
+function invocationBudgetCheck(
+  client: pg.ClientBase,
+  reader: InvocationReader,
+  charge: SessionCharge,
+  parentTxHash: string,
+): Promise<ReservationRefusal | null> {
+  return invocationBudgetRefusal(client, {
+    agentId: charge.agentId,
+    parentTxHash,
+    amountUnits: charge.amountUnits,
+    readInvocation: async () => {
+      const state = await reader.invocationState(new PublicKey(invocationAddress(parentTxHash, charge.payer)));
+      return state !== null && state.subAgent === charge.payer ? state : { budgetUnits: 0n, spentUnits: 0n };
+    },
+  });
+}

@@ -1,0 +1,347 @@
+/**
+ * MPP sessions on the service side, per agent per service (spec 4.4 step 5, docs/protocols.md):
+ * issuing them, redeeming `X-MPP-Session` tokens, charging on them and refreshing them.
+ *
+ * - Issued on every confirmed submission, with the submission's payment as its one prepaid call;
+ *   `reusable` only when the service's request said `sessionSupported`.
+ * - Redeeming a token first consumes a prepaid call; afterwards each use charges the session's
+ *   per-call price (at most the price agreed at establishment) on its rail, with no negotiation.
+ * - Refresh: a use within `refreshBeforeSeconds` of expiry issues one successor token (fresh
+ *   `sessionTtlSeconds`, same terms); the old token stays valid until its own expiry, so requests
+ *   in flight never break. An expired or unknown token is an `MppSessionError`; the service then
+ *   answers 402 and the client negotiates a new session.
+ *
+ * Session charges and the spend policy: a charge made on a session carries no fresh signature of
+ * the agent, so the gateway's `SessionChargePolicy` (api/gateway/mpp/charge-policy.ts) admits each one: in
+ * the one Postgres transaction that claims the charge row it reserves the amount within the
+ * agent's policy and links the reservation to the row, or records the refusal (then no row is
+ * claimed and no money moves). After the charge the reservation is settled with its transaction,
+ * released on a definite failure, and left open while the outcome is pending.
+ *
+ * A token is bound to its service: its origin and its payee. Redeeming it for another origin or
+ * another receiving wallet finds no session (`session_unknown`).
+ *
+ * Sub-agents: a session keeps the parent its establishing submission settled under
+ * (`mpp_sessions.parent_tx_hash`, inherited by refreshed successors): every charge on it settles
+ * under the same invocation and passes the invocation budget in the charge policy. A session is
+ * therefore only ever charged under the invocation it was established under.
+ */
+import type pg from "pg";
+import { withTransaction } from "../../../indexer/db/database.js";
+import { invocationOf } from "../invocations/address.js";
+import { mppChargeRef } from "../../shared/policy/store.js";
+import type { SettleResult } from "../x402/settler.js";
+import { MppPaymentError, MppPolicyError, type MppPolicyFailure, MppSessionError } from "./errors.js";
+import type { RailSettlement } from "./rail-settlement.js";
+import type { MppRail } from "./rails.js";
+import { newSessionToken, sessionTokenHash } from "./session-token.js";
+
+export const DEFAULT_SESSION_TTL_SECONDS = 3_600;
+export const DEFAULT_REFRESH_BEFORE_SECONDS = 300;
+
+/** A charge about to be made on a session without the agent's per-call signature: the policy gate. */
+export interface SessionCharge {
+  readonly agentId: string;
+  /** The agent wallet the session pays from. */
+  readonly payer: string;
+  /** The invoking transaction when the session belongs to a sub-agent's invocation, else null. */
+  readonly parentTxHash: string | null;
+  readonly amountUnits: bigint;
+  readonly endpoint: string;
+  readonly rail: MppRail;
+  readonly sessionId: string;
+}
+
+/** The policy's answer to a session charge. A refusal's records (rejection, events) commit. */
+export type ChargeAdmission =
+  | { readonly admitted: true; readonly reservationId: string | null }
+  | {
+      readonly admitted: false;
+      readonly reasonCode: string;
+      readonly reason: string;
+      readonly errorClass: string;
+      /** The redeem answer's `reason`: `policy_violation` (the default) or `budget_exceeded` (the invocation's budget). */
+      readonly failure?: MppPolicyFailure;
+    };
+
+/** The gate every session charge passes (the gateway wires the spend policy here). */
+export interface SessionChargePolicy {
+  /** In the transaction that claims the charge: reserve within the policy, or refuse. */
+  admit(client: pg.PoolClient, charge: SessionCharge): Promise<ChargeAdmission>;
+  /** Same transaction, once the charge row exists: tie the reservation to it (and to the charge's parent). */
+  link(client: pg.PoolClient, reservationId: string, chargeId: string, parentTxHash: string | null): Promise<void>;
+  /** The charge landed on the ledger with `txHash`. */
+  settled(chargeId: string, txHash: string): Promise<void>;
+  /** The charge definitely did not happen. */
+  released(chargeId: string): Promise<void>;
+}
+
+export interface IssuedSession {
+  /** The clear token: send it in `X-MPP-Session`; it is not stored anywhere. */
+  readonly token: string;
+  readonly sessionId: string;
+  readonly expiresAt: Date;
+  readonly reusable: boolean;
+}
+
+export interface SessionUse {
+  readonly sessionId: string;
+  /** The agent wallet paying through the session, and the method it was established with. */
+  readonly payer: string;
+  readonly method: string;
+  /** false: the call was paid by the establishing submission (its `txHash`). */
+  readonly charged: boolean;
+  readonly txHash: string;
+  readonly rail: MppRail;
+  readonly amountUnits: bigint;
+  /** The token the client keeps: a refreshed successor, or the one it sent. */
+  readonly token: string;
+  readonly refreshed: boolean;
+  readonly expiresAt: Date;
+}
+
+/** What a new session row holds besides its token and times. */
+export interface SessionTerms {
+  readonly agentId: string;
+  readonly payer: string;
+  readonly method: string;
+  readonly rail: MppRail;
+  readonly amountUnits: bigint;
+  readonly prepaidCalls: number;
+  readonly reusable: boolean;
+  readonly establishedBy: string | null;
+  readonly refreshedFrom: string | null;
+  readonly parentTxHash: string | null;
+}
+
+interface SessionRow {
+  id: string;
+  agent_id: string;
+  payer: string;
+  method: string;
+  rail: MppRail;
+  amount_units: string;
+  reusable: boolean;
+  expires_at: Date;
+  refreshed_at: Date | null;
+  revoked_at: Date | null;
+  established_by: string | null;
+  parent_tx_hash: string | null;
+  prepaid_calls: number;
+}
+
+export interface MppSessionsDeps {
+  readonly pool: pg.Pool;
+  /** The service the sessions belong to: its origin and the wallet it is paid to. */
+  readonly serviceOrigin: string;
+  readonly payee: string;
+  readonly ttlSeconds: number;
+  readonly refreshBeforeSeconds: number;
+  readonly clock: () => Date;
+  readonly chargePolicy: SessionChargePolicy | undefined;
+  /** Settles session charges on the session's rail. */
+  readonly rails: RailSettlement;
+}
+
+/** One service's sessions (`MppService` holds one). */
+export class MppSessions {
+  constructor(private readonly deps: MppSessionsDeps) {}
+
+  /** A new session row with a fresh token; the clear token is returned once and never stored. */
+  async issue(terms: SessionTerms): Promise<IssuedSession> {
+    const token = newSessionToken();
+    const now = this.deps.clock();
+    const expiresAt = new Date(now.getTime() + this.deps.ttlSeconds * 1000);
+    const { rows } = await this.deps.pool.query<{ id: string }>(
+      `INSERT INTO mpp_sessions (agent_id, payer, service_origin, token_sha256, method, rail, amount_units, prepaid_calls,
+                                 reusable, established_by, refreshed_from, created_at, expires_at, parent_tx_hash)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id`,
+      [
+        terms.agentId,
+        terms.payer,
+        this.deps.serviceOrigin,
+        sessionTokenHash(token),
+        terms.method,
+        terms.rail,
+        terms.amountUnits.toString(),
+        terms.prepaidCalls,
+        terms.reusable,
+        terms.establishedBy,
+        terms.refreshedFrom,
+        now,
+        expiresAt,
+        terms.parentTxHash,
+      ],
+    );
+    return { token, sessionId: rows[0]!.id, expiresAt, reusable: terms.reusable };
+  }
+
+  /**
+   * Revokes the sessions a submission opened and says how many prepaid calls they had left: 1 when
+   * it never opened one (the payment's one prepaid call), else what is left (revoked ones included).
+   */
+  async revokeEstablishedBy(paymentId: string): Promise<number> {
+    const revoked = await this.deps.pool.query<{ prepaid_calls: number }>(
+      "UPDATE mpp_sessions SET revoked_at = $2 WHERE established_by = $1 AND revoked_at IS NULL RETURNING prepaid_calls",
+      [paymentId, this.deps.clock()],
+    );
+    const opened = await this.deps.pool.query("SELECT 1 FROM mpp_sessions WHERE established_by = $1", [paymentId]);
+    return (opened.rowCount ?? 0) === 0
+      ? 1
+      : Math.min(
+          1,
+          revoked.rows.reduce((sum, r) => sum + r.prepaid_calls, 0),
+        );
+  }
+
+  /**
+   * Spec 4.4 step 5: a request carrying `X-MPP-Session`. Pays the call (prepaid, or a new charge
+   * on the session's rail), refreshes the token when it is close to expiry, and says which token
+   * the answer must carry. Throws `MppSessionError` for unknown, expired or exhausted tokens.
+   */
+  async use(token: string, call: { endpoint: string; amountUnits: bigint }): Promise<SessionUse> {
+    const now = this.deps.clock();
+    const { rows } = await this.deps.pool.query<SessionRow>(
+      `SELECT s.id, s.agent_id, s.payer, s.method, s.rail, s.amount_units, s.reusable, s.expires_at, s.refreshed_at, s.revoked_at,
+              s.established_by, s.parent_tx_hash, s.prepaid_calls
+       FROM mpp_sessions s JOIN mpp_payments p ON p.id = s.established_by
+       WHERE s.token_sha256 = $1 AND s.service_origin = $2 AND p.payee = $3`,
+      [sessionTokenHash(token), this.deps.serviceOrigin, this.deps.payee],
+    );
+    const session = rows[0];
+    if (session === undefined || session.revoked_at !== null)
+      throw new MppSessionError("session_unknown", "no such session for this service");
+    if (session.expires_at.getTime() <= now.getTime()) {
+      throw new MppSessionError("session_expired", `expired at ${session.expires_at.toISOString()}`);
+    }
+    const priceUnits = BigInt(session.amount_units);
+    if (call.amountUnits > priceUnits) {
+      throw new MppSessionError("session_amount_exceeded", `call costs ${call.amountUnits}, session price is ${priceUnits} base units`);
+    }
+    if (new URL(call.endpoint).origin !== this.deps.serviceOrigin)
+      throw new RangeError(`${call.endpoint} is not on ${this.deps.serviceOrigin}`);
+
+    const paid = await this.redeemOrCharge(session, call, now);
+    const refreshed = await this.refreshIfDue(session, now);
+    return {
+      sessionId: refreshed?.sessionId ?? session.id,
+      payer: session.payer,
+      method: session.method,
+      charged: paid.charged,
+      txHash: paid.txHash,
+      rail: session.rail,
+      amountUnits: paid.amountUnits,
+      token: refreshed?.token ?? token,
+      refreshed: refreshed !== null,
+      expiresAt: refreshed?.expiresAt ?? session.expires_at,
+    };
+  }
+
+  private async redeemOrCharge(
+    session: SessionRow,
+    call: { endpoint: string; amountUnits: bigint },
+    now: Date,
+  ): Promise<{ charged: boolean; txHash: string; amountUnits: bigint }> {
+    // A session's prepaid calls only ever go down: one read as 0 stays 0, and the redeeming UPDATE
+    // (a round trip on every charged call) is needed only while some were left.
+    const prepaid =
+      session.prepaid_calls <= 0
+        ? null
+        : await this.deps.pool.query<{ tx_hash: string; amount_units: string }>(
+            `UPDATE mpp_sessions s SET prepaid_calls = prepaid_calls - 1
+             FROM mpp_payments p
+             WHERE s.id = $1 AND s.prepaid_calls > 0 AND s.expires_at > $2 AND p.id = s.established_by
+             RETURNING p.tx_hash, p.amount_units`,
+            [session.id, now],
+          );
+    const redeemed = prepaid?.rows[0];
+    if (redeemed !== undefined) return { charged: false, txHash: redeemed.tx_hash, amountUnits: BigInt(redeemed.amount_units) };
+    if (!session.reusable) throw new MppSessionError("session_exhausted", "single-use token already redeemed");
+
+    const id = await this.claimCharge(session, call);
+    const policy = this.deps.chargePolicy;
+    let settled: { result: SettleResult };
+    try {
+      settled = await this.deps.rails.settleOnRail({
+        id,
+        paymentRef: mppChargeRef(id),
+        agentId: session.agent_id,
+        rail: session.rail,
+        amountUnits: call.amountUnits,
+        endpoint: call.endpoint,
+        // A session established under an invocation pays only under that invocation.
+        invocation: invocationOf(session.parent_tx_hash, session.payer),
+      });
+    } catch (error) {
+      // Pending: the charge may still land, so its reservation keeps counting until reconciled.
+      if (policy !== undefined && !(error instanceof MppPaymentError && error.reason === "settlement_pending")) await policy.released(id);
+      throw error;
+    }
+    await policy?.settled(id, settled.result.txHash);
+    return { charged: true, txHash: settled.result.txHash, amountUnits: call.amountUnits };
+  }
+
+  /** The policy's admission and the charge row in one transaction; a refusal claims nothing. */
+  private async claimCharge(session: SessionRow, call: { endpoint: string; amountUnits: bigint }): Promise<string> {
+    const policy = this.deps.chargePolicy;
+    const charge: SessionCharge = {
+      agentId: session.agent_id,
+      payer: session.payer,
+      parentTxHash: session.parent_tx_hash,
+      amountUnits: call.amountUnits,
+      endpoint: call.endpoint,
+      rail: session.rail,
+      sessionId: session.id,
+    };
+    const claimed = await withTransaction(this.deps.pool, async (client) => {
+      const admission: ChargeAdmission =
+        policy === undefined ? { admitted: true, reservationId: null } : await policy.admit(client, charge);
+      if (!admission.admitted) return admission;
+      const { rows } = await client.query<{ id: string }>(
+        `INSERT INTO mpp_payments (kind, agent_id, payer, session_id, service_origin, endpoint, payee, method, rail, amount_units,
+                                   parent_tx_hash)
+         VALUES ('session_charge', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
+        [
+          session.agent_id,
+          session.payer,
+          session.id,
+          this.deps.serviceOrigin,
+          call.endpoint,
+          this.deps.payee,
+          session.method,
+          session.rail,
+          call.amountUnits.toString(),
+          session.parent_tx_hash,
+        ],
+      );
+      const id = rows[0]!.id;
+      if (admission.reservationId !== null) await policy!.link(client, admission.reservationId, id, session.parent_tx_hash);
+      return { admitted: true as const, id };
+    });
+    if (!claimed.admitted) throw new MppPolicyError(claimed.reasonCode, claimed.reason, claimed.errorClass, claimed.failure);
+    return claimed.id;
+  }
+
+  /** One successor per session, issued by whichever use first lands in the refresh window. */
+  private async refreshIfDue(session: SessionRow, now: Date): Promise<IssuedSession | null> {
+    if (!session.reusable || session.refreshed_at !== null) return null;
+    if (session.expires_at.getTime() - now.getTime() > this.deps.refreshBeforeSeconds * 1000) return null;
+    const won = await this.deps.pool.query("UPDATE mpp_sessions SET refreshed_at = $2 WHERE id = $1 AND refreshed_at IS NULL", [
+      session.id,
+      now,
+    ]);
+    if (won.rowCount !== 1) return null;
+    return this.issue({
+      agentId: session.agent_id,
+      payer: session.payer,
+      method: session.method,
+      rail: session.rail,
+      amountUnits: BigInt(session.amount_units),
+      prepaidCalls: 0,
+      reusable: true,
+      establishedBy: session.established_by,
+      refreshedFrom: session.id,
+      parentTxHash: session.parent_tx_hash,
+    });
+  }
+}

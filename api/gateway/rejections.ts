@@ -1,0 +1,73 @@
+/**
+ * Rejected payments (spec 3: "transaction with status rejected"): written by the gateway when a
+ * policy refuses a payment, read by the transactions listing and the policy_violations metric.
+ */
+import type pg from "pg";
+import type { Db } from "../../indexer/db/database.js";
+import { emitRejectionEvents } from "./events/gateway.js";
+import type { PolicyRejected } from "../shared/policy/engine.js";
+
+export interface Rejection {
+  readonly agentId: string;
+  readonly amountUnits: bigint;
+  /** Host and path without scheme. */
+  readonly endpoint: string;
+  readonly domain: string;
+  readonly protocol: "x402" | "mpp" | null;
+  /** e.g. per_call_limit_exceeded. */
+  readonly reasonCode: string;
+  readonly reason: string;
+  /** Defaults to the database's now(). */
+  readonly at?: Date;
+}
+
+export async function recordRejection(pool: Db, rejection: Rejection): Promise<string> {
+  const result = await pool.query<{ id: string }>(
+    `INSERT INTO payment_rejections (agent_id, amount_units, endpoint, domain, protocol, reason_code, reason, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now())) RETURNING id`,
+    [
+      rejection.agentId,
+      rejection.amountUnits.toString(),
+      rejection.endpoint,
+      rejection.domain,
+      rejection.protocol,
+      rejection.reasonCode,
+      rejection.reason,
+      rejection.at ?? null,
+    ],
+  );
+  return result.rows[0]!.id;
+}
+
+/**
+ * A payment the gateway refused, recorded (status rejected) with its `policy.violation` event and
+ * alerts, in the caller's transaction; answers the rejection's id.
+ */
+export async function recordRefusedPayment(
+  client: pg.ClientBase,
+  input: { agentId: string; amountUnits: bigint; endpoint: string; protocol: "x402" | "mpp"; rejected: PolicyRejected; at: Date },
+): Promise<string> {
+  const { agentId, rejected, endpoint, at } = input;
+  const rejectionId = await recordRejection(client, {
+    agentId,
+    amountUnits: input.amountUnits,
+    endpoint: printable(endpoint),
+    domain: rejected.domain,
+    protocol: input.protocol,
+    reasonCode: rejected.reasonCode,
+    reason: rejected.reason,
+    at,
+  });
+  await emitRejectionEvents(client, { agentId, decision: rejected, endpoint, at });
+  return rejectionId;
+}
+
+/** Host and path without scheme, as spec 2.2 prints endpoints. */
+function printable(endpoint: string): string {
+  try {
+    const url = new URL(endpoint);
+    return `${url.host}${url.pathname}`;
+  } catch {
+    return endpoint;
+  }
+}

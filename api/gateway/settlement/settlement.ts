@@ -1,0 +1,297 @@
+/**
+ * Settlement: the one call every protocol (x402, MPP) and rail uses to put a payment on the
+ * ledger. One `record_payment` per payment, co-signed by the service authority; on the
+ * stablecoin rail without a settlement reference the program itself moves the tokens in the same
+ * instruction (atomic transfer + record); card/other rails and third-party settlements are
+ * recorded without a transfer.
+ *
+ * Crash safety (a crash at any point loses or duplicates nothing):
+ *   1. checks that need the chain (balance, invocation budget; read together with a shared
+ *      recent blockhash) — nothing written yet;
+ *   2. one Postgres transaction: allocate the agent's next payment id, store the endpoint text by
+ *      hash, build and sign the transaction locally (its signature is now known), insert the
+ *      `settlements` row as `pending` with signature, signed bytes and last valid block height;
+ *   3. send; 4. mark `confirmed` (with slot) or `failed`.
+ * A crash before 2 commits leaves nothing; after, a pending row whose signature
+ * `reconcilePending` looks up: found → confirmed/failed, absent after its blockhash expired →
+ * failed (it can never land, and nothing moved). Ids are never reused, so a retry is a new id:
+ * the program's replay window refuses the same id twice, and a pending row is never re-signed.
+ *
+ * This file is the settle path. Its neighbours: `settle-input.ts` (the request checked before
+ * anything is read), `store.ts` (the `settlements` rows), `reconciliation.ts` (resolving pending
+ * rows), `payee.ts` (who may be paid); invocations are api/gateway/invocations, which `Settlement` exposes
+ * (`openInvocation`, `invocationState`) because it holds the ledger and the wallets they need.
+ */
+import { createAssociatedTokenAccountIdempotentInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
+import { type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
+import bs58 from "bs58";
+import type pg from "pg";
+import { associatedTransferAccounts, recordPaymentInstruction } from "../../../programs/payment_ledger/ts/index.js";
+import { withTransaction } from "../../../indexer/db/database.js";
+import { publicAgentId } from "../../shared/agent-ids.js";
+import { type InvocationState, LedgerInvocations, type OpenedInvocation, type OpenInvocationInput } from "../invocations/ledger.js";
+import { BudgetExceededError, InsufficientFundsError, PaymentError, PaymentPendingError } from "../wallets/errors.js";
+import {
+  COMMITMENT,
+  parseAddress,
+  recentBlockhash,
+  type SettlementLedger,
+  type SignedTransaction,
+  signTransaction,
+  submit,
+  tokenBalanceUnits,
+} from "../wallets/ledger.js";
+import type { AgentWallets } from "../wallets/wallets.js";
+import type { Settler, SettleResult } from "../x402/settler.js";
+import { failureText, ledgerRefusal, refusalError, submitFailure } from "./ledger-errors.js";
+import { checkPayee, checkPayeeAccounts, DEFAULT_PAYEE_ACCOUNT_QUOTA, PayeeRefusedError } from "./payee.js";
+import { type ReconcileReport, reconcilePendingSettlements } from "./reconciliation.js";
+import { type ParsedInput, parseInput, type SettlePaymentInput } from "./settle-input.js";
+import { findSettlement, markSettlement, type SettlementRecord } from "./store.js";
+
+// The settle path's public API, from the files it was split into, so callers keep one import.
+export type { InvocationState, OpenedInvocation, OpenInvocationInput } from "../invocations/ledger.js";
+export type { ReconcileReport } from "./reconciliation.js";
+export type { SettlePaymentInput } from "./settle-input.js";
+export type { SettlementRecord } from "./store.js";
+
+export type SettlementResult = SettleResult;
+
+/** A settlement committed as `pending` and signed, not yet sent. */
+export interface PreparedSettlement {
+  readonly input: SettlePaymentInput;
+  readonly paymentId: bigint;
+  readonly signed: SignedTransaction;
+}
+
+export interface SettlementDeps {
+  readonly pool: pg.Pool;
+  readonly wallets: AgentWallets;
+  readonly ledger: SettlementLedger;
+  /**
+   * New payee token accounts the authority pays rent for, per paying account in any 24 hours
+   * (api/gateway/settlement/payee.ts); `DEFAULT_PAYEE_ACCOUNT_QUOTA` when absent.
+   */
+  readonly payeeAccountQuota?: number;
+}
+
+/** Implements the protocol layer's `Settler` (api/gateway/x402/settler.ts) for x402 and MPP. */
+export class Settlement implements Settler {
+  /** Payees whose token account is known to exist: no create instruction for them. */
+  readonly #payeeAccounts = new Set<string>();
+  readonly #invocations: LedgerInvocations;
+
+  constructor(private readonly deps: SettlementDeps) {
+    this.#invocations = new LedgerInvocations(deps);
+  }
+
+  /** Records (and on the atomic rail, moves) one payment; resolves once it is confirmed. */
+  async settlePayment(input: SettlePaymentInput, signal?: AbortSignal): Promise<SettlementResult> {
+    const prepared = await this.prepareSettlement(input);
+    return this.completeSettlement(prepared, signal);
+  }
+
+  /**
+   * Steps 1-2: checks, then allocates the payment id and commits the signed transaction as a
+   * pending settlement. Sends nothing.
+   */
+  async prepareSettlement(input: SettlePaymentInput): Promise<PreparedSettlement> {
+    const parsed = parseInput(input);
+    const { wallets, ledger, pool } = this.deps;
+    // Payee rule 1 (payee.ts): a wallet key, not the mint, a program or a PDA. Before any read.
+    checkPayee(parsed.payee.toBase58(), [ledger.mint]);
+    const payer = await wallets.keypair(input.agentId);
+    // The chain reads are independent: made together, and the blockhash is a shared recent one
+    // (api/gateway/wallets/ledger.ts `recentBlockhash`; the row keeps its last valid block height).
+    const [balanceUnits, invocation, blockhash, payeeCheck] = await Promise.all([
+      parsed.atomic ? tokenBalanceUnits(ledger, payer.publicKey) : null,
+      parsed.invocation === null ? null : this.invocationState(parsed.invocation),
+      recentBlockhash(ledger),
+      // Rule 2, when tokens move to a payee not yet known to be creditable.
+      parsed.atomic && !this.#payeeAccounts.has(parsed.payee.toBase58()) ? this.#payeeAccountsCheck(parsed.payee) : null,
+    ]);
+    const createPayeeAccount = payeeCheck?.createTokenAccount ?? false;
+    if (balanceUnits !== null && input.amountUnits > balanceUnits) {
+      throw new InsufficientFundsError(input.agentId, input.amountUnits, balanceUnits);
+    }
+    if (parsed.invocation !== null) {
+      const state = invocation;
+      if (state === null) throw new PaymentError(`invocation ${parsed.invocation.toBase58()} does not exist`);
+      if (state.subAgent !== payer.publicKey.toBase58()) {
+        throw new PaymentError(`invocation ${parsed.invocation.toBase58()} belongs to another sub-agent`, {
+          ledgerError: "InvocationPayerMismatch",
+        });
+      }
+      if (state.spentUnits + input.amountUnits > state.budgetUnits) {
+        throw new BudgetExceededError(parsed.invocation.toBase58(), input.amountUnits, state.budgetUnits, state.spentUnits);
+      }
+    }
+
+    // One transaction, so that an id is allocated only together with its pending row (ids stay
+    // contiguous across a crash); four round trips: BEGIN, the allocation (and the endpoint row)
+    // in one statement, the pending row, COMMIT. Values are always bound parameters. The allocation's row lock serializes the
+    // agent's settlements for the few milliseconds of signing.
+    const hashHex = Buffer.from(parsed.endpointHash).toString("hex");
+    return withTransaction(pool, async (client) => {
+      const { rows } = await client.query<{ payment_id: string }>(
+        `WITH endpoint AS (
+           INSERT INTO endpoints (endpoint_hash, endpoint, domain) VALUES ($1, $2, $3) ON CONFLICT (endpoint_hash) DO NOTHING
+         )
+         UPDATE agent_wallets SET next_payment_id = next_payment_id + 1
+         WHERE agent_id = $4 RETURNING next_payment_id - 1 AS payment_id`,
+        [hashHex, parsed.endpoint, parsed.domain, input.agentId],
+      );
+      const row = rows[0];
+      if (row === undefined) throw new PaymentError(`agent ${publicAgentId(input.agentId)} has no wallet`);
+      if (createPayeeAccount) await this.#claimPayeeAccountQuota(client, input.agentId, parsed.payee.toBase58());
+      const paymentId = BigInt(row.payment_id);
+      const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId, createPayeeAccount);
+      const signed = signTransaction(ledger, new Transaction().add(...instructions), blockhash, [payer]);
+      await client.query(
+        `INSERT INTO settlements (agent_id, payment_id, signature, payer, payee, amount_units, protocol, rail,
+           endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status, payment_ref,
+           payee_account_created)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14, $15)`,
+        [
+          input.agentId,
+          paymentId.toString(),
+          signed.signature,
+          payer.publicKey.toBase58(),
+          parsed.payee.toBase58(),
+          input.amountUnits.toString(),
+          input.protocol,
+          input.rail,
+          hashHex,
+          parsed.invocation?.toBase58() ?? null,
+          parsed.settlementReference === null ? null : bs58.encode(parsed.settlementReference),
+          signed.wire,
+          signed.lastValidBlockHeight,
+          input.paymentRef ?? null,
+          createPayeeAccount,
+        ],
+      );
+      return { input, paymentId, signed };
+    });
+  }
+
+  /** Steps 3-4: sends a prepared settlement and records its outcome. */
+  async completeSettlement(prepared: PreparedSettlement, signal?: AbortSignal): Promise<SettlementResult> {
+    const { signed, input } = prepared;
+    const result = await submit(this.deps.ledger, signed, signal);
+    if (result.status === "confirmed") {
+      // The chain is the truth: the payment happened even if this write fails (the reconciler
+      // marks the row later), so a database error here does not turn success into an error.
+      await markSettlement(this.deps.pool, signed.signature, "confirmed", null, result.slot).catch(() => undefined);
+      this.#payeeAccounts.add(input.payee);
+      return { txHash: signed.signature, slot: result.slot, paymentId: prepared.paymentId };
+    }
+    if (result.status === "pending") throw new PaymentPendingError(signed.signature);
+    const refusal = ledgerRefusal(submitFailure(result, signed));
+    await markSettlement(this.deps.pool, signed.signature, "failed", refusal?.name ?? failureText(result), null);
+    const invocation = input.invocation;
+    throw await refusalError(refusal, failureText(result), {
+      agentId: input.agentId,
+      amountUnits: input.amountUnits,
+      signature: signed.signature,
+      balance: () => this.deps.wallets.balance(input.agentId),
+      ...(invocation === undefined
+        ? {}
+        : {
+            invocation: {
+              address: invocation,
+              state: async () => (await this.invocationState(parseAddress(invocation))) ?? { budgetUnits: 0n, spentUnits: 0n },
+            },
+          }),
+    });
+  }
+
+  /**
+   * Opens the invocation of `agents.invoke` on-chain: the sub-agent's payments under it carry the
+   * parent link and cannot exceed `budgetUnits` in total (api/gateway/invocations/ledger.ts).
+   */
+  openInvocation(input: OpenInvocationInput, signal?: AbortSignal): Promise<OpenedInvocation> {
+    return this.#invocations.openInvocation(input, signal);
+  }
+
+  /** The invocation account as the chain holds it now, or null if there is none. */
+  invocationState(invocation: PublicKey): Promise<InvocationState | null> {
+    return this.#invocations.invocationState(invocation);
+  }
+
+  /** A settlement the gateway signed, by transaction signature (for retried requests and status reads). */
+  findSettlement(signature: string): Promise<SettlementRecord | null> {
+    return findSettlement(this.deps.pool, signature);
+  }
+
+  /** Resolves pending settlements left by a crash or an unknown send outcome (reconciliation.ts). */
+  reconcilePending(): Promise<ReconcileReport> {
+    return reconcilePendingSettlements(this.deps);
+  }
+
+  /** Payee rule 2 (payee.ts): the payee's account and its token account, as the chain holds them. */
+  async #payeeAccountsCheck(payee: PublicKey): Promise<{ readonly createTokenAccount: boolean }> {
+    const { ledger } = this.deps;
+    const tokenAccount = getAssociatedTokenAddressSync(ledger.mint, payee, true);
+    const [wallet, token] = await ledger.connection.getMultipleAccountsInfo([payee, tokenAccount], COMMITMENT);
+    return checkPayeeAccounts(payee.toBase58(), {
+      payee: wallet == null ? null : { owner: wallet.owner, executable: wallet.executable },
+      tokenAccount: token == null ? null : { owner: token.owner },
+    });
+  }
+
+  /**
+   * Payee rule 3: the authority pays the rent of a new payee token account at most `quota` times
+   * per paying account in 24 hours. Counted under a per-account transaction lock, so concurrent
+   * settlements cannot both take the last one; failed settlements created nothing and do not count.
+   */
+  async #claimPayeeAccountQuota(client: pg.PoolClient, agentId: string, payee: string): Promise<void> {
+    const quota = this.deps.payeeAccountQuota ?? DEFAULT_PAYEE_ACCOUNT_QUOTA;
+    await client.query("SELECT pg_advisory_xact_lock(hashtext('payee-accounts:' || account_id)) FROM agents WHERE agent_id = $1", [
+      agentId,
+    ]);
+    const { rows } = await client.query<{ n: number }>(
+      `SELECT count(*)::int AS n
+       FROM settlements s JOIN agents a ON a.agent_id = s.agent_id
+       WHERE a.account_id = (SELECT account_id FROM agents WHERE agent_id = $1)
+         AND s.payee_account_created AND s.status <> 'failed' AND s.created_at > now() - interval '24 hours'`,
+      [agentId],
+    );
+    if ((rows[0]?.n ?? 0) >= quota) {
+      throw new PayeeRefusedError(
+        "payee_account_quota",
+        payee,
+        `the payee has no token account, and this account's quota of ${quota} new payee token accounts per 24 hours is used up: the payee must create its token account first`,
+      );
+    }
+  }
+
+  async #instructions(
+    input: SettlePaymentInput,
+    parsed: ParsedInput,
+    payer: PublicKey,
+    paymentId: bigint,
+    createPayeeAccount: boolean,
+  ): Promise<TransactionInstruction[]> {
+    const { ledger } = this.deps;
+    const transfer = parsed.atomic ? associatedTransferAccounts(payer, parsed.payee, ledger.mint) : null;
+    const record = await recordPaymentInstruction({
+      authority: ledger.authority.publicKey,
+      payer,
+      payee: parsed.payee,
+      paymentId,
+      amountUnits: input.amountUnits,
+      protocol: input.protocol,
+      rail: input.rail,
+      endpointHash: parsed.endpointHash,
+      settlementReference: parsed.settlementReference,
+      invocation: parsed.invocation,
+      transfer,
+    });
+    if (transfer === null || !createPayeeAccount) return [record];
+    // A wallet payee without a token account of the mint cannot be paid; create it (the authority
+    // pays the rent, within the account's quota: #claimPayeeAccountQuota) rather than fail.
+    const payeeToken = getAssociatedTokenAddressSync(ledger.mint, parsed.payee, true);
+    const { publicKey } = ledger.authority;
+    return [createAssociatedTokenAccountIdempotentInstruction(publicKey, payeeToken, parsed.payee, ledger.mint), record];
+  }
+}

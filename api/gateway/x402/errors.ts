@@ -1,0 +1,37 @@
+/**
+ * x402 failures as values with stable codes. A malformed 402 body or payment header is a
+ * `X402FormatError` (the resource server answers 400); a well-formed payment the facilitator
+ * refuses is a `VerifyFailureReason` (402 again); a settlement that did not complete is the
+ * outcome `settlement_failed` (the nonce stays burned, see facilitator.ts).
+ */
+
+export type X402FormatCode = "malformed_requirement" | "malformed_payload" | "malformed_headers";
+
+export class X402FormatError extends Error {
+  constructor(
+    readonly code: X402FormatCode,
+    /** The field (dotted path) or header at fault. */
+    readonly field: string,
+    detail: string,
+  ) {
+    super(`${code}: ${field}: ${detail}`);
+    this.name = "X402FormatError";
+  }
+}
+
+/** Why the facilitator refuses a well-formed payment. Codes are stable; never reuse one. */
+export const VERIFY_FAILURES = [
+  "invalid_signature",
+  "nonce_reused",
+  "network_mismatch",
+  "token_mismatch",
+  "pay_to_mismatch",
+  "amount_mismatch",
+  "expired",
+  "validity_too_long",
+  "unknown_payer",
+  "payment_revoked",
+  /** `payTo` is not a wallet the ledger can credit safely (api/gateway/settlement/payee.ts). */
+  "payee_refused",
+] as const;
+export type VerifyFailureReason = (typeof VERIFY_FAILURES)[number];

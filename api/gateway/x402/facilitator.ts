@@ -1,0 +1,267 @@
+/**
+ * Our x402 facilitator for the spec's format (spec 1, 4.3 step 5, 4.5): verify a signed
+ * PaymentPayload against the requirement it claims to pay, then settle it through
+ * payment_ledger's atomic transfer + record and answer with the ledger transaction hash.
+ *
+ * Replay protection: a payload is settled at most once, by its (payer, nonce). `settle` claims
+ * the nonce with `INSERT ... ON CONFLICT DO NOTHING` *before* it asks the settler to move funds;
+ * only the claimant proceeds, so concurrent replays settle exactly once.
+ *
+ * A claimed nonce is never released. If settlement fails (or the process dies between claim and
+ * settlement) the nonce stays burned, with status `failed` (or `claimed`), and the payload can
+ * never be settled again: a settlement that errored may still have landed on the ledger (a
+ * timeout is not a refusal), so releasing it could pay twice. The agent signs a new payload (new
+ * nonce) to retry; the sweeper (api/gateway/settlement/sweeper.ts) reconciles unfinished claims against
+ * the ledger. Rows are kept until the payload's `validUntil` has
+ * passed (plus a grace), after which `verify` refuses the payload as expired anyway and
+ * `pruneExpiredNonces` may delete them.
+ *
+ * Reservations: a payload the gateway authorized (`POST .../payments/authorize`) has a spend
+ * reservation linked by `x402:<payer>:<nonce>` (api/shared/policy/store.ts). Right after the nonce claim
+ * the facilitator takes the reservation (`claimLinkedReservation`): a reservation the agent
+ * released (or closed with `.../complete`) first revokes its payload (`payment_revoked`, nothing
+ * moves); once taken, `release` is refused. It then closes it itself: settled with the
+ * transaction on success, released on a definite failure, left open while the outcome is pending. A sub-agent's payment (the reservation names a parent
+ * transaction) settles under its invocation account, so the program enforces the budget too; a
+ * payment that invokes its payee (the reservation carries an invocation budget) opens the
+ * invocation on-chain once it settled, before the answer (api/gateway/invocations/opening.ts). If that opening fails the payment
+ * stays settled (money is never undone) and the sweeper retries the opening.
+ */
+import type pg from "pg";
+import { invocationAddress, type Invocations, openLinkedInvocation } from "../invocations/index.js";
+import {
+  claimLinkedReservation,
+  landLinkedReservation,
+  type LinkedReservation,
+  linkedReservation,
+  releaseLinkedReservation,
+  x402PaymentRef,
+} from "../../shared/policy/store.js";
+import type { VerifyFailureReason } from "./errors.js";
+import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
+import type { PaymentRequirement } from "./requirement.js";
+import { type AgentDirectory, pendingSettlementSignature, type SettleResult, type Settler } from "./settler.js";
+import { verifySignature } from "./signer.js";
+import { payeeRefusal } from "../settlement/payee.js";
+
+/** Default bound on `validUntil - now`: how long a nonce must be remembered at most. */
+export const DEFAULT_MAX_VALIDITY_SECONDS = 600;
+/** Nonce rows outlive their payload's validity by this much before pruning (clock skew margin). */
+export const NONCE_PRUNE_GRACE_SECONDS = 300;
+
+export interface FacilitatorOptions {
+  readonly pool: pg.Pool;
+  readonly settler: Settler;
+  readonly agents: AgentDirectory;
+  /** Opens the invocation a payment with an invocation budget starts; without it none is opened. */
+  readonly invocations?: Invocations;
+  /** Told about failures that leave work for the sweeper (an invocation not opened). Never secrets. */
+  readonly onWarning?: (message: string, context: Record<string, unknown>) => void;
+  /** The network and settlement token (mint address) this facilitator settles on. */
+  readonly network: string;
+  readonly token: string;
+  readonly maxValiditySeconds?: number;
+  readonly clock?: () => Date;
+}
+
+export type VerifyResult =
+  | { readonly ok: true; readonly payer: string; readonly agentId: string }
+  | { readonly ok: false; readonly reason: VerifyFailureReason; readonly detail: string };
+
+export type SettleOutcome =
+  | ({ readonly ok: true; readonly payer: string; readonly agentId: string; readonly network: string } & SettleResult)
+  | { readonly ok: false; readonly reason: VerifyFailureReason | "settlement_failed" | "settlement_pending"; readonly detail: string };
+
+export interface SettleOptions {
+  /** Base58 invocation account when the agent pays under an `agents.invoke` budget. */
+  readonly invocation?: string;
+}
+
+function refuse(reason: VerifyFailureReason, detail: string): VerifyResult & { ok: false } {
+  return { ok: false, reason, detail };
+}
+
+/** The agent released the reservation (or closed it elsewhere) before anything settled it. */
+function revoked(reservation: LinkedReservation): VerifyResult & { ok: false } {
+  return refuse("payment_revoked", `reservation ${reservation.id} is ${reservation.status}: its payment was revoked`);
+}
+
+export class X402Facilitator {
+  private readonly maxValiditySeconds: number;
+  private readonly clock: () => Date;
+
+  constructor(private readonly options: FacilitatorOptions) {
+    this.maxValiditySeconds = options.maxValiditySeconds ?? DEFAULT_MAX_VALIDITY_SECONDS;
+    this.clock = options.clock ?? (() => new Date());
+  }
+
+  /**
+   * Every check but the authoritative nonce claim: signature, terms against the requirement,
+   * validity window, nonce not yet used (a read; `settle` decides), payer known to the gateway.
+   */
+  async verify(payment: PaymentPayload, requirement: PaymentRequirement): Promise<VerifyResult> {
+    const terms = this.checkTerms(payment, requirement);
+    if (terms !== null) return terms;
+    const p = payment.payload;
+    const used = await this.options.pool.query("SELECT 1 FROM x402_nonces WHERE payer = $1 AND nonce = $2", [p.from, p.nonce]);
+    if (used.rowCount !== 0) return refuse("nonce_reused", `nonce ${p.nonce} of ${p.from} was already used`);
+    const reservation = await linkedReservation(this.options.pool, x402PaymentRef(p.from, p.nonce));
+    if (reservation !== null && reservation.status !== "reserved") return revoked(reservation);
+    const agentId = await this.options.agents.agentIdForAddress(p.from);
+    if (agentId === null) return refuse("unknown_payer", `${p.from} is not an agent wallet of this gateway`);
+    return { ok: true, payer: p.from, agentId };
+  }
+
+  /** Pure checks, cheapest first after the signature (nothing else means anything without it). */
+  private checkTerms(payment: PaymentPayload, requirement: PaymentRequirement): (VerifyResult & { ok: false }) | null {
+    const p = payment.payload;
+    const bytes = canonicalPayloadBytes(payment.scheme, payment.network, p);
+    if (!verifySignature(p.from, bytes, payment.signature)) return refuse("invalid_signature", `not a signature of ${p.from}`);
+    // Both parsers admit only scheme "exact", so the schemes cannot differ.
+    if (payment.network !== requirement.network || requirement.network !== this.options.network) {
+      return refuse(
+        "network_mismatch",
+        `payload ${payment.network}, requirement ${requirement.network}, facilitator ${this.options.network}`,
+      );
+    }
+    if (p.token !== requirement.token || requirement.token !== this.options.token) {
+      return refuse("token_mismatch", `payload ${p.token}, requirement ${requirement.token}, facilitator ${this.options.token}`);
+    }
+    if (p.to !== requirement.payTo) return refuse("pay_to_mismatch", `payload pays ${p.to}, requirement ${requirement.payTo}`);
+    const payee = payeeRefusal(requirement.payTo, [this.options.token, requirement.token]);
+    if (payee !== null) return refuse("payee_refused", payee.message);
+    if (p.amountUnits !== requirement.amountUnits) {
+      return refuse("amount_mismatch", `payload ${p.amountUnits}, requirement ${requirement.amountUnits} base units`);
+    }
+    const nowSeconds = Math.floor(this.clock().getTime() / 1000);
+    if (p.validUntilSeconds < nowSeconds) return refuse("expired", `valid until ${p.validUntilSeconds}, now ${nowSeconds}`);
+    if (p.validUntilSeconds > nowSeconds + this.maxValiditySeconds) {
+      return refuse("validity_too_long", `valid until ${p.validUntilSeconds}, at most ${this.maxValiditySeconds} s ahead`);
+    }
+    return null;
+  }
+
+  /** Verifies, claims the nonce, settles on the ledger; at most one settlement per (payer, nonce). */
+  async settle(payment: PaymentPayload, requirement: PaymentRequirement, options: SettleOptions = {}): Promise<SettleOutcome> {
+    const verified = await this.verify(payment, requirement);
+    if (!verified.ok) return verified;
+    const p = payment.payload;
+    const claim = await this.options.pool.query(
+      `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7))
+       ON CONFLICT (payer, nonce) DO NOTHING
+       RETURNING 1`,
+      [p.from, p.nonce, verified.agentId, p.to, p.amountUnits.toString(), requirement.resource, p.validUntilSeconds],
+    );
+    if (claim.rowCount !== 1) return refuse("nonce_reused", `nonce ${p.nonce} of ${p.from} was already used`);
+
+    const paymentRef = x402PaymentRef(p.from, p.nonce);
+    const { pool } = this.options;
+    // Take the reservation before any money moves: a released (or completed) one revokes its
+    // payload, and once taken the agent can no longer release it while the money may land.
+    const claimed = await claimLinkedReservation(pool, paymentRef, this.clock());
+    if (claimed.outcome === "revoked") {
+      const refusal = revoked(claimed.reservation);
+      await pool.query(
+        "UPDATE x402_nonces SET status = 'failed', failure = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
+        [p.from, p.nonce, refusal.detail],
+      );
+      return refusal;
+    }
+    const reservation: LinkedReservation | null = claimed.outcome === "claimed" ? claimed.reservation : null;
+    let settled: SettleResult;
+    try {
+      // A sub-agent's payment under `agents.invoke` settles against its invocation account.
+      const parent = reservation?.parentTxHash ?? null;
+      const invocation = parent === null ? options.invocation : invocationAddress(parent, p.from);
+      settled = await this.options.settler.settlePayment({
+        agentId: verified.agentId,
+        payee: p.to,
+        amountUnits: p.amountUnits,
+        protocol: "x402",
+        rail: "stablecoin",
+        endpoint: requirement.resource,
+        paymentRef,
+        ...(invocation === undefined ? {} : { invocation }),
+      });
+    } catch (error) {
+      const detail = error instanceof Error ? error.message : String(error);
+      const pending = pendingSettlementSignature(error) ?? (await this.sentSettlement(paymentRef));
+      if (pending !== null) {
+        // Sent, outcome unknown: the claim stays open with its transaction, for reconciliation;
+        // the reservation keeps counting until the sweeper learns the outcome.
+        await pool.query("UPDATE x402_nonces SET tx_hash = $3, failure = $4 WHERE payer = $1 AND nonce = $2 AND status = 'claimed'", [
+          p.from,
+          p.nonce,
+          pending,
+          detail.slice(0, 1_000),
+        ]);
+        return { ok: false, reason: "settlement_pending", detail };
+      }
+      // Kept burned on purpose (see the header comment): the agent retries with a new nonce.
+      await pool.query(
+        "UPDATE x402_nonces SET status = 'failed', failure = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
+        [p.from, p.nonce, detail.slice(0, 1_000)],
+      );
+      await this.bookkeeping("reservation not released", paymentRef, () => releaseLinkedReservation(pool, paymentRef));
+      return { ok: false, reason: "settlement_failed", detail };
+    }
+    // The payment happened: a database error from here on must not turn it into an error answer.
+    // The sweeper finishes whatever is not written (it finds the settlement by the reference).
+    await this.bookkeeping("claim not marked settled", paymentRef, () =>
+      pool.query("UPDATE x402_nonces SET status = 'settled', tx_hash = $3, finished_at = now() WHERE payer = $1 AND nonce = $2", [
+        p.from,
+        p.nonce,
+        settled.txHash,
+      ]),
+    );
+    if (reservation !== null) {
+      await this.bookkeeping("reservation not settled", paymentRef, () => landLinkedReservation(pool, paymentRef, settled.txHash));
+      if (reservation.invocationBudgetUnits !== null) {
+        await openLinkedInvocation(
+          { pool, agents: this.options.agents, invocations: this.options.invocations, onWarning: this.options.onWarning },
+          {
+            reservationId: reservation.id,
+            invokerAgentId: verified.agentId,
+            payee: p.to,
+            txHash: settled.txHash,
+            budgetUnits: reservation.invocationBudgetUnits,
+          },
+        );
+      }
+    }
+    return { ok: true, payer: p.from, agentId: verified.agentId, network: payment.network, ...settled };
+  }
+
+  private async bookkeeping(what: string, paymentRef: string, write: () => Promise<unknown>): Promise<void> {
+    try {
+      await write();
+    } catch (error) {
+      this.options.onWarning?.(`${what}; the sweeper finishes it`, {
+        paymentRef,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+  }
+
+  /**
+   * The signature of a settlement row committed for this payment that has not failed: the settler
+   * threw after committing it (so it may have been sent), which is not a definite failure.
+   */
+  private async sentSettlement(paymentRef: string): Promise<string | null> {
+    const { rows } = await this.options.pool
+      .query<{ signature: string }>("SELECT signature FROM settlements WHERE payment_ref = $1 AND status <> 'failed'", [paymentRef])
+      .catch(() => ({ rows: [] as { signature: string }[] }));
+    return rows[0]?.signature ?? null;
+  }
+}
+
+/** Deletes nonce rows whose payload expired more than the grace ago (they can never verify again). */
+export async function pruneExpiredNonces(pool: pg.Pool, now: Date, limit = 10_000): Promise<number> {
+  const result = await pool.query(
+    `DELETE FROM x402_nonces WHERE ctid IN (
+       SELECT ctid FROM x402_nonces WHERE expires_at < $1::timestamptz - make_interval(secs => $2) LIMIT $3)`,
+    [now, NONCE_PRUNE_GRACE_SECONDS, limit],
+  );
+  return result.rowCount ?? 0;
+}

@@ -1,0 +1,55 @@
+/**
+ * Per-request context: the authenticated caller and DataLoaders (batching and caching within one
+ * request only, so one request never sees another's cache and every batch is account-scoped).
+ */
+import DataLoader from "dataloader";
+import type pg from "pg";
+import type { Caller } from "../shared/auth.js";
+import { agentsByIds, agentsByWallets, endpointsByHashes } from "../shared/agents.js";
+import type { LiveFeed } from "./live-feed.js";
+import type { BalanceReader } from "../shared/balances.js";
+import type { AgentRow, PaymentRow } from "../shared/rows.js";
+import { transactionsByHashes } from "./read/transactions.js";
+
+export interface ApiDependencies {
+  readonly pool: pg.Pool;
+  /** Wallet balances from the chain (0 for a wallet without a token account); null without it. */
+  readonly balances?: BalanceReader | undefined;
+  /** Spec 2.4 wallet.network, e.g. "solana-mainnet"; "solana-localnet" by default. */
+  readonly network?: string | undefined;
+  /** The clock windows are measured from; tests pin it. */
+  readonly now?: (() => Date) | undefined;
+  /** The live feed's listener; the subscription ends at once without it. */
+  readonly feed?: LiveFeed | undefined;
+}
+
+export interface Loaders {
+  readonly agentById: DataLoader<string, AgentRow | null>;
+  readonly agentByWallet: DataLoader<string, AgentRow | null>;
+  readonly endpointByHash: DataLoader<string, { endpoint: string; domain: string } | null>;
+  readonly balanceByWallet: DataLoader<string, bigint | null>;
+  readonly transactionByHash: DataLoader<string, PaymentRow | null>;
+}
+
+export interface ApiContext {
+  readonly deps: ApiDependencies;
+  readonly caller: Caller;
+  readonly loaders: Loaders;
+  readonly now: Date;
+}
+
+export function createLoaders(deps: ApiDependencies, caller: Caller): Loaders {
+  const { pool } = deps;
+  const balances = deps.balances;
+  return {
+    agentById: new DataLoader((ids) => agentsByIds(pool, caller.accountId, ids)),
+    agentByWallet: new DataLoader((wallets) => agentsByWallets(pool, caller.accountId, wallets)),
+    endpointByHash: new DataLoader((hashes) => endpointsByHashes(pool, hashes)),
+    balanceByWallet: new DataLoader(async (wallets) => (balances === undefined ? wallets.map(() => null) : balances(wallets))),
+    transactionByHash: new DataLoader((hashes) => transactionsByHashes(pool, caller.accountId, hashes)),
+  };
+}
+
+export function createContext(deps: ApiDependencies, caller: Caller): ApiContext {
+  return { deps, caller, loaders: createLoaders(deps, caller), now: deps.now?.() ?? new Date() };
+}

@@ -1,0 +1,132 @@
+/**
+ * Spec 1.6 / 4.7 getChain / 4.8 `transactions tree`: the payments under a root transaction as a
+ * flat list (txHash, parentTxHash, depth from the root), resolved by ONE recursive query over
+ * payment_edges -> transactions, bounded by `maxDepth` and `nodeLimit` (GraphQL cannot recurse,
+ * so clients rebuild the tree from parent links).
+ *
+ * Isolation: the root must be paid by one of the caller's agents (else null), and the walk only
+ * enters payments whose payer is one of the caller's agents: a payment by another account's
+ * agent is left out together with everything below it. Totals count only what is returned.
+ */
+import type pg from "pg";
+
+export interface TreeNode {
+  readonly txHash: string;
+  /** Null for the root (whatever the root's own parent is: depth is relative to the root). */
+  readonly parentTxHash: string | null;
+  readonly depth: number;
+  readonly agentId: string;
+  readonly walletAddress: string;
+  readonly amountUnits: bigint;
+  readonly protocol: "x402" | "mpp";
+  readonly endpointHash: string;
+  readonly timestamp: Date;
+  readonly explorerUrl: string;
+  readonly status: string;
+}
+
+export interface TreeTotals {
+  readonly amountUnits: bigint;
+  readonly transactionCount: number;
+  readonly agentCount: number;
+}
+
+export interface PaymentTree {
+  readonly nodes: TreeNode[];
+  readonly totals: TreeTotals;
+  /** True when nodes were left out: more than `nodeLimit`, or children below `maxDepth`. */
+  readonly truncated: boolean;
+}
+
+export interface TreeBounds {
+  readonly maxDepth: number;
+  readonly nodeLimit: number;
+}
+
+interface TreeRow {
+  event_id: string;
+  tx_hash: string;
+  parent_tx_hash: string | null;
+  depth: number;
+  agent_id: string;
+  wallet_address: string;
+  amount_units: string;
+  protocol: "x402" | "mpp";
+  endpoint_hash: string;
+  timestamp: Date;
+  explorer_url: string;
+  status: string;
+  cut_below: boolean;
+}
+
+// The walk reads payment_edges alone (index-only on payment_edges_parent, which carries the child's
+// event, hash and payer) with narrow rows; the wide columns are joined once, for the rows returned.
+// A transaction may record several payments: each of its rows reaches the same children, and
+// UNION (not UNION ALL) folds those identical rows, so a child is reached once. Postgres evaluates
+// a recursive CTE level by level and a CTE scan on demand, so the LIMIT stops the walk once
+// nodeLimit + 1 rows exist: neither depth nor breadth is unbounded. Nodes carry the agent's public
+// id (api/shared/agent-ids.ts), never its internal key.
+const TREE_SQL = `
+WITH RECURSIVE
+wallets AS MATERIALIZED (SELECT wallet_address, public_id AS agent_id FROM agents WHERE account_id = $1),
+walk (event_id, tx_hash, parent_tx_hash, depth) AS (
+  SELECT t.event_id, t.tx_hash, NULL::text, 0
+  FROM transactions t
+  WHERE t.tx_hash = $2 AND t.agent IN (SELECT wallet_address FROM wallets)
+  UNION
+  SELECT e.child_event_id, e.child_tx_hash, e.parent_tx_hash, w.depth + 1
+  FROM walk w JOIN payment_edges e ON e.parent_tx_hash = w.tx_hash
+  WHERE w.depth < $3 AND e.child_payer IN (SELECT wallet_address FROM wallets)
+),
+bounded AS (SELECT * FROM walk LIMIT $4::int + 1)
+SELECT b.event_id, b.tx_hash, b.parent_tx_hash, b.depth, a.agent_id, t.agent AS wallet_address, t.amount_units::text AS amount_units,
+       t.protocol, t.endpoint_hash, t."timestamp", t.explorer_url, t.status,
+       (b.depth = $3 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = b.tx_hash)) AS cut_below
+FROM bounded b
+JOIN transactions t ON t.event_id = b.event_id
+JOIN wallets a ON a.wallet_address = t.agent`;
+
+/**
+ * The tree under `rootTxHash` as the account sees it; null when the root is not a payment of one
+ * of its agents. One SQL statement.
+ */
+export async function loadPaymentTree(
+  pool: pg.Pool,
+  accountId: string,
+  rootTxHash: string,
+  bounds: TreeBounds,
+): Promise<PaymentTree | null> {
+  if (!Number.isInteger(bounds.maxDepth) || bounds.maxDepth < 0) throw new RangeError("maxDepth must be an integer >= 0");
+  if (!Number.isInteger(bounds.nodeLimit) || bounds.nodeLimit < 1) throw new RangeError("nodeLimit must be an integer >= 1");
+  const result = await pool.query<TreeRow>(TREE_SQL, [accountId, rootTxHash, bounds.maxDepth, bounds.nodeLimit]);
+  if (result.rows.length === 0) return null;
+  const overLimit = result.rows.length > bounds.nodeLimit;
+  // Level by level, oldest first. Sorted here: in SQL the sort carries every wide row (and spills
+  // to disk on a large tree), here it is a comparison of three fields.
+  const sorted = result.rows
+    .map((row) => ({ row, time: row.timestamp.getTime(), id: Number(row.event_id) }))
+    .sort((a, b) => a.row.depth - b.row.depth || a.time - b.time || a.id - b.id)
+    .map(({ row }) => row);
+  const rows = overLimit ? sorted.slice(0, bounds.nodeLimit) : sorted;
+  const nodes = rows.map(
+    (row): TreeNode => ({
+      txHash: row.tx_hash,
+      parentTxHash: row.parent_tx_hash,
+      depth: row.depth,
+      agentId: row.agent_id,
+      walletAddress: row.wallet_address,
+      amountUnits: BigInt(row.amount_units),
+      protocol: row.protocol,
+      endpointHash: row.endpoint_hash,
+      timestamp: row.timestamp,
+      explorerUrl: row.explorer_url,
+      status: row.status,
+    }),
+  );
+  const totals: TreeTotals = {
+    amountUnits: nodes.reduce((sum, node) => sum + node.amountUnits, 0n),
+    transactionCount: new Set(nodes.map((node) => node.txHash)).size,
+    agentCount: new Set(nodes.map((node) => node.agentId)).size,
+  };
+  return { nodes, totals, truncated: overLimit || rows.some((row) => row.cut_below) };
+}

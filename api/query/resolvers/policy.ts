@@ -1,0 +1,86 @@
+/**
+ * Query.policy (spec 2.1 read view: limits, usedToday, rate usage) and Query.checkPolicy (the dry
+ * run: what the gateway would decide for this payment now; records nothing). Both delegate to the
+ * policy engine in api/shared/policy/ so the dry run and the gateway's hot path are the same code.
+ */
+import { budgetState, checkPolicy as decide, EMPTY_POLICY, getPolicy, readUsage } from "../../shared/policy/index.js";
+import type { ApiContext } from "../context.js";
+import { badInput } from "../../shared/errors.js";
+import { formatUsdc } from "../../shared/money.js";
+import { parseAmount } from "../../shared/validation.js";
+import { requireAgent } from "./common.js";
+
+const ENDPOINT_MAX_CHARS = 2048;
+
+function money(prefix: string, value: bigint | null): Record<string, string | null> {
+  return { [prefix]: value === null ? null : formatUsdc(value), [`${prefix}Units`]: value === null ? null : value.toString() };
+}
+
+/** The policy module's input errors (bad endpoint, amount) are the caller's: BAD_USER_INPUT. */
+function isPolicyInputError(error: unknown): error is Error & { code: string } {
+  return error instanceof Error && typeof (error as { code?: unknown }).code === "string" && /Invalid\w*Error/.test(error.name);
+}
+
+export async function policy(_: unknown, args: { agentId: string }, context: ApiContext): Promise<Record<string, unknown>> {
+  const agent = await requireAgent(context, "agentId", args.agentId);
+  const stored = await getPolicy(context.deps.pool, agent.agent_id);
+  const current = stored ?? EMPTY_POLICY;
+  const usage = await readUsage(context.deps.pool, agent.agent_id, current, context.now);
+  return {
+    agentId: agent.public_id,
+    ...money("dailyBudget", current.dailyBudgetUnits),
+    ...money("perCallLimit", current.perCallLimitUnits),
+    allowedDomains: current.allowedDomains,
+    blockedDomains: current.blockedDomains,
+    rateLimit: current.rateLimit,
+    protocolPreference: current.protocolPreference,
+    ...money("usedToday", usage.usedTodayUnits),
+    budgetState: budgetState(current.dailyBudgetUnits, usage.usedTodayUnits, usage.budgetExhausted),
+    windowStart: usage.windowStart?.toISOString() ?? null,
+    windowResetsAt: usage.windowResetsAt?.toISOString() ?? null,
+    rateUsage: { calls: usage.rateCalls, limit: current.rateLimit?.calls ?? null, window: usage.rateWindow },
+    updatedAt: stored?.updatedAt.toISOString() ?? null,
+  };
+}
+
+export async function checkPolicy(
+  _: unknown,
+  args: { agentId: string; endpoint: string; amount: string; protocol?: "auto" | "x402" | "mpp" | null },
+  context: ApiContext,
+): Promise<Record<string, unknown>> {
+  const agent = await requireAgent(context, "agentId", args.agentId);
+  const amountUnits = parseAmount("amount", args.amount);
+  if (args.endpoint.length === 0 || args.endpoint.length > ENDPOINT_MAX_CHARS) {
+    throw badInput("endpoint", `must be 1 to ${ENDPOINT_MAX_CHARS} characters`);
+  }
+  let decision;
+  try {
+    decision = await decide(
+      context.deps.pool,
+      agent.agent_id,
+      {
+        endpoint: args.endpoint,
+        amountUnits,
+        ...(args.protocol === null || args.protocol === undefined ? {} : { protocol: args.protocol }),
+      },
+      context.now,
+    );
+  } catch (error) {
+    if (isPolicyInputError(error)) throw badInput(/endpoint/i.test(error.name) ? "endpoint" : "amount", error.message);
+    throw error;
+  }
+  return {
+    agentId: agent.public_id,
+    allowed: decision.decision === "allow",
+    decision: decision.decision,
+    reasonCode: decision.reasonCode,
+    reason: decision.reason,
+    errorClass: decision.errorClass,
+    domain: decision.domain,
+    protocol: decision.protocol,
+    budgetState: decision.budget.state,
+    ...money("budgetUsed", decision.budget.usedUnits),
+    ...money("budgetLimit", decision.budget.limitUnits),
+    warnings: decision.warnings,
+  };
+}

@@ -1,0 +1,10 @@
+/**
+ * What the query service's REST read views are given: the shared route needs and the same
+ * dependencies the GraphQL resolvers read through (`ApiDependencies`).
+ */
+import type { Route, RouteContext, RouteDeps } from "../../shared/http/router.js";
+import type { ApiDependencies } from "../context.js";
+
+export type QueryRouteDeps = RouteDeps & ApiDependencies;
+export type QueryRoute = Route<QueryRouteDeps>;
+export type QueryRouteContext = RouteContext<QueryRouteDeps>;

@@ -1,0 +1,100 @@
+/**
+ * Transactions (spec 2.2, 4.7 `transactions.list/get/getChain`): the GraphQL resolvers' reads, the
+ * same filters and limits, with money as `{ usdc: number }`:
+ * `GET /v1/transactions?agentId&limit&protocol&domain&since&status&after`,
+ * `GET /v1/transactions/{txHash}`, `GET /v1/transactions/{txHash}/chain` (with `depth`).
+ */
+import { createContext } from "../context.js";
+import type { TransactionObject } from "../resolvers/common.js";
+import { transaction, transactions } from "../resolvers/transactions.js";
+import { nodeEndpoint, paymentTree } from "../resolvers/tree.js";
+import type { RouteResponse } from "../../shared/http/idempotency.js";
+import { JsonNumber } from "../../shared/http/json.js";
+import { badRequest, httpError } from "../../shared/http/problem.js";
+import { json } from "../../shared/http/router.js";
+import type { QueryRoute, QueryRouteContext as RouteContext } from "./deps.js";
+
+const PROTOCOLS = ["x402", "mpp"] as const;
+const STATUSES = ["confirmed", "finalized", "rejected"] as const;
+
+function apiContext(context: RouteContext) {
+  const { pool, balances, network } = context.deps;
+  return createContext({ pool, balances, network, now: () => context.now }, context.caller);
+}
+
+function money(decimal: string): { usdc: JsonNumber } {
+  // The resolvers' decimals are fixed-point ("1.500000"); the number token drops trailing zeros.
+  const trimmed = decimal.includes(".") ? decimal.replace(/0+$/, "").replace(/\.$/, "") : decimal;
+  return { usdc: new JsonNumber(trimmed) };
+}
+
+function transactionJson(tx: TransactionObject): Record<string, unknown> {
+  return { ...tx, amountPaid: money(tx.amountPaid) };
+}
+
+function oneOf<T extends string>(value: string | null, field: string, allowed: readonly T[]): T | null {
+  if (value === null) return null;
+  if (!(allowed as readonly string[]).includes(value)) throw badRequest(field, `must be one of ${allowed.join(", ")}`);
+  return value as T;
+}
+
+async function listRoute(context: RouteContext): Promise<RouteResponse> {
+  const q = context.query;
+  const limitText = q.get("limit");
+  if (limitText !== null && !/^\d{1,6}$/.test(limitText)) throw badRequest("limit", "must be an integer");
+  const page = await transactions(
+    null,
+    {
+      agentId: q.get("agentId"),
+      limit: limitText === null ? null : Number(limitText),
+      protocol: oneOf(q.get("protocol"), "protocol", PROTOCOLS),
+      domain: q.get("domain"),
+      since: q.get("since"),
+      status: oneOf(q.get("status"), "status", STATUSES),
+      after: q.get("after"),
+    },
+    apiContext(context),
+  );
+  return json(200, { transactions: page.nodes.map(transactionJson), pageInfo: page.pageInfo });
+}
+
+async function getRoute(context: RouteContext): Promise<RouteResponse> {
+  const tx = await transaction(null, { txHash: context.params.txHash! }, apiContext(context));
+  if (tx === null) throw httpError("NOT_FOUND", `no transaction ${context.params.txHash} in this account`);
+  return json(200, transactionJson(tx));
+}
+
+async function chainRoute(context: RouteContext): Promise<RouteResponse> {
+  const ctx = apiContext(context);
+  const depthText = context.query.get("maxDepth");
+  if (depthText !== null && !/^\d{1,3}$/.test(depthText)) throw badRequest("maxDepth", "must be an integer");
+  const tree = (await paymentTree(
+    null,
+    { rootTxHash: context.params.txHash!, maxDepth: depthText === null ? null : Number(depthText) },
+    ctx,
+  )) as {
+    rootTxHash: string;
+    nodes: Record<string, unknown>[];
+    totals: { amount: string; transactionCount: number; agentCount: number };
+    truncated: boolean;
+  } | null;
+  if (tree === null) throw httpError("NOT_FOUND", `no transaction ${context.params.txHash} in this account`);
+  const nodes = await Promise.all(
+    tree.nodes.map(async (node) => {
+      const { amount, amountUnits: _units, ...rest } = node as { amount: string; amountUnits: string; endpointHash: string };
+      return { ...rest, amountPaid: money(amount), endpoint: await nodeEndpoint(node as { endpointHash: string }, null, ctx) };
+    }),
+  );
+  return json(200, {
+    rootTxHash: tree.rootTxHash,
+    transactions: nodes,
+    totals: { amount: money(tree.totals.amount), transactionCount: tree.totals.transactionCount, agentCount: tree.totals.agentCount },
+    truncated: tree.truncated,
+  });
+}
+
+export const transactionRoutes: readonly QueryRoute[] = [
+  { method: "GET", path: "/v1/transactions", handler: listRoute },
+  { method: "GET", path: "/v1/transactions/:txHash", handler: getRoute },
+  { method: "GET", path: "/v1/transactions/:txHash/chain", handler: chainRoute },
+];

@@ -1,0 +1,108 @@
+/**
+ * The query service's HTTP server: graphql-yoga over the schema, with auth in the context, the
+ * query limits, the REST read views (api/query/rest), and the live feed over SSE (yoga's default
+ * for subscriptions). A composer may mount more REST surfaces before GraphQL through `plugins`:
+ * the gateway mounts its /v1 routes that way (api/gateway/server.ts), so this folder never
+ * imports the gateway.
+ * `createApiServer` returns the yoga instance (a fetch handler) and a node http server around it.
+ */
+import { createServer, type Server } from "node:http";
+import { createSchema, createYoga, maskError, type Plugin, type YogaServerInstance } from "graphql-yoga";
+import type pg from "pg";
+import type { Logger } from "pino";
+import { authenticate } from "../shared/auth.js";
+import type { BalanceReader } from "../shared/balances.js";
+import { ERROR_CODES } from "../shared/errors.js";
+import { type ApiContext, type ApiDependencies, createContext } from "./context.js";
+import { useGraphqlRequestLimits } from "./graphql-request.js";
+import { useQueryLimits } from "./limits.js";
+import { LiveFeed } from "./live-feed.js";
+import { resolvers } from "./resolvers/index.js";
+import { useQueryRoutes } from "./rest/index.js";
+import { typeDefs } from "./schema.js";
+
+export interface ApiServerOptions {
+  readonly pool: pg.Pool;
+  readonly logger?: Logger;
+  readonly balances?: BalanceReader;
+  readonly network?: string;
+  readonly now?: () => Date;
+  /** Connection string of the feed's dedicated LISTEN connection; the pool's by default. */
+  readonly databaseUrl?: string;
+  /** false = no live feed (no LISTEN connection); the subscription then ends at once. */
+  readonly liveFeed?: boolean;
+  /** More request handlers served before the read views and GraphQL (the gateway's /v1 routes). */
+  readonly plugins?: readonly Plugin[];
+}
+
+export interface ApiServer {
+  readonly yoga: YogaServerInstance<Record<never, never>, ApiContext>;
+  readonly http: Server;
+  readonly feed: LiveFeed | undefined;
+  /** Starts the feed's listener, then listens on `port` (0 = any); resolves with the port. */
+  listen(port: number, host?: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+export function createApiServer(options: ApiServerOptions): ApiServer {
+  const databaseUrl =
+    options.databaseUrl ?? (options.pool as unknown as { options: { connectionString?: string } }).options.connectionString;
+  const feed =
+    options.liveFeed === false || databaseUrl === undefined ? undefined : new LiveFeed(options.pool, databaseUrl, options.logger);
+  const deps: ApiDependencies = {
+    pool: options.pool,
+    balances: options.balances,
+    network: options.network,
+    now: options.now,
+    feed,
+  };
+  const yoga = createYoga<Record<never, never>, ApiContext>({
+    schema: createSchema<ApiContext>({ typeDefs, resolvers }),
+    graphqlEndpoint: "/graphql",
+    // The context is built per request; without a valid key there is no context at all.
+    context: async ({ request }) => createContext(deps, await authenticate(deps.pool, request.headers.get("authorization"))),
+    plugins: [...(options.plugins ?? []), useQueryRoutes({ ...deps, logger: options.logger }), useGraphqlRequestLimits(), useQueryLimits()],
+    // Unexpected errors reach the client as "Unexpected error." (no internals); the log has them.
+    maskedErrors: {
+      maskError(error, message, isDev) {
+        // Our coded errors pass as they are. Checked by code, not `instanceof`: the resolvers'
+        // graphql module instance may differ from yoga's (ESM vs CJS copies of the package).
+        if (isCodedError(error)) return error as Error;
+        options.logger?.error({ err: (error as { originalError?: unknown }).originalError ?? error }, "unexpected error");
+        return maskError(error, message, isDev);
+      },
+    },
+    graphiql: false,
+    landingPage: false,
+    logging: false,
+  });
+  const http = createServer(yoga);
+  return {
+    yoga,
+    http,
+    feed,
+    async listen(port, host = "127.0.0.1") {
+      await feed?.start();
+      await new Promise<void>((resolve, reject) => {
+        http.once("error", reject);
+        http.listen(port, host, () => resolve());
+      });
+      const address = http.address();
+      return typeof address === "object" && address !== null ? address.port : port;
+    },
+    async close() {
+      await new Promise<void>((resolve) => {
+        http.close(() => resolve());
+        http.closeAllConnections();
+      });
+      await feed?.stop();
+    },
+  };
+}
+
+function isCodedError(error: unknown): boolean {
+  const codeOf = (value: unknown): unknown =>
+    typeof value === "object" && value !== null ? (value as { extensions?: { code?: unknown } }).extensions?.code : undefined;
+  const code = codeOf(error) ?? codeOf((error as { originalError?: unknown } | null)?.originalError);
+  return typeof code === "string" && Object.hasOwn(ERROR_CODES, code);
+}

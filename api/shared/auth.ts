@@ -1,0 +1,56 @@
+/**
+ * `Authorization: Bearer <API_KEY>` (spec 5) -> the caller's account. Every query is scoped to that
+ * account; a missing, malformed, unknown or revoked key is AUTHENTICATION_ERROR, never an empty result.
+ *
+ * The scheme name is matched case-insensitively (RFC 9110 11.1: `bearer` and `BEARER` are Bearer).
+ * Every refusal carries the RFC 6750 challenge for the 401 (`WWW-Authenticate: Bearer realm=...`,
+ * with `error="invalid_token"` when a Bearer key was sent but is not a live key of ours) and the
+ * spec 7 client class `AuthenticationError`; REST (api/shared/http/problem.ts) and GraphQL (yoga reads
+ * `extensions.http`) answer with the same header.
+ */
+import type pg from "pg";
+import { apiError } from "./errors.js";
+import { hashApiKey, isWellFormedApiKey } from "./keys.js";
+
+export interface Caller {
+  readonly accountId: string;
+}
+
+export const AUTH_REALM = "agent-payment-gateway";
+/** The challenge when no Bearer credentials were sent (RFC 6750 3: no error code then). */
+export const BEARER_CHALLENGE = `Bearer realm="${AUTH_REALM}"`;
+/** The challenge when a Bearer key was sent and is not valid (RFC 6750 3.1 invalid_token). */
+export const INVALID_TOKEN_CHALLENGE = `Bearer realm="${AUTH_REALM}", error="invalid_token"`;
+
+// auth-scheme 1*SP token68 (RFC 9110 11.4), the scheme compared without regard to case.
+const BEARER = /^Bearer +([^\s]+)$/i;
+
+function refused(message: string, challenge: string): Error {
+  return apiError("AUTHENTICATION_ERROR", message, {
+    errorClass: "AuthenticationError",
+    http: { status: 401, headers: { "WWW-Authenticate": challenge } },
+  });
+}
+
+export async function authenticate(pool: pg.Pool, authorization: string | null): Promise<Caller> {
+  if (authorization === null || authorization.trim() === "") {
+    throw refused("missing API key: send Authorization: Bearer <API_KEY>", BEARER_CHALLENGE);
+  }
+  const trimmed = authorization.trim();
+  const match = BEARER.exec(trimmed);
+  if (match === null) {
+    // Another scheme (Basic, Token...) is no Bearer credential at all: challenge without an error
+    // code; a Bearer header whose credentials are not one token is an invalid token.
+    const bearer = /^Bearer(\s|$)/i.test(trimmed);
+    throw refused("malformed Authorization header: expected Bearer <API_KEY>", bearer ? INVALID_TOKEN_CHALLENGE : BEARER_CHALLENGE);
+  }
+  const key = match[1]!;
+  // A key of the wrong shape cannot be one we issued: no database round trip for it.
+  if (!isWellFormedApiKey(key)) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
+  const result = await pool.query<{ account_id: string }>("SELECT account_id FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL", [
+    hashApiKey(key),
+  ]);
+  const row = result.rows[0];
+  if (row === undefined) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
+  return { accountId: row.account_id };
+}

@@ -1,0 +1,296 @@
+/**
+ * `Idempotency-Key` on every POST of REST /v1 (docs/rest.md): the same key with the same request
+ * returns the first response; the same key with a different method, path or body is
+ * IDEMPOTENCY_KEY_REUSED (422); concurrent duplicates produce one effect. Keys are scoped to the
+ * account and kept at least 24 h (table `idempotency_keys`, migrations/010_idempotency.sql).
+ *
+ * Two ways to run an effect:
+ *
+ * - `runDatabaseEffect`: the effect is Postgres writes. The key is claimed with
+ *   `INSERT ... ON CONFLICT DO NOTHING` in the effect's own transaction and completed with the
+ *   response in that transaction, so key and effect commit together or not at all. A concurrent
+ *   duplicate's INSERT waits on the unique index until the first commits (then it replays the
+ *   stored response) or rolls back (then it claims the key itself). An error rolls everything
+ *   back: nothing is stored and a retry runs afresh.
+ *
+ * - `runExternalEffect`: the effect leaves Postgres (the chain, a funding source), so it cannot
+ *   share a transaction with the key. The key is held by a session advisory lock on a dedicated
+ *   connection (outside the pool) for the whole execution (a concurrent duplicate gets IDEMPOTENCY_IN_PROGRESS, 409,
+ *   at once; a crashed process's lock goes with its connection), and the row is written
+ *   `in_progress` before the effect starts. The effect receives a stable `reference` derived from
+ *   the key and passes it to the operation's own idempotency (wallet operations'
+ *   `clientReference`, an agent id): a retry that finds `in_progress` (a crash, or an outcome
+ *   that was still pending) runs the effect again with `resumed: true` and the same reference,
+ *   which resolves to the first operation instead of a second one. Only a final outcome is stored
+ *   as `completed`.
+ */
+import { createHash } from "node:crypto";
+import pg from "pg";
+import { withTransaction } from "../../../indexer/db/database.js";
+import type { SecretBox } from "../secret-box.js";
+import { httpError, problemResponse, toHttpError } from "./problem.js";
+import type { RouteResponse } from "./route-response.js";
+
+/** Namespace of the two-argument advisory lock (namespace, hashtext(account:key)). */
+const IDEMPOTENCY_LOCK_NAMESPACE = 7_240_010;
+/** How long a completed key is kept (and replayed); pruning happens after. */
+export const IDEMPOTENCY_RETENTION_MS = 24 * 3_600_000;
+const KEY_SHAPE = /^[\x21-\x7e]{1,255}$/;
+
+// Re-exported: the routes name the type through the module that stores and replays it.
+export type { RouteResponse } from "./route-response.js";
+
+export interface IdempotencyRequest {
+  readonly accountId: string;
+  readonly key: string;
+  readonly method: string;
+  readonly path: string;
+  readonly fingerprint: string;
+}
+
+export interface IdempotencyStore {
+  readonly pool: pg.Pool;
+  /** Seals responses that carry secrets; such routes are unavailable without it. */
+  readonly box?: SecretBox | undefined;
+  readonly now: () => Date;
+}
+
+/** The `Idempotency-Key` header → a key, or null when absent. Malformed → 400. */
+export function parseIdempotencyKey(header: string | null): string | null {
+  if (header === null) return null;
+  if (!KEY_SHAPE.test(header)) {
+    throw httpError("INVALID_IDEMPOTENCY_KEY", "Idempotency-Key must be 1 to 255 visible ASCII characters (a UUID is a good key)");
+  }
+  return header;
+}
+
+/** sha256 over method, path and the canonical body: what "the same request" means. */
+export function requestFingerprint(method: string, path: string, canonicalBody: string): string {
+  return createHash("sha256").update(`${method.toUpperCase()}\n${path}\n${canonicalBody}`, "utf8").digest("hex");
+}
+
+/** The reference an external effect passes to the operation's own idempotency (≤ 128 chars). */
+export function effectReference(request: IdempotencyRequest): string {
+  return `idem:${createHash("sha256").update(`${request.accountId}\n${request.key}`, "utf8").digest("hex")}`;
+}
+
+interface KeyRow {
+  fingerprint: string;
+  status: "in_progress" | "completed";
+  response_status: number | null;
+  response_body: string | null;
+  response_sealed: Buffer | null;
+}
+
+const REPLAYED = { "idempotent-replayed": "true" } as const;
+
+/**
+ * Runs a Postgres effect with the key claimed in its transaction. Without a key, the effect simply
+ * runs in a transaction.
+ */
+export async function runDatabaseEffect(
+  store: IdempotencyStore,
+  request: IdempotencyRequest | null,
+  effect: (client: pg.PoolClient) => Promise<RouteResponse>,
+): Promise<RouteResponse> {
+  // READ COMMITTED by name: the policy reservation inside the effect relies on it (api/shared/policy/store.ts).
+  return withTransaction(
+    store.pool,
+    async (client) => {
+      // The INSERT waits for the key's first transaction to commit: then answer with its result.
+      if (request !== null && !(await claimKey(client, store, request)))
+        return answerExisting(store, request, await readKey(client, request));
+      const response = await effect(client);
+      if (request !== null) await complete(client, store, request, response);
+      return response;
+    },
+    { isolation: "read committed" },
+  );
+}
+
+export interface ExternalOutcome {
+  readonly response: RouteResponse;
+  /** False while the outcome is not known yet (a payment still pending): the key stays in_progress. */
+  readonly final: boolean;
+}
+
+/**
+ * Runs an effect outside Postgres under the key (see the module comment). Without a key the
+ * effect runs once with `reference: null`.
+ */
+export async function runExternalEffect(
+  store: IdempotencyStore,
+  request: IdempotencyRequest | null,
+  effect: (run: { reference: string | null; resumed: boolean }) => Promise<ExternalOutcome>,
+): Promise<RouteResponse> {
+  if (request === null) return (await effect({ reference: null, resumed: false })).response;
+  // The lock's connection is our own, outside the pool: the effect needs pool connections of its
+  // own, and holding pool connections while waiting for more would exhaust a small pool.
+  const client = await lockConnection(store);
+  const lockKey = `${request.accountId}:${request.key}`;
+  let locked = false;
+  try {
+    const lock = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked", [
+      IDEMPOTENCY_LOCK_NAMESPACE,
+      lockKey,
+    ]);
+    locked = lock.rows[0]!.locked;
+    if (!locked) {
+      throw httpError("IDEMPOTENCY_IN_PROGRESS", "a request with this Idempotency-Key is still being processed; retry it later", {
+        retryable: true,
+      });
+    }
+    let resumed = false;
+    if (!(await claimKey(client, store, request))) {
+      const row = await readKey(client, request);
+      if (row.status === "completed" || row.fingerprint !== request.fingerprint) return answerExisting(store, request, row);
+      // Left in_progress by a crash or a pending outcome: resolve it through the same reference.
+      resumed = true;
+    }
+    const outcome = await effect({ reference: effectReference(request), resumed });
+    if (outcome.final) await complete(client, store, request, outcome.response);
+    return outcome.response;
+  } catch (error) {
+    const known = locked && !isConnectionError(error) ? toHttpError(error) : null;
+    if (known !== null && isDefiniteFailure(known.status, known.code)) {
+      // A definite answer once execution began is the key's answer, like a success (Stripe's rule).
+      const response = problemResponse(known);
+      await complete(client, store, request, response);
+      return response;
+    }
+    throw error;
+  } finally {
+    // The lock is the session's: unlocked explicitly, the connection goes back to the lock pool;
+    // if that fails, the connection is destroyed, and closing the session releases the lock.
+    const clean =
+      !locked ||
+      (await client.query("SELECT pg_advisory_unlock($1, hashtext($2))", [IDEMPOTENCY_LOCK_NAMESPACE, lockKey]).then(
+        () => true,
+        () => false,
+      ));
+    client.release(!clean);
+  }
+}
+
+/** Connections the key locks may hold at once, per pool; more requests wait for one. */
+export const IDEMPOTENCY_LOCK_CONNECTIONS = 16;
+const lockPools = new WeakMap<pg.Pool, pg.Pool>();
+
+/**
+ * A connection of the key locks' own bounded pool, beside the effect's pool: the effect needs
+ * connections of that pool, and holding them while waiting for more would exhaust a small pool.
+ * Bounded, so a burst of keyed requests waits for a connection instead of exceeding the server's
+ * connection limit (which would fail requests mid-payment).
+ */
+async function lockConnection(store: IdempotencyStore): Promise<pg.PoolClient> {
+  let pool = lockPools.get(store.pool);
+  if (pool === undefined) {
+    const options = (store.pool as unknown as { options: pg.PoolConfig }).options;
+    // Idle connections close within a second, so a stopped server leaves none behind for long
+    // and never keeps the process alive.
+    pool = new pg.Pool({ ...options, max: IDEMPOTENCY_LOCK_CONNECTIONS, idleTimeoutMillis: 1_000, allowExitOnIdle: true });
+    pool.on("error", () => undefined);
+    lockPools.set(store.pool, pool);
+  }
+  return pool.connect();
+}
+
+/** Deletes completed keys past their expiry, oldest first; returns how many. */
+export async function pruneIdempotencyKeys(pool: pg.Pool, now: Date, limit = 10_000): Promise<number> {
+  const result = await pool.query(
+    `DELETE FROM idempotency_keys WHERE ctid IN (
+       SELECT ctid FROM idempotency_keys WHERE status = 'completed' AND expires_at <= $1 ORDER BY expires_at LIMIT $2)`,
+    [now, limit],
+  );
+  return result.rowCount ?? 0;
+}
+
+function expiry(now: Date): Date {
+  return new Date(now.getTime() + IDEMPOTENCY_RETENTION_MS);
+}
+
+/**
+ * Inserts the key `in_progress` (after dropping its expired completed row, if any); false when the
+ * key already has a row: a finished request's answer, or one still running or left unfinished.
+ */
+async function claimKey(client: pg.ClientBase, store: IdempotencyStore, request: IdempotencyRequest): Promise<boolean> {
+  const now = store.now();
+  await deleteExpired(client, request, now);
+  const claimed = await client.query(
+    `INSERT INTO idempotency_keys (account_id, key, fingerprint, method, path, status, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7) ON CONFLICT (account_id, key) DO NOTHING`,
+    [request.accountId, request.key, request.fingerprint, request.method, request.path, now, expiry(now)],
+  );
+  return (claimed.rowCount ?? 0) > 0;
+}
+
+async function deleteExpired(client: pg.ClientBase, request: IdempotencyRequest, now: Date): Promise<void> {
+  await client.query("DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'completed' AND expires_at <= $3", [
+    request.accountId,
+    request.key,
+    now,
+  ]);
+}
+
+async function readKey(client: pg.ClientBase, request: IdempotencyRequest): Promise<KeyRow> {
+  const { rows } = await client.query<KeyRow>(
+    `SELECT fingerprint, status, response_status, response_body, response_sealed FROM idempotency_keys
+     WHERE account_id = $1 AND key = $2`,
+    [request.accountId, request.key],
+  );
+  // Absent only if the key expired and was pruned in between: the caller may simply retry.
+  if (rows[0] === undefined) throw httpError("IDEMPOTENCY_IN_PROGRESS", "the Idempotency-Key changed state; retry", { retryable: true });
+  return rows[0];
+}
+
+function answerExisting(store: IdempotencyStore, request: IdempotencyRequest, row: KeyRow): RouteResponse {
+  if (row.fingerprint !== request.fingerprint) {
+    throw httpError(
+      "IDEMPOTENCY_KEY_REUSED",
+      "this Idempotency-Key was used with a different request (method, path or body); use a new key for a new request",
+    );
+  }
+  if (row.status !== "completed") {
+    throw httpError("IDEMPOTENCY_IN_PROGRESS", "a request with this Idempotency-Key is still being processed; retry it later", {
+      retryable: true,
+    });
+  }
+  let body = row.response_body;
+  if (row.response_sealed !== null) {
+    if (store.box === undefined) throw httpError("SERVICE_UNAVAILABLE", "the stored response is sealed and no secrets key is configured");
+    body = store.box.decrypt(row.response_sealed);
+  }
+  return { status: row.response_status!, body, headers: REPLAYED };
+}
+
+async function complete(
+  client: pg.ClientBase,
+  store: IdempotencyStore,
+  request: IdempotencyRequest,
+  response: RouteResponse,
+): Promise<void> {
+  let plain: string | null = response.replayBody ?? response.body ?? "";
+  let sealed: Buffer | null = null;
+  if (response.sealed === true && response.replayBody === undefined) {
+    if (store.box === undefined) throw httpError("SERVICE_UNAVAILABLE", "no secrets key is configured to store this response");
+    sealed = store.box.encrypt(response.body ?? "");
+    plain = null;
+  }
+  await client.query(
+    `UPDATE idempotency_keys SET status = 'completed', response_status = $3, response_body = $4, response_sealed = $5,
+            completed_at = $6
+     WHERE account_id = $1 AND key = $2`,
+    [request.accountId, request.key, response.status, plain, sealed, store.now()],
+  );
+}
+
+/** Errors that end the request for good; 5xx other than a failed payment may be retried under the key. */
+function isDefiniteFailure(status: number, code: string): boolean {
+  if (code === "IDEMPOTENCY_IN_PROGRESS" || code === "IDEMPOTENCY_KEY_REUSED") return false;
+  return status < 500 || code === "PAYMENT_FAILED";
+}
+
+function isConnectionError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code.startsWith("08") || code === "57P01" || code === "ECONNRESET");
+}

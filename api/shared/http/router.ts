@@ -1,0 +1,173 @@
+/**
+ * The REST /v1 request pipeline: match the route (404 for unknown /v1 paths is left to the next
+ * handler; a known path with another method is 405), authenticate, read and parse the JSON body
+ * exactly (415 / 413 / 400 INVALID_JSON), derive the idempotency request of a POST, run the
+ * handler, and answer problem JSON for every error.
+ */
+import type pg from "pg";
+import type { Logger } from "pino";
+import { authenticate, type Caller } from "../auth.js";
+import type { SecretBox } from "../secret-box.js";
+import {
+  type IdempotencyRequest,
+  type IdempotencyStore,
+  parseIdempotencyKey,
+  requestFingerprint,
+  type RouteResponse,
+} from "./idempotency.js";
+import { canonicalJson, type JsonValue, MAX_BODY_BYTES, parseJson, writeJson } from "./json.js";
+import { HttpError, httpError, PROBLEM_CONTENT_TYPE, problemResponse, toHttpError } from "./problem.js";
+
+/** What every REST route needs: the database, a log, the clock and the box that seals stored secrets. */
+export interface RouteDeps {
+  readonly pool: pg.Pool;
+  readonly logger?: Logger | undefined;
+  /** The clock (tests pin it). */
+  readonly now?: (() => Date) | undefined;
+  /** Encrypts sealed idempotent responses (and, in the gateway, signing secrets). */
+  readonly secretBox?: SecretBox | undefined;
+}
+
+export type Method = "GET" | "POST" | "PUT" | "DELETE";
+
+export interface RouteContext<D extends RouteDeps = RouteDeps> {
+  readonly deps: D;
+  readonly caller: Caller;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: URLSearchParams;
+  /** The parsed body; undefined when the request has none. */
+  readonly body: JsonValue | undefined;
+  /** The POST's idempotency request, or null without an Idempotency-Key. */
+  readonly idempotency: IdempotencyRequest | null;
+  readonly store: IdempotencyStore;
+  readonly now: Date;
+}
+
+export interface Route<D extends RouteDeps = RouteDeps> {
+  readonly method: Method;
+  /** `/v1/policies/:agentId` */
+  readonly path: string;
+  readonly handler: (context: RouteContext<D>) => Promise<RouteResponse>;
+}
+
+interface CompiledRoute<D extends RouteDeps> extends Route<D> {
+  readonly pattern: RegExp;
+  readonly names: readonly string[];
+}
+
+/**
+ * A JSON answer. `sealed`: the body is stored encrypted in the idempotency record. `replay`: what a
+ * replay under the same Idempotency-Key answers instead (a secret shown once is left out of it);
+ * only that is stored.
+ */
+export function json(status: number, value: unknown, options: { sealed?: boolean; replay?: unknown } = {}): RouteResponse {
+  return {
+    status,
+    body: writeJson(value),
+    ...(options.sealed === true ? { sealed: true } : {}),
+    ...(options.replay === undefined ? {} : { replayBody: writeJson(options.replay) }),
+  };
+}
+
+export const NO_CONTENT: RouteResponse = { status: 204, body: null };
+
+export class Router<D extends RouteDeps> {
+  readonly #routes: CompiledRoute<D>[];
+
+  constructor(routes: readonly Route<D>[]) {
+    this.#routes = routes.map((route) => {
+      const names: string[] = [];
+      const source = route.path
+        .split("/")
+        .map((part) => {
+          if (!part.startsWith(":")) return part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+          names.push(part.slice(1));
+          return "([^/]+)";
+        })
+        .join("/");
+      return { ...route, names, pattern: new RegExp(`^${source}/?$`) };
+    });
+  }
+
+  /** The answer to a /v1 request, or null when no route has this path (the next handler's turn). */
+  async handle(deps: D, request: Request): Promise<Response | null> {
+    const url = new URL(request.url);
+    if (!url.pathname.startsWith("/v1/")) return null;
+    const candidates = this.#routes
+      .map((route) => ({ route, match: route.pattern.exec(url.pathname) }))
+      .filter((c): c is { route: CompiledRoute<D>; match: RegExpExecArray } => c.match !== null);
+    if (candidates.length === 0) return null;
+    const chosen = candidates.find((c) => c.route.method === request.method);
+    if (chosen === undefined) {
+      const allow = [...new Set(candidates.map((c) => c.route.method))].join(", ");
+      return toResponse(problemResponse(new HttpError(405, "METHOD_NOT_ALLOWED", `use ${allow}`, {}, { allow })));
+    }
+    try {
+      return toResponse(await this.#run(deps, request, url, chosen.route, chosen.match));
+    } catch (error) {
+      const known = toHttpError(error);
+      if (known !== null) return toResponse(problemResponse(known));
+      deps.logger?.error({ err: error, method: request.method, path: url.pathname }, "REST route failed");
+      return toResponse(problemResponse(httpError("INTERNAL_SERVER_ERROR", "unexpected error")));
+    }
+  }
+
+  async #run(deps: D, request: Request, url: URL, route: CompiledRoute<D>, match: RegExpExecArray): Promise<RouteResponse> {
+    const params: Record<string, string> = {};
+    for (const [i, name] of route.names.entries()) {
+      try {
+        params[name] = decodeURIComponent(match[i + 1]!);
+      } catch {
+        throw httpError("BAD_USER_INPUT", `${name}: not a valid path segment`, { field: name });
+      }
+    }
+    const caller = await authenticate(deps.pool, request.headers.get("authorization"));
+    const body = await readBody(request);
+    const now = deps.now?.() ?? new Date();
+    let idempotency: IdempotencyRequest | null = null;
+    if (request.method === "POST") {
+      const key = parseIdempotencyKey(request.headers.get("idempotency-key"));
+      if (key !== null) {
+        idempotency = {
+          accountId: caller.accountId,
+          key,
+          method: request.method,
+          path: url.pathname.replace(/\/$/, ""),
+          fingerprint: requestFingerprint(request.method, url.pathname.replace(/\/$/, ""), canonicalJson(body)),
+        };
+      }
+    }
+    const store: IdempotencyStore = { pool: deps.pool, box: deps.secretBox, now: () => deps.now?.() ?? new Date() };
+    return route.handler({ deps, caller, params, query: url.searchParams, body, idempotency, store, now });
+  }
+}
+
+async function readBody(request: Request): Promise<JsonValue | undefined> {
+  if (request.method === "GET" || request.method === "DELETE") return undefined;
+  const length = Number(request.headers.get("content-length") ?? "0");
+  if (length > MAX_BODY_BYTES) throw httpError("PAYLOAD_TOO_LARGE", `request bodies are at most ${MAX_BODY_BYTES} bytes`);
+  const bytes = new Uint8Array(await request.arrayBuffer());
+  if (bytes.length > MAX_BODY_BYTES) throw httpError("PAYLOAD_TOO_LARGE", `request bodies are at most ${MAX_BODY_BYTES} bytes`);
+  if (bytes.length === 0) return undefined;
+  const type = (request.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
+  if (type !== "application/json" && !/^application\/[a-z0-9.+-]*\+json$/.test(type)) {
+    throw httpError("UNSUPPORTED_MEDIA_TYPE", "send the body as application/json");
+  }
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw httpError("INVALID_JSON", "request body is not UTF-8");
+  }
+  return parseJson(text.replace(/^\uFEFF/, ""));
+}
+
+function toResponse(response: RouteResponse): Response {
+  // A stored error answer (replayed) has no headers of its own: errors are always problem JSON.
+  const type = response.status >= 400 ? PROBLEM_CONTENT_TYPE : "application/json";
+  const headers: Record<string, string> = { ...(response.body === null ? {} : { "content-type": type }), ...response.headers };
+  if (response.status === 204 || response.body === null || response.body === "") {
+    return new Response(null, { status: response.status, headers });
+  }
+  return new Response(response.body, { status: response.status, headers });
+}

@@ -1,0 +1,64 @@
+/**
+ * Accounts and API keys. A key is `apg_` + 32 random bytes (base64url); only its sha256 is stored
+ * (api_keys.key_sha256), with a short prefix for display. Used by tests and by the gateway.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import type pg from "pg";
+
+const KEY_PREFIX = "apg_";
+/** `apg_` + 43 base64url characters (32 bytes). */
+const KEY_SHAPE = /^apg_[A-Za-z0-9_-]{43}$/;
+const DISPLAY_PREFIX_CHARS = 12;
+
+export function hashApiKey(key: string): string {
+  return createHash("sha256").update(key, "utf8").digest("hex");
+}
+
+export function isWellFormedApiKey(key: string): boolean {
+  return KEY_SHAPE.test(key);
+}
+
+export interface IssuedKey {
+  readonly accountId: string;
+  /** Shown once; not recoverable from the database. */
+  readonly apiKey: string;
+  readonly prefix: string;
+}
+
+export async function createAccount(pool: pg.Pool, name: string): Promise<string> {
+  const result = await pool.query<{ id: string }>("INSERT INTO accounts (name) VALUES ($1) RETURNING id", [name]);
+  return result.rows[0]!.id;
+}
+
+export async function issueApiKey(pool: pg.Pool, accountId: string): Promise<IssuedKey> {
+  const apiKey = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
+  const prefix = apiKey.slice(0, DISPLAY_PREFIX_CHARS);
+  await pool.query("INSERT INTO api_keys (account_id, key_sha256, prefix) VALUES ($1, $2, $3)", [accountId, hashApiKey(apiKey), prefix]);
+  return { accountId, apiKey, prefix };
+}
+
+export async function revokeApiKey(pool: pg.Pool, apiKey: string): Promise<boolean> {
+  const result = await pool.query("UPDATE api_keys SET revoked_at = now() WHERE key_sha256 = $1 AND revoked_at IS NULL", [
+    hashApiKey(apiKey),
+  ]);
+  return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * Registers an agent of the account with the wallet the chain records as payer. `agentId` is the
+ * internal key (api/shared/agent-ids.ts): `internalAgentId(accountId, publicId)` for a new agent, as
+ * `POST /v1/agents` and `admin.ts register-agent` pass; a bare id is the form from before
+ * migrations/018_agent_public_ids.sql (key = public id), which test fixtures still use.
+ */
+export async function registerAgent(
+  pool: pg.Pool,
+  accountId: string,
+  agent: { agentId: string; walletAddress: string; name?: string },
+): Promise<void> {
+  await pool.query("INSERT INTO agents (agent_id, account_id, name, wallet_address) VALUES ($1, $2, $3, $4)", [
+    agent.agentId,
+    accountId,
+    agent.name ?? "",
+    agent.walletAddress,
+  ]);
+}

@@ -1,0 +1,458 @@
+/**
+ * Policies and the reservation ledger in Postgres (migrations/004_policies.sql).
+ *
+ * Authority: `policies` is the truth for what an agent may spend; `spend_reservations` is the truth
+ * for what the policy has let through. Usage is always computed from the ledger, never cached.
+ *
+ * Concurrency: every write that depends on a policy or on usage (`putPolicy`, the reservation)
+ * runs in a READ COMMITTED transaction holding the agent's transaction-level advisory lock, so for
+ * one agent they execute one at a time and each sees everything committed before it. Hence accepted
+ * payments never sum above the daily budget and never outnumber the rate limit, across any number
+ * of gateway processes. Reads (`getPolicy`, `readUsage`, `checkPolicy`) take no lock and write
+ * nothing: a dry run records nothing.
+ */
+import type pg from "pg";
+import { type Db, withTransaction } from "../../../indexer/db/database.js";
+import { evaluatePolicy, type PaymentRequest, type PolicyDecision, type PolicyUsage } from "./engine.js";
+import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type ProtocolPreference } from "./policy.js";
+import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow, rateWindowStart } from "./windows.js";
+
+export type { Db };
+
+/** Key space of the per-agent lock (the two-argument advisory lock form: namespace, hashtext(agent)). */
+const POLICY_LOCK_NAMESPACE = 7_240_004;
+const MAX_AGENT_ID_LENGTH = 200;
+
+export interface StoredPolicy extends Policy {
+  readonly agentId: string;
+  readonly updatedAt: Date;
+}
+
+export interface UsageView extends PolicyUsage {
+  readonly budgetExhausted: boolean;
+  /** When the open budget period resets; null if none is open. */
+  readonly windowResetsAt: Date | null;
+  /** The window `rateCalls` counts over: the policy's, or null (then `rateCalls` is 0). */
+  readonly rateWindow: RateWindow | null;
+}
+
+export interface Reservation {
+  readonly decision: PolicyDecision;
+  /** The `spend_reservations.id` (bigserial, as a string) when the payment was accepted. */
+  readonly reservationId: string | null;
+  /** Set when the policy allowed the payment but the caller's `check` refused it (nothing reserved). */
+  readonly refusal?: ReservationRefusal | null;
+}
+
+/** A refusal beyond the spend policy (a sub-agent's invocation budget), in the spec 7 reason form. */
+export interface ReservationRefusal {
+  readonly reasonCode: string;
+  /** `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>`. */
+  readonly reason: string;
+  readonly requested: string;
+  readonly limit: string;
+  readonly unit: string;
+}
+
+export interface ReserveOptions {
+  /**
+   * Runs under the agent's lock, after the policy allowed the payment and before it is reserved:
+   * a non-null answer refuses the payment and nothing is reserved. Because it runs under the same
+   * lock as every reservation of the agent, a check that counts the agent's open reservations sees
+   * all of them (concurrent authorizations of one agent run it one at a time).
+   */
+  readonly check?: (client: pg.ClientBase) => Promise<ReservationRefusal | null>;
+}
+
+interface PolicyRow {
+  agent_id: string;
+  daily_budget_units: string | null;
+  per_call_limit_units: string | null;
+  allowed_domains: string[] | null;
+  blocked_domains: string[];
+  rate_limit_calls: number | null;
+  rate_limit_window: RateWindow | null;
+  protocol_preference: ProtocolPreference;
+  updated_at: Date;
+}
+
+export async function getPolicy(db: Db, agentId: string): Promise<StoredPolicy | null> {
+  assertAgentId(agentId);
+  const { rows } = await db.query<PolicyRow>("SELECT * FROM policies WHERE agent_id = $1", [agentId]);
+  return rows[0] === undefined ? null : fromRow(rows[0]);
+}
+
+/** `policies.set` (spec 4.1): omitted fields keep their value, `null` removes one. Returns the result. */
+export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPatch, now: Date = new Date()): Promise<StoredPolicy> {
+  assertAgentId(agentId);
+  return withTransaction(
+    pool,
+    async (client) => {
+      await lockAgent(client, agentId);
+      const next = applyPatch((await getPolicy(client, agentId)) ?? EMPTY_POLICY, patch);
+      const { rows } = await client.query<PolicyRow>(
+        `INSERT INTO policies (agent_id, daily_budget_units, per_call_limit_units, allowed_domains, blocked_domains,
+                             rate_limit_calls, rate_limit_window, protocol_preference, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+       ON CONFLICT (agent_id) DO UPDATE SET
+         daily_budget_units = EXCLUDED.daily_budget_units, per_call_limit_units = EXCLUDED.per_call_limit_units,
+         allowed_domains = EXCLUDED.allowed_domains, blocked_domains = EXCLUDED.blocked_domains,
+         rate_limit_calls = EXCLUDED.rate_limit_calls, rate_limit_window = EXCLUDED.rate_limit_window,
+         protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at
+       RETURNING *`,
+        [
+          agentId,
+          next.dailyBudgetUnits?.toString() ?? null,
+          next.perCallLimitUnits?.toString() ?? null,
+          next.allowedDomains,
+          next.blockedDomains,
+          next.rateLimit?.calls ?? null,
+          next.rateLimit?.window ?? null,
+          next.protocolPreference,
+          now,
+        ],
+      );
+      return fromRow(rows[0]!);
+    },
+    { isolation: "read committed" },
+  );
+}
+
+/** `policies.clear`: removes every limit of the agent. The reservation ledger is kept. */
+export async function clearPolicy(db: Db, agentId: string): Promise<boolean> {
+  assertAgentId(agentId);
+  const result = await db.query("DELETE FROM policies WHERE agent_id = $1", [agentId]);
+  return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * Spend in the open budget period and calls in the policy's rate window, at `now`.
+ *
+ * The period is open while any reservation that still counts (reserved, settled, or released and
+ * then landed anyway) started its period less than 24 h ago; usage sums all of them. Counting
+ * every such reservation, not only those of the latest period, is what keeps a payment that lands
+ * late (released, then settled by a payload already in flight) inside the budget: the period it
+ * belongs to cannot be forgotten by a newer one. The period is exhausted (spec 3) once a payment was
+ * refused for the daily budget in it after the policy's last change; it stays so until it resets.
+ */
+export async function readUsage(db: Db, agentId: string, policy: Policy & { readonly updatedAt?: Date }, now: Date): Promise<UsageView> {
+  assertAgentId(agentId);
+  const rateWindow = policy.rateLimit?.window ?? null;
+  const { rows } = await db.query<{ window_start: Date | null; used_units: string; exhausted: boolean; rate_calls: number }>(
+    `WITH open_period AS (
+       SELECT min(budget_window_start) AS start, coalesce(sum(amount_units), 0) AS used FROM spend_reservations
+       WHERE agent_id = $1 AND status <> 'released' AND budget_window_start > $2
+     )
+     SELECT p.start AS window_start, p.used::text AS used_units,
+            p.start IS NOT NULL AND EXISTS (
+              SELECT 1 FROM payment_rejections
+              WHERE agent_id = $1 AND reason_code = 'daily_budget_exceeded' AND created_at >= p.start AND created_at > $4
+            ) AS exhausted,
+            CASE WHEN $3::timestamptz IS NULL THEN 0
+                 ELSE (SELECT count(*) FROM spend_reservations
+                       WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz) END::int AS rate_calls
+     FROM open_period p`,
+    [
+      agentId,
+      new Date(now.getTime() - BUDGET_WINDOW_MS),
+      rateWindow === null ? null : rateWindowStart(rateWindow, now),
+      policy.updatedAt ?? new Date(0),
+    ],
+  );
+  const row = rows[0]!;
+  const window = openBudgetWindow(row.window_start, now);
+  return {
+    usedTodayUnits: window === null ? 0n : BigInt(row.used_units),
+    windowStart: window?.start ?? null,
+    windowResetsAt: window?.resetsAt ?? null,
+    budgetExhausted: window !== null && row.exhausted,
+    rateCalls: row.rate_calls,
+    rateWindow,
+  };
+}
+
+/** The dry run: what the policy would decide for this payment now. Writes nothing. */
+export async function checkPolicy(db: Db, agentId: string, request: PaymentRequest, now: Date): Promise<PolicyDecision> {
+  const policy = (await getPolicy(db, agentId)) ?? EMPTY_POLICY;
+  return evaluatePolicy(policy, await readUsage(db, agentId, policy, now), request, now);
+}
+
+/**
+ * Check and reserve in a transaction of its own, on a connection from the pool. To reserve together
+ * with other writes, use `reserveInTransaction` inside your transaction.
+ */
+export async function reserveWithinPolicy(pool: pg.Pool, agentId: string, request: PaymentRequest, now: Date): Promise<Reservation> {
+  return withTransaction(pool, (client) => reserve(client, agentId, request, now, {}, false), { isolation: "read committed" });
+}
+
+/**
+ * Check and reserve inside the caller's READ COMMITTED transaction (the gateway's, so the
+ * reservation commits or rolls back with its other writes). Throws when no transaction is open:
+ * outside one the advisory lock would end with the statement and protect nothing.
+ */
+export async function reserveInTransaction(
+  client: pg.ClientBase,
+  agentId: string,
+  request: PaymentRequest,
+  now: Date,
+  options: ReserveOptions = {},
+): Promise<Reservation> {
+  return reserve(client, agentId, request, now, options, true);
+}
+
+/**
+ * Five round trips (were seven): SAVEPOINT, the lock, the policy, the usage, the INSERT (the
+ * savepoint ends with the caller's transaction; values are always bound parameters). The policy and usage reads stay separate statements after the lock (each
+ * READ COMMITTED statement's snapshot is taken when it starts, so after the lock is held: they see
+ * every reservation committed before; one combined statement measured no faster — planning its
+ * CTEs cost what the round trip saved). The savepoint (a failure leaves the caller's transaction
+ * usable) is skipped when the transaction is the reservation's own (`reserveWithinPolicy`).
+ */
+async function reserve(
+  client: pg.ClientBase,
+  agentId: string,
+  request: PaymentRequest,
+  now: Date,
+  options: ReserveOptions,
+  savepoint: boolean,
+): Promise<Reservation> {
+  assertAgentId(agentId);
+  try {
+    await lockAgent(client, agentId, savepoint);
+    const policy = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
+    const usage = await readUsage(client, agentId, policy, now);
+    const decision = evaluatePolicy(policy, usage, request, now);
+    const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
+    if (refusal !== null || decision.decision !== "allow") {
+      return refusal === null ? { decision, reservationId: null } : { decision, reservationId: null, refusal };
+    }
+    if (decision.protocol === null) throw new Error("reservation needs a protocol the target offers (x402 or mpp)");
+    // The savepoint is not released: it ends with the caller's transaction, and releasing it
+    // would cost a round trip for nothing.
+    const { rows } = await client.query<{ id: string }>(
+      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+      [agentId, request.amountUnits.toString(), request.endpoint, decision.domain, decision.protocol, now, decision.budget.windowStart],
+    );
+    const id = rows[0]!.id;
+    return { decision, reservationId: id };
+  } catch (error) {
+    if (savepoint) await client.query("ROLLBACK TO SAVEPOINT policy_reservation").catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * The payment went through elsewhere (`.../complete`): the reservation keeps counting, now with
+ * its ledger transaction. Refused (false) once a settler of this gateway took the payment: that
+ * settler records the transaction it sent, so a caller's hash can never stand in for it.
+ */
+export async function settleReservation(db: Db, reservationId: string, txHash: string): Promise<boolean> {
+  const result = await db.query(
+    "UPDATE spend_reservations SET status = 'settled', tx_hash = $2 WHERE id = $1 AND status = 'reserved' AND claimed_at IS NULL",
+    [reservationId, txHash],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * The agent gives the payment up (`.../release`): its amount and its call stop counting, and its
+ * signed payment is revoked (a settler's `claimLinkedReservation` refuses it from now on). Refused
+ * (false) once a settler claimed the payment: its money may land, so it keeps counting until the
+ * settler or the sweeper learns the outcome. One conditional UPDATE against the claim's, so exactly
+ * one of release and claim wins.
+ */
+export async function releaseReservation(db: Db, reservationId: string): Promise<boolean> {
+  const result = await db.query(
+    "UPDATE spend_reservations SET status = 'released' WHERE id = $1 AND status = 'reserved' AND claimed_at IS NULL",
+    [reservationId],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+/** What a settler may do with a signed payment, by its reservation (`claimLinkedReservation`). */
+export type ReservationClaim =
+  | { readonly outcome: "claimed"; readonly reservation: LinkedReservation }
+  /** No reservation names the payment: it was not authorized through the gateway's policy path. */
+  | { readonly outcome: "unlinked" }
+  /** Released, or closed by `.../complete`, before any settler took it: the payment must not move. */
+  | { readonly outcome: "revoked"; readonly reservation: LinkedReservation };
+
+/**
+ * A settler takes the signed payment before it moves any money: from here `release` is refused
+ * and the reservation counts until the settler (or the sweeper) closes it with the outcome. Call it
+ * after the payment's replay claim (nonce), so one settler at most reaches it per payment.
+ */
+export async function claimLinkedReservation(db: Db, paymentRef: string, now: Date): Promise<ReservationClaim> {
+  const claimed = await db.query<LinkedRow>(
+    `UPDATE spend_reservations SET claimed_at = $2 WHERE payment_ref = $1 AND status = 'reserved' AND claimed_at IS NULL
+     RETURNING ${LINKED_COLUMNS}`,
+    [paymentRef, now],
+  );
+  if (claimed.rows[0] !== undefined) return { outcome: "claimed", reservation: fromLinkedRow(claimed.rows[0]) };
+  // Not taken: either no reservation names the payment, or it is closed (one read, off the common path).
+  const reservation = await linkedReservation(db, paymentRef);
+  return reservation === null ? { outcome: "unlinked" } : { outcome: "revoked", reservation };
+}
+
+/** How a reservation is tied to the signed payment it let through (migrations/011_payment_links.sql). */
+export interface PaymentLink {
+  /** `x402:<payer>:<nonce>`, `mpp:<payer>:<nonce>` or `mpp-charge:<mpp_payments id>`. */
+  readonly paymentRef: string;
+  /** The signed payment's `validUntil`: after it nothing can settle the payment. */
+  readonly expiresAt?: Date | null;
+  /** The invoking transaction when a sub-agent pays under `agents.invoke`. */
+  readonly parentTxHash?: string | null;
+  /** This payment invokes its payee as a sub-agent with this budget (base units). */
+  readonly invocationBudgetUnits?: bigint | null;
+  /** The payment is already being settled (a session charge): `release` is refused from the start. */
+  readonly claimedAt?: Date | null;
+}
+
+export interface LinkedReservation {
+  readonly id: string;
+  readonly agentId: string;
+  readonly amountUnits: bigint;
+  readonly status: "reserved" | "settled" | "released";
+  readonly txHash: string | null;
+  readonly paymentRef: string;
+  readonly expiresAt: Date | null;
+  readonly parentTxHash: string | null;
+  readonly invocationBudgetUnits: bigint | null;
+  readonly invocation: string | null;
+}
+
+export const x402PaymentRef = (payer: string, nonce: string): string => `x402:${payer}:${nonce}`;
+export const mppPaymentRef = (payer: string, nonce: string): string => `mpp:${payer}:${nonce}`;
+export const mppChargeRef = (mppPaymentId: string): string => `mpp-charge:${mppPaymentId}`;
+
+/** Ties an open reservation to its signed payment (same transaction as the reservation). */
+export async function linkReservation(db: Db, reservationId: string, link: PaymentLink): Promise<void> {
+  await db.query(
+    `UPDATE spend_reservations SET payment_ref = $2, expires_at = $3, parent_tx_hash = $4, invocation_budget_units = $5, claimed_at = $6
+     WHERE id = $1 AND status = 'reserved'`,
+    [
+      reservationId,
+      link.paymentRef,
+      link.expiresAt ?? null,
+      link.parentTxHash ?? null,
+      link.invocationBudgetUnits?.toString() ?? null,
+      link.claimedAt ?? null,
+    ],
+  );
+}
+
+/** The reservation of a signed payment, or null when the gateway did not authorize it. */
+export async function linkedReservation(db: Db, paymentRef: string): Promise<LinkedReservation | null> {
+  const { rows } = await db.query<LinkedRow>(`SELECT ${LINKED_COLUMNS} FROM spend_reservations WHERE payment_ref = $1`, [paymentRef]);
+  return rows[0] === undefined ? null : fromLinkedRow(rows[0]);
+}
+
+interface LinkedRow {
+  id: string;
+  agent_id: string;
+  amount_units: string;
+  status: LinkedReservation["status"];
+  tx_hash: string | null;
+  payment_ref: string;
+  expires_at: Date | null;
+  parent_tx_hash: string | null;
+  invocation_budget_units: string | null;
+  invocation: string | null;
+}
+
+const LINKED_COLUMNS =
+  "id, agent_id, amount_units, status, tx_hash, payment_ref, expires_at, parent_tx_hash, invocation_budget_units, invocation";
+
+function fromLinkedRow(row: LinkedRow): LinkedReservation {
+  return {
+    id: row.id,
+    agentId: row.agent_id,
+    amountUnits: BigInt(row.amount_units),
+    status: row.status,
+    txHash: row.tx_hash,
+    paymentRef: row.payment_ref,
+    expiresAt: row.expires_at,
+    parentTxHash: row.parent_tx_hash,
+    invocationBudgetUnits: row.invocation_budget_units === null ? null : BigInt(row.invocation_budget_units),
+    invocation: row.invocation,
+  };
+}
+
+/**
+ * The linked payment is known to have landed on the ledger (the chain is the truth): the
+ * reservation counts, with the transaction, even if it had been released meanwhile (a sweeper
+ * that gave up on the claim, a `release` call racing the settlement). A reservation settled with
+ * another transaction is left alone. True when this call changed it.
+ */
+export async function landLinkedReservation(db: Db, paymentRef: string, txHash: string): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE spend_reservations SET status = 'settled', tx_hash = $2
+     WHERE payment_ref = $1 AND (status = 'reserved' OR (status = 'released' AND tx_hash IS NULL))`,
+    [paymentRef, txHash],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * What the agent has reserved but not yet settled, and what it settled, under the invocation
+ * opened by `parentTxHash` (base units). Read it under the agent's lock (`ReserveOptions.check`)
+ * for a sound budget check.
+ */
+export async function unitsUnderParent(
+  db: Db,
+  agentId: string,
+  parentTxHash: string,
+): Promise<{ readonly reservedUnits: bigint; readonly settledUnits: bigint }> {
+  const { rows } = await db.query<{ reserved: string; settled: string }>(
+    `SELECT coalesce(sum(amount_units) FILTER (WHERE status = 'reserved'), 0)::text AS reserved,
+            coalesce(sum(amount_units) FILTER (WHERE status = 'settled'), 0)::text AS settled
+     FROM spend_reservations WHERE agent_id = $1 AND parent_tx_hash = $2 AND status <> 'released'`,
+    [agentId, parentTxHash],
+  );
+  return { reservedUnits: BigInt(rows[0]!.reserved), settledUnits: BigInt(rows[0]!.settled) };
+}
+
+/** The linked payment definitely did not happen: its amount and its call stop counting. */
+export async function releaseLinkedReservation(db: Db, paymentRef: string): Promise<boolean> {
+  const result = await db.query("UPDATE spend_reservations SET status = 'released' WHERE payment_ref = $1 AND status = 'reserved'", [
+    paymentRef,
+  ]);
+  return (result.rowCount ?? 0) > 0;
+}
+
+async function lockAgent(client: pg.ClientBase, agentId: string, savepoint = false): Promise<void> {
+  if (savepoint) await client.query("SAVEPOINT policy_reservation");
+  const { rows } = await client.query<{ isolation: string }>(
+    "SELECT pg_advisory_xact_lock($1, hashtext($2)), current_setting('transaction_isolation') AS isolation",
+    [POLICY_LOCK_NAMESPACE, agentId],
+  );
+  const isolation = rows[0]!.isolation;
+  // Under REPEATABLE READ the snapshot predates the lock wait, so the check could miss a
+  // reservation committed while we waited: the guarantee holds only under READ COMMITTED.
+  if (isolation !== "read committed") {
+    throw new Error(`policy writes need a READ COMMITTED transaction, not ${isolation}`);
+  }
+}
+
+function assertAgentId(agentId: string): void {
+  if (typeof agentId !== "string" || agentId.length === 0 || agentId.length > MAX_AGENT_ID_LENGTH) {
+    throw new Error(`agent id must be 1..${MAX_AGENT_ID_LENGTH} characters`);
+  }
+}
+
+function fromRow(row: PolicyRow): StoredPolicy {
+  return {
+    agentId: row.agent_id,
+    dailyBudgetUnits: row.daily_budget_units === null ? null : BigInt(row.daily_budget_units),
+    perCallLimitUnits: row.per_call_limit_units === null ? null : BigInt(row.per_call_limit_units),
+    allowedDomains: row.allowed_domains,
+    blockedDomains: row.blocked_domains,
+    rateLimit:
+      row.rate_limit_calls === null || row.rate_limit_window === null
+        ? null
+        : { calls: row.rate_limit_calls, window: row.rate_limit_window },
+    protocolPreference: row.protocol_preference,
+    updatedAt: row.updated_at,
+  };
+}

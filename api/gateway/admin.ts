@@ -13,6 +13,7 @@
  * the route scopes it (api/shared/agent-ids.ts).
  *
  * Postgres from DATABASE_URL; migrations are applied first. Exit codes: 0 done, 1 failed, 2 usage.
+ * A command, imported by nothing; it needs only the database (api/shared, indexer/db), no ledger.
  */
 import { createPool } from "../../indexer/db/database.js";
 import { migrate } from "../../indexer/db/migrate.js";

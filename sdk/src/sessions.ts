@@ -1,7 +1,9 @@
 /**
  * MPP session tokens on the paying side (spec 4.4 step 5, 4.7 `pay` step 4): one clear token per
- * (agent, service origin), in this process's memory only. Nothing persists it; a restarted
- * process negotiates a new session. Bounded: the oldest entry goes when the map is full.
+ * (scope, service origin), in this process's memory only. The scope is the agent, or the agent
+ * and the invocation it pays under for a `withParent` client (pay.ts `#sessionScope`). Nothing
+ * persists it; a restarted process negotiates a new session. Bounded: the oldest entry goes when
+ * the map is full.
  */
 export interface MppSession {
   token: string;
@@ -15,16 +17,16 @@ const MAX_SESSIONS = 1_000;
 export class MppSessions {
   readonly #sessions = new Map<string, MppSession>();
 
-  static key(agentId: string, origin: string): string {
-    return `${agentId}\n${origin}`;
+  static key(scope: string, origin: string): string {
+    return `${scope}\n${origin}`;
   }
 
-  get(agentId: string, origin: string): MppSession | undefined {
-    return this.#sessions.get(MppSessions.key(agentId, origin));
+  get(scope: string, origin: string): MppSession | undefined {
+    return this.#sessions.get(MppSessions.key(scope, origin));
   }
 
-  put(agentId: string, origin: string, session: MppSession): void {
-    const key = MppSessions.key(agentId, origin);
+  put(scope: string, origin: string, session: MppSession): void {
+    const key = MppSessions.key(scope, origin);
     this.#sessions.delete(key);
     if (this.#sessions.size >= MAX_SESSIONS) {
       const oldest = this.#sessions.keys().next().value;
@@ -33,8 +35,8 @@ export class MppSessions {
     this.#sessions.set(key, session);
   }
 
-  forget(agentId: string, origin: string): void {
-    this.#sessions.delete(MppSessions.key(agentId, origin));
+  forget(scope: string, origin: string): void {
+    this.#sessions.delete(MppSessions.key(scope, origin));
   }
 
   /** Never print tokens. */

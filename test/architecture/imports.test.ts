@@ -1,0 +1,156 @@
+/**
+ * The import rules of the architecture (api/README.md), checked on the source itself: every .ts
+ * file of the repository is read, its relative imports (static `from "..."`, side-effect imports
+ * and dynamic `import("...")`, type-only ones included) are resolved to repository paths, and the
+ * edges that cross a forbidden boundary are listed. npm packages and node built-ins are not edges.
+ *
+ * A failure prints each offending edge as `importer -> imported  [rule]`.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+import ts from "typescript";
+import { describe, expect, it } from "vitest";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+/** Build output, dependencies and tool state, not source. */
+const SKIPPED_DIRECTORIES = new Set(["node_modules", "target", "dist"]);
+
+interface Edge {
+  /** Repository-relative, `/`-separated. */
+  readonly from: string;
+  /** The imported module as a repository-relative path (as written: `.js` for a `.ts` file). */
+  readonly to: string;
+}
+
+interface Rule {
+  readonly name: string;
+  readonly applies: (from: string) => boolean;
+  readonly forbids: (to: string) => boolean;
+}
+
+const under =
+  (...folders: string[]) =>
+  (path: string): boolean =>
+    folders.some((folder) => path.startsWith(`${folder}/`));
+
+const isTestFile = (path: string): boolean => path.endsWith(".test.ts");
+/** What ships: the services, the indexer, the SDK and the program's TypeScript binding; not the tests beside them. */
+const isProduction = (path: string): boolean =>
+  !isTestFile(path) && (under("api", "indexer", "sdk")(path) || /^programs\/(?:.+\/)?ts\//.test(path));
+
+const RULES: readonly Rule[] = [
+  { name: "api/query never imports api/gateway", applies: under("api/query"), forbids: under("api/gateway") },
+  {
+    name: "api/shared imports neither api/query nor api/gateway",
+    applies: under("api/shared"),
+    forbids: under("api/query", "api/gateway"),
+  },
+  { name: "sdk/ imports nothing outside sdk/", applies: under("sdk"), forbids: (to) => !under("sdk")(to) },
+  { name: "indexer/ imports nothing from api/ or scripts/", applies: under("indexer"), forbids: under("api", "scripts") },
+  { name: "production code imports neither scripts/ nor test/", applies: isProduction, forbids: under("scripts", "test") },
+];
+
+/** Edges that break a rule today and are being removed; each must still exist (else delete it here). */
+const KNOWN_EXCEPTIONS: readonly string[] = [
+  // removed by the error-model change
+  "api/shared/http/problem.ts -> api/gateway/wallets/errors.js",
+];
+
+function sourceFiles(directory: string): string[] {
+  const files: string[] = [];
+  for (const entry of readdirSync(directory, { withFileTypes: true })) {
+    if (entry.name.startsWith(".") || SKIPPED_DIRECTORIES.has(entry.name)) continue;
+    const path = join(directory, entry.name);
+    if (entry.isDirectory()) files.push(...sourceFiles(path));
+    else if (entry.isFile() && entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts")) files.push(path);
+  }
+  return files;
+}
+
+const repositoryPath = (absolute: string): string => relative(ROOT, absolute).split(sep).join("/");
+
+/**
+ * The relative imports of one file. TypeScript's own pre-parser reads them, so an import inside a
+ * comment or a string is not one, and a dynamic `import("...")` with a literal specifier is.
+ */
+function importsOf(path: string, text: string): Edge[] {
+  const from = repositoryPath(path);
+  return ts
+    .preProcessFile(text, true, true)
+    .importedFiles.map((file) => file.fileName)
+    .filter((specifier) => specifier.startsWith("./") || specifier.startsWith("../") || specifier.startsWith("/"))
+    .map((specifier) => ({ from, to: repositoryPath(resolve(dirname(path), specifier)) }));
+}
+
+function violations(edges: readonly Edge[]): string[] {
+  return edges.flatMap((edge) =>
+    RULES.filter((rule) => rule.applies(edge.from) && rule.forbids(edge.to)).map((rule) => `${edge.from} -> ${edge.to}  [${rule.name}]`),
+  );
+}
+
+const edgeName = (edge: Edge): string => `${edge.from} -> ${edge.to}`;
+
+describe("import rules", () => {
+  const files = sourceFiles(ROOT);
+  const edges = files.flatMap((file) => importsOf(file, readFileSync(file, "utf8")));
+
+  it("reads the whole tree (a walk that found nothing would pass every rule)", () => {
+    for (const folder of ["api/query", "api/gateway", "api/shared", "indexer", "sdk", "scripts", "test", "programs"]) {
+      expect(
+        edges.some((edge) => edge.from.startsWith(`${folder}/`)),
+        `no import found in ${folder}/`,
+      ).toBe(true);
+    }
+  });
+
+  it("sees static, type-only, re-exported, side-effect and dynamic imports, and none in comments or strings", () => {
+    const sample = [
+      'import { a } from "./static.js";',
+      'import type { B } from "../type-only.js";',
+      'export * from "./re-export.js";',
+      'import "./side-effect.js";',
+      'const lazy = await import("./dynamic.js");',
+      '// import { c } from "./commented.js";',
+      'const text = "import(\\"./in-a-string.js\\")";',
+      'import { readFile } from "node:fs/promises";',
+      'import pg from "pg";',
+    ].join("\n");
+    expect(importsOf(join(ROOT, "api/query/sample.ts"), sample).map((edge) => edge.to)).toEqual([
+      "api/query/static.js",
+      "api/type-only.js",
+      "api/query/re-export.js",
+      "api/query/side-effect.js",
+      "api/query/dynamic.js",
+    ]);
+  });
+
+  it("names the rule each forbidden edge breaks", () => {
+    const planted: Edge[] = [
+      { from: "api/query/resolvers/agents.ts", to: "api/gateway/wallets/index.js" },
+      { from: "api/shared/auth.ts", to: "api/query/context.js" },
+      { from: "sdk/src/client.ts", to: "api/shared/money.js" },
+      { from: "indexer/pipeline.ts", to: "api/shared/keys.js" },
+      { from: "programs/payment_ledger/ts/index.ts", to: "test/support/poll.js" },
+      { from: "api/shared/policy/engine.test.ts", to: "test/api/policy-reference.js" },
+      { from: "scripts/system.ts", to: "api/gateway/gateway.js" },
+    ];
+    expect(violations(planted)).toEqual([
+      "api/query/resolvers/agents.ts -> api/gateway/wallets/index.js  [api/query never imports api/gateway]",
+      "api/shared/auth.ts -> api/query/context.js  [api/shared imports neither api/query nor api/gateway]",
+      "sdk/src/client.ts -> api/shared/money.js  [sdk/ imports nothing outside sdk/]",
+      "indexer/pipeline.ts -> api/shared/keys.js  [indexer/ imports nothing from api/ or scripts/]",
+      "programs/payment_ledger/ts/index.ts -> test/support/poll.js  [production code imports neither scripts/ nor test/]",
+    ]);
+  });
+
+  it("no edge crosses a forbidden boundary", () => {
+    const offending = violations(edges.filter((edge) => !KNOWN_EXCEPTIONS.includes(edgeName(edge))));
+    expect(offending, `forbidden imports:\n${offending.join("\n")}`).toEqual([]);
+  });
+
+  it("every known exception is still an edge (delete the ones that are gone)", () => {
+    const present = new Set(edges.map(edgeName));
+    expect(KNOWN_EXCEPTIONS.filter((exception) => !present.has(exception))).toEqual([]);
+  });
+});

@@ -1,4 +1,8 @@
-/** Agents of an account (spec 2.5). Every lookup is scoped by account id. */
+/**
+ * Agents of an account (spec 2.5). Every lookup is scoped by account id. The read side of table
+ * `agents`: lookups by public id and wallet, and the listings (the gateway writes agents through
+ * api/gateway/wallets and archives them in api/gateway/agent-archive.ts).
+ */
 import type pg from "pg";
 import type { AgentRow } from "./rows.js";
 
@@ -36,6 +40,15 @@ export async function listAgents(pool: pg.Pool, accountId: string, includeArchiv
     [accountId, includeArchived],
   );
   return result.rows;
+}
+
+/** The account's agent with this public id, archived or not; null when the account has none by it. */
+export async function agentOfAccount(pool: pg.Pool, accountId: string, agentId: string): Promise<AgentRow | null> {
+  const { rows } = await pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE public_id = $1 AND account_id = $2`, [
+    agentId,
+    accountId,
+  ]);
+  return rows[0] ?? null;
 }
 
 /**

@@ -10,7 +10,7 @@
  */
 import type pg from "pg";
 import { apiError } from "./errors.js";
-import { hashApiKey, isWellFormedApiKey } from "./keys.js";
+import { accountOfApiKey, isWellFormedApiKey } from "./keys.js";
 
 export interface Caller {
   readonly accountId: string;
@@ -47,10 +47,7 @@ export async function authenticate(pool: pg.Pool, authorization: string | null):
   const key = match[1]!;
   // A key of the wrong shape cannot be one we issued: no database round trip for it.
   if (!isWellFormedApiKey(key)) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
-  const result = await pool.query<{ account_id: string }>("SELECT account_id FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL", [
-    hashApiKey(key),
-  ]);
-  const row = result.rows[0];
-  if (row === undefined) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
-  return { accountId: row.account_id };
+  const accountId = await accountOfApiKey(pool, key);
+  if (accountId === null) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
+  return { accountId };
 }

@@ -1,9 +1,14 @@
 /**
  * Accounts and API keys. A key is `apg_` + 32 random bytes (base64url); only its sha256 is stored
  * (api_keys.key_sha256), with a short prefix for display. Used by tests and by the gateway.
+ *
+ * The store of tables `accounts` and `api_keys`: the SQL on them lives here (api/shared/auth.ts
+ * resolves a key through `accountOfApiKey`). `registerAgent` is the fixture form of agent
+ * registration (the gateway registers agents through api/gateway/wallets).
  */
 import { createHash, randomBytes } from "node:crypto";
 import type pg from "pg";
+import type { Db } from "../../indexer/db/database.js";
 
 const KEY_PREFIX = "apg_";
 /** `apg_` + 43 base64url characters (32 bytes). */
@@ -35,6 +40,70 @@ export async function issueApiKey(pool: pg.Pool, accountId: string): Promise<Iss
   const prefix = apiKey.slice(0, DISPLAY_PREFIX_CHARS);
   await pool.query("INSERT INTO api_keys (account_id, key_sha256, prefix) VALUES ($1, $2, $3)", [accountId, hashApiKey(apiKey), prefix]);
   return { accountId, apiKey, prefix };
+}
+
+/** The account a live (unrevoked) key belongs to, or null. */
+export async function accountOfApiKey(db: Db, apiKey: string): Promise<string | null> {
+  const { rows } = await db.query<{ account_id: string }>("SELECT account_id FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL", [
+    hashApiKey(apiKey),
+  ]);
+  return rows[0]?.account_id ?? null;
+}
+
+/** An API key as its account lists it: never the key itself. */
+export interface ApiKeyRecord {
+  readonly id: string;
+  readonly prefix: string;
+  readonly createdAt: Date;
+  readonly revokedAt: Date | null;
+}
+
+interface ApiKeyRow {
+  id: string;
+  prefix: string;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+function fromKeyRow(row: ApiKeyRow): ApiKeyRecord {
+  return { id: row.id, prefix: row.prefix, createdAt: row.created_at, revokedAt: row.revoked_at };
+}
+
+/**
+ * A new key for the account, unless it already holds `maxActive` unrevoked keys (null then). The
+ * count and the insert are one statement.
+ */
+export async function issueAccountApiKey(
+  db: Db,
+  accountId: string,
+  maxActive: number,
+): Promise<{ readonly record: ApiKeyRecord; readonly apiKey: string } | null> {
+  const apiKey = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
+  const { rows } = await db.query<ApiKeyRow>(
+    `INSERT INTO api_keys (account_id, key_sha256, prefix)
+     SELECT $1, $2, $3 WHERE (SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL) < $4
+     RETURNING id, prefix, created_at, revoked_at`,
+    [accountId, hashApiKey(apiKey), apiKey.slice(0, DISPLAY_PREFIX_CHARS), maxActive],
+  );
+  return rows[0] === undefined ? null : { record: fromKeyRow(rows[0]), apiKey };
+}
+
+/** The account's keys, revoked ones included, oldest first (at most `limit`). */
+export async function listApiKeys(db: Db, accountId: string, limit: number): Promise<ApiKeyRecord[]> {
+  const { rows } = await db.query<ApiKeyRow>(
+    "SELECT id, prefix, created_at, revoked_at FROM api_keys WHERE account_id = $1 ORDER BY id LIMIT $2",
+    [accountId, limit],
+  );
+  return rows.map(fromKeyRow);
+}
+
+/** Revokes the account's active key `id`; false when the account has no such active key. */
+export async function revokeApiKeyById(db: Db, accountId: string, id: string): Promise<boolean> {
+  const result = await db.query("UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL", [
+    id,
+    accountId,
+  ]);
+  return (result.rowCount ?? 0) > 0;
 }
 
 export async function revokeApiKey(pool: pg.Pool, apiKey: string): Promise<boolean> {

@@ -3,6 +3,7 @@
  * to the account that owns the payer: any account may present any payer's signed payment, and an
  * agent id is that account's own business (issue 10 §4).
  */
+import { agentsByWallets } from "../../shared/agents.js";
 import type { RouteContext } from "../../shared/http/router.js";
 
 /**
@@ -10,9 +11,6 @@ import type { RouteContext } from "../../shared/http/router.js";
  * the header). `agentId` is the internal key the facilitator resolved (api/shared/agent-ids.ts).
  */
 export async function ownAgentId(context: RouteContext, payer: string, agentId: string): Promise<{ agentId?: string }> {
-  const { rows } = await context.deps.pool.query<{ agent_id: string; public_id: string }>(
-    "SELECT agent_id, public_id FROM agents WHERE wallet_address = $1 AND account_id = $2",
-    [payer, context.caller.accountId],
-  );
-  return rows[0]?.agent_id === agentId ? { agentId: rows[0].public_id } : {};
+  const [row] = await agentsByWallets(context.deps.pool, context.caller.accountId, [payer]);
+  return row?.agent_id === agentId ? { agentId: row.public_id } : {};
 }

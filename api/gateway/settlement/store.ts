@@ -1,10 +1,13 @@
 /**
- * The `settlements` rows the gateway signed (migrations: settlements). The row is the gateway's
- * record of a transaction it signed and may have sent; the chain is the truth for whether it
- * landed, so a row only ever moves from `pending` to `confirmed` or `failed`, never back, and a
- * status already resolved is never overwritten.
+ * The settlement store: table `settlements`, the rows the gateway signed (migrations:
+ * settlements). The row is the gateway's record of a transaction it signed and may have sent; the
+ * chain is the truth for whether it landed, so a row only ever moves from `pending` to `confirmed`
+ * or `failed`, never back, and a status already resolved is never overwritten. Reads of the table
+ * by the facilitator, the invocations and the REST routes go through here; the settle path
+ * (settlement.ts) writes its rows in its own transaction, and the sweeper reads them in its joins.
  */
 import type pg from "pg";
+import type { Db } from "../../../indexer/db/database.js";
 
 export interface SettlementRecord {
   readonly agentId: string;
@@ -68,4 +71,35 @@ export async function pendingSettlements(pool: pg.Pool, limit: number): Promise<
 export async function settlementTransaction(pool: pg.Pool, signature: string): Promise<string | undefined> {
   const row = await pool.query<{ transaction: string }>("SELECT transaction FROM settlements WHERE signature = $1", [signature]);
   return row.rows[0]?.transaction;
+}
+
+/**
+ * The payee of `agentId`'s confirmed settlement with this signature, or null when the signature is
+ * not a confirmed payment of that agent (an invocation hangs only under its invoker's own payment).
+ */
+export async function confirmedPaymentPayee(db: Db, signature: string, agentId: string): Promise<string | null> {
+  const { rows } = await db.query<{ payee: string }>(
+    "SELECT payee FROM settlements WHERE signature = $1 AND agent_id = $2 AND status = 'confirmed'",
+    [signature, agentId],
+  );
+  return rows[0]?.payee ?? null;
+}
+
+/** Signatures of the confirmed settlements under an invocation account, oldest first, at most `limit`. */
+export async function confirmedSignaturesUnder(db: Db, invocation: string, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ signature: string }>(
+    `SELECT signature FROM settlements WHERE invocation = $1 AND status = 'confirmed'
+     ORDER BY created_at, payment_id LIMIT $2`,
+    [invocation, limit],
+  );
+  return rows.map((row) => row.signature);
+}
+
+/** The signature of the payment's settlement row that has not failed (it may have been sent), or null. */
+export async function unfailedSettlementOf(db: Db, paymentRef: string): Promise<string | null> {
+  const { rows } = await db.query<{ signature: string }>(
+    "SELECT signature FROM settlements WHERE payment_ref = $1 AND status <> 'failed'",
+    [paymentRef],
+  );
+  return rows[0]?.signature ?? null;
 }

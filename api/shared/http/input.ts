@@ -2,7 +2,7 @@
  * Reading a parsed JSON body into typed values: exact key sets, strings, integers. Every failure
  * is BAD_USER_INPUT (400) naming the field; nothing has been stored or moved when it is thrown.
  */
-import { AGENT_COLUMNS } from "../agents.js";
+import { agentOfAccount } from "../agents.js";
 import type { AgentRow } from "../rows.js";
 import { parseAgentId } from "../validation.js";
 import { isRecord, JsonNumber, type JsonValue } from "./json.js";
@@ -64,12 +64,9 @@ export function plainJson(value: JsonValue | undefined): unknown {
 export async function requireAgent(context: RouteContext, agentId: string): Promise<AgentRow> {
   const id = parseAgentId("agentId", agentId);
   // Within the caller's account only: ids are scoped per account (api/shared/agent-ids.ts).
-  const { rows } = await context.deps.pool.query<AgentRow>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE public_id = $1 AND account_id = $2`, [
-    id,
-    context.caller.accountId,
-  ]);
-  if (rows[0] === undefined) throw httpError("NOT_FOUND", `no agent ${id} in this account`, { field: "agentId" });
-  return rows[0];
+  const agent = await agentOfAccount(context.deps.pool, context.caller.accountId, id);
+  if (agent === null) throw httpError("NOT_FOUND", `no agent ${id} in this account`, { field: "agentId" });
+  return agent;
 }
 
 /** 409 AGENT_ARCHIVED for an archived agent: it can no longer pay, authorize or be funded. */

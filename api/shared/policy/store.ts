@@ -1,5 +1,7 @@
 /**
- * Policies and the reservation ledger in Postgres (migrations/004_policies.sql).
+ * The policy store: policies and the reservation ledger in Postgres (migrations/004_policies.sql).
+ * It owns tables `policies` and `spend_reservations`: the SQL on them lives here (the sweeper,
+ * api/gateway/settlement/sweeper.ts, reads and closes reservations in its own joins).
  *
  * Authority: `policies` is the truth for what an agent may spend; `spend_reservations` is the truth
  * for what the policy has let through. Usage is always computed from the ledger, never cached.
@@ -270,6 +272,19 @@ export async function releaseReservation(db: Db, reservationId: string): Promise
   return (result.rowCount ?? 0) > 0;
 }
 
+/** A reservation's status and transaction, or null when there is none (of `agentId`, when given). */
+export async function reservationState(
+  db: Db,
+  reservationId: string,
+  agentId?: string,
+): Promise<{ readonly status: LinkedReservation["status"]; readonly txHash: string | null } | null> {
+  const { rows } = await db.query<{ status: LinkedReservation["status"]; tx_hash: string | null }>(
+    "SELECT status, tx_hash FROM spend_reservations WHERE id = $1 AND ($2::text IS NULL OR agent_id = $2)",
+    [reservationId, agentId ?? null],
+  );
+  return rows[0] === undefined ? null : { status: rows[0].status, txHash: rows[0].tx_hash };
+}
+
 /** What a settler may do with a signed payment, by its reservation (`claimLinkedReservation`). */
 export type ReservationClaim =
   | { readonly outcome: "claimed"; readonly reservation: LinkedReservation }
@@ -411,6 +426,43 @@ export async function unitsUnderParent(
     [agentId, parentTxHash],
   );
   return { reservedUnits: BigInt(rows[0]!.reserved), settledUnits: BigInt(rows[0]!.settled) };
+}
+
+/**
+ * The invocation the reservation's payment opened (its `invocation_budget_units` made it invoke
+ * its payee): set once, by whichever opener finishes first.
+ */
+export async function recordReservationInvocation(db: Db, reservationId: string, invocation: string): Promise<void> {
+  await db.query("UPDATE spend_reservations SET invocation = $2 WHERE id = $1 AND invocation IS NULL", [reservationId, invocation]);
+}
+
+/** A settled payment that invokes its payee but whose invocation is not open yet. */
+export interface AwaitingInvocation {
+  readonly reservationId: string;
+  readonly agentId: string;
+  /** The invoking payment's transaction (confirmed). */
+  readonly txHash: string;
+  readonly budgetUnits: bigint;
+  /** The payment's payee, the sub-agent's wallet. */
+  readonly payee: string;
+}
+
+/** Settled reservations with an invocation budget and no invocation yet, whose settlement is confirmed; oldest first. */
+export async function reservationsAwaitingInvocation(db: Db, limit: number): Promise<AwaitingInvocation[]> {
+  const { rows } = await db.query<{ id: string; agent_id: string; tx_hash: string; budget: string; payee: string }>(
+    `SELECT r.id, r.agent_id, r.tx_hash, r.invocation_budget_units::text AS budget, s.payee
+     FROM spend_reservations r JOIN settlements s ON s.signature = r.tx_hash AND s.status = 'confirmed'
+     WHERE r.status = 'settled' AND r.invocation_budget_units IS NOT NULL AND r.invocation IS NULL
+     ORDER BY r.id LIMIT $1`,
+    [limit],
+  );
+  return rows.map((row) => ({
+    reservationId: row.id,
+    agentId: row.agent_id,
+    txHash: row.tx_hash,
+    budgetUnits: BigInt(row.budget),
+    payee: row.payee,
+  }));
 }
 
 /** The linked payment definitely did not happen: its amount and its call stop counting. */

@@ -3,28 +3,20 @@
  * `POST /v1/api-keys` issues a key (shown once; sealed in the idempotency record),
  * `GET /v1/api-keys` lists them by prefix, `DELETE /v1/api-keys/{keyId}` revokes one.
  */
-import { randomBytes } from "node:crypto";
-import { hashApiKey } from "../../../shared/keys.js";
+import { type ApiKeyRecord, issueAccountApiKey, listApiKeys, revokeApiKeyById } from "../../../shared/keys.js";
 import { runDatabaseEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
 import { objectBody } from "../../../shared/http/input.js";
 import { httpError } from "../../../shared/http/problem.js";
 import { json, NO_CONTENT } from "../../../shared/http/router.js";
 import type { Route, RouteContext } from "../deps.js";
 
-const KEY_PREFIX = "apg_";
-const DISPLAY_PREFIX_CHARS = 12;
 /** Keys one account may hold unrevoked. */
 const MAX_ACTIVE_KEYS = 100;
+/** Keys a listing answers at most. */
+const LIST_LIMIT = 1000;
 
-interface KeyRow {
-  id: string;
-  prefix: string;
-  created_at: Date;
-  revoked_at: Date | null;
-}
-
-function keyJson(row: KeyRow): Record<string, unknown> {
-  return { id: row.id, prefix: row.prefix, createdAt: row.created_at, revokedAt: row.revoked_at };
+function keyJson(key: ApiKeyRecord): Record<string, unknown> {
+  return { id: key.id, prefix: key.prefix, createdAt: key.createdAt, revokedAt: key.revokedAt };
 }
 
 async function createRoute(context: RouteContext): Promise<RouteResponse> {
@@ -32,36 +24,25 @@ async function createRoute(context: RouteContext): Promise<RouteResponse> {
   if (context.deps.secretBox === undefined)
     throw httpError("SERVICE_UNAVAILABLE", "issuing keys needs the secrets key (WEBHOOK_SECRETS_KEY)");
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
-    const apiKey = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
-    const { rows } = await client.query<KeyRow>(
-      `INSERT INTO api_keys (account_id, key_sha256, prefix)
-       SELECT $1, $2, $3 WHERE (SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL) < $4
-       RETURNING id, prefix, created_at, revoked_at`,
-      [context.caller.accountId, hashApiKey(apiKey), apiKey.slice(0, DISPLAY_PREFIX_CHARS), MAX_ACTIVE_KEYS],
-    );
-    if (rows[0] === undefined) throw httpError("LIMIT_EXCEEDED", `at most ${MAX_ACTIVE_KEYS} active API keys per account`);
+    const issued = await issueAccountApiKey(client, context.caller.accountId, MAX_ACTIVE_KEYS);
+    if (issued === null) throw httpError("LIMIT_EXCEEDED", `at most ${MAX_ACTIVE_KEYS} active API keys per account`);
+    const { record, apiKey } = issued;
     // Shown once: a replay under the same Idempotency-Key answers the key's record without it
     // (a lost answer means revoking the key by its prefix and issuing another).
-    return json(201, { ...keyJson(rows[0]), apiKey }, { replay: { ...keyJson(rows[0]), apiKey: null } });
+    return json(201, { ...keyJson(record), apiKey }, { replay: { ...keyJson(record), apiKey: null } });
   });
 }
 
 async function listRoute(context: RouteContext): Promise<RouteResponse> {
-  const { rows } = await context.deps.pool.query<KeyRow>(
-    "SELECT id, prefix, created_at, revoked_at FROM api_keys WHERE account_id = $1 ORDER BY id LIMIT 1000",
-    [context.caller.accountId],
-  );
-  return json(200, { apiKeys: rows.map(keyJson) });
+  return json(200, { apiKeys: (await listApiKeys(context.deps.pool, context.caller.accountId, LIST_LIMIT)).map(keyJson) });
 }
 
 async function revokeRoute(context: RouteContext): Promise<RouteResponse> {
   const id = context.params.keyId!;
   if (!/^[1-9]\d{0,17}$/.test(id)) throw httpError("NOT_FOUND", `no API key ${id} in this account`);
-  const result = await context.deps.pool.query(
-    "UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL",
-    [id, context.caller.accountId],
-  );
-  if ((result.rowCount ?? 0) === 0) throw httpError("NOT_FOUND", `no active API key ${id} in this account`);
+  if (!(await revokeApiKeyById(context.deps.pool, context.caller.accountId, id))) {
+    throw httpError("NOT_FOUND", `no active API key ${id} in this account`);
+  }
   return NO_CONTENT;
 }
 

@@ -1,12 +1,17 @@
 /**
  * A sub-agent's invocation budget (spec 2.6, 4.7, 7 `BudgetExceededError`), checked by the gateway
- * under the agent's reservation lock (`ReserveOptions.check`) both when it authorizes a payment
- * (`POST /v1/agents/{id}/payments/authorize`) and when it admits an MPP session charge
- * (api/gateway/mpp/charge-policy.ts). A refusal is recorded like a policy rejection (`asRejection`).
+ * twice. Under the agent's reservation lock (`ReserveOptions.check`, built by `invocationBudgetCheck`)
+ * when it authorizes a payment (api/gateway/payments/authorize.ts) and when it admits an MPP
+ * session charge (api/gateway/mpp/charge-policy.ts): a refusal is recorded like a policy rejection
+ * (`asRejection`). And against the invocation account right before a payment under it is signed
+ * (`checkInvocationPayment`, api/gateway/settlement/settlement.ts), so a payment the program would
+ * refuse is never sent.
  */
 import { formatUsdc } from "../../shared/policy/amounts.js";
 import type { PolicyAllowed, PolicyRejected, ReasonCode } from "../../shared/policy/engine.js";
-import { type Db, type ReservationRefusal, unitsUnderParent } from "../../shared/policy/store.js";
+import { type Db, type ReservationRefusal, type ReserveOptions, unitsUnderParent } from "../../shared/policy/store.js";
+import { BudgetExceededError, PaymentError } from "../wallets/errors.js";
+import type { InvocationAccount } from "./ledger.js";
 
 /** Reason code of a sub-agent payment over its invocation's remaining budget. */
 export const INVOCATION_BUDGET_EXCEEDED = "invocation_budget_exceeded";
@@ -49,6 +54,26 @@ export async function invocationBudgetRefusal(
     limit,
     unit: "usdc",
   };
+}
+
+/** The reservation option that holds a sub-agent's payment to its invocation's remaining budget (`invocationBudgetRefusal`). */
+export function invocationBudgetCheck(input: Parameters<typeof invocationBudgetRefusal>[1]): ReserveOptions {
+  return { check: (locked) => invocationBudgetRefusal(locked, input) };
+}
+
+/**
+ * Before a payment of `payer` under the invocation account `invocation` is signed: the account
+ * exists (`state`, as the chain holds it now), belongs to this sub-agent, and has budget left for
+ * `amountUnits`. Throws `PaymentError` / `BudgetExceededError` otherwise, as the program would refuse.
+ */
+export function checkInvocationPayment(invocation: string, state: InvocationAccount | null, payer: string, amountUnits: bigint): void {
+  if (state === null) throw new PaymentError(`invocation ${invocation} does not exist`);
+  if (state.subAgent !== payer) {
+    throw new PaymentError(`invocation ${invocation} belongs to another sub-agent`, { ledgerError: "InvocationPayerMismatch" });
+  }
+  if (state.spentUnits + amountUnits > state.budgetUnits) {
+    throw new BudgetExceededError(invocation, amountUnits, state.budgetUnits, state.spentUnits);
+  }
 }
 
 /**

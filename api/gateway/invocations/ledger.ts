@@ -14,6 +14,7 @@ import {
 import { publicAgentId } from "../../shared/agent-ids.js";
 import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
 import { parseSignature } from "../settlement/settle-input.js";
+import { confirmedPaymentPayee } from "../settlement/store.js";
 import { InvalidAmountUnitsError, PaymentError, PaymentPendingError } from "../wallets/errors.js";
 import { COMMITMENT, type SettlementLedger, signTransaction, submit } from "../wallets/ledger.js";
 import { checkAmountUnits, type AgentWallets } from "../wallets/wallets.js";
@@ -85,11 +86,7 @@ export class LedgerInvocations implements Invocations {
     const { wallets, ledger, pool } = this.deps;
     // The parent is the invoker's own confirmed payment: an invocation cannot hang under a
     // transaction the invoker did not make.
-    const parent = await pool.query("SELECT 1 FROM settlements WHERE signature = $1 AND agent_id = $2 AND status = 'confirmed'", [
-      input.parentTxHash,
-      input.invokerAgentId,
-    ]);
-    if (parent.rowCount === 0) {
+    if ((await confirmedPaymentPayee(pool, input.parentTxHash, input.invokerAgentId)) === null) {
       throw new PaymentError(
         `parent transaction ${input.parentTxHash} is not a confirmed payment of agent ${publicAgentId(input.invokerAgentId)}`,
       );

@@ -1,10 +1,12 @@
 /**
  * Opening the invocation a settled payment starts (a payment whose reservation carries an
- * invocation budget: `POST .../payments/authorize` with `invokes`). Called right after the payment
- * settles (api/gateway/x402/facilitator.ts) and again by the sweeper for any opening that failed
- * (api/gateway/settlement/sweeper.ts): the reservation's `invocation` column stays NULL until one succeeds.
+ * invocation budget: `POST .../payments/authorize` with `invocationBudget`). Opened right after the
+ * payment settles (api/gateway/x402/facilitator.ts calls `openInvocationOfPayment`) and again by the
+ * sweeper for any opening that failed (api/gateway/settlement/sweeper.ts calls
+ * `openMissingInvocations`): the reservation's `invocation` column stays NULL until one succeeds.
  */
 import type pg from "pg";
+import { type LinkedReservation, recordReservationInvocation, reservationsAwaitingInvocation } from "../../shared/policy/store.js";
 import type { AgentDirectory } from "../x402/settler.js";
 import type { Invocations } from "./ledger.js";
 
@@ -43,10 +45,7 @@ export async function openLinkedInvocation(deps: InvocationOpeningDeps, opening:
       subAgentId,
       budgetUnits: opening.budgetUnits,
     });
-    await deps.pool.query("UPDATE spend_reservations SET invocation = $2 WHERE id = $1 AND invocation IS NULL", [
-      opening.reservationId,
-      opened.invocation,
-    ]);
+    await recordReservationInvocation(deps.pool, opening.reservationId, opened.invocation);
     return opened.invocation;
   } catch (error) {
     deps.onWarning?.("invocation not opened yet; the sweeper retries", {
@@ -55,4 +54,43 @@ export async function openLinkedInvocation(deps: InvocationOpeningDeps, opening:
     });
     return null;
   }
+}
+
+/**
+ * After the payment of `reservation` settled with `settled.txHash`: opens the invocation it starts
+ * when the reservation carries an invocation budget (else nothing to open, null). Never throws
+ * (`openLinkedInvocation`).
+ */
+export async function openInvocationOfPayment(
+  deps: InvocationOpeningDeps,
+  reservation: Pick<LinkedReservation, "id" | "invocationBudgetUnits">,
+  settled: { readonly invokerAgentId: string; readonly payee: string; readonly txHash: string },
+): Promise<string | null> {
+  if (reservation.invocationBudgetUnits === null) return null;
+  return openLinkedInvocation(deps, {
+    reservationId: reservation.id,
+    invokerAgentId: settled.invokerAgentId,
+    payee: settled.payee,
+    txHash: settled.txHash,
+    budgetUnits: reservation.invocationBudgetUnits,
+  });
+}
+
+/**
+ * The sweeper's retry: opens the invocations of up to `batch` settled payments whose opening
+ * failed. Returns how many it opened.
+ */
+export async function openMissingInvocations(deps: InvocationOpeningDeps, batch: number): Promise<number> {
+  let opened = 0;
+  for (const waiting of await reservationsAwaitingInvocation(deps.pool, batch)) {
+    const invocation = await openLinkedInvocation(deps, {
+      reservationId: waiting.reservationId,
+      invokerAgentId: waiting.agentId,
+      payee: waiting.payee,
+      txHash: waiting.txHash,
+      budgetUnits: waiting.budgetUnits,
+    });
+    if (invocation !== null) opened += 1;
+  }
+  return opened;
 }

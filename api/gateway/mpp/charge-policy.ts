@@ -25,26 +25,23 @@
  * An archived agent (api/gateway/agent-archive.ts) is not charged: its row is read under a share lock, so a
  * concurrent archive either sees this charge's reservation or commits first and refuses it.
  */
-import { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import { lockAgentArchivedAt } from "../agent-archive.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
 import { emitPaymentEvents } from "../events/gateway.js";
-import { asRejection, invocationAddress, invocationBudgetRefusal, type Invocations } from "../invocations/index.js";
+import { asRejection, invocationBudgetCheck, type InvocationReader, subAgentInvocationState } from "../invocations/index.js";
 import {
   landLinkedReservation,
   linkReservation,
   mppChargeRef,
   releaseLinkedReservation,
-  type ReservationRefusal,
   type ReserveOptions,
   reserveInTransaction,
 } from "../../shared/policy/store.js";
 import { recordRefusedPayment } from "../rejections.js";
 import type { ChargeAdmission, SessionCharge, SessionChargePolicy } from "./sessions.js";
 
-/** Reads invocation accounts from the chain (api/gateway/settlement's `Settlement` is one). */
-export type InvocationReader = Pick<Invocations, "invocationState">;
+export type { InvocationReader } from "../invocations/index.js";
 
 export class SpendPolicyChargeGate implements SessionChargePolicy {
   constructor(
@@ -68,8 +65,7 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
     const request = { endpoint: charge.endpoint, amountUnits: charge.amountUnits, protocol: "mpp", offeredProtocols: ["mpp"] } as const;
     const reader = this.invocations;
     const parent = charge.parentTxHash;
-    const options: ReserveOptions =
-      parent === null || reader === undefined ? {} : { check: (locked) => invocationBudgetCheck(locked, reader, charge, parent) };
+    const options: ReserveOptions = parent === null || reader === undefined ? {} : chargeBudgetCheck(reader, charge, parent);
     const { decision, reservationId, refusal } = await reserveInTransaction(client, charge.agentId, request, at, options);
     const refused = { agentId: charge.agentId, amountUnits: charge.amountUnits, endpoint: charge.endpoint, protocol: "mpp", at } as const;
     if (refusal != null && decision.decision === "allow") {
@@ -105,22 +101,14 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
 }
 
 /**
- * Under the agent's reservation lock (`invocationBudgetRefusal`). An invocation that does not exist
+ * Under the agent's reservation lock (`invocationBudgetCheck`). An invocation that does not exist
  * (or is another sub-agent's) has nothing left.
  */
-function invocationBudgetCheck(
-  client: pg.ClientBase,
-  reader: InvocationReader,
-  charge: SessionCharge,
-  parentTxHash: string,
-): Promise<ReservationRefusal | null> {
-  return invocationBudgetRefusal(client, {
+function chargeBudgetCheck(reader: InvocationReader, charge: SessionCharge, parentTxHash: string): ReserveOptions {
+  return invocationBudgetCheck({
     agentId: charge.agentId,
     parentTxHash,
     amountUnits: charge.amountUnits,
-    readInvocation: async () => {
-      const state = await reader.invocationState(new PublicKey(invocationAddress(parentTxHash, charge.payer)));
-      return state !== null && state.subAgent === charge.payer ? state : { budgetUnits: 0n, spentUnits: 0n };
-    },
+    readInvocation: async () => (await subAgentInvocationState(reader, parentTxHash, charge.payer)) ?? { budgetUnits: 0n, spentUnits: 0n },
   });
 }

@@ -19,8 +19,9 @@
  *
  * This file is the settle path. Its neighbours: `settle-input.ts` (the request checked before
  * anything is read), `store.ts` (the `settlements` rows), `reconciliation.ts` (resolving pending
- * rows), `payee.ts` (who may be paid); invocations are api/gateway/invocations, which `Settlement` exposes
- * (`openInvocation`, `invocationState`) because it holds the ledger and the wallets they need.
+ * rows), `payee.ts` (who may be paid); invocations are api/gateway/invocations (the check of a payment
+ * under one is its `checkInvocationPayment`), which `Settlement` exposes (`openInvocation`,
+ * `invocationState`) because it holds the ledger and the wallets they need.
  */
 import { createAssociatedTokenAccountIdempotentInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
@@ -29,8 +30,9 @@ import type pg from "pg";
 import { associatedTransferAccounts, recordPaymentInstruction } from "../../../programs/payment_ledger/ts/index.js";
 import { withTransaction } from "../../../indexer/db/database.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
+import { checkInvocationPayment } from "../invocations/budget.js";
 import { type InvocationState, LedgerInvocations, type OpenedInvocation, type OpenInvocationInput } from "../invocations/ledger.js";
-import { BudgetExceededError, InsufficientFundsError, PaymentError, PaymentPendingError } from "../wallets/errors.js";
+import { InsufficientFundsError, PaymentError, PaymentPendingError } from "../wallets/errors.js";
 import {
   COMMITMENT,
   parseAddress,
@@ -115,16 +117,7 @@ export class Settlement implements Settler {
       throw new InsufficientFundsError(input.agentId, input.amountUnits, balanceUnits);
     }
     if (parsed.invocation !== null) {
-      const state = invocation;
-      if (state === null) throw new PaymentError(`invocation ${parsed.invocation.toBase58()} does not exist`);
-      if (state.subAgent !== payer.publicKey.toBase58()) {
-        throw new PaymentError(`invocation ${parsed.invocation.toBase58()} belongs to another sub-agent`, {
-          ledgerError: "InvocationPayerMismatch",
-        });
-      }
-      if (state.spentUnits + input.amountUnits > state.budgetUnits) {
-        throw new BudgetExceededError(parsed.invocation.toBase58(), input.amountUnits, state.budgetUnits, state.spentUnits);
-      }
+      checkInvocationPayment(parsed.invocation.toBase58(), invocation, payer.publicKey.toBase58(), input.amountUnits);
     }
 
     // One transaction, so that an id is allocated only together with its pending row (ids stay

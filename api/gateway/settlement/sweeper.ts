@@ -29,7 +29,7 @@
  */
 import type pg from "pg";
 import { landLinkedReservation, mppChargeRef, mppPaymentRef, releaseLinkedReservation, x402PaymentRef } from "../../shared/policy/store.js";
-import { type Invocations, openLinkedInvocation } from "../invocations/index.js";
+import { type Invocations, openMissingInvocations } from "../invocations/index.js";
 import type { AgentDirectory } from "../x402/settler.js";
 import { sleep } from "./reconciler.js";
 
@@ -91,7 +91,7 @@ export async function sweepReservations(pool: pg.Pool, deps: SweeperDeps, now: D
   await sweepX402Claims(pool, claimCutoff, batch, counts);
   await sweepMppClaims(pool, claimCutoff, batch, counts);
   await sweepLinkedReservations(pool, expiryCutoff, batch, counts);
-  await openMissingInvocations(pool, deps, batch, counts);
+  await openInvocations(pool, deps, batch, counts);
   return counts;
 }
 
@@ -286,22 +286,10 @@ async function sweepLinkedReservations(pool: pg.Pool, expiryCutoff: Date, batch:
   }
 }
 
-async function openMissingInvocations(pool: pg.Pool, deps: SweeperDeps, batch: number, counts: Counts): Promise<void> {
+async function openInvocations(pool: pg.Pool, deps: SweeperDeps, batch: number, counts: Counts): Promise<void> {
   if (deps.invocations === undefined) return;
-  const { rows } = await pool.query<{ id: string; agent_id: string; tx_hash: string; budget: string; payee: string }>(
-    `SELECT r.id, r.agent_id, r.tx_hash, r.invocation_budget_units::text AS budget, s.payee
-     FROM spend_reservations r JOIN settlements s ON s.signature = r.tx_hash AND s.status = 'confirmed'
-     WHERE r.status = 'settled' AND r.invocation_budget_units IS NOT NULL AND r.invocation IS NULL
-     ORDER BY r.id LIMIT $1`,
-    [batch],
-  );
-  for (const row of rows) {
-    const opened = await openLinkedInvocation(
-      { pool, agents: deps.agents, invocations: deps.invocations, onWarning: deps.onWarning },
-      { reservationId: row.id, invokerAgentId: row.agent_id, payee: row.payee, txHash: row.tx_hash, budgetUnits: BigInt(row.budget) },
-    );
-    if (opened !== null) counts.invocationsOpened += 1;
-  }
+  const { agents, invocations, onWarning } = deps;
+  counts.invocationsOpened += await openMissingInvocations({ pool, agents, invocations, onWarning }, batch);
 }
 
 export interface SweeperLoopOptions extends SweepOptions {

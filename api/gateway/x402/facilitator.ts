@@ -28,7 +28,7 @@
  * stays settled (money is never undone) and the sweeper retries the opening.
  */
 import type pg from "pg";
-import { invocationAddress, type Invocations, openLinkedInvocation } from "../invocations/index.js";
+import { type Invocations, invocationOf, openInvocationOfPayment } from "../invocations/index.js";
 import {
   claimLinkedReservation,
   landLinkedReservation,
@@ -38,16 +38,19 @@ import {
   x402PaymentRef,
 } from "../../shared/policy/store.js";
 import type { VerifyFailureReason } from "./errors.js";
+import { claimNonce, failNonceClaim, nonceClaim, nonceUsed, recordNonceSent, settleNonceClaim } from "./nonces.js";
 import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
 import { type AgentDirectory, pendingSettlementSignature, type SettleResult, type Settler } from "./settler.js";
 import { verifySignature } from "./signer.js";
 import { payeeRefusal } from "../settlement/payee.js";
+import { unfailedSettlementOf } from "../settlement/store.js";
+
+// The nonce store's pruning and its grace, where callers have always found them.
+export { NONCE_PRUNE_GRACE_SECONDS, pruneExpiredNonces } from "./nonces.js";
 
 /** Default bound on `validUntil - now`: how long a nonce must be remembered at most. */
 export const DEFAULT_MAX_VALIDITY_SECONDS = 600;
-/** Nonce rows outlive their payload's validity by this much before pruning (clock skew margin). */
-export const NONCE_PRUNE_GRACE_SECONDS = 300;
 
 export interface FacilitatorOptions {
   readonly pool: pg.Pool;
@@ -71,6 +74,14 @@ export type VerifyResult =
 export type SettleOutcome =
   | ({ readonly ok: true; readonly payer: string; readonly agentId: string; readonly network: string } & SettleResult)
   | { readonly ok: false; readonly reason: VerifyFailureReason | "settlement_failed" | "settlement_pending"; readonly detail: string };
+
+/**
+ * What an earlier settle attempt of a payload left in its nonce claim: settled (with the
+ * transaction the claim recorded), failed for good, or still pending.
+ */
+export type ClaimedSettlement =
+  | { readonly ok: true; readonly payer: string; readonly agentId: string; readonly network: string; readonly txHash: string | null }
+  | { readonly ok: false; readonly reason: "settlement_failed" | "settlement_pending"; readonly detail: string };
 
 export interface SettleOptions {
   /** Base58 invocation account when the agent pays under an `agents.invoke` budget. */
@@ -103,8 +114,8 @@ export class X402Facilitator {
     const terms = this.checkTerms(payment, requirement);
     if (terms !== null) return terms;
     const p = payment.payload;
-    const used = await this.options.pool.query("SELECT 1 FROM x402_nonces WHERE payer = $1 AND nonce = $2", [p.from, p.nonce]);
-    if (used.rowCount !== 0) return refuse("nonce_reused", `nonce ${p.nonce} of ${p.from} was already used`);
+    if (await nonceUsed(this.options.pool, p.from, p.nonce))
+      return refuse("nonce_reused", `nonce ${p.nonce} of ${p.from} was already used`);
     const reservation = await linkedReservation(this.options.pool, x402PaymentRef(p.from, p.nonce));
     if (reservation !== null && reservation.status !== "reserved") return revoked(reservation);
     const agentId = await this.options.agents.agentIdForAddress(p.from);
@@ -146,14 +157,16 @@ export class X402Facilitator {
     const verified = await this.verify(payment, requirement);
     if (!verified.ok) return verified;
     const p = payment.payload;
-    const claim = await this.options.pool.query(
-      `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7))
-       ON CONFLICT (payer, nonce) DO NOTHING
-       RETURNING 1`,
-      [p.from, p.nonce, verified.agentId, p.to, p.amountUnits.toString(), requirement.resource, p.validUntilSeconds],
-    );
-    if (claim.rowCount !== 1) return refuse("nonce_reused", `nonce ${p.nonce} of ${p.from} was already used`);
+    const claimedNonce = await claimNonce(this.options.pool, {
+      payer: p.from,
+      nonce: p.nonce,
+      agentId: verified.agentId,
+      payTo: p.to,
+      amountUnits: p.amountUnits,
+      resource: requirement.resource,
+      validUntilSeconds: p.validUntilSeconds,
+    });
+    if (!claimedNonce) return refuse("nonce_reused", `nonce ${p.nonce} of ${p.from} was already used`);
 
     const paymentRef = x402PaymentRef(p.from, p.nonce);
     const { pool } = this.options;
@@ -162,18 +175,14 @@ export class X402Facilitator {
     const claimed = await claimLinkedReservation(pool, paymentRef, this.clock());
     if (claimed.outcome === "revoked") {
       const refusal = revoked(claimed.reservation);
-      await pool.query(
-        "UPDATE x402_nonces SET status = 'failed', failure = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
-        [p.from, p.nonce, refusal.detail],
-      );
+      await failNonceClaim(pool, p.from, p.nonce, refusal.detail);
       return refusal;
     }
     const reservation: LinkedReservation | null = claimed.outcome === "claimed" ? claimed.reservation : null;
     let settled: SettleResult;
     try {
       // A sub-agent's payment under `agents.invoke` settles against its invocation account.
-      const parent = reservation?.parentTxHash ?? null;
-      const invocation = parent === null ? options.invocation : invocationAddress(parent, p.from);
+      const invocation = invocationOf(reservation?.parentTxHash ?? null, p.from) ?? options.invocation;
       settled = await this.options.settler.settlePayment({
         agentId: verified.agentId,
         payee: p.to,
@@ -190,47 +199,41 @@ export class X402Facilitator {
       if (pending !== null) {
         // Sent, outcome unknown: the claim stays open with its transaction, for reconciliation;
         // the reservation keeps counting until the sweeper learns the outcome.
-        await pool.query("UPDATE x402_nonces SET tx_hash = $3, failure = $4 WHERE payer = $1 AND nonce = $2 AND status = 'claimed'", [
-          p.from,
-          p.nonce,
-          pending,
-          detail.slice(0, 1_000),
-        ]);
+        await recordNonceSent(pool, p.from, p.nonce, pending, detail.slice(0, 1_000));
         return { ok: false, reason: "settlement_pending", detail };
       }
       // Kept burned on purpose (see the header comment): the agent retries with a new nonce.
-      await pool.query(
-        "UPDATE x402_nonces SET status = 'failed', failure = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
-        [p.from, p.nonce, detail.slice(0, 1_000)],
-      );
+      await failNonceClaim(pool, p.from, p.nonce, detail.slice(0, 1_000));
       await this.bookkeeping("reservation not released", paymentRef, () => releaseLinkedReservation(pool, paymentRef));
       return { ok: false, reason: "settlement_failed", detail };
     }
     // The payment happened: a database error from here on must not turn it into an error answer.
     // The sweeper finishes whatever is not written (it finds the settlement by the reference).
-    await this.bookkeeping("claim not marked settled", paymentRef, () =>
-      pool.query("UPDATE x402_nonces SET status = 'settled', tx_hash = $3, finished_at = now() WHERE payer = $1 AND nonce = $2", [
-        p.from,
-        p.nonce,
-        settled.txHash,
-      ]),
-    );
+    await this.bookkeeping("claim not marked settled", paymentRef, () => settleNonceClaim(pool, p.from, p.nonce, settled.txHash));
     if (reservation !== null) {
       await this.bookkeeping("reservation not settled", paymentRef, () => landLinkedReservation(pool, paymentRef, settled.txHash));
-      if (reservation.invocationBudgetUnits !== null) {
-        await openLinkedInvocation(
-          { pool, agents: this.options.agents, invocations: this.options.invocations, onWarning: this.options.onWarning },
-          {
-            reservationId: reservation.id,
-            invokerAgentId: verified.agentId,
-            payee: p.to,
-            txHash: settled.txHash,
-            budgetUnits: reservation.invocationBudgetUnits,
-          },
-        );
-      }
+      await openInvocationOfPayment(
+        { pool, agents: this.options.agents, invocations: this.options.invocations, onWarning: this.options.onWarning },
+        reservation,
+        { invokerAgentId: verified.agentId, payee: p.to, txHash: settled.txHash },
+      );
     }
     return { ok: true, payer: p.from, agentId: verified.agentId, network: payment.network, ...settled };
+  }
+
+  /**
+   * What an earlier attempt to settle this payload left in its nonce claim, or null when no
+   * attempt claimed it: how a retried settle request whose first attempt was cut short resolves
+   * without settling again.
+   */
+  async claimedSettlement(payment: PaymentPayload): Promise<ClaimedSettlement | null> {
+    const p = payment.payload;
+    const claim = await nonceClaim(this.options.pool, p.from, p.nonce);
+    if (claim === null) return null;
+    if (claim.status === "settled")
+      return { ok: true, payer: p.from, agentId: claim.agentId, network: payment.network, txHash: claim.txHash };
+    if (claim.status === "failed") return { ok: false, reason: "settlement_failed", detail: claim.failure ?? "" };
+    return { ok: false, reason: "settlement_pending", detail: "the settlement is not resolved yet" };
   }
 
   private async bookkeeping(what: string, paymentRef: string, write: () => Promise<unknown>): Promise<void> {
@@ -249,19 +252,6 @@ export class X402Facilitator {
    * threw after committing it (so it may have been sent), which is not a definite failure.
    */
   private async sentSettlement(paymentRef: string): Promise<string | null> {
-    const { rows } = await this.options.pool
-      .query<{ signature: string }>("SELECT signature FROM settlements WHERE payment_ref = $1 AND status <> 'failed'", [paymentRef])
-      .catch(() => ({ rows: [] as { signature: string }[] }));
-    return rows[0]?.signature ?? null;
+    return unfailedSettlementOf(this.options.pool, paymentRef).catch(() => null);
   }
-}
-
-/** Deletes nonce rows whose payload expired more than the grace ago (they can never verify again). */
-export async function pruneExpiredNonces(pool: pg.Pool, now: Date, limit = 10_000): Promise<number> {
-  const result = await pool.query(
-    `DELETE FROM x402_nonces WHERE ctid IN (
-       SELECT ctid FROM x402_nonces WHERE expires_at < $1::timestamptz - make_interval(secs => $2) LIMIT $3)`,
-    [now, NONCE_PRUNE_GRACE_SECONDS, limit],
-  );
-  return result.rowCount ?? 0;
 }

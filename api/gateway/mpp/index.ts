@@ -11,3 +11,4 @@ export type { AgentSigner } from "../x402/signer.js";
 export { keypairSigner } from "../x402/signer.js";
 export * from "./charge-policy.js";
 export * from "./gateway.js";
+export * from "./payment.js";

@@ -8,7 +8,7 @@
  * `{ success: false, reason, detail }` (reasons: api/gateway/x402/errors.ts). Settling is an external
  * effect under the Idempotency-Key: the facilitator's own nonce claim makes a payload settle at
  * most once, and a retry whose first attempt was left pending resolves through that claim
- * (`x402_nonces`, keyed by payer and nonce) instead of settling again.
+ * (api/gateway/x402/nonces.ts, keyed by payer and nonce) instead of settling again.
  *
  * Any account may verify or settle any payer's payload, but the payer's `agentId` is answered only
  * to the account that owns the payer: to anyone else it would name another account's agent (and
@@ -17,7 +17,7 @@
  */
 import { parsePaymentPayload, type PaymentPayload } from "../../x402/payload.js";
 import { parsePaymentRequirement, type PaymentRequirement } from "../../x402/requirement.js";
-import type { X402Facilitator } from "../../x402/facilitator.js";
+import type { ClaimedSettlement, SettleOutcome, X402Facilitator } from "../../x402/facilitator.js";
 import { type ExternalOutcome, runDatabaseEffect, runExternalEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
 import { objectBody, plainJson } from "../../../shared/http/input.js";
 import { ownAgentId } from "../payer-agent.js";
@@ -53,56 +53,29 @@ async function settleRoute(context: RouteContext): Promise<RouteResponse> {
   const service = facilitator(context);
   const { payment, requirement } = parse(context);
   return runExternalEffect(context.store, context.idempotency, async ({ resumed }) => {
-    if (resumed) {
-      const claimed = await claimOutcome(context, payment);
-      if (claimed !== null) return claimed;
-    }
-    const outcome = await service.settle(payment, requirement);
-    if (outcome.ok) {
-      return {
-        response: json(200, {
-          success: true,
-          txHash: outcome.txHash,
-          network: outcome.network,
-          payer: outcome.payer,
-          ...(await ownAgentId(context, outcome.payer, outcome.agentId)),
-        }),
-        final: true,
-      };
-    }
-    if (outcome.reason === "settlement_pending") {
-      return { response: json(202, { success: false, pending: true, reason: outcome.reason, detail: outcome.detail }), final: false };
-    }
-    return { response: json(200, { success: false, reason: outcome.reason, detail: outcome.detail }), final: true };
+    // A retry whose first attempt was cut short resolves through the nonce claim it left.
+    const claimed = resumed ? await service.claimedSettlement(payment) : null;
+    return settleAnswer(context, claimed ?? (await service.settle(payment, requirement)));
   });
 }
 
-/** The answer an earlier attempt of this key left in the facilitator's nonce claim, if any. */
-async function claimOutcome(context: RouteContext, payment: PaymentPayload): Promise<ExternalOutcome | null> {
-  const { rows } = await context.deps.pool.query<{ status: string; tx_hash: string | null; failure: string | null; agent_id: string }>(
-    "SELECT status, tx_hash, failure, agent_id FROM x402_nonces WHERE payer = $1 AND nonce = $2",
-    [payment.payload.from, payment.payload.nonce],
-  );
-  const row = rows[0];
-  if (row === undefined) return null;
-  if (row.status === "settled") {
+async function settleAnswer(context: RouteContext, outcome: SettleOutcome | ClaimedSettlement): Promise<ExternalOutcome> {
+  if (outcome.ok) {
     return {
       response: json(200, {
         success: true,
-        txHash: row.tx_hash,
-        network: payment.network,
-        payer: payment.payload.from,
-        ...(await ownAgentId(context, payment.payload.from, row.agent_id)),
+        txHash: outcome.txHash,
+        network: outcome.network,
+        payer: outcome.payer,
+        ...(await ownAgentId(context, outcome.payer, outcome.agentId)),
       }),
       final: true,
     };
   }
-  if (row.status === "failed")
-    return { response: json(200, { success: false, reason: "settlement_failed", detail: row.failure ?? "" }), final: true };
-  return {
-    response: json(202, { success: false, pending: true, reason: "settlement_pending", detail: "the settlement is not resolved yet" }),
-    final: false,
-  };
+  if (outcome.reason === "settlement_pending") {
+    return { response: json(202, { success: false, pending: true, reason: outcome.reason, detail: outcome.detail }), final: false };
+  }
+  return { response: json(200, { success: false, reason: outcome.reason, detail: outcome.detail }), final: true };
 }
 
 /**

@@ -10,7 +10,8 @@
  * reason, detail }`, or 202 `{ success: false, pending: true, ... }`. Settling is an external
  * effect under the Idempotency-Key; a retry resolves through the submission's nonce claim. The
  * payment's policy reservation (made when the gateway authorized it, linked as
- * `mpp:<payer>:<nonce>`) is settled on success, released on a definite failure, left on pending.
+ * `mpp:<payer>:<nonce>`) is settled on success, released on a definite failure, left on pending
+ * (api/gateway/mpp/payment.ts).
  *
  * `POST /v1/mpp/sessions/redeem` `{ token, endpoint, amount, payTo, serviceOrigin }` → `{ success:
  * true, txHash, sessionId, charged, token, expiresAt, refreshed }` or 200 `{ success: false, reason,
@@ -28,11 +29,11 @@
 import { formatDecimalUnits, MPP_CURRENCY } from "../../mpp/amount.js";
 import { MppPaymentError, MppPolicyError, MppSessionError } from "../../mpp/errors.js";
 import type { MppGateway } from "../../mpp/gateway.js";
-import { type MppPaymentRequest, parseMoney, parseMppPaymentRequest } from "../../mpp/request.js";
+import { type MppPaymentOutcome, payMppSubmission } from "../../mpp/payment.js";
+import { parseMoney, parseMppPaymentRequest } from "../../mpp/request.js";
 import type { MppService } from "../../mpp/service.js";
 import { isSessionTokenShape } from "../../mpp/session-token.js";
 import { type MppSubmission, parseMppSubmission } from "../../mpp/submission.js";
-import { landLinkedReservation, mppPaymentRef, releaseLinkedReservation } from "../../../shared/policy/store.js";
 import { checkPayee } from "../../settlement/payee.js";
 import { isAddress } from "../../x402/signer.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
@@ -86,67 +87,40 @@ async function paymentsRoute(context: RouteContext): Promise<RouteResponse> {
     throw badRequest("request.paymentEndpoint", `must be on the service's origin ${serviceOrigin}`);
   }
   const pool = gateway(context).pool;
-  const ref = mppPaymentRef(submission.authorization.payer, submission.authorization.nonce);
-  return runExternalEffect(context.store, context.idempotency, async ({ resumed }) => {
-    const outcome = await submitOrResume(context, service, submission, request, resumed, context.deps.network ?? null);
-    // Close the reservation the gateway made when it authorized this payment (none if another
-    // gateway or a hand-signed submission paid): counted with its transaction, or freed.
-    if (outcome.kind === "paid") await landLinkedReservation(pool, ref, outcome.txHash);
-    if (outcome.kind === "refused" && outcome.releases) await releaseLinkedReservation(pool, ref);
-    return outcome.answer;
-  });
+  return runExternalEffect(context.store, context.idempotency, async ({ resumed }) =>
+    paymentAnswer(context, submission, await payMppSubmission(pool, service, { submission, request, resumed })),
+  );
 }
 
-type SubmitOutcome =
-  | { kind: "paid"; txHash: string; answer: ExternalOutcome }
-  | { kind: "pending"; answer: ExternalOutcome }
-  | { kind: "refused"; releases: boolean; answer: ExternalOutcome };
-
-async function submitOrResume(
-  context: RouteContext,
-  service: MppService,
-  submission: MppSubmission,
-  request: MppPaymentRequest,
-  resumed: boolean,
-  network: string | null,
-): Promise<SubmitOutcome> {
-  const payer = submission.authorization.payer;
-  try {
-    const resumedPayment = resumed ? await service.resumeSubmission(submission, request) : null;
-    const paid = resumedPayment ?? (await service.submitPayment(submission, request));
-    const answer = json(
-      200,
-      {
-        success: true,
-        txHash: paid.txHash,
-        sessionId: paid.session.sessionId,
-        sessionToken: paid.session.token,
-        expiresAt: paid.session.expiresAt.toISOString(),
-        reusable: paid.session.reusable,
-        method: paid.method,
-        rail: paid.rail,
-        payer,
-        // Only to the payer's own account, as the public id (api/gateway/http/payer-agent.ts).
-        ...(await ownAgentId(context, payer, paid.agentId)),
-        network,
-      },
-      { sealed: true },
-    );
-    return { kind: "paid", txHash: paid.txHash, answer: { response: answer, final: true } };
-  } catch (error) {
-    if (!(error instanceof MppPaymentError)) throw error;
-    if (error.reason === "settlement_pending") {
-      const answer = json(202, { success: false, pending: true, reason: error.reason, detail: error.message });
-      return { kind: "pending", answer: { response: answer, final: false } };
-    }
-    // A reused nonce is someone else's claim (or this one's replay): its reservation is not ours to free.
-    const releases = error.reason !== "nonce_reused";
-    return {
-      kind: "refused",
-      releases,
-      answer: { response: json(200, { success: false, reason: error.reason, detail: error.message }), final: true },
-    };
+async function paymentAnswer(context: RouteContext, submission: MppSubmission, outcome: MppPaymentOutcome): Promise<ExternalOutcome> {
+  if (outcome.kind === "pending") {
+    const answer = json(202, { success: false, pending: true, reason: outcome.reason, detail: outcome.detail });
+    return { response: answer, final: false };
   }
+  if (outcome.kind === "refused") {
+    return { response: json(200, { success: false, reason: outcome.reason, detail: outcome.detail }), final: true };
+  }
+  const paid = outcome.payment;
+  const payer = submission.authorization.payer;
+  const answer = json(
+    200,
+    {
+      success: true,
+      txHash: paid.txHash,
+      sessionId: paid.session.sessionId,
+      sessionToken: paid.session.token,
+      expiresAt: paid.session.expiresAt.toISOString(),
+      reusable: paid.session.reusable,
+      method: paid.method,
+      rail: paid.rail,
+      payer,
+      // Only to the payer's own account, as the public id (api/gateway/http/payer-agent.ts).
+      ...(await ownAgentId(context, payer, paid.agentId)),
+      network: context.deps.network ?? null,
+    },
+    { sealed: true },
+  );
+  return { response: answer, final: true };
 }
 
 async function redeemRoute(context: RouteContext): Promise<RouteResponse> {

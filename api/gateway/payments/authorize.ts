@@ -1,0 +1,241 @@
+/**
+ * Authorizing a payment for an agent (spec 4.7 `pay` steps 2–5, done by the gateway for the
+ * client; `POST /v1/agents/{agentId}/payments/authorize` parses the request and renders the answer).
+ *
+ * The gateway picks the protocol (x402 by default, spec 1 routing rules; the request's or the
+ * policy's `protocolPreference`), checks the spend policy and reserves the amount, then signs with
+ * the agent's wallet key: an x402 PaymentPayload, or an MPP submission for `paymentEndpoint`. A
+ * policy rejection is recorded (status `rejected`, `policy.violation`) and returned as a refusal,
+ * not thrown, so that it commits. The reservation is linked to the signed payment
+ * (`x402:<payer>:<nonce>` / `mpp:<payer>:<nonce>`, with its `validUntil`) in the same transaction,
+ * so the facilitator that settles it closes the reservation by itself and the sweeper releases it
+ * once the payment expired unused.
+ *
+ * Sub-agents (`agents.invoke`, spec 2.6, 4.7, 7 `BudgetExceededError`): `parentTxHash` makes the
+ * payment one of a sub-agent under the invocation its invoker opened with that transaction. The
+ * invocation's remaining budget is checked under the agent's reservation lock
+ * (api/gateway/invocations/budget.ts), so concurrent authorizations cannot together exceed it; a
+ * breach is recorded like a policy rejection and returned as `budget_exceeded`. The program
+ * enforces the same cap when the payment settles. `invocationBudgetUnits` (x402) makes the payment
+ * invoke its payee, an agent of this gateway, as a sub-agent with that budget: the facilitator
+ * opens the invocation once the payment settled.
+ *
+ * Two steps, because the REST layer runs the second inside the Idempotency-Key's transaction:
+ * `prepareAuthorization` (reads that need no transaction: the payee agent, the invocation, the
+ * wallet key; refusing here reserves nothing) and `authorizeInTransaction`. Refusals the request
+ * itself causes are thrown as HttpError with their REST code (and roll the transaction back).
+ */
+import type pg from "pg";
+import { badRequest, httpError } from "../../shared/http/http-error.js";
+import { refuseArchived } from "../../shared/http/input.js";
+import type { BudgetState, PolicyRejected } from "../../shared/policy/engine.js";
+import { EMPTY_POLICY, type Protocol, type ProtocolPreference } from "../../shared/policy/policy.js";
+import {
+  getPolicy,
+  linkReservation,
+  mppPaymentRef,
+  type ReservationRefusal,
+  type ReserveOptions,
+  reserveInTransaction,
+  x402PaymentRef,
+} from "../../shared/policy/store.js";
+import type { AgentRow } from "../../shared/rows.js";
+import { lockAgentArchivedAt } from "../agent-archive.js";
+import { emitPaymentEvents } from "../events/gateway.js";
+import {
+  asRejection,
+  invocationBudgetCheck,
+  type Invocations,
+  requireInvocations,
+  requireSubAgentInvocation,
+} from "../invocations/index.js";
+import { chooseMethod } from "../mpp/rails.js";
+import type { MppPaymentRequest } from "../mpp/request.js";
+import { type MppSubmission, signMppSubmission } from "../mpp/submission.js";
+import { recordRefusedPayment } from "../rejections.js";
+import type { AgentWallets } from "../wallets/index.js";
+import type { PaymentPayload } from "../x402/payload.js";
+import type { PaymentRequirement } from "../x402/requirement.js";
+import { signPaymentPayload } from "../x402/sign.js";
+import { type AgentSigner, keypairSigner } from "../x402/signer.js";
+
+/** The target's 402 offer: its x402 requirement (spec 2.7), its MPP request (spec 2.9), or both. */
+export interface Offer {
+  readonly x402: PaymentRequirement | null;
+  readonly mpp: MppPaymentRequest | null;
+}
+
+export interface AuthorizeRequest {
+  /** The caller's agent, found active. */
+  readonly agent: AgentRow;
+  /** The endpoint the agent called (an http(s) URL). */
+  readonly endpoint: string;
+  readonly offer: Offer;
+  /** The request's preference; the policy's when absent. */
+  readonly preference: ProtocolPreference | undefined;
+  /** The invoking transaction when the agent pays as a sub-agent, else null. */
+  readonly parentTxHash: string | null;
+  /** The budget of the invocation this payment starts (x402 only), else null. */
+  readonly invocationBudgetUnits: bigint | null;
+}
+
+export interface AuthorizeDeps {
+  /** Custodial wallets (the agent's key, the payee's agent); 503 without them. */
+  readonly wallets: AgentWallets | undefined;
+  /** Invocation accounts, read for sub-agent payments; 503 without them when one is named. */
+  readonly invocations: Invocations | undefined;
+}
+
+/** A request checked against the wallets and the chain, with the agent's signer: ready to reserve. */
+export interface PreparedAuthorization {
+  readonly request: AuthorizeRequest;
+  readonly deps: AuthorizeDeps;
+  readonly signer: AgentSigner;
+  /** The invocation a sub-agent pays under (found on the chain), else null. */
+  readonly invocation: string | null;
+}
+
+/** The signed payment an authorization answers with. */
+export type SignedPayment =
+  | { readonly protocol: "x402"; readonly payload: PaymentPayload }
+  | {
+      readonly protocol: "mpp";
+      readonly method: string;
+      readonly paymentEndpoint: string;
+      readonly submission: MppSubmission;
+    };
+
+export interface Authorized {
+  readonly outcome: "authorized";
+  readonly reservationId: string;
+  readonly protocol: Protocol;
+  readonly amountUnits: bigint;
+  readonly budgetState: BudgetState;
+  readonly parentTxHash: string | null;
+  readonly invocation: string | null;
+  readonly invocationBudgetUnits: bigint | null;
+  readonly signed: SignedPayment;
+}
+
+/** A refusal recorded as a rejected payment (`rejectionId`); committed with the request. */
+export type AuthorizeRefusal =
+  | {
+      readonly outcome: "budget_exceeded";
+      readonly refusal: ReservationRefusal;
+      readonly parentTxHash: string | null;
+      readonly invocation: string | null;
+      readonly rejectionId: string;
+    }
+  | { readonly outcome: "policy_violation"; readonly decision: PolicyRejected; readonly rejectionId: string };
+
+export type AuthorizeResult = Authorized | AuthorizeRefusal;
+
+/** Spec 1: x402 when both are offered, unless the preference says mpp. */
+function chooseProtocol(offer: Offer, preference: ProtocolPreference): Protocol {
+  if (offer.x402 !== null && offer.mpp !== null) return preference === "mpp" ? "mpp" : "x402";
+  return offer.x402 !== null ? "x402" : "mpp";
+}
+
+/**
+ * The checks that need no transaction: the invoked payee is another agent of this gateway, the
+ * invocation a sub-agent pays under exists (404 fast; checked again under the lock), and the
+ * agent's key. Nothing is written.
+ */
+export async function prepareAuthorization(deps: AuthorizeDeps, request: AuthorizeRequest): Promise<PreparedAuthorization> {
+  const { agent, offer, parentTxHash, invocationBudgetUnits } = request;
+  const wallets = deps.wallets;
+  if (wallets === undefined) throw httpError("SERVICE_UNAVAILABLE", "wallets are not configured on this server");
+  if (invocationBudgetUnits !== null) {
+    const subAgentId = await wallets.agentIdForAddress(offer.x402!.payTo);
+    if (subAgentId === null)
+      throw badRequest("invocationBudget", `payTo ${offer.x402!.payTo} is not the wallet of an agent of this gateway`);
+    if (subAgentId === agent.agent_id) throw badRequest("invocationBudget", "an agent cannot invoke itself");
+  }
+  const invocation =
+    parentTxHash === null
+      ? null
+      : (await requireSubAgentInvocation(requireInvocations(deps.invocations), parentTxHash, agent.wallet_address)).invocation;
+  const signer = keypairSigner(await wallets.keypair(agent.agent_id));
+  return { request, deps, signer, invocation };
+}
+
+/**
+ * Inside the caller's READ COMMITTED transaction: the policy decision and the reservation (or the
+ * recorded refusal), the signature, and the reservation's link to the signed payment.
+ */
+export async function authorizeInTransaction(client: pg.PoolClient, prepared: PreparedAuthorization, now: Date): Promise<AuthorizeResult> {
+  const { request, signer, invocation } = prepared;
+  const { agent, endpoint, offer, parentTxHash, invocationBudgetUnits } = request;
+  // Again under a share lock: an archive committed since the caller found the agent wins, and one
+  // that starts now waits for this reservation and then sees it (api/gateway/agent-archive.ts).
+  refuseArchived({ public_id: agent.public_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
+  const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
+  const protocol = chooseProtocol(offer, request.preference ?? policy.protocolPreference);
+  if (invocationBudgetUnits !== null && protocol !== "x402") {
+    throw badRequest("invocationBudget", "invoking a sub-agent needs the x402 protocol, but this payment would use mpp");
+  }
+  const amountUnits = protocol === "x402" ? offer.x402!.amountUnits : offer.mpp!.amountUnits;
+  const payment = { endpoint, amountUnits, protocol, offeredProtocols: [protocol] } as const;
+  const options: ReserveOptions =
+    parentTxHash === null
+      ? {}
+      : invocationBudgetCheck({
+          agentId: agent.agent_id,
+          parentTxHash,
+          amountUnits,
+          // 404 when the invocation is gone since `prepareAuthorization` found it.
+          readInvocation: async () =>
+            (await requireSubAgentInvocation(requireInvocations(prepared.deps.invocations), parentTxHash, agent.wallet_address)).state,
+        });
+  const { decision, reservationId, refusal } = await reserveInTransaction(client, agent.agent_id, payment, now, options);
+  const refused = { agentId: agent.agent_id, amountUnits, endpoint, protocol, at: now } as const;
+  if (refusal != null && decision.decision === "allow") {
+    const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: asRejection(decision, refusal) });
+    return { outcome: "budget_exceeded", refusal, parentTxHash, invocation, rejectionId };
+  }
+  if (decision.decision === "reject") {
+    const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: decision });
+    return { outcome: "policy_violation", decision, rejectionId };
+  }
+  await emitPaymentEvents(client, { agentId: agent.agent_id, decision, at: now });
+  const authorized = {
+    outcome: "authorized",
+    reservationId: reservationId!,
+    protocol,
+    amountUnits,
+    budgetState: decision.budget.state,
+    parentTxHash,
+    invocation,
+    invocationBudgetUnits,
+  } as const;
+  const link = { parentTxHash, invocationBudgetUnits };
+  if (protocol === "x402") {
+    const payload = await signPaymentPayload(signer, offer.x402!, { now });
+    const p = payload.payload;
+    await linkReservation(client, reservationId!, {
+      paymentRef: x402PaymentRef(p.from, p.nonce),
+      expiresAt: new Date(p.validUntilSeconds * 1000),
+      ...link,
+    });
+    return { ...authorized, signed: { protocol: "x402", payload } };
+  }
+  const mpp = offer.mpp!;
+  let method: string;
+  try {
+    method = chooseMethod(mpp.paymentMethods);
+  } catch (error) {
+    throw httpError("BAD_USER_INPUT", (error as Error).message, {
+      field: "mpp.paymentMethods",
+      errorClass: "PaymentProtocolError",
+      endpoint,
+    });
+  }
+  const submission = await signMppSubmission(signer, mpp, { method, resource: endpoint, now });
+  const a = submission.authorization;
+  await linkReservation(client, reservationId!, {
+    paymentRef: mppPaymentRef(a.payer, a.nonce),
+    expiresAt: new Date(a.validUntilSeconds * 1000),
+    ...link,
+  });
+  return { ...authorized, signed: { protocol: "mpp", method, paymentEndpoint: mpp.paymentEndpoint, submission } };
+}

@@ -1,0 +1,6 @@
+/**
+ * The agent's side of a payment, as use cases the REST routes call (api/gateway/http/routes/payments.ts):
+ * authorizing it (policy, reservation, signature) and closing its reservation by hand.
+ */
+export * from "./authorize.js";
+export * from "./reservations.js";

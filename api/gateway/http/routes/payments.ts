@@ -71,7 +71,7 @@ import {
   stringField,
 } from "../../../shared/http/input.js";
 import { parseMoneyObject, usdcJson } from "../../../shared/http/money.js";
-import { badRequest, HttpError, httpError, problemResponse } from "../../../shared/http/problem.js";
+import { badRequest, httpError, problemResponse, type ServiceError } from "../../../shared/http/problem.js";
 import { json } from "../../../shared/http/router.js";
 import type { Route, RouteContext } from "../deps.js";
 
@@ -90,8 +90,8 @@ function hostOf(url: string, field: string): string {
   }
 }
 
-export function invocationNotFound(detail: string): HttpError {
-  return new HttpError(404, "INVOCATION_NOT_FOUND", detail);
+export function invocationNotFound(detail: string): ServiceError {
+  return httpError("INVOCATION_NOT_FOUND", detail);
 }
 
 export function invocationService(context: RouteContext): Invocations {

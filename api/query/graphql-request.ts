@@ -13,10 +13,9 @@
  *   every numeric input of this schema is an `Int` (limits, depths, page sizes) and money is a
  *   decimal string, so `1e2` or `1.0` is a client mistake (400 BAD_USER_INPUT), not 100 or 1.
  */
-import { GraphQLError } from "graphql";
+import type { GraphQLError } from "graphql";
 import type { GraphQLParams, Plugin } from "graphql-yoga";
-import { ERROR_CODES, type ErrorCode } from "../shared/errors.js";
-import { HttpError } from "../shared/http/problem.js";
+import { type ErrorCode, httpError, isServiceError } from "../shared/errors.js";
 import { isRecord, JsonNumber, type JsonValue, parseJson } from "../shared/http/json.js";
 
 /** POST bodies larger than this are refused (413) before parsing. */
@@ -30,16 +29,17 @@ export const MAX_GRAPHQL_URL_BYTES = 8 * 1024;
 const PLAIN_INTEGER = /^-?(?:0|[1-9]\d*)$/;
 const PARAM_KEYS = new Set(["query", "variables", "operationName", "extensions"]);
 
-function requestError(code: ErrorCode, message: string, details: Record<string, unknown> = {}): GraphQLError {
-  return new GraphQLError(message, { extensions: { code, ...details, http: { status: ERROR_CODES[code] } } });
+/** An error found before the document is executed: it ends the request with its own status. */
+function requestError(code: ErrorCode, message: string, properties: Record<string, unknown> = {}): GraphQLError {
+  return httpError(code, message, properties).toGraphQLError({ endsRequest: true });
 }
 
-/** The REST parser's HttpError (INVALID_JSON) as the same GraphQL request error. */
+/** The REST parser's INVALID_JSON as the same GraphQL request error. */
 function strictParse(text: string): JsonValue {
   try {
     return parseJson(text);
   } catch (error) {
-    if (error instanceof HttpError) throw requestError("INVALID_JSON", error.message);
+    if (isServiceError(error, "INVALID_JSON")) throw error.toGraphQLError({ endsRequest: true });
     throw error;
   }
 }
@@ -51,7 +51,7 @@ function plain(value: JsonValue, path: string): unknown {
       throw requestError(
         "BAD_USER_INPUT",
         `${path}: ${value.text} is not a plain integer; numeric inputs are integers without fraction or exponent (amounts are decimal strings)`,
-        { argument: path },
+        { field: path },
       );
     }
     return Number(value.text);
@@ -68,19 +68,19 @@ function plain(value: JsonValue, path: string): unknown {
 function objectOrNull(value: unknown, name: string): Record<string, unknown> | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value !== "object" || Array.isArray(value))
-    throw requestError("BAD_USER_INPUT", `${name} must be a JSON object`, { argument: name });
+    throw requestError("BAD_USER_INPUT", `${name} must be a JSON object`, { field: name });
   return value as Record<string, unknown>;
 }
 
 function stringOrNull(value: unknown, name: string): string | undefined {
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== "string") throw requestError("BAD_USER_INPUT", `${name} must be a string`, { argument: name });
+  if (typeof value !== "string") throw requestError("BAD_USER_INPUT", `${name} must be a string`, { field: name });
   return value;
 }
 
 function toParams(body: Record<string, unknown>): GraphQLParams {
   for (const key of Object.keys(body)) {
-    if (!PARAM_KEYS.has(key)) throw requestError("BAD_USER_INPUT", `unknown request parameter ${JSON.stringify(key)}`, { argument: key });
+    if (!PARAM_KEYS.has(key)) throw requestError("BAD_USER_INPUT", `unknown request parameter ${JSON.stringify(key)}`, { field: key });
   }
   const params: GraphQLParams = {};
   const query = stringOrNull(body.query, "query");
@@ -136,7 +136,7 @@ async function parsePost(request: Request): Promise<GraphQLParams> {
   }
   const body = strictParse(text.replace(/^\uFEFF/, ""));
   // One operation per request: batching is off, so an array is as wrong as a number.
-  if (!isRecord(body)) throw requestError("BAD_USER_INPUT", "the request body must be a JSON object", { argument: "body" });
+  if (!isRecord(body)) throw requestError("BAD_USER_INPUT", "the request body must be a JSON object", { field: "body" });
   return toParams(plain(body, "body") as Record<string, unknown>);
 }
 
@@ -150,7 +150,7 @@ function parseGet(request: Request): GraphQLParams {
   const body: Record<string, unknown> = {};
   for (const key of new Set(search.keys())) {
     if (search.getAll(key).length > 1)
-      throw requestError("BAD_USER_INPUT", `request parameter ${key} given more than once`, { argument: key });
+      throw requestError("BAD_USER_INPUT", `request parameter ${key} given more than once`, { field: key });
   }
   for (const key of ["query", "operationName"] as const) if (search.has(key)) body[key] = search.get(key);
   for (const key of ["variables", "extensions"] as const) {

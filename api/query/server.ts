@@ -12,7 +12,7 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import { authenticate } from "../shared/auth.js";
 import type { BalanceReader } from "../shared/balances.js";
-import { ERROR_CODES } from "../shared/errors.js";
+import { isErrorCode } from "../shared/errors.js";
 import { type ApiContext, type ApiDependencies, createContext } from "./context.js";
 import { useGraphqlRequestLimits } from "./graphql-request.js";
 import { useQueryLimits } from "./limits.js";
@@ -104,5 +104,5 @@ function isCodedError(error: unknown): boolean {
   const codeOf = (value: unknown): unknown =>
     typeof value === "object" && value !== null ? (value as { extensions?: { code?: unknown } }).extensions?.code : undefined;
   const code = codeOf(error) ?? codeOf((error as { originalError?: unknown } | null)?.originalError);
-  return typeof code === "string" && Object.hasOwn(ERROR_CODES, code);
+  return isErrorCode(code);
 }

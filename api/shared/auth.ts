@@ -5,11 +5,11 @@
  * The scheme name is matched case-insensitively (RFC 9110 11.1: `bearer` and `BEARER` are Bearer).
  * Every refusal carries the RFC 6750 challenge for the 401 (`WWW-Authenticate: Bearer realm=...`,
  * with `error="invalid_token"` when a Bearer key was sent but is not a live key of ours) and the
- * spec 7 client class `AuthenticationError`; REST (api/shared/http/problem.ts) and GraphQL (yoga reads
- * `extensions.http`) answer with the same header.
+ * spec 7 client class `AuthenticationError` (the registry's class for the code); REST (problem JSON)
+ * and GraphQL (yoga reads `extensions.http`) answer with the same header.
  */
 import type pg from "pg";
-import { apiError } from "./errors.js";
+import { ServiceError } from "./errors.js";
 import { accountOfApiKey, isWellFormedApiKey } from "./keys.js";
 
 export interface Caller {
@@ -25,11 +25,9 @@ export const INVALID_TOKEN_CHALLENGE = `Bearer realm="${AUTH_REALM}", error="inv
 // auth-scheme 1*SP token68 (RFC 9110 11.4), the scheme compared without regard to case.
 const BEARER = /^Bearer +([^\s]+)$/i;
 
+// A GraphQLError: the GraphQL surface authenticates too; REST finds the ServiceError inside it.
 function refused(message: string, challenge: string): Error {
-  return apiError("AUTHENTICATION_ERROR", message, {
-    errorClass: "AuthenticationError",
-    http: { status: 401, headers: { "WWW-Authenticate": challenge } },
-  });
+  return new ServiceError("AUTHENTICATION_ERROR", message, { headers: { "WWW-Authenticate": challenge } }).toGraphQLError();
 }
 
 export async function authenticate(pool: pg.Pool, authorization: string | null): Promise<Caller> {

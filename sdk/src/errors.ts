@@ -12,25 +12,25 @@
 const BRAND = Symbol.for("agent-payment-gateway.sdk.error");
 
 /**
- * The gateway's stable error codes (api/shared/errors.ts ERROR_CODES and api/shared/http/problem.ts
- * REST_ERROR_CODES, plus the route-level INVOCATION_NOT_FOUND), mirrored here because the SDK
- * imports nothing of the server; and the codes the client itself sets on errors it builds. A code
- * is never reused for another meaning, so a name here keeps its meaning. test/sdk/error-codes.test.ts
- * fails when the server gains a code missing here.
+ * The gateway's stable error codes: a copy of the one registry, api/shared/errors.ts ERROR_CODES
+ * (REST problem `code`, GraphQL `extensions.code`), in its order, because the SDK imports nothing
+ * of the server. A code is never reused for another meaning, so a name here keeps its meaning.
+ * test/sdk/error-codes.test.ts fails when the registry gains a code missing here.
  */
-export const ERROR_CODES = [
-  // api/shared/errors.ts: both surfaces (REST problem `code`, GraphQL `extensions.code`).
+export const GATEWAY_ERROR_CODES = [
+  // Both surfaces.
   "AUTHENTICATION_ERROR",
   "BAD_USER_INPUT",
   "NOT_FOUND",
-  "QUERY_TOO_DEEP",
-  "GRAPHQL_PARSE_FAILED",
-  "QUERY_TOO_COSTLY",
   "INVALID_JSON",
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",
+  // GraphQL only.
+  "QUERY_TOO_DEEP",
+  "GRAPHQL_PARSE_FAILED",
+  "QUERY_TOO_COSTLY",
   "URI_TOO_LONG",
-  // api/shared/http/problem.ts: REST only.
+  // REST only.
   "METHOD_NOT_ALLOWED",
   "INVALID_IDEMPOTENCY_KEY",
   "IDEMPOTENCY_KEY_REUSED",
@@ -38,6 +38,7 @@ export const ERROR_CODES = [
   "AGENT_EXISTS",
   "AGENT_ARCHIVED",
   "AGENT_NOT_EMPTY",
+  "INVOCATION_NOT_FOUND",
   "CONFLICT",
   "POLICY_VIOLATION",
   "LIMIT_EXCEEDED",
@@ -48,13 +49,20 @@ export const ERROR_CODES = [
   "PAYEE_REFUSED",
   "SERVICE_UNAVAILABLE",
   "INTERNAL_SERVER_ERROR",
-  // api/gateway/http/routes/payments.ts: no invocation under that payment (`agents.invoke` reads it as "no sub-spend").
-  "INVOCATION_NOT_FOUND",
-  // Set by this client: the paid request failed and releasing the reservation showed the
-  // payment is being settled (may still land) or was settled (the money moved, the answer was lost).
-  "PAYMENT_OUTCOME_UNKNOWN",
-  "PAYMENT_SETTLED_ANSWER_LOST",
 ] as const;
+
+/**
+ * Codes this client sets on errors it builds itself: the paid request failed and releasing the
+ * reservation showed the payment is being settled (may still land) or was settled (the money
+ * moved, the answer was lost). Never a gateway code.
+ */
+export const CLIENT_ERROR_CODES = ["PAYMENT_OUTCOME_UNKNOWN", "PAYMENT_SETTLED_ANSWER_LOST"] as const;
+
+/** A code the gateway answers with (the union mirrors the server's registry exactly). */
+export type GatewayErrorCode = (typeof GATEWAY_ERROR_CODES)[number];
+
+/** Every code an error of this client can carry: the gateway's, then the client's own. */
+export const ERROR_CODES = [...GATEWAY_ERROR_CODES, ...CLIENT_ERROR_CODES] as const;
 
 /** A code this version of the client knows (for exhaustive `switch`es). */
 export type KnownErrorCode = (typeof ERROR_CODES)[number];

@@ -5,6 +5,7 @@
 export {
   AuthenticationError,
   BudgetExceededError,
+  CLIENT_ERROR_CODES,
   DailyBudgetExceededError,
   DomainNotAllowedError,
   errorFromProblem,
@@ -15,8 +16,10 @@ export {
   PolicyViolationError,
   ServiceError,
   ERROR_CODES,
+  GATEWAY_ERROR_CODES,
   type ErrorClassName,
   type ErrorCode,
+  type GatewayErrorCode,
   type KnownErrorCode,
   type ServiceErrorOptions,
 } from "./errors.js";

@@ -99,7 +99,7 @@ describe("policies (spec 4.1 semantics)", () => {
     const agent = newAgent();
     const before = await putPolicy(db.pool, agent, { dailyBudgetUnits: USDC });
     await expect(putPolicy(db.pool, agent, { dailyBudgetUnits: 2n * USDC, blockedDomains: ["*.evil.com"] })).rejects.toMatchObject({
-      code: "invalid_domain",
+      reason: "invalid_domain",
     });
     expect(await getPolicy(db.pool, agent)).toEqual(before);
   });

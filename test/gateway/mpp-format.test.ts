@@ -68,7 +68,7 @@ describe("MPP payment request (spec 2.9)", () => {
     ["a relative endpoint", { ...body, paymentEndpoint: "/pay" }, "paymentEndpoint"],
   ])("refuses %s", (_, input, field) => {
     const error = formatError(() => parseMppPaymentRequest(input));
-    expect([error.code, error.field]).toEqual(["malformed_request", field]);
+    expect([error.reason, error.field]).toEqual(["malformed_request", field]);
   });
 });
 

@@ -152,7 +152,10 @@ describe("MPP settlement with an unknown outcome", () => {
     const api = await paidApi(["card"], true);
     const request = api.mppRequest();
     const submission = await signMppSubmission(signer, request, { method: "card", resource: `${api.origin}/mpp/pending` });
-    const pending = Object.assign(new Error("payment sent and not confirmed yet"), { code: "payment_pending", signature: "4".repeat(88) });
+    const pending = Object.assign(new Error("payment sent and not confirmed yet"), {
+      reason: "payment_pending",
+      signature: "4".repeat(88),
+    });
     settler.failWith = pending;
     try {
       await expect(services.get(api)!.submitPayment(submission, request)).rejects.toMatchObject({ reason: "settlement_pending" });

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { canonicalJson, JsonNumber, type JsonValue, parseJson, writeJson } from "../../api/shared/http/json.js";
 import { parseUsdcNumber, usdcJson } from "../../api/shared/http/money.js";
-import { HttpError } from "../../api/shared/http/problem.js";
+import { ServiceError } from "../../api/shared/errors.js";
 import { requestFingerprint } from "../../api/shared/http/idempotency.js";
 
 /** Deterministic PRNG (mulberry32) so a failure reproduces. */
@@ -55,7 +55,7 @@ function refuses(text: string): boolean {
     parseJson(text);
     return false;
   } catch (error) {
-    return error instanceof HttpError && error.code === "INVALID_JSON";
+    return error instanceof ServiceError && error.code === "INVALID_JSON";
   }
 }
 
@@ -117,11 +117,11 @@ describe("amounts at the edge", () => {
 
   it("refuses more than 6 decimals, negatives, exponents, strings and zero", () => {
     for (const text of ["1.0000001", "-1", "1e2", "0", "-0"]) {
-      expect(() => parseUsdcNumber(new JsonNumber(text), "usdc")).toThrow(HttpError);
+      expect(() => parseUsdcNumber(new JsonNumber(text), "usdc")).toThrow(ServiceError);
     }
-    expect(() => parseUsdcNumber("1", "usdc")).toThrow(HttpError);
+    expect(() => parseUsdcNumber("1", "usdc")).toThrow(ServiceError);
     expect(parseUsdcNumber(new JsonNumber("0.000001"), "usdc")).toBe(1n);
     expect(parseUsdcNumber(new JsonNumber("18446744073709.551615"), "usdc")).toBe(18446744073709551615n);
-    expect(() => parseUsdcNumber(new JsonNumber("18446744073709.551616"), "usdc")).toThrow(HttpError);
+    expect(() => parseUsdcNumber(new JsonNumber("18446744073709.551616"), "usdc")).toThrow(ServiceError);
   });
 });

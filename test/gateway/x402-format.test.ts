@@ -58,7 +58,7 @@ describe("x402 payment requirement (spec 2.7)", () => {
   ])("refuses %s", (_, input, field) => {
     const clean = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined));
     const error = formatError(() => parsePaymentRequirement(clean));
-    expect(error.code).toBe("malformed_requirement");
+    expect(error.reason).toBe("malformed_requirement");
     expect(error.field).toBe(field);
   });
 });
@@ -121,7 +121,7 @@ describe("x402 PaymentPayload (spec 2.8) and its signature", () => {
     expect(formatError(() => decodePaymentHeaders({ ...headers, [X_PAYMENT]: "not*base64" })).field).toBe(X_PAYMENT);
     const extra = { ...payloadBody(payload), x402Version: 1 };
     const error = formatError(() => parsePaymentPayload(extra));
-    expect([error.code, error.field]).toEqual(["malformed_payload", "x402Version"]);
+    expect([error.reason, error.field]).toEqual(["malformed_payload", "x402Version"]);
     const shortSig = formatError(() => parsePaymentPayload({ ...payloadBody(payload), signature: bs58.encode(new Uint8Array(63)) }));
     expect(shortSig.field).toBe("signature");
     const nonce = formatError(() =>

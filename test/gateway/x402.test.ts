@@ -205,7 +205,10 @@ describe("x402 facilitator", () => {
 
   it("a settlement sent with an unknown outcome keeps the claim open with its transaction: no failure recorded, no second payment", async () => {
     const payload = await sign();
-    const pending = Object.assign(new Error("payment sent and not confirmed yet"), { code: "payment_pending", signature: "5".repeat(88) });
+    const pending = Object.assign(new Error("payment sent and not confirmed yet"), {
+      reason: "payment_pending",
+      signature: "5".repeat(88),
+    });
     settler.failWith = pending;
     try {
       expect(await facilitator.settle(payload, requirement)).toMatchObject({ ok: false, reason: "settlement_pending" });

@@ -14,7 +14,18 @@ import { amountOption, decimalNumberOption } from "../../sdk/src/cli/input.js";
 import { runCli } from "../../sdk/src/cli/main.js";
 import { formatRateLimit, parseRateLimit, parseRateWindow } from "../../sdk/src/cli/rate-limit.js";
 import { formatFields, formatTable } from "../../sdk/src/cli/table.js";
-import { UsageError } from "../../sdk/src/cli/usage.js";
+import { EXIT_API_ERROR, EXIT_USAGE, exitStatusOf, UsageError } from "../../sdk/src/cli/usage.js";
+import {
+  AuthenticationError,
+  BudgetExceededError,
+  DailyBudgetExceededError,
+  DomainNotAllowedError,
+  InsufficientFundsError,
+  PaymentError,
+  PaymentProtocolError,
+  PolicyViolationError,
+  ServiceError,
+} from "../../sdk/src/errors.js";
 
 describe("rate-limit parser", () => {
   it.each([
@@ -262,6 +273,26 @@ describe("renderers", () => {
     expect(out).toMatch(/mpp\s+0 USDC\s+0\.00%\s+0/);
     expect(out).toMatch(/api\.example\.com\s+0\.75 USDC\s+75\.00%\s+2/);
     expect(out).not.toContain("warning");
+  });
+});
+
+describe("exit status", () => {
+  it("is derived from the error's class: UsageError 2, every ServiceError class 1, anything else 1", () => {
+    expect(exitStatusOf(new UsageError("bad option"))).toBe(EXIT_USAGE);
+    for (const error of [
+      new ServiceError("x", { code: "NOT_FOUND", status: 404 }),
+      new PolicyViolationError("per_call_limit_exceeded: requested 2 usdc, limit is 1 usdc"),
+      new DailyBudgetExceededError("daily_budget_exceeded: requested 2 usdc, limit is 1 usdc"),
+      new DomainNotAllowedError("domain_not_allowed: ...", "evil.example"),
+      new BudgetExceededError("invocation_budget_exceeded: ..."),
+      new InsufficientFundsError("insufficient funds", { usdc: 1 }),
+      new PaymentProtocolError("unknown protocol", "https://x.example"),
+      new PaymentError("failed"),
+      new AuthenticationError("invalid API key"),
+      new Error("a bug"),
+    ]) {
+      expect(exitStatusOf(error), error.name).toBe(EXIT_API_ERROR);
+    }
   });
 });
 

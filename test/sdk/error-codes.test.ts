@@ -1,20 +1,31 @@
 /**
  * The SDK mirrors the gateway's stable error codes (it imports nothing of the server, so the list
- * is a copy): this suite is what keeps the copy complete.
+ * is a copy): this suite is what keeps the copy equal to the one registry, api/shared/errors.ts.
  */
 import { describe, expect, it } from "vitest";
-import { ERROR_CODES as SHARED_ERROR_CODES } from "../../api/shared/errors.js";
-import { REST_ERROR_CODES, type RestErrorCode } from "../../api/shared/http/problem.js";
-import { ERROR_CODES, errorFromProblem, isServiceError, type KnownErrorCode } from "../../sdk/src/index.js";
+import { ERROR_CODES as SERVER_ERROR_CODES, type ErrorCode as ServerErrorCode } from "../../api/shared/errors.js";
+import {
+  CLIENT_ERROR_CODES,
+  ERROR_CODES,
+  errorFromProblem,
+  GATEWAY_ERROR_CODES,
+  type GatewayErrorCode,
+  isServiceError,
+} from "../../sdk/src/index.js";
 
-// Compile-time half: `npx tsc -p .` fails when the server has a code the SDK's union lacks.
-const restCodesAreKnown: readonly KnownErrorCode[] = Object.keys(REST_ERROR_CODES) as RestErrorCode[];
+// Compile-time half: `npx tsc -p .` fails when the server has a code the SDK's union lacks, or the
+// SDK's gateway union names a code the registry does not have.
+const serverCodes: readonly GatewayErrorCode[] = Object.keys(SERVER_ERROR_CODES) as ServerErrorCode[];
+const sdkGatewayCodes: readonly ServerErrorCode[] = GATEWAY_ERROR_CODES;
 
 describe("SDK error codes mirror the gateway's", () => {
-  it("the SDK's ERROR_CODES names every code of api/shared/errors.ts and api/shared/http/problem.ts", () => {
-    const known = new Set<string>(ERROR_CODES ?? []);
-    const serverCodes = [...Object.keys(SHARED_ERROR_CODES), ...restCodesAreKnown];
-    expect(serverCodes.filter((code) => !known.has(code))).toEqual([]);
+  it("the SDK's gateway codes are exactly the registry's codes (api/shared/errors.ts), in its order", () => {
+    expect(sdkGatewayCodes).toEqual(serverCodes);
+  });
+
+  it("ERROR_CODES is the gateway's codes and the client's own, which no server code shadows", () => {
+    expect(ERROR_CODES).toEqual([...GATEWAY_ERROR_CODES, ...CLIENT_ERROR_CODES]);
+    expect(CLIENT_ERROR_CODES.filter((code) => Object.hasOwn(SERVER_ERROR_CODES, code))).toEqual([]);
   });
 
   it("a code the SDK does not know reaches the caller unchanged, and isServiceError narrows on it", () => {

@@ -11,6 +11,7 @@
  */
 import type { Db } from "../../../indexer/db/database.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
+import { ServiceError } from "../../shared/errors.js";
 import { JsonNumber } from "../../shared/json-number.js";
 import { formatUsdc, parseUsdc } from "../../shared/policy/amounts.js";
 import { percentText } from "./payloads.js";
@@ -27,9 +28,14 @@ const PERCENT = /^(\d{1,3})(?:\.(\d{1,2}))?$/;
 const MAX_LIST = 1_000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-export class InvalidAlertError extends Error {
-  override readonly name = "InvalidAlertError";
-  readonly code = "invalid_alert";
+/** A malformed alert rule: BAD_USER_INPUT with reason `invalid_alert`. */
+export class InvalidAlertError extends ServiceError {
+  declare readonly reason: "invalid_alert";
+
+  constructor(message: string) {
+    super("BAD_USER_INPUT", message, { reason: "invalid_alert" });
+    this.name = "InvalidAlertError";
+  }
 }
 
 /** The options of spec 2.10, as the cli or a route receives them. */

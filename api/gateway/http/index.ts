@@ -8,5 +8,4 @@ export {
   type RouteResponse,
 } from "../../shared/http/idempotency.js";
 export { canonicalJson, JsonNumber, parseJson, writeJson } from "../../shared/http/json.js";
-export { HttpError, REST_ERROR_CODES, type RestErrorCode } from "../../shared/http/problem.js";
 export type { GatewayDeps } from "./deps.js";

@@ -8,7 +8,7 @@
 import { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import { agentsByWallets } from "../../shared/agents.js";
-import { HttpError, httpError } from "../../shared/http/http-error.js";
+import { httpError, type ServiceError } from "../../shared/errors.js";
 import type { AgentRow } from "../../shared/rows.js";
 import { confirmedPaymentPayee, confirmedSignaturesUnder } from "../settlement/store.js";
 import { invocationAddress } from "./address.js";
@@ -21,8 +21,8 @@ export const MAX_INVOCATION_PAYMENTS = 1_000;
 export type InvocationReader = Pick<Invocations, "invocationState">;
 
 /** 404 INVOCATION_NOT_FOUND: no such invocation, or not one of this agent. */
-export function invocationNotFound(detail: string): HttpError {
-  return new HttpError(404, "INVOCATION_NOT_FOUND", detail);
+export function invocationNotFound(detail: string): ServiceError {
+  return httpError("INVOCATION_NOT_FOUND", detail);
 }
 
 /** The configured invocation service; 503 on a server without one. */

@@ -4,17 +4,23 @@
  * that cannot be used (`MppSessionError`, 402 so the client negotiates again), a session charge the
  * agent's spend policy refuses (`MppPolicyError`, 402 too: the paying client negotiates again and
  * meets the typed policy error at its own authorize step).
+ *
+ * Only the format error is a ServiceError (problem JSON). The others are protocol outcomes the MPP
+ * routes answer in the protocol's own bodies (`{ success: false, reason, detail }`); their field
+ * names are those bodies' (`MppPolicyError.reasonCode` is the policy's machine reason, as the
+ * POLICY_VIOLATION problem names it, because spec 7 makes `reason` the refusal's text there).
  */
+import { ServiceError } from "../../shared/errors.js";
 
-export type MppFormatCode = "malformed_request" | "malformed_submission";
+export type MppFormatReason = "malformed_request" | "malformed_submission";
 
-export class MppFormatError extends Error {
-  constructor(
-    readonly code: MppFormatCode,
-    readonly field: string,
-    detail: string,
-  ) {
-    super(`${code}: ${field}: ${detail}`);
+/** A malformed MPP body: BAD_USER_INPUT naming the field (dotted path) at fault. */
+export class MppFormatError extends ServiceError {
+  declare readonly reason: MppFormatReason;
+  declare readonly field: string;
+
+  constructor(reason: MppFormatReason, field: string, detail: string) {
+    super("BAD_USER_INPUT", `${reason}: ${field}: ${detail}`, { reason, field });
     this.name = "MppFormatError";
   }
 }

@@ -23,10 +23,10 @@
  * Two steps, because the REST layer runs the second inside the Idempotency-Key's transaction:
  * `prepareAuthorization` (reads that need no transaction: the payee agent, the invocation, the
  * wallet key; refusing here reserves nothing) and `authorizeInTransaction`. Refusals the request
- * itself causes are thrown as HttpError with their REST code (and roll the transaction back).
+ * itself causes are thrown as ServiceError with their REST code (and roll the transaction back).
  */
 import type pg from "pg";
-import { badRequest, httpError } from "../../shared/http/http-error.js";
+import { badRequest, httpError } from "../../shared/errors.js";
 import { refuseArchived } from "../../shared/http/input.js";
 import type { BudgetState, PolicyRejected } from "../../shared/policy/engine.js";
 import { EMPTY_POLICY, type Protocol, type ProtocolPreference } from "../../shared/policy/policy.js";

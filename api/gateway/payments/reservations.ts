@@ -9,7 +9,7 @@
  * and the rate limit. The reservation rows are the policy store's (api/shared/policy/store.ts).
  */
 import type { Db } from "../../../indexer/db/database.js";
-import { httpError } from "../../shared/http/http-error.js";
+import { httpError } from "../../shared/errors.js";
 import { releaseReservation, reservationState, settleReservation } from "../../shared/policy/store.js";
 import type { AgentRow } from "../../shared/rows.js";
 

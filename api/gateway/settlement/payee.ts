@@ -34,6 +34,7 @@ import {
 } from "@solana/web3.js";
 import bs58 from "bs58";
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../../../programs/payment_ledger/ts/index.js";
+import { ServiceError } from "../../shared/errors.js";
 
 /** New payee token accounts the service pays rent for, per paying account, in any 24 hours. */
 export const DEFAULT_PAYEE_ACCOUNT_QUOTA = 100;
@@ -48,17 +49,20 @@ export type PayeeRefusalReason =
   | "payee_token_account_invalid"
   | "payee_account_quota";
 
-/** A payee the ledger cannot credit safely; nothing was signed or moved when it is thrown. */
-export class PayeeRefusedError extends Error {
-  override readonly name = "PayeeRefusedError";
+/** A payee the ledger cannot credit safely (PAYEE_REFUSED); nothing was signed or moved when it is thrown. */
+export class PayeeRefusedError extends ServiceError {
+  declare readonly reason: PayeeRefusalReason;
+  /** The request field that named the payee (`payTo`, `x402.payTo`). */
+  declare readonly field: string;
+
   constructor(
-    readonly code: PayeeRefusalReason,
+    reason: PayeeRefusalReason,
     readonly payee: string,
     detail: string,
-    /** The request field that named the payee (`payTo`, `x402.payTo`), when known. */
-    readonly field: string = "payTo",
+    field = "payTo",
   ) {
-    super(`${code}: ${detail}`);
+    super("PAYEE_REFUSED", `${reason}: ${detail}`, { reason, field, extra: { payee } });
+    this.name = "PayeeRefusedError";
   }
 }
 

@@ -1,13 +1,16 @@
 /**
- * Errors of wallets and settlement. Each failure the spec names (section 7) has a class of the
- * same name and the properties the spec lists; the rest carry a stable snake_case `code` (never
- * reused for another meaning) that the REST layer maps to problem JSON. `agentId` properties hold
- * the internal key; messages, which reach callers, name the public id (api/shared/agent-ids.ts).
+ * Errors of wallets and settlement, all ServiceErrors (api/shared/errors.ts). Each failure the spec
+ * names (section 7) has a class of the same name and the properties the spec lists; every class
+ * has a registry `code` (what the answer says) and a stable snake_case `reason` (which failure
+ * it is, never reused for another meaning). `agentId` properties hold the internal key;
+ * messages, which reach callers, name the public id (api/shared/agent-ids.ts).
  */
 import { publicAgentId } from "../../shared/agent-ids.js";
+import { type ErrorCode, ServiceError, type ServiceErrorOptions } from "../../shared/errors.js";
+import { usdcJson } from "../../shared/http/money.js";
 import { formatUsdc } from "../../shared/money.js";
 
-export type GatewayErrorCode =
+export type GatewayErrorReason =
   | "insufficient_funds"
   | "budget_exceeded"
   | "payment_failed"
@@ -21,21 +24,35 @@ export type GatewayErrorCode =
   | "invalid_client_reference";
 
 /** Base of the gateway's wallet and settlement errors; `name` is the spec's class name. */
-export abstract class GatewayError extends Error {
-  abstract readonly code: GatewayErrorCode;
+export abstract class GatewayError extends ServiceError {
+  declare readonly reason: GatewayErrorReason;
+
+  constructor(code: ErrorCode, reason: GatewayErrorReason, message: string, options: ServiceErrorOptions = {}) {
+    super(code, message, { ...options, reason });
+  }
+
+  // Only an input refusal names its rule in the answer; the other reasons are the server's own
+  // (logs, `isGatewayError` narrowing): their code and class say all a client acts on.
+  protected override properties(): Record<string, unknown> {
+    const { reason, ...properties } = super.properties();
+    return this.code === "BAD_USER_INPUT" ? { reason, ...properties } : properties;
+  }
 }
 
 /** Spec 7: the wallet lacks the funds. Nothing was sent. */
 export class InsufficientFundsError extends GatewayError {
-  readonly code = "insufficient_funds";
   constructor(
     readonly agentId: string,
     readonly requestedUnits: bigint,
     readonly currentBalanceUnits: bigint,
   ) {
     super(
+      "INSUFFICIENT_FUNDS",
+      "insufficient_funds",
       `insufficient funds: agent ${publicAgentId(agentId)} requested ${formatUsdc(requestedUnits)} usdc, ` +
         `balance is ${formatUsdc(currentBalanceUnits)} usdc`,
+      // The answer's `currentBalance` is the spec's `{ usdc: number }`, written exactly.
+      { extra: { currentBalance: usdcJson(currentBalanceUnits) } },
     );
     this.name = "InsufficientFundsError";
   }
@@ -48,7 +65,6 @@ export class InsufficientFundsError extends GatewayError {
 
 /** Spec 7: a sub-agent's payment would exceed the budget given in `agents.invoke`. */
 export class BudgetExceededError extends GatewayError {
-  readonly code = "budget_exceeded";
   constructor(
     readonly invocation: string,
     readonly requestedUnits: bigint,
@@ -56,8 +72,11 @@ export class BudgetExceededError extends GatewayError {
     readonly spentUnits: bigint,
   ) {
     super(
+      "BUDGET_EXCEEDED",
+      "budget_exceeded",
       `budget exceeded: invocation ${invocation} has ${formatUsdc(budgetUnits - spentUnits)} usdc left of ` +
         `${formatUsdc(budgetUnits)}, requested ${formatUsdc(requestedUnits)}`,
+      { extra: { invocation } },
     );
     this.name = "BudgetExceededError";
   }
@@ -68,13 +87,12 @@ export class BudgetExceededError extends GatewayError {
  * ...) with its code when the program refused; `expired` when the transaction can no longer land.
  */
 export class PaymentError extends GatewayError {
-  readonly code = "payment_failed";
   constructor(
     message: string,
     readonly detail: { readonly signature?: string; readonly ledgerError?: string; readonly ledgerCode?: number } = {},
-    options?: { cause?: unknown },
+    options: { cause?: unknown } = {},
   ) {
-    super(message, options);
+    super("PAYMENT_FAILED", "payment_failed", message, options);
     this.name = "PaymentError";
   }
 }
@@ -82,83 +100,89 @@ export class PaymentError extends GatewayError {
 /**
  * The transaction was sent but its outcome is not known yet (RPC timeout, crash of the node we
  * asked). It is NOT a failure: the settlement stays pending under `signature` until
- * `reconcilePending` resolves it, and must not be paid again meanwhile.
+ * `reconcilePending` resolves it, and must not be paid again meanwhile. Should it reach an answer,
+ * it is SERVICE_UNAVAILABLE: the caller asks again later.
  */
 export class PaymentPendingError extends GatewayError {
-  readonly code = "payment_pending";
   constructor(
     readonly signature: string,
-    options?: { cause?: unknown },
+    options: { cause?: unknown } = {},
   ) {
-    super(`payment ${signature} was sent and is not confirmed yet; it stays pending until reconciled`, options);
+    super(
+      "SERVICE_UNAVAILABLE",
+      "payment_pending",
+      `payment ${signature} was sent and is not confirmed yet; it stays pending until reconciled`,
+      options,
+    );
     this.name = "PaymentPendingError";
   }
 }
 
 export class WalletNotFoundError extends GatewayError {
-  readonly code = "wallet_not_found";
   constructor(readonly agentId: string) {
-    super(`agent ${publicAgentId(agentId)} has no wallet`);
+    super("NOT_FOUND", "wallet_not_found", `agent ${publicAgentId(agentId)} has no wallet`);
     this.name = "WalletNotFoundError";
   }
 }
 
 export class WalletExistsError extends GatewayError {
-  readonly code = "wallet_exists";
   constructor(readonly agentId: string) {
-    super(`agent ${publicAgentId(agentId)} already exists`);
+    super("AGENT_EXISTS", "wallet_exists", `agent ${publicAgentId(agentId)} already exists`);
     this.name = "WalletExistsError";
   }
 }
 
 export class InvalidAddressError extends GatewayError {
-  readonly code = "invalid_address";
   constructor(
     readonly address: string,
     detail: string,
   ) {
-    super(`invalid address ${JSON.stringify(address)}: ${detail}`);
+    super("BAD_USER_INPUT", "invalid_address", `invalid address ${JSON.stringify(address)}: ${detail}`);
     this.name = "InvalidAddressError";
   }
 }
 
 export class InvalidAmountUnitsError extends GatewayError {
-  readonly code = "invalid_amount";
   constructor(
     readonly amountUnits: bigint,
     detail: string,
   ) {
-    super(`invalid amount ${amountUnits} units: ${detail}`);
+    super("BAD_USER_INPUT", "invalid_amount", `invalid amount ${amountUnits} units: ${detail}`);
     this.name = "InvalidAmountUnitsError";
   }
 }
 
 /** The key a ciphertext names is not configured, or the ciphertext does not authenticate. */
 export class WalletKeyError extends GatewayError {
-  readonly code = "wallet_key_unavailable";
   constructor(message: string) {
-    super(message);
+    super("SERVICE_UNAVAILABLE", "wallet_key_unavailable", message);
     this.name = "WalletKeyError";
   }
 }
 
 /** A client reference reused for a different operation. */
 export class IdempotencyConflictError extends GatewayError {
-  readonly code = "idempotency_conflict";
   constructor(readonly clientReference: string) {
-    super(`client reference ${JSON.stringify(clientReference)} was used for a different operation`);
+    super(
+      "IDEMPOTENCY_KEY_REUSED",
+      "idempotency_conflict",
+      `client reference ${JSON.stringify(clientReference)} was used for a different operation`,
+    );
     this.name = "IdempotencyConflictError";
   }
 }
 
 export class InvalidClientReferenceError extends GatewayError {
-  readonly code = "invalid_client_reference";
   constructor(readonly clientReference: string) {
-    super(`client reference ${JSON.stringify(clientReference)} must be 1-128 of [A-Za-z0-9_:.-]`);
+    super(
+      "BAD_USER_INPUT",
+      "invalid_client_reference",
+      `client reference ${JSON.stringify(clientReference)} must be 1-128 of [A-Za-z0-9_:.-]`,
+    );
     this.name = "InvalidClientReferenceError";
   }
 }
 
-export function isGatewayError(error: unknown, code?: GatewayErrorCode): error is GatewayError {
-  return error instanceof GatewayError && (code === undefined || error.code === code);
+export function isGatewayError(error: unknown, reason?: GatewayErrorReason): error is GatewayError {
+  return error instanceof GatewayError && (reason === undefined || error.reason === reason);
 }

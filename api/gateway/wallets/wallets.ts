@@ -310,7 +310,7 @@ export class AgentWallets {
     // withdrawn tokens could never move again; an off-curve owner (a multisig vault) is the
     // account holder's own choice and stays allowed.
     const unsafe = payeeRefusal(destination.toBase58(), [this.deps.ledger.mint], "to");
-    if (unsafe !== null && unsafe.code !== "payee_off_curve") throw new InvalidAddressError(to, unsafe.message);
+    if (unsafe !== null && unsafe.reason !== "payee_off_curve") throw new InvalidAddressError(to, unsafe.message);
     const keypair = await this.keypair(agentId);
     if (destination.equals(keypair.publicKey)) throw new InvalidAddressError(to, "is the wallet itself");
     const replay = await this.#replay(agentId, "withdraw", units, destination.toBase58(), options.clientReference);

@@ -4,6 +4,7 @@
  * `rotateWebhookSecret`, stored only as ciphertext, never listed and never logged.
  */
 import type { Db } from "../../../indexer/db/database.js";
+import { ServiceError } from "../../shared/errors.js";
 import { isEventType, SUBSCRIBABLE_EVENT_TYPES, type EventType } from "../events/payloads.js";
 import { generateSigningSecret, type SecretBox } from "../../shared/secret-box.js";
 import { InvalidTargetError, parseWebhookUrl, refuseInternalWebhookUrl, type WebhookTargetPolicy } from "./targets.js";
@@ -43,9 +44,12 @@ interface EndpointRow {
   created_at: Date;
 }
 
-export class EndpointLimitError extends Error {
-  override readonly name = "EndpointLimitError";
-  readonly code = "webhook_endpoint_limit";
+/** The account has as many webhook endpoints as it may (LIMIT_EXCEEDED). */
+export class EndpointLimitError extends ServiceError {
+  constructor(message: string) {
+    super("LIMIT_EXCEEDED", message);
+    this.name = "EndpointLimitError";
+  }
 }
 
 /**

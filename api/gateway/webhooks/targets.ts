@@ -6,6 +6,7 @@
  * guard (the delivery-time half, on the addresses actually connected to, is api/gateway/webhooks/http.ts).
  */
 import { isIP } from "node:net";
+import { ServiceError } from "../../shared/errors.js";
 import { isNonPublicAddress } from "./http.js";
 
 export type Channel = "webhook" | "email";
@@ -22,9 +23,14 @@ const MAX_EMAIL_LENGTH = 254;
 // Deliberately plain: one @, no spaces or angle brackets (which could inject SMTP headers).
 const EMAIL = /^[^\s@<>,;"]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$/;
 
-export class InvalidTargetError extends Error {
-  override readonly name = "InvalidTargetError";
-  readonly code = "invalid_notify_target";
+/** A malformed notify target or webhook URL: BAD_USER_INPUT with reason `invalid_notify_target`. */
+export class InvalidTargetError extends ServiceError {
+  declare readonly reason: "invalid_notify_target";
+
+  constructor(message: string) {
+    super("BAD_USER_INPUT", message, { reason: "invalid_notify_target" });
+    this.name = "InvalidTargetError";
+  }
 }
 
 /** An absolute http(s) URL without credentials, normalized by the URL parser. */
@@ -91,21 +97,24 @@ export interface WebhookTargetPolicy {
 
 export type RefusedTargetReason = "loopback" | "non_public_address" | "internal_name";
 
-/** A well-formed webhook URL whose host is not a public destination. */
-export class WebhookTargetRefusedError extends Error {
-  override readonly name = "WebhookTargetRefusedError";
-  readonly code = "INVALID_WEBHOOK_URL";
+/** A well-formed webhook URL whose host is not a public destination (INVALID_WEBHOOK_URL, field `url`). */
+export class WebhookTargetRefusedError extends ServiceError {
+  declare readonly reason: RefusedTargetReason;
+
   constructor(
     readonly host: string,
-    readonly reason: RefusedTargetReason,
+    reason: RefusedTargetReason,
   ) {
     super(
+      "INVALID_WEBHOOK_URL",
       reason === "loopback"
         ? `the webhook host ${host} is a loopback address, accepted only by a local development setup (WEBHOOK_ALLOW_LOOPBACK=true)`
         : reason === "internal_name"
           ? `the webhook host ${host} is an internal or metadata name; use a public DNS name`
           : `the webhook host ${host} is not a public address (private, link-local, metadata, unspecified or reserved)`,
+      { reason, field: "url", extra: { host } },
     );
+    this.name = "WebhookTargetRefusedError";
   }
 }
 

@@ -1,20 +1,20 @@
 /**
- * x402 failures as values with stable codes. A malformed 402 body or payment header is a
- * `X402FormatError` (the resource server answers 400); a well-formed payment the facilitator
- * refuses is a `VerifyFailureReason` (402 again); a settlement that did not complete is the
- * outcome `settlement_failed` (the nonce stays burned, see facilitator.ts).
+ * x402 failures as values with stable reasons. A malformed 402 body or payment header is a
+ * `X402FormatError` (BAD_USER_INPUT: the resource server answers 400); a well-formed payment the
+ * facilitator refuses is a `VerifyFailureReason` (402 again); a settlement that did not complete
+ * is the outcome `settlement_failed` (the nonce stays burned, see facilitator.ts).
  */
+import { ServiceError } from "../../shared/errors.js";
 
-export type X402FormatCode = "malformed_requirement" | "malformed_payload" | "malformed_headers";
+export type X402FormatReason = "malformed_requirement" | "malformed_payload" | "malformed_headers";
 
-export class X402FormatError extends Error {
-  constructor(
-    readonly code: X402FormatCode,
-    /** The field (dotted path) or header at fault. */
-    readonly field: string,
-    detail: string,
-  ) {
-    super(`${code}: ${field}: ${detail}`);
+export class X402FormatError extends ServiceError {
+  declare readonly reason: X402FormatReason;
+  /** The field (dotted path) or header at fault. */
+  declare readonly field: string;
+
+  constructor(reason: X402FormatReason, field: string, detail: string) {
+    super("BAD_USER_INPUT", `${reason}: ${field}: ${detail}`, { reason, field });
     this.name = "X402FormatError";
   }
 }

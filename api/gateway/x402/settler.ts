@@ -46,13 +46,13 @@ export interface AgentDirectory {
 }
 
 /**
- * A settler throws an error with `code: "payment_pending"` and the transaction's `signature` when
- * the transaction was sent and its outcome is not known yet (api/gateway/settlement's PaymentPendingError):
+ * A settler throws an error with `reason: "payment_pending"` and the transaction's `signature` when
+ * the transaction was sent and its outcome is not known yet (api/gateway/wallets' PaymentPendingError):
  * the payment may still land, so it is neither a success nor a failure until reconciled.
  * Returns that signature, or null for any other error.
  */
 export function pendingSettlementSignature(error: unknown): string | null {
   if (typeof error !== "object" || error === null) return null;
-  const { code, signature } = error as { code?: unknown; signature?: unknown };
-  return code === "payment_pending" && typeof signature === "string" ? signature : null;
+  const { reason, signature } = error as { reason?: unknown; signature?: unknown };
+  return reason === "payment_pending" && typeof signature === "string" ? signature : null;
 }

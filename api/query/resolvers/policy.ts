@@ -3,7 +3,15 @@
  * run: what the gateway would decide for this payment now; records nothing). Both delegate to the
  * policy engine in api/shared/policy/ so the dry run and the gateway's hot path are the same code.
  */
-import { budgetState, checkPolicy as decide, EMPTY_POLICY, getPolicy, readUsage } from "../../shared/policy/index.js";
+import {
+  budgetState,
+  checkPolicy as decide,
+  EMPTY_POLICY,
+  getPolicy,
+  InvalidEndpointError,
+  isPolicyInputError,
+  readUsage,
+} from "../../shared/policy/index.js";
 import type { ApiContext } from "../context.js";
 import { badInput } from "../../shared/errors.js";
 import { formatUsdc } from "../../shared/money.js";
@@ -14,11 +22,6 @@ const ENDPOINT_MAX_CHARS = 2048;
 
 function money(prefix: string, value: bigint | null): Record<string, string | null> {
   return { [prefix]: value === null ? null : formatUsdc(value), [`${prefix}Units`]: value === null ? null : value.toString() };
-}
-
-/** The policy module's input errors (bad endpoint, amount) are the caller's: BAD_USER_INPUT. */
-function isPolicyInputError(error: unknown): error is Error & { code: string } {
-  return error instanceof Error && typeof (error as { code?: unknown }).code === "string" && /Invalid\w*Error/.test(error.name);
 }
 
 export async function policy(_: unknown, args: { agentId: string }, context: ApiContext): Promise<Record<string, unknown>> {
@@ -66,7 +69,8 @@ export async function checkPolicy(
       context.now,
     );
   } catch (error) {
-    if (isPolicyInputError(error)) throw badInput(/endpoint/i.test(error.name) ? "endpoint" : "amount", error.message);
+    // The policy module's input errors (bad endpoint, amount) are the caller's, named by argument.
+    if (isPolicyInputError(error)) throw badInput(error instanceof InvalidEndpointError ? "endpoint" : "amount", error.message);
     throw error;
   }
   return {

@@ -28,7 +28,8 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import { withTransaction } from "../../../indexer/db/database.js";
 import type { SecretBox } from "../secret-box.js";
-import { httpError, problemResponse, toHttpError } from "./problem.js";
+import { toServiceError } from "../errors.js";
+import { httpError, problemResponse } from "./problem.js";
 import type { RouteResponse } from "./route-response.js";
 
 /** Namespace of the two-argument advisory lock (namespace, hashtext(account:key)). */
@@ -151,7 +152,7 @@ export async function runExternalEffect(
     if (outcome.final) await complete(client, store, request, outcome.response);
     return outcome.response;
   } catch (error) {
-    const known = locked && !isConnectionError(error) ? toHttpError(error) : null;
+    const known = locked && !isConnectionError(error) ? toServiceError(error) : null;
     if (known !== null && isDefiniteFailure(known.status, known.code)) {
       // A definite answer once execution began is the key's answer, like a success (Stripe's rule).
       const response = problemResponse(known);

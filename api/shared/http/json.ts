@@ -6,7 +6,7 @@
  * form the idempotency fingerprint hashes (keys sorted, no whitespace, numbers as sent).
  */
 import { JsonNumber } from "../json-number.js";
-import { HttpError } from "./http-error.js";
+import { ServiceError } from "../errors.js";
 
 /** A JSON number token, exactly as written. */
 export { JsonNumber };
@@ -19,8 +19,8 @@ export const MAX_BODY_BYTES = 64 * 1024;
 const MAX_DEPTH = 32;
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 
-function invalid(detail: string): HttpError {
-  return new HttpError(400, "INVALID_JSON", `request body is not valid JSON: ${detail}`);
+function invalid(detail: string): ServiceError {
+  return new ServiceError("INVALID_JSON", `request body is not valid JSON: ${detail}`);
 }
 
 /** Parses JSON text; duplicate keys, trailing text, lone surrogates in escapes are errors. */

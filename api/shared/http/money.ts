@@ -4,7 +4,7 @@
  */
 import { formatUsdc, MAX_AMOUNT_UNITS, USDC_DECIMALS } from "../policy/amounts.js";
 import { isRecord, JsonNumber, type JsonValue } from "./json.js";
-import { badRequest } from "./http-error.js";
+import { badRequest } from "../errors.js";
 
 const DECIMAL = /^(\d{1,20})(?:\.(\d+))?$/;
 

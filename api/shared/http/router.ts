@@ -16,7 +16,8 @@ import {
   type RouteResponse,
 } from "./idempotency.js";
 import { canonicalJson, type JsonValue, MAX_BODY_BYTES, parseJson, writeJson } from "./json.js";
-import { HttpError, httpError, PROBLEM_CONTENT_TYPE, problemResponse, toHttpError } from "./problem.js";
+import { ServiceError, toServiceError } from "../errors.js";
+import { httpError, PROBLEM_CONTENT_TYPE, problemResponse } from "./problem.js";
 
 /** What every REST route needs: the database, a log, the clock and the box that seals stored secrets. */
 export interface RouteDeps {
@@ -100,12 +101,12 @@ export class Router<D extends RouteDeps> {
     const chosen = candidates.find((c) => c.route.method === request.method);
     if (chosen === undefined) {
       const allow = [...new Set(candidates.map((c) => c.route.method))].join(", ");
-      return toResponse(problemResponse(new HttpError(405, "METHOD_NOT_ALLOWED", `use ${allow}`, {}, { allow })));
+      return toResponse(problemResponse(new ServiceError("METHOD_NOT_ALLOWED", `use ${allow}`, { headers: { allow } })));
     }
     try {
       return toResponse(await this.#run(deps, request, url, chosen.route, chosen.match));
     } catch (error) {
-      const known = toHttpError(error);
+      const known = toServiceError(error);
       if (known !== null) return toResponse(problemResponse(known));
       deps.logger?.error({ err: error, method: request.method, path: url.pathname }, "REST route failed");
       return toResponse(problemResponse(httpError("INTERNAL_SERVER_ERROR", "unexpected error")));

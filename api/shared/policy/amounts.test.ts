@@ -27,7 +27,7 @@ describe("parseUsdc", () => {
   });
 
   it.each(["1.0000001", "-1", "+1", "1e3", ".5", "1.", " 1", "1,5", "", "0x10", "18446744073709.551616"])("rejects %j", (text) => {
-    expect(() => parseUsdc(text)).toThrow(expect.objectContaining({ code: "invalid_amount" }));
+    expect(() => parseUsdc(text)).toThrow(expect.objectContaining({ reason: "invalid_amount" }));
   });
 
   it.each([0.1 + 0.2, 1e-7, Number.NaN, Number.POSITIVE_INFINITY, -0.5, 1e21])("rejects the number %s", (value) => {

@@ -288,7 +288,7 @@ describe("protocol preference", () => {
 
 describe("request validation", () => {
   it.each([0n, -1n, 2n ** 64n])("rejects amount %s", (amount) => {
-    expect(() => evaluatePolicy(EMPTY_POLICY, NO_USAGE, pay(amount), T0)).toThrow(expect.objectContaining({ code: "invalid_amount" }));
+    expect(() => evaluatePolicy(EMPTY_POLICY, NO_USAGE, pay(amount), T0)).toThrow(expect.objectContaining({ reason: "invalid_amount" }));
   });
 
   it.each(["", "   ", "ftp://example.com/x", "https://", "http://exa mple.com/"])("rejects endpoint %j", (endpoint) => {

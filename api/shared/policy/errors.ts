@@ -1,10 +1,11 @@
 /**
  * Input errors of the policy module: a malformed policy, amount or endpoint. These are caller
- * mistakes (REST 400 / GraphQL BAD_USER_INPUT), never policy decisions: a payment the policy
- * rejects is a `PolicyDecision` with `decision: "reject"`, not an exception.
+ * mistakes (REST 400 / GraphQL BAD_USER_INPUT, `reason` says which rule), never policy decisions:
+ * a payment the policy rejects is a `PolicyDecision` with `decision: "reject"`, not an exception.
  */
+import { ServiceError } from "../errors.js";
 
-export type PolicyInputErrorCode =
+export type PolicyInputReason =
   | "invalid_amount"
   | "invalid_endpoint"
   | "invalid_domain"
@@ -13,44 +14,44 @@ export type PolicyInputErrorCode =
   | "invalid_protocol_preference"
   | "invalid_policy_field";
 
-export abstract class PolicyInputError extends Error {
-  abstract readonly code: PolicyInputErrorCode;
+export abstract class PolicyInputError extends ServiceError {
+  declare readonly reason: PolicyInputReason;
+
+  constructor(reason: PolicyInputReason, message: string, field?: string) {
+    super("BAD_USER_INPUT", message, { reason, ...(field === undefined ? {} : { field }) });
+  }
 }
 
 export class InvalidAmountError extends PolicyInputError {
-  readonly code = "invalid_amount";
   constructor(
     readonly input: string,
     detail: string,
   ) {
-    super(`invalid amount ${JSON.stringify(input)}: ${detail}`);
+    super("invalid_amount", `invalid amount ${JSON.stringify(input)}: ${detail}`);
     this.name = "InvalidAmountError";
   }
 }
 
 export class InvalidEndpointError extends PolicyInputError {
-  readonly code = "invalid_endpoint";
   constructor(
     readonly endpoint: string,
     detail: string,
   ) {
-    super(`invalid endpoint ${JSON.stringify(endpoint)}: ${detail}`);
+    super("invalid_endpoint", `invalid endpoint ${JSON.stringify(endpoint)}: ${detail}`);
     this.name = "InvalidEndpointError";
   }
 }
 
 /** A policy field that cannot be stored: `field` names it as spec 2.1 does (`allowedDomains`, ...). */
 export class InvalidPolicyError extends PolicyInputError {
-  constructor(
-    readonly code: Exclude<PolicyInputErrorCode, "invalid_amount" | "invalid_endpoint">,
-    readonly field: string,
-    detail: string,
-  ) {
-    super(`invalid ${field}: ${detail}`);
+  declare readonly field: string;
+
+  constructor(reason: Exclude<PolicyInputReason, "invalid_amount" | "invalid_endpoint">, field: string, detail: string) {
+    super(reason, `invalid ${field}: ${detail}`, field);
     this.name = "InvalidPolicyError";
   }
 }
 
-export function isPolicyInputError(error: unknown, code?: PolicyInputErrorCode): error is PolicyInputError {
-  return error instanceof PolicyInputError && (code === undefined || error.code === code);
+export function isPolicyInputError(error: unknown, reason?: PolicyInputReason): error is PolicyInputError {
+  return error instanceof PolicyInputError && (reason === undefined || error.reason === reason);
 }

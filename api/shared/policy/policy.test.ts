@@ -6,19 +6,19 @@ function validate(fields: Partial<Policy>): Policy {
   return validatePolicy({ ...EMPTY_POLICY, ...fields });
 }
 
-function codeOf(run: () => unknown): string | undefined {
+function reasonOf(run: () => unknown): string | undefined {
   try {
     run();
   } catch (error) {
-    return (error as { code?: string }).code;
+    return (error as { reason?: string }).reason;
   }
   return undefined;
 }
 
 describe("policy validation", () => {
   it.each([0n, -1n, 2n ** 64n])("rejects a limit of %s base units", (units) => {
-    expect(codeOf(() => validate({ dailyBudgetUnits: units }))).toBe("invalid_limit");
-    expect(codeOf(() => validate({ perCallLimitUnits: units }))).toBe("invalid_limit");
+    expect(reasonOf(() => validate({ dailyBudgetUnits: units }))).toBe("invalid_limit");
+    expect(reasonOf(() => validate({ perCallLimitUnits: units }))).toBe("invalid_limit");
   });
 
   it.each([
@@ -38,8 +38,8 @@ describe("policy validation", () => {
     `${"a.".repeat(127)}com`,
     "[::1]",
   ])("rejects the domain entry %j", (entry) => {
-    expect(codeOf(() => validate({ allowedDomains: [entry] }))).toBe("invalid_domain");
-    expect(codeOf(() => validate({ blockedDomains: [entry] }))).toBe("invalid_domain");
+    expect(reasonOf(() => validate({ allowedDomains: [entry] }))).toBe("invalid_domain");
+    expect(reasonOf(() => validate({ blockedDomains: [entry] }))).toBe("invalid_domain");
   });
 
   it("normalizes entries: lower-case, no trailing dot, punycode, no duplicates", () => {
@@ -55,7 +55,7 @@ describe("policy validation", () => {
     [{ calls: 10, window: "1H" }],
     [{ calls: 10, window: "60s" }],
   ])("rejects the rate limit %j", (rateLimit) => {
-    expect(codeOf(() => validate({ rateLimit: rateLimit as Policy["rateLimit"] }))).toBe("invalid_rate_limit");
+    expect(reasonOf(() => validate({ rateLimit: rateLimit as Policy["rateLimit"] }))).toBe("invalid_rate_limit");
   });
 
   it.each(["1m", "5m", "15m", "1h", "24h"] as const)("accepts the rate window %s", (window) => {
@@ -63,7 +63,7 @@ describe("policy validation", () => {
   });
 
   it("rejects an unknown protocol preference", () => {
-    expect(codeOf(() => validate({ protocolPreference: "fast" as Policy["protocolPreference"] }))).toBe("invalid_protocol_preference");
+    expect(reasonOf(() => validate({ protocolPreference: "fast" as Policy["protocolPreference"] }))).toBe("invalid_protocol_preference");
   });
 
   it.each([
@@ -107,7 +107,7 @@ describe("policies.set patch semantics (spec 4.1)", () => {
   });
 
   it("validates the result", () => {
-    expect(codeOf(() => applyPatch(current, { allowedDomains: ["not a domain"] }))).toBe("invalid_domain");
+    expect(reasonOf(() => applyPatch(current, { allowedDomains: ["not a domain"] }))).toBe("invalid_domain");
   });
 });
 
@@ -146,6 +146,6 @@ describe("parsePolicyPatch (wire body)", () => {
     [{ protocolPreference: 1 }, "invalid_protocol_preference"],
     [[], "invalid_policy_field"],
   ])("rejects %j", (body, code) => {
-    expect(codeOf(() => parsePolicyPatch(body))).toBe(code);
+    expect(reasonOf(() => parsePolicyPatch(body))).toBe(code);
   });
 });

@@ -17,7 +17,7 @@ import { policiesClear, policiesGet, policiesSet } from "./commands/policies.js"
 import { spend } from "./commands/spend.js";
 import { transactionsExplorer, transactionsInspect, transactionsList, transactionsTree } from "./commands/transactions.js";
 import { type CliIo, type Command, type CommandContext, redactingWriter } from "./context.js";
-import { COMMAND_HELP, EXIT_API_ERROR, EXIT_OK, EXIT_USAGE, GLOBAL_HELP, UsageError } from "./usage.js";
+import { COMMAND_HELP, EXIT_API_ERROR, EXIT_OK, exitStatusOf, GLOBAL_HELP, UsageError } from "./usage.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:4000";
 
@@ -96,23 +96,21 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value.trim() === "" ? undefined : value;
 }
 
-/** The error as `Class: message` on stderr, and its exit status. */
+/** The error as `Class: message` on stderr, and its exit status (`exitStatusOf`). */
 function report(error: unknown, err: (text: string) => void): number {
   if (error instanceof UsageError) {
     err(`error: ${error.message}`);
     err('Run "cli --help" for usage.');
-    return EXIT_USAGE;
-  }
-  if (error instanceof ServiceError) {
+  } else if (error instanceof ServiceError) {
     const code = error.code === undefined ? "" : ` [${error.code}]`;
     err(`${error.name}: ${error.message}${code}`);
-    return EXIT_API_ERROR;
+  } else {
+    // Not one of ours (a bug, or a failure below the transport): what is known.
+    const name = error instanceof Error ? error.name : "Error";
+    const message = error instanceof Error ? error.message : String(error);
+    err(`${name}: ${message}`);
   }
-  // Not one of ours (a bug, or a failure below the transport): still exit 1, with what is known.
-  const name = error instanceof Error ? error.name : "Error";
-  const message = error instanceof Error ? error.message : String(error);
-  err(`${name}: ${message}`);
-  return EXIT_API_ERROR;
+  return exitStatusOf(error);
 }
 
 function isMain(): boolean {

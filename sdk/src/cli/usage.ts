@@ -13,6 +13,16 @@ export const EXIT_API_ERROR = 1;
 /** Bad command line: unknown command or option, bad value, missing argument. */
 export const EXIT_USAGE = 2;
 
+/**
+ * The exit status of a failed command, from the error's class alone: a UsageError (found before
+ * any request) is 2; a ServiceError of the library (sdk/src/errors.ts, whatever its subclass or
+ * gateway code) is 1, and so is anything else (a bug, a failure below the transport). Scripts tell
+ * the gateway's refusals apart by the `[CODE]` on stderr, not by the status.
+ */
+export function exitStatusOf(error: unknown): number {
+  return error instanceof UsageError ? EXIT_USAGE : EXIT_API_ERROR;
+}
+
 export const GLOBAL_HELP = `Usage: cli <command> [options]
 
 Commands:

@@ -86,7 +86,7 @@ export async function startFacilitatedApi(options: FacilitatedApiOptions): Promi
     try {
       payment = decodePaymentHeaders(req.headers);
     } catch (error) {
-      if (error instanceof X402FormatError) return send(res, 400, { error: error.code, field: error.field });
+      if (error instanceof X402FormatError) return send(res, 400, { error: error.reason, field: error.field });
       throw error;
     }
     const headers: Record<string, string> = { authorization: `Bearer ${options.apiKey}`, "content-type": "application/json" };

@@ -118,7 +118,7 @@ export async function startPaidApi(makeRoutes: (origin: string) => PaidApiRoutes
     try {
       payload = decodePaymentHeaders(req.headers);
     } catch (error) {
-      if (error instanceof X402FormatError) return send(res, 400, { error: error.code, field: error.field });
+      if (error instanceof X402FormatError) return send(res, 400, { error: error.reason, field: error.field });
       throw error;
     }
     const outcome = await route.facilitator.settle(payload, requirement);
@@ -178,7 +178,7 @@ export async function startPaidApi(makeRoutes: (origin: string) => PaidApiRoutes
         { [X_MPP_SESSION]: confirmation.session.token },
       );
     } catch (error) {
-      if (error instanceof MppFormatError) return send(res, 400, { error: error.code, field: error.field });
+      if (error instanceof MppFormatError) return send(res, 400, { error: error.reason, field: error.field });
       if (error instanceof MppPaymentError)
         return send(res, 402, { error: error.reason, detail: error.message }, { [X_MPP_ERROR]: error.reason });
       throw error;

@@ -4,7 +4,7 @@
  * (`POST /v1/agents/{id}/payments/authorize`) and when it admits an MPP session charge
  * (api/gateway/mpp/charge-policy.ts). A refusal is recorded like a policy rejection (`asRejection`).
  */
-import { formatUsdc } from "../../shared/policy/amounts.js";
+import { formatUsdcShort } from "../../shared/money.js";
 import type { PolicyAllowed, PolicyRejected, ReasonCode } from "../../shared/policy/engine.js";
 import { type Db, type ReservationRefusal, unitsUnderParent } from "../../shared/policy/store.js";
 
@@ -40,8 +40,8 @@ export async function invocationBudgetRefusal(
   const committed = spent + reservedUnits;
   if (committed + input.amountUnits <= budgetUnits) return null;
   const remaining = budgetUnits > committed ? budgetUnits - committed : 0n;
-  const requested = formatUsdc(input.amountUnits);
-  const limit = formatUsdc(remaining);
+  const requested = formatUsdcShort(input.amountUnits);
+  const limit = formatUsdcShort(remaining);
   return {
     reasonCode: INVOCATION_BUDGET_EXCEEDED,
     reason: `${INVOCATION_BUDGET_EXCEEDED}: requested ${requested} usdc, limit is ${limit} usdc`,

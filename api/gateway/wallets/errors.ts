@@ -5,7 +5,7 @@
  * the internal key; messages, which reach callers, name the public id (api/shared/agent-ids.ts).
  */
 import { publicAgentId } from "../../shared/agent-ids.js";
-import { formatUsdc } from "../../shared/money.js";
+import { formatUsdcFixed } from "../../shared/money.js";
 
 export type GatewayErrorCode =
   | "insufficient_funds"
@@ -34,15 +34,15 @@ export class InsufficientFundsError extends GatewayError {
     readonly currentBalanceUnits: bigint,
   ) {
     super(
-      `insufficient funds: agent ${publicAgentId(agentId)} requested ${formatUsdc(requestedUnits)} usdc, ` +
-        `balance is ${formatUsdc(currentBalanceUnits)} usdc`,
+      `insufficient funds: agent ${publicAgentId(agentId)} requested ${formatUsdcFixed(requestedUnits)} usdc, ` +
+        `balance is ${formatUsdcFixed(currentBalanceUnits)} usdc`,
     );
     this.name = "InsufficientFundsError";
   }
 
   /** Spec 7 `currentBalance` (`{ usdc }`), as an exact decimal string (money is never a float). */
   get currentBalance(): { usdc: string } {
-    return { usdc: formatUsdc(this.currentBalanceUnits) };
+    return { usdc: formatUsdcFixed(this.currentBalanceUnits) };
   }
 }
 
@@ -56,8 +56,8 @@ export class BudgetExceededError extends GatewayError {
     readonly spentUnits: bigint,
   ) {
     super(
-      `budget exceeded: invocation ${invocation} has ${formatUsdc(budgetUnits - spentUnits)} usdc left of ` +
-        `${formatUsdc(budgetUnits)}, requested ${formatUsdc(requestedUnits)}`,
+      `budget exceeded: invocation ${invocation} has ${formatUsdcFixed(budgetUnits - spentUnits)} usdc left of ` +
+        `${formatUsdcFixed(budgetUnits)}, requested ${formatUsdcFixed(requestedUnits)}`,
     );
     this.name = "BudgetExceededError";
   }

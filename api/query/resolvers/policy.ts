@@ -6,14 +6,14 @@
 import { budgetState, checkPolicy as decide, EMPTY_POLICY, getPolicy, readUsage } from "../../shared/policy/index.js";
 import type { ApiContext } from "../context.js";
 import { badInput } from "../../shared/errors.js";
-import { formatUsdc } from "../../shared/money.js";
+import { formatUsdcFixed } from "../../shared/money.js";
 import { parseAmount } from "../../shared/validation.js";
 import { requireAgent } from "./common.js";
 
 const ENDPOINT_MAX_CHARS = 2048;
 
 function money(prefix: string, value: bigint | null): Record<string, string | null> {
-  return { [prefix]: value === null ? null : formatUsdc(value), [`${prefix}Units`]: value === null ? null : value.toString() };
+  return { [prefix]: value === null ? null : formatUsdcFixed(value), [`${prefix}Units`]: value === null ? null : value.toString() };
 }
 
 /** The policy module's input errors (bad endpoint, amount) are the caller's: BAD_USER_INPUT. */

@@ -9,7 +9,7 @@ import { ERROR_CODES, type ErrorCode } from "../errors.js";
 import { isPolicyInputError, InvalidPolicyError } from "../policy/errors.js";
 import { HttpError, httpError } from "./http-error.js";
 import { writeJson } from "./json.js";
-import { usdcJson } from "./money.js";
+import { usdcJson } from "../money.js";
 import type { RouteResponse } from "./route-response.js";
 import { GatewayError, InsufficientFundsError, BudgetExceededError, PaymentError } from "../../gateway/wallets/errors.js";
 

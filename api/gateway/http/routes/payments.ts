@@ -70,7 +70,8 @@ import {
   requireAgent,
   stringField,
 } from "../../../shared/http/input.js";
-import { parseMoneyObject, usdcJson } from "../../../shared/http/money.js";
+import { parseMoneyObject } from "../../../shared/http/money.js";
+import { usdcJson } from "../../../shared/money.js";
 import { badRequest, HttpError, httpError, problemResponse } from "../../../shared/http/problem.js";
 import { json } from "../../../shared/http/router.js";
 import type { Route, RouteContext } from "../deps.js";

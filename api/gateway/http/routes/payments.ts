@@ -35,6 +35,7 @@ import { PublicKey } from "@solana/web3.js";
 import { lockAgentArchivedAt } from "../../agent-archive.js";
 import { emitPaymentEvents } from "../../events/gateway.js";
 import {
+  chooseProtocol,
   EMPTY_POLICY,
   endpointHost,
   getPolicy,
@@ -111,10 +112,12 @@ async function invocationOf(context: RouteContext, parentTxHash: string, subAgen
   return { invocation, state };
 }
 
-/** Spec 1: x402 when both are offered, unless the preference says mpp. */
-function chooseProtocol(offer: Offer, preference: ProtocolPreference): Protocol {
-  if (offer.x402 !== null && offer.mpp !== null) return preference === "mpp" ? "mpp" : "x402";
-  return offer.x402 !== null ? "x402" : "mpp";
+/** The protocols the target's 402 offers; authorizeRoute has refused a body with neither. */
+function offeredProtocols(offer: Offer): Protocol[] {
+  const offered: Protocol[] = [];
+  if (offer.x402 !== null) offered.push("x402");
+  if (offer.mpp !== null) offered.push("mpp");
+  return offered;
 }
 
 async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
@@ -164,7 +167,10 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
     // starts now waits for this reservation and then sees it (api/gateway/agent-archive.ts).
     refuseArchived({ public_id: agent.public_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
     const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
-    const protocol = chooseProtocol(offer, (preferenceText as ProtocolPreference | undefined) ?? policy.protocolPreference);
+    // Spec 1 (the policy engine's rule): x402 when both are offered, unless the preference says mpp.
+    const preference = (preferenceText as ProtocolPreference | undefined) ?? policy.protocolPreference;
+    const protocol = chooseProtocol(preference, offeredProtocols(offer));
+    if (protocol === null) throw new Error("authorize: no protocol offered, which the body check refuses earlier");
     if (invocationBudgetUnits !== null && protocol !== "x402") {
       throw badRequest("invocationBudget", "invoking a sub-agent needs the x402 protocol, but this payment would use mpp");
     }

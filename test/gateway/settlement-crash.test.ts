@@ -34,8 +34,8 @@ const KILL_AFTER_SETTLED = 6;
 
 /** The gateway process: four lanes settling payments of one agent until it is killed. */
 const WORKER = `
-import { AgentWallets, keystoreFromEnv, settlementLedgerFromEnv } from "./api/wallets/index.js";
-import { Settlement } from "./api/settlement/index.js";
+import { AgentWallets, keystoreFromEnv, settlementLedgerFromEnv } from "./api/gateway/wallets/index.js";
+import { Settlement } from "./api/gateway/settlement/index.js";
 import { createPool } from "./indexer/db/database.js";
 const env = process.env;
 const ledger = await settlementLedgerFromEnv(env);

@@ -3,6 +3,7 @@
  * checkpoint). Decoding never throws; a batch either commits whole or not at all, so a crash
  * anywhere resumes from the last checkpoint and re-ingests idempotently.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import type { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import type { Logger } from "pino";
@@ -173,7 +174,7 @@ export class IngestPipeline {
         const got = await lock.query<{ ok: boolean }>("SELECT pg_try_advisory_lock(hashtext($1)) AS ok", [lockKey]);
         if (got.rows[0]?.ok === true) break;
         if (signal.aborted || Date.now() >= deadline) throw new WriterLockedError(this.options.programId.toBase58());
-        await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+        await delay(LOCK_POLL_MS);
       }
       try {
         return await this.followResilient(source, signal, onProgress, options);
@@ -224,7 +225,8 @@ export class IngestPipeline {
         fromTip = false;
         if (attempt.transactions > 0 || attempt.slot > 0n) delayMs = reconnect.initialMs;
         this.options.logger?.warn({ source: source.name, err: error, retryInMs: delayMs }, "live source failed; reconnecting");
-        await abortableDelay(delayMs, signal);
+        // An abort ends the wait early (the promise rejects, only then); the loop's check stops it.
+        await delay(delayMs, undefined, { signal }).catch(() => undefined);
         delayMs = Math.min(delayMs * 2, reconnect.maxMs);
       }
     }
@@ -306,16 +308,4 @@ export class IngestPipeline {
     }
     return progress;
   }
-}
-
-function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

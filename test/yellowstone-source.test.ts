@@ -324,7 +324,11 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     const before = await recordPayment(agent, service, x402(1n, 10n));
     const checkpoint = await slotOf(before);
     // The next payment must land in a later slot than the checkpoint (slots close every 50 ms).
-    while ((await confirmedSlot()) <= checkpoint) await new Promise((r) => setTimeout(r, 10));
+    await pollUntil(async () => (await confirmedSlot()) > checkpoint, {
+      timeoutMs: 10_000,
+      intervalMs: 10,
+      what: `a confirmed slot after ${checkpoint}`,
+    });
     const after = await recordPayment(agent, service, x402(2n, 20n));
     const afterSlot = await slotOf(after);
     expect(afterSlot).toBeGreaterThan(checkpoint);

@@ -3,7 +3,7 @@
  * route so both return the same data.
  */
 import type { ApiContext } from "./context.js";
-import { formatUsdc, ratio } from "../shared/money.js";
+import { formatUsdcFixed, ratio } from "../shared/money.js";
 import { readMetricBuckets, readSpendCells, readViolationBuckets } from "./read/spend.js";
 import { requireAgent } from "./resolvers/common.js";
 import { parseMetricNames, parseResolution, parseWindow } from "../shared/validation.js";
@@ -35,7 +35,7 @@ export async function spendSummary(context: ApiContext, args: WindowArgs & { age
     return [...groups.values()].sort((a, b) => (a.amount === b.amount ? a.key.localeCompare(b.key) : a.amount > b.amount ? -1 : 1));
   };
   const share = (entry: { key: string; amount: bigint; count: bigint }) => ({
-    amount: formatUsdc(entry.amount),
+    amount: formatUsdcFixed(entry.amount),
     amountUnits: entry.amount.toString(),
     percent: ratio(entry.amount, total, PERCENT_PLACES, 100n),
     txCount: Number(entry.count),
@@ -45,7 +45,7 @@ export async function spendSummary(context: ApiContext, args: WindowArgs & { age
     window: window.label,
     from: window.from.toISOString(),
     to: window.to.toISOString(),
-    total: formatUsdc(total),
+    total: formatUsdcFixed(total),
     totalUnits: total.toString(),
     txCount: Number(txCount),
     byProtocol: group((cell) => cell.protocol).map((entry) => ({ protocol: entry.key, ...share(entry) })),
@@ -97,7 +97,7 @@ export async function agentMetrics(context: ApiContext, args: MetricsArgs): Prom
             const mppValue = bucket?.mppSpendUnits ?? 0n;
             return {
               timestamp: start.toISOString(),
-              value: formatUsdc(value),
+              value: formatUsdcFixed(value),
               valueUnits: value.toString(),
               x402Units: x402Value.toString(),
               mppUnits: mppValue.toString(),

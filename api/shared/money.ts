@@ -1,23 +1,80 @@
 /**
- * Money at the API edge: amounts are bigint base units inside (6 decimals, spec 2.7) and decimal
- * strings outside ("1.500000"), never floats. Shares and percentages are exact decimal strings too.
+ * The server's one money module: amounts are bigint base units inside (6 decimals, spec 2.7) and
+ * decimal text or exact JSON number tokens outside, never floats. Any server module may import it
+ * (api/query, api/gateway, api/shared); it imports nothing but the JSON number token. The SDK keeps
+ * its own copy, as it imports nothing of the server.
+ *
+ * One parser, `parseUsdc`: a non-negative decimal with at most 6 places and at most a u64 of base
+ * units. It returns the units or names the problem, and each edge words that in its own error
+ * (GraphQL `BAD_USER_INPUT`, REST problem JSON, the policy's `InvalidAmountError`, MPP's format
+ * error), so the messages callers see stay those of their surface.
+ *
+ * Two display formats, chosen by where the text goes:
+ * - `formatUsdcFixed` → "1.500000": always 6 decimals. GraphQL's decimal-string amounts (read
+ *   models, metrics) and the messages and `currentBalance` of the wallet errors
+ *   (`InsufficientFundsError`, `BudgetExceededError`).
+ * - `formatUsdcShort` → "1.5": the exact decimal without trailing zeros. Human text (policy reasons
+ *   `requested 1.5 usdc, limit is 2 usdc`, invocation-budget refusals, alert details) and the
+ *   number token of `{ usdc: number }` in REST bodies and webhook payloads (`usdcJson`), and MPP's
+ *   `value` strings.
  */
+import { JsonNumber } from "./json-number.js";
 
 export const USDC_DECIMALS = 6;
-const SCALE = 10n ** BigInt(USDC_DECIMALS);
+export const UNITS_PER_USDC = 10n ** BigInt(USDC_DECIMALS);
+/** The largest amount a `numeric(20,0)` column (and a u64 on chain) can both hold. */
+export const MAX_AMOUNT_UNITS = 18_446_744_073_709_551_615n;
 
-/** 1500000n -> "1.500000"; negative amounts keep their sign. */
-export function formatUsdc(units: bigint): string {
-  const sign = units < 0n ? "-" : "";
-  const abs = units < 0n ? -units : units;
-  return `${sign}${abs / SCALE}.${(abs % SCALE).toString().padStart(USDC_DECIMALS, "0")}`;
+/** Why a text is not an amount. */
+export type UsdcTextProblem = "not_a_decimal" | "too_many_decimals" | "too_large";
+
+// Twenty integer digits hold any u64 of whole usdc even with leading zeros; more is malformed.
+const DECIMAL = /^(\d{1,20})(?:\.(\d+))?$/;
+
+/**
+ * "1.50" | "1.5" | "2" → base units, exactly; or the problem with the text. Signs, exponents,
+ * blanks, a bare "1." or ".5", more than 6 decimals and more than 2^64 - 1 units are refused.
+ */
+export function parseUsdc(text: string): bigint | UsdcTextProblem {
+  const match = DECIMAL.exec(text);
+  if (match === null) return "not_a_decimal";
+  const fraction = match[2] ?? "";
+  if (fraction.length > USDC_DECIMALS) return "too_many_decimals";
+  const units = BigInt(match[1]!) * UNITS_PER_USDC + BigInt(fraction.padEnd(USDC_DECIMALS, "0"));
+  return units > MAX_AMOUNT_UNITS ? "too_large" : units;
 }
 
-/** "1.5" | "1.500000" | "2" -> base units; null when not a non-negative decimal with ≤ 6 places. */
-export function parseUsdc(text: string): bigint | null {
-  const match = /^(\d{1,14})(?:\.(\d{1,6}))?$/.exec(text);
-  if (match === null) return null;
-  return BigInt(match[1]!) * SCALE + BigInt((match[2] ?? "").padEnd(USDC_DECIMALS, "0"));
+/** 1_500_000n → "1.500000" (GraphQL decimals, wallet error messages); negatives keep their sign. */
+export function formatUsdcFixed(units: bigint): string {
+  const sign = units < 0n ? "-" : "";
+  const abs = units < 0n ? -units : units;
+  return `${sign}${abs / UNITS_PER_USDC}.${(abs % UNITS_PER_USDC).toString().padStart(USDC_DECIMALS, "0")}`;
+}
+
+/** 1_500_000n → "1.5", 1_000_000n → "1" (human text, JSON number tokens); negatives keep their sign. */
+export function formatUsdcShort(units: bigint): string {
+  if (units < 0n) return `-${formatUsdcShort(-units)}`;
+  const whole = units / UNITS_PER_USDC;
+  const fraction = (units % UNITS_PER_USDC).toString().padStart(USDC_DECIMALS, "0").replace(/0+$/, "");
+  return fraction === "" ? whole.toString() : `${whole}.${fraction}`;
+}
+
+/** The spec's money object `{ usdc: number }`, its number the exact decimal (no float on the way). */
+export interface UsdcJson {
+  readonly usdc: JsonNumber;
+}
+
+/**
+ * 1_500_000n → `{ usdc: 1.5 }` for JSON written by `writeJson` (api/shared/http/json.ts): the token
+ * is `formatUsdcShort`'s text, so 100_000n is `0.1` (never 0.10000000000000001) and 2^64 - 1 units
+ * keep every digit.
+ */
+export function usdcJson(units: bigint): UsdcJson {
+  return { usdc: new JsonNumber(formatUsdcShort(units)) };
+}
+
+export function usdcJsonOrNull(units: bigint | null): UsdcJson | null {
+  return units === null ? null : usdcJson(units);
 }
 
 /**

@@ -60,7 +60,7 @@ export function parseIntInRange(argument: string, value: number | null | undefin
 
 export function parseAmount(argument: string, value: string): bigint {
   const parsed = parseUsdc(value);
-  if (parsed === null) throw badInput(argument, `must be a non-negative decimal amount with at most 6 decimals, got "${value}"`);
+  if (typeof parsed === "string") throw badInput(argument, `must be a non-negative decimal amount with at most 6 decimals, got "${value}"`);
   return parsed;
 }
 

@@ -7,6 +7,7 @@
  *
  * Bounded by --payments per run; stops by itself.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import type pg from "pg";
 import { IngestPipeline } from "../../indexer/pipeline.js";
@@ -37,8 +38,6 @@ for (const [name, value] of [
 const WATCH_MS = 2;
 const ROW_TIMEOUT_MS = 10_000;
 
-const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
-
 function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
@@ -48,7 +47,7 @@ async function waitForRow(pool: pg.Pool, signature: string): Promise<number> {
   while (performance.now() < deadline) {
     const found = await pool.query("SELECT 1 FROM transactions WHERE tx_hash = $1", [signature]);
     if (found.rowCount !== null && found.rowCount > 0) return performance.now();
-    await sleep(WATCH_MS);
+    await delay(WATCH_MS);
   }
   throw new Error(`payment ${signature} not queryable after ${ROW_TIMEOUT_MS} ms`);
 }

@@ -7,6 +7,7 @@
  *
  * Each run is bounded by its count and by --max-seconds; the bench stops by itself.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { AnchorProvider, Wallet } from "@coral-xyz/anchor";
 import { createTransferCheckedInstruction } from "@solana/spl-token";
@@ -228,7 +229,7 @@ async function main(): Promise<void> {
     console.table(results.map(row));
     // web3.js follows each websocket confirmation with a getSignatureStatus it never awaits; let
     // the last ones finish before the ledger goes away.
-    await new Promise((resolveDrain) => setTimeout(resolveDrain, 1_500));
+    await delay(1_500);
   } finally {
     await localnet.stop();
   }

@@ -3,6 +3,7 @@
  * `getTransaction`, and live following by polling new signatures (`until` the newest seen) and
  * the finalized slot. Works against the local ledger, solana-test-validator, devnet and mainnet.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import {
   type ConfirmedSignatureInfo,
   Connection,
@@ -30,19 +31,6 @@ export const SIGNATURE_PAGE_LIMIT = 1_000;
 export const MAX_SIGNATURE_PAGES = 100_000;
 const DEFAULT_POLL_MS = 200;
 const DEFAULT_FETCH_CONCURRENCY = 8;
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
-}
 
 function tokenBalances(list: readonly TokenBalance[] | null | undefined): RawTokenBalance[] {
   return (list ?? []).map((b) => ({
@@ -194,7 +182,8 @@ export class RpcSource implements ChainSource {
         lastFinalized = finalized;
         yield { kind: "slot", slot: { slot: finalized, parent: null, status: "finalized" } };
       }
-      await sleep(this.pollMs, signal);
+      // An abort ends the wait early (the promise rejects, only then); the loop's check stops it.
+      await delay(this.pollMs, undefined, { signal }).catch(() => undefined);
     }
   }
 }

@@ -1,9 +1,8 @@
-/** Argument parsing and money formatting at the API edge: pure rules, no database. */
+/** Argument parsing at the API edge: pure rules, no database (money: api/shared/money.test.ts). */
 import { randomBytes } from "node:crypto";
 import bs58 from "bs58";
 import { describe, expect, it } from "vitest";
 import { isApiError } from "../../api/shared/errors.js";
-import { formatUsdc, parseUsdc, ratio } from "../../api/shared/money.js";
 import {
   durationMs,
   encodeCursor,
@@ -28,36 +27,6 @@ function badInput(fn: () => unknown): string {
   }
   throw new Error("expected BAD_USER_INPUT");
 }
-
-describe("money at the edge", () => {
-  it("formats base units as six-decimal strings, never through floats", () => {
-    expect(formatUsdc(0n)).toBe("0.000000");
-    expect(formatUsdc(1_500_000n)).toBe("1.500000");
-    expect(formatUsdc(1n)).toBe("0.000001");
-    expect(formatUsdc(18_446_744_073_709_551_615n)).toBe("18446744073709.551615");
-    expect(formatUsdc(-250_000n)).toBe("-0.250000");
-  });
-
-  it("parses decimal amounts with at most six decimals and round-trips every formatted amount", () => {
-    expect(parseUsdc("1.5")).toBe(1_500_000n);
-    expect(parseUsdc("2")).toBe(2_000_000n);
-    expect(parseUsdc("0.000001")).toBe(1n);
-    for (const bad of ["-1", "1.1234567", "abc", "", "1e6", " 1", "1.", ".5"]) expect(parseUsdc(bad), bad).toBeNull();
-    for (let i = 0; i < 500; i++) {
-      const units = BigInt(`0x${randomBytes(5).toString("hex")}`);
-      expect(parseUsdc(formatUsdc(units))).toBe(units);
-    }
-  });
-
-  it("shares and percentages are exact decimal strings, rounded half up", () => {
-    expect(ratio(1n, 3n, 2, 100n)).toBe("33.33");
-    expect(ratio(2n, 3n, 2, 100n)).toBe("66.67");
-    expect(ratio(1n, 8n, 2, 100n)).toBe("12.50");
-    expect(ratio(1n, 3n, 6)).toBe("0.333333");
-    expect(ratio(5n, 5n, 6)).toBe("1.000000");
-    expect(ratio(0n, 0n, 2, 100n)).toBe("0.00");
-  });
-});
 
 describe("argument parsing", () => {
   it("a transaction hash is base58 of 64 bytes", () => {

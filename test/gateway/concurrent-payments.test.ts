@@ -17,7 +17,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseJson } from "../../api/shared/http/json.js";
 import { parseMoneyObject } from "../../api/shared/http/money.js";
-import { formatUsdc } from "../../api/shared/policy/amounts.js";
+import { formatUsdcShort } from "../../api/shared/money.js";
 import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -239,7 +239,7 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
         // did not fit exhausted the period (spec 3): checked over all budget refusals below.
         expect(f.problem.errorClass).toBe("DailyBudgetExceededError");
         expect(f.problem.reason).toMatch(
-          new RegExp(`^daily_budget_exceeded: requested ${formatUsdc(f.amountUnits)} usdc, limit is [0-9.]+ usdc$`),
+          new RegExp(`^daily_budget_exceeded: requested ${formatUsdcShort(f.amountUnits)} usdc, limit is [0-9.]+ usdc$`),
         );
       } else {
         // Refused by count only once the window held all of its calls.
@@ -260,7 +260,7 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
 
     expect(await policyUsage(agentId)).toMatchObject({ usedUnits: acceptedUnits, rateCalls: r.paid.length });
     console.info(
-      `race of 200: ${r.paid.length} paid (${formatUsdc(acceptedUnits)} usdc), ` +
+      `race of 200: ${r.paid.length} paid (${formatUsdcShort(acceptedUnits)} usdc), ` +
         `${r.refused.filter((f) => f.problem.reasonCode === "daily_budget_exceeded").length} refused by the budget, ` +
         `${r.refused.filter((f) => f.problem.reasonCode === "rate_limit_exceeded").length} by the rate limit`,
     );

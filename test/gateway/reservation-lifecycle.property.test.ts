@@ -24,7 +24,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type JsonValue, parseJson } from "../../api/shared/http/json.js";
 import { parseUsdcNumber } from "../../api/shared/http/money.js";
-import { formatUsdc } from "../../api/shared/policy/amounts.js";
+import { formatUsdcShort } from "../../api/shared/money.js";
 import { claimLinkedReservation, x402PaymentRef } from "../../api/shared/policy/store.js";
 import { sweepReservations } from "../../api/gateway/settlement/sweeper.js";
 import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
@@ -209,8 +209,8 @@ async function scenario(seed: number, coverage: Coverage): Promise<void> {
     const budgetUnits = BigInt(4 + int(5)) * 80_000n;
     const rateCalls = 3 + int(4);
     const payer = await newAgent(agentId, {
-      dailyBudget: { usdc: Number(formatUsdc(budgetUnits)) },
-      perCallLimit: { usdc: Number(formatUsdc(budgetUnits)) },
+      dailyBudget: { usdc: Number(formatUsdcShort(budgetUnits)) },
+      perCallLimit: { usdc: Number(formatUsdcShort(budgetUnits)) },
       rateLimit: { calls: rateCalls, window: "1h" },
     });
     const [payerBefore, payeeBefore] = await Promise.all([balance(payer), balance(payee)]);

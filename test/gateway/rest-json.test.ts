@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { canonicalJson, JsonNumber, type JsonValue, parseJson, writeJson } from "../../api/shared/http/json.js";
-import { parseUsdcNumber, usdcJson } from "../../api/shared/http/money.js";
+import { parseUsdcNumber } from "../../api/shared/http/money.js";
+import { usdcJson } from "../../api/shared/money.js";
 import { ServiceError } from "../../api/shared/errors.js";
 import { requestFingerprint } from "../../api/shared/http/idempotency.js";
 

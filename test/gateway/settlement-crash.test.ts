@@ -97,15 +97,17 @@ function withApplicationName(url: string, name: string): string {
  * reading the table before it ends could miss a row that appears afterwards.
  */
 async function workerSessionsGone(): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1", [
-      WORKER_APPLICATION,
-    ]);
-    if (rows[0]!.n === 0) return;
-    if (Date.now() > deadline) throw new Error(`${rows[0]!.n} sessions of the killed worker are still open`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  let open = 0;
+  await pollUntil(
+    async () => {
+      const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1", [
+        WORKER_APPLICATION,
+      ]);
+      open = rows[0]!.n;
+      return open === 0;
+    },
+    { timeoutMs: 20_000, intervalMs: 50, what: () => `the killed worker's sessions to end (${open} still open)` },
+  );
 }
 
 /** Starts the worker and SIGKILLs it a random moment after it has settled a few payments. */

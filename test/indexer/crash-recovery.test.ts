@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { homedir } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
 import { join, resolve } from "node:path";
 import { PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -36,8 +37,6 @@ let localnet: Localnet;
 let load: LoadSummary;
 let crashed: FreshDatabase;
 let clean: FreshDatabase;
-
-const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 
 function startIndexer(database: FreshDatabase): ChildProcess {
   // One process (node with tsx's loader), so SIGKILL hits the indexer itself: the `tsx` binary

@@ -385,9 +385,11 @@ describe("indexer: chain -> event store -> read models", () => {
     const controller = new AbortController();
     const running = pipeline.run(source, controller.signal);
     try {
-      for (let i = 0; i < 100 && (await rows("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted")).length === 0; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      await pollUntil(async () => (await rows("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted")).length > 0, {
+        timeoutMs: 5_000,
+        intervalMs: 50,
+        what: "the running pipeline to take the writer lock",
+      });
       // Exactly one writer per program: a second indexer is refused while the first runs.
       const standby = new IngestPipeline({
         pool: db.pool,

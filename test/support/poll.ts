@@ -5,6 +5,8 @@
  * holds fails with a message naming what was awaited, below the test's own timeout, instead of a
  * bare vitest timeout or an assertion on a half-finished state.
  */
+import { setTimeout as delay } from "node:timers/promises";
+
 export interface PollOptions {
   /** Give up after this long (keep it below the test timeout so this error, not vitest's, is seen). */
   readonly timeoutMs: number;
@@ -30,6 +32,6 @@ export async function pollUntil<T>(check: () => T | Promise<T>, options: PollOpt
       const what = typeof options.what === "function" ? options.what() : options.what;
       throw new Error(`timed out after ${options.timeoutMs} ms waiting for ${what}`);
     }
-    await new Promise((resolve) => setTimeout(resolve, options.intervalMs));
+    await delay(options.intervalMs);
   }
 }

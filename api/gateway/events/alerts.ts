@@ -13,7 +13,8 @@ import type { Db } from "../../../indexer/db/database.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
 import { ServiceError } from "../../shared/errors.js";
 import { JsonNumber } from "../../shared/json-number.js";
-import { formatUsdc, parseUsdc } from "../../shared/policy/amounts.js";
+import { formatUsdcShort } from "../../shared/money.js";
+import { parseAmountInput } from "../../shared/policy/amounts.js";
 import { percentText } from "./payloads.js";
 import { generateSigningSecret, type SecretBox } from "../../shared/secret-box.js";
 import { formatNotifyTarget, parseNotifyTarget } from "../webhooks/targets.js";
@@ -150,7 +151,7 @@ function parseAmount(value: number | string | null): bigint {
   if (value === null) throw new InvalidAlertError("spend_rate needs --threshold, an amount in usdc");
   let units: bigint;
   try {
-    units = parseUsdc(value);
+    units = parseAmountInput(value);
   } catch (error) {
     throw new InvalidAlertError(`--threshold: ${(error as Error).message}`);
   }
@@ -222,7 +223,11 @@ function fromRow(row: AlertRow): Alert {
     agentId: publicAgentId(row.agent_id),
     type: row.type,
     threshold:
-      row.threshold_bp !== null ? new JsonNumber(percentText(row.threshold_bp)) : units !== null ? new JsonNumber(formatUsdc(units)) : null,
+      row.threshold_bp !== null
+        ? new JsonNumber(percentText(row.threshold_bp))
+        : units !== null
+          ? new JsonNumber(formatUsdcShort(units))
+          : null,
     thresholdBp: row.threshold_bp,
     thresholdUnits: units,
     window: row.window_text,

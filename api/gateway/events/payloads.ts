@@ -13,7 +13,7 @@
 import { publicAgentId } from "../../shared/agent-ids.js";
 import { parseJson } from "../../shared/http/json.js";
 import { JsonNumber } from "../../shared/json-number.js";
-import { formatUsdc, toUsdc, type UsdcJson } from "../../shared/policy/amounts.js";
+import { formatUsdcShort, type UsdcJson, usdcJson } from "../../shared/money.js";
 
 export const EVENT_TYPES = ["budget.warning", "policy.violation", "spend_rate.exceeded"] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -104,13 +104,13 @@ export function budgetWarningPayload(input: {
     agentId: publicAgentId(input.agentId),
     alertId: input.alertId,
     thresholdPercent: new JsonNumber(percent),
-    usedToday: toUsdc(input.usedUnits),
-    dailyBudget: toUsdc(input.limitUnits),
+    usedToday: usdcJson(input.usedUnits),
+    dailyBudget: usdcJson(input.limitUnits),
     windowStart: input.windowStart.toISOString(),
     resetsAt: input.resetsAt.toISOString(),
     detail:
-      `${percent} % of the daily budget reached: used ${formatUsdc(input.usedUnits)} usdc of ` +
-      `${formatUsdc(input.limitUnits)} usdc; the window resets at ${input.resetsAt.toISOString()}`,
+      `${percent} % of the daily budget reached: used ${formatUsdcShort(input.usedUnits)} usdc of ` +
+      `${formatUsdcShort(input.limitUnits)} usdc; the window resets at ${input.resetsAt.toISOString()}`,
     timestamp: input.at.toISOString(),
   };
 }
@@ -128,9 +128,9 @@ export function spendRatePayload(input: {
     agentId: publicAgentId(input.agentId),
     alertId: input.alertId,
     window: input.window,
-    threshold: toUsdc(input.thresholdUnits),
-    spent: toUsdc(input.spentUnits),
-    detail: `spent ${formatUsdc(input.spentUnits)} usdc within ${input.window}, above the alert threshold of ${formatUsdc(input.thresholdUnits)} usdc`,
+    threshold: usdcJson(input.thresholdUnits),
+    spent: usdcJson(input.spentUnits),
+    detail: `spent ${formatUsdcShort(input.spentUnits)} usdc within ${input.window}, above the alert threshold of ${formatUsdcShort(input.thresholdUnits)} usdc`,
     timestamp: input.at.toISOString(),
   };
 }

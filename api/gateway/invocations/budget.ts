@@ -7,7 +7,7 @@
  * (`checkInvocationPayment`, api/gateway/settlement/settlement.ts), so a payment the program would
  * refuse is never sent.
  */
-import { formatUsdc } from "../../shared/policy/amounts.js";
+import { formatUsdcShort } from "../../shared/money.js";
 import type { PolicyAllowed, PolicyRejected, ReasonCode } from "../../shared/policy/engine.js";
 import { type Db, type ReservationRefusal, type ReserveOptions, unitsUnderParent } from "../../shared/policy/store.js";
 import { BudgetExceededError, PaymentError } from "../wallets/errors.js";
@@ -45,8 +45,8 @@ export async function invocationBudgetRefusal(
   const committed = spent + reservedUnits;
   if (committed + input.amountUnits <= budgetUnits) return null;
   const remaining = budgetUnits > committed ? budgetUnits - committed : 0n;
-  const requested = formatUsdc(input.amountUnits);
-  const limit = formatUsdc(remaining);
+  const requested = formatUsdcShort(input.amountUnits);
+  const limit = formatUsdcShort(remaining);
   return {
     reasonCode: INVOCATION_BUDGET_EXCEEDED,
     reason: `${INVOCATION_BUDGET_EXCEEDED}: requested ${requested} usdc, limit is ${limit} usdc`,

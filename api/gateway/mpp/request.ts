@@ -4,7 +4,8 @@
  * identifiers, an absolute http(s) payment endpoint) into a typed value.
  */
 import { exactKeys, type Fail, object, url } from "../x402/strict-json.js";
-import { formatDecimalUnits, MPP_CURRENCY, parseCurrency, parseDecimalUnits } from "./amount.js";
+import { formatUsdcShort } from "../../shared/money.js";
+import { MPP_CURRENCY, parseCurrency, parseDecimalUnits } from "./amount.js";
 import { MppFormatError } from "./errors.js";
 
 export const MPP_PROTOCOL = "mpp/1.0";
@@ -74,7 +75,7 @@ export function parseMppPaymentRequest(json: unknown): MppPaymentRequest {
 }
 
 export function moneyBody(units: bigint): MoneyBody {
-  return { value: formatDecimalUnits(units), currency: MPP_CURRENCY };
+  return { value: formatUsdcShort(units), currency: MPP_CURRENCY };
 }
 
 export function mppRequestBody(request: MppPaymentRequest): MppPaymentRequestBody {

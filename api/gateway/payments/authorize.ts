@@ -28,7 +28,7 @@
 import type pg from "pg";
 import { badRequest, httpError } from "../../shared/errors.js";
 import { refuseArchived } from "../../shared/http/input.js";
-import type { BudgetState, PolicyRejected } from "../../shared/policy/engine.js";
+import { type BudgetState, chooseProtocol, type PolicyRejected } from "../../shared/policy/engine.js";
 import { EMPTY_POLICY, type Protocol, type ProtocolPreference } from "../../shared/policy/policy.js";
 import {
   getPolicy,
@@ -130,10 +130,12 @@ export type AuthorizeRefusal =
 
 export type AuthorizeResult = Authorized | AuthorizeRefusal;
 
-/** Spec 1: x402 when both are offered, unless the preference says mpp. */
-function chooseProtocol(offer: Offer, preference: ProtocolPreference): Protocol {
-  if (offer.x402 !== null && offer.mpp !== null) return preference === "mpp" ? "mpp" : "x402";
-  return offer.x402 !== null ? "x402" : "mpp";
+/** The protocols the target's 402 offers; the route has refused a body with neither. */
+function offeredProtocols(offer: Offer): Protocol[] {
+  const offered: Protocol[] = [];
+  if (offer.x402 !== null) offered.push("x402");
+  if (offer.mpp !== null) offered.push("mpp");
+  return offered;
 }
 
 /**
@@ -170,7 +172,9 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
   // that starts now waits for this reservation and then sees it (api/gateway/agent-archive.ts).
   refuseArchived({ public_id: agent.public_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
   const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
-  const protocol = chooseProtocol(offer, request.preference ?? policy.protocolPreference);
+  // Spec 1 (the policy engine's rule): x402 when both are offered, unless the preference says mpp.
+  const protocol = chooseProtocol(request.preference ?? policy.protocolPreference, offeredProtocols(offer));
+  if (protocol === null) throw new Error("authorize: no protocol offered, which the route refuses earlier");
   if (invocationBudgetUnits !== null && protocol !== "x402") {
     throw badRequest("invocationBudget", "invoking a sub-agent needs the x402 protocol, but this payment would use mpp");
   }

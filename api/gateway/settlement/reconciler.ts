@@ -4,6 +4,7 @@
  * full batch is followed by another pass at once. Errors (an RPC or database outage) are reported
  * and retried at the next tick, never fatal: pending rows stay pending until the chain answers.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import type { ReconcileReport } from "./reconciliation.js";
 
 export interface Reconcilable {
@@ -27,20 +28,6 @@ const DEFAULT_INTERVAL_MS = 5_000;
 const FULL_PASS = 256;
 const MAX_IMMEDIATE_PASSES = 20;
 
-/** Waits `ms`, or until `signal` aborts (at once when it already has). */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted === true) return resolve();
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done, { once: true });
-    function done(): void {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-  });
-}
-
 /** Runs until `signal` aborts. */
 export async function runReconciler(
   settlement: Reconcilable,
@@ -60,6 +47,7 @@ export async function runReconciler(
     } catch (error) {
       options.onError?.(error);
     }
-    await sleep(intervalMs, options.signal);
+    // An abort ends the wait early (the promise rejects, only then); the loop's check stops it.
+    await delay(intervalMs, undefined, { signal: options.signal }).catch(() => undefined);
   }
 }

@@ -27,11 +27,11 @@
  * other: the last word on a landed payment is always "settled" (the chain is the truth; see
  * `landLinkedReservation`).
  */
+import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import { landLinkedReservation, mppChargeRef, mppPaymentRef, releaseLinkedReservation, x402PaymentRef } from "../../shared/policy/store.js";
 import { type Invocations, openMissingInvocations } from "../invocations/index.js";
 import type { AgentDirectory } from "../x402/settler.js";
-import { sleep } from "./reconciler.js";
 
 /** A claim without a transaction is given this long to commit its settlement row. */
 export const DEFAULT_CLAIM_GRACE_MS = 10 * 60_000;
@@ -310,6 +310,7 @@ export async function runSweeper(pool: pg.Pool, deps: SweeperDeps, options: Swee
     } catch (error) {
       options.onError?.(error);
     }
-    await sleep(intervalMs, options.signal);
+    // An abort ends the wait early (the promise rejects, only then); the loop's check stops it.
+    await delay(intervalMs, undefined, { signal: options.signal }).catch(() => undefined);
   }
 }

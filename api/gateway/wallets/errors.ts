@@ -7,8 +7,7 @@
  */
 import { publicAgentId } from "../../shared/agent-ids.js";
 import { type ErrorCode, ServiceError, type ServiceErrorOptions } from "../../shared/errors.js";
-import { usdcJson } from "../../shared/http/money.js";
-import { formatUsdc } from "../../shared/money.js";
+import { formatUsdcFixed, usdcJson } from "../../shared/money.js";
 
 export type GatewayErrorReason =
   | "insufficient_funds"
@@ -49,8 +48,8 @@ export class InsufficientFundsError extends GatewayError {
     super(
       "INSUFFICIENT_FUNDS",
       "insufficient_funds",
-      `insufficient funds: agent ${publicAgentId(agentId)} requested ${formatUsdc(requestedUnits)} usdc, ` +
-        `balance is ${formatUsdc(currentBalanceUnits)} usdc`,
+      `insufficient funds: agent ${publicAgentId(agentId)} requested ${formatUsdcFixed(requestedUnits)} usdc, ` +
+        `balance is ${formatUsdcFixed(currentBalanceUnits)} usdc`,
       // The answer's `currentBalance` is the spec's `{ usdc: number }`, written exactly.
       { extra: { currentBalance: usdcJson(currentBalanceUnits) } },
     );
@@ -59,7 +58,7 @@ export class InsufficientFundsError extends GatewayError {
 
   /** Spec 7 `currentBalance` (`{ usdc }`), as an exact decimal string (money is never a float). */
   get currentBalance(): { usdc: string } {
-    return { usdc: formatUsdc(this.currentBalanceUnits) };
+    return { usdc: formatUsdcFixed(this.currentBalanceUnits) };
   }
 }
 
@@ -74,8 +73,8 @@ export class BudgetExceededError extends GatewayError {
     super(
       "BUDGET_EXCEEDED",
       "budget_exceeded",
-      `budget exceeded: invocation ${invocation} has ${formatUsdc(budgetUnits - spentUnits)} usdc left of ` +
-        `${formatUsdc(budgetUnits)}, requested ${formatUsdc(requestedUnits)}`,
+      `budget exceeded: invocation ${invocation} has ${formatUsdcFixed(budgetUnits - spentUnits)} usdc left of ` +
+        `${formatUsdcFixed(budgetUnits)}, requested ${formatUsdcFixed(requestedUnits)}`,
       { extra: { invocation } },
     );
     this.name = "BudgetExceededError";

@@ -6,6 +6,7 @@
  * resolved by looking its signature up until it lands or its blockhash can no longer land.
  */
 import { readFile } from "node:fs/promises";
+import { setTimeout as delay } from "node:timers/promises";
 import { getAssociatedTokenAddressSync, unpackAccount } from "@solana/spl-token";
 import {
   Connection,
@@ -291,7 +292,7 @@ export async function awaitOutcome(ledger: SettlementLedger, signed: SignedTrans
         .sendRawTransaction(Buffer.from(signed.wire, "base64"), { skipPreflight: true, maxRetries: 0 })
         .catch(() => undefined);
     }
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    await delay(POLL_MS);
   }
 }
 

@@ -1,6 +1,6 @@
 /** Query.agents, Query.wallet (spec 2.4, 2.5) and Query.invocation (spec 2.6 budgets). */
 import type { ApiContext } from "../context.js";
-import { formatUsdc } from "../../shared/money.js";
+import { formatUsdcFixed } from "../../shared/money.js";
 import { listAgents } from "../../shared/agents.js";
 import { invocationsByParent } from "../read/invocations.js";
 import type { AgentRow } from "../../shared/rows.js";
@@ -21,7 +21,7 @@ export const Agent = {
   archivedAt: (row: AgentRow) => row.archived_at?.toISOString() ?? null,
   balance: async (row: AgentRow, _args: unknown, context: ApiContext) => {
     const units = await context.loaders.balanceByWallet.load(row.wallet_address);
-    return units === null ? null : formatUsdc(units);
+    return units === null ? null : formatUsdcFixed(units);
   },
   balanceUnits: async (row: AgentRow, _args: unknown, context: ApiContext) => {
     const units = await context.loaders.balanceByWallet.load(row.wallet_address);
@@ -35,14 +35,14 @@ export async function wallet(_: unknown, args: { agentId: string }, context: Api
   return {
     agentId: agent.public_id,
     address: agent.wallet_address,
-    balance: units === null ? null : formatUsdc(units),
+    balance: units === null ? null : formatUsdcFixed(units),
     balanceUnits: units === null ? null : units.toString(),
     network: context.deps.network ?? DEFAULT_NETWORK,
   };
 }
 
 function money(prefix: string, unitsValue: bigint): Record<string, string> {
-  return { [prefix]: formatUsdc(unitsValue), [`${prefix}Units`]: unitsValue.toString() };
+  return { [prefix]: formatUsdcFixed(unitsValue), [`${prefix}Units`]: unitsValue.toString() };
 }
 
 export async function invocation(_: unknown, args: { txHash: string }, context: ApiContext): Promise<Record<string, unknown> | null> {

@@ -1,7 +1,7 @@
 /** Shared resolver pieces: agent lookup with the NOT_FOUND rule, and row -> GraphQL mapping. */
 import type { ApiContext } from "../context.js";
 import { apiError } from "../../shared/errors.js";
-import { formatUsdc } from "../../shared/money.js";
+import { formatUsdcFixed } from "../../shared/money.js";
 import type { AgentRow, PaymentRow } from "../../shared/rows.js";
 import { parseAgentId } from "../../shared/validation.js";
 
@@ -45,7 +45,7 @@ export function toTransaction(row: PaymentRow): TransactionObject {
     agentId: row.agent_id,
     protocol: row.protocol,
     rail: row.rail,
-    amountPaid: formatUsdc(amount),
+    amountPaid: formatUsdcFixed(amount),
     amountPaidUnits: amount.toString(),
     endpoint: row.endpoint,
     domain: row.domain,

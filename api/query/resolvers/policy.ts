@@ -14,14 +14,14 @@ import {
 } from "../../shared/policy/index.js";
 import type { ApiContext } from "../context.js";
 import { badInput } from "../../shared/errors.js";
-import { formatUsdc } from "../../shared/money.js";
+import { formatUsdcFixed } from "../../shared/money.js";
 import { parseAmount } from "../../shared/validation.js";
 import { requireAgent } from "./common.js";
 
 const ENDPOINT_MAX_CHARS = 2048;
 
 function money(prefix: string, value: bigint | null): Record<string, string | null> {
-  return { [prefix]: value === null ? null : formatUsdc(value), [`${prefix}Units`]: value === null ? null : value.toString() };
+  return { [prefix]: value === null ? null : formatUsdcFixed(value), [`${prefix}Units`]: value === null ? null : value.toString() };
 }
 
 export async function policy(_: unknown, args: { agentId: string }, context: ApiContext): Promise<Record<string, unknown>> {

@@ -1,6 +1,6 @@
 /** Query.paymentTree (spec 4.7 transactions.getChain, 4.8 transactions tree). */
 import type { ApiContext } from "../context.js";
-import { formatUsdc } from "../../shared/money.js";
+import { formatUsdcFixed } from "../../shared/money.js";
 import { loadPaymentTree, type TreeNode } from "../read/payment-tree.js";
 import {
   parseIntInRange,
@@ -25,7 +25,7 @@ export async function paymentTree(
     rootTxHash,
     nodes: tree.nodes.map(toNode),
     totals: {
-      amount: formatUsdc(tree.totals.amountUnits),
+      amount: formatUsdcFixed(tree.totals.amountUnits),
       amountUnits: tree.totals.amountUnits.toString(),
       transactionCount: tree.totals.transactionCount,
       agentCount: tree.totals.agentCount,
@@ -40,7 +40,7 @@ function toNode(node: TreeNode): Record<string, unknown> {
     parentTxHash: node.parentTxHash,
     depth: node.depth,
     agentId: node.agentId,
-    amount: formatUsdc(node.amountUnits),
+    amount: formatUsdcFixed(node.amountUnits),
     amountUnits: node.amountUnits.toString(),
     protocol: node.protocol,
     endpointHash: node.endpointHash,

@@ -9,9 +9,9 @@ import type { TransactionObject } from "../resolvers/common.js";
 import { transaction, transactions } from "../resolvers/transactions.js";
 import { nodeEndpoint, paymentTree } from "../resolvers/tree.js";
 import type { RouteResponse } from "../../shared/http/idempotency.js";
-import { JsonNumber } from "../../shared/http/json.js";
 import { badRequest, httpError } from "../../shared/http/problem.js";
 import { json } from "../../shared/http/router.js";
+import { usdcJson } from "../../shared/money.js";
 import type { QueryRoute, QueryRouteContext as RouteContext } from "./deps.js";
 
 const PROTOCOLS = ["x402", "mpp"] as const;
@@ -22,14 +22,8 @@ function apiContext(context: RouteContext) {
   return createContext({ pool, balances, network, now: () => context.now }, context.caller);
 }
 
-function money(decimal: string): { usdc: JsonNumber } {
-  // The resolvers' decimals are fixed-point ("1.500000"); the number token drops trailing zeros.
-  const trimmed = decimal.includes(".") ? decimal.replace(/0+$/, "").replace(/\.$/, "") : decimal;
-  return { usdc: new JsonNumber(trimmed) };
-}
-
 function transactionJson(tx: TransactionObject): Record<string, unknown> {
-  return { ...tx, amountPaid: money(tx.amountPaid) };
+  return { ...tx, amountPaid: usdcJson(BigInt(tx.amountPaidUnits)) };
 }
 
 function oneOf<T extends string>(value: string | null, field: string, allowed: readonly T[]): T | null {
@@ -75,20 +69,28 @@ async function chainRoute(context: RouteContext): Promise<RouteResponse> {
   )) as {
     rootTxHash: string;
     nodes: Record<string, unknown>[];
-    totals: { amount: string; transactionCount: number; agentCount: number };
+    totals: { amountUnits: string; transactionCount: number; agentCount: number };
     truncated: boolean;
   } | null;
   if (tree === null) throw httpError("NOT_FOUND", `no transaction ${context.params.txHash} in this account`);
   const nodes = await Promise.all(
     tree.nodes.map(async (node) => {
-      const { amount, amountUnits: _units, ...rest } = node as { amount: string; amountUnits: string; endpointHash: string };
-      return { ...rest, amountPaid: money(amount), endpoint: await nodeEndpoint(node as { endpointHash: string }, null, ctx) };
+      const { amount: _amount, amountUnits, ...rest } = node as { amount: string; amountUnits: string; endpointHash: string };
+      return {
+        ...rest,
+        amountPaid: usdcJson(BigInt(amountUnits)),
+        endpoint: await nodeEndpoint(node as { endpointHash: string }, null, ctx),
+      };
     }),
   );
   return json(200, {
     rootTxHash: tree.rootTxHash,
     transactions: nodes,
-    totals: { amount: money(tree.totals.amount), transactionCount: tree.totals.transactionCount, agentCount: tree.totals.agentCount },
+    totals: {
+      amount: usdcJson(BigInt(tree.totals.amountUnits)),
+      transactionCount: tree.totals.transactionCount,
+      agentCount: tree.totals.agentCount,
+    },
     truncated: tree.truncated,
   });
 }

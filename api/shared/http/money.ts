@@ -1,21 +1,11 @@
 /**
- * Money at the REST edge: `{ usdc: number }` (spec 2.1), read from the raw JSON number token and
- * written as an exact number token, never through a float. Inside, amounts are bigint base units.
+ * Money read from REST request bodies: `{ usdc: number }` (spec 2.1), taken from the raw JSON
+ * number token, never through a float, and parsed by api/shared/money.ts's `parseUsdc`; refusals
+ * become 400 problem JSON naming the field. Writing money out is `usdcJson` in api/shared/money.ts.
  */
-import { formatUsdc, MAX_AMOUNT_UNITS, USDC_DECIMALS } from "../policy/amounts.js";
+import { parseUsdc, USDC_DECIMALS } from "../money.js";
 import { isRecord, JsonNumber, type JsonValue } from "./json.js";
 import { badRequest } from "../errors.js";
-
-const DECIMAL = /^(\d{1,20})(?:\.(\d+))?$/;
-
-/** 1_500_000n → `{ usdc: 1.5 }` with the number token written exactly. */
-export function usdcJson(units: bigint): { usdc: JsonNumber } {
-  return { usdc: new JsonNumber(formatUsdc(units)) };
-}
-
-export function usdcJsonOrNull(units: bigint | null): { usdc: JsonNumber } | null {
-  return units === null ? null : usdcJson(units);
-}
 
 /**
  * A JSON number token → base units. Refuses strings, negatives, exponents, more than 6 decimals,
@@ -23,12 +13,10 @@ export function usdcJsonOrNull(units: bigint | null): { usdc: JsonNumber } | nul
  */
 export function parseUsdcNumber(value: JsonValue | undefined, field: string, allowZero = false): bigint {
   if (!(value instanceof JsonNumber)) throw badRequest(field, "must be a number (a usdc amount such as 1.5)");
-  const match = DECIMAL.exec(value.text);
-  if (match === null) throw badRequest(field, `must be a non-negative decimal without exponent, got ${value.text}`);
-  const fraction = match[2] ?? "";
-  if (fraction.length > USDC_DECIMALS) throw badRequest(field, `has more than ${USDC_DECIMALS} decimal places: ${value.text}`);
-  const units = BigInt(match[1]!) * 10n ** BigInt(USDC_DECIMALS) + BigInt(fraction.padEnd(USDC_DECIMALS, "0"));
-  if (units > MAX_AMOUNT_UNITS) throw badRequest(field, "is too large");
+  const units = parseUsdc(value.text);
+  if (units === "not_a_decimal") throw badRequest(field, `must be a non-negative decimal without exponent, got ${value.text}`);
+  if (units === "too_many_decimals") throw badRequest(field, `has more than ${USDC_DECIMALS} decimal places: ${value.text}`);
+  if (units === "too_large") throw badRequest(field, "is too large");
   if (units === 0n && !allowZero) throw badRequest(field, "must be positive");
   return units;
 }

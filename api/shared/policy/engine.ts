@@ -11,7 +11,8 @@
  * Domains and the per-call limit come first because spec 4.7 step 3 and section 7 reject them
  * before any handshake or payment is attempted; both need no usage.
  */
-import { assertAmountUnits, formatUsdc } from "./amounts.js";
+import { formatUsdcShort } from "../money.js";
+import { assertAmountUnits } from "./amounts.js";
 import { endpointHost, findMatch } from "./domains.js";
 import type { Policy, Protocol, ProtocolPreference } from "./policy.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow } from "./windows.js";
@@ -131,16 +132,16 @@ export function evaluatePolicy(policy: Policy, usage: PolicyUsage, request: Paym
     warnings: [],
   });
 
-  if (findMatch(policy.blockedDomains, domain) !== null) return reject("domain_blocked", formatUsdc(amount), "0", UNIT);
+  if (findMatch(policy.blockedDomains, domain) !== null) return reject("domain_blocked", formatUsdcShort(amount), "0", UNIT);
   if (policy.allowedDomains !== null && findMatch(policy.allowedDomains, domain) === null) {
-    return reject("domain_not_allowed", formatUsdc(amount), "0", UNIT);
+    return reject("domain_not_allowed", formatUsdcShort(amount), "0", UNIT);
   }
   if (policy.perCallLimitUnits !== null && amount > policy.perCallLimitUnits) {
-    return reject("per_call_limit_exceeded", formatUsdc(amount), formatUsdc(policy.perCallLimitUnits), UNIT);
+    return reject("per_call_limit_exceeded", formatUsdcShort(amount), formatUsdcShort(policy.perCallLimitUnits), UNIT);
   }
   const budget = policy.dailyBudgetUnits;
   if (budget !== null && (exhausted || used + amount > budget)) {
-    return reject("daily_budget_exceeded", formatUsdc(amount), formatUsdc(remaining(budget, used)), UNIT);
+    return reject("daily_budget_exceeded", formatUsdcShort(amount), formatUsdcShort(remaining(budget, used)), UNIT);
   }
   if (policy.rateLimit !== null && usage.rateCalls >= policy.rateLimit.calls) {
     const unit = rateUnit(policy.rateLimit.window);

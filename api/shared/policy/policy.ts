@@ -2,7 +2,8 @@
  * The spend policy of one agent (spec 2.1) as the engine sees it, its validation, and the
  * `policies.set` patch semantics of spec 4.1: an omitted field keeps its value, `null` removes it.
  */
-import { MAX_AMOUNT_UNITS, parseUsdc } from "./amounts.js";
+import { MAX_AMOUNT_UNITS } from "../money.js";
+import { parseAmountInput } from "./amounts.js";
 import { normalizeDomainEntry } from "./domains.js";
 import { InvalidPolicyError, isPolicyInputError } from "./errors.js";
 import { isRateWindow, type RateWindow } from "./windows.js";
@@ -144,7 +145,7 @@ function money(value: unknown, field: string): bigint | null {
     throw new InvalidPolicyError("invalid_limit", field, "must be { usdc: number } or null");
   }
   try {
-    return parseUsdc(usdc);
+    return parseAmountInput(usdc);
   } catch (error) {
     if (isPolicyInputError(error)) throw new InvalidPolicyError("invalid_limit", field, error.message);
     throw error;

@@ -34,7 +34,8 @@ import {
   requireAgent,
   stringField,
 } from "../../../shared/http/input.js";
-import { parseUsdcNumber, usdcJson } from "../../../shared/http/money.js";
+import { parseUsdcNumber } from "../../../shared/http/money.js";
+import { usdcJson } from "../../../shared/money.js";
 import { badRequest, httpError, problemResponse } from "../../../shared/http/problem.js";
 import { json } from "../../../shared/http/router.js";
 import type { Route, RouteContext } from "../deps.js";

@@ -14,7 +14,7 @@ import { parseTxHash } from "../../../shared/validation.js";
 import { agentInvocation } from "../../invocations/index.js";
 import type { RouteResponse } from "../../../shared/http/idempotency.js";
 import { requireAgent } from "../../../shared/http/input.js";
-import { usdcJson } from "../../../shared/http/money.js";
+import { usdcJson } from "../../../shared/money.js";
 import { json } from "../../../shared/http/router.js";
 import type { Route, RouteContext } from "../deps.js";
 

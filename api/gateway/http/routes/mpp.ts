@@ -26,7 +26,8 @@
  * Answers carrying a session token are stored sealed under an Idempotency-Key: the token is a
  * bearer secret and is never kept in clear.
  */
-import { formatDecimalUnits, MPP_CURRENCY } from "../../mpp/amount.js";
+import { MPP_CURRENCY } from "../../mpp/amount.js";
+import { formatUsdcShort } from "../../../shared/money.js";
 import { MppPaymentError, MppPolicyError, MppSessionError } from "../../mpp/errors.js";
 import type { MppGateway } from "../../mpp/gateway.js";
 import { type MppPaymentOutcome, payMppSubmission } from "../../mpp/payment.js";
@@ -157,7 +158,7 @@ async function redeemRoute(context: RouteContext): Promise<RouteResponse> {
           method: use.method,
           rail: use.rail,
           payer: use.payer,
-          amount: { value: formatDecimalUnits(use.amountUnits), currency: MPP_CURRENCY },
+          amount: { value: formatUsdcShort(use.amountUnits), currency: MPP_CURRENCY },
           network: context.deps.network ?? null,
         },
         { sealed: true },

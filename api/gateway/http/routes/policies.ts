@@ -7,10 +7,10 @@ import { budgetState, clearPolicy, EMPTY_POLICY, getPolicy, parsePolicyPatch, pu
 import { InvalidPolicyError } from "../../../shared/policy/errors.js";
 import { MAX_RATE_LIMIT_CALLS } from "../../../shared/policy/policy.js";
 import { isRecord, JsonNumber, type JsonValue } from "../../../shared/http/json.js";
-import { formatUsdc } from "../../../shared/policy/amounts.js";
 import type { AgentRow } from "../../../shared/rows.js";
 import { objectBody, plainJson, requireAgent } from "../../../shared/http/input.js";
-import { usdcJson, usdcJsonOrNull, parseMoneyObject } from "../../../shared/http/money.js";
+import { parseMoneyObject } from "../../../shared/http/money.js";
+import { formatUsdcShort, usdcJson, usdcJsonOrNull } from "../../../shared/money.js";
 import { json, NO_CONTENT } from "../../../shared/http/router.js";
 import type { Route, RouteContext } from "../deps.js";
 import type { RouteResponse } from "../../../shared/http/idempotency.js";
@@ -52,7 +52,7 @@ async function putRoute(context: RouteContext): Promise<RouteResponse> {
   const wire: Record<string, unknown> = plainJson(body) as Record<string, unknown>;
   for (const field of MONEY_FIELDS) {
     if (!(field in body) || body[field] === null) continue;
-    wire[field] = { usdc: formatUsdc(parseMoneyObject(body[field], field)) };
+    wire[field] = { usdc: formatUsdcShort(parseMoneyObject(body[field], field)) };
   }
   const patch = parsePolicyPatch(wire);
   await putPolicy(context.deps.pool, agent.agent_id, patch, context.now);

@@ -115,8 +115,17 @@ pub fn message(message: &VersionedMessage) -> Value {
         "recentBlockhash": message.recent_blockhash().to_string(),
         "instructions": instructions,
     });
-    if let Some(lookups) = message.address_table_lookups() {
-        value["addressTableLookups"] = lookups
+    if let Some(lookups) = address_table_lookups(message) {
+        value["addressTableLookups"] = lookups;
+    }
+    value
+}
+
+/// A versioned message's `addressTableLookups`, written the same in every encoding; None for legacy.
+pub fn address_table_lookups(message: &VersionedMessage) -> Option<Value> {
+    let lookups = message.address_table_lookups()?;
+    Some(
+        lookups
             .iter()
             .map(|l| {
                 json!({
@@ -125,9 +134,8 @@ pub fn message(message: &VersionedMessage) -> Value {
                     "readonlyIndexes": l.readonly_indexes,
                 })
             })
-            .collect();
-    }
-    value
+            .collect(),
+    )
 }
 
 pub fn version(tx: &VersionedTransaction) -> Value {

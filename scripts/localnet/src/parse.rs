@@ -59,17 +59,8 @@ pub fn message(message: &VersionedMessage) -> Value {
         "recentBlockhash": message.recent_blockhash().to_string(),
         "instructions": instructions,
     });
-    if let Some(lookups) = message.address_table_lookups() {
-        value["addressTableLookups"] = lookups
-            .iter()
-            .map(|l| {
-                json!({
-                    "accountKey": l.account_key.to_string(),
-                    "writableIndexes": l.writable_indexes,
-                    "readonlyIndexes": l.readonly_indexes,
-                })
-            })
-            .collect();
+    if let Some(lookups) = crate::encode::address_table_lookups(message) {
+        value["addressTableLookups"] = lookups;
     }
     value
 }

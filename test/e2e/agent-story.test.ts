@@ -23,7 +23,7 @@ import { Client, type PaidResult, type Transaction } from "../../sdk/src/client.
 import { BudgetExceededError, DomainNotAllowedError, PolicyViolationError, ServiceError } from "../../sdk/src/errors.js";
 import { usdcToUnits } from "../../sdk/src/money.js";
 import { mppMiddleware, type NodeMiddleware, type NodeRequest, x402Middleware, type X402Payment } from "../../sdk/src/server/index.js";
-import { WebhookReceiver, verifyStandardWebhook } from "../gateway/webhooks-receiver.js";
+import { WebhookReceiver, verifyStandardWebhook } from "../gateway/support/webhook-receiver.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { pollUntil } from "../support/poll.js";
 

@@ -19,7 +19,7 @@ import { registerAgent } from "../../api/shared/keys.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createClient } from "../api/client.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
-import { WebhookReceiver } from "./webhooks-receiver.js";
+import { WebhookReceiver } from "./support/webhook-receiver.js";
 import { pollUntil } from "../support/poll.js";
 
 const ORIGIN = "https://data.example";

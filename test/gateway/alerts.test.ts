@@ -3,12 +3,9 @@
  * delivered by the dispatcher to real receivers on loopback: a webhook receiver and a real SMTP
  * server (smtp-server).
  */
-import { randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import type pg from "pg";
-import pino from "pino";
 import { SMTPServer } from "smtp-server";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   createAlert,
   deleteAlert,
@@ -19,22 +16,11 @@ import {
   listAlerts,
   parseAlertOptions,
 } from "../../api/gateway/events/index.js";
-import { createAccount, registerAgent } from "../../api/shared/keys.js";
 import { putPolicy, reserveInTransaction } from "../../api/shared/policy/index.js";
 import { recordRejection } from "../../api/gateway/rejections.js";
-import {
-  createWebhookEndpoint,
-  deleteWebhookEndpoint,
-  Dispatcher,
-  type Mailer,
-  SecretBox,
-  smtpMailer,
-} from "../../api/gateway/webhooks/index.js";
-import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
-import { verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
-
-/** The receivers are on loopback: registration allows it, as a local development setup does. */
-const LOOPBACK = { allowLoopback: true } as const;
+import { deleteWebhookEndpoint, type Dispatcher, type Mailer, smtpMailer } from "../../api/gateway/webhooks/index.js";
+import { verifyStandardWebhook } from "./support/webhook-receiver.js";
+import { webhookSuite } from "./support/webhooks.js";
 
 const USDC = 1_000_000n;
 const MINUTE = 60_000;
@@ -43,85 +29,37 @@ const T0 = new Date("2026-03-01T12:00:00.000Z");
 const at = (ms: number) => new Date(T0.getTime() + ms);
 const ENDPOINT = "https://api.example.com/v1/data";
 
-let db: FreshDatabase;
-let box: SecretBox;
-const receivers: WebhookReceiver[] = [];
-let serial = 0;
-
-beforeAll(async () => {
-  db = await createFreshDatabase();
-  box = new SecretBox(randomBytes(32));
-});
-
-afterEach(async () => {
-  await Promise.all(receivers.splice(0).map((r) => r.close()));
-});
-
-afterAll(async () => {
-  await db?.drop();
-});
-
-async function receiver(): Promise<WebhookReceiver> {
-  const r = await WebhookReceiver.start();
-  receivers.push(r);
-  return r;
-}
-
-async function account(): Promise<{ accountId: string; agentId: string }> {
-  const accountId = await createAccount(db.pool, `alerts-${++serial}`);
-  const agentId = `al-agent-${serial}`;
-  await registerAgent(db.pool, accountId, { agentId, walletAddress: `wallet-al-${serial}` });
-  return { accountId, agentId };
-}
-
-async function inTransaction<T>(work: (client: pg.PoolClient) => Promise<T>, commit = true): Promise<T> {
-  const client = await db.pool.connect();
-  try {
-    await client.query("BEGIN");
-    const result = await work(client);
-    await client.query(commit ? "COMMIT" : "ROLLBACK");
-    return result;
-  } catch (error) {
-    await client.query("ROLLBACK");
-    throw error;
-  } finally {
-    client.release();
-  }
-}
+const suite = webhookSuite("alerts");
+const { receiver, account } = suite;
 
 /** What the gateway does for one payment: reserve (or reject), then emit events, in one transaction. */
 async function pay(agentId: string, amountUnits: bigint, when: Date, commit = true): Promise<string[]> {
-  return inTransaction(async (client) => {
-    const { decision } = await reserveInTransaction(client, agentId, { endpoint: ENDPOINT, amountUnits }, when);
-    if (decision.decision === "allow") {
-      const emitted = await emitPaymentEvents(client, { agentId, decision, at: when });
+  return suite.transaction(
+    async (client) => {
+      const { decision } = await reserveInTransaction(client, agentId, { endpoint: ENDPOINT, amountUnits }, when);
+      if (decision.decision === "allow") {
+        const emitted = await emitPaymentEvents(client, { agentId, decision, at: when });
+        return emitted.alerts.map((a) => a.eventId);
+      }
+      await recordRejection(client, {
+        agentId,
+        amountUnits,
+        endpoint: "api.example.com/v1/data",
+        domain: decision.domain,
+        protocol: decision.protocol,
+        reasonCode: decision.reasonCode,
+        reason: decision.reason,
+        at: when,
+      });
+      const emitted = await emitRejectionEvents(client, { agentId, decision, endpoint: ENDPOINT, at: when });
       return emitted.alerts.map((a) => a.eventId);
-    }
-    await recordRejection(client, {
-      agentId,
-      amountUnits,
-      endpoint: "api.example.com/v1/data",
-      domain: decision.domain,
-      protocol: decision.protocol,
-      reasonCode: decision.reasonCode,
-      reason: decision.reason,
-      at: when,
-    });
-    const emitted = await emitRejectionEvents(client, { agentId, decision, endpoint: ENDPOINT, at: when });
-    return emitted.alerts.map((a) => a.eventId);
-  }, commit);
+    },
+    { commit },
+  );
 }
 
 function dispatcher(mailer: Mailer | null = null): Dispatcher {
-  return new Dispatcher({
-    pool: db.pool,
-    secrets: box,
-    mailer,
-    logger: pino({ level: "silent" }),
-    timeoutMs: 5_000,
-    leaseMs: 10_000,
-    allowPrivateNetworks: true, // the receivers are on loopback
-  });
+  return suite.dispatcher({ mailer, timeoutMs: 5_000, leaseMs: 10_000 });
 }
 
 async function drain(d: Dispatcher): Promise<void> {
@@ -129,7 +67,7 @@ async function drain(d: Dispatcher): Promise<void> {
 }
 
 async function alertEvents(alertId: string): Promise<Array<Record<string, unknown>>> {
-  const { rows } = await db.pool.query<{ payload: Record<string, unknown> }>(
+  const { rows } = await suite.pool.query<{ payload: Record<string, unknown> }>(
     "SELECT payload FROM gateway_events WHERE alert_id = $1 ORDER BY created_at, id",
     [alertId],
   );
@@ -139,10 +77,10 @@ async function alertEvents(alertId: string): Promise<Array<Record<string, unknow
 describe("budget_pct", () => {
   it("fires when consumption crosses the threshold, once per budget period, not on every payment", async () => {
     const { accountId, agentId } = await account();
-    await putPolicy(db.pool, agentId, { dailyBudgetUnits: 10n * USDC });
+    await putPolicy(suite.pool, agentId, { dailyBudgetUnits: 10n * USDC });
     const r = await receiver();
     const input = parseAlertOptions({ agent: agentId, type: "budget_pct", threshold: 50, notify: `webhook:${r.url}` });
-    const { alert, signingSecret } = await createAlert(db.pool, box, accountId, input);
+    const { alert, signingSecret } = await createAlert(suite.pool, suite.box, accountId, input);
 
     expect(await pay(agentId, 2n * USDC, at(0))).toEqual([]); // 20 %
     expect(await pay(agentId, 2n * USDC, at(MINUTE))).toEqual([]); // 40 %
@@ -171,7 +109,7 @@ describe("budget_pct", () => {
     ]);
 
     // The gateway's own spec 3 warning (80 %) is a separate event, not the alert's.
-    const { rows } = await db.pool.query<{ payload: Record<string, unknown> }>(
+    const { rows } = await suite.pool.query<{ payload: Record<string, unknown> }>(
       "SELECT payload FROM gateway_events WHERE agent_id = $1 AND alert_id IS NULL AND type = 'budget.warning'",
       [agentId],
     );
@@ -185,10 +123,10 @@ describe("budget_pct", () => {
 
   it("a firing in a transaction that rolls back does not count: the next payment of the period fires", async () => {
     const { accountId, agentId } = await account();
-    await putPolicy(db.pool, agentId, { dailyBudgetUnits: 10n * USDC });
+    await putPolicy(suite.pool, agentId, { dailyBudgetUnits: 10n * USDC });
     const { alert } = await createAlert(
-      db.pool,
-      box,
+      suite.pool,
+      suite.box,
       accountId,
       parseAlertOptions({ agent: agentId, type: "budget_pct", threshold: "92.5", notify: "email:ops@example.com" }),
     );
@@ -197,25 +135,18 @@ describe("budget_pct", () => {
     expect(await alertEvents(alert.id)).toEqual([]);
     expect(await pay(agentId, 93n * (USDC / 10n), at(MINUTE))).toHaveLength(1);
     expect(await alertEvents(alert.id)).toHaveLength(1);
-    await db.pool.query("UPDATE event_deliveries SET status = 'failed' WHERE status = 'pending'"); // no mailer in this test
   });
 });
 
 describe("budget.warning (spec 3)", () => {
   it("reaches the endpoints subscribed to it when a payment takes the budget to 80 %, once per period; other endpoints get nothing", async () => {
     const { accountId, agentId } = await account();
-    await putPolicy(db.pool, agentId, { dailyBudgetUnits: 10n * USDC });
+    await putPolicy(suite.pool, agentId, { dailyBudgetUnits: 10n * USDC });
     const [subscribed, other, deleted] = [await receiver(), await receiver(), await receiver()];
-    const { secret } = await createWebhookEndpoint(
-      db.pool,
-      box,
-      accountId,
-      { url: subscribed.url, eventTypes: ["budget.warning"] },
-      LOOPBACK,
-    );
-    await createWebhookEndpoint(db.pool, box, accountId, { url: other.url, eventTypes: ["policy.violation"] }, LOOPBACK);
-    const gone = await createWebhookEndpoint(db.pool, box, accountId, { url: deleted.url }, LOOPBACK);
-    expect(await deleteWebhookEndpoint(db.pool, accountId, gone.endpoint.id)).toBe(true);
+    const { secret } = await suite.endpoint(accountId, { url: subscribed.url, eventTypes: ["budget.warning"] });
+    await suite.endpoint(accountId, { url: other.url, eventTypes: ["policy.violation"] });
+    const gone = await suite.endpoint(accountId, { url: deleted.url });
+    expect(await deleteWebhookEndpoint(suite.pool, accountId, gone.endpoint.id)).toBe(true);
 
     await pay(agentId, 7n * USDC, at(0)); // 70 %
     await pay(agentId, 1n * USDC, at(MINUTE)); // 80 %: warning
@@ -246,9 +177,9 @@ describe("event payload money", () => {
     const { accountId, agentId } = await account();
     // 123456789012.345678 usdc and 111111111111.111111 usdc: 18 significant digits, more than a
     // double holds, so a Number() on the way would print them rounded.
-    await putPolicy(db.pool, agentId, { dailyBudgetUnits: 123_456_789_012_345_678n });
+    await putPolicy(suite.pool, agentId, { dailyBudgetUnits: 123_456_789_012_345_678n });
     const r = await receiver();
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url, eventTypes: ["budget.warning"] }, LOOPBACK);
+    await suite.endpoint(accountId, { url: r.url, eventTypes: ["budget.warning"] });
     await pay(agentId, 111_111_111_111_111_111n, at(0)); // 90 %: the warning
     await drain(dispatcher());
     expect(r.received).toHaveLength(1);
@@ -256,7 +187,7 @@ describe("event payload money", () => {
     expect(body).toContain('"usedToday":{"usdc":111111111111.111111}');
     expect(body).toContain('"dailyBudget":{"usdc":123456789012.345678}');
     expect(body).toContain('"thresholdPercent":80,');
-    const { rows } = await db.pool.query<{ text: string }>("SELECT payload::text AS text FROM gateway_events WHERE agent_id = $1", [
+    const { rows } = await suite.pool.query<{ text: string }>("SELECT payload::text AS text FROM gateway_events WHERE agent_id = $1", [
       agentId,
     ]);
     expect(rows.map((row) => row.text)).toEqual([body]);
@@ -268,8 +199,8 @@ describe("spend_rate", () => {
     const { accountId, agentId } = await account();
     const r = await receiver();
     const { alert } = await createAlert(
-      db.pool,
-      box,
+      suite.pool,
+      suite.box,
       accountId,
       parseAlertOptions({ agent: agentId, type: "spend_rate", threshold: 5, window: "1h", notify: `webhook:${r.url}` }),
     );
@@ -301,12 +232,12 @@ describe("spend_rate", () => {
 describe("policy_violation", () => {
   it("fires on every rejection, delivering the spec 6 policy.violation payload (same event as the endpoints get)", async () => {
     const { accountId, agentId } = await account();
-    await putPolicy(db.pool, agentId, { perCallLimitUnits: 1n * USDC });
+    await putPolicy(suite.pool, agentId, { perCallLimitUnits: 1n * USDC });
     const [alertReceiver, endpointReceiver] = [await receiver(), await receiver()];
-    await createWebhookEndpoint(db.pool, box, accountId, { url: endpointReceiver.url, eventTypes: ["policy.violation"] }, LOOPBACK);
+    await suite.endpoint(accountId, { url: endpointReceiver.url, eventTypes: ["policy.violation"] });
     const { alert } = await createAlert(
-      db.pool,
-      box,
+      suite.pool,
+      suite.box,
       accountId,
       parseAlertOptions({ agent: agentId, type: "policy_violation", notify: `webhook:${alertReceiver.url}` }),
     );
@@ -337,7 +268,7 @@ describe("policy_violation", () => {
       ]);
       expect(JSON.parse(r.received[0]!.body)).toEqual(expected);
     }
-    expect(await getAlert(db.pool, accountId, alert.id)).toMatchObject({ type: "policy_violation", threshold: null, window: null });
+    expect(await getAlert(suite.pool, accountId, alert.id)).toMatchObject({ type: "policy_violation", threshold: null, window: null });
   });
 
   it("an e-mail alert arrives at the SMTP server with the expected subject and body", async () => {
@@ -359,10 +290,10 @@ describe("policy_violation", () => {
     const mailer = smtpMailer(`smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`, "Gateway <alerts@gateway.test>");
     try {
       const { accountId, agentId } = await account();
-      await putPolicy(db.pool, agentId, { perCallLimitUnits: 1n * USDC });
+      await putPolicy(suite.pool, agentId, { perCallLimitUnits: 1n * USDC });
       const created = await createAlert(
-        db.pool,
-        box,
+        suite.pool,
+        suite.box,
         accountId,
         parseAlertOptions({ agent: agentId, type: "policy_violation", notify: "email:ops@example.com" }),
       );
@@ -380,7 +311,7 @@ describe("policy_violation", () => {
       expect(body).toContain(`Agent: ${agentId}`);
       expect(body).toContain(`Event id: ${eventId}`);
       expect(body).toContain(`"endpoint": "${ENDPOINT}"`);
-      const { rows } = await db.pool.query("SELECT status, attempts FROM event_deliveries WHERE event_id = $1", [eventId]);
+      const { rows } = await suite.pool.query("SELECT status, attempts FROM event_deliveries WHERE event_id = $1", [eventId]);
       expect(rows).toEqual([{ status: "delivered", attempts: 1 }]);
     } finally {
       mailer.close();
@@ -407,7 +338,7 @@ describe("alert rules", () => {
 
     const other = await account();
     const foreign = parseAlertOptions({ agent: other.agentId, type: "policy_violation", notify: "email:a@b.example" });
-    await expect(createAlert(db.pool, box, accountId, foreign)).rejects.toThrow(/no agent/);
+    await expect(createAlert(suite.pool, suite.box, accountId, foreign)).rejects.toThrow(/no agent/);
 
     const rule = parseAlertOptions({
       agent: agentId,
@@ -416,15 +347,15 @@ describe("alert rules", () => {
       window: "15m",
       notify: "webhook:https://hooks.slack.com/services/T/B/X",
     });
-    const created = await createAlert(db.pool, box, accountId, rule);
+    const created = await createAlert(suite.pool, suite.box, accountId, rule);
     expect(created.signingSecret).toMatch(/^whsec_/);
     expect(created.alert).toMatchObject({ type: "spend_rate", thresholdUnits: 500_000n, window: "15m", windowMs: 15 * MINUTE });
     expect(String(created.alert.threshold)).toBe("0.5");
-    expect((await listAlerts(db.pool, accountId)).map((a) => a.id)).toEqual([created.alert.id]);
-    expect(await listAlerts(db.pool, other.accountId)).toEqual([]);
-    expect(await deleteAlert(db.pool, other.accountId, created.alert.id)).toBe(false);
-    expect(await deleteAlert(db.pool, accountId, created.alert.id)).toBe(true);
-    expect(await listAlerts(db.pool, accountId)).toEqual([]);
+    expect((await listAlerts(suite.pool, accountId)).map((a) => a.id)).toEqual([created.alert.id]);
+    expect(await listAlerts(suite.pool, other.accountId)).toEqual([]);
+    expect(await deleteAlert(suite.pool, other.accountId, created.alert.id)).toBe(false);
+    expect(await deleteAlert(suite.pool, accountId, created.alert.id)).toBe(true);
+    expect(await listAlerts(suite.pool, accountId)).toEqual([]);
     expect(await pay(agentId, 1n * USDC, at(0))).toEqual([]);
   });
 });

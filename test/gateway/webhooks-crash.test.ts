@@ -6,35 +6,15 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { resolve } from "node:path";
-import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emitEvent, policyViolationPayload } from "../../api/gateway/events/index.js";
-import { createAccount, registerAgent } from "../../api/shared/keys.js";
-import { createWebhookEndpoint, SecretBox } from "../../api/gateway/webhooks/index.js";
-import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
-import { verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
+import { describe, expect, it } from "vitest";
 import { pollUntil } from "../support/poll.js";
-
-/** The receivers are on loopback: registration allows it, as a local development setup does. */
-const LOOPBACK = { allowLoopback: true } as const;
+import { verifyStandardWebhook } from "./support/webhook-receiver.js";
+import { range, webhookSuite } from "./support/webhooks.js";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const LEASE_MS = 3_000;
-const key = SecretBox.generateKey();
-const box = new SecretBox(Buffer.from(key, "base64"));
 
-let db: FreshDatabase;
-let receiver: WebhookReceiver;
-
-beforeAll(async () => {
-  db = await createFreshDatabase();
-  receiver = await WebhookReceiver.start();
-});
-
-afterAll(async () => {
-  await receiver?.close();
-  await db?.drop();
-});
+const suite = webhookSuite("crash");
 
 function startDispatcher(): ChildProcess {
   // node with tsx's loader in one process, so SIGKILL hits the dispatcher itself.
@@ -42,8 +22,8 @@ function startDispatcher(): ChildProcess {
     cwd: ROOT,
     env: {
       ...process.env,
-      DATABASE_URL: db.url,
-      WEBHOOK_SECRETS_KEY: key,
+      DATABASE_URL: suite.db.url,
+      WEBHOOK_SECRETS_KEY: suite.secretsKey,
       DISPATCHER_LEASE_MS: String(LEASE_MS),
       DISPATCHER_TIMEOUT_MS: "2500",
       DISPATCHER_POLL_MS: "50",
@@ -61,30 +41,13 @@ function exited(child: ChildProcess): Promise<void> {
   return new Promise((done) => child.once("exit", () => done()));
 }
 
-async function emitMany(accountId: string, agentId: string, from: number, count: number): Promise<string[]> {
-  const client: pg.PoolClient = await db.pool.connect();
-  try {
-    await client.query("BEGIN");
-    const ids: string[] = [];
-    for (let n = from; n < from + count; n++) {
-      const payload = policyViolationPayload({
-        agentId,
-        reasonCode: "rate_limit_exceeded",
-        reason: `rate_limit_exceeded: requested ${n + 4} calls/1m, limit is 3 calls/1m`,
-        endpoint: `https://api.example.com/v1/item/${n}`,
-        at: new Date(),
-      });
-      ids.push((await emitEvent(client, accountId, "policy.violation", payload)).id);
-    }
-    await client.query("COMMIT");
-    return ids;
-  } finally {
-    client.release();
-  }
+/** `count` policy.violation events numbered from `from`, emitted in one transaction. */
+function emitMany(accountId: string, agentId: string, from: number, count: number): Promise<string[]> {
+  return suite.emitViolations(accountId, agentId, range(from, count), new Date());
 }
 
 async function deliveredCount(eventIds: readonly string[]): Promise<number> {
-  const { rows } = await db.pool.query<{ n: number }>(
+  const { rows } = await suite.pool.query<{ n: number }>(
     "SELECT count(*)::int AS n FROM event_deliveries WHERE status = 'delivered' AND event_id = ANY ($1)",
     [eventIds],
   );
@@ -93,10 +56,10 @@ async function deliveredCount(eventIds: readonly string[]): Promise<number> {
 
 describe("dispatcher crash recovery", () => {
   it("a dispatcher killed mid-delivery, then restarted, delivers every event", async () => {
-    const accountId = await createAccount(db.pool, "crash");
-    await registerAgent(db.pool, accountId, { agentId: "crash-agent", walletAddress: "wallet-crash" });
-    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: receiver.url }, LOOPBACK);
-    const first = await emitMany(accountId, "crash-agent", 0, 10);
+    const { accountId, agentId } = await suite.account();
+    const receiver = await suite.receiver();
+    const { secret } = await suite.endpoint(accountId, { url: receiver.url });
+    const first = await emitMany(accountId, agentId, 0, 10);
 
     // The first two requests are held open (never answered); the rest are acknowledged.
     receiver.respond = (_request, index) => (index < 2 ? "hold" : 200);
@@ -105,7 +68,7 @@ describe("dispatcher crash recovery", () => {
     doomed.kill("SIGKILL");
     await exited(doomed);
     const heldIds = receiver.received.slice(0, 2).map((r) => String(r.headers["webhook-id"]));
-    const { rows: inFlight } = await db.pool.query<{ event_id: string; status: string; attempts: number }>(
+    const { rows: inFlight } = await suite.pool.query<{ event_id: string; status: string; attempts: number }>(
       "SELECT event_id, status, attempts FROM event_deliveries WHERE event_id = ANY ($1)",
       [heldIds],
     );
@@ -116,7 +79,7 @@ describe("dispatcher crash recovery", () => {
     ]);
 
     // Events keep arriving while no dispatcher runs.
-    const second = await emitMany(accountId, "crash-agent", 10, 5);
+    const second = await emitMany(accountId, agentId, 10, 5);
     receiver.respond = () => 200;
     const survivor = startDispatcher();
     try {

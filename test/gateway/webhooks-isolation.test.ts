@@ -5,104 +5,54 @@
  * tenant's deliveries keep arriving within a second, and the hanging tenant's deliveries are
  * retried, not lost.
  */
-import { randomBytes } from "node:crypto";
-import type pg from "pg";
-import pino from "pino";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { emitEvent, policyViolationPayload } from "../../api/gateway/events/index.js";
-import { createAccount, registerAgent } from "../../api/shared/keys.js";
-import { createWebhookEndpoint, Dispatcher, type DispatcherOptions, SecretBox } from "../../api/gateway/webhooks/index.js";
-import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
-import { WebhookReceiver } from "./webhooks-receiver.js";
+import { describe, expect, it } from "vitest";
+import type { Dispatcher, DispatcherOptions } from "../../api/gateway/webhooks/index.js";
 import { pollUntil } from "../support/poll.js";
+import type { WebhookReceiver } from "./support/webhook-receiver.js";
+import { webhookSuite } from "./support/webhooks.js";
 
-/** The receivers are on loopback: registration allows it, as a local development setup does. */
-const LOOPBACK = { allowLoopback: true } as const;
-const silent = pino({ level: "silent" });
-let db: FreshDatabase;
-let box: SecretBox;
-const receivers: WebhookReceiver[] = [];
-const dispatchers: Dispatcher[] = [];
-let serial = 0;
-
-beforeAll(async () => {
-  db = await createFreshDatabase();
-  box = new SecretBox(randomBytes(32));
-});
-
-afterEach(async () => {
-  // Receivers first: closing them ends the held requests, so the dispatchers stop at once.
-  await Promise.all(receivers.splice(0).map((r) => r.close()));
-  await Promise.all(dispatchers.splice(0).map((d) => d.stop()));
-});
-
-afterAll(async () => {
-  await db?.drop();
-});
-
-async function receiver(): Promise<WebhookReceiver> {
-  const r = await WebhookReceiver.start();
-  receivers.push(r);
-  return r;
-}
+const suite = webhookSuite("isolation");
+const { receiver, account } = suite;
 
 /**
  * A running dispatcher with the default concurrency limits and short timeouts, so that a hanging
  * receiver's attempt ends (and is retried) within the test.
  */
 function startDispatcher(options: Partial<DispatcherOptions> = {}): Dispatcher {
-  const d = new Dispatcher({
-    pool: db.pool,
-    secrets: box,
-    logger: silent,
+  const d = suite.dispatcher({
     pollMs: 200,
     timeoutMs: 1_500,
     leaseMs: 5_000,
     backoff: { baseMs: 300, factor: 2, maxMs: 2_000, jitter: 0.2 },
-    allowPrivateNetworks: true,
     ...options,
   });
-  dispatchers.push(d);
   d.start();
   return d;
 }
 
-async function account(): Promise<{ accountId: string; agentId: string }> {
-  const accountId = await createAccount(db.pool, `isolation-${++serial}`);
-  const agentId = `iso-agent-${serial}`;
-  await registerAgent(db.pool, accountId, { agentId, walletAddress: `wallet-iso-${serial}` });
-  return { accountId, agentId };
-}
-
-/** Emits one policy.violation event (to every endpoint of the account) and returns its id. */
-async function emit(accountId: string, agentId: string, n: number): Promise<string> {
-  const client: pg.PoolClient = await db.pool.connect();
-  try {
-    await client.query("BEGIN");
-    const payload = policyViolationPayload({
-      agentId,
-      reasonCode: "per_call_limit_exceeded",
-      reason: `per_call_limit_exceeded: requested ${n}.5 usdc, limit is 1 usdc`,
-      endpoint: `https://api.example.com/v1/quote/${n}`,
-      at: new Date(),
-    });
-    const { id } = await emitEvent(client, accountId, "policy.violation", payload);
-    await client.query("COMMIT");
-    return id;
-  } catch (error) {
-    await client.query("ROLLBACK");
-    throw error;
-  } finally {
-    client.release();
-  }
+/** Emits one policy.violation event (to every endpoint of the account), stamped now, and returns its id. */
+function emit(accountId: string, agentId: string, n: number): Promise<string> {
+  return suite.emitViolation(accountId, agentId, n, new Date());
 }
 
 async function statuses(accountId: string): Promise<Array<{ status: string; attempts: number }>> {
-  const { rows } = await db.pool.query<{ status: string; attempts: number }>(
+  const { rows } = await suite.pool.query<{ status: string; attempts: number }>(
     `SELECT d.status, d.attempts FROM event_deliveries d JOIN gateway_events e ON e.id = d.event_id WHERE e.account_id = $1`,
     [accountId],
   );
   return rows;
+}
+
+/** `count` endpoints of the account, each at a receiver that holds every request open. */
+async function hangingEndpoints(accountId: string, count: number): Promise<WebhookReceiver[]> {
+  const hanging: WebhookReceiver[] = [];
+  for (let i = 0; i < count; i++) {
+    const r = await receiver();
+    r.respond = () => "hold";
+    hanging.push(r);
+    await suite.endpoint(accountId, { url: r.url });
+  }
+  return hanging;
 }
 
 async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
@@ -112,16 +62,9 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: s
 describe("webhook isolation between tenants", () => {
   it("tenant B's 16 hanging receivers do not delay tenant A: each of A's deliveries arrives within 1 s, and B's are retried, not lost", async () => {
     const b = await account();
-    const hanging: WebhookReceiver[] = [];
-    for (let i = 0; i < 16; i++) {
-      const r = await receiver();
-      r.respond = () => "hold";
-      hanging.push(r);
-      await createWebhookEndpoint(db.pool, box, b.accountId, { url: r.url }, LOOPBACK);
-    }
-    const a = await account();
-    const fast = await receiver();
-    await createWebhookEndpoint(db.pool, box, a.accountId, { url: fast.url }, LOOPBACK);
+    const hanging = await hangingEndpoints(b.accountId, 16);
+    const a = await suite.subscriber();
+    const fast = a.receiver;
 
     // B's backlog first: 3 events × 16 endpoints = 48 deliveries, all older than any of A's.
     const bEvents: string[] = [];
@@ -163,22 +106,16 @@ describe("webhook isolation between tenants", () => {
 
   it("one tenant holds at most its account's share of the slots, over all dispatchers, however many endpoints it has", async () => {
     const b = await account();
-    const hanging: WebhookReceiver[] = [];
-    for (let i = 0; i < 8; i++) {
-      const r = await receiver();
-      r.respond = () => "hold";
-      hanging.push(r);
-      await createWebhookEndpoint(db.pool, box, b.accountId, { url: r.url }, LOOPBACK);
-    }
+    const hanging = await hangingEndpoints(b.accountId, 8);
     for (let n = 0; n < 4; n++) await emit(b.accountId, b.agentId, n); // 32 deliveries, 4 per endpoint
     const limits = { concurrency: 12, perEndpointConcurrency: 3, perAccountConcurrency: 6, timeoutMs: 5_000, leaseMs: 10_000 };
     startDispatcher(limits);
     await waitFor(async () => hanging.reduce((sum, r) => sum + r.holding, 0) >= 6, 10_000, "B's first attempts");
     // A second dispatcher with every slot free claims nothing: the account's share is taken.
-    const second = new Dispatcher({ pool: db.pool, secrets: box, logger: silent, allowPrivateNetworks: true, ...limits });
+    const second = suite.dispatcher(limits);
     expect(await second.runOnce()).toEqual([]);
     // 26 of B's deliveries are due, yet only 6 are in flight, at most 3 to any one endpoint.
-    const { rows } = await db.pool.query<{ leased: number; due: number }>(
+    const { rows } = await suite.pool.query<{ leased: number; due: number }>(
       `SELECT count(*) FILTER (WHERE d.locked_until > now())::int AS leased,
               count(*) FILTER (WHERE d.next_attempt_at <= now())::int AS due
        FROM event_deliveries d JOIN gateway_events e ON e.id = d.event_id
@@ -195,8 +132,8 @@ describe("webhook isolation between tenants", () => {
     const slow = await receiver();
     slow.respond = () => "hold";
     const fast = await receiver();
-    await createWebhookEndpoint(db.pool, box, a.accountId, { url: slow.url }, LOOPBACK);
-    await createWebhookEndpoint(db.pool, box, a.accountId, { url: fast.url }, LOOPBACK);
+    await suite.endpoint(a.accountId, { url: slow.url });
+    await suite.endpoint(a.accountId, { url: fast.url });
     // 20 events queued before the dispatcher starts: the slow endpoint's backlog is 20 deep, and
     // interleaved with the fast one's.
     for (let n = 0; n < 20; n++) await emit(a.accountId, a.agentId, n);

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isNonPublicAddress, postWebhook } from "../../api/gateway/webhooks/index.js";
-import { WebhookReceiver } from "./webhooks-receiver.js";
+import { WebhookReceiver } from "./support/webhook-receiver.js";
 
 let receiver: WebhookReceiver;
 

@@ -17,7 +17,7 @@ import {
   signWebhook,
   slackBody,
 } from "../../api/gateway/webhooks/index.js";
-import { verifyStandardWebhook } from "./webhooks-receiver.js";
+import { verifyStandardWebhook } from "./support/webhook-receiver.js";
 
 const AT = new Date("2026-03-01T12:00:00.000Z");
 const violation = policyViolationPayload({

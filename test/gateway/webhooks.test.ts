@@ -5,14 +5,10 @@
  * Slack bodies, and secrets stored encrypted.
  */
 import { randomBytes } from "node:crypto";
-import type pg from "pg";
-import pino from "pino";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { emitEvent, type PolicyViolationPayload, policyViolationPayload } from "../../api/gateway/events/index.js";
-import { createAccount, registerAgent } from "../../api/shared/keys.js";
+import { describe, expect, it } from "vitest";
+import { emitEvent } from "../../api/gateway/events/index.js";
 import {
-  createWebhookEndpoint,
-  Dispatcher,
+  type Dispatcher,
   type DispatcherOptions,
   listDeliveries,
   listWebhookEndpoints,
@@ -21,101 +17,36 @@ import {
   SecretBox,
   signWebhook,
 } from "../../api/gateway/webhooks/index.js";
-import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
-import { SignatureError, verifyStandardWebhook, WebhookReceiver } from "./webhooks-receiver.js";
+import { createPool } from "../../indexer/db/database.js";
+import { pollUntil } from "../support/poll.js";
+import { SignatureError, verifyStandardWebhook } from "./support/webhook-receiver.js";
+import { range, violation, webhookSuite } from "./support/webhooks.js";
 
-/** The receivers are on loopback: registration allows it, as a local development setup does. */
-const LOOPBACK = { allowLoopback: true } as const;
-
-const silent = pino({ level: "silent" });
-let db: FreshDatabase;
-let box: SecretBox;
-const receivers: WebhookReceiver[] = [];
-const dispatchers: Dispatcher[] = [];
-let serial = 0;
-
-beforeAll(async () => {
-  db = await createFreshDatabase();
-  box = new SecretBox(randomBytes(32));
-});
-
-afterEach(async () => {
-  await Promise.all(dispatchers.splice(0).map((d) => d.stop()));
-  await Promise.all(receivers.splice(0).map((r) => r.close()));
-});
-
-afterAll(async () => {
-  await db?.drop();
-});
-
-async function receiver(): Promise<WebhookReceiver> {
-  const r = await WebhookReceiver.start();
-  receivers.push(r);
-  return r;
-}
+const suite = webhookSuite("webhooks");
+const { account, emitViolation } = suite;
 
 function dispatcher(options: Partial<DispatcherOptions> = {}): Dispatcher {
-  // The receivers are on loopback: private networks allowed (the refusal has its own test).
-  const d = new Dispatcher({
-    pool: db.pool,
-    secrets: box,
-    logger: silent,
-    pollMs: 20,
-    timeoutMs: 2_000,
-    leaseMs: 5_000,
-    allowPrivateNetworks: true,
-    ...options,
-  });
-  dispatchers.push(d);
-  return d;
-}
-
-/** A fresh account with one agent, so endpoints of other tests never receive this test's events. */
-async function account(): Promise<{ accountId: string; agentId: string }> {
-  const accountId = await createAccount(db.pool, `webhooks-${++serial}`);
-  const agentId = `wh-agent-${serial}`;
-  await registerAgent(db.pool, accountId, { agentId, walletAddress: `wallet-wh-${serial}` });
-  return { accountId, agentId };
-}
-
-async function inTransaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await db.pool.connect();
-  try {
-    await client.query("BEGIN");
-    const result = await work(client);
-    await client.query("COMMIT");
-    return result;
-  } catch (error) {
-    await client.query("ROLLBACK");
-    throw error;
-  } finally {
-    client.release();
-  }
-}
-
-function violation(agentId: string, n = 1): PolicyViolationPayload {
-  return policyViolationPayload({
-    agentId,
-    reasonCode: "per_call_limit_exceeded",
-    reason: `per_call_limit_exceeded: requested ${n}.5 usdc, limit is 1 usdc`,
-    endpoint: `https://api.example.com/v1/quote/${n}`,
-    at: new Date("2026-03-01T12:00:00.000Z"),
-  });
-}
-
-async function emitViolation(accountId: string, agentId: string, n = 1): Promise<string> {
-  return inTransaction(async (client) => (await emitEvent(client, accountId, "policy.violation", violation(agentId, n))).id);
+  return suite.dispatcher({ pollMs: 20, timeoutMs: 2_000, leaseMs: 5_000, ...options });
 }
 
 async function deliveries(eventId: string): Promise<Array<{ status: string; attempts: number; last_status: number | null }>> {
-  const { rows } = await db.pool.query("SELECT status, attempts, last_status FROM event_deliveries WHERE event_id = $1 ORDER BY id", [
+  const { rows } = await suite.pool.query("SELECT status, attempts, last_status FROM event_deliveries WHERE event_id = $1 ORDER BY id", [
     eventId,
   ]);
   return rows;
 }
 
+/** Waits until the event's one delivery is recorded with `status` (the dispatcher records it after the receiver answered). */
+async function deliveryStatus(eventId: string, status: "delivered" | "failed"): Promise<void> {
+  await pollUntil(async () => (await deliveries(eventId))[0]?.status === status, {
+    timeoutMs: 10_000,
+    intervalMs: 20,
+    what: `the delivery of ${eventId} recorded as ${status}`,
+  });
+}
+
 async function pendingCount(): Promise<number> {
-  const { rows } = await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM event_deliveries WHERE status = 'pending'");
+  const { rows } = await suite.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM event_deliveries WHERE status = 'pending'");
   return rows[0]!.n;
 }
 
@@ -127,9 +58,7 @@ describe("Standard Webhooks signatures", () => {
   });
 
   it("every delivery carries webhook-id, webhook-timestamp and a v1 signature that an independent verifier accepts", async () => {
-    const { accountId, agentId } = await account();
-    const r = await receiver();
-    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
+    const { accountId, agentId, receiver: r, secret } = await suite.subscriber();
     expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     const eventId = await emitViolation(accountId, agentId);
 
@@ -149,7 +78,7 @@ describe("Standard Webhooks signatures", () => {
 
     // Tampering, a wrong secret, or a timestamp outside the 5-minute tolerance all fail.
     expect(() => verifyStandardWebhook(secret, request!.headers, request!.body.replace("1.5", "9.5"))).toThrow(SignatureError);
-    const other = (await createWebhookEndpoint(db.pool, box, (await account()).accountId, { url: r.url }, LOOPBACK)).secret;
+    const other = (await suite.endpoint((await account()).accountId, { url: r.url })).secret;
     expect(() => verifyStandardWebhook(other, request!.headers, request!.body)).toThrow(SignatureError);
     expect(() => verifyStandardWebhook(secret, request!.headers, request!.body, sentAt + 301)).toThrow(/tolerance/);
     expect(() => verifyStandardWebhook(secret, request!.headers, request!.body, sentAt - 301)).toThrow(/tolerance/);
@@ -159,34 +88,33 @@ describe("Standard Webhooks signatures", () => {
 
   it("signing secrets are stored encrypted and never listed", async () => {
     const { accountId } = await account();
-    const { endpoint, secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: "https://hooks.example.com/in" });
-    const { rows } = await db.pool.query<{ secret_ciphertext: Buffer; row: string }>(
+    const { endpoint, secret } = await suite.endpoint(accountId, { url: "https://hooks.example.com/in" });
+    const { rows } = await suite.pool.query<{ secret_ciphertext: Buffer; row: string }>(
       "SELECT secret_ciphertext, row_to_json(w)::text AS row FROM webhook_endpoints w WHERE id = $1",
       [endpoint.id],
     );
     const key = secret.slice("whsec_".length);
     expect(rows[0]!.row).not.toContain(key);
     expect(rows[0]!.secret_ciphertext.includes(Buffer.from(key, "base64"))).toBe(false);
-    expect(box.decrypt(rows[0]!.secret_ciphertext)).toBe(secret);
+    expect(suite.box.decrypt(rows[0]!.secret_ciphertext)).toBe(secret);
     expect(() => new SecretBox(randomBytes(32)).decrypt(rows[0]!.secret_ciphertext)).toThrow(/does not open/);
-    const listed = await listWebhookEndpoints(db.pool, accountId);
+    const listed = await listWebhookEndpoints(suite.pool, accountId);
     expect(JSON.stringify(listed)).not.toContain(key);
     expect(listed.map((e) => e.eventTypes)).toEqual([["budget.warning", "policy.violation"]]);
-    expect(String(box)).toBe("[SecretBox]");
+    expect(String(suite.box)).toBe("[SecretBox]");
   });
 });
 
 describe("retries", () => {
   it("a receiver that fails three times gets retries with growing delays, then the event is acknowledged once", async () => {
-    const { accountId, agentId } = await account();
-    const r = await receiver();
+    const { accountId, agentId, receiver: r } = await suite.subscriber();
     r.respond = (_request, index) => (index < 3 ? 500 : 200);
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     const eventId = await emitViolation(accountId, agentId);
     dispatcher({ backoff: { baseMs: 200, factor: 2, maxMs: 10_000, jitter: 0.2 }, maxAttempts: 6 }).start();
 
     await r.until((received) => received.some((x) => x.answered === 200));
-    await new Promise((done) => setTimeout(done, 400));
+    await deliveryStatus(eventId, "delivered");
+    await new Promise((done) => setTimeout(done, 400)); // a window in which no fifth request may come: acknowledged once
     expect(r.received.map((x) => x.answered)).toEqual([500, 500, 500, 200]);
     expect(new Set(r.received.map((x) => x.headers["webhook-id"]))).toEqual(new Set([eventId]));
     const gaps = r.received.slice(1).map((x, i) => x.atMs - r.received[i]!.atMs);
@@ -200,35 +128,32 @@ describe("retries", () => {
   });
 
   it("after maxAttempts failures the delivery is dead-lettered as failed and not retried", async () => {
-    const { accountId, agentId } = await account();
-    const r = await receiver();
+    const { accountId, agentId, receiver: r } = await suite.subscriber();
     r.respond = () => 503;
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     const eventId = await emitViolation(accountId, agentId);
     dispatcher({ backoff: { baseMs: 30, factor: 2, maxMs: 1_000, jitter: 0 }, maxAttempts: 3 }).start();
 
     await r.until((received) => received.length >= 3);
-    await new Promise((done) => setTimeout(done, 400));
+    await deliveryStatus(eventId, "failed");
+    await new Promise((done) => setTimeout(done, 400)); // a window (several retry delays) in which no fourth attempt may come
     expect(r.received).toHaveLength(3);
     expect(await deliveries(eventId)).toEqual([{ status: "failed", attempts: 3, last_status: 503 }]);
 
     // The dead letter is listed for the account and can be replayed by hand, same webhook-id.
-    const [dead] = await listDeliveries(db.pool, accountId, { status: "failed" });
+    const [dead] = await listDeliveries(suite.pool, accountId, { status: "failed" });
     expect(dead).toMatchObject({ eventId, eventType: "policy.violation", destination: new URL(r.url).origin, lastError: "HTTP 503" });
-    expect(await redeliver(db.pool, (await account()).accountId, dead!.id)).toBe(false);
+    expect(await redeliver(suite.pool, (await account()).accountId, dead!.id)).toBe(false);
     r.respond = () => 200;
-    expect(await redeliver(db.pool, accountId, dead!.id)).toBe(true);
+    expect(await redeliver(suite.pool, accountId, dead!.id)).toBe(true);
     await r.until((received) => received.length === 4);
     expect(r.received[3]!.headers["webhook-id"]).toBe(eventId);
   });
 
   it("a delivery whose attempts all died with their dispatcher is dead-lettered, not claimed forever", async () => {
-    const { accountId, agentId } = await account();
-    const r = await receiver();
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
+    const { accountId, agentId, receiver: r } = await suite.subscriber();
     const eventId = await emitViolation(accountId, agentId);
     // As a crash loop leaves it: every attempt counted at claim, the last lease run out.
-    await db.pool.query("UPDATE event_deliveries SET attempts = 3, next_attempt_at = now() - interval '1 second' WHERE event_id = $1", [
+    await suite.pool.query("UPDATE event_deliveries SET attempts = 3, next_attempt_at = now() - interval '1 second' WHERE event_id = $1", [
       eventId,
     ]);
     expect(await dispatcher({ maxAttempts: 3 }).runOnce()).toEqual([]);
@@ -244,25 +169,21 @@ describe("retries", () => {
   });
 
   it("410 Gone fails the delivery and disables the endpoint", async () => {
-    const { accountId, agentId } = await account();
-    const r = await receiver();
+    const { accountId, agentId, receiver: r } = await suite.subscriber();
     r.respond = () => 410;
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
     const eventId = await emitViolation(accountId, agentId);
     await dispatcher().runOnce();
     expect(await deliveries(eventId)).toEqual([{ status: "failed", attempts: 1, last_status: 410 }]);
-    expect(await listWebhookEndpoints(db.pool, accountId)).toEqual([]);
+    expect(await listWebhookEndpoints(suite.pool, accountId)).toEqual([]);
   });
 });
 
 describe("the outbox", () => {
   it("an event emitted in a transaction that rolls back is never delivered", async () => {
-    const { accountId, agentId } = await account();
-    const r = await receiver();
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
+    const { accountId, agentId, receiver: r } = await suite.subscriber();
     let rolledBack = "";
     await expect(
-      inTransaction(async (client) => {
+      suite.transaction(async (client) => {
         rolledBack = (await emitEvent(client, accountId, "policy.violation", violation(agentId, 1))).id;
         throw new Error("the payment failed");
       }),
@@ -272,29 +193,46 @@ describe("the outbox", () => {
     const d = dispatcher();
     d.start();
     await r.until((received) => received.length >= 1);
-    await new Promise((done) => setTimeout(done, 200));
+    await new Promise((done) => setTimeout(done, 200)); // a window in which the rolled-back event could have arrived too
     expect(r.received.map((x) => x.headers["webhook-id"])).toEqual([committed]);
-    const { rows } = await db.pool.query("SELECT 1 FROM gateway_events WHERE id = $1", [rolledBack]);
+    const { rows } = await suite.pool.query("SELECT 1 FROM gateway_events WHERE id = $1", [rolledBack]);
     expect(rows).toEqual([]);
   });
 
   it("a running dispatcher is woken by the event's commit (LISTEN/NOTIFY), not by its poll", async () => {
-    const { accountId, agentId } = await account();
-    const r = await receiver();
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
-    const d = dispatcher({ pollMs: 60_000 });
-    d.start();
-    await new Promise((done) => setTimeout(done, 300)); // its first cycle found nothing: asleep now
-    const emittedAt = Date.now();
-    const eventId = await emitViolation(accountId, agentId);
-    await r.until((received) => received.length === 1, 5_000);
-    expect(r.received[0]!.headers["webhook-id"]).toBe(eventId);
-    expect(r.received[0]!.atMs - emittedAt).toBeLessThan(3_000);
+    const { accountId, agentId, receiver: r } = await suite.subscriber();
+    // A pool of its own, named, so that its sessions can be told apart in pg_stat_activity.
+    const url = new URL(suite.db.url);
+    url.searchParams.set("application_name", "webhooks-wake");
+    const pool = createPool(url.toString());
+    const d = dispatcher({ pollMs: 60_000, pool });
+    try {
+      d.start();
+      // Its first cycle claims in a transaction and finds nothing; once that has committed, the
+      // loop sleeps for its 60 s poll, so only a notification can wake it in time.
+      await pollUntil(
+        async () =>
+          (
+            await suite.pool.query("SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'idle' AND query = 'COMMIT'", [
+              "webhooks-wake",
+            ])
+          ).rows.length > 0,
+        { timeoutMs: 10_000, intervalMs: 10, what: "the dispatcher's first claim to commit" },
+      );
+      const emittedAt = Date.now();
+      const eventId = await emitViolation(accountId, agentId);
+      await r.until((received) => received.length === 1, 5_000);
+      expect(r.received[0]!.headers["webhook-id"]).toBe(eventId);
+      expect(r.received[0]!.atMs - emittedAt).toBeLessThan(3_000);
+    } finally {
+      await d.stop();
+      await pool.end();
+    }
   });
 
   it("emitEvent refuses to run outside a transaction", async () => {
     const { accountId, agentId } = await account();
-    const client = await db.pool.connect();
+    const client = await suite.pool.connect();
     try {
       await expect(emitEvent(client, accountId, "policy.violation", violation(agentId))).rejects.toThrow(/transaction/);
     } finally {
@@ -303,14 +241,8 @@ describe("the outbox", () => {
   });
 
   it("two dispatchers running side by side deliver each of 30 events exactly once (SKIP LOCKED)", async () => {
-    const { accountId, agentId } = await account();
-    const r = await receiver();
-    await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
-    const ids = await inTransaction(async (client) => {
-      const out: string[] = [];
-      for (let n = 0; n < 30; n++) out.push((await emitEvent(client, accountId, "policy.violation", violation(agentId, n))).id);
-      return out;
-    });
+    const { accountId, agentId, receiver: r } = await suite.subscriber();
+    const ids = await suite.emitViolations(accountId, agentId, range(0, 30));
     const [a, b] = [dispatcher({ batchSize: 4 }), dispatcher({ batchSize: 4 })];
     const drain = async (d: Dispatcher) => {
       while ((await d.runOnce()).length > 0);
@@ -323,9 +255,7 @@ describe("the outbox", () => {
   });
 
   it("a Slack webhook URL gets Slack's { text } body, still signed", async () => {
-    const { accountId, agentId } = await account();
-    const r = await receiver();
-    const { secret } = await createWebhookEndpoint(db.pool, box, accountId, { url: r.url }, LOOPBACK);
+    const { accountId, agentId, receiver: r, secret } = await suite.subscriber();
     await emitViolation(accountId, agentId);
     // hooks.slack.com cannot be reached from a test: treat the loopback host as Slack's.
     await dispatcher({ slackHosts: ["127.0.0.1"] }).runOnce();

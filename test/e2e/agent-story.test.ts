@@ -25,6 +25,7 @@ import { usdcToUnits } from "../../sdk/src/money.js";
 import { mppMiddleware, type NodeMiddleware, type NodeRequest, x402Middleware, type X402Payment } from "../../sdk/src/server/index.js";
 import { WebhookReceiver, verifyStandardWebhook } from "../gateway/support/webhook-receiver.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { restCall } from "../support/rest.js";
 import { pollUntil } from "../support/poll.js";
 
 const INDEX_DEADLINE_MS = 60_000;
@@ -51,15 +52,11 @@ let invocation: Awaited<ReturnType<Client["agents"]["invoke"]>>;
 let summarizerPaid: PaidResult | null = null;
 const counters = { x402Challenges: 0, mppChallenges: 0, mppSessionRequests: 0 };
 
+/** A REST call that must succeed; its JSON body ({} when empty). */
 async function rest(apiKey: string, method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
-  const response = await fetch(`${system.apiUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  if (response.status >= 300) throw new Error(`${method} ${path}: ${response.status} ${text}`);
-  return text === "" ? {} : (JSON.parse(text) as Record<string, unknown>);
+  const answer = await restCall(system.apiUrl, method, path, { key: apiKey, body });
+  if (answer.status >= 300) throw new Error(`${method} ${path}: ${answer.status} ${answer.text}`);
+  return answer.text === "" ? {} : (answer.body as Record<string, unknown>);
 }
 
 async function registerAgent(apiKey: string, agentId: string): Promise<string> {

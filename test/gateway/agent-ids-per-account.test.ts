@@ -19,6 +19,7 @@ import { registerAgent } from "../../api/shared/keys.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createClient } from "../api/client.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer, restCall } from "../support/rest.js";
 import { WebhookReceiver } from "./support/webhook-receiver.js";
 import { pollUntil } from "../support/poll.js";
 
@@ -72,24 +73,11 @@ afterAll(async () => {
   await db?.drop();
 });
 
-interface Answer {
-  readonly status: number;
-  readonly text: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  readonly body: any;
-}
-
-async function call(tenant: Tenant, method: string, path: string, body?: unknown): Promise<Answer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${tenant.apiKey}`, "idempotency-key": randomUUID() };
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${system.apiUrl}${path}`, {
-    method,
-    headers,
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  seen.push(text);
-  return { status: response.status, text, body: text === "" ? null : JSON.parse(text) };
+/** A REST call with the tenant's key and a fresh Idempotency-Key; its answer is kept in `seen`. */
+async function call(tenant: Tenant, method: string, path: string, body?: unknown): Promise<RestAnswer> {
+  const answer = await restCall(system.apiUrl, method, path, { key: tenant.apiKey, idem: randomUUID(), body });
+  seen.push(answer.text);
+  return answer;
 }
 
 async function graphql(tenant: Tenant, query: string, variables: Record<string, unknown> = {}) {

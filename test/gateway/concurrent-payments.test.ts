@@ -21,6 +21,7 @@ import { formatUsdcShort } from "../../api/shared/money.js";
 import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer, restCall } from "../support/rest.js";
 import { mulberry32 } from "../support/random.js";
 import { type FacilitatedApi, startFacilitatedApi } from "./support/facilitated-api.js";
 import { type GatewayClient, type PayOutcome, payThroughGateway } from "./support/gateway-payer.js";
@@ -53,20 +54,8 @@ afterAll(async () => {
   await db?.drop();
 });
 
-interface Answer {
-  readonly status: number;
-  readonly text: string;
-}
-
-async function call(method: string, path: string, body?: unknown): Promise<Answer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${gateway.apiKey}` };
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${system.apiUrl}${path}`, {
-    method,
-    headers,
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: response.status, text: await response.text() };
+function call(method: string, path: string, body?: unknown): Promise<RestAnswer> {
+  return restCall(system.apiUrl, method, path, { key: gateway.apiKey, body, lenientJson: true });
 }
 
 /** Registers and funds an agent and sets its policy; returns its wallet address. */

@@ -20,6 +20,7 @@ import { invocationAddress } from "../../api/gateway/invocations/index.js";
 import { parsePaymentPayload, parsePaymentRequirement } from "../../api/gateway/x402/index.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer as Answer, restCall } from "../support/rest.js";
 import { agentKey } from "../support/agent-keys.js";
 
 const USDC = 1_000_000n;
@@ -44,23 +45,8 @@ afterAll(async () => {
   await db?.drop();
 });
 
-interface Answer {
-  readonly status: number;
-  readonly text: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  readonly body: any;
-}
-
-async function call(method: string, path: string, body?: unknown, key = agentsKey): Promise<Answer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${system.apiUrl}${path}`, {
-    method,
-    headers,
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, text, body: text === "" ? null : JSON.parse(text) };
+function call(method: string, path: string, body?: unknown, key = agentsKey): Promise<Answer> {
+  return restCall(system.apiUrl, method, path, { key, body });
 }
 
 /** Registers (and funds) an agent; returns its wallet address. */

@@ -27,6 +27,7 @@ import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { Client, ServiceError } from "../../sdk/src/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer, restCall } from "../support/rest.js";
 import { agentKey } from "../support/agent-keys.js";
 
 /** More than the old 200-agent cutoff past which every balance was null. */
@@ -79,13 +80,8 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function call(method: string, path: string, body?: unknown, idem?: string, key = apiKey) {
-  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-  if (idem !== undefined) headers["idempotency-key"] = idem;
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${baseUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  const text = await response.text();
-  return { status: response.status, text, body: text === "" ? null : JSON.parse(text) };
+function call(method: string, path: string, body?: unknown, idem?: string, key = apiKey): Promise<RestAnswer> {
+  return restCall(baseUrl, method, path, { key, body, idem });
 }
 
 const ALL = BULK_AGENTS + 2;

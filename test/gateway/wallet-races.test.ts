@@ -37,6 +37,7 @@ import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { Client } from "../../sdk/src/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer as Answer, restCall } from "../support/rest.js";
 import { agentKey } from "../support/agent-keys.js";
 import { pollUntil } from "../support/poll.js";
 
@@ -92,24 +93,12 @@ afterAll(async () => {
   await db?.drop();
 });
 
-interface Answer {
-  readonly status: number;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  readonly body: any;
+function post(path: string, body: unknown, idem?: string, key = apiKey): Promise<Answer> {
+  return restCall(baseUrl, "POST", path, { key, body, idem });
 }
 
-async function post(path: string, body: unknown, idem?: string, key = apiKey): Promise<Answer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${key}`, "content-type": "application/json" };
-  if (idem !== undefined) headers["idempotency-key"] = idem;
-  const response = await fetch(`${baseUrl}${path}`, { method: "POST", headers, body: JSON.stringify(body) });
-  const text = await response.text();
-  return { status: response.status, body: text === "" ? null : JSON.parse(text) };
-}
-
-async function get(path: string, key = apiKey): Promise<Answer> {
-  const response = await fetch(`${baseUrl}${path}`, { headers: { authorization: `Bearer ${key}` } });
-  const text = await response.text();
-  return { status: response.status, body: text === "" ? null : JSON.parse(text) };
+function get(path: string, key = apiKey): Promise<Answer> {
+  return restCall(baseUrl, "GET", path, { key });
 }
 
 /** Polls `check` until it returns a value (not undefined), up to `ms` (below the test timeout, so a stuck operation is named). */

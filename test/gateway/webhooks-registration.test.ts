@@ -12,6 +12,7 @@ import type { ApiServer } from "../../api/query/server.js";
 import { createGatewayServer } from "../../api/gateway/server.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer, restCall } from "../support/rest.js";
 
 let db: FreshDatabase;
 let box: SecretBox;
@@ -42,19 +43,9 @@ afterAll(async () => {
   await db?.drop();
 });
 
-interface Answer {
-  status: number;
-  headers: Headers;
-  text: string;
-  body: any;
-}
-
-async function post(server: string, path: string, body: unknown, idem?: string): Promise<Answer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" };
-  if (idem !== undefined) headers["idempotency-key"] = idem;
-  const response = await fetch(`${server}${path}`, { method: "POST", headers, body: JSON.stringify(body) });
-  const text = await response.text();
-  return { status: response.status, headers: response.headers, text, body: text === "" ? null : JSON.parse(text) };
+/** A POST to `server` (the strict or the local one) with the account's key. */
+function post(server: string, path: string, body: unknown, idem?: string): Promise<RestAnswer> {
+  return restCall(server, "POST", path, { key: apiKey, body, idem });
 }
 
 async function endpointsWithUrl(url: string): Promise<number> {

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startSystem, type System } from "../../scripts/system.js";
 import { runCli } from "../../sdk/src/cli/main.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer, restCall } from "../support/rest.js";
 import { agentKey } from "../support/agent-keys.js";
 import { pollUntil } from "../support/poll.js";
 
@@ -28,22 +29,9 @@ let apiKey: string;
 let rootTx: string;
 const subTxs: string[] = [];
 
-interface Answer {
-  status: number;
-  body: any;
-}
-
-async function rest(method: string, path: string, body?: unknown): Promise<Answer> {
-  const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` };
-  if (body !== undefined) headers["content-type"] = "application/json";
-  if (method === "POST") headers["idempotency-key"] = randomUUID();
-  const response = await fetch(`${system.apiUrl}${path}`, {
-    method,
-    headers,
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  return { status: response.status, body: text === "" ? null : JSON.parse(text) };
+/** A REST call with the account's key; a POST gets a fresh Idempotency-Key. */
+function rest(method: string, path: string, body?: unknown): Promise<RestAnswer> {
+  return restCall(system.apiUrl, method, path, { key: apiKey, body, idem: method === "POST" ? randomUUID() : undefined });
 }
 
 async function ok(method: string, path: string, body?: unknown): Promise<any> {

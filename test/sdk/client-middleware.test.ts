@@ -14,6 +14,7 @@ import { startSystem, type System } from "../../scripts/system.js";
 import { Client, type PaidResult, PolicyViolationError } from "../../sdk/src/index.js";
 import { mppMiddleware, type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { restCall } from "../support/rest.js";
 
 let db: FreshDatabase;
 let system: System;
@@ -24,12 +25,8 @@ const payTo = Keypair.generate().publicKey.toBase58();
 const handled: string[] = [];
 
 async function agent(agentId: string, usdc: number): Promise<Client> {
-  const response = await fetch(`${system.apiUrl}/v1/agents`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${buyerKey}`, "content-type": "application/json" },
-    body: JSON.stringify({ agentId }),
-  });
-  expect(response.status, await response.text()).toBe(201);
+  const created = await restCall(system.apiUrl, "POST", "/v1/agents", { key: buyerKey, body: { agentId } });
+  expect(created.status, created.text).toBe(201);
   const sdk = new Client({ agentId, apiKey: buyerKey, baseUrl: system.apiUrl, retryBaseDelayMs: 10 });
   await sdk.wallet.fund({ usdc });
   return sdk;

@@ -13,6 +13,7 @@ import { startSystem, type System } from "../../scripts/system.js";
 import { Client, type FetchFunction } from "../../sdk/src/index.js";
 import { mppMiddleware, type NodeMiddleware, type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { restCall } from "../support/rest.js";
 
 const PRICE_UNITS = 1_000n;
 
@@ -29,10 +30,9 @@ beforeAll(async () => {
   const buyer = await system.createAccount("mixed-origin buyer");
   const seller = await system.createAccount("mixed-origin seller");
   const register = async (apiKey: string, agentId: string): Promise<string> => {
-    const headers = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" };
-    const created = await fetch(`${system.apiUrl}/v1/agents`, { method: "POST", headers, body: JSON.stringify({ agentId }) });
+    const created = await restCall(system.apiUrl, "POST", "/v1/agents", { key: apiKey, body: { agentId } });
     expect(created.status).toBe(201);
-    return ((await (await fetch(`${system.apiUrl}/v1/agents/${agentId}/wallet`, { headers })).json()) as { address: string }).address;
+    return (await restCall(system.apiUrl, "GET", `/v1/agents/${agentId}/wallet`, { key: apiKey })).body.address as string;
   };
   await register(buyer.apiKey, "mixed-payer");
   const payTo = await register(seller.apiKey, "mixed-api");

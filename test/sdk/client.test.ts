@@ -29,6 +29,7 @@ import {
 } from "../../sdk/src/index.js";
 import { type PaidApi, startPaidApi } from "../gateway/support/paid-api.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer, restCall } from "../support/rest.js";
 import { agentKey } from "../support/agent-keys.js";
 import { pollUntil } from "../support/poll.js";
 
@@ -76,13 +77,8 @@ function client(agentId: string, seen: Seen[] = [], key = apiKey): Client {
   });
 }
 
-async function rest(method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
-  const response = await fetch(`${system.apiUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: response.status, text: await response.text() };
+function rest(method: string, path: string, body?: unknown): Promise<RestAnswer> {
+  return restCall(system.apiUrl, method, path, { key: apiKey, body, lenientJson: true });
 }
 
 /** Registers an agent (REST: agent registration is not a client operation) and funds it through the client. */

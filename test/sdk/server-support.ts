@@ -10,6 +10,7 @@ import { Connection, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { startSystem, type System } from "../../scripts/system.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer, restCall } from "../support/rest.js";
 
 export interface TestSystem {
   readonly system: System;
@@ -39,16 +40,10 @@ export async function startTestSystem(options: { payeeAccountQuota?: number } = 
   };
 }
 
-export interface RestAnswer {
-  readonly status: number;
-  readonly headers: Headers;
-  readonly text: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  readonly body: any;
-}
+export type { RestAnswer } from "../support/rest.js";
 
-/** One REST /v1 call with `apiKey` (none when null). */
-export async function rest(
+/** One REST /v1 call on the system with `apiKey` (none when null); a string body is sent as written. */
+export function rest(
   system: System,
   apiKey: string | null,
   method: string,
@@ -56,23 +51,8 @@ export async function rest(
   body?: unknown,
   idempotencyKey?: string,
 ): Promise<RestAnswer> {
-  const headers: Record<string, string> = {};
-  if (apiKey !== null) headers.authorization = `Bearer ${apiKey}`;
-  if (idempotencyKey !== undefined) headers["idempotency-key"] = idempotencyKey;
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = await fetch(`${system.apiUrl}${path}`, {
-    method,
-    headers,
-    ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  let parsed: unknown = null;
-  try {
-    parsed = text === "" ? null : JSON.parse(text);
-  } catch {
-    parsed = null;
-  }
-  return { status: response.status, headers: response.headers, text, body: parsed };
+  const sent = typeof body === "string" ? { raw: body } : { body };
+  return restCall(system.apiUrl, method, path, { key: apiKey, ...sent, idem: idempotencyKey, lenientJson: true });
 }
 
 /** Registers an agent in the key's account and funds its wallet with `usdc` (a decimal literal). */

@@ -22,6 +22,7 @@ import {
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { type SettleRequest, X402Facilitator } from "../../api/gateway/x402/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer, restCall } from "../support/rest.js";
 
 const NETWORK = "solana-localnet";
 const TOKEN = Keypair.generate().publicKey.toBase58();
@@ -29,6 +30,9 @@ const PAY_TO = Keypair.generate().publicKey.toBase58();
 const ENDPOINT = "https://api.example.com/v1/data";
 
 let db: FreshDatabase;
+let keystore: ReturnType<typeof keystoreFromEnv>;
+let accountId: string;
+let serial = 0;
 let handle: (request: Request) => Promise<Response | null>;
 let apiKey: string;
 /** A key of another account: a resource server verifying/settling our agents' payloads. */
@@ -37,7 +41,7 @@ const settled: SettleRequest[] = [];
 
 beforeAll(async () => {
   db = await createFreshDatabase();
-  const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
+  keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
   // Signing reads only the sealed key from Postgres; no ledger call is made by these routes.
   const ledger = { network: NETWORK } as unknown as SettlementLedger;
   const wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource: { fund: () => Promise.reject(new Error("unused")) } });
@@ -54,7 +58,7 @@ beforeAll(async () => {
     },
   });
   handle = createGatewayHandler({ pool: db.pool, wallets, keystore, facilitator, secretBox: new SecretBox(randomBytes(32)) });
-  const accountId = await createAccount(db.pool, "payments REST");
+  accountId = await createAccount(db.pool, "payments REST");
   apiKey = (await issueApiKey(db.pool, accountId)).apiKey;
   strangerKey = (await issueApiKey(db.pool, await createAccount(db.pool, "another resource server"))).apiKey;
   for (const agentId of ["payer", "limited", "racer"]) await createAgentWallet(db.pool, keystore, { accountId, agentId });
@@ -65,15 +69,8 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function call(method: string, path: string, body?: unknown, idem?: string, key = apiKey) {
-  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
-  if (idem !== undefined) headers["idempotency-key"] = idem;
-  if (body !== undefined) headers["content-type"] = "application/json";
-  const response = (await handle(
-    new Request(`http://gateway.test${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) }),
-  ))!;
-  const text = await response.text();
-  return { status: response.status, text, body: text === "" ? null : JSON.parse(text) };
+function call(method: string, path: string, body?: unknown, idem?: string, key = apiKey): Promise<RestAnswer> {
+  return restCall(handle, method, path, { key, body, idem });
 }
 
 const requirement = (amount: string) => ({ scheme: "exact", network: NETWORK, token: TOKEN, amount, payTo: PAY_TO, resource: ENDPOINT });
@@ -85,55 +82,64 @@ const mppRequest = (value: string) => ({
   paymentEndpoint: "https://api.example.com/mpp/pay",
 });
 
+/** A new agent with a wallet: the reservations and settlements of its id are the calling test's only. */
+async function newPayer(): Promise<string> {
+  const agentId = `payer-${++serial}`;
+  await createAgentWallet(db.pool, keystore, { accountId, agentId });
+  return agentId;
+}
+
 async function reservations(agentId: string): Promise<number> {
   return (await db.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1", [agentId])).rows[0].n;
 }
 
 describe("payment authorization", () => {
   it("x402: reserves, signs a payload the facilitator verifies and settles once", async () => {
+    const agentId = await newPayer();
     const authorized = await call(
       "POST",
-      "/v1/agents/payer/payments/authorize",
+      `/v1/agents/${agentId}/payments/authorize`,
       { endpoint: ENDPOINT, x402: requirement("250000") },
       randomUUID(),
     );
     expect(authorized.status).toBe(200);
-    expect(authorized.body).toMatchObject({ protocol: "x402", amount: { usdc: 0.25 }, agentId: "payer" });
+    expect(authorized.body).toMatchObject({ protocol: "x402", amount: { usdc: 0.25 }, agentId });
     expect(authorized.body.headers["X-PAYMENT"]).toBeTypeOf("string");
-    expect(await reservations("payer")).toBe(1);
+    expect(await reservations(agentId)).toBe(1);
 
     const payment = authorized.body.payment;
     const verified = await call("POST", "/v1/x402/verify", { payment, requirement: requirement("250000") });
-    expect(verified.body).toEqual({ valid: true, payer: payment.payload.from, agentId: "payer" });
+    expect(verified.body).toEqual({ valid: true, payer: payment.payload.from, agentId });
     const wrongAmount = await call("POST", "/v1/x402/verify", { payment, requirement: requirement("250001") });
     expect(wrongAmount.body).toMatchObject({ valid: false, reason: "amount_mismatch" });
 
     const idem = randomUUID();
     const first = await call("POST", "/v1/x402/settle", { payment, requirement: requirement("250000") }, idem);
-    expect(first.body).toMatchObject({ success: true, payer: payment.payload.from, agentId: "payer" });
+    expect(first.body).toMatchObject({ success: true, payer: payment.payload.from, agentId });
     const replay = await call("POST", "/v1/x402/settle", { payment, requirement: requirement("250000") }, idem);
     expect(replay.text).toBe(first.text);
     const again = await call("POST", "/v1/x402/settle", { payment, requirement: requirement("250000") }, randomUUID());
     expect(again.body).toMatchObject({ success: false, reason: "nonce_reused" });
-    expect(settled.filter((s) => s.agentId === "payer")).toHaveLength(1);
+    expect(settled.filter((s) => s.agentId === agentId)).toHaveLength(1);
 
-    const completed = await call("POST", `/v1/agents/payer/payments/${authorized.body.reservationId}/complete`, {
+    const completed = await call("POST", `/v1/agents/${agentId}/payments/${authorized.body.reservationId}/complete`, {
       txHash: first.body.txHash,
     });
     expect(completed.body).toMatchObject({ status: "settled" });
-    const released = await call("POST", `/v1/agents/payer/payments/${authorized.body.reservationId}/release`);
+    const released = await call("POST", `/v1/agents/${agentId}/payments/${authorized.body.reservationId}/release`);
     expect(released.status).toBe(409);
   });
 
   it("x402 verify and settle answer the payer's agentId only to the account that owns the payer", async () => {
-    const authorized = await call("POST", "/v1/agents/payer/payments/authorize", { endpoint: ENDPOINT, x402: requirement("10000") });
+    const agentId = await newPayer();
+    const authorized = await call("POST", `/v1/agents/${agentId}/payments/authorize`, { endpoint: ENDPOINT, x402: requirement("10000") });
     expect(authorized.status).toBe(200);
     const body = { payment: authorized.body.payment, requirement: requirement("10000") };
     const payer = authorized.body.payment.payload.from;
 
     const strangerVerify = await call("POST", "/v1/x402/verify", body, undefined, strangerKey);
     expect(strangerVerify.body).toEqual({ valid: true, payer });
-    expect((await call("POST", "/v1/x402/verify", body)).body).toEqual({ valid: true, payer, agentId: "payer" });
+    expect((await call("POST", "/v1/x402/verify", body)).body).toEqual({ valid: true, payer, agentId });
 
     const idem = randomUUID();
     const strangerSettle = await call("POST", "/v1/x402/settle", body, idem, strangerKey);
@@ -141,17 +147,18 @@ describe("payment authorization", () => {
     expect(strangerSettle.body).not.toHaveProperty("agentId");
     const replay = await call("POST", "/v1/x402/settle", body, idem, strangerKey);
     expect(replay.text).toBe(strangerSettle.text);
-    await call("POST", `/v1/agents/payer/payments/${authorized.body.reservationId}/complete`, { txHash: strangerSettle.body.txHash });
+    await call("POST", `/v1/agents/${agentId}/payments/${authorized.body.reservationId}/complete`, { txHash: strangerSettle.body.txHash });
   });
 
   it("both protocols offered: x402 by default, MPP when preferred, with a signed submission", async () => {
+    const agentId = await newPayer();
     const both = { endpoint: ENDPOINT, x402: requirement("100000"), mpp: mppRequest("0.1") };
-    expect((await call("POST", "/v1/agents/payer/payments/authorize", both)).body.protocol).toBe("x402");
-    const mpp = await call("POST", "/v1/agents/payer/payments/authorize", { ...both, protocolPreference: "mpp" });
+    expect((await call("POST", `/v1/agents/${agentId}/payments/authorize`, both)).body.protocol).toBe("x402");
+    const mpp = await call("POST", `/v1/agents/${agentId}/payments/authorize`, { ...both, protocolPreference: "mpp" });
     expect(mpp.status).toBe(200);
     expect(mpp.body).toMatchObject({ protocol: "mpp", method: "stablecoin", paymentEndpoint: "https://api.example.com/mpp/pay" });
     expect(mpp.body.submission.authorization.type).toBe("ed25519");
-    const released = await call("POST", `/v1/agents/payer/payments/${mpp.body.reservationId}/release`);
+    const released = await call("POST", `/v1/agents/${agentId}/payments/${mpp.body.reservationId}/release`);
     expect(released.body.status).toBe("released");
   });
 

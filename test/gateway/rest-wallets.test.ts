@@ -19,12 +19,14 @@ import {
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer, restCall } from "../support/rest.js";
 import { agentKey } from "../support/agent-keys.js";
 
 let localnet: Localnet;
 let db: FreshDatabase;
 let handle: (request: Request) => Promise<Response | null>;
 let apiKey: string;
+let serial = 0;
 
 beforeAll(async () => {
   [localnet, db] = await Promise.all([startLocalnet(), createFreshDatabase()]);
@@ -45,15 +47,17 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function call(method: string, path: string, options: { raw?: string; idem?: string } = {}) {
-  const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` };
-  if (options.idem !== undefined) headers["idempotency-key"] = options.idem;
-  if (options.raw !== undefined) headers["content-type"] = "application/json";
-  const response = (await handle(
-    new Request(`http://gateway.test${path}`, { method, headers, ...(options.raw === undefined ? {} : { body: options.raw }) }),
-  ))!;
-  const text = await response.text();
-  return { status: response.status, text, body: text === "" ? null : JSON.parse(text) };
+function call(method: string, path: string, options: { raw?: string; idem?: string } = {}): Promise<RestAnswer> {
+  return restCall(handle, method, path, { key: apiKey, ...options });
+}
+
+/** A new agent whose wallet was funded with `usdc` (the JSON number as written): what a test starts from. */
+async function fundedAgent(usdc: string): Promise<string> {
+  const agentId = `w-${++serial}`;
+  expect((await call("POST", "/v1/agents", { raw: `{"agentId":"${agentId}"}`, idem: randomUUID() })).status).toBe(201);
+  const funded = await call("POST", `/v1/agents/${agentId}/wallet/fund`, { raw: `{"usdc":${usdc}}`, idem: randomUUID() });
+  expect(funded.status, funded.text).toBe(200);
+  return agentId;
 }
 
 async function fundings(agentId: string): Promise<number> {
@@ -87,19 +91,21 @@ describe("wallet routes", () => {
   });
 
   it("bad amounts and addresses are 400 and move nothing", async () => {
-    const before = await fundings("w1");
+    const agentId = await fundedAgent("1.500001");
+    const before = await fundings(agentId);
     for (const raw of ['{"usdc":0.0000001}', '{"usdc":-1}', '{"usdc":"1"}', '{"usdc":0}', '{"amount":1}', "[]"]) {
-      const answer = await call("POST", "/v1/agents/w1/wallet/fund", { raw, idem: randomUUID() });
+      const answer = await call("POST", `/v1/agents/${agentId}/wallet/fund`, { raw, idem: randomUUID() });
       expect(answer.status, raw).toBe(400);
     }
     for (const raw of ['{"to":"not-an-address","usdc":1}', '{"usdc":1}']) {
-      expect((await call("POST", "/v1/agents/w1/wallet/withdraw", { raw, idem: randomUUID() })).status, raw).toBe(400);
+      expect((await call("POST", `/v1/agents/${agentId}/wallet/withdraw`, { raw, idem: randomUUID() })).status, raw).toBe(400);
     }
-    expect(await fundings("w1")).toBe(before);
-    expect((await call("GET", "/v1/agents/w1/wallet/balance")).text).toBe('{"usdc":1.500001}');
+    expect(await fundings(agentId)).toBe(before);
+    expect((await call("GET", `/v1/agents/${agentId}/wallet/balance`)).text).toBe('{"usdc":1.500001}');
   });
 
   it("a withdrawal to the mint, a program or a sysvar is refused: the tokens could never move again", async () => {
+    const agentId = await fundedAgent("1.500001");
     const mint = localnet.info.mint.toBase58();
     for (const to of [
       mint,
@@ -107,11 +113,11 @@ describe("wallet routes", () => {
       "11111111111111111111111111111111",
       "SysvarRent111111111111111111111111111111111",
     ]) {
-      const answer = await call("POST", "/v1/agents/w1/wallet/withdraw", { raw: `{"to":"${to}","usdc":0.1}`, idem: randomUUID() });
+      const answer = await call("POST", `/v1/agents/${agentId}/wallet/withdraw`, { raw: `{"to":"${to}","usdc":0.1}`, idem: randomUUID() });
       expect(answer.status, to).toBe(400);
       expect(answer.body.code, to).toBe("BAD_USER_INPUT");
     }
-    expect((await call("GET", "/v1/agents/w1/wallet/balance")).text).toBe('{"usdc":1.500001}');
+    expect((await call("GET", `/v1/agents/${agentId}/wallet/balance`)).text).toBe('{"usdc":1.500001}');
     expect((await call("POST", "/v1/agents/nobody/wallet/fund", { raw: '{"usdc":1}' })).status).toBe(404);
   });
 
@@ -132,20 +138,21 @@ describe("wallet routes", () => {
   });
 
   it("a key left in_progress by a crash resolves to the first operation, never a second payment", async () => {
+    const agentId = await fundedAgent("1.25");
     const idem = randomUUID();
-    const first = await call("POST", "/v1/agents/w50/wallet/fund", { raw: '{"usdc":0.75}', idem });
+    const first = await call("POST", `/v1/agents/${agentId}/wallet/fund`, { raw: '{"usdc":0.75}', idem });
     expect(first.status).toBe(200);
     // As if the process died after the funding landed and before the key was completed.
     await db.pool.query("UPDATE idempotency_keys SET status = 'in_progress', response_status = NULL, response_body = NULL WHERE key = $1", [
       idem,
     ]);
-    const retried = await call("POST", "/v1/agents/w50/wallet/fund", { raw: '{"usdc":0.75}', idem });
+    const retried = await call("POST", `/v1/agents/${agentId}/wallet/fund`, { raw: '{"usdc":0.75}', idem });
     expect(retried.status).toBe(200);
     expect(retried.body.operationId).toBe(first.body.operationId);
     expect(retried.body.txHash).toBe(first.body.txHash);
-    expect(await fundings("w50")).toBe(2);
-    expect((await call("GET", "/v1/agents/w50/wallet/balance")).text).toBe('{"usdc":2}');
-    const changed = await call("POST", "/v1/agents/w50/wallet/fund", { raw: '{"usdc":0.76}', idem });
+    expect(await fundings(agentId)).toBe(2);
+    expect((await call("GET", `/v1/agents/${agentId}/wallet/balance`)).text).toBe('{"usdc":2}');
+    const changed = await call("POST", `/v1/agents/${agentId}/wallet/fund`, { raw: '{"usdc":0.76}', idem });
     expect(changed.status).toBe(422);
   });
 });

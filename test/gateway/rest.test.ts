@@ -20,11 +20,14 @@ import { createAccount, issueApiKey, registerAgent } from "../../api/shared/keys
 import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { type RestAnswer, type RestOptions, restCall } from "../support/rest.js";
 
 let db: FreshDatabase;
 let handle: (request: Request) => Promise<Response | null>;
+let accountA: string;
 let keyA: string;
 let keyB: string;
+let serial = 0;
 const NOW = new Date("2026-03-01T12:00:00.000Z");
 
 beforeAll(async () => {
@@ -35,7 +38,7 @@ beforeAll(async () => {
     keystore: keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() }),
     secretBox: new SecretBox(randomBytes(32)),
   });
-  const accountA = await createAccount(db.pool, "A");
+  accountA = await createAccount(db.pool, "A");
   const accountB = await createAccount(db.pool, "B");
   keyA = (await issueApiKey(db.pool, accountA)).apiKey;
   keyB = (await issueApiKey(db.pool, accountB)).apiKey;
@@ -47,31 +50,28 @@ afterAll(async () => {
   await db?.drop();
 });
 
-interface Answer {
-  status: number;
-  headers: Headers;
-  text: string;
-  body: any;
+/** A REST call into the handler, with account A's key unless `key` says otherwise (null: none). */
+function call(method: string, path: string, options: RestOptions = {}): Promise<RestAnswer> {
+  return restCall(handle, method, path, { ...options, key: options.key === undefined ? keyA : options.key });
 }
 
-async function call(
-  method: string,
-  path: string,
-  options: { body?: unknown; raw?: string; key?: string | null; idem?: string; contentType?: string } = {},
-): Promise<Answer> {
-  const headers: Record<string, string> = {};
-  const key = options.key === undefined ? keyA : options.key;
-  if (key !== null) headers.authorization = `Bearer ${key}`;
-  if (options.idem !== undefined) headers["idempotency-key"] = options.idem;
-  const text = options.raw ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
-  if (text !== undefined) headers["content-type"] = options.contentType ?? "application/json";
-  const response = await handle(
-    new Request(`http://gateway.test${path}`, { method, headers, ...(text === undefined ? {} : { body: text }) }),
-  );
-  if (response === null) throw new Error(`no route for ${method} ${path}`);
-  const answer = await response.text();
-  return { status: response.status, headers: response.headers, text: answer, body: answer === "" ? null : JSON.parse(answer) };
+/**
+ * A new agent of account A: a test that sets a policy or lists alerts starts from nothing, whatever
+ * the other tests did to agent-a.
+ */
+async function freshAgent(prefix: string): Promise<string> {
+  const agentId = `${prefix}-${++serial}`;
+  await registerAgent(db.pool, accountA, { agentId, walletAddress: `wallet-${agentId}` });
+  return agentId;
 }
+
+/** A new account and its key, for a test that lists what an account has. */
+async function freshAccount(): Promise<{ accountId: string; key: string }> {
+  const accountId = await createAccount(db.pool, `fresh-${++serial}`);
+  return { accountId, key: (await issueApiKey(db.pool, accountId)).apiKey };
+}
+
+const FULL_POLICY = '{"dailyBudget":{"usdc":25.5},"perCallLimit":{"usdc":0.000001},"rateLimit":{"calls":3,"window":"1m"}}';
 
 async function count(table: string): Promise<number> {
   const { rows } = await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
@@ -80,14 +80,13 @@ async function count(table: string): Promise<number> {
 
 describe("policies", () => {
   it("PUT sets the given fields and answers the read view with usedToday and rate usage", async () => {
-    const put = await call("PUT", "/v1/policies/agent-a", {
-      raw: '{"dailyBudget":{"usdc":25.5},"perCallLimit":{"usdc":0.000001},"rateLimit":{"calls":3,"window":"1m"}}',
-    });
+    const agentId = await freshAgent("policy");
+    const put = await call("PUT", `/v1/policies/${agentId}`, { raw: FULL_POLICY });
     expect(put.status).toBe(200);
     expect(put.text).toContain('"dailyBudget":{"usdc":25.5}');
     expect(put.text).toContain('"perCallLimit":{"usdc":0.000001}');
     expect(put.body).toMatchObject({
-      agentId: "agent-a",
+      agentId,
       allowedDomains: null,
       blockedDomains: [],
       rateLimit: { calls: 3, window: "1m" },
@@ -95,13 +94,15 @@ describe("policies", () => {
       usedToday: { usdc: 0 },
       rateUsage: { calls: 0, limit: 3, window: "1m" },
     });
-    const get = await call("GET", "/v1/policies/agent-a");
+    const get = await call("GET", `/v1/policies/${agentId}`);
     expect(get.status).toBe(200);
     expect(get.body.dailyBudget).toEqual({ usdc: 25.5 });
   });
 
   it("omitted fields keep their values and null removes a limit", async () => {
-    const put = await call("PUT", "/v1/policies/agent-a", { body: { perCallLimit: null, allowedDomains: ["example.com"] } });
+    const agentId = await freshAgent("policy");
+    expect((await call("PUT", `/v1/policies/${agentId}`, { raw: FULL_POLICY })).status).toBe(200);
+    const put = await call("PUT", `/v1/policies/${agentId}`, { body: { perCallLimit: null, allowedDomains: ["example.com"] } });
     expect(put.status).toBe(200);
     expect(put.body.dailyBudget).toEqual({ usdc: 25.5 });
     expect(put.body.perCallLimit).toBeNull();
@@ -110,6 +111,8 @@ describe("policies", () => {
   });
 
   it("amounts are read exactly: more than 6 decimals, negatives, strings and exponents are 400 and change nothing", async () => {
+    const agentId = await freshAgent("policy");
+    expect((await call("PUT", `/v1/policies/${agentId}`, { raw: FULL_POLICY })).status).toBe(200);
     for (const raw of [
       '{"dailyBudget":{"usdc":1.0000001}}',
       '{"dailyBudget":{"usdc":-1}}',
@@ -123,27 +126,30 @@ describe("policies", () => {
       '{"dailyBudget":{"usdc":1},"dailyBudget":{"usdc":2}}',
       '{"dailyBudget":',
     ]) {
-      const answer = await call("PUT", "/v1/policies/agent-a", { raw });
+      const answer = await call("PUT", `/v1/policies/${agentId}`, { raw });
       expect(answer.status, raw).toBe(400);
       expect(answer.headers.get("content-type")).toBe("application/problem+json");
       expect(["BAD_USER_INPUT", "INVALID_JSON"]).toContain(answer.body.code);
       expect(answer.body.status).toBe(400);
     }
-    const get = await call("GET", "/v1/policies/agent-a");
+    const get = await call("GET", `/v1/policies/${agentId}`);
     expect(get.body.dailyBudget).toEqual({ usdc: 25.5 });
   });
 
   it("an amount beyond a float's precision is kept to the last unit", async () => {
-    const put = await call("PUT", "/v1/policies/agent-a", { raw: '{"dailyBudget":{"usdc":12345678901.000001}}' });
+    const agentId = await freshAgent("policy");
+    const put = await call("PUT", `/v1/policies/${agentId}`, { raw: '{"dailyBudget":{"usdc":12345678901.000001}}' });
     expect(put.status).toBe(200);
     expect(put.text).toContain('"dailyBudget":{"usdc":12345678901.000001}');
-    const { rows } = await db.pool.query("SELECT daily_budget_units::text AS u FROM policies WHERE agent_id = 'agent-a'");
+    const { rows } = await db.pool.query("SELECT daily_budget_units::text AS u FROM policies WHERE agent_id = $1", [agentId]);
     expect(rows[0].u).toBe("12345678901000001");
   });
 
   it("DELETE clears every limit (policies.clear)", async () => {
-    expect((await call("DELETE", "/v1/policies/agent-a")).status).toBe(204);
-    const get = await call("GET", "/v1/policies/agent-a");
+    const agentId = await freshAgent("policy");
+    expect((await call("PUT", `/v1/policies/${agentId}`, { raw: FULL_POLICY })).status).toBe(200);
+    expect((await call("DELETE", `/v1/policies/${agentId}`)).status).toBe(204);
+    const get = await call("GET", `/v1/policies/${agentId}`);
     expect(get.body).toMatchObject({
       dailyBudget: null,
       perCallLimit: null,
@@ -168,13 +174,16 @@ describe("policies", () => {
 
 describe("agents", () => {
   it("registers an agent with a wallet and lists the account's agents only", async () => {
-    const created = await call("POST", "/v1/agents", { body: { agentId: "agent-new", name: "New" }, idem: randomUUID() });
+    // An account of its own: other tests register agents in account A.
+    const { accountId, key } = await freshAccount();
+    await registerAgent(db.pool, accountId, { agentId: "agent-first", walletAddress: `wallet-first-${accountId}` });
+    const created = await call("POST", "/v1/agents", { body: { agentId: "agent-new", name: "New" }, idem: randomUUID(), key });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ agentId: "agent-new", name: "New", balance: { usdc: 0 } });
     expect(created.body.address).toMatch(/^[1-9A-HJ-NP-Za-km-z]{32,44}$/);
-    const list = await call("GET", "/v1/agents");
-    expect(list.body.agents.map((a: { agentId: string }) => a.agentId)).toEqual(["agent-a", "agent-new"]);
-    expect((await call("GET", "/v1/agents/agent-new")).body.address).toBe(created.body.address);
+    const list = await call("GET", "/v1/agents", { key });
+    expect(list.body.agents.map((a: { agentId: string }) => a.agentId)).toEqual(["agent-first", "agent-new"]);
+    expect((await call("GET", "/v1/agents/agent-new", { key })).body.address).toBe(created.body.address);
   });
 
   it("a retried registration returns the first answer; a second registration of the id is 409", async () => {
@@ -201,15 +210,17 @@ describe("agents", () => {
 
 describe("alerts, webhooks and API keys", () => {
   it("creates, lists, reads and deletes an alert; the threshold is written exactly", async () => {
+    // An agent of its own: other tests create alerts for agent-a.
+    const agentId = await freshAgent("alerted");
     const created = await call("POST", "/v1/alerts", {
-      raw: '{"agentId":"agent-a","type":"spend_rate","threshold":12.345678,"window":"1h","notify":"webhook:https://hooks.example.com/a"}',
+      raw: `{"agentId":"${agentId}","type":"spend_rate","threshold":12.345678,"window":"1h","notify":"webhook:https://hooks.example.com/a"}`,
     });
     expect(created.status).toBe(201);
     expect(created.text).toContain('"threshold":12.345678');
     expect(created.body.signingSecret).toMatch(/^whsec_/);
     const id = created.body.id;
     expect((await call("GET", `/v1/alerts/${id}`)).body).toMatchObject({ id, type: "spend_rate", window: "1h" });
-    expect((await call("GET", "/v1/alerts?agentId=agent-a")).body.alerts).toHaveLength(1);
+    expect((await call("GET", `/v1/alerts?agentId=${agentId}`)).body.alerts).toHaveLength(1);
     expect((await call("GET", `/v1/alerts/${id}`, { key: keyB })).status).toBe(404);
     expect((await call("DELETE", `/v1/alerts/${id}`)).status).toBe(204);
     expect((await call("DELETE", `/v1/alerts/${id}`)).status).toBe(404);
@@ -228,18 +239,23 @@ describe("alerts, webhooks and API keys", () => {
   });
 
   it("webhook endpoints: create shows the secret once, rotate gives a new one, delete removes it", async () => {
-    const created = await call("POST", "/v1/webhooks", { body: { url: "https://hooks.example.com/w", eventTypes: ["policy.violation"] } });
+    // An account of its own: other tests register endpoints in account A.
+    const { key } = await freshAccount();
+    const created = await call("POST", "/v1/webhooks", {
+      body: { url: "https://hooks.example.com/w", eventTypes: ["policy.violation"] },
+      key,
+    });
     expect(created.status).toBe(201);
     expect(created.body.secret).toMatch(/^whsec_/);
-    const list = await call("GET", "/v1/webhooks");
+    const list = await call("GET", "/v1/webhooks", { key });
     expect(list.body.webhooks).toEqual([expect.not.objectContaining({ secret: expect.anything() })]);
-    const rotated = await call("POST", `/v1/webhooks/${created.body.id}/rotate-secret`);
+    const rotated = await call("POST", `/v1/webhooks/${created.body.id}/rotate-secret`, { key });
     expect(rotated.body.secret).toMatch(/^whsec_/);
     expect(rotated.body.secret).not.toBe(created.body.secret);
-    expect((await call("POST", "/v1/webhooks", { body: { url: "ftp://x" } })).status).toBe(400);
-    expect((await call("POST", "/v1/webhooks", { body: { url: "https://x.example.com", eventTypes: ["nope"] } })).status).toBe(400);
-    expect((await call("DELETE", `/v1/webhooks/${created.body.id}`)).status).toBe(204);
-    expect((await call("GET", "/v1/webhooks")).body.webhooks).toEqual([]);
+    expect((await call("POST", "/v1/webhooks", { body: { url: "ftp://x" }, key })).status).toBe(400);
+    expect((await call("POST", "/v1/webhooks", { body: { url: "https://x.example.com", eventTypes: ["nope"] }, key })).status).toBe(400);
+    expect((await call("DELETE", `/v1/webhooks/${created.body.id}`, { key })).status).toBe(204);
+    expect((await call("GET", "/v1/webhooks", { key })).body.webhooks).toEqual([]);
   });
 
   it("API keys: a new key works, is listed by prefix only, and stops working once revoked", async () => {

@@ -313,7 +313,7 @@ describe("concurrency", () => {
       await reserveInTransaction(client, agent, pay(USDC), T0);
       let done = false;
       const update = putPolicy(wide, agent, { dailyBudgetUnits: 5n * USDC }).then(() => (done = true));
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await new Promise((resolve) => setTimeout(resolve, 200)); // a window in which the update must not get through
       expect(done).toBe(false);
       await client.query("COMMIT");
       await update;

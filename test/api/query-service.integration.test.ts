@@ -116,6 +116,44 @@ function expectedKeys(
 
 // ---- trees ------------------------------------------------------------------------------------
 
+type Subscription = Awaited<ReturnType<ReturnType<typeof createClient>["subscribe"]>>;
+
+/** Sends the indexer's notification for the first recorded payment of `agentId`. */
+function notifyOf(agentId: string): () => Promise<unknown> {
+  const payment = world.payments.find((p) => p.agentId === agentId)!;
+  return () =>
+    world.db.pool.query("SELECT pg_notify('ledger_transactions', $1)", [
+      JSON.stringify({ txHash: payment.txHash, agent: world.wallets[agentId]!.publicKey.toBase58(), slot: "1" }),
+    ]);
+}
+
+/**
+ * Waits until the server has the subscriptions in place: the server gives no sign of it, so
+ * `notify` (a notification each of them receives) is sent until each has an event. The feed drops
+ * a notification nobody listens to, so one is sent again only after a second without it, far
+ * beyond a delivery's time: no late copy arrives afterwards. The events are then cleared, unless
+ * `keep`.
+ */
+async function untilSubscribed(
+  feeds: readonly Subscription[],
+  notify: () => Promise<unknown>,
+  options: { keep?: boolean; timeoutMs?: number } = {},
+): Promise<void> {
+  let sentAt = 0;
+  await pollUntil(
+    async () => {
+      if (feeds.every((feed) => feed.events.length > 0)) return true;
+      if (Date.now() - sentAt >= 1_000) {
+        sentAt = Date.now();
+        await notify();
+      }
+      return false;
+    },
+    { timeoutMs: options.timeoutMs ?? 10_000, intervalMs: 50, what: "the subscriptions to receive a notification" },
+  );
+  if (options.keep !== true) for (const feed of feeds) feed.events.splice(0);
+}
+
 describe("paymentTree: one recursive query, depth from the root, totals", () => {
   const TREE = `query($root: String!, $maxDepth: Int, $nodeLimit: Int) {
     paymentTree(rootTxHash: $root, maxDepth: $maxDepth, nodeLimit: $nodeLimit) {
@@ -760,21 +798,21 @@ describe("isolation: a key of one account never sees another account's data", ()
       await pollUntil(done, { timeoutMs: 10_000, intervalMs: 50, what: "the feed's events" });
     };
     try {
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // A notification of a-spender's payment reaches a and aOneAgent, one of b-agent's reaches b.
+      await untilSubscribed([a, aOneAgent], notifyOf("a-spender"));
+      await untilSubscribed([b], notifyOf("b-agent"));
       // Real payments through the ledger, projected by the indexer, whose commit notifies the feed.
       const fromA = await world.pay("a-sub", 12_345n, "x402", "api.example.com/v1/live");
       const fromB = await world.pay("b-agent", 54_321n, "mpp", "api.example.com/v1/live");
       await world.ingestNew();
       await waitFor(() => a.events.length >= 1 && b.events.length >= 1);
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await new Promise((resolve) => setTimeout(resolve, 300)); // a window for a second (wrong) event to arrive
       expect(a.events.map((e) => e.data.transactionRecorded)).toEqual([{ txHash: fromA, agentId: "a-sub", amountPaidUnits: "12345" }]);
       expect(b.events.map((e) => e.data.transactionRecorded)).toEqual([{ txHash: fromB, agentId: "b-agent", amountPaidUnits: "54321" }]);
       expect(aOneAgent.events).toEqual([]);
       // A notification as the indexer sends it for one agent reaches that agent's filtered feed.
       const spender = world.payments.find((p) => p.agentId === "a-spender")!;
-      await world.db.pool.query("SELECT pg_notify('ledger_transactions', $1)", [
-        JSON.stringify({ txHash: spender.txHash, agent: world.wallets["a-spender"]!.publicKey.toBase58(), slot: "1" }),
-      ]);
+      await notifyOf("a-spender")();
       await waitFor(() => aOneAgent.events.length >= 1);
       expect(aOneAgent.events.map((e) => e.data.transactionRecorded.txHash)).toEqual([spender.txHash]);
       expect(b.events).toHaveLength(1);
@@ -803,15 +841,12 @@ describe("isolation: a key of one account never sees another account's data", ()
     });
     const feed = await client.subscribe(world.keys.A, `subscription { transactionRecorded(agentId: "a-orch") { txHash } }`);
     try {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      await world.db.pool.query("SELECT pg_notify('ledger_transactions', $1)", [
-        JSON.stringify({ txHash: world.tree.root, agent: world.wallets["a-orch"]!.publicKey.toBase58(), slot: "1" }),
-      ]);
-      await pollUntil(() => feed.events.length > 0, {
-        timeoutMs: deadline + 5_000 - Date.now(),
-        intervalMs: 50,
-        what: "the notification on the reconnected feed",
-      });
+      // The root payment's notification, sent again until the new subscription is in place to get it.
+      const notifyRoot = () =>
+        world.db.pool.query("SELECT pg_notify('ledger_transactions', $1)", [
+          JSON.stringify({ txHash: world.tree.root, agent: world.wallets["a-orch"]!.publicKey.toBase58(), slot: "1" }),
+        ]);
+      await untilSubscribed([feed], notifyRoot, { keep: true, timeoutMs: deadline + 5_000 - Date.now() });
       expect(feed.events.map((e) => e.data.transactionRecorded.txHash)).toEqual([world.tree.root]);
     } finally {
       feed.close();

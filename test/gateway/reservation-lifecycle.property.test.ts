@@ -243,6 +243,7 @@ async function scenario(seed: number, coverage: Coverage): Promise<void> {
         statuses: [],
       };
     });
+    // Random pauses between the steps on purpose: they make the flows interleave differently per seed.
     const delays = flows.map(() => flows.map(() => int(25)));
 
     await Promise.all(

@@ -143,6 +143,7 @@ function runAndKill(payee: string): Promise<number> {
       settled += 1;
       if (settled < KILL_AFTER_SETTLED || killing) return;
       killing = true;
+      // A random moment on purpose: the kill must land anywhere in a settlement, not at a chosen step.
       setTimeout(() => child.kill("SIGKILL"), Math.floor(Math.random() * 200));
     });
     child.once("exit", (code, signal) => {

@@ -102,7 +102,7 @@ describe("indexer crash recovery", () => {
           what: `indexer run #${kill} to commit something (seed ${seed})`,
         });
       }
-      await sleep(Math.floor(next() * 1_500));
+      await sleep(Math.floor(next() * 1_500)); // a random point of the ingest on purpose: where the kill lands is the test
       child.kill("SIGKILL");
       await exited(child);
       countsAtKill.push(await eventCount(crashed));

@@ -5,6 +5,9 @@
  * opens keeps the parent and every charge on it settles under the same invocation, the indexer puts
  * both under the invoking payment, and a charge over the invocation's remaining budget is refused
  * by the gateway (recorded rejected) or, when the gateway does not check it, by the chain.
+ *
+ * Each test opens an invocation of its own (new orchestrator and sub-agent) and takes it as far as
+ * it needs, so none depends on another's order.
  */
 import { PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -31,14 +34,8 @@ const BUDGET_UNITS = 120_000n;
 let test: TestSystem;
 let agentsKey: string;
 let sellerKey: string;
-let subAddress: string;
 let payTo: string;
-let parentTxHash: string;
-let invocation: string;
-let sessionToken: string;
-let submissionTx: string;
-let chargeTx: string;
-let parentedSubmission: unknown;
+let serial = 0;
 
 const mppRequest = () => ({
   protocol: "mpp/1.0",
@@ -58,8 +55,8 @@ const redeem = (token: string, path: string) =>
   });
 
 /** The sub-agent's MPP authorization (through the gateway) and the seller's submission of it. */
-async function subAgentPays(path: string, parent: string | null) {
-  const authorized = await rest(test.system, agentsKey, "POST", "/v1/agents/sub/payments/authorize", {
+async function subAgentPays(sub: string, path: string, parent: string | null) {
+  const authorized = await rest(test.system, agentsKey, "POST", `/v1/agents/${sub}/payments/authorize`, {
     endpoint: `${ORIGIN}${path}`,
     mpp: mppRequest(),
     ...(parent === null ? {} : { parentTxHash: parent }),
@@ -81,10 +78,61 @@ beforeAll(async () => {
   test = await startTestSystem();
   agentsKey = (await test.system.createAccount("orchestrator and sub-agent")).apiKey;
   sellerKey = (await test.system.createAccount("tool seller")).apiKey;
-  await fundedAgent(test.system, agentsKey, "orchestrator", 2);
-  subAddress = await fundedAgent(test.system, agentsKey, "sub", 2);
-  payTo = await fundedAgent(test.system, sellerKey, "till", 0);
+  payTo = await fundedAgent(test.system, agentsKey, "till", 0);
 }, 120_000);
+
+/** An open invocation: its orchestrator paid its sub-agent with a budget. */
+interface Invoked {
+  readonly orchestrator: string;
+  readonly sub: string;
+  readonly subAddress: string;
+  readonly parentTxHash: string;
+  readonly invocation: string;
+}
+
+/**
+ * A new orchestrator and sub-agent (2 usdc each); the orchestrator pays the sub-agent 0.1 usdc over
+ * x402 with an invocation budget of BUDGET_USDC, settled through the facilitator.
+ */
+async function openInvocation(): Promise<Invoked> {
+  const n = ++serial;
+  const [orchestrator, sub] = [`orchestrator-${n}`, `sub-${n}`];
+  await fundedAgent(test.system, agentsKey, orchestrator, 2);
+  const subAddress = await fundedAgent(test.system, agentsKey, sub, 2);
+  const requirement = {
+    scheme: "exact",
+    network: test.system.network,
+    token: test.system.token,
+    amount: "100000",
+    payTo: subAddress,
+    resource: "https://sub.example/task",
+  };
+  const authorized = await rest(test.system, agentsKey, "POST", `/v1/agents/${orchestrator}/payments/authorize`, {
+    endpoint: requirement.resource,
+    x402: requirement,
+    invocationBudget: { usdc: BUDGET_USDC },
+  });
+  expect(authorized.status, authorized.text).toBe(200);
+  const settled = await rest(test.system, sellerKey, "POST", "/v1/x402/settle", { payment: authorized.body.payment, requirement });
+  expect(settled.body, settled.text).toMatchObject({ success: true });
+  const parentTxHash: string = settled.body.txHash;
+  return { orchestrator, sub, subAddress, parentTxHash, invocation: invocationAddress(parentTxHash, subAddress) };
+}
+
+/** `openInvocation`, then the sub-agent's MPP submission under it: its session has one prepaid call. */
+async function parentedSession() {
+  const invoked = await openInvocation();
+  return { ...invoked, ...(await subAgentPays(invoked.sub, "/search", invoked.parentTxHash)) };
+}
+
+/** `parentedSession`, its prepaid call redeemed and one charge made: 0.10 of the 0.12 budget spent. */
+async function chargedSession() {
+  const session = await parentedSession();
+  expect((await redeem(session.paid.sessionToken, "/search")).body).toMatchObject({ success: true, charged: false });
+  const charged = await redeem(session.paid.sessionToken, "/search/more");
+  expect(charged.body, charged.text).toMatchObject({ success: true, charged: true });
+  return { ...session, chargeTx: charged.body.txHash as string };
+}
 
 afterAll(async () => {
   await test?.stop();
@@ -92,24 +140,7 @@ afterAll(async () => {
 
 describe("MPP payments of a sub-agent under agents.invoke", () => {
   it("the orchestrator pays the sub-agent with an invocation budget over x402: the invocation opens", async () => {
-    const requirement = {
-      scheme: "exact",
-      network: test.system.network,
-      token: test.system.token,
-      amount: "100000",
-      payTo: subAddress,
-      resource: "https://sub.example/task",
-    };
-    const authorized = await rest(test.system, agentsKey, "POST", "/v1/agents/orchestrator/payments/authorize", {
-      endpoint: requirement.resource,
-      x402: requirement,
-      invocationBudget: { usdc: BUDGET_USDC },
-    });
-    expect(authorized.status, authorized.text).toBe(200);
-    const settled = await rest(test.system, sellerKey, "POST", "/v1/x402/settle", { payment: authorized.body.payment, requirement });
-    expect(settled.body, settled.text).toMatchObject({ success: true });
-    parentTxHash = settled.body.txHash;
-    invocation = invocationAddress(parentTxHash, subAddress);
+    const { invocation, subAddress } = await openInvocation();
     expect(await test.system.settlement.invocationState(new PublicKey(invocation))).toMatchObject({
       budgetUnits: BUDGET_UNITS,
       spentUnits: 0n,
@@ -118,12 +149,11 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
   });
 
   it("the submission authorized with parentTxHash settles against the invocation; its session keeps the parent", async () => {
+    const { sub, parentTxHash, invocation } = await openInvocation();
     const before = await tokenBalanceUnits(test, payTo);
-    const { authorized, paid } = await subAgentPays("/search", parentTxHash);
+    const { authorized, paid } = await subAgentPays(sub, "/search", parentTxHash);
     expect(authorized.invocation).toBe(invocation);
-    submissionTx = paid.txHash;
-    sessionToken = paid.sessionToken;
-    parentedSubmission = authorized.submission;
+    const submissionTx: string = paid.txHash;
     expect(await tokenBalanceUnits(test, payTo)).toBe(before + PRICE_UNITS);
 
     const event = await recordedPayment(test.connection, submissionTx);
@@ -144,13 +174,15 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
   });
 
   it("a charge on that session settles under the same invocation, its reservation under the parent", async () => {
+    const { sub, parentTxHash, invocation, paid } = await parentedSession();
+    const [sessionToken, submissionTx] = [paid.sessionToken, paid.txHash];
     const prepaid = await redeem(sessionToken, "/search");
     expect(prepaid.body, prepaid.text).toMatchObject({ success: true, charged: false, txHash: submissionTx });
 
     const before = await tokenBalanceUnits(test, payTo);
     const charged = await redeem(sessionToken, "/search/more");
     expect(charged.body, charged.text).toMatchObject({ success: true, charged: true });
-    chargeTx = charged.body.txHash;
+    const chargeTx: string = charged.body.txHash;
     expect(await tokenBalanceUnits(test, payTo)).toBe(before + PRICE_UNITS);
 
     const event = await recordedPayment(test.connection, chargeTx);
@@ -168,11 +200,13 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
       status: "settled",
       txHash: chargeTx,
       parentTxHash,
-      agentId: await agentKey(test.system.pool, "sub"),
+      agentId: await agentKey(test.system.pool, sub),
     });
   });
 
   it("the indexer lists the submission and the charge at depth 1 under the invoking payment", async () => {
+    const { orchestrator, sub, parentTxHash, paid, chargeTx } = await chargedSession();
+    const submissionTx: string = paid.txHash;
     let last = "";
     const nodes = await pollUntil(
       async () => {
@@ -186,11 +220,13 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
     );
     const children = nodes.filter((node) => node.txHash === submissionTx || node.txHash === chargeTx);
     expect(children).toHaveLength(2);
-    for (const node of children) expect(node).toMatchObject({ depth: 1, parentTxHash, agentId: "sub" });
-    expect(nodes.find((node) => node.txHash === parentTxHash)).toMatchObject({ depth: 0, agentId: "orchestrator" });
+    for (const node of children) expect(node).toMatchObject({ depth: 1, parentTxHash, agentId: sub });
+    expect(nodes.find((node) => node.txHash === parentTxHash)).toMatchObject({ depth: 0, agentId: orchestrator });
   });
 
   it("a charge over the invocation's remaining budget is refused, recorded rejected, and moves nothing", async () => {
+    const { sub, invocation, paid } = await chargedSession();
+    const sessionToken: string = paid.sessionToken;
     const before = await tokenBalanceUnits(test, payTo);
     const chargesBefore = await test.system.pool.query("SELECT count(*)::int AS n FROM mpp_payments WHERE kind = 'session_charge'");
     const refused = await redeem(sessionToken, "/search/again");
@@ -205,10 +241,10 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
     expect(await tokenBalanceUnits(test, payTo)).toBe(before);
     expect((await test.system.settlement.invocationState(new PublicKey(invocation)))?.spentUnits).toBe(2n * PRICE_UNITS);
 
-    const sub = await agentKey(test.system.pool, "sub");
+    const subKey = await agentKey(test.system.pool, sub);
     const rejections = await test.system.pool.query(
       "SELECT reason_code, reason, endpoint, protocol, amount_units::text AS amount FROM payment_rejections WHERE agent_id = $1",
-      [sub],
+      [subKey],
     );
     expect(rejections.rows).toEqual([
       {
@@ -220,19 +256,21 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
       },
     ]);
     const events = await test.system.pool.query(
-      "SELECT count(*)::int AS n FROM gateway_events WHERE type = 'policy.violation' AND agent_id = 'sub'",
+      "SELECT count(*)::int AS n FROM gateway_events WHERE type = 'policy.violation' AND agent_id = $1",
+      [sub],
     );
     expect(events.rows[0].n).toBe(1);
     const chargesAfter = await test.system.pool.query("SELECT count(*)::int AS n FROM mpp_payments WHERE kind = 'session_charge'");
     expect(chargesAfter.rows[0].n).toBe(chargesBefore.rows[0].n);
     const open = await test.system.pool.query(
       "SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1 AND status = 'reserved'",
-      [sub],
+      [subKey],
     );
     expect(open.rows[0].n).toBe(0);
   });
 
   it("without the gateway's check, the settlement against the invocation refuses it: a definite failure, reservation released", async () => {
+    const { parentTxHash, invocation, paid } = await chargedSession();
     // The same service (origin, payee), with the spend-policy gate but no invocation reader: only
     // the invocation account passed at settlement stands between the charge and the budget.
     const unchecked = new MppService({
@@ -246,7 +284,7 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
     });
     const before = await tokenBalanceUnits(test, payTo);
     const failure = await unchecked
-      .useSession(sessionToken, { endpoint: `${ORIGIN}/search/unchecked`, amountUnits: PRICE_UNITS })
+      .useSession(paid.sessionToken, { endpoint: `${ORIGIN}/search/unchecked`, amountUnits: PRICE_UNITS })
       .catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(MppPaymentError);
     expect((failure as MppPaymentError).reason).toBe("settlement_failed");
@@ -263,7 +301,8 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
   });
 
   it("the same sub-agent's MPP payment without parentTxHash is top-level, and so are its session's charges", async () => {
-    const { paid } = await subAgentPays("/plain", null);
+    const { sub, invocation } = await chargedSession();
+    const { paid } = await subAgentPays(sub, "/plain", null);
     expect((await recordedPayment(test.connection, paid.txHash)).parent).toBeNull();
     const session = await test.system.pool.query("SELECT parent_tx_hash FROM mpp_sessions WHERE id = $1", [paid.sessionId]);
     expect(session.rows).toEqual([{ parent_tx_hash: null }]);
@@ -276,14 +315,15 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
   });
 
   it("the session handed out again for a resumed submission keeps the parent and its budget", async () => {
+    const { parentTxHash, authorized, paid } = await chargedSession();
     const service = test.system.mpp.serviceFor(ORIGIN, payTo);
-    const resumed = await service.resumeSubmission(parseMppSubmission(parentedSubmission), parseMppPaymentRequest(mppRequest()));
-    expect(resumed?.txHash).toBe(submissionTx);
+    const resumed = await service.resumeSubmission(parseMppSubmission(authorized.submission), parseMppPaymentRequest(mppRequest()));
+    expect(resumed?.txHash).toBe(paid.txHash);
     const session = await test.system.pool.query("SELECT parent_tx_hash, prepaid_calls FROM mpp_sessions WHERE id = $1", [
       resumed!.session.sessionId,
     ]);
     expect(session.rows).toEqual([{ parent_tx_hash: parentTxHash, prepaid_calls: 0 }]);
-    expect((await redeem(sessionToken, "/search")).body).toMatchObject({ success: false, reason: "session_unknown" });
+    expect((await redeem(paid.sessionToken, "/search")).body).toMatchObject({ success: false, reason: "session_unknown" });
     const refused = await redeem(resumed!.session.token, "/search/resumed");
     expect(refused.body).toMatchObject({ success: false, reason: "budget_exceeded", reasonCode: "invocation_budget_exceeded" });
   });

@@ -363,41 +363,54 @@ describe("the sweeper opens an invocation whose payment settled without it", () 
 });
 
 describe("sub-agent invocations", () => {
-  let parentTxHash: string;
-  let subAddress: string;
-  let orchestratorReservation: string;
   const subPayee = payee();
-  const subPayments: string[] = [];
+  let serial = 0;
 
-  it("the orchestrator pays its sub-agent with a budget: the invocation opens on-chain before the answer", async () => {
-    await agent("orchestrator", 5);
-    subAddress = await agent("sub-agent", 5);
-    const authorized = await authorize("orchestrator", 100_000n, subAddress, { invocationBudget: { usdc: 1 } });
+  /** A new orchestrator and sub-agent (5 usdc each); the orchestrator pays the sub-agent 0.1 usdc with a budget of 1 usdc. */
+  async function openInvocation() {
+    const n = ++serial;
+    const [orchestrator, sub] = [`orchestrator-inv-${n}`, `sub-agent-inv-${n}`];
+    await agent(orchestrator, 5);
+    const subAddress = await agent(sub, 5);
+    const authorized = await authorize(orchestrator, 100_000n, subAddress, { invocationBudget: { usdc: 1 } });
     expect(authorized.status, authorized.text).toBe(200);
-    expect(authorized.body.invocationBudget).toEqual({ usdc: 1 });
-    orchestratorReservation = authorized.body.reservationId;
     const settled = await settle(authorized);
     expect(settled.body, settled.text).toMatchObject({ success: true });
-    parentTxHash = settled.body.txHash;
+    const parentTxHash = settled.body.txHash as string;
+    return { orchestrator, sub, subAddress, parentTxHash, authorized };
+  }
 
+  /** `openInvocation`, then the sub-agent pays 0.4 usdc twice under it: 0.2 of the budget left. */
+  async function spentInvocation() {
+    const invoked = await openInvocation();
+    const subPayments: string[] = [];
+    for (const amount of [400_000n, 400_000n]) {
+      const authorized = await authorize(invoked.sub, amount, subPayee, { parentTxHash: invoked.parentTxHash });
+      expect(authorized.status, authorized.text).toBe(200);
+      expect(authorized.body.invocation).toBe(invocationAddress(invoked.parentTxHash, invoked.subAddress));
+      const settled = await settle(authorized);
+      expect(settled.body, settled.text).toMatchObject({ success: true });
+      subPayments.push(settled.body.txHash);
+    }
+    return { ...invoked, subPayments };
+  }
+
+  it("the orchestrator pays its sub-agent with a budget: the invocation opens on-chain before the answer", async () => {
+    const { subAddress, parentTxHash, authorized } = await openInvocation();
+    expect(authorized.body.invocationBudget).toEqual({ usdc: 1 });
     const invocation = invocationAddress(parentTxHash, subAddress);
-    expect(await reservation(orchestratorReservation)).toMatchObject({ status: "settled", tx_hash: parentTxHash, invocation });
+    expect(await reservation(authorized.body.reservationId)).toMatchObject({ status: "settled", tx_hash: parentTxHash, invocation });
     const state = await system.settlement.invocationState(new PublicKey(invocation));
     expect(state).toMatchObject({ budgetUnits: USDC, spentUnits: 0n, subAgent: subAddress });
   });
 
   it("the sub-agent's payments under it settle with the invocation; the one over budget is 422 BUDGET_EXCEEDED, recorded", async () => {
-    for (const amount of [400_000n, 400_000n]) {
-      const authorized = await authorize("sub-agent", amount, subPayee, { parentTxHash });
-      expect(authorized.status, authorized.text).toBe(200);
-      expect(authorized.body.invocation).toBe(invocationAddress(parentTxHash, subAddress));
-      const settled = await settle(authorized);
-      expect(settled.body, settled.text).toMatchObject({ success: true });
-      subPayments.push(settled.body.txHash);
-      const row = await system.pool.query("SELECT invocation FROM settlements WHERE signature = $1", [settled.body.txHash]);
+    const { sub, subAddress, parentTxHash, subPayments } = await spentInvocation();
+    for (const txHash of subPayments) {
+      const row = await system.pool.query("SELECT invocation FROM settlements WHERE signature = $1", [txHash]);
       expect(row.rows[0].invocation).toBe(invocationAddress(parentTxHash, subAddress));
     }
-    const over = await authorize("sub-agent", 300_000n, subPayee, { parentTxHash });
+    const over = await authorize(sub, 300_000n, subPayee, { parentTxHash });
     expect(over.status, over.text).toBe(422);
     expect(over.body).toMatchObject({
       code: "BUDGET_EXCEEDED",
@@ -406,7 +419,8 @@ describe("sub-agent invocations", () => {
       reason: "invocation_budget_exceeded: requested 0.3 usdc, limit is 0.2 usdc",
     });
     const rejected = await system.pool.query(
-      "SELECT reason_code, reason, amount_units::text AS amount FROM payment_rejections WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'sub-agent')",
+      "SELECT reason_code, reason, amount_units::text AS amount FROM payment_rejections WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = $1)",
+      [sub],
     );
     expect(rejected.rows).toEqual([
       {
@@ -416,33 +430,36 @@ describe("sub-agent invocations", () => {
       },
     ]);
     const events = await system.pool.query(
-      "SELECT count(*)::int AS n FROM gateway_events WHERE type = 'policy.violation' AND agent_id = 'sub-agent'",
+      "SELECT count(*)::int AS n FROM gateway_events WHERE type = 'policy.violation' AND agent_id = $1",
+      [sub],
     );
     expect(events.rows[0].n).toBe(1);
   });
 
   it("concurrent authorizations cannot together exceed the remaining budget", async () => {
+    const { sub, parentTxHash } = await spentInvocation();
     // 0.2 left: two racing 0.15 payments, exactly one fits.
-    const answers = await Promise.all([0, 1].map(() => authorize("sub-agent", 150_000n, subPayee, { parentTxHash })));
+    const answers = await Promise.all([0, 1].map(() => authorize(sub, 150_000n, subPayee, { parentTxHash })));
     expect(answers.map((a) => a.status).sort()).toEqual([200, 422]);
     const accepted = answers.find((a) => a.status === 200)!;
     // Never presented: the sweeper releases it once expired, and the budget is back.
     await sweep(later());
     expect((await reservation(accepted.body.reservationId)).status).toBe("released");
-    const fits = await authorize("sub-agent", 200_000n, subPayee, { parentTxHash });
+    const fits = await authorize(sub, 200_000n, subPayee, { parentTxHash });
     expect(fits.status, fits.text).toBe(200);
-    expect((await call("POST", `/v1/agents/sub-agent/payments/${fits.body.reservationId}/release`)).status).toBe(200);
+    expect((await call("POST", `/v1/agents/${sub}/payments/${fits.body.reservationId}/release`)).status).toBe(200);
   });
 
   it("the invocation route answers both sides with the on-chain spend and the sub-agent's payments", async () => {
-    for (const agentId of ["orchestrator", "sub-agent"]) {
+    const { orchestrator, sub, subAddress, parentTxHash, subPayments } = await spentInvocation();
+    for (const agentId of [orchestrator, sub]) {
       const read = await call("GET", `/v1/agents/${agentId}/invocations/${parentTxHash}`);
       expect(read.status, read.text).toBe(200);
       expect(read.body).toMatchObject({
         parentTxHash,
         invocation: invocationAddress(parentTxHash, subAddress),
-        invoker: "orchestrator",
-        subAgentId: "sub-agent",
+        invoker: orchestrator,
+        subAgentId: sub,
         subAgentAddress: subAddress,
         payments: subPayments,
       });
@@ -453,36 +470,39 @@ describe("sub-agent invocations", () => {
   });
 
   it("tenant isolation and bad input on the invocation route", async () => {
-    const foreign = await call("GET", `/v1/agents/orchestrator/invocations/${parentTxHash}`, undefined, otherKey);
+    const { orchestrator, subAddress, parentTxHash } = await openInvocation();
+    const foreign = await call("GET", `/v1/agents/${orchestrator}/invocations/${parentTxHash}`, undefined, otherKey);
     expect(foreign.status).toBe(404);
     expect(foreign.text).not.toContain(subAddress);
     await agent("bystander", 0);
     const bystander = await call("GET", `/v1/agents/bystander/invocations/${parentTxHash}`);
     expect(bystander.status).toBe(404);
     expect(bystander.body.code).toBe("INVOCATION_NOT_FOUND");
-    const bad = await call("GET", `/v1/agents/orchestrator/invocations/not-a-hash`);
+    const bad = await call("GET", `/v1/agents/${orchestrator}/invocations/not-a-hash`);
     expect(bad.status).toBe(400);
   });
 
   it("bad authorization input is a 4xx problem and reserves nothing", async () => {
+    const { orchestrator, sub, subAddress } = await openInvocation();
     const count = async () =>
       (
         await system.pool.query(
-          "SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = 'sub-agent')",
+          "SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = (SELECT agent_id FROM agents WHERE public_id = $1)",
+          [sub],
         )
       ).rows[0].n;
     const before = await count();
-    const badHash = await authorize("sub-agent", 100_000n, subPayee, { parentTxHash: "abc" });
+    const badHash = await authorize(sub, 100_000n, subPayee, { parentTxHash: "abc" });
     expect(badHash.status).toBe(400);
     expect(badHash.body.field).toBe("parentTxHash");
-    const unknown = await authorize("sub-agent", 100_000n, subPayee, { parentTxHash: bs58.encode(randomBytes(64)) });
+    const unknown = await authorize(sub, 100_000n, subPayee, { parentTxHash: bs58.encode(randomBytes(64)) });
     expect(unknown.status).toBe(404);
     expect(unknown.body.code).toBe("INVOCATION_NOT_FOUND");
-    const negative = await authorize("orchestrator", 100_000n, subAddress, { invocationBudget: { usdc: -1 } });
+    const negative = await authorize(orchestrator, 100_000n, subAddress, { invocationBudget: { usdc: -1 } });
     expect(negative.status).toBe(400);
-    const zero = await authorize("orchestrator", 100_000n, subAddress, { invocationBudget: { usdc: 0 } });
+    const zero = await authorize(orchestrator, 100_000n, subAddress, { invocationBudget: { usdc: 0 } });
     expect(zero.status).toBe(400);
-    const notAgent = await authorize("orchestrator", 100_000n, subPayee, { invocationBudget: { usdc: 1 } });
+    const notAgent = await authorize(orchestrator, 100_000n, subPayee, { invocationBudget: { usdc: 1 } });
     expect(notAgent.status).toBe(400);
     expect(notAgent.body.field).toBe("invocationBudget");
     const mpp = {
@@ -492,7 +512,7 @@ describe("sub-agent invocations", () => {
       sessionSupported: false,
       paymentEndpoint: `${ORIGIN}/mpp/pay`,
     };
-    const mppBudget = await call("POST", "/v1/agents/orchestrator/payments/authorize", {
+    const mppBudget = await call("POST", `/v1/agents/${orchestrator}/payments/authorize`, {
       endpoint: `${ORIGIN}/data`,
       mpp,
       invocationBudget: { usdc: 1 },
@@ -503,6 +523,7 @@ describe("sub-agent invocations", () => {
   });
 
   it("a sub-agent payment settled without the invocation account (MPP) still counts against the budget", async () => {
+    const { sub, parentTxHash } = await spentInvocation();
     const mpp = {
       protocol: "mpp/1.0",
       amount: { value: "0.15", currency: "USDC" },
@@ -510,11 +531,11 @@ describe("sub-agent invocations", () => {
       sessionSupported: false,
       paymentEndpoint: `${ORIGIN}/mpp/pay`,
     };
-    const authorized = await call("POST", "/v1/agents/sub-agent/payments/authorize", { endpoint: `${ORIGIN}/data`, mpp, parentTxHash });
+    const authorized = await call("POST", `/v1/agents/${sub}/payments/authorize`, { endpoint: `${ORIGIN}/data`, mpp, parentTxHash });
     expect(authorized.status, authorized.text).toBe(200);
     const ref = (await reservation(authorized.body.reservationId)).payment_ref;
     await system.settlement.settlePayment({
-      agentId: await agentKey(system.pool, "sub-agent"),
+      agentId: await agentKey(system.pool, sub),
       payee: subPayee,
       amountUnits: 150_000n,
       protocol: "mpp",
@@ -525,10 +546,10 @@ describe("sub-agent invocations", () => {
     await sweep(later());
     expect((await reservation(authorized.body.reservationId)).status).toBe("settled");
     // On-chain spend is still 0.8; the settled reservations under the parent are 0.95.
-    const over = await authorize("sub-agent", 100_000n, subPayee, { parentTxHash });
+    const over = await authorize(sub, 100_000n, subPayee, { parentTxHash });
     expect(over.status, over.text).toBe(422);
     expect(over.body.reason).toBe("invocation_budget_exceeded: requested 0.1 usdc, limit is 0.05 usdc");
-    const fits = await authorize("sub-agent", 50_000n, subPayee, { parentTxHash });
+    const fits = await authorize(sub, 50_000n, subPayee, { parentTxHash });
     expect(fits.status, fits.text).toBe(200);
   });
 });

@@ -366,20 +366,25 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
   });
 
   it("reading an operation: another agent's or an unknown id is 404, a malformed id 400", async () => {
-    const [operation] = await operations("lossy-2", "fund");
-    expect((await get(`/v1/agents/lossy-2/wallet/operations/${operation!.id}`, lossyKey)).status).toBe(200);
-    expect((await get(`/v1/agents/lossy-1/wallet/operations/${operation!.id}`, lossyKey)).body.code).toBe("NOT_FOUND");
-    expect((await get("/v1/agents/lossy-2/wallet/operations/999999999", lossyKey)).status).toBe(404);
+    // Agents of its own, and an operation whose answer was lost, then confirmed by the reconciler.
+    for (const agentId of ["lossy-read", "lossy-other"]) expect((await lossyPost("/v1/agents", { agentId })).status).toBe(201);
+    lossyFailure = "socket";
+    expect((await lossyPost("/v1/agents/lossy-read/wallet/fund", { usdc: 0.5 })).status).toBe(202);
+    await wallets.reconcilePendingOperations();
+    const [operation] = await operations("lossy-read", "fund");
+    expect((await get(`/v1/agents/lossy-read/wallet/operations/${operation!.id}`, lossyKey)).status).toBe(200);
+    expect((await get(`/v1/agents/lossy-other/wallet/operations/${operation!.id}`, lossyKey)).body.code).toBe("NOT_FOUND");
+    expect((await get("/v1/agents/lossy-read/wallet/operations/999999999", lossyKey)).status).toBe(404);
     // The agent is in another account: not found for this key.
-    expect((await get(`/v1/agents/lossy-2/wallet/operations/${operation!.id}`)).status).toBe(404);
+    expect((await get(`/v1/agents/lossy-read/wallet/operations/${operation!.id}`)).status).toBe(404);
     for (const bad of ["0", "-1", "1.5", "abc", "99999999999999999999"]) {
-      const answer = await get(`/v1/agents/lossy-2/wallet/operations/${bad}`, lossyKey);
+      const answer = await get(`/v1/agents/lossy-read/wallet/operations/${bad}`, lossyKey);
       expect(answer.status, bad).toBe(400);
       expect(answer.body.code, bad).toBe("BAD_USER_INPUT");
     }
 
     // The SDK's follow-up of a pending answer reads the same resource.
-    const sdk = new Client({ agentId: "lossy-2", apiKey: lossyKey, baseUrl });
+    const sdk = new Client({ agentId: "lossy-read", apiKey: lossyKey, baseUrl });
     expect(await sdk.wallet.operation(operation!.id)).toMatchObject({
       operationId: operation!.id,
       status: "confirmed",

@@ -60,6 +60,15 @@ afterAll(async () => {
   await db?.drop();
 });
 
+/** Puts `victim`'s sealed key into `thief`'s row, as someone with write access to the table could. */
+async function moveSealedKey(pool: FreshDatabase["pool"], victim: string, thief: string): Promise<void> {
+  await pool.query(
+    `UPDATE agent_wallets t SET ciphertext = v.ciphertext, nonce = v.nonce
+     FROM agent_wallets v WHERE t.agent_id = $1 AND v.agent_id = $2`,
+    [thief, victim],
+  );
+}
+
 async function treasuryUnits(): Promise<bigint> {
   return BigInt((await ledger.connection.getTokenAccountBalance(localnet.info.treasuryToken, "confirmed")).value.amount);
 }
@@ -91,10 +100,7 @@ describe("agent wallets", () => {
   it("a sealed key moved to another agent's row, or opened with another key, does not decrypt", async () => {
     await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-victim" });
     await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-thief" });
-    await db.pool.query(
-      `UPDATE agent_wallets t SET ciphertext = v.ciphertext, nonce = v.nonce
-       FROM agent_wallets v WHERE t.agent_id = 'w-thief' AND v.agent_id = 'w-victim'`,
-    );
+    await moveSealedKey(db.pool, "w-victim", "w-thief");
     await expect(wallets.keypair("w-thief")).rejects.toBeInstanceOf(WalletKeyError);
 
     const otherKey = new AgentWallets({
@@ -225,31 +231,44 @@ describe("agent wallets", () => {
     expect(await tokenBalanceUnits(ledger, destination)).toBe(250n);
   });
 
-  // Last: it moves every wallet to the new key.
   it("rotating the key re-seals every readable wallet under the new version; the keys stay the same", async () => {
-    const before = (await wallets.keypair("w-fund")).publicKey.toBase58();
-    const rotated = keystoreFromEnv({
-      WALLET_ENCRYPTION_KEY: KEY_V2,
-      WALLET_ENCRYPTION_KEY_VERSION: "v2",
-      WALLET_ENCRYPTION_RETIRED_KEYS: `v1:${KEY_V1}`,
-    });
-    const first = await resealStaleWalletKeys(db.pool, rotated);
-    // w-thief holds w-victim's ciphertext (test above): reported, left as it is.
-    expect(first.unreadable).toEqual(["w-thief"]);
-    expect(first.resealed).toBeGreaterThan(5);
-    expect(await resealStaleWalletKeys(db.pool, rotated)).toEqual({ resealed: 0, unreadable: ["w-thief"] });
-    const versions = await db.pool.query("SELECT key_version, count(*)::int AS n FROM agent_wallets GROUP BY 1 ORDER BY 1");
-    expect(versions.rows).toEqual([
-      { key_version: "v1", n: 1 },
-      { key_version: "v2", n: first.resealed },
-    ]);
-    // The retired key can now leave configuration.
-    const onlyNew = new AgentWallets({
-      pool: db.pool,
-      keystore: keystoreFromEnv({ WALLET_ENCRYPTION_KEY: KEY_V2, WALLET_ENCRYPTION_KEY_VERSION: "v2" }),
-      ledger,
-      fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
-    });
-    expect((await onlyNew.keypair("w-fund")).publicKey.toBase58()).toBe(before);
+    // A database of its own: a rotation re-seals every wallet there is, so with the other tests'
+    // its counts would depend on which had run, and theirs on whether it had.
+    const own = await createFreshDatabase();
+    try {
+      const ownAccount = await createAccount(own.pool, "rotation");
+      for (const agentId of ["r-1", "r-2", "r-3", "r-4", "r-5", "r-6", "r-victim", "r-thief"]) {
+        await createAgentWallet(own.pool, keystore, { accountId: ownAccount, agentId });
+      }
+      await moveSealedKey(own.pool, "r-victim", "r-thief");
+      const walletsOn = (keys: Keystore) =>
+        new AgentWallets({
+          pool: own.pool,
+          keystore: keys,
+          ledger,
+          fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
+        });
+      const before = (await walletsOn(keystore).keypair("r-1")).publicKey.toBase58();
+      const rotated = keystoreFromEnv({
+        WALLET_ENCRYPTION_KEY: KEY_V2,
+        WALLET_ENCRYPTION_KEY_VERSION: "v2",
+        WALLET_ENCRYPTION_RETIRED_KEYS: `v1:${KEY_V1}`,
+      });
+      const first = await resealStaleWalletKeys(own.pool, rotated);
+      // r-thief holds r-victim's ciphertext: reported, left as it is.
+      expect(first.unreadable).toEqual(["r-thief"]);
+      expect(first.resealed).toBeGreaterThan(5);
+      expect(await resealStaleWalletKeys(own.pool, rotated)).toEqual({ resealed: 0, unreadable: ["r-thief"] });
+      const versions = await own.pool.query("SELECT key_version, count(*)::int AS n FROM agent_wallets GROUP BY 1 ORDER BY 1");
+      expect(versions.rows).toEqual([
+        { key_version: "v1", n: 1 },
+        { key_version: "v2", n: first.resealed },
+      ]);
+      // The retired key can now leave configuration.
+      const onlyNew = walletsOn(keystoreFromEnv({ WALLET_ENCRYPTION_KEY: KEY_V2, WALLET_ENCRYPTION_KEY_VERSION: "v2" }));
+      expect((await onlyNew.keypair("r-1")).publicKey.toBase58()).toBe(before);
+    } finally {
+      await own.drop();
+    }
   });
 });

@@ -313,10 +313,12 @@ describe("policy rejections come before any payment", () => {
   });
 
   it("the rejection is listed with status rejected", async () => {
-    const sdk = client("capped");
+    const sdk = await agent("capped-listed", 1);
+    await sdk.policies.set({ perCallLimit: { usdc: 0.01 } });
+    await expect(sdk.pay({ endpoint: `${paid.origin}/x402/capped` })).rejects.toBeInstanceOf(PolicyViolationError);
     const rejected = await sdk.transactions.list({ status: "rejected" });
     expect(rejected.length).toBeGreaterThanOrEqual(1);
-    expect(rejected.every((tx) => tx.status === "rejected" && tx.agentId === "capped")).toBe(true);
+    expect(rejected.every((tx) => tx.status === "rejected" && tx.agentId === "capped-listed")).toBe(true);
   });
 });
 
@@ -462,10 +464,15 @@ describe("wallet, policies, transactions and agents", () => {
   });
 
   it("agents.list shows the account's agents with balances", async () => {
-    const agents = await client("reader").agents.list();
-    const reader = agents.find((entry) => entry.agentId === "reader");
-    expect(reader?.balance).toEqual({ usdc: 0.93 });
-    expect(agents.map((entry) => entry.agentId)).toEqual(expect.arrayContaining(["x402-buyer", "mpp-buyer", "capped"]));
+    // Agents of its own: one that paid (1 - 0.05 - 0.02 usdc left), one never funded.
+    const lister = await agent("lister", 1);
+    await lister.pay({ endpoint: `${paid.origin}/x402/list` });
+    await lister.pay({ endpoint: `${paid.origin}/mpp/list` });
+    await agent("lister-idle", 0);
+    const agents = await client("lister").agents.list();
+    expect(agents.find((entry) => entry.agentId === "lister")?.balance).toEqual({ usdc: 0.93 });
+    expect(agents.find((entry) => entry.agentId === "lister-idle")?.balance).toEqual({ usdc: 0 });
+    expect(agents.map((entry) => entry.agentId)).toEqual(expect.arrayContaining(["lister", "lister-idle"]));
   });
 });
 

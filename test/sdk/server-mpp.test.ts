@@ -109,6 +109,7 @@ async function negotiate(url: string, agentId = "buyer") {
 
 describe("mppMiddleware (Express-style, mounted at /api)", () => {
   it("answers 402 with the spec 2.9 body; the payment endpoint is under the mount point", async () => {
+    const ranBefore = runs.node;
     const body = await challenge(`${express.origin}/api/data`);
     expect(body).toEqual({
       protocol: "mpp/1.0",
@@ -117,7 +118,7 @@ describe("mppMiddleware (Express-style, mounted at /api)", () => {
       sessionSupported: true,
       paymentEndpoint: `${express.origin}/api/mpp/pay`,
     });
-    expect(runs.node).toBe(0);
+    expect(runs.node).toBe(ranBefore);
   });
 
   it("pays at the endpoint, then the session is used without another 402; the second call is charged on-chain", async () => {

@@ -3,6 +3,7 @@
  * (rolling 24 h period, sliding rate window, released rows), dry runs that write nothing, and the
  * concurrency guarantee of reservations.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -313,7 +314,7 @@ describe("concurrency", () => {
       await reserveInTransaction(client, agent, pay(USDC), T0);
       let done = false;
       const update = putPolicy(wide, agent, { dailyBudgetUnits: 5n * USDC }).then(() => (done = true));
-      await new Promise((resolve) => setTimeout(resolve, 200)); // a window in which the update must not get through
+      await sleep(200); // a window in which the update must not get through
       expect(done).toBe(false);
       await client.query("COMMIT");
       await update;

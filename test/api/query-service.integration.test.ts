@@ -3,6 +3,7 @@
  * and projected by the real indexer. Every expectation is computed from what the test sent
  * (fixture.ts), never by running the service's SQL again.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { putPolicy, reserveWithinPolicy } from "../../api/shared/policy/index.js";
@@ -806,7 +807,7 @@ describe("isolation: a key of one account never sees another account's data", ()
       const fromB = await world.pay("b-agent", 54_321n, "mpp", "api.example.com/v1/live");
       await world.ingestNew();
       await waitFor(() => a.events.length >= 1 && b.events.length >= 1);
-      await new Promise((resolve) => setTimeout(resolve, 300)); // a window for a second (wrong) event to arrive
+      await sleep(300); // a window for a second (wrong) event to arrive
       expect(a.events.map((e) => e.data.transactionRecorded)).toEqual([{ txHash: fromA, agentId: "a-sub", amountPaidUnits: "12345" }]);
       expect(b.events.map((e) => e.data.transactionRecorded)).toEqual([{ txHash: fromB, agentId: "b-agent", amountPaidUnits: "54321" }]);
       expect(aOneAgent.events).toEqual([]);

@@ -19,6 +19,7 @@
  *
  * Plus the deterministic cases the issue names, and spec 3's `exhausted` state.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -249,7 +250,7 @@ async function scenario(seed: number, coverage: Coverage): Promise<void> {
     await Promise.all(
       flows.map(async (flow, i) => {
         const required = requirement(flow.amountUnits, `https://paid.example/${seed}/${i}`);
-        await new Promise((resolve) => setTimeout(resolve, delays[i]![0]));
+        await sleep(delays[i]![0]);
         const authorized = await authorize(agentId, required);
         flow.authorizeStatus = authorized.status;
         flow.statuses.push(authorized.status);
@@ -257,7 +258,7 @@ async function scenario(seed: number, coverage: Coverage): Promise<void> {
         if (authorized.authorized === null) return;
         const { reservationId } = authorized.authorized;
         for (const [j, step] of flow.steps.entries()) {
-          await new Promise((resolve) => setTimeout(resolve, delays[i]![j + 1] ?? 0));
+          await sleep(delays[i]![j + 1] ?? 0);
           if (step === "settle") {
             const settled = await settle(authorized.authorized, required);
             flow.statuses.push(settled.status);

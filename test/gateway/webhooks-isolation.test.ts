@@ -5,6 +5,7 @@
  * tenant's deliveries keep arriving within a second, and the hanging tenant's deliveries are
  * retried, not lost.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import type { Dispatcher, DispatcherOptions } from "../../api/gateway/webhooks/index.js";
 import { pollUntil } from "../support/poll.js";
@@ -82,7 +83,7 @@ describe("webhook isolation between tenants", () => {
       await fast.until((received) => received.some((r) => r.headers["webhook-id"] === eventId), 10_000);
       const arrival = fast.received.find((r) => r.headers["webhook-id"] === eventId)!;
       latencies.push(arrival.atMs - createdAt);
-      await new Promise((done) => setTimeout(done, 100)); // pacing between A's events, not synchronization
+      await sleep(100); // pacing between A's events, not synchronization
     }
     for (const latency of latencies) expect(latency).toBeLessThan(1_000);
     expect(latencies.length).toBeGreaterThanOrEqual(10);

@@ -4,6 +4,7 @@
  * transactional emission (a rolled-back event is never sent), concurrent dispatchers, 410 Gone,
  * Slack bodies, and secrets stored encrypted.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { emitEvent } from "../../api/gateway/events/index.js";
@@ -114,7 +115,7 @@ describe("retries", () => {
 
     await r.until((received) => received.some((x) => x.answered === 200));
     await deliveryStatus(eventId, "delivered");
-    await new Promise((done) => setTimeout(done, 400)); // a window in which no fifth request may come: acknowledged once
+    await sleep(400); // a window in which no fifth request may come: acknowledged once
     expect(r.received.map((x) => x.answered)).toEqual([500, 500, 500, 200]);
     expect(new Set(r.received.map((x) => x.headers["webhook-id"]))).toEqual(new Set([eventId]));
     const gaps = r.received.slice(1).map((x, i) => x.atMs - r.received[i]!.atMs);
@@ -135,7 +136,7 @@ describe("retries", () => {
 
     await r.until((received) => received.length >= 3);
     await deliveryStatus(eventId, "failed");
-    await new Promise((done) => setTimeout(done, 400)); // a window (several retry delays) in which no fourth attempt may come
+    await sleep(400); // a window (several retry delays) in which no fourth attempt may come
     expect(r.received).toHaveLength(3);
     expect(await deliveries(eventId)).toEqual([{ status: "failed", attempts: 3, last_status: 503 }]);
 
@@ -193,7 +194,7 @@ describe("the outbox", () => {
     const d = dispatcher();
     d.start();
     await r.until((received) => received.length >= 1);
-    await new Promise((done) => setTimeout(done, 200)); // a window in which the rolled-back event could have arrived too
+    await sleep(200); // a window in which the rolled-back event could have arrived too
     expect(r.received.map((x) => x.headers["webhook-id"])).toEqual([committed]);
     const { rows } = await suite.pool.query("SELECT 1 FROM gateway_events WHERE id = $1", [rolledBack]);
     expect(rows).toEqual([]);

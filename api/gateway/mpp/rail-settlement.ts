@@ -8,6 +8,7 @@
  *   unrecorded payment; a record that may still land keeps the hold for reconciliation; a failed
  *   capture after a landed record is noted on the row and retried by reconciliation.
  * A send with an unknown outcome leaves the row unfinished with its transaction (`settlement_pending`).
+ * The row writes are the MPP store's (store.ts).
  */
 import type pg from "pg";
 import { type AuthorizeRequest, CardDeclinedError, type CardProcessor } from "../card/processor.js";
@@ -15,6 +16,7 @@ import { cardSettlementReference } from "../card/reference.js";
 import { pendingSettlementSignature, type SettleRequest, type SettleResult, type Settler } from "../x402/settler.js";
 import { MppPaymentError } from "./errors.js";
 import type { MppRail } from "./rails.js";
+import { markPaymentAuthorized, markPaymentFailed, markPaymentSettled, notePaymentFailure, recordPaymentSent } from "./store.js";
 
 /** A claimed `mpp_payments` row, about to be settled. */
 export interface PaymentClaim {
@@ -81,17 +83,14 @@ export class RailSettlement {
       await this.deps.cardProcessor.capture(reference);
     } catch (error) {
       // The ledger already records the payment; the capture is retried by reconciliation.
-      await this.deps.pool.query("UPDATE mpp_payments SET failure = $2 WHERE id = $1", [claim.id, `capture: ${detailOf(error)}`]);
+      await notePaymentFailure(this.deps.pool, claim.id, `capture: ${detailOf(error)}`);
     }
     return { result, cardReference: reference };
   }
 
   /** Marks a claimed row failed: nothing moved and nothing will (the claim stays, so no replay). */
   async markFailed(id: string, error: unknown): Promise<void> {
-    await this.deps.pool.query("UPDATE mpp_payments SET status = 'failed', failure = $2, finished_at = now() WHERE id = $1", [
-      id,
-      detailOf(error),
-    ]);
+    await markPaymentFailed(this.deps.pool, id, detailOf(error));
   }
 
   private async authorizeCard(claim: PaymentClaim): Promise<string> {
@@ -104,10 +103,7 @@ export class RailSettlement {
     };
     try {
       const authorization = await this.deps.cardProcessor.authorize(request);
-      await this.deps.pool.query("UPDATE mpp_payments SET status = 'authorized', card_reference = $2 WHERE id = $1", [
-        claim.id,
-        authorization.reference,
-      ]);
+      await markPaymentAuthorized(this.deps.pool, claim.id, authorization.reference);
       return authorization.reference;
     } catch (error) {
       await this.markFailed(claim.id, error);
@@ -124,16 +120,13 @@ export class RailSettlement {
       const pending = pendingSettlementSignature(error);
       if (pending !== null) {
         // Sent, outcome unknown: the row stays unfinished with its transaction, for reconciliation.
-        await this.deps.pool.query("UPDATE mpp_payments SET tx_hash = $2, failure = $3 WHERE id = $1", [id, pending, detailOf(error)]);
+        await recordPaymentSent(this.deps.pool, id, pending, detailOf(error));
         throw new MppPaymentError("settlement_pending", detailOf(error));
       }
       await this.markFailed(id, error);
       throw new MppPaymentError("settlement_failed", detailOf(error));
     }
-    await this.deps.pool.query("UPDATE mpp_payments SET status = 'settled', tx_hash = $2, finished_at = now() WHERE id = $1", [
-      id,
-      result.txHash,
-    ]);
+    await markPaymentSettled(this.deps.pool, id, result.txHash);
     return result;
   }
 }

@@ -35,6 +35,7 @@ import {
   type SessionChargePolicy,
   type SessionUse,
 } from "./sessions.js";
+import { claimSubmission, submissionByNonce } from "./store.js";
 import { canonicalSubmissionBytes, type MppSubmission } from "./submission.js";
 
 // The service's public API, from the files it was split into, so callers keep one import.
@@ -120,27 +121,20 @@ export class MppService {
     // an invocation pays under one; a hand-signed submission is a top-level payment.
     const linked = await linkedReservation(this.options.pool, paymentRef);
     const parentTxHash = linked !== null && linked.agentId === agentId ? linked.parentTxHash : null;
-    const claimed = await this.options.pool.query<{ id: string }>(
-      `INSERT INTO mpp_payments (kind, agent_id, payer, nonce, service_origin, endpoint, payee, method, rail, amount_units, expires_at,
-                                 parent_tx_hash)
-       VALUES ('submission', $1, $2, $3, $4, $5, $6, $7, $8, $9, to_timestamp($10), $11)
-       ON CONFLICT (payer, nonce) DO NOTHING RETURNING id`,
-      [
-        agentId,
-        a.payer,
-        a.nonce,
-        this.options.serviceOrigin,
-        a.resource,
-        this.options.payee,
-        submission.method,
-        rail,
-        submission.amountUnits.toString(),
-        a.validUntilSeconds,
-        parentTxHash,
-      ],
-    );
-    const id = claimed.rows[0]?.id;
-    if (id === undefined) throw new MppPaymentError("nonce_reused", `nonce ${a.nonce} of ${a.payer} was already used`);
+    const id = await claimSubmission(this.options.pool, {
+      agentId,
+      payer: a.payer,
+      nonce: a.nonce,
+      serviceOrigin: this.options.serviceOrigin,
+      endpoint: a.resource,
+      payee: this.options.payee,
+      method: submission.method,
+      rail,
+      amountUnits: submission.amountUnits,
+      validUntilSeconds: a.validUntilSeconds,
+      parentTxHash,
+    });
+    if (id === null) throw new MppPaymentError("nonce_reused", `nonce ${a.nonce} of ${a.payer} was already used`);
     // Take the reservation before money moves: a released one revokes the submission, and once
     // taken the agent can no longer release it while the money may land (api/shared/policy/store.ts).
     const taken = await claimLinkedReservation(this.options.pool, paymentRef, this.clock());
@@ -185,46 +179,28 @@ export class MppService {
    */
   async resumeSubmission(submission: MppSubmission, request: MppPaymentRequest): Promise<ResumedSubmission | null> {
     const a = submission.authorization;
-    const { rows } = await this.options.pool.query<{
-      id: string;
-      agent_id: string;
-      status: string;
-      tx_hash: string | null;
-      failure: string | null;
-      service_origin: string;
-      payee: string;
-      method: string;
-      rail: MppRail;
-      amount_units: string;
-      parent_tx_hash: string | null;
-    }>(
-      `SELECT id, agent_id, status, tx_hash, failure, service_origin, payee, method, rail, amount_units, parent_tx_hash
-       FROM mpp_payments WHERE payer = $1 AND nonce = $2 AND kind = 'submission'`,
-      [a.payer, a.nonce],
-    );
-    const row = rows[0];
-    if (row === undefined) return null;
-    if (row.service_origin !== this.options.serviceOrigin || row.payee !== this.options.payee || row.method !== submission.method) {
+    const row = await submissionByNonce(this.options.pool, a.payer, a.nonce);
+    if (row === null) return null;
+    if (row.serviceOrigin !== this.options.serviceOrigin || row.payee !== this.options.payee || row.method !== submission.method) {
       throw new MppPaymentError("nonce_reused", `nonce ${a.nonce} of ${a.payer} was already used`);
     }
     if (row.status === "failed") throw new MppPaymentError("settlement_failed", row.failure ?? "the payment failed");
-    if (row.status !== "settled" || row.tx_hash === null)
-      throw new MppPaymentError("settlement_pending", "the payment is not resolved yet");
+    if (row.status !== "settled" || row.txHash === null) throw new MppPaymentError("settlement_pending", "the payment is not resolved yet");
     // The clear token of the first attempt exists nowhere: its sessions give way to one successor.
     const prepaidCalls = await this.sessions.revokeEstablishedBy(row.id);
     const session = await this.sessions.issue({
-      agentId: row.agent_id,
+      agentId: row.agentId,
       payer: a.payer,
       method: row.method,
       rail: row.rail,
-      amountUnits: BigInt(row.amount_units),
+      amountUnits: row.amountUnits,
       prepaidCalls,
       reusable: request.sessionSupported,
       establishedBy: row.id,
       refreshedFrom: null,
-      parentTxHash: row.parent_tx_hash,
+      parentTxHash: row.parentTxHash,
     });
-    return { txHash: row.tx_hash, agentId: row.agent_id, method: row.method, rail: row.rail, session };
+    return { txHash: row.txHash, agentId: row.agentId, method: row.method, rail: row.rail, session };
   }
 
   private async verifySubmission(submission: MppSubmission, request: MppPaymentRequest): Promise<{ agentId: string; rail: MppRail }> {

@@ -35,6 +35,16 @@ import { MppPaymentError, MppPolicyError, type MppPolicyFailure, MppSessionError
 import type { RailSettlement } from "./rail-settlement.js";
 import type { MppRail } from "./rails.js";
 import { newSessionToken, sessionTokenHash } from "./session-token.js";
+import {
+  claimSessionCharge,
+  claimSessionRefresh,
+  establishedAnySession,
+  insertSession,
+  redeemPrepaidCall,
+  revokeSessionsEstablishedBy,
+  type SessionRow,
+  sessionByToken,
+} from "./store.js";
 
 export const DEFAULT_SESSION_TTL_SECONDS = 3_600;
 export const DEFAULT_REFRESH_BEFORE_SECONDS = 300;
@@ -114,22 +124,6 @@ export interface SessionTerms {
   readonly parentTxHash: string | null;
 }
 
-interface SessionRow {
-  id: string;
-  agent_id: string;
-  payer: string;
-  method: string;
-  rail: MppRail;
-  amount_units: string;
-  reusable: boolean;
-  expires_at: Date;
-  refreshed_at: Date | null;
-  revoked_at: Date | null;
-  established_by: string | null;
-  parent_tx_hash: string | null;
-  prepaid_calls: number;
-}
-
 export interface MppSessionsDeps {
   readonly pool: pg.Pool;
   /** The service the sessions belong to: its origin and the wallet it is paid to. */
@@ -152,28 +146,14 @@ export class MppSessions {
     const token = newSessionToken();
     const now = this.deps.clock();
     const expiresAt = new Date(now.getTime() + this.deps.ttlSeconds * 1000);
-    const { rows } = await this.deps.pool.query<{ id: string }>(
-      `INSERT INTO mpp_sessions (agent_id, payer, service_origin, token_sha256, method, rail, amount_units, prepaid_calls,
-                                 reusable, established_by, refreshed_from, created_at, expires_at, parent_tx_hash)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id`,
-      [
-        terms.agentId,
-        terms.payer,
-        this.deps.serviceOrigin,
-        sessionTokenHash(token),
-        terms.method,
-        terms.rail,
-        terms.amountUnits.toString(),
-        terms.prepaidCalls,
-        terms.reusable,
-        terms.establishedBy,
-        terms.refreshedFrom,
-        now,
-        expiresAt,
-        terms.parentTxHash,
-      ],
-    );
-    return { token, sessionId: rows[0]!.id, expiresAt, reusable: terms.reusable };
+    const sessionId = await insertSession(this.deps.pool, {
+      ...terms,
+      serviceOrigin: this.deps.serviceOrigin,
+      tokenSha256: sessionTokenHash(token),
+      createdAt: now,
+      expiresAt,
+    });
+    return { token, sessionId, expiresAt, reusable: terms.reusable };
   }
 
   /**
@@ -181,16 +161,13 @@ export class MppSessions {
    * it never opened one (the payment's one prepaid call), else what is left (revoked ones included).
    */
   async revokeEstablishedBy(paymentId: string): Promise<number> {
-    const revoked = await this.deps.pool.query<{ prepaid_calls: number }>(
-      "UPDATE mpp_sessions SET revoked_at = $2 WHERE established_by = $1 AND revoked_at IS NULL RETURNING prepaid_calls",
-      [paymentId, this.deps.clock()],
-    );
-    const opened = await this.deps.pool.query("SELECT 1 FROM mpp_sessions WHERE established_by = $1", [paymentId]);
-    return (opened.rowCount ?? 0) === 0
+    const revoked = await revokeSessionsEstablishedBy(this.deps.pool, paymentId, this.deps.clock());
+    const opened = await establishedAnySession(this.deps.pool, paymentId);
+    return !opened
       ? 1
       : Math.min(
           1,
-          revoked.rows.reduce((sum, r) => sum + r.prepaid_calls, 0),
+          revoked.reduce((sum, calls) => sum + calls, 0),
         );
   }
 
@@ -201,14 +178,7 @@ export class MppSessions {
    */
   async use(token: string, call: { endpoint: string; amountUnits: bigint }): Promise<SessionUse> {
     const now = this.deps.clock();
-    const { rows } = await this.deps.pool.query<SessionRow>(
-      `SELECT s.id, s.agent_id, s.payer, s.method, s.rail, s.amount_units, s.reusable, s.expires_at, s.refreshed_at, s.revoked_at,
-              s.established_by, s.parent_tx_hash, s.prepaid_calls
-       FROM mpp_sessions s JOIN mpp_payments p ON p.id = s.established_by
-       WHERE s.token_sha256 = $1 AND s.service_origin = $2 AND p.payee = $3`,
-      [sessionTokenHash(token), this.deps.serviceOrigin, this.deps.payee],
-    );
-    const session = rows[0];
+    const session = await sessionByToken(this.deps.pool, sessionTokenHash(token), this.deps.serviceOrigin, this.deps.payee);
     if (session === undefined || session.revoked_at !== null)
       throw new MppSessionError("session_unknown", "no such session for this service");
     if (session.expires_at.getTime() <= now.getTime()) {
@@ -244,17 +214,7 @@ export class MppSessions {
   ): Promise<{ charged: boolean; txHash: string; amountUnits: bigint }> {
     // A session's prepaid calls only ever go down: one read as 0 stays 0, and the redeeming UPDATE
     // (a round trip on every charged call) is needed only while some were left.
-    const prepaid =
-      session.prepaid_calls <= 0
-        ? null
-        : await this.deps.pool.query<{ tx_hash: string; amount_units: string }>(
-            `UPDATE mpp_sessions s SET prepaid_calls = prepaid_calls - 1
-             FROM mpp_payments p
-             WHERE s.id = $1 AND s.prepaid_calls > 0 AND s.expires_at > $2 AND p.id = s.established_by
-             RETURNING p.tx_hash, p.amount_units`,
-            [session.id, now],
-          );
-    const redeemed = prepaid?.rows[0];
+    const redeemed = session.prepaid_calls <= 0 ? undefined : await redeemPrepaidCall(this.deps.pool, session.id, now);
     if (redeemed !== undefined) return { charged: false, txHash: redeemed.tx_hash, amountUnits: BigInt(redeemed.amount_units) };
     if (!session.reusable) throw new MppSessionError("session_exhausted", "single-use token already redeemed");
 
@@ -297,24 +257,18 @@ export class MppSessions {
       const admission: ChargeAdmission =
         policy === undefined ? { admitted: true, reservationId: null } : await policy.admit(client, charge);
       if (!admission.admitted) return admission;
-      const { rows } = await client.query<{ id: string }>(
-        `INSERT INTO mpp_payments (kind, agent_id, payer, session_id, service_origin, endpoint, payee, method, rail, amount_units,
-                                   parent_tx_hash)
-         VALUES ('session_charge', $1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-        [
-          session.agent_id,
-          session.payer,
-          session.id,
-          this.deps.serviceOrigin,
-          call.endpoint,
-          this.deps.payee,
-          session.method,
-          session.rail,
-          call.amountUnits.toString(),
-          session.parent_tx_hash,
-        ],
-      );
-      const id = rows[0]!.id;
+      const id = await claimSessionCharge(client, {
+        agentId: session.agent_id,
+        payer: session.payer,
+        sessionId: session.id,
+        serviceOrigin: this.deps.serviceOrigin,
+        endpoint: call.endpoint,
+        payee: this.deps.payee,
+        method: session.method,
+        rail: session.rail,
+        amountUnits: call.amountUnits,
+        parentTxHash: session.parent_tx_hash,
+      });
       if (admission.reservationId !== null) await policy!.link(client, admission.reservationId, id, session.parent_tx_hash);
       return { admitted: true as const, id };
     });
@@ -326,11 +280,7 @@ export class MppSessions {
   private async refreshIfDue(session: SessionRow, now: Date): Promise<IssuedSession | null> {
     if (!session.reusable || session.refreshed_at !== null) return null;
     if (session.expires_at.getTime() - now.getTime() > this.deps.refreshBeforeSeconds * 1000) return null;
-    const won = await this.deps.pool.query("UPDATE mpp_sessions SET refreshed_at = $2 WHERE id = $1 AND refreshed_at IS NULL", [
-      session.id,
-      now,
-    ]);
-    if (won.rowCount !== 1) return null;
+    if (!(await claimSessionRefresh(this.deps.pool, session.id, now))) return null;
     return this.issue({
       agentId: session.agent_id,
       payer: session.payer,

@@ -17,11 +17,12 @@
  * failed (it can never land, and nothing moved). Ids are never reused, so a retry is a new id:
  * the program's replay window refuses the same id twice, and a pending row is never re-signed.
  *
- * This file is the settle path. Its neighbours: `settle-input.ts` (the request checked before
- * anything is read), `store.ts` (the `settlements` rows), `reconciliation.ts` (resolving pending
- * rows), `payee.ts` (who may be paid); invocations are api/gateway/invocations (the check of a payment
- * under one is its `checkInvocationPayment`), which `Settlement` exposes (`openInvocation`,
- * `invocationState`) because it holds the ledger and the wallets they need.
+ * This file is the settle path; it runs no SQL itself. Its neighbours: `settle-input.ts` (the
+ * request checked before anything is read), `store.ts` (the `settlements` rows and the payment id
+ * allocation), `reconciliation.ts` (resolving pending rows), `payee.ts` (who may be paid);
+ * invocations are api/gateway/invocations (the check of a payment under one is its
+ * `checkInvocationPayment`), which `Settlement` exposes (`openInvocation`, `invocationState`)
+ * because it holds the ledger and the wallets they need.
  */
 import { createAssociatedTokenAccountIdempotentInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
@@ -49,7 +50,15 @@ import { failureText, ledgerRefusal, refusalError, submitFailure } from "./ledge
 import { checkPayee, checkPayeeAccounts, DEFAULT_PAYEE_ACCOUNT_QUOTA, PayeeRefusedError } from "./payee.js";
 import { type ReconcileReport, reconcilePendingSettlements } from "./reconciliation.js";
 import { type ParsedInput, parseInput, type SettlePaymentInput } from "./settle-input.js";
-import { findSettlement, markSettlement, type SettlementRecord } from "./store.js";
+import {
+  allocatePaymentId,
+  findSettlement,
+  insertPendingSettlement,
+  lockPayeeAccountQuota,
+  markSettlement,
+  payeeAccountsCreatedToday,
+  type SettlementRecord,
+} from "./store.js";
 
 // The settle path's public API, from the files it was split into, so callers keep one import.
 export type { InvocationState, OpenedInvocation, OpenInvocationInput } from "../invocations/ledger.js";
@@ -126,43 +135,33 @@ export class Settlement implements Settler {
     // agent's settlements for the few milliseconds of signing.
     const hashHex = Buffer.from(parsed.endpointHash).toString("hex");
     return withTransaction(pool, async (client) => {
-      const { rows } = await client.query<{ payment_id: string }>(
-        `WITH endpoint AS (
-           INSERT INTO endpoints (endpoint_hash, endpoint, domain) VALUES ($1, $2, $3) ON CONFLICT (endpoint_hash) DO NOTHING
-         )
-         UPDATE agent_wallets SET next_payment_id = next_payment_id + 1
-         WHERE agent_id = $4 RETURNING next_payment_id - 1 AS payment_id`,
-        [hashHex, parsed.endpoint, parsed.domain, input.agentId],
-      );
-      const row = rows[0];
-      if (row === undefined) throw new PaymentError(`agent ${publicAgentId(input.agentId)} has no wallet`);
+      const paymentId = await allocatePaymentId(client, {
+        endpointHash: hashHex,
+        endpoint: parsed.endpoint,
+        domain: parsed.domain,
+        agentId: input.agentId,
+      });
+      if (paymentId === null) throw new PaymentError(`agent ${publicAgentId(input.agentId)} has no wallet`);
       if (createPayeeAccount) await this.#claimPayeeAccountQuota(client, input.agentId, parsed.payee.toBase58());
-      const paymentId = BigInt(row.payment_id);
       const instructions = await this.#instructions(input, parsed, payer.publicKey, paymentId, createPayeeAccount);
       const signed = signTransaction(ledger, new Transaction().add(...instructions), blockhash, [payer]);
-      await client.query(
-        `INSERT INTO settlements (agent_id, payment_id, signature, payer, payee, amount_units, protocol, rail,
-           endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status, payment_ref,
-           payee_account_created)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14, $15)`,
-        [
-          input.agentId,
-          paymentId.toString(),
-          signed.signature,
-          payer.publicKey.toBase58(),
-          parsed.payee.toBase58(),
-          input.amountUnits.toString(),
-          input.protocol,
-          input.rail,
-          hashHex,
-          parsed.invocation?.toBase58() ?? null,
-          parsed.settlementReference === null ? null : bs58.encode(parsed.settlementReference),
-          signed.wire,
-          signed.lastValidBlockHeight,
-          input.paymentRef ?? null,
-          createPayeeAccount,
-        ],
-      );
+      await insertPendingSettlement(client, {
+        agentId: input.agentId,
+        paymentId,
+        signature: signed.signature,
+        payer: payer.publicKey.toBase58(),
+        payee: parsed.payee.toBase58(),
+        amountUnits: input.amountUnits,
+        protocol: input.protocol,
+        rail: input.rail,
+        endpointHash: hashHex,
+        invocation: parsed.invocation?.toBase58() ?? null,
+        settlementReference: parsed.settlementReference === null ? null : bs58.encode(parsed.settlementReference),
+        transaction: signed.wire,
+        lastValidBlockHeight: signed.lastValidBlockHeight,
+        paymentRef: input.paymentRef ?? null,
+        payeeAccountCreated: createPayeeAccount,
+      });
       return { input, paymentId, signed };
     });
   }
@@ -239,17 +238,9 @@ export class Settlement implements Settler {
    */
   async #claimPayeeAccountQuota(client: pg.PoolClient, agentId: string, payee: string): Promise<void> {
     const quota = this.deps.payeeAccountQuota ?? DEFAULT_PAYEE_ACCOUNT_QUOTA;
-    await client.query("SELECT pg_advisory_xact_lock(hashtext('payee-accounts:' || account_id)) FROM agents WHERE agent_id = $1", [
-      agentId,
-    ]);
-    const { rows } = await client.query<{ n: number }>(
-      `SELECT count(*)::int AS n
-       FROM settlements s JOIN agents a ON a.agent_id = s.agent_id
-       WHERE a.account_id = (SELECT account_id FROM agents WHERE agent_id = $1)
-         AND s.payee_account_created AND s.status <> 'failed' AND s.created_at > now() - interval '24 hours'`,
-      [agentId],
-    );
-    if ((rows[0]?.n ?? 0) >= quota) {
+    await lockPayeeAccountQuota(client, agentId);
+    const created = await payeeAccountsCreatedToday(client, agentId);
+    if (created >= quota) {
       throw new PayeeRefusedError(
         "payee_account_quota",
         payee,

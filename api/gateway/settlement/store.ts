@@ -2,9 +2,14 @@
  * The settlement store: table `settlements`, the rows the gateway signed (migrations:
  * settlements). The row is the gateway's record of a transaction it signed and may have sent; the
  * chain is the truth for whether it landed, so a row only ever moves from `pending` to `confirmed`
- * or `failed`, never back, and a status already resolved is never overwritten. Reads of the table
- * by the facilitator, the invocations and the REST routes go through here; the settle path
- * (settlement.ts) writes its rows in its own transaction, and the sweeper reads them in its joins.
+ * or `failed`, never back, and a status already resolved is never overwritten. The SQL of the
+ * settle path (settlement.ts), the facilitator, the invocations and the REST routes on this table
+ * lives here; the sweeper's scans, which join it with the claim tables, are in sweeper-store.ts.
+ *
+ * Besides `settlements`, the settle path's transaction writes two rows it does not own here: the
+ * agent's `agent_wallets.next_payment_id` (its payment id allocation; the row lock it takes
+ * serializes the agent's settlements while one is signed) and the `endpoints` text by hash. Both
+ * are in `allocatePaymentId`, the one statement that must commit together with the pending row.
  */
 import type pg from "pg";
 import type { Db } from "../../../indexer/db/database.js";
@@ -102,4 +107,100 @@ export async function unfailedSettlementOf(db: Db, paymentRef: string): Promise<
     [paymentRef],
   );
   return rows[0]?.signature ?? null;
+}
+
+/** The endpoint text a settlement's hash stands for, and the agent whose next payment id it takes. */
+export interface PaymentIdAllocation {
+  /** Hex of the endpoint's hash (the `endpoints` key). */
+  readonly endpointHash: string;
+  readonly endpoint: string;
+  readonly domain: string;
+  readonly agentId: string;
+}
+
+/**
+ * Allocates the agent's next payment id and stores the endpoint text by hash, in one statement;
+ * null when the agent has no wallet. Call it in the transaction that inserts the pending row (ids
+ * stay contiguous across a crash); its row lock holds the agent's other settlements until commit.
+ */
+export async function allocatePaymentId(client: pg.ClientBase, a: PaymentIdAllocation): Promise<bigint | null> {
+  const { rows } = await client.query<{ payment_id: string }>(
+    `WITH endpoint AS (
+       INSERT INTO endpoints (endpoint_hash, endpoint, domain) VALUES ($1, $2, $3) ON CONFLICT (endpoint_hash) DO NOTHING
+     )
+     UPDATE agent_wallets SET next_payment_id = next_payment_id + 1
+     WHERE agent_id = $4 RETURNING next_payment_id - 1 AS payment_id`,
+    [a.endpointHash, a.endpoint, a.domain, a.agentId],
+  );
+  const row = rows[0];
+  return row === undefined ? null : BigInt(row.payment_id);
+}
+
+/** A signed, not yet sent settlement, as its `pending` row stores it. */
+export interface PendingSettlement {
+  readonly agentId: string;
+  readonly paymentId: bigint;
+  readonly signature: string;
+  readonly payer: string;
+  readonly payee: string;
+  readonly amountUnits: bigint;
+  readonly protocol: string;
+  readonly rail: string;
+  /** Hex of the endpoint's hash. */
+  readonly endpointHash: string;
+  readonly invocation: string | null;
+  /** Base58 of the settlement reference, or null. */
+  readonly settlementReference: string | null;
+  /** base64 of the signed wire bytes. */
+  readonly transaction: string;
+  readonly lastValidBlockHeight: number;
+  readonly paymentRef: string | null;
+  readonly payeeAccountCreated: boolean;
+}
+
+/** Inserts the `pending` row of a signed settlement (in the allocation's transaction). */
+export async function insertPendingSettlement(client: pg.ClientBase, p: PendingSettlement): Promise<void> {
+  await client.query(
+    `INSERT INTO settlements (agent_id, payment_id, signature, payer, payee, amount_units, protocol, rail,
+       endpoint_hash, invocation, settlement_reference, transaction, last_valid_block_height, status, payment_ref,
+       payee_account_created)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', $14, $15)`,
+    [
+      p.agentId,
+      p.paymentId.toString(),
+      p.signature,
+      p.payer,
+      p.payee,
+      p.amountUnits.toString(),
+      p.protocol,
+      p.rail,
+      p.endpointHash,
+      p.invocation,
+      p.settlementReference,
+      p.transaction,
+      p.lastValidBlockHeight,
+      p.paymentRef,
+      p.payeeAccountCreated,
+    ],
+  );
+}
+
+/**
+ * Takes the transaction-level lock of the paying agent's account on new payee token accounts, so
+ * that concurrent settlements of one account count and claim its quota one at a time.
+ */
+export async function lockPayeeAccountQuota(client: pg.ClientBase, agentId: string): Promise<void> {
+  await client.query("SELECT pg_advisory_xact_lock(hashtext('payee-accounts:' || account_id)) FROM agents WHERE agent_id = $1", [agentId]);
+}
+
+/** Payee token accounts the agent's account had created in the last 24 hours by settlements that did not fail. */
+export async function payeeAccountsCreatedToday(db: Db, agentId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n
+     FROM settlements s JOIN agents a ON a.agent_id = s.agent_id
+     WHERE a.account_id = (SELECT account_id FROM agents WHERE agent_id = $1)
+       AND s.payee_account_created AND s.status <> 'failed' AND s.created_at > now() - interval '24 hours'`,
+    [agentId],
+  );
+  return rows[0]?.n ?? 0;
 }

@@ -26,12 +26,26 @@
  * 'reserved'`), so two sweepers, or a sweeper and a facilitator finishing late, never undo each
  * other: the last word on a landed payment is always "settled" (the chain is the truth; see
  * `landLinkedReservation`).
+ *
+ * This file is the loop and the decisions; it runs no SQL. The scans are in sweeper-store.ts (they
+ * join tables of several owners); each write is in the store that owns its row
+ * (api/gateway/x402/nonces.ts, api/gateway/mpp/store.ts, api/shared/policy/store.ts).
  */
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
-import { landLinkedReservation, mppChargeRef, mppPaymentRef, releaseLinkedReservation, x402PaymentRef } from "../../shared/policy/store.js";
+import {
+  landLinkedReservation,
+  mppChargeRef,
+  mppPaymentRef,
+  releaseLinkedReservation,
+  releaseUnclaimedReservation,
+  x402PaymentRef,
+} from "../../shared/policy/store.js";
 import { type Invocations, openMissingInvocations } from "../invocations/index.js";
+import { sweepPaymentAbandoned, sweepPaymentFailed, sweepPaymentPending, sweepPaymentSettled } from "../mpp/store.js";
+import { sweepNonceAbandoned, sweepNonceFailed, sweepNoncePending, sweepNonceSettled } from "../x402/nonces.js";
 import type { AgentDirectory } from "../x402/settler.js";
+import { linkedReservationsToSweep, mppClaimsToSweep, PAYMENT_REF_KINDS, x402ClaimsToSweep } from "./sweeper-store.js";
 
 /** A claim without a transaction is given this long to commit its settlement row. */
 export const DEFAULT_CLAIM_GRACE_MS = 10 * 60_000;
@@ -73,8 +87,6 @@ interface Counts {
   invocationsOpened: number;
 }
 
-type SettlementStatus = "pending" | "confirmed" | "failed";
-
 /** One pass over all three steps. Safe to run concurrently with itself and with the pay path. */
 export async function sweepReservations(pool: pg.Pool, deps: SweeperDeps, now: Date, options: SweepOptions = {}): Promise<SweepReport> {
   const claimCutoff = new Date(now.getTime() - (options.claimGraceMs ?? DEFAULT_CLAIM_GRACE_MS));
@@ -105,55 +117,25 @@ async function closeReservation(pool: pg.Pool, paymentRef: string, outcome: { la
 
 async function sweepX402Claims(pool: pg.Pool, claimCutoff: Date, batch: number, counts: Counts): Promise<void> {
   // The settlement row by the claim's transaction, else by the payment's reference.
-  const { rows } = await pool.query<{
-    payer: string;
-    nonce: string;
-    tx_hash: string | null;
-    claimed_at: Date;
-    signature: string | null;
-    s_status: SettlementStatus | null;
-    s_error: string | null;
-  }>(
-    `SELECT n.payer, n.nonce, n.tx_hash, n.claimed_at, s.signature, s.status AS s_status, s.error AS s_error
-     FROM x402_nonces n
-     LEFT JOIN settlements s ON s.signature = coalesce(n.tx_hash,
-       (SELECT r.signature FROM settlements r WHERE r.payment_ref = 'x402:' || n.payer || ':' || n.nonce))
-     WHERE n.status = 'claimed' AND (n.tx_hash IS NOT NULL OR n.claimed_at < $1)
-     ORDER BY n.claimed_at LIMIT $2`,
-    [claimCutoff, batch],
-  );
+  const rows = await x402ClaimsToSweep(pool, claimCutoff, batch);
   for (const row of rows) {
     const ref = x402PaymentRef(row.payer, row.nonce);
-    const key = [row.payer, row.nonce];
     if (row.s_status === "confirmed") {
-      const done = await pool.query(
-        "UPDATE x402_nonces SET status = 'settled', tx_hash = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
-        [...key, row.signature],
-      );
-      counts.claimsSettled += done.rowCount ?? 0;
+      const done = await sweepNonceSettled(pool, row.payer, row.nonce, row.signature!);
+      counts.claimsSettled += done;
       await closeReservation(pool, ref, { landed: row.signature! }, counts);
     } else if (row.s_status === "failed") {
-      const done = await pool.query(
-        `UPDATE x402_nonces SET status = 'failed', tx_hash = coalesce(tx_hash, $3), finished_at = now(),
-           failure = coalesce(failure, $4) WHERE payer = $1 AND nonce = $2 AND status = 'claimed'`,
-        [...key, row.signature, `settlement failed: ${row.s_error ?? "unknown"}`],
-      );
-      counts.claimsFailed += done.rowCount ?? 0;
+      const failure = `settlement failed: ${row.s_error ?? "unknown"}`;
+      const done = await sweepNonceFailed(pool, row.payer, row.nonce, row.signature, failure);
+      counts.claimsFailed += done;
       await closeReservation(pool, ref, "failed", counts);
     } else if (row.s_status === "pending") {
       // Still in flight: remember its transaction so the next pass finds it by signature.
-      await pool.query("UPDATE x402_nonces SET tx_hash = $3 WHERE payer = $1 AND nonce = $2 AND status = 'claimed' AND tx_hash IS NULL", [
-        ...key,
-        row.signature,
-      ]);
+      await sweepNoncePending(pool, row.payer, row.nonce, row.signature);
     } else if (row.tx_hash === null && row.claimed_at < claimCutoff) {
       // No settlement was ever prepared for this claim: nothing was signed, nothing can move.
-      const done = await pool.query(
-        `UPDATE x402_nonces SET status = 'failed', failure = 'abandoned: no settlement was prepared', finished_at = now()
-         WHERE payer = $1 AND nonce = $2 AND status = 'claimed' AND tx_hash IS NULL`,
-        key,
-      );
-      counts.claimsFailed += done.rowCount ?? 0;
+      const done = await sweepNonceAbandoned(pool, row.payer, row.nonce);
+      counts.claimsFailed += done;
       await closeReservation(pool, ref, "failed", counts);
     }
     // A transaction without a settlement row of ours (another settler): left for its owner.
@@ -161,61 +143,22 @@ async function sweepX402Claims(pool: pg.Pool, claimCutoff: Date, batch: number, 
 }
 
 async function sweepMppClaims(pool: pg.Pool, claimCutoff: Date, batch: number, counts: Counts): Promise<void> {
-  const { rows } = await pool.query<{
-    id: string;
-    kind: "submission" | "session_charge";
-    payer: string;
-    nonce: string | null;
-    rail: "stablecoin" | "card";
-    status: "claimed" | "authorized";
-    tx_hash: string | null;
-    created_at: Date;
-    signature: string | null;
-    s_status: SettlementStatus | null;
-    s_error: string | null;
-    ambiguous: boolean;
-  }>(
-    `SELECT p.id, p.kind, p.payer, p.nonce, p.rail, p.status, p.tx_hash, p.created_at,
-            s.signature, s.status AS s_status, s.error AS s_error,
-            EXISTS (SELECT 1 FROM settlements c WHERE c.agent_id = p.agent_id AND c.payee = p.payee AND c.amount_units = p.amount_units
-                      AND c.protocol = 'mpp' AND c.payment_ref IS NULL AND c.created_at >= p.created_at) AS ambiguous
-     FROM mpp_payments p
-     LEFT JOIN settlements s ON s.signature = coalesce(p.tx_hash,
-       (SELECT r.signature FROM settlements r WHERE r.payment_ref =
-          CASE WHEN p.kind = 'submission' THEN 'mpp:' || p.payer || ':' || p.nonce ELSE 'mpp-charge:' || p.id END))
-     WHERE p.status IN ('claimed', 'authorized') AND (p.tx_hash IS NOT NULL OR p.created_at < $1)
-     ORDER BY p.created_at LIMIT $2`,
-    [claimCutoff, batch],
-  );
+  const rows = await mppClaimsToSweep(pool, claimCutoff, batch);
   for (const row of rows) {
     const ref = row.kind === "submission" ? mppPaymentRef(row.payer, row.nonce!) : mppChargeRef(row.id);
     if (row.s_status === "confirmed") {
-      const done = await pool.query(
-        "UPDATE mpp_payments SET status = 'settled', tx_hash = $2, finished_at = now() WHERE id = $1 AND status IN ('claimed', 'authorized')",
-        [row.id, row.signature],
-      );
-      counts.claimsSettled += done.rowCount ?? 0;
+      const done = await sweepPaymentSettled(pool, row.id, row.signature!);
+      counts.claimsSettled += done;
       await closeReservation(pool, ref, { landed: row.signature! }, counts);
     } else if (row.s_status === "failed") {
-      const done = await pool.query(
-        `UPDATE mpp_payments SET status = 'failed', tx_hash = coalesce(tx_hash, $2), failure = coalesce(failure, $3), finished_at = now()
-         WHERE id = $1 AND status IN ('claimed', 'authorized')`,
-        [row.id, row.signature, `settlement failed: ${row.s_error ?? "unknown"}`],
-      );
-      counts.claimsFailed += done.rowCount ?? 0;
+      const done = await sweepPaymentFailed(pool, row.id, row.signature, `settlement failed: ${row.s_error ?? "unknown"}`);
+      counts.claimsFailed += done;
       await closeReservation(pool, ref, "failed", counts);
     } else if (row.s_status === "pending") {
-      await pool.query("UPDATE mpp_payments SET tx_hash = $2 WHERE id = $1 AND status IN ('claimed', 'authorized') AND tx_hash IS NULL", [
-        row.id,
-        row.signature,
-      ]);
+      await sweepPaymentPending(pool, row.id, row.signature);
     } else if (row.tx_hash === null && row.status === "claimed" && row.rail === "stablecoin" && !row.ambiguous) {
-      const done = await pool.query(
-        `UPDATE mpp_payments SET status = 'failed', failure = 'abandoned: no settlement was prepared', finished_at = now()
-         WHERE id = $1 AND status = 'claimed' AND tx_hash IS NULL`,
-        [row.id],
-      );
-      counts.claimsFailed += done.rowCount ?? 0;
+      const done = await sweepPaymentAbandoned(pool, row.id);
+      counts.claimsFailed += done;
       await closeReservation(pool, ref, "failed", counts);
     } else {
       // A card authorization, or a settlement row without a reference that could be this one:
@@ -225,45 +168,9 @@ async function sweepMppClaims(pool: pg.Pool, claimCutoff: Date, batch: number, c
   }
 }
 
-/** The claim-table join of each kind of payment reference. */
-const CLAIM_JOINS = [
-  {
-    like: "x402:%",
-    join: `LEFT JOIN x402_nonces c ON c.payer = split_part(r.payment_ref, ':', 2) AND c.nonce = split_part(r.payment_ref, ':', 3)`,
-    exists: "c.payer IS NOT NULL",
-  },
-  {
-    like: "mpp:%",
-    join: `LEFT JOIN mpp_payments c ON c.payer = split_part(r.payment_ref, ':', 2) AND c.nonce = split_part(r.payment_ref, ':', 3)`,
-    exists: "c.id IS NOT NULL",
-  },
-  {
-    like: "mpp-charge:%",
-    join: `LEFT JOIN mpp_payments c ON c.kind = 'session_charge' AND c.id =
-      CASE WHEN split_part(r.payment_ref, ':', 2) ~ '^[0-9]{1,18}$' THEN split_part(r.payment_ref, ':', 2)::bigint END`,
-    exists: "c.id IS NOT NULL",
-  },
-] as const;
-
 async function sweepLinkedReservations(pool: pg.Pool, expiryCutoff: Date, batch: number, counts: Counts): Promise<void> {
-  for (const kind of CLAIM_JOINS) {
-    const { rows } = await pool.query<{
-      payment_ref: string;
-      claim_status: string | null;
-      claim_tx: string | null;
-      signature: string | null;
-      s_status: SettlementStatus | null;
-    }>(
-      `SELECT r.payment_ref, c.status AS claim_status, c.tx_hash AS claim_tx, s.signature, s.status AS s_status
-       FROM spend_reservations r
-       ${kind.join}
-       LEFT JOIN settlements s ON s.payment_ref = r.payment_ref
-       WHERE r.status = 'reserved' AND r.payment_ref LIKE '${kind.like}'
-         AND (s.status IN ('confirmed', 'failed') OR c.status IN ('settled', 'failed')
-              OR (s.signature IS NULL AND NOT (${kind.exists}) AND r.expires_at < $1))
-       ORDER BY r.id LIMIT $2`,
-      [expiryCutoff, batch],
-    );
+  for (const kind of PAYMENT_REF_KINDS) {
+    const rows = await linkedReservationsToSweep(pool, kind, expiryCutoff, batch);
     for (const row of rows) {
       // The settlement row is the stronger witness; the claim's own status otherwise.
       if (row.s_status === "confirmed") await closeReservation(pool, row.payment_ref, { landed: row.signature! }, counts);
@@ -275,12 +182,8 @@ async function sweepLinkedReservations(pool: pg.Pool, expiryCutoff: Date, batch:
       else if (row.claim_status === null) {
         // Never claimed and expired: the signed payment can no longer verify, nothing can move.
         // Released only while still unclaimed (a claim racing in keeps it).
-        const done = await pool.query(
-          `UPDATE spend_reservations r SET status = 'released' WHERE r.payment_ref = $1 AND r.status = 'reserved'
-             AND r.claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM settlements s WHERE s.payment_ref = r.payment_ref)`,
-          [row.payment_ref],
-        );
-        counts.reservationsReleased += done.rowCount ?? 0;
+        const done = await releaseUnclaimedReservation(pool, row.payment_ref);
+        counts.reservationsReleased += done;
       }
     }
   }

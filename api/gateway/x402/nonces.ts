@@ -3,8 +3,9 @@
  * (payer, nonce). A row is inserted `claimed` before any money moves and only ever moves on to
  * `settled` or `failed`; it is never deleted while its payload could still verify (see
  * `pruneExpiredNonces`). The SQL on this table lives here; the facilitator (facilitator.ts) and the
- * REST settle route call it. The sweeper (api/gateway/settlement/sweeper.ts) reads the table in its
- * own joins.
+ * REST settle route call it. The sweeper (api/gateway/settlement/sweeper.ts) finishes open claims
+ * with the `sweepNonce*` writes below; its scan, which joins the table with settlements, is in
+ * api/gateway/settlement/sweeper-store.ts.
  */
 import type { Db } from "../../../indexer/db/database.js";
 
@@ -93,4 +94,45 @@ export async function pruneExpiredNonces(db: Db, now: Date, limit = 10_000): Pro
     [now, NONCE_PRUNE_GRACE_SECONDS, limit],
   );
   return result.rowCount ?? 0;
+}
+
+// The sweeper's writes: each conditional on the claim still being open, as its scan read it, so a
+// facilitator finishing late and the sweeper never undo each other. Each returns the rows changed.
+
+/** An open claim whose settlement was confirmed: settled with that transaction. */
+export async function sweepNonceSettled(db: Db, payer: string, nonce: string, txHash: string): Promise<number> {
+  const done = await db.query(
+    "UPDATE x402_nonces SET status = 'settled', tx_hash = $3, finished_at = now() WHERE payer = $1 AND nonce = $2 AND status = 'claimed'",
+    [payer, nonce, txHash],
+  );
+  return done.rowCount ?? 0;
+}
+
+/** An open claim whose settlement failed: failed, keeping a transaction or failure it already had. */
+export async function sweepNonceFailed(db: Db, payer: string, nonce: string, txHash: string | null, failure: string): Promise<number> {
+  const done = await db.query(
+    `UPDATE x402_nonces SET status = 'failed', tx_hash = coalesce(tx_hash, $3), finished_at = now(),
+       failure = coalesce(failure, $4) WHERE payer = $1 AND nonce = $2 AND status = 'claimed'`,
+    [payer, nonce, txHash, failure],
+  );
+  return done.rowCount ?? 0;
+}
+
+/** An open claim whose settlement is still pending: remember its transaction (the next pass finds it by signature). */
+export async function sweepNoncePending(db: Db, payer: string, nonce: string, txHash: string | null): Promise<void> {
+  await db.query("UPDATE x402_nonces SET tx_hash = $3 WHERE payer = $1 AND nonce = $2 AND status = 'claimed' AND tx_hash IS NULL", [
+    payer,
+    nonce,
+    txHash,
+  ]);
+}
+
+/** An open claim for which no settlement was ever prepared: failed (nothing was signed, nothing can move). */
+export async function sweepNonceAbandoned(db: Db, payer: string, nonce: string): Promise<number> {
+  const done = await db.query(
+    `UPDATE x402_nonces SET status = 'failed', failure = 'abandoned: no settlement was prepared', finished_at = now()
+     WHERE payer = $1 AND nonce = $2 AND status = 'claimed' AND tx_hash IS NULL`,
+    [payer, nonce],
+  );
+  return done.rowCount ?? 0;
 }

@@ -1,7 +1,9 @@
 /**
  * The policy store: policies and the reservation ledger in Postgres (migrations/004_policies.sql).
- * It owns tables `policies` and `spend_reservations`: the SQL on them lives here (the sweeper,
- * api/gateway/settlement/sweeper.ts, reads and closes reservations in its own joins).
+ * It owns tables `policies` and `spend_reservations`: the SQL on them lives here. The sweeper
+ * (api/gateway/settlement/sweeper.ts) closes reservations through it; only its scan, which joins
+ * reservations with the gateway's claim tables and settlements, is in
+ * api/gateway/settlement/sweeper-store.ts.
  *
  * Authority: `policies` is the truth for what an agent may spend; `spend_reservations` is the truth
  * for what the policy has let through. Usage is always computed from the ledger, never cached.
@@ -471,6 +473,20 @@ export async function releaseLinkedReservation(db: Db, paymentRef: string): Prom
     paymentRef,
   ]);
   return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * A linked reservation whose signed payment was never claimed and expired: released, only while
+ * it is still unclaimed and no settlement carries its reference (a claim racing in keeps it).
+ * Rows changed.
+ */
+export async function releaseUnclaimedReservation(db: Db, paymentRef: string): Promise<number> {
+  const done = await db.query(
+    `UPDATE spend_reservations r SET status = 'released' WHERE r.payment_ref = $1 AND r.status = 'reserved'
+       AND r.claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM settlements s WHERE s.payment_ref = r.payment_ref)`,
+    [paymentRef],
+  );
+  return done.rowCount ?? 0;
 }
 
 async function lockAgent(client: pg.ClientBase, agentId: string, savepoint = false): Promise<void> {

@@ -37,12 +37,18 @@ pub struct ExecutedTx {
 
 /// Lamports and token balances of `keys`, read from the runtime's accounts.
 pub fn balances(svm: &LiteSVM, keys: &[Pubkey]) -> (Vec<u64>, Vec<TokenBalance>) {
-    let accounts: Vec<Option<Account>> = keys.iter().map(|key| svm.get_account(key)).collect();
+    balances_in(keys, |key| svm.get_account(key))
+}
+
+/// Lamports and token balances of `keys` in any view of the accounts, such as a simulation's
+/// post-state laid over the runtime's.
+pub fn balances_in(keys: &[Pubkey], account: impl Fn(&Pubkey) -> Option<Account>) -> (Vec<u64>, Vec<TokenBalance>) {
+    let accounts: Vec<Option<Account>> = keys.iter().map(&account).collect();
     let lamports = accounts.iter().map(|a| a.as_ref().map_or(0, |a| a.lamports)).collect();
     let tokens = accounts
         .iter()
         .enumerate()
-        .filter_map(|(index, account)| token_balance(svm, index as u8, account.as_ref()?))
+        .filter_map(|(index, held)| token_balance(&account, index as u8, held.as_ref()?))
         .collect();
     (lamports, tokens)
 }
@@ -51,7 +57,7 @@ const TOKEN_ACCOUNT_LEN: usize = 165;
 /// Mint layout: mint_authority option (36), supply (8), then decimals.
 const MINT_DECIMALS_OFFSET: usize = 44;
 
-fn token_balance(svm: &LiteSVM, account_index: u8, account: &Account) -> Option<TokenBalance> {
+fn token_balance(account_of: &impl Fn(&Pubkey) -> Option<Account>, account_index: u8, account: &Account) -> Option<TokenBalance> {
     let program_id = account.owner;
     let is_token_program = program_id == spl_token_interface::ID || program_id == spl_token_2022_id();
     // Token-2022 accounts with extensions are longer; the base layout is the same.
@@ -62,7 +68,7 @@ fn token_balance(svm: &LiteSVM, account_index: u8, account: &Account) -> Option<
     let mint = Pubkey::try_from(&data[0..32]).ok()?;
     let owner = Pubkey::try_from(&data[32..64]).ok()?;
     let amount = u64::from_le_bytes(data[64..72].try_into().ok()?);
-    let decimals = *svm.get_account(&mint)?.data.get(MINT_DECIMALS_OFFSET)?;
+    let decimals = *account_of(&mint)?.data.get(MINT_DECIMALS_OFFSET)?;
     Some(TokenBalance { account_index, mint, owner, program_id, amount, decimals })
 }
 

@@ -11,7 +11,7 @@ use std::{
 
 use anchor_lang::solana_program::pubkey::Pubkey;
 use ledger_runtime::{history::ExecutedTx, ledger::is_included, Ledger};
-use litesvm::types::SimulatedTransactionInfo;
+use litesvm::types::{FailedTransactionMetadata, SimulatedTransactionInfo, TransactionMetadata};
 use sha2::{Digest, Sha256};
 use solana_hash::Hash;
 use solana_signature::Signature;
@@ -49,6 +49,8 @@ pub enum ChainEvent {
 pub enum SubmitError {
     /// Failed before inclusion (bad blockhash, duplicate, signature, fee...): nothing stored.
     Rejected(TransactionError),
+    /// A signature does not verify, found by preflight (a validator answers `-32003`).
+    SignatureVerification,
     /// Preflight simulation failed: nothing stored, logs returned to the caller.
     Simulation { err: TransactionError, logs: Vec<String>, units: u64 },
 }
@@ -67,7 +69,10 @@ pub struct Chain {
 }
 
 impl Chain {
-    pub fn new(ledger: Ledger, events: broadcast::Sender<ChainEvent>) -> Self {
+    pub fn new(mut ledger: Ledger, events: broadcast::Sender<ChainEvent>) -> Self {
+        // Signatures are checked here, before the runtime, as a validator's sigverify stage does:
+        // that is what lets a simulation skip them (`sigVerify: false`) for one call.
+        ledger.svm = ledger.svm.with_sigverify(false);
         let genesis_hash = Hash::new_from_array(Sha256::digest(b"agent-payment-gateway localnet genesis").into());
         let mut chain = Chain {
             ledger,
@@ -106,6 +111,20 @@ impl Chain {
 
     pub fn latest_blockhash(&self) -> (Hash, u64) {
         let (hash, slot) = *self.blockhashes.back().expect("at least the genesis blockhash");
+        (hash, slot + MAX_BLOCKHASH_AGE)
+    }
+
+    /// The blockhash of the newest finalized slot, with its last valid block height.
+    pub fn finalized_blockhash(&self) -> (Hash, u64) {
+        let finalized = self.finalized_slot();
+        let (hash, slot) = self
+            .blockhashes
+            .iter()
+            .rev()
+            .find(|(_, slot)| *slot <= finalized)
+            .or(self.blockhashes.front())
+            .copied()
+            .expect("at least the genesis blockhash");
         (hash, slot + MAX_BLOCKHASH_AGE)
     }
 
@@ -155,11 +174,21 @@ impl Chain {
         self.ledger.svm.set_sysvar(&clock);
     }
 
-    pub fn simulate(&self, tx: &VersionedTransaction) -> Result<SimulatedTransactionInfo, (TransactionError, Vec<String>, u64)> {
-        self.ledger
-            .svm
-            .simulate_transaction(tx.clone())
-            .map_err(|failed| (failed.err, failed.meta.logs, failed.meta.compute_units_consumed))
+    /// Runs `tx` against the current state without keeping anything, after the checks a bank
+    /// makes before executing: signatures (only when `sig_verify`, as `simulateTransaction`
+    /// defaults to not checking them), blockhash age, and the status cache.
+    pub fn simulate(&self, tx: &VersionedTransaction, sig_verify: bool) -> Result<SimulatedTransactionInfo, FailedTransactionMetadata> {
+        let refused = |err| Err(FailedTransactionMetadata { err, meta: TransactionMetadata::default() });
+        if sig_verify && !signatures_verify(tx) {
+            return refused(TransactionError::SignatureFailure);
+        }
+        if !self.is_blockhash_valid(tx.message.recent_blockhash()) {
+            return refused(TransactionError::BlockhashNotFound);
+        }
+        if tx.signatures.first().is_some_and(|signature| self.by_signature.contains_key(signature)) {
+            return refused(TransactionError::AlreadyProcessed);
+        }
+        self.ledger.svm.simulate_transaction(tx.clone())
     }
 
     /// Checks what a validator checks before executing, optionally simulates, then executes
@@ -172,9 +201,20 @@ impl Chain {
         if !self.is_blockhash_valid(tx.message.recent_blockhash()) {
             return Err(SubmitError::Rejected(TransactionError::BlockhashNotFound));
         }
+        if !signatures_verify(&tx) {
+            return Err(if preflight {
+                SubmitError::SignatureVerification
+            } else {
+                SubmitError::Rejected(TransactionError::SignatureFailure)
+            });
+        }
         if preflight {
-            if let Err((err, logs, units)) = self.simulate(&tx) {
-                return Err(SubmitError::Simulation { err, logs, units });
+            if let Err(failed) = self.simulate(&tx, false) {
+                return Err(SubmitError::Simulation {
+                    err: failed.err,
+                    logs: failed.meta.logs,
+                    units: failed.meta.compute_units_consumed,
+                });
             }
         }
         let before = self.ledger.history.len();
@@ -251,6 +291,11 @@ impl Chain {
     pub fn transaction_count(&self) -> usize {
         self.ledger.history.len()
     }
+}
+
+/// Whether every required signature is present and signs the message.
+pub fn signatures_verify(tx: &VersionedTransaction) -> bool {
+    tx.verify_with_results().iter().all(|valid| *valid)
 }
 
 fn unix_now() -> i64 {
@@ -352,6 +397,51 @@ mod tests {
         assert_eq!(chain.transaction_count(), count, "preflight failures leave no trace");
         let signature = chain.submit(broke, false).expect("included with its error");
         assert!(chain.transaction(&signature).unwrap().status.is_err());
+    }
+
+    /// `transfer` with its signature replaced by one over other bytes.
+    fn forged(from: &Keypair, blockhash: Hash) -> VersionedTransaction {
+        let mut tx = transfer(from, 1_000_000, blockhash);
+        tx.signatures[0] = from.sign_message(b"not this message");
+        tx
+    }
+
+    #[test]
+    fn a_bad_signature_is_refused_before_execution_and_only_a_simulation_may_skip_the_check() {
+        let mut chain = chain();
+        let payer = funded(&mut chain);
+        let count = chain.transaction_count();
+        let tx = forged(&payer, chain.latest_blockhash().0);
+        assert!(matches!(chain.submit(tx.clone(), true), Err(SubmitError::SignatureVerification)));
+        assert!(matches!(chain.submit(tx.clone(), false), Err(SubmitError::Rejected(TransactionError::SignatureFailure))));
+        assert_eq!(chain.transaction_count(), count, "nothing included");
+        assert_eq!(chain.simulate(&tx, true).unwrap_err().err, TransactionError::SignatureFailure);
+        chain.simulate(&tx, false).expect("runs when signatures are not checked");
+    }
+
+    #[test]
+    fn a_simulation_refuses_what_a_bank_refuses_before_running() {
+        let mut chain = chain();
+        let payer = funded(&mut chain);
+        let unknown = transfer(&payer, 1_000_000, Hash::new_from_array([9; 32]));
+        assert_eq!(chain.simulate(&unknown, false).unwrap_err().err, TransactionError::BlockhashNotFound);
+        let tx = transfer(&payer, 1_000_000, chain.latest_blockhash().0);
+        chain.submit(tx.clone(), true).unwrap();
+        assert_eq!(chain.simulate(&tx, false).unwrap_err().err, TransactionError::AlreadyProcessed);
+    }
+
+    #[test]
+    fn the_finalized_blockhash_trails_the_latest_by_the_finality_depth() {
+        let mut chain = chain();
+        assert_eq!(chain.finalized_blockhash(), chain.blockhashes.front().map(|(h, s)| (*h, s + MAX_BLOCKHASH_AGE)).unwrap());
+        for _ in 0..FINALITY_DEPTH + 5 {
+            chain.tick();
+        }
+        let (latest, latest_valid) = chain.latest_blockhash();
+        let (finalized, finalized_valid) = chain.finalized_blockhash();
+        assert_ne!(latest, finalized);
+        assert_eq!(latest_valid - finalized_valid, FINALITY_DEPTH);
+        assert!(chain.is_blockhash_valid(&finalized));
     }
 
     #[test]

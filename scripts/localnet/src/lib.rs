@@ -3,5 +3,6 @@
 
 pub mod chain;
 pub mod encode;
+pub mod parse;
 pub mod rpc;
 pub mod ws;

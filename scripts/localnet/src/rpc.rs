@@ -10,10 +10,12 @@ use solana_hash::Hash;
 use solana_message::VersionedMessage;
 use solana_signature::Signature;
 use solana_transaction::versioned::VersionedTransaction;
+use solana_transaction_error::TransactionError;
 
 use crate::{
-    chain::{ChainHandle, SubmitError, MAX_SIGNATURES_LIMIT},
-    encode::{self, TxEncoding},
+    chain::{Chain, ChainHandle, SubmitError, MAX_SIGNATURES_LIMIT},
+    encode::{self, AccountEncoding, TxEncoding},
+    parse,
 };
 
 /// The validator version we answer `getVersion` with: the Agave runtime LiteSVM embeds.
@@ -73,7 +75,16 @@ pub async fn call(chain: &ChainHandle, method: &str, params: Value) -> RpcResult
             }))
         }
         "getLatestBlockhash" => {
-            let (slot, (hash, last_valid)) = chain.call(|c| (c.slot(), c.latest_blockhash())).await;
+            let finalized = params.commitment(0) == Some("finalized");
+            let (slot, (hash, last_valid)) = chain
+                .call(move |c| {
+                    if finalized {
+                        (c.finalized_slot(), c.finalized_blockhash())
+                    } else {
+                        (c.slot(), c.latest_blockhash())
+                    }
+                })
+                .await;
             Ok(with_context(slot, json!({ "blockhash": hash.to_string(), "lastValidBlockHeight": last_valid })))
         }
         "isBlockhashValid" => {
@@ -105,20 +116,19 @@ pub async fn call(chain: &ChainHandle, method: &str, params: Value) -> RpcResult
         }
         "getAccountInfo" => {
             let address = params.pubkey(0)?;
-            params.require_base64_encoding(1)?;
-            let (slot, account) = chain.call(move |c| (c.slot(), c.ledger.svm.get_account(&address))).await;
-            Ok(with_context(slot, account.as_ref().map_or(Value::Null, encode::account)))
+            let encoding = params.account_encoding(1)?;
+            let (slot, account) = chain.call(move |c| (c.slot(), encoded_account(c, &address, encoding))).await;
+            Ok(with_context(slot, account))
         }
         "getMultipleAccounts" => {
             let addresses = params.pubkeys(0)?;
             if addresses.len() > MAX_MULTIPLE_ACCOUNTS {
                 return Err(RpcError::invalid_params(format!("at most {MAX_MULTIPLE_ACCOUNTS} accounts")));
             }
-            params.require_base64_encoding(1)?;
-            let (slot, accounts) = chain
-                .call(move |c| (c.slot(), addresses.iter().map(|a| c.ledger.svm.get_account(a)).collect::<Vec<_>>()))
+            let encoding = params.account_encoding(1)?;
+            let (slot, values) = chain
+                .call(move |c| (c.slot(), addresses.iter().map(|a| encoded_account(c, a, encoding)).collect::<Vec<_>>()))
                 .await;
-            let values: Vec<Value> = accounts.iter().map(|a| a.as_ref().map_or(Value::Null, encode::account)).collect();
             Ok(with_context(slot, json!(values)))
         }
         "getTokenAccountBalance" => {
@@ -169,18 +179,8 @@ pub async fn call(chain: &ChainHandle, method: &str, params: Value) -> RpcResult
             let config = params.object(1);
             let encoding = config.get("encoding").and_then(Value::as_str).unwrap_or("base58");
             let tx = params.transaction(0, encoding)?;
-            let (slot, outcome) = chain.call(move |c| (c.slot(), c.simulate(&tx))).await;
-            let value = match outcome {
-                Ok(info) => json!({
-                    "err": null, "logs": info.meta.logs, "accounts": null,
-                    "unitsConsumed": info.meta.compute_units_consumed, "returnData": null,
-                }),
-                Err((err, logs, units)) => json!({
-                    "err": encode::error(&Some(err)), "logs": logs, "accounts": null,
-                    "unitsConsumed": units, "returnData": null,
-                }),
-            };
-            Ok(with_context(slot, value))
+            let options = SimulateOptions::from_config(&config, &tx)?;
+            Ok(chain.call(move |c| simulate(c, tx, options)).await)
         }
         "getSignatureStatuses" => {
             let signatures = params.signatures(0)?;
@@ -331,6 +331,9 @@ fn block_not_available(slot: u64) -> RpcError {
 
 fn submit_error(error: SubmitError) -> RpcError {
     match error {
+        SubmitError::SignatureVerification => {
+            RpcError { code: -32003, message: "Transaction signature verification failure".into(), data: None }
+        }
         SubmitError::Rejected(err) => RpcError {
             code: -32002,
             message: format!("Transaction rejected: {err}"),
@@ -342,6 +345,125 @@ fn submit_error(error: SubmitError) -> RpcError {
             data: Some(json!({ "err": encode::error(&Some(err)), "logs": logs, "accounts": null, "unitsConsumed": units, "returnData": null })),
         },
     }
+}
+
+fn account_encoding(encoding: Option<&Value>) -> Result<AccountEncoding, RpcError> {
+    match encoding.and_then(Value::as_str) {
+        None | Some("base64") => Ok(AccountEncoding::Base64),
+        Some("jsonParsed") => Ok(AccountEncoding::JsonParsed),
+        Some(other) => Err(RpcError::invalid_params(format!("unsupported account encoding {other}: use base64 or jsonParsed"))),
+    }
+}
+
+/// An account as `getAccountInfo` shows it, null when it does not exist.
+fn encoded_account(chain: &Chain, address: &Pubkey, encoding: AccountEncoding) -> Value {
+    chain.ledger.svm.get_account(address).map_or(Value::Null, |account| {
+        encode::account_as(&account, encoding, |mint| {
+            chain.ledger.svm.get_account(mint).and_then(|m| parse::mint_decimals(&m.data))
+        })
+    })
+}
+
+/// `simulateTransaction`'s options, checked as a validator checks them.
+struct SimulateOptions {
+    sig_verify: bool,
+    replace_recent_blockhash: bool,
+    inner_instructions: bool,
+    /// Accounts to return as they are after the simulation.
+    accounts: Option<(Vec<Pubkey>, AccountEncoding)>,
+}
+
+impl SimulateOptions {
+    fn from_config(config: &serde_json::Map<String, Value>, tx: &VersionedTransaction) -> Result<Self, RpcError> {
+        let flag = |name: &str| {
+            config.get(name).filter(|v| !v.is_null()).map_or(Ok(false), |v| {
+                v.as_bool().ok_or_else(|| RpcError::invalid_params(format!("{name} must be a boolean")))
+            })
+        };
+        let sig_verify = flag("sigVerify")?;
+        let replace_recent_blockhash = flag("replaceRecentBlockhash")?;
+        if sig_verify && replace_recent_blockhash {
+            return Err(RpcError::invalid_params("sigVerify may not be used with replaceRecentBlockhash"));
+        }
+        let accounts = match config.get("accounts").filter(|v| !v.is_null()) {
+            None => None,
+            Some(accounts) => {
+                let encoding = account_encoding(accounts.get("encoding"))?;
+                let addresses = Params(vec![accounts.get("addresses").cloned().unwrap_or(Value::Null)]).pubkeys(0)?;
+                let limit = tx.message.static_account_keys().len();
+                if addresses.len() > limit {
+                    return Err(RpcError::invalid_params(format!("Too many accounts provided; max {limit}")));
+                }
+                Some((addresses, encoding))
+            }
+        };
+        Ok(SimulateOptions { sig_verify, replace_recent_blockhash, inner_instructions: flag("innerInstructions")?, accounts })
+    }
+}
+
+/// Runs a simulation on the chain thread and answers with a validator's result fields.
+fn simulate(chain: &Chain, mut tx: VersionedTransaction, options: SimulateOptions) -> Value {
+    let mut replacement = Value::Null;
+    if options.replace_recent_blockhash {
+        let (hash, last_valid) = chain.latest_blockhash();
+        tx.message.set_recent_blockhash(hash);
+        replacement = json!({ "blockhash": hash.to_string(), "lastValidBlockHeight": last_valid });
+    }
+    let keys = tx.message.static_account_keys().to_vec();
+    let (pre_balances, pre_tokens) = ledger_runtime::history::balances(&chain.ledger.svm, &keys);
+    let (err, meta, post_accounts) = match chain.simulate(&tx, options.sig_verify) {
+        Ok(info) => (None, info.meta, Some(info.post_accounts)),
+        Err(failed) => (Some(failed.err), failed.meta, None),
+    };
+    // Refused before running (signature, blockhash, duplicate): nothing executed to report.
+    let executed = post_accounts.is_some() || matches!(err, Some(TransactionError::InstructionError(..)));
+    let mut value = json!({
+        "err": encode::error(&err),
+        "logs": meta.logs,
+        "accounts": null,
+        "unitsConsumed": meta.compute_units_consumed,
+        "returnData": encode::return_data(&meta.return_data.program_id, &meta.return_data.data),
+        "innerInstructions": null,
+        "replacementBlockhash": replacement,
+        "fee": if executed { json!(meta.fee) } else { Value::Null },
+        "preBalances": null,
+        "postBalances": null,
+        "preTokenBalances": null,
+        "postTokenBalances": null,
+        "loadedAddresses": { "writable": [], "readonly": [] },
+    });
+    if options.inner_instructions && executed {
+        value["innerInstructions"] = encode::inner_instructions(&meta.inner_instructions, &keys, true);
+    }
+    if let Some((addresses, encoding)) = &options.accounts {
+        value["accounts"] = match &post_accounts {
+            // A failed simulation has no post-state: one null per requested account.
+            None => json!(vec![Value::Null; addresses.len()]),
+            Some(post) => {
+                let after = |address: &Pubkey| post.iter().find(|(key, _)| key == address).map(|(_, a)| solana_account::Account::from(a.clone()));
+                let decimals_of = |mint: &Pubkey| {
+                    after(mint).or_else(|| chain.ledger.svm.get_account(mint)).and_then(|m| parse::mint_decimals(&m.data))
+                };
+                json!(addresses
+                    .iter()
+                    .map(|address| after(address).map_or(Value::Null, |a| encode::account_as(&a, *encoding, decimals_of)))
+                    .collect::<Vec<_>>())
+            }
+        };
+    }
+    if let Some(post) = &post_accounts {
+        let (post_balances, post_tokens) = ledger_runtime::history::balances_in(&keys, |key| {
+            post.iter()
+                .find(|(address, _)| address == key)
+                .map(|(_, account)| solana_account::Account::from(account.clone()))
+                .or_else(|| chain.ledger.svm.get_account(key))
+        });
+        value["preBalances"] = json!(pre_balances);
+        value["postBalances"] = json!(post_balances);
+        value["preTokenBalances"] = encode::token_balances(&pre_tokens);
+        value["postTokenBalances"] = encode::token_balances(&post_tokens);
+    }
+    with_context(chain.slot(), value)
 }
 
 fn optional_signature(value: Option<&Value>) -> Result<Option<Signature>, RpcError> {
@@ -422,18 +544,18 @@ impl Params {
         self.list(index, "Invalid param: not a signature")
     }
 
-    fn require_base64_encoding(&self, index: usize) -> Result<(), RpcError> {
-        match self.0.get(index).and_then(|c| c.get("encoding")).and_then(Value::as_str) {
-            None | Some("base64") => Ok(()),
-            Some(other) => Err(RpcError::invalid_params(format!("unsupported account encoding {other}: use base64"))),
-        }
+    fn account_encoding(&self, index: usize) -> Result<AccountEncoding, RpcError> {
+        account_encoding(self.0.get(index).and_then(|c| c.get("encoding")))
     }
 
     fn tx_encoding(&self, index: usize) -> Result<TxEncoding, RpcError> {
         match self.0.get(index).and_then(|c| c.get("encoding")).and_then(Value::as_str) {
             None | Some("json") => Ok(TxEncoding::Json),
+            Some("jsonParsed") => Ok(TxEncoding::JsonParsed),
             Some("base64") => Ok(TxEncoding::Base64),
-            Some(other) => Err(RpcError::invalid_params(format!("unsupported transaction encoding {other}: use json or base64"))),
+            Some(other) => {
+                Err(RpcError::invalid_params(format!("unsupported transaction encoding {other}: use json, jsonParsed or base64")))
+            }
         }
     }
 
@@ -458,5 +580,277 @@ impl Params {
             return Err(RpcError::invalid_params("transaction is not sanitary"));
         }
         Ok(tx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ledger_runtime::Ledger;
+    use solana_hash::Hash;
+    use solana_instruction::Instruction;
+    use solana_keypair::Keypair;
+    use solana_message::{v0, VersionedMessage};
+    use solana_signer::Signer;
+    use tokio::sync::broadcast;
+
+    const COMPUTE_BUDGET: Pubkey = Pubkey::from_str_const("ComputeBudget111111111111111111111111111111");
+    const MEMO: Pubkey = Pubkey::from_str_const("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr");
+    const PRICE: u64 = 12_345;
+
+    /// A running chain with an agent holding tokens, a payee's token account and a sponsor that
+    /// holds only SOL and pays fees for the agent, as an x402 facilitator does.
+    struct Local {
+        chain: ChainHandle,
+        mint: Pubkey,
+        agent: Keypair,
+        agent_token: Pubkey,
+        payee_token: Pubkey,
+        sponsor: Keypair,
+    }
+
+    fn local() -> Local {
+        let (ready, setup) = std::sync::mpsc::channel();
+        let chain = ChainHandle::spawn(move || {
+            let (events, _) = broadcast::channel(1_024);
+            let mut ledger = Ledger::new();
+            let setup = ledger.bootstrap(0).expect("bootstrap");
+            let (agent, payee, sponsor) = (Keypair::new(), Keypair::new(), Keypair::new());
+            ledger.airdrop(&sponsor.pubkey(), 1_000_000_000).expect("fund the sponsor");
+            let agent_token = ledger.create_token_account(&setup.authority, &agent.pubkey(), &setup.mint).expect("agent account");
+            let payee_token = ledger.create_token_account(&setup.authority, &payee.pubkey(), &setup.mint).expect("payee account");
+            ledger.mint_to(&setup.mint_authority, &setup.mint, &agent_token, 1_000_000).expect("fund the agent");
+            ready.send((setup.mint, agent, agent_token, payee_token, sponsor)).expect("report");
+            Chain::new(ledger, events)
+        });
+        let (mint, agent, agent_token, payee_token, sponsor) = setup.recv().expect("chain ready");
+        Local { chain, mint, agent, agent_token, payee_token, sponsor }
+    }
+
+    impl Local {
+        async fn call(&self, method: &str, params: Value) -> RpcResult {
+            call(&self.chain, method, params).await
+        }
+
+        async fn blockhash(&self) -> Hash {
+            self.chain.call(|c| c.latest_blockhash().0).await
+        }
+
+        /// The x402 `exact` layout: compute limit, compute price, TransferChecked, memo; the
+        /// sponsor pays fees and has not signed yet.
+        fn payment(&self, blockhash: Hash) -> VersionedTransaction {
+            let mut limit = vec![2];
+            limit.extend_from_slice(&20_000u32.to_le_bytes());
+            let mut price = vec![3];
+            price.extend_from_slice(&1u64.to_le_bytes());
+            let transfer = spl_token_interface::instruction::transfer_checked(
+                &spl_token_interface::ID,
+                &self.agent_token,
+                &self.mint,
+                &self.payee_token,
+                &self.agent.pubkey(),
+                &[],
+                PRICE,
+                6,
+            )
+            .unwrap();
+            let instructions = [
+                Instruction::new_with_bytes(COMPUTE_BUDGET, &limit, vec![]),
+                Instruction::new_with_bytes(COMPUTE_BUDGET, &price, vec![]),
+                transfer,
+                Instruction::new_with_bytes(MEMO, b"0123456789abcdef0123456789abcdef", vec![]),
+            ];
+            let message = VersionedMessage::V0(v0::Message::try_compile(&self.sponsor.pubkey(), &instructions, &[], blockhash).unwrap());
+            let agent_signature = self.agent.sign_message(&message.serialize());
+            VersionedTransaction { signatures: vec![Signature::default(), agent_signature], message }
+        }
+
+        fn co_sign(&self, mut tx: VersionedTransaction) -> VersionedTransaction {
+            tx.signatures[0] = self.sponsor.sign_message(&tx.message.serialize());
+            tx
+        }
+    }
+
+    fn wire(tx: &VersionedTransaction) -> Value {
+        json!(BASE64.encode(bincode::serialize(tx).unwrap()))
+    }
+
+    fn token_amounts(balances: &Value) -> Vec<(u64, String)> {
+        balances
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| (b["accountIndex"].as_u64().unwrap(), b["uiTokenAmount"]["amount"].as_str().unwrap().to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_partially_signed_transaction_simulates_without_signature_checks_by_default() {
+        let local = local();
+        let tx = local.payment(local.blockhash().await);
+        let result = local.call("simulateTransaction", json!([wire(&tx), { "encoding": "base64", "commitment": "confirmed" }])).await.unwrap();
+        let value = &result["value"];
+        assert_eq!(value["err"], Value::Null, "logs: {}", value["logs"]);
+        assert!(value["unitsConsumed"].as_u64().unwrap() > 0);
+        assert_eq!(value["fee"], json!(2 * LAMPORTS_PER_SIGNATURE + 1), "two signatures and a 1-lamport priority fee");
+        assert_eq!(value["replacementBlockhash"], Value::Null);
+        assert_eq!(value["innerInstructions"], Value::Null, "only given when asked for");
+        let agent_index = tx.message.static_account_keys().iter().position(|k| *k == local.agent_token).unwrap() as u64;
+        assert!(token_amounts(&value["preTokenBalances"]).contains(&(agent_index, "1000000".into())));
+        assert!(token_amounts(&value["postTokenBalances"]).contains(&(agent_index, (1_000_000 - PRICE).to_string())));
+        let balance = local.call("getTokenAccountBalance", json!([local.agent_token.to_string()])).await.unwrap();
+        assert_eq!(balance["value"]["amount"], "1000000", "a simulation changes nothing");
+    }
+
+    #[tokio::test]
+    async fn asking_for_signature_verification_fails_the_simulation_of_a_partially_signed_transaction() {
+        let local = local();
+        let tx = local.payment(local.blockhash().await);
+        let result = local.call("simulateTransaction", json!([wire(&tx), { "encoding": "base64", "sigVerify": true }])).await.unwrap();
+        assert_eq!(result["value"]["err"], json!("SignatureFailure"));
+        assert_eq!(result["value"]["logs"], json!([]));
+        let signed = local.co_sign(tx);
+        let result = local.call("simulateTransaction", json!([wire(&signed), { "encoding": "base64", "sigVerify": true }])).await.unwrap();
+        assert_eq!(result["value"]["err"], Value::Null);
+    }
+
+    #[tokio::test]
+    async fn signature_verification_with_blockhash_replacement_is_an_invalid_request() {
+        let local = local();
+        let tx = local.payment(local.blockhash().await);
+        let error = local
+            .call("simulateTransaction", json!([wire(&tx), { "encoding": "base64", "sigVerify": true, "replaceRecentBlockhash": true }]))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code, -32602);
+        assert_eq!(error.message, "sigVerify may not be used with replaceRecentBlockhash");
+    }
+
+    #[tokio::test]
+    async fn an_unknown_blockhash_fails_simulation_unless_replaced_and_the_replacement_is_reported() {
+        let local = local();
+        let tx = local.payment(Hash::new_from_array([7; 32]));
+        let result = local.call("simulateTransaction", json!([wire(&tx), { "encoding": "base64" }])).await.unwrap();
+        assert_eq!(result["value"]["err"], json!("BlockhashNotFound"));
+        assert_eq!(result["value"]["fee"], Value::Null, "refused before it ran");
+
+        let replaced = local.call("simulateTransaction", json!([wire(&tx), { "encoding": "base64", "replaceRecentBlockhash": true }])).await.unwrap();
+        assert_eq!(replaced["value"]["err"], Value::Null);
+        let latest = local.call("getLatestBlockhash", json!([])).await.unwrap();
+        assert_eq!(replaced["value"]["replacementBlockhash"], latest["value"]);
+    }
+
+    #[tokio::test]
+    async fn inner_instructions_come_back_parsed_when_asked_for() {
+        let local = local();
+        let wallet = Pubkey::new_unique();
+        let create = spl_associated_token_account_interface::instruction::create_associated_token_account_idempotent(
+            &local.sponsor.pubkey(),
+            &wallet,
+            &local.mint,
+            &spl_token_interface::ID,
+        );
+        let blockhash = local.blockhash().await;
+        let message = VersionedMessage::V0(v0::Message::try_compile(&local.sponsor.pubkey(), &[create], &[], blockhash).unwrap());
+        let tx = VersionedTransaction::try_new(message, &[&local.sponsor]).unwrap();
+        let result = local.call("simulateTransaction", json!([wire(&tx), { "encoding": "base64", "innerInstructions": true }])).await.unwrap();
+        let inner = &result["value"]["innerInstructions"];
+        assert_eq!(inner[0]["index"], 0);
+        let kinds: Vec<(&str, &str)> = inner[0]["instructions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|ix| (ix["program"].as_str().unwrap_or("?"), ix["parsed"]["type"].as_str().unwrap_or("?")))
+            .collect();
+        assert_eq!(
+            kinds,
+            [("spl-token", "getAccountDataSize"), ("system", "createAccount"), ("spl-token", "initializeImmutableOwner"), ("spl-token", "initializeAccount3")]
+        );
+        assert_eq!(inner[0]["instructions"][0]["parsed"]["info"]["extensionTypes"], json!(["immutableOwner"]));
+        assert!(inner[0]["instructions"].as_array().unwrap().iter().all(|ix| ix["stackHeight"] == 2));
+    }
+
+    #[tokio::test]
+    async fn simulation_returns_requested_accounts_as_they_are_afterwards() {
+        let local = local();
+        let tx = local.payment(local.blockhash().await);
+        let accounts = json!({ "addresses": [local.payee_token.to_string()], "encoding": "jsonParsed" });
+        let result = local.call("simulateTransaction", json!([wire(&tx), { "encoding": "base64", "accounts": accounts }])).await.unwrap();
+        let payee = &result["value"]["accounts"][0];
+        assert_eq!(payee["data"]["parsed"]["info"]["tokenAmount"]["amount"], PRICE.to_string());
+    }
+
+    #[tokio::test]
+    async fn send_transaction_preflight_refuses_a_missing_signature_as_a_validator_does() {
+        let local = local();
+        let tx = local.payment(local.blockhash().await);
+        let error = local.call("sendTransaction", json!([wire(&tx), { "encoding": "base64" }])).await.unwrap_err();
+        assert_eq!((error.code, error.message.as_str()), (-32003, "Transaction signature verification failure"));
+        let error = local.call("sendTransaction", json!([wire(&tx), { "encoding": "base64", "skipPreflight": true }])).await.unwrap_err();
+        assert_eq!(error.code, -32002, "never included");
+        assert_eq!(error.data.unwrap()["err"], json!("SignatureFailure"));
+    }
+
+    #[tokio::test]
+    async fn a_settled_payment_reads_back_as_json_parsed() {
+        let local = local();
+        let tx = local.co_sign(local.payment(local.blockhash().await));
+        let signature = local.call("sendTransaction", json!([wire(&tx), { "encoding": "base64", "skipPreflight": true }])).await.unwrap();
+        let config = json!({ "commitment": "confirmed", "encoding": "jsonParsed", "maxSupportedTransactionVersion": 0 });
+        let result = local.call("getTransaction", json!([signature, config])).await.unwrap();
+        assert_eq!(result["version"], 0);
+        let message = &result["transaction"]["message"];
+        let key = |pubkey: &Pubkey| message["accountKeys"].as_array().unwrap().iter().find(|k| k["pubkey"] == pubkey.to_string()).unwrap().clone();
+        assert_eq!(key(&local.sponsor.pubkey()), json!({ "pubkey": local.sponsor.pubkey().to_string(), "signer": true, "writable": true, "source": "transaction" }));
+        assert_eq!((key(&local.agent.pubkey())["signer"].clone(), key(&local.agent.pubkey())["writable"].clone()), (json!(true), json!(false)));
+        assert_eq!(key(&local.mint)["writable"], false);
+        let instructions = message["instructions"].as_array().unwrap();
+        assert_eq!(instructions[0]["programId"], COMPUTE_BUDGET.to_string());
+        assert!(instructions[0].get("parsed").is_none());
+        assert_eq!(instructions[2]["parsed"]["type"], "transferChecked");
+        assert_eq!(instructions[2]["parsed"]["info"]["tokenAmount"]["amount"], PRICE.to_string());
+        assert_eq!(instructions[3], json!({ "program": "spl-memo", "programId": MEMO.to_string(), "parsed": "0123456789abcdef0123456789abcdef", "stackHeight": null }));
+        let meta = &result["meta"];
+        assert_eq!(meta["err"], Value::Null);
+        assert_eq!(meta["innerInstructions"], json!([]));
+        assert!(meta.get("loadedAddresses").is_none(), "jsonParsed lists looked-up keys among the account keys");
+        let post = token_amounts(&meta["postTokenBalances"]);
+        let payee_index = tx.message.static_account_keys().iter().position(|k| *k == local.payee_token).unwrap() as u64;
+        assert!(post.contains(&(payee_index, PRICE.to_string())));
+    }
+
+    #[tokio::test]
+    async fn token_accounts_read_as_json_parsed_and_other_accounts_fall_back_to_base64() {
+        let local = local();
+        let token = local.call("getAccountInfo", json!([local.agent_token.to_string(), { "encoding": "jsonParsed" }])).await.unwrap();
+        assert_eq!(token["value"]["data"]["program"], "spl-token");
+        assert_eq!(token["value"]["data"]["parsed"]["info"]["owner"], local.agent.pubkey().to_string());
+        assert_eq!(token["value"]["data"]["parsed"]["info"]["tokenAmount"]["amount"], "1000000");
+        let mint = local.call("getMultipleAccounts", json!([[local.mint.to_string()], { "encoding": "jsonParsed" }])).await.unwrap();
+        assert_eq!(mint["value"][0]["data"]["parsed"]["info"]["decimals"], 6);
+        let wallet = local.call("getAccountInfo", json!([local.sponsor.pubkey().to_string(), { "encoding": "jsonParsed" }])).await.unwrap();
+        assert_eq!(wallet["value"]["data"], json!(["", "base64"]));
+    }
+
+    #[tokio::test]
+    async fn the_finalized_blockhash_is_the_one_32_slots_back() {
+        let local = local();
+        local
+            .chain
+            .call(|c| {
+                for _ in 0..40 {
+                    c.tick();
+                }
+            })
+            .await;
+        let latest = local.call("getLatestBlockhash", json!([{ "commitment": "confirmed" }])).await.unwrap();
+        let finalized = local.call("getLatestBlockhash", json!([{ "commitment": "finalized" }])).await.unwrap();
+        assert_eq!(latest["context"]["slot"].as_u64().unwrap() - finalized["context"]["slot"].as_u64().unwrap(), 32);
+        assert_eq!(
+            latest["value"]["lastValidBlockHeight"].as_u64().unwrap() - finalized["value"]["lastValidBlockHeight"].as_u64().unwrap(),
+            32
+        );
+        let valid = local.call("isBlockhashValid", json!([finalized["value"]["blockhash"]])).await.unwrap();
+        assert_eq!(valid["value"], true);
     }
 }

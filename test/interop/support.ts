@@ -88,14 +88,19 @@ export async function payingClient(
   setup: InteropSetup,
   agentId: string,
   usdc: number,
-  options: { readonly origin: () => string; readonly seen: Seen[]; readonly drop?: (url: string, method: string) => boolean },
+  options: {
+    readonly origin: () => string | readonly string[];
+    readonly seen: Seen[];
+    readonly drop?: (url: string, method: string) => boolean;
+  },
 ): Promise<{ client: Client; address: string }> {
   const address = await fundedAgent(setup.test.system, setup.apiKey, agentId, usdc);
   const recording: FetchFunction = (input, init) => {
     const url = String(input);
     const method = init?.method ?? "GET";
     if (options.drop?.(url, method) === true) return Promise.reject(new TypeError("fetch failed (dropped by the test)"));
-    if (url.startsWith(options.origin())) {
+    const origins = options.origin();
+    if ((typeof origins === "string" ? [origins] : origins).some((origin) => url.startsWith(`${origin}/`))) {
       const headers: Record<string, string> = {};
       for (const [name, value] of Object.entries((init?.headers as Record<string, string> | undefined) ?? {}))
         headers[name.toLowerCase()] = value;

@@ -165,6 +165,61 @@ describe("Client.pay against an mppx server with @solana/mpp's charge method", (
     expect(bs58.encode(recorded.settlementReference!)).toBe(result.settlementTxHash);
   });
 
+  it("picks by the agent's protocol preference when a payee offers x402 v2 and MPP", async () => {
+    await client("mpp-chooser", 1);
+    const challenge = await fetch(`${sponsored}/report`);
+    const header = challenge.headers.get("www-authenticate")!;
+    const param = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(header)![1]!;
+    const mppChallenges = [
+      {
+        id: param("id"),
+        realm: param("realm"),
+        method: param("method"),
+        intent: param("intent"),
+        request: param("request"),
+        expires: param("expires"),
+      },
+    ];
+    const x402v2 = {
+      x402Version: 2,
+      resource: { url: `${sponsored}/report` },
+      accepts: [
+        {
+          scheme: "exact",
+          network: "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1",
+          amount: "30000",
+          asset: setup.test.system.token,
+          payTo: payTo.toBase58(),
+          maxTimeoutSeconds: 60,
+          extra: { feePayer: sponsorKey.publicKey.toBase58() },
+        },
+      ],
+    };
+    const authorize = (extra: Record<string, unknown>) =>
+      rest(setup.test.system, setup.apiKey, "POST", "/v1/agents/mpp-chooser/payments/authorize", {
+        endpoint: `${sponsored}/report`,
+        x402v2,
+        mppChallenges,
+        ...extra,
+      });
+    // Spec 1 routing: x402 unless the preference says mpp (the request's, else the policy's).
+    expect((await authorize({})).body).toMatchObject({ protocol: "x402", format: "x402-v2", amount: { usdc: 0.03 } });
+    expect((await authorize({ protocolPreference: "mpp" })).body).toMatchObject({ protocol: "mpp", format: "mpp", amount: { usdc: 0.04 } });
+    await rest(setup.test.system, setup.apiKey, "PUT", "/v1/policies/mpp-chooser", { protocolPreference: "mpp" });
+    expect((await authorize({})).body).toMatchObject({ protocol: "mpp", format: "mpp" });
+    // Nothing payable at all: refused with the reasons, nothing reserved.
+    const foreign = await rest(setup.test.system, setup.apiKey, "POST", "/v1/agents/mpp-chooser/payments/authorize", {
+      endpoint: `${sponsored}/report`,
+      x402v2: { ...x402v2, accepts: [{ ...x402v2.accepts[0], network: "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp" }] },
+    });
+    expect(foreign.status).toBe(400);
+    expect(foreign.body).toMatchObject({
+      errorClass: "PaymentProtocolError",
+      skipped: [expect.stringMatching(/not this gateway's ledger/)],
+    });
+    expect(await reservationsOf(setup, "mpp-chooser")).toHaveLength(3);
+  });
+
   it("refuses over the per-call limit before anything is signed", async () => {
     const { client: payer, address } = await client("mpp-capped", 1);
     await payer.policies.set({ perCallLimit: { usdc: 0.03 } });

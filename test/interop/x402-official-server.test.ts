@@ -50,6 +50,7 @@ let setup: InteropSetup;
 let origin = "";
 let payTo: PublicKey;
 let facilitatorKey: Keypair;
+let facilitator: x402Facilitator;
 const seen: Seen[] = [];
 
 beforeAll(async () => {
@@ -59,7 +60,7 @@ beforeAll(async () => {
   payTo = payee.publicKey;
   facilitatorKey = await feePayer(setup);
 
-  const facilitator = new x402Facilitator();
+  facilitator = new x402Facilitator();
   registerFacilitatorScheme(facilitator, {
     signer: toFacilitatorSvmSigner(await createKeyPairSignerFromBytes(facilitatorKey.secretKey), {
       defaultRpcUrl: system.localnet.info.rpcUrl,
@@ -83,6 +84,37 @@ beforeAll(async () => {
   app.use(paymentMiddleware({ "GET /report": { accepts, description: "a paid report" } }, resourceServer));
   app.get("/report", (_req, res) => {
     res.json({ report: "paid content" });
+  });
+  // x402 v1 (no official v1 resource server is a dependency): a 402 body with `accepts`, and
+  // X-PAYMENT verified and settled by the same official facilitator's v1 scheme.
+  app.get("/v1/report", async (req, res) => {
+    const requirement = {
+      scheme: "exact",
+      network: "solana-devnet",
+      maxAmountRequired: PRICE.toString(),
+      resource: `${origin}/v1/report`,
+      description: "a paid report (v1)",
+      mimeType: "application/json",
+      outputSchema: null,
+      payTo: payTo.toBase58(),
+      maxTimeoutSeconds: 60,
+      asset: system.token,
+      extra: { feePayer: facilitatorKey.publicKey.toBase58() },
+    };
+    const header = req.header("x-payment");
+    if (header === undefined) {
+      res.status(402).json({ x402Version: 1, error: "X-PAYMENT header is required", accepts: [requirement] });
+      return;
+    }
+    const payload = JSON.parse(Buffer.from(header, "base64").toString("utf8"));
+    const verified = await facilitator.verify(payload, requirement as never);
+    const settled = verified.isValid ? await facilitator.settle(payload, requirement as never) : null;
+    if (settled === null || !settled.success) {
+      res.status(402).json({ x402Version: 1, error: verified.invalidReason ?? settled?.errorReason, accepts: [requirement] });
+      return;
+    }
+    res.setHeader("X-PAYMENT-RESPONSE", Buffer.from(JSON.stringify(settled)).toString("base64"));
+    res.json({ report: "paid content (v1)" });
   });
   origin = await listen(setup, createServer(app));
 }, 180_000);
@@ -163,6 +195,21 @@ describe("Client.pay against the official x402 middleware and facilitator", () =
       settlement_status: "verified",
       amount_units: PRICE.toString(),
     });
+  });
+
+  it("x402 v1: the body's requirement, paid with X-PAYMENT, verified and settled by the official facilitator's v1 scheme", async () => {
+    const { client: payer, address } = await client("x402-v1-payer", 1);
+    seen.length = 0;
+    const result = await payer.pay({ endpoint: `${origin}/v1/report` });
+    if (!result.paid) throw new Error("not paid");
+    expect(result).toMatchObject({ status: 200, protocol: "x402", format: "x402-v1", data: { report: "paid content (v1)" } });
+    expect(seen.map((s) => paymentHeaders(s))).toEqual([[], ["x-payment"]]);
+    expect(result.receipt).toMatchObject({ header: "X-PAYMENT-RESPONSE", success: true, transaction: result.settlementTxHash });
+    expect(await tokens(setup, address)).toBe(1_000_000n - PRICE);
+    const recorded = await recordedPayment(setup.test.connection, result.txHash);
+    expect(bs58.encode(recorded.settlementReference!)).toBe(result.settlementTxHash);
+    const row = await indexed(setup, result.txHash, (r) => r.settlement_status !== null);
+    expect(row?.settlement_status).toBe("verified");
   });
 
   it("refuses over the per-call limit before anything is signed", async () => {

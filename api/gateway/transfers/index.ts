@@ -19,6 +19,7 @@ import type { Keypair } from "@solana/web3.js";
 import type pg from "pg";
 import { type RecentBlockhash, recentBlockhash, type SettlementLedger, tokenBalanceUnits } from "../wallets/ledger.js";
 import {
+  closeUnpaid,
   findTransfer,
   type RecordOutcome,
   recordLanded,
@@ -108,9 +109,10 @@ export class SignedTransfers {
 
   /**
    * The payee reported the transfer as `txHash`: checked on the ledger (it must carry the agent's
-   * signature), then recorded. Null when no such transaction of ours is visible.
+   * signature), then recorded. `failed` when it landed and failed (nothing moved: the reservation
+   * is released); null when no such transaction of ours is visible.
    */
-  async complete(row: TransferRow, txHash: string): Promise<RecordOutcome | null> {
+  async complete(row: TransferRow, txHash: string): Promise<RecordOutcome | { readonly outcome: "failed" } | null> {
     if (row.status === "recorded" && row.recordTx !== null && row.settlementTx === txHash) {
       return { outcome: "recorded", recordTx: row.recordTx, settlementTx: txHash };
     }
@@ -118,7 +120,11 @@ export class SignedTransfers {
     for (;;) {
       const found = await transferBySignature(this.#deps, row, txHash);
       if (found !== null && !found.failed) return recordLanded(this.#deps, row, found.signature);
-      if (found !== null || Date.now() >= deadline) return null;
+      if (found !== null) {
+        await closeUnpaid(this.#deps, row, "failed", "the transfer failed on the ledger", found.signature);
+        return { outcome: "failed" };
+      }
+      if (Date.now() >= deadline) return null;
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   }

@@ -57,7 +57,9 @@ export type RecordOutcome =
 
 /** How far back (before the row was written) the sweeper's search looks, for clock skew. */
 const SEARCH_MARGIN_SECONDS = 120;
-const SEARCH_LIMIT = 200;
+const SEARCH_PAGE = 1_000;
+/** Pages read before the search gives up for this pass (it is retried, never taken as "absent"). */
+const SEARCH_MAX_PAGES = 10;
 
 /** The transaction `signature`, if it is on the ledger and carries the agent's signature of `row`. */
 export async function transferBySignature(deps: TransferDeps, row: TransferRow, signature: string): Promise<FoundTransfer | null> {
@@ -68,21 +70,32 @@ export async function transferBySignature(deps: TransferDeps, row: TransferRow, 
 
 /**
  * Looks the transfer up on the ledger: by its id when the gateway knows it (it paid the fee),
- * else among the recent transactions of the agent's token account, newest first, down to
- * shortly before the row was written.
+ * else among the agent's token account's transactions, newest first, page by page down to
+ * shortly before the row was written. Null means it is not there; a search that could not reach
+ * that point throws instead, because "not found" is what lets the sweeper release a reservation.
  */
 export async function findTransfer(deps: TransferDeps, row: TransferRow): Promise<FoundTransfer | null> {
   if (row.expectedTx !== null) return transferBySignature(deps, row, row.expectedTx);
   const { connection, mint } = deps.ledger;
   const source = getAssociatedTokenAddressSync(mint, new PublicKey(row.payer), true);
   const since = row.createdAt.getTime() / 1000 - SEARCH_MARGIN_SECONDS;
-  const entries = await connection.getSignaturesForAddress(source, { limit: SEARCH_LIMIT }, COMMITMENT);
-  for (const entry of entries) {
-    if (entry.blockTime !== null && entry.blockTime !== undefined && entry.blockTime < since) break;
-    const found = await transferBySignature(deps, row, entry.signature);
-    if (found !== null) return found;
+  let before: string | undefined;
+  for (let page = 0; page < SEARCH_MAX_PAGES; page += 1) {
+    const entries = await connection.getSignaturesForAddress(
+      source,
+      { limit: SEARCH_PAGE, ...(before === undefined ? {} : { before }) },
+      COMMITMENT,
+    );
+    for (const entry of entries) {
+      // Older than the transfer can be: everything newer was searched.
+      if (entry.blockTime !== null && entry.blockTime !== undefined && entry.blockTime < since) return null;
+      const found = await transferBySignature(deps, row, entry.signature);
+      if (found !== null) return found;
+    }
+    if (entries.length < SEARCH_PAGE) return null;
+    before = entries[entries.length - 1]!.signature;
   }
-  return null;
+  throw new Error(`transfer ${row.paymentRef}: search of ${source.toBase58()} stopped after ${SEARCH_MAX_PAGES} pages`);
 }
 
 function uniqueViolation(error: unknown): boolean {

@@ -271,6 +271,12 @@ async function completeTransferAnswer(
       reservationId: id,
     });
   }
+  if (outcome.outcome === "failed") {
+    throw httpError("CONFLICT", `transaction ${txHash} carries reservation ${id}'s transfer but failed on the ledger: nothing moved`, {
+      reservationId: id,
+      settlementTxHash: txHash,
+    });
+  }
   if (outcome.outcome === "pending") {
     return json(202, { reservationId: id, status: "recording", settlementTxHash: outcome.settlementTx });
   }

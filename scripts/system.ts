@@ -17,6 +17,7 @@ import { type Gateway, startGateway } from "../api/gateway/gateway.js";
 import { createGatewayServer } from "../api/gateway/server.js";
 import type { MppGateway } from "../api/gateway/mpp/index.js";
 import type { Settlement } from "../api/gateway/settlement/index.js";
+import { LOCAL_DEVNET_ALIASES, type SignedTransfers } from "../api/gateway/transfers/index.js";
 import {
   type AgentWallets,
   generateWalletEncryptionKey,
@@ -64,6 +65,12 @@ export interface SystemOptions {
   readonly pollIntervalMs?: number;
   /** New payee token accounts the authority funds per paying account in 24 h (api/gateway/settlement/payee.ts). */
   readonly payeeAccountQuota?: number;
+  /**
+   * Network names of real x402 / MPP offers that mean the local ledger. Default: the devnet names
+   * (`LOCAL_DEVNET_ALIASES`), because the official SDKs know only the public clusters: pointed at
+   * the local ledger's RPC URL, they call it devnet.
+   */
+  readonly networkAliases?: readonly string[];
 }
 
 export interface System {
@@ -81,6 +88,8 @@ export interface System {
   readonly facilitator: X402Facilitator;
   /** The MPP service side for resource servers (`/v1/mpp/*`). */
   readonly mpp: MppGateway;
+  /** Payments to real x402 / MPP servers (signed transfers). */
+  readonly transfers: SignedTransfers;
   readonly api: ApiServer;
   readonly dispatcher: Dispatcher;
   /** Base58 mint of the local USDC (the x402 `token`). */
@@ -142,8 +151,9 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     ...(options.reconcileIntervalMs === undefined ? {} : { reconcileIntervalMs: options.reconcileIntervalMs }),
     ...(options.housekeepingMs === undefined ? {} : { housekeepingMs: options.housekeepingMs }),
     ...(options.payeeAccountQuota === undefined ? {} : { payeeAccountQuota: options.payeeAccountQuota }),
+    networkAliases: options.networkAliases ?? LOCAL_DEVNET_ALIASES,
   });
-  const { wallets, settlement, facilitator, mpp, dispatcher, token } = gateway;
+  const { wallets, settlement, facilitator, mpp, transfers, dispatcher, token } = gateway;
 
   const api = createGatewayServer({
     pool,
@@ -170,6 +180,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     settlement,
     facilitator,
     mpp,
+    transfers,
     api,
     dispatcher,
     token,

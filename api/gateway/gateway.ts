@@ -16,6 +16,7 @@ import type { GatewayDeps } from "./http/deps.js";
 import { MppGateway } from "./mpp/gateway.js";
 import { runReconciler, Settlement } from "./settlement/index.js";
 import { runSweeper } from "./settlement/sweeper.js";
+import { ledgerNetworks, SignedTransfers } from "./transfers/index.js";
 import { AgentWallets, type FundingSource, type Keystore, type SettlementLedger } from "./wallets/index.js";
 import { Dispatcher, type Mailer } from "./webhooks/index.js";
 import { pruneExpiredNonces, X402Facilitator } from "./x402/index.js";
@@ -45,6 +46,11 @@ export interface GatewayOptions {
   readonly payeeAccountQuota?: number;
   /** The explorer cluster answers link to (`mainnet-beta`, `devnet`, or an RPC URL). */
   readonly explorerCluster?: string;
+  /**
+   * Extra network names of real x402 / MPP offers that mean this ledger (api/gateway/transfers/
+   * networks.ts): a local ledger's stand-in names for the official SDKs. None by default.
+   */
+  readonly networkAliases?: readonly string[];
 }
 
 export interface Gateway {
@@ -52,6 +58,8 @@ export interface Gateway {
   readonly settlement: Settlement;
   readonly facilitator: X402Facilitator;
   readonly mpp: MppGateway;
+  /** Payments to real x402 / MPP servers: signed transfers, recorded once they landed. */
+  readonly transfers: SignedTransfers;
   readonly dispatcher: Dispatcher;
   /** Base58 mint payments settle in (the x402 `token`). */
   readonly token: string;
@@ -84,6 +92,12 @@ export function startGateway(options: GatewayOptions): Gateway {
     onWarning: (message, context) => logger.warn(context, message),
   });
   const mpp = new MppGateway({ pool, settler: settlement, agents: wallets, cardProcessor: options.cardProcessor });
+  const transfers = new SignedTransfers({
+    pool,
+    ledger,
+    recorder: settlement,
+    networks: ledgerNetworks(ledger.network, options.networkAliases ?? []),
+  });
   const interval = options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs };
   const reconciling = runReconciler(settlement, wallets, {
     signal: controller.signal,
@@ -93,7 +107,7 @@ export function startGateway(options: GatewayOptions): Gateway {
   // Closes what the pay path left open (claims, expired authorizations, invocation openings).
   const sweeping = runSweeper(
     pool,
-    { agents: wallets, invocations: settlement, onWarning: (message, context) => logger.warn(context, message) },
+    { agents: wallets, invocations: settlement, transfers, onWarning: (message, context) => logger.warn(context, message) },
     {
       signal: controller.signal,
       ...interval,
@@ -125,6 +139,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     settlement,
     facilitator,
     mpp,
+    transfers,
     dispatcher,
     token,
     network: ledger.network,
@@ -136,6 +151,7 @@ export function startGateway(options: GatewayOptions): Gateway {
       invocations: settlement,
       settlementToken: token,
       mpp,
+      transfers,
       ...(options.explorerCluster === undefined ? {} : { explorerCluster: options.explorerCluster }),
       allowLoopbackWebhooks: options.allowLoopbackWebhooks ?? false,
     },

@@ -8,17 +8,36 @@
  *   - x402 pay:     `client.pay` → 402 → authorize at the gateway → retry with X-PAYMENT → the
  *                   middleware settles through the facilitator on the ledger → 200 → complete;
  *   - MPP session:  `client.pay` on a reused MPP session (one request carrying X-MPP-Session; the
- *                   middleware redeems it at the gateway, which charges the session on the ledger).
+ *                   middleware redeems it at the gateway, which charges the session on the ledger);
+ *   - official x402: `client.pay` against the official `@x402/express` middleware whose facilitator
+ *                   is `@x402/core`'s with `@x402/svm`'s exact scheme, in process (issue 12): 402 →
+ *                   authorize (the gateway signs the transfer) → retry with PAYMENT-SIGNATURE → the
+ *                   facilitator verifies, co-signs and settles → 200 → complete (the record);
+ *   - mppx:         `client.pay` against an `mppx` server with `@solana/mpp`'s charge method (fee
+ *                   sponsored): 402 → authorize → retry with Authorization: Payment → the server
+ *                   co-signs, broadcasts and verifies → 200 → complete (the record).
  * Overhead = pay − direct, at p50 and p99. Prints the table; exits 1 only for a wrong answer.
  *
  *   npm run bench:client [-- --rounds 200 --warmup 10]
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createKeyPairSignerFromBytes } from "@solana/kit";
+import { Mppx as MppxServer, solana as solanaServer } from "@solana/mpp/server";
+import { Keypair, LAMPORTS_PER_SOL } from "@solana/web3.js";
+import { x402Facilitator } from "@x402/core/facilitator";
+import type { FacilitatorClient } from "@x402/core/server";
+import type { SupportedResponse } from "@x402/core/types";
+import { paymentMiddleware, x402ResourceServer } from "@x402/express";
+import { SOLANA_DEVNET_CAIP2, toFacilitatorSvmSigner } from "@x402/svm";
+import { registerExactSvmScheme as registerFacilitatorScheme } from "@x402/svm/exact/facilitator";
+import { ExactSvmScheme as ExactSvmServerScheme } from "@x402/svm/exact/server";
+import express from "express";
 import type { AddressInfo } from "node:net";
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { pino } from "pino";
-import { startSystem } from "../../scripts/system.js";
+import { airdrop, createAgentWallet, ledgerAccess } from "../../scripts/agent-wallets.js";
+import { startSystem, type System } from "../../scripts/system.js";
 import { Client, type PaymentResult } from "../../sdk/src/client.js";
 import { mppMiddleware, type NodeMiddleware, type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
@@ -35,6 +54,77 @@ const PRICE_UNITS = 1_000n; // 0.001 USDC per call: thousands of calls fit a sma
 function answer(res: ServerResponse): void {
   res.writeHead(200, { "content-type": "application/json" });
   res.end(JSON.stringify({ quote: 42, source: "bench" }));
+}
+
+/**
+ * The official servers of issue 12 on loopback, paying a wallet outside the gateway: an x402 one
+ * (`@x402/express` + the official facilitator in process, the devnet id on the local RPC URL) and
+ * an `mppx` one (`@solana/mpp` charge on `localnet`, fee sponsored). Each fee payer holds SOL.
+ */
+async function officialServers(system: System): Promise<{ x402: string; mpp: string; close(): void }> {
+  const ledger = ledgerAccess(system.localnet);
+  const payTo = (await createAgentWallet(ledger, { airdropLamports: 0 })).publicKey.toBase58();
+  const funded = async (): Promise<Keypair> => {
+    const keypair = Keypair.generate();
+    await airdrop(ledger.provider, keypair.publicKey, 10 * LAMPORTS_PER_SOL);
+    return keypair;
+  };
+  const rpcUrl = system.localnet.info.rpcUrl;
+  const network = SOLANA_DEVNET_CAIP2;
+  const facilitator = new x402Facilitator();
+  registerFacilitatorScheme(facilitator, {
+    signer: toFacilitatorSvmSigner(await createKeyPairSignerFromBytes((await funded()).secretKey), { defaultRpcUrl: rpcUrl }),
+    networks: network,
+  });
+  const facilitatorClient: FacilitatorClient = {
+    verify: (payload, requirements) => facilitator.verify(payload, requirements),
+    settle: (payload, requirements) => facilitator.settle(payload, requirements),
+    getSupported: async () => facilitator.getSupported() as SupportedResponse,
+  };
+  const resourceServer = new x402ResourceServer(facilitatorClient).register(network, new ExactSvmServerScheme());
+  const app = express();
+  const price = { amount: PRICE_UNITS.toString(), asset: system.token };
+  app.use(paymentMiddleware({ "GET /quote": { accepts: { scheme: "exact", network, payTo, price } } }, resourceServer));
+  app.get("/quote", (_req, res) => {
+    res.json({ quote: 42, source: "bench" });
+  });
+  const mppx = MppxServer.create({
+    methods: [
+      solanaServer.charge({
+        recipient: payTo,
+        currency: system.token,
+        decimals: system.localnet.info.decimals,
+        network: "localnet",
+        rpcUrl,
+        signer: await createKeyPairSignerFromBytes((await funded()).secretKey),
+      }),
+    ],
+    secretKey: "bench-client-mppx-secret-key-0123456789abcdef",
+    realm: "127.0.0.1",
+  });
+  const charge = MppxServer.toNodeListener(mppx.charge({ amount: PRICE_UNITS.toString() }));
+  const servers = [
+    createServer(app),
+    createServer(async (req, res) => {
+      if ((await charge(req, res)).status === 402) return;
+      answer(res);
+    }),
+  ];
+  const origins: string[] = [];
+  for (const server of servers) {
+    await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+    origins.push(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  }
+  return {
+    x402: `${origins[0]}/quote`,
+    mpp: `${origins[1]}/quote`,
+    close() {
+      for (const server of servers) {
+        server.closeAllConnections();
+        server.close();
+      }
+    },
+  };
 }
 
 async function main(): Promise<void> {
@@ -85,31 +175,55 @@ async function main(): Promise<void> {
     };
     const x402 = async (): Promise<void> => check(await client.pay({ endpoint: `${origin}/x402/quote` }), "x402");
     const mpp = async (): Promise<void> => check(await client.pay({ endpoint: `${origin}/mpp/quote` }), "mpp");
+    const official = await officialServers(system);
+    const officialX402 = async (): Promise<void> => check(await client.pay({ endpoint: official.x402 }), "x402");
+    const mppx = async (): Promise<void> => check(await client.pay({ endpoint: official.mpp }), "mpp");
 
     await mpp(); // negotiates the session every later MPP call reuses
     for (let i = 0; i < WARMUP; i += 1) {
       await direct();
       await x402();
       await mpp();
+      await officialX402();
+      await mppx();
     }
-    const samples = { direct: [] as number[], x402: [] as number[], mpp: [] as number[] };
+    const samples = {
+      direct: [] as number[],
+      x402: [] as number[],
+      mpp: [] as number[],
+      officialX402: [] as number[],
+      mppx: [] as number[],
+    };
     for (let i = 0; i < ROUNDS; i += 1) {
       samples.direct.push((await timed(direct))[1]);
       samples.x402.push((await timed(x402))[1]);
       samples.mpp.push((await timed(mpp))[1]);
+      samples.officialX402.push((await timed(officialX402))[1]);
+      samples.mppx.push((await timed(mppx))[1]);
     }
     server.closeAllConnections();
     server.close();
+    official.close();
 
-    const s = { direct: stats(samples.direct), x402: stats(samples.x402), mpp: stats(samples.mpp) };
+    const s = {
+      direct: stats(samples.direct),
+      x402: stats(samples.x402),
+      mpp: stats(samples.mpp),
+      officialX402: stats(samples.officialX402),
+      mppx: stats(samples.mppx),
+    };
     const over = (paid: Stats, base: Stats): string =>
       `p50 +${(paid.p50 - base.p50).toFixed(2)} ms, p99 +${(paid.p99 - base.p99).toFixed(2)} ms`;
     console.log(TABLE_HEADER);
     console.log(row("direct fetch of the resource (baseline)", s.direct));
     console.log(row("client.pay, x402 (402 → authorize → settle on ledger → 200)", s.x402));
     console.log(row("client.pay, MPP on a reused session", s.mpp));
+    console.log(row("client.pay → official x402 middleware + facilitator", s.officialX402));
+    console.log(row("client.pay → mppx server, @solana/mpp charge", s.mppx));
     console.log(`x402 pay overhead over direct fetch: ${over(s.x402, s.direct)}`);
     console.log(`MPP session pay overhead over direct fetch: ${over(s.mpp, s.direct)}`);
+    console.log(`official x402 pay overhead over direct fetch: ${over(s.officialX402, s.direct)}`);
+    console.log(`mppx pay overhead over direct fetch: ${over(s.mppx, s.direct)}`);
     console.log("spec targets: x402 settlement < 400 ms (4.5), MPP < 100 ms; see bench/client/README.md");
   } finally {
     await system.stop();

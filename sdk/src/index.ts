@@ -51,5 +51,21 @@ export {
   type Wallet,
   type WalletOperation,
 } from "./client.js";
-export { readPaymentOffer, type MppRequest, type PaymentOffer, type X402Requirement } from "./payment-required.js";
-export { readMppReceipt, readX402Receipt, type MppReceipt, type X402Receipt } from "./receipts.js";
+export {
+  readPaymentChallenges,
+  readPaymentOffer,
+  readX402V2Header,
+  type MppChallengeParams,
+  type MppRequest,
+  type PaymentOffer,
+  type X402Requirement,
+} from "./payment-required.js";
+export {
+  readMppReceipt,
+  readPaymentReceipt,
+  readX402Receipt,
+  type MppReceipt,
+  type PaymentReceipt,
+  type X402Receipt,
+} from "./receipts.js";
+export type { TransferFormat } from "./authorization.js";

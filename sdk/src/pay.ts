@@ -7,20 +7,39 @@
  * transaction (step 6), or releases it when the paid request fails. In order:
  *
  * 1. `#callApi`: the original request (or, with a known MPP session, the request with its token).
- * 2. `readPaymentOffer`: the 402's x402 and MPP requirements.
+ * 2. `readPaymentOffer`: the 402's x402 and MPP requirements, in the spec's formats and the real
+ *    protocols' (x402 v2 `PAYMENT-REQUIRED`, x402 v1 body, MPP `WWW-Authenticate: Payment`).
  * 3-5. `#authorize`: the gateway's policy check, reservation and signature (`authorization.ts`);
  *    `#payX402` repeats the request with the payment headers, `#payMpp` confirms the MPP payment
- *    and opens a session, kept in `MppSessions` for the origin (step 4's reuse).
+ *    and opens a session, kept in `MppSessions` for the origin (step 4's reuse); `#payTransfer`
+ *    repeats the request with the signed transfer of a real x402 / MPP payment and hands the
+ *    settlement transaction from its receipt to the gateway, which records it.
  * 6. `#complete` (or `#failed`, which releases and says whether money moved).
  * 7. The paid API's answer as `PaidResult`, with its explorer link.
  */
 import { callApi, type ApiAnswer, ApiUnreachableError, type ApiRequest, headersObject } from "./api-call.js";
-import { type Authorization, type MppAuthorization, parseAuthorization, type X402Authorization } from "./authorization.js";
+import {
+  type Authorization,
+  isTransferAuthorization,
+  type MppAuthorization,
+  parseAuthorization,
+  type TransferAuthorization,
+  type TransferFormat,
+  type X402Authorization,
+} from "./authorization.js";
 import { errorFromProblem, InsufficientFundsError, PaymentError, PaymentProtocolError, ServiceError } from "./errors.js";
 import { explorerUrl } from "./explorer-links.js";
 import { decimalToUnits, unitsToUsdc, type Usdc, usdcToUnits } from "./money.js";
 import { type MppRequest, type PaymentOffer, readPaymentOffer } from "./payment-required.js";
-import { readMppReceipt, readX402Receipt, X_MPP_ERROR, X_MPP_SESSION, X_PAYMENT_ERROR } from "./receipts.js";
+import {
+  type PaymentReceipt,
+  readMppReceipt,
+  readPaymentReceipt,
+  readX402Receipt,
+  X_MPP_ERROR,
+  X_MPP_SESSION,
+  X_PAYMENT_ERROR,
+} from "./receipts.js";
 import type { WalletOperations } from "./resources/wallet.js";
 import type { MppSession, MppSessions } from "./sessions.js";
 import type { FetchFunction, Transport } from "./transport.js";
@@ -50,6 +69,17 @@ export interface PaidResult<T = unknown> {
   data: T;
   headers: Record<string, string>;
   sessionId?: string;
+  /**
+   * A real x402 / MPP payment (the payee's format below): the transfer transaction its
+   * facilitator or server broadcast. `txHash` is then payment_ledger's record of that transfer
+   * (the record names it as settlement reference), or this same transaction while the gateway
+   * has not recorded it yet.
+   */
+  settlementTxHash?: string;
+  /** A real x402 / MPP payment: the payee's wire format (`x402-v2`, `x402-v1`, `mpp`). */
+  format?: TransferFormat;
+  /** A real x402 / MPP payment: its receipt (`PAYMENT-RESPONSE`, `X-PAYMENT-RESPONSE`, `Payment-Receipt`), decoded. */
+  receipt?: PaymentReceipt;
 }
 
 /** The endpoint did not ask for payment (no 402): its answer as it came. */
@@ -151,7 +181,7 @@ export class PayFlow {
 
     let offer: PaymentOffer;
     try {
-      offer = readPaymentOffer(first.data, context.endpoint);
+      offer = readPaymentOffer(first.data, context.endpoint, first.headers);
     } catch (error) {
       if (reusable !== undefined) sessions.forget(this.#sessionScope, context.origin);
       throw error;
@@ -162,6 +192,7 @@ export class PayFlow {
     // would cost the next MPP call a whole new negotiation and settlement).
     if (reusable !== undefined && offer.mpp !== undefined) sessions.forget(this.#sessionScope, context.origin);
     const authorization = await this.#authorize(context, offer, options.idempotencyKey, extras);
+    if (isTransferAuthorization(authorization)) return this.#payTransfer(context, authorization);
     if (authorization.protocol === "x402") return this.#payX402(context, authorization);
     if (authorization.protocol === "mpp" && offer.mpp !== undefined) return this.#payMpp(context, authorization, offer.mpp);
     throw new PaymentProtocolError(
@@ -222,6 +253,9 @@ export class PayFlow {
       endpoint: context.endpoint,
       ...(offer.x402 === undefined ? {} : { x402: offer.x402 }),
       ...(offer.mpp === undefined ? {} : { mpp: offer.mpp }),
+      ...(offer.x402v2 === undefined ? {} : { x402v2: offer.x402v2 }),
+      ...(offer.x402v1 === undefined ? {} : { x402v1: offer.x402v1 }),
+      ...(offer.mppChallenges === undefined ? {} : { mppChallenges: offer.mppChallenges }),
       ...(preference === undefined ? {} : { protocolPreference: preference }),
       ...(this.#parentTxHash === undefined ? {} : { parentTxHash: this.#parentTxHash }),
       ...(extras.invocationBudget === undefined ? {} : { invocationBudget: extras.invocationBudget }),
@@ -329,6 +363,70 @@ export class PayFlow {
       headers: headersObject(paid.headers),
       ...(sessionId === undefined ? {} : { sessionId }),
     };
+  }
+
+  /**
+   * A real x402 / MPP payment: the request again with the signed transfer; its receipt names the
+   * transfer's transaction, which the gateway checks on the ledger and records (`complete`).
+   * Refused or unanswered, the reservation is released if it still can be; a signed transfer
+   * cannot be released while it may still land (`PAYMENT_OUTCOME_UNKNOWN`, the gateway closes it
+   * once its blockhash expired).
+   */
+  async #payTransfer(context: PayContext, authorization: TransferAuthorization): Promise<PaidResult> {
+    let paid: ApiAnswer;
+    try {
+      paid = await this.#callApi(context, authorization.headers, true);
+    } catch (error) {
+      throw await this.#failed(authorization, context, `the paid request to ${context.endpoint} got no answer`, error);
+    }
+    const receipt = readPaymentReceipt(authorization.format, paid.headers);
+    if (paid.status < 200 || paid.status > 299 || receipt === undefined || !receipt.success || receipt.transaction === undefined) {
+      const reason = typeof receipt?.value.errorReason === "string" ? ` (${receipt.value.errorReason})` : "";
+      throw await this.#failed(
+        authorization,
+        context,
+        `${context.endpoint} did not accept the ${authorization.format} payment: ${paid.status}${receipt === undefined ? " without a payment receipt" : reason}`,
+      );
+    }
+    const settlementTxHash = receipt.transaction;
+    const recorded = await this.#completeTransfer(authorization.reservationId, settlementTxHash);
+    const txHash = recorded?.txHash ?? settlementTxHash;
+    return {
+      paid: true,
+      status: paid.status,
+      protocol: authorization.protocol,
+      amountPaid: authorization.amount,
+      txHash,
+      solanaExplorer: recorded?.solanaExplorer ?? (await this.#explorer(txHash)),
+      data: paid.data,
+      headers: headersObject(paid.headers),
+      settlementTxHash,
+      format: authorization.format,
+      receipt,
+    };
+  }
+
+  /**
+   * Hands the settlement transaction to the gateway, which records the payment: the record's
+   * transaction and its explorer link, or undefined when it is not recorded yet (never thrown:
+   * the payment happened, the gateway's sweeper records it anyway).
+   */
+  async #completeTransfer(
+    reservationId: string,
+    settlementTxHash: string,
+  ): Promise<{ txHash: string; solanaExplorer?: string } | undefined> {
+    try {
+      const answer = await this.#shared.transport.request<{ txHash?: unknown; solanaExplorer?: unknown }>(
+        "POST",
+        `/v1/agents/${encodeURIComponent(this.#agentId)}/payments/${encodeURIComponent(reservationId)}/complete`,
+        { body: { txHash: settlementTxHash } },
+      );
+      if (typeof answer?.txHash !== "string") return undefined;
+      const link = answer.solanaExplorer;
+      return { txHash: answer.txHash, ...(typeof link === "string" && link.includes(answer.txHash) ? { solanaExplorer: link } : {}) };
+    } catch {
+      return undefined;
+    }
   }
 
   /** A call paid by an existing MPP session (no 402, no authorization round trip). */

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { explorerUrl } from "./client.js";
 import { PaymentProtocolError } from "./errors.js";
-import { readPaymentOffer } from "./payment-required.js";
-import { readMppReceipt, readX402Receipt } from "./receipts.js";
+import { readPaymentChallenges, readPaymentOffer } from "./payment-required.js";
+import { readMppReceipt, readPaymentReceipt, readX402Receipt } from "./receipts.js";
 
 const X402 = {
   scheme: "exact",
@@ -44,7 +44,9 @@ describe("reading a 402 body", () => {
       { ...X402, amount: 50000 },
       { ...MPP, paymentMethods: [] },
       { ...MPP, amount: { value: 0.02, currency: "USDC" } },
-      { x402Version: 1, accepts: [{ scheme: "exact", maxAmountRequired: "1" }] },
+      // x402 v1 bodies are read since issue 12 (below); an unknown version is still nothing.
+      { x402Version: 3, accepts: [{ scheme: "exact", maxAmountRequired: "1" }] },
+      { x402Version: 1, error: "X-PAYMENT header is required" },
     ]) {
       const error = (() => {
         try {
@@ -57,6 +59,91 @@ describe("reading a 402 body", () => {
       expect(error, JSON.stringify(body)).toBeInstanceOf(PaymentProtocolError);
       expect((error as PaymentProtocolError).endpoint).toBe("http://api.test/x");
     }
+  });
+});
+
+describe("reading the real protocols' 402 answers (issue 12)", () => {
+  const V1 = {
+    x402Version: 1,
+    error: "X-PAYMENT header is required",
+    accepts: [{ scheme: "exact", network: "solana", maxAmountRequired: "1000" }],
+  };
+  const V2 = {
+    x402Version: 2,
+    resource: { url: "http://api.test/x" },
+    accepts: [{ scheme: "exact", network: "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1", amount: "1000", asset: "Mint111", payTo: "P" }],
+  };
+  const base64 = (value: unknown, padded = true) => {
+    const text = Buffer.from(JSON.stringify(value)).toString("base64");
+    return padded ? text : text.replace(/=+$/, "");
+  };
+
+  it("x402 v1: the body, forwarded whole", () => {
+    expect(readPaymentOffer(V1, "e")).toEqual({ x402v1: V1 });
+  });
+
+  it("x402 v2: the PAYMENT-REQUIRED header (padding optional) whatever the body; a bad header is ignored", () => {
+    expect(readPaymentOffer({}, "e", new Headers({ "payment-required": base64(V2) }))).toEqual({ x402v2: V2 });
+    expect(readPaymentOffer({}, "e", new Headers({ "PAYMENT-REQUIRED": base64(V2, false) }))).toEqual({ x402v2: V2 });
+    expect(() => readPaymentOffer({}, "e", new Headers({ "payment-required": "not base64!" }))).toThrow(PaymentProtocolError);
+    expect(() => readPaymentOffer({}, "e", new Headers({ "payment-required": base64({ ...V2, x402Version: 1 }) }))).toThrow(
+      PaymentProtocolError,
+    );
+  });
+
+  it("MPP: every Payment challenge of WWW-Authenticate, quoted strings and escapes, other schemes skipped", () => {
+    const header =
+      'Bearer realm="api", Payment id="a1", realm="api.test", method="solana", intent="charge", request="eyJhIjoxfQ", ' +
+      'expires="2030-01-01T00:00:00Z", description="say \\"hi\\", ok", Payment id=b2, realm=api.test, method=tempo, intent=session, request=e30';
+    expect(readPaymentChallenges(header)).toEqual([
+      {
+        id: "a1",
+        realm: "api.test",
+        method: "solana",
+        intent: "charge",
+        request: "eyJhIjoxfQ",
+        expires: "2030-01-01T00:00:00Z",
+        description: 'say "hi", ok',
+      },
+      { id: "b2", realm: "api.test", method: "tempo", intent: "session", request: "e30" },
+    ]);
+    // A challenge missing a required parameter is not one.
+    expect(readPaymentChallenges('Payment id="x", realm="r", method="solana", intent="charge"')).toEqual([]);
+    expect(readPaymentChallenges(null)).toEqual([]);
+  });
+
+  it("a server offering everything at once: every offer is forwarded", () => {
+    const headers = new Headers({
+      "payment-required": base64(V2),
+      "www-authenticate": 'Payment id="a", realm="r", method="solana", intent="charge", request="e30"',
+    });
+    expect(readPaymentOffer(X402, "e", headers)).toEqual({
+      x402: X402,
+      x402v2: V2,
+      mppChallenges: [{ id: "a", realm: "r", method: "solana", intent: "charge", request: "e30" }],
+    });
+  });
+
+  it("receipts: PAYMENT-RESPONSE, X-PAYMENT-RESPONSE (base64), Payment-Receipt (base64url)", () => {
+    const settle = { success: true, transaction: "Tx9", network: "solana:x", payer: "P" };
+    expect(readPaymentReceipt("x402-v2", new Headers({ "payment-response": base64(settle) }))).toEqual({
+      header: "PAYMENT-RESPONSE",
+      success: true,
+      transaction: "Tx9",
+      value: settle,
+    });
+    expect(readPaymentReceipt("x402-v1", new Headers({ "x-payment-response": base64({ ...settle, success: false }) }))).toMatchObject({
+      success: false,
+    });
+    const mpp = { method: "solana", reference: "Tx8", status: "success", timestamp: "2030-01-01T00:00:00Z" };
+    const receipt = Buffer.from(JSON.stringify(mpp)).toString("base64url");
+    expect(readPaymentReceipt("mpp", new Headers({ "payment-receipt": receipt }))).toEqual({
+      header: "Payment-Receipt",
+      success: true,
+      transaction: "Tx8",
+      value: mpp,
+    });
+    expect(readPaymentReceipt("mpp", new Headers())).toBeUndefined();
   });
 });
 

@@ -6,6 +6,11 @@
  *   `{ txHash, sessionId, amount: { value, currency }, method, charged }`. A service that sends no
  *   `X-MPP-Receipt` may put `txHash` / `sessionId` in its JSON body instead; both are read.
  *
+ * - real x402 v2: `PAYMENT-RESPONSE` = base64 JSON SettleResponse `{ success, transaction, network,
+ *   payer, errorReason? }`; real x402 v1: `X-PAYMENT-RESPONSE`, the same object;
+ * - real MPP: `Payment-Receipt` = base64url JSON `{ status, method, timestamp, reference,
+ *   challengeId? }`, `reference` being the transaction on Solana.
+ *
  * Decoding is lenient (a malformed receipt reads as absent) because the receipt is the server's
  * statement, not ours to validate; the gateway validates the `txHash` when the reservation closes.
  */
@@ -16,6 +21,8 @@ export const X_PAYMENT_ERROR = "X-PAYMENT-ERROR";
 export const X_MPP_SESSION = "X-MPP-Session";
 export const X_MPP_RECEIPT = "X-MPP-Receipt";
 export const X_MPP_ERROR = "X-MPP-Error";
+export const PAYMENT_RESPONSE = "PAYMENT-RESPONSE";
+export const PAYMENT_RECEIPT = "Payment-Receipt";
 
 const MAX_RECEIPT_CHARS = 8_192;
 
@@ -38,10 +45,10 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-function decodeBase64Json(header: string | null): Record<string, unknown> | undefined {
+function decodeBase64Json(header: string | null, encoding: "base64" | "base64url" = "base64"): Record<string, unknown> | undefined {
   if (header === null || header.length > MAX_RECEIPT_CHARS) return undefined;
   try {
-    const parsed: unknown = JSON.parse(Buffer.from(header, "base64").toString("utf8"));
+    const parsed: unknown = JSON.parse(Buffer.from(header.trim(), encoding).toString("utf8"));
     return isRecord(parsed) ? parsed : undefined;
   } catch {
     return undefined;
@@ -80,4 +87,26 @@ export function readMppReceipt(headers: Headers, body: unknown): MppReceipt | un
     ...(amount ? { amount } : {}),
     ...(typeof header.charged === "boolean" ? { charged: header.charged } : {}),
   };
+}
+
+/** The receipt of a real x402 / MPP payment, as the paid API sent it. */
+export interface PaymentReceipt {
+  /** The header it came in: `PAYMENT-RESPONSE`, `X-PAYMENT-RESPONSE` or `Payment-Receipt`. */
+  header: string;
+  /** Whether the server says the payment succeeded (`success` / `status: "success"`). */
+  success: boolean;
+  /** The settlement transaction it names (x402 `transaction`, MPP `reference`), if any. */
+  transaction?: string;
+  /** The decoded JSON, unchanged. */
+  value: Record<string, unknown>;
+}
+
+/** The receipt a real x402 (v2 or v1) or MPP server puts on a paid answer, by the payment's format. */
+export function readPaymentReceipt(format: "x402-v2" | "x402-v1" | "mpp", headers: Headers): PaymentReceipt | undefined {
+  const header = format === "x402-v2" ? PAYMENT_RESPONSE : format === "x402-v1" ? X_PAYMENT_RESPONSE : PAYMENT_RECEIPT;
+  const value = decodeBase64Json(headers.get(header), format === "mpp" ? "base64url" : "base64");
+  if (value === undefined) return undefined;
+  const transaction = optionalString(format === "mpp" ? value.reference : value.transaction);
+  const success = format === "mpp" ? value.status === "success" : value.success === true;
+  return { header, success, ...(transaction === undefined ? {} : { transaction }), value };
 }

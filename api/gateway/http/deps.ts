@@ -8,6 +8,7 @@ import type { BalanceReader } from "../../shared/balances.js";
 import type { Invocations } from "../invocations/index.js";
 import type { MppGateway } from "../mpp/gateway.js";
 import type { AgentWallets, Keystore } from "../wallets/index.js";
+import type { SignedTransfers } from "../transfers/index.js";
 import type { X402Facilitator } from "../x402/facilitator.js";
 
 export interface GatewayDeps extends RouteDeps {
@@ -25,6 +26,8 @@ export interface GatewayDeps extends RouteDeps {
   readonly invocations?: Invocations | undefined;
   /** Base58 mint the facilitator settles in (`GET /v1/x402/supported`; 503 without it). */
   readonly settlementToken?: string | undefined;
+  /** Payments to real x402 / MPP servers (signed transfers): such offers answer 503 without it. */
+  readonly transfers?: SignedTransfers | undefined;
   /** The MPP service side for resource servers: `/v1/mpp/*` answer 503 without it. */
   readonly mpp?: MppGateway | undefined;
   /** The ledger's explorer cluster, as the indexer's (`mainnet-beta`, `devnet`, or an RPC URL): `solanaExplorer` in answers. */

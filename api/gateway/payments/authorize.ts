@@ -20,6 +20,16 @@
  * invoke its payee, an agent of this gateway, as a sub-agent with that budget: the facilitator
  * opens the invocation once the payment settled.
  *
+ * Real x402 and MPP payees (issue 12, api/gateway/transfers): the offer may also hold x402 v2 / v1
+ * `exact` requirements and MPP `solana` `charge` challenges. The protocol is chosen exactly as for
+ * the spec's formats (within a protocol, the spec's own format first); the policy decides on the
+ * amount and the endpoint's domain before anything is signed, and the reservation is made as
+ * always. Then the agent signs the transfer transaction the payee's side co-signs and broadcasts,
+ * recorded in `signed_transfers` and linked to the reservation (`transfer:<agent signature>`)
+ * as already claimed: once the bytes are out they may land until their blockhash expires, so
+ * `release` is refused and the reservation closes only with the transfer's outcome
+ * (api/gateway/transfers/landing.ts).
+ *
  * Two steps, because the REST layer runs the second inside the Idempotency-Key's transaction:
  * `prepareAuthorization` (reads that need no transaction: the payee agent, the invocation, the
  * wallet key; refusing here reserves nothing) and `authorizeInTransaction`. Refusals the request
@@ -53,16 +63,31 @@ import { chooseMethod } from "../mpp/rails.js";
 import type { MppPaymentRequest } from "../mpp/request.js";
 import { type MppSubmission, signMppSubmission } from "../mpp/submission.js";
 import { recordRefusedPayment } from "../rejections.js";
+import { checkPayee } from "../settlement/payee.js";
+import {
+  insertTransfer,
+  paymentHeaders,
+  type SignedTransfers,
+  type TransferChainState,
+  type TransferFormat,
+  type TransferOffer,
+  transferPaymentRef,
+} from "../transfers/index.js";
 import type { AgentWallets } from "../wallets/index.js";
 import type { PaymentPayload } from "../x402/payload.js";
 import type { PaymentRequirement } from "../x402/requirement.js";
 import { signPaymentPayload } from "../x402/sign.js";
 import { type AgentSigner, keypairSigner } from "../x402/signer.js";
 
-/** The target's 402 offer: its x402 requirement (spec 2.7), its MPP request (spec 2.9), or both. */
+/**
+ * The target's 402 offer: its x402 requirement (spec 2.7), its MPP request (spec 2.9), and the
+ * real-protocol offers payable with a signed transfer (x402 v2/v1 `exact`, MPP `solana` charge,
+ * in the payee's order); any of them may be absent.
+ */
 export interface Offer {
   readonly x402: PaymentRequirement | null;
   readonly mpp: MppPaymentRequest | null;
+  readonly transfers?: readonly TransferOffer[];
 }
 
 export interface AuthorizeRequest {
@@ -84,6 +109,8 @@ export interface AuthorizeDeps {
   readonly wallets: AgentWallets | undefined;
   /** Invocation accounts, read for sub-agent payments; 503 without them when one is named. */
   readonly invocations: Invocations | undefined;
+  /** Real-protocol payments (signed transfers); 503 without them when the offer holds only such offers. */
+  readonly transfers?: SignedTransfers | undefined;
 }
 
 /** A request checked against the wallets and the chain, with the agent's signer: ready to reserve. */
@@ -93,6 +120,8 @@ export interface PreparedAuthorization {
   readonly signer: AgentSigner;
   /** The invocation a sub-agent pays under (found on the chain), else null. */
   readonly invocation: string | null;
+  /** The chain state a signed transfer needs, read when the offer holds transfer offers. */
+  readonly transferChain: TransferChainState | null;
 }
 
 /** The signed payment an authorization answers with. */
@@ -103,6 +132,16 @@ export type SignedPayment =
       readonly method: string;
       readonly paymentEndpoint: string;
       readonly submission: MppSubmission;
+    }
+  | {
+      /** A signed transfer for a real x402 / MPP payee, and the headers that carry it. */
+      readonly protocol: "transfer";
+      readonly paymentProtocol: Protocol;
+      readonly format: TransferFormat;
+      readonly headers: Record<string, string>;
+      readonly payTo: string;
+      readonly feePayer: string;
+      readonly lastValidBlockHeight: number;
     };
 
 export interface Authorized {
@@ -130,12 +169,26 @@ export type AuthorizeRefusal =
 
 export type AuthorizeResult = Authorized | AuthorizeRefusal;
 
-/** The protocols the target's 402 offers; the route has refused a body with neither. */
-function offeredProtocols(offer: Offer): Protocol[] {
+/** What the payment will be made with. */
+type Choice = { readonly kind: "x402" } | { readonly kind: "mpp" } | { readonly kind: "transfer"; readonly offer: TransferOffer };
+
+/**
+ * Spec 1: x402 when both protocols are offered, unless the preference says mpp. Within the
+ * protocol, the spec's own format first (the gateway settles it atomically itself), then the
+ * payee's first payable real-protocol offer.
+ */
+function choosePayment(offer: Offer, preference: ProtocolPreference): Choice {
+  const transfers = offer.transfers ?? [];
+  const x402Transfer = transfers.find((t) => t.protocol === "x402");
+  const mppTransfer = transfers.find((t) => t.protocol === "mpp");
   const offered: Protocol[] = [];
-  if (offer.x402 !== null) offered.push("x402");
-  if (offer.mpp !== null) offered.push("mpp");
-  return offered;
+  if (offer.x402 !== null || x402Transfer !== undefined) offered.push("x402");
+  if (offer.mpp !== null || mppTransfer !== undefined) offered.push("mpp");
+  // The policy engine's rule (spec 1); the route has refused a body that offers neither.
+  const protocol = chooseProtocol(preference, offered);
+  if (protocol === null) throw new Error("authorize: no protocol offered, which the route refuses earlier");
+  if (protocol === "x402") return offer.x402 !== null ? { kind: "x402" } : { kind: "transfer", offer: x402Transfer! };
+  return offer.mpp !== null ? { kind: "mpp" } : { kind: "transfer", offer: mppTransfer! };
 }
 
 /**
@@ -157,8 +210,14 @@ export async function prepareAuthorization(deps: AuthorizeDeps, request: Authori
     parentTxHash === null
       ? null
       : (await requireSubAgentInvocation(requireInvocations(deps.invocations), parentTxHash, agent.wallet_address)).invocation;
-  const signer = keypairSigner(await wallets.keypair(agent.agent_id));
-  return { request, deps, signer, invocation };
+  const keypair = await wallets.keypair(agent.agent_id);
+  let transferChain: TransferChainState | null = null;
+  if ((offer.transfers ?? []).length > 0) {
+    if (deps.transfers === undefined)
+      throw httpError("SERVICE_UNAVAILABLE", "payments to x402 / MPP servers are not configured on this server");
+    transferChain = await deps.transfers.chainState(keypair);
+  }
+  return { request, deps, signer: keypairSigner(keypair), invocation, transferChain };
 }
 
 /**
@@ -172,13 +231,17 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
   // that starts now waits for this reservation and then sees it (api/gateway/agent-archive.ts).
   refuseArchived({ public_id: agent.public_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
   const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
-  // Spec 1 (the policy engine's rule): x402 when both are offered, unless the preference says mpp.
-  const protocol = chooseProtocol(request.preference ?? policy.protocolPreference, offeredProtocols(offer));
-  if (protocol === null) throw new Error("authorize: no protocol offered, which the route refuses earlier");
-  if (invocationBudgetUnits !== null && protocol !== "x402") {
-    throw badRequest("invocationBudget", "invoking a sub-agent needs the x402 protocol, but this payment would use mpp");
+  const choice = choosePayment(offer, request.preference ?? policy.protocolPreference);
+  const protocol: Protocol = choice.kind === "transfer" ? choice.offer.protocol : choice.kind;
+  if (invocationBudgetUnits !== null && choice.kind !== "x402") {
+    throw badRequest(
+      "invocationBudget",
+      `invoking a sub-agent needs the spec's x402 protocol, but this payment would use ${choice.kind === "transfer" ? choice.offer.format : protocol}`,
+    );
   }
-  const amountUnits = protocol === "x402" ? offer.x402!.amountUnits : offer.mpp!.amountUnits;
+  const amountUnits =
+    choice.kind === "transfer" ? choice.offer.amountUnits : protocol === "x402" ? offer.x402!.amountUnits : offer.mpp!.amountUnits;
+  if (choice.kind === "transfer") checkTransferOffer(prepared, choice.offer);
   const payment = { endpoint, amountUnits, protocol, offeredProtocols: [protocol] } as const;
   const options: ReserveOptions =
     parentTxHash === null
@@ -213,6 +276,9 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
     invocationBudgetUnits,
   } as const;
   const link = { parentTxHash, invocationBudgetUnits };
+  if (choice.kind === "transfer") {
+    return { ...authorized, signed: await signOfferedTransfer(client, prepared, choice.offer, authorized, now) };
+  }
   if (protocol === "x402") {
     const payload = await signPaymentPayload(signer, offer.x402!, { now });
     const p = payload.payload;
@@ -242,4 +308,86 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
     ...link,
   });
   return { ...authorized, signed: { protocol: "mpp", method, paymentEndpoint: mpp.paymentEndpoint, submission } };
+}
+
+/**
+ * Before the reservation: the payee is one the ledger can credit, the offer's resource is on the
+ * endpoint's host, and the agent holds the amount (a transfer signed without it would only fail
+ * at the payee's simulation, after its reservation had been locked until the blockhash expired).
+ */
+function checkTransferOffer(prepared: PreparedAuthorization, offer: TransferOffer): void {
+  const { endpoint } = prepared.request;
+  checkPayee(offer.payTo, [offer.mint], `${offer.format}.payTo`);
+  if (offer.resourceUrl !== null) {
+    let host: string;
+    try {
+      host = new URL(offer.resourceUrl).hostname;
+    } catch {
+      throw badRequest(`${offer.format}.resource`, "must be an http(s) URL");
+    }
+    if (host !== new URL(endpoint).hostname)
+      throw badRequest(`${offer.format}.resource`, `pays for ${offer.resourceUrl}, not for ${endpoint}`);
+  }
+  const balance = prepared.transferChain!.balanceUnits;
+  if (balance < offer.amountUnits) {
+    throw httpError("INSUFFICIENT_FUNDS", `the agent's wallet holds ${balance} base units, the payment needs ${offer.amountUnits}`, {
+      errorClass: "InsufficientFundsError",
+      requiredUnits: offer.amountUnits.toString(),
+      balanceUnits: balance.toString(),
+    });
+  }
+}
+
+/**
+ * The agent signs the transfer (after the policy allowed it), and its row and the reservation's
+ * link commit with the reservation. The link is claimed from the start: the signed bytes may land
+ * until their blockhash expires, whatever the caller does next.
+ */
+async function signOfferedTransfer(
+  client: pg.PoolClient,
+  prepared: PreparedAuthorization,
+  offer: TransferOffer,
+  authorized: { readonly reservationId: string; readonly parentTxHash: string | null; readonly invocation: string | null },
+  now: Date,
+): Promise<SignedPayment> {
+  const transfers = prepared.deps.transfers!;
+  const { blockhash } = prepared.transferChain!;
+  const { agent, endpoint } = prepared.request;
+  const payer = await prepared.deps.wallets!.keypair(agent.agent_id);
+  const signed = transfers.sign(offer, payer, blockhash.blockhash);
+  const paymentRef = transferPaymentRef(signed.payerSignature);
+  await insertTransfer(client, {
+    paymentRef,
+    reservationId: authorized.reservationId,
+    agentId: agent.agent_id,
+    protocol: offer.protocol,
+    format: offer.format,
+    payer: payer.publicKey.toBase58(),
+    payee: offer.payTo,
+    mint: offer.mint,
+    amountUnits: offer.amountUnits,
+    endpoint,
+    parentTxHash: authorized.parentTxHash,
+    invocation: authorized.invocation,
+    payerSignature: signed.payerSignature,
+    feePayer: signed.feePayer,
+    expectedTx: signed.expectedTx,
+    lastValidBlockHeight: blockhash.lastValidBlockHeight,
+  });
+  await linkReservation(client, authorized.reservationId, {
+    paymentRef,
+    // No wall-clock expiry: the ledger's block height decides when it can no longer land.
+    expiresAt: null,
+    parentTxHash: authorized.parentTxHash,
+    claimedAt: now,
+  });
+  return {
+    protocol: "transfer",
+    paymentProtocol: offer.protocol,
+    format: offer.format,
+    headers: paymentHeaders(offer.wire, signed.wire),
+    payTo: offer.payTo,
+    feePayer: signed.feePayer,
+    lastValidBlockHeight: blockhash.lastValidBlockHeight,
+  };
 }

@@ -21,6 +21,9 @@
  * 3. Invocations: a settled reservation with an invocation budget whose invocation is not open
  *    yet (the opening failed after the payment settled) is opened now; the opening is idempotent
  *    for the same terms, so a retry never opens twice.
+ * 4. Signed transfers (payments to real x402 / MPP servers, api/gateway/transfers/sweep.ts):
+ *    each is followed on the ledger until it is recorded, or can never land (its reservation
+ *    released).
  *
  * Every write is a conditional UPDATE on the state it read (`status = 'claimed'`, `status =
  * 'reserved'`), so two sweepers, or a sweeper and a facilitator finishing late, never undo each
@@ -44,6 +47,7 @@ import {
 import { type Invocations, openMissingInvocations } from "../invocations/index.js";
 import { sweepPaymentAbandoned, sweepPaymentFailed, sweepPaymentPending, sweepPaymentSettled } from "../mpp/store.js";
 import { sweepNonceAbandoned, sweepNonceFailed, sweepNoncePending, sweepNonceSettled } from "../x402/nonces.js";
+import type { SignedTransfers } from "../transfers/index.js";
 import type { AgentDirectory } from "../x402/settler.js";
 import { linkedReservationsToSweep, mppClaimsToSweep, PAYMENT_REF_KINDS, x402ClaimsToSweep } from "./sweeper-store.js";
 
@@ -57,6 +61,8 @@ export interface SweeperDeps {
   readonly agents: AgentDirectory;
   /** Retries invocation openings; without it step 3 is skipped. */
   readonly invocations?: Invocations | undefined;
+  /** Follows signed transfers to their outcome; without it step 4 is skipped. */
+  readonly transfers?: SignedTransfers | undefined;
   readonly onWarning?: ((message: string, context: Record<string, unknown>) => void) | undefined;
 }
 
@@ -76,6 +82,10 @@ export interface SweepReport {
   readonly reservationsSettled: number;
   readonly reservationsReleased: number;
   readonly invocationsOpened: number;
+  /** Signed transfers recorded, found expired (never landed), found failed on the ledger. */
+  readonly transfersRecorded: number;
+  readonly transfersExpired: number;
+  readonly transfersFailed: number;
 }
 
 interface Counts {
@@ -104,7 +114,11 @@ export async function sweepReservations(pool: pg.Pool, deps: SweeperDeps, now: D
   await sweepMppClaims(pool, claimCutoff, batch, counts);
   await sweepLinkedReservations(pool, expiryCutoff, batch, counts);
   await openInvocations(pool, deps, batch, counts);
-  return counts;
+  const transfers =
+    deps.transfers === undefined
+      ? { transfersRecorded: 0, transfersExpired: 0, transfersFailed: 0 }
+      : await deps.transfers.sweep(batch, deps.onWarning);
+  return { ...counts, ...transfers };
 }
 
 async function closeReservation(pool: pg.Pool, paymentRef: string, outcome: { landed: string } | "failed", counts: Counts): Promise<void> {

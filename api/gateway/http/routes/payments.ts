@@ -25,6 +25,17 @@
  * payment invoke its payee, an agent of this gateway, as a sub-agent with that budget: the
  * facilitator opens the invocation once the payment settled.
  *
+ * Real x402 and MPP payees (issue 12): the body may instead (or also) hold `x402v2` (the decoded
+ * `PAYMENT-REQUIRED` header), `x402v1` (an x402 v1 402 body) and `mppChallenges` (the
+ * `WWW-Authenticate: Payment` challenges, parsed). The answer then carries `format`
+ * (`x402-v2`, `x402-v1`, `mpp`), the `headers` that carry the signed transfer
+ * (`PAYMENT-SIGNATURE`, `X-PAYMENT` or `Authorization`) and `transfer` (`payTo`, `feePayer`,
+ * `lastValidBlockHeight`). Its `complete` names the transfer's transaction from the payee's
+ * receipt: the gateway checks it on the ledger, records the payment in payment_ledger with the
+ * transfer as settlement reference, and answers the record's `txHash` and the `settlementTxHash`
+ * (api/gateway/transfers). Such a reservation cannot be released: the signed transfer may land
+ * until its blockhash expires; the sweeper closes it with the outcome.
+ *
  * `POST /v1/agents/{agentId}/payments/{reservationId}/complete` (`{ txHash }`) and `.../release`
  * close the reservation when the payment was settled elsewhere (a third-party facilitator); both
  * are idempotent with the facilitator's own closing. `release` revokes the signed payment: once
@@ -56,6 +67,7 @@ import { usdcJson } from "../../../shared/money.js";
 import { badRequest, httpError, problemResponse } from "../../../shared/http/problem.js";
 import { json } from "../../../shared/http/router.js";
 import { checkPayee } from "../../settlement/payee.js";
+import type { SignedTransfers, TransferOffer } from "../../transfers/index.js";
 import type { Route, RouteContext } from "../deps.js";
 
 const PREFERENCES: readonly ProtocolPreference[] = ["auto", "x402", "mpp"];
@@ -70,22 +82,29 @@ function hostOf(url: string, field: string): string {
 
 async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
   const agent = await requireActiveAgent(context, context.params.agentId!);
-  const body = objectBody(context.body, ["endpoint"], ["x402", "mpp", "protocolPreference", "parentTxHash", "invocationBudget"]);
+  const body = objectBody(
+    context.body,
+    ["endpoint"],
+    ["x402", "mpp", "x402v2", "x402v1", "mppChallenges", "protocolPreference", "parentTxHash", "invocationBudget"],
+  );
   const endpoint = stringField(body.endpoint, "endpoint");
   const host = hostOf(endpoint, "endpoint");
   const preferenceText = optionalString(body.protocolPreference, "protocolPreference", 8);
   if (preferenceText !== undefined && !(PREFERENCES as readonly string[]).includes(preferenceText)) {
     throw badRequest("protocolPreference", "must be auto, x402 or mpp");
   }
-  if (body.x402 === undefined && body.mpp === undefined) {
-    throw httpError("BAD_USER_INPUT", "give the target's 402 body as x402 (spec 2.7) or mpp (spec 2.9)", {
-      errorClass: "PaymentProtocolError",
-      endpoint,
-    });
+  const real = body.x402v2 !== undefined || body.x402v1 !== undefined || body.mppChallenges !== undefined;
+  if (body.x402 === undefined && body.mpp === undefined && !real) {
+    throw httpError(
+      "BAD_USER_INPUT",
+      "give the target's 402 offer: x402 (spec 2.7), mpp (spec 2.9), x402v2 (the decoded PAYMENT-REQUIRED header), x402v1 (an x402 v1 body) or mppChallenges",
+      { errorClass: "PaymentProtocolError", endpoint },
+    );
   }
   const offer: Offer = {
     x402: body.x402 === undefined ? null : parsePaymentRequirement(plainJson(body.x402)),
     mpp: body.mpp === undefined ? null : parseMppPaymentRequest(plainJson(body.mpp)),
+    transfers: real ? transferOffers(context, body, endpoint) : [],
   };
   // A payee the ledger cannot credit safely is refused before anything is reserved or signed.
   if (offer.x402 !== null) checkPayee(offer.x402.payTo, [offer.x402.token, context.deps.settlementToken], "x402.payTo");
@@ -99,7 +118,7 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
     throw badRequest("invocationBudget", "invoking a sub-agent needs an x402 payment (give the target's x402 requirement)");
   }
   const prepared = await prepareAuthorization(
-    { wallets: context.deps.wallets, invocations: context.deps.invocations },
+    { wallets: context.deps.wallets, invocations: context.deps.invocations, transfers: context.deps.transfers },
     { agent, endpoint, offer, preference: preferenceText as ProtocolPreference | undefined, parentTxHash, invocationBudgetUnits },
   );
   // A refusal is an answer, committed with its rejection and the key: a retry answers the same
@@ -107,6 +126,35 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
   return runDatabaseEffect(context.store, context.idempotency, async (client) =>
     authorizeAnswer(agent.public_id, await authorizeInTransaction(client, prepared, context.now)),
   );
+}
+
+/**
+ * The payable real-protocol offers. Without the transfers service, or when none is payable, the
+ * request is refused only if it offers nothing in the spec's formats either.
+ */
+function transferOffers(context: RouteContext, body: Record<string, unknown>, endpoint: string): TransferOffer[] {
+  const service = context.deps.transfers;
+  const spec = body.x402 !== undefined || body.mpp !== undefined;
+  if (service === undefined) {
+    if (spec) return [];
+    throw httpError("SERVICE_UNAVAILABLE", "payments to x402 / MPP servers are not configured on this server");
+  }
+  const read = service.readOffers(
+    {
+      ...(body.x402v2 === undefined ? {} : { x402v2: plainJson(body.x402v2 as never) }),
+      ...(body.x402v1 === undefined ? {} : { x402v1: plainJson(body.x402v1 as never) }),
+      ...(body.mppChallenges === undefined ? {} : { mppChallenges: plainJson(body.mppChallenges as never) }),
+    },
+    context.now,
+  );
+  if (read.offers.length === 0 && !spec) {
+    throw httpError("BAD_USER_INPUT", `${endpoint} offers nothing this gateway can pay: ${read.skipped.join("; ")}`, {
+      errorClass: "PaymentProtocolError",
+      endpoint,
+      skipped: read.skipped,
+    });
+  }
+  return read.offers;
 }
 
 function authorizeAnswer(agentId: string, result: AuthorizeResult): RouteResponse {
@@ -151,6 +199,15 @@ function authorizeAnswer(agentId: string, result: AuthorizeResult): RouteRespons
     ...(result.invocationBudgetUnits === null ? {} : { invocationBudget: usdcJson(result.invocationBudgetUnits) }),
   };
   const signed = result.signed;
+  if (signed.protocol === "transfer") {
+    return json(200, {
+      ...common,
+      protocol: signed.paymentProtocol,
+      format: signed.format,
+      headers: signed.headers,
+      transfer: { payTo: signed.payTo, feePayer: signed.feePayer, lastValidBlockHeight: signed.lastValidBlockHeight },
+    });
+  }
   if (signed.protocol === "x402") {
     return json(200, { ...common, payment: payloadBody(signed.payload), headers: encodePaymentHeaders(signed.payload) });
   }
@@ -171,6 +228,13 @@ async function completeRoute(context: RouteContext): Promise<RouteResponse> {
   const id = await ownReservation(context);
   const body = objectBody(context.body, ["txHash"], []);
   const txHash = parseTxHash("txHash", stringField(body.txHash, "txHash", 128));
+  const transfer = context.deps.transfers === undefined ? null : await context.deps.transfers.transferOfReservation(id);
+  if (transfer !== null) {
+    // Idempotent by itself (recorded once, whatever the retries): computed before the key's
+    // transaction, which only stores the answer.
+    const response = await completeTransferAnswer(context, id, transfer, txHash);
+    return runDatabaseEffect(context.store, context.idempotency, async () => response);
+  }
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     await completeReservation(client, id, txHash);
     const cluster = context.deps.explorerCluster;
@@ -180,6 +244,50 @@ async function completeRoute(context: RouteContext): Promise<RouteResponse> {
       txHash,
       ...(cluster === undefined ? {} : { solanaExplorer: explorerLink(txHash, cluster) }),
     });
+  });
+}
+
+/** `complete` of a signed transfer: the payee reported its transaction as `txHash`. */
+async function completeTransferAnswer(
+  context: RouteContext,
+  id: string,
+  transfer: NonNullable<Awaited<ReturnType<SignedTransfers["transferOfReservation"]>>>,
+  txHash: string,
+): Promise<RouteResponse> {
+  const service = context.deps.transfers!;
+  let outcome: Awaited<ReturnType<SignedTransfers["complete"]>>;
+  try {
+    outcome = await service.complete(transfer, txHash);
+  } catch (error) {
+    // The transfer landed; recording it failed on the ledger. The reservation keeps counting and
+    // the sweeper records it later: nothing is paid twice and nothing goes unrecorded.
+    throw httpError("PAYMENT_FAILED", `${txHash} landed, but recording it failed (it is retried): ${(error as Error).message}`, {
+      reservationId: id,
+      settlementTxHash: txHash,
+    });
+  }
+  if (outcome === null) {
+    throw httpError("CONFLICT", `transaction ${txHash} is not on the ledger with reservation ${id}'s signed transfer`, {
+      field: "txHash",
+      reservationId: id,
+    });
+  }
+  if (outcome.outcome === "failed") {
+    throw httpError("CONFLICT", `transaction ${txHash} carries reservation ${id}'s transfer but failed on the ledger: nothing moved`, {
+      reservationId: id,
+      settlementTxHash: txHash,
+    });
+  }
+  if (outcome.outcome === "pending") {
+    return json(202, { reservationId: id, status: "recording", settlementTxHash: outcome.settlementTx });
+  }
+  const cluster = context.deps.explorerCluster;
+  return json(200, {
+    reservationId: id,
+    status: "settled",
+    txHash: outcome.recordTx,
+    settlementTxHash: outcome.settlementTx,
+    ...(cluster === undefined ? {} : { solanaExplorer: explorerLink(outcome.recordTx, cluster) }),
   });
 }
 

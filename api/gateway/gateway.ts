@@ -7,10 +7,12 @@
  * Two composers call this: `scripts/system.ts` on the local ledger, and `api/gateway/main.ts` on
  * any cluster configured from the environment. Nothing here knows which.
  */
+import type { Keypair } from "@solana/web3.js";
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { SecretBox } from "../shared/secret-box.js";
 import type { CardProcessor } from "./card/processor.js";
+import { CosignedTransfers } from "./cosigned/cosigned.js";
 import { pruneIdempotencyKeys } from "../shared/http/idempotency.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { MppGateway } from "./mpp/gateway.js";
@@ -45,6 +47,12 @@ export interface GatewayOptions {
   readonly payeeAccountQuota?: number;
   /** The explorer cluster answers link to (`mainnet-beta`, `devnet`, or an RPC URL). */
   readonly explorerCluster?: string;
+  /**
+   * The dedicated fee payer (SOL only, no authority on payment_ledger) that co-signs payers' own
+   * transfers: the standard x402 facilitator and MPP `solana` charges (api/gateway/cosigned).
+   * Without it those are not offered.
+   */
+  readonly feePayer?: Keypair;
 }
 
 export interface Gateway {
@@ -52,6 +60,8 @@ export interface Gateway {
   readonly settlement: Settlement;
   readonly facilitator: X402Facilitator;
   readonly mpp: MppGateway;
+  /** Payers' own transfers co-signed as fee payer; null without a fee payer key. */
+  readonly cosigned: CosignedTransfers | null;
   readonly dispatcher: Dispatcher;
   /** Base58 mint payments settle in (the x402 `token`). */
   readonly token: string;
@@ -84,12 +94,31 @@ export function startGateway(options: GatewayOptions): Gateway {
     onWarning: (message, context) => logger.warn(context, message),
   });
   const mpp = new MppGateway({ pool, settler: settlement, agents: wallets, cardProcessor: options.cardProcessor });
+  const cosigned =
+    options.feePayer === undefined
+      ? null
+      : new CosignedTransfers({
+          pool,
+          ledger,
+          feePayer: options.feePayer,
+          agents: wallets,
+          onWarning: (message, context) => logger.warn(context, message),
+        });
   const interval = options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs };
   const reconciling = runReconciler(settlement, wallets, {
     signal: controller.signal,
     ...interval,
     onError: (error) => logger.warn({ err: error }, "reconciler pass failed"),
   });
+  // Co-signed transfers left pending, and their records, resolve in their own loop.
+  const reconcilingCosigned =
+    cosigned === null
+      ? Promise.resolve()
+      : runReconciler(cosigned, null, {
+          signal: controller.signal,
+          ...interval,
+          onError: (error) => logger.warn({ err: error }, "co-signed transfer reconciler pass failed"),
+        });
   // Closes what the pay path left open (claims, expired authorizations, invocation openings).
   const sweeping = runSweeper(
     pool,
@@ -125,6 +154,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     settlement,
     facilitator,
     mpp,
+    cosigned,
     dispatcher,
     token,
     network: ledger.network,
@@ -136,6 +166,7 @@ export function startGateway(options: GatewayOptions): Gateway {
       invocations: settlement,
       settlementToken: token,
       mpp,
+      ...(cosigned === null ? {} : { cosigned }),
       ...(options.explorerCluster === undefined ? {} : { explorerCluster: options.explorerCluster }),
       allowLoopbackWebhooks: options.allowLoopbackWebhooks ?? false,
     },
@@ -143,7 +174,7 @@ export function startGateway(options: GatewayOptions): Gateway {
       stopped ??= (async () => {
         controller.abort();
         clearInterval(housekeeping);
-        await Promise.all([reconciling, sweeping, dispatcher.stop()]);
+        await Promise.all([reconciling, reconcilingCosigned, sweeping, dispatcher.stop()]);
       })();
       return stopped;
     },

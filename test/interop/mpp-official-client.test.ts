@@ -16,7 +16,7 @@ import { Mppx } from "mppx/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type MppPayment, mppMiddleware, type NodeRequest } from "../../sdk/src/server/index.js";
 import { fundedAgent, serve, type Served, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
-import { fundTokens, outsidePayer, recordingFetch, recordsReferencing, solLamports, verifiedRecord } from "./support.js";
+import { fundTokens, outsidePayer, receivedInGraphql, recordingFetch, recordsReferencing, solLamports, verifiedRecord } from "./support.js";
 
 const PRICE = 40_000n;
 const SECRET = "interop-test-challenge-secret-0123456789";
@@ -151,6 +151,17 @@ describe("the official MPP client (mppx + @solana/mpp) pays an API behind our mp
       atomic: false,
     });
     expect(paid.at(-1)!.recordTxHash).toBe(record.txHash);
+    // The seller sees it in GraphQL: received by its agent, from a wallet the gateway does not hold.
+    expect(await receivedInGraphql(test, sellerKey, "till", transfer)).toEqual({
+      txHash: record.txHash,
+      payer: payer.publicKey.toBase58(),
+      agentId: "till",
+      protocol: "mpp",
+      amountPaidUnits: PRICE.toString(),
+      endpoint: `${new URL(api.origin).host}/report`,
+      settlementReference: transfer,
+      settlementStatus: "verified",
+    });
   });
 
   it("refuses a replayed credential (its transaction is consumed): nothing moves, nothing more is recorded", async () => {

@@ -11,6 +11,7 @@ import {
   getAssociatedTokenAddressSync,
 } from "@solana/spl-token";
 import { Keypair, PublicKey, sendAndConfirmTransaction, Transaction } from "@solana/web3.js";
+import { createClient } from "../api/client.js";
 import { pollUntil } from "../support/poll.js";
 import type { TestSystem } from "../sdk/server-support.js";
 
@@ -111,4 +112,31 @@ export function recordingFetch(): { fetch: typeof fetch; requests: Request[] } {
       return fetch(request);
     },
   };
+}
+
+export interface ReceivedPayment {
+  readonly txHash: string;
+  readonly payer: string;
+  readonly agentId: string;
+  readonly protocol: string;
+  readonly amountPaidUnits: string;
+  readonly endpoint: string;
+  readonly settlementReference: string | null;
+  readonly settlementStatus: string | null;
+}
+
+/** The seller's GraphQL view of what its agent `agentId` received that `settlement` paid. */
+export async function receivedInGraphql(
+  test: TestSystem,
+  apiKey: string,
+  agentId: string,
+  settlement: string,
+): Promise<ReceivedPayment | null> {
+  const data = await createClient(test.system.apiUrl).ok<{ receivedPayments: ReceivedPayment[] }>(
+    apiKey,
+    `query($agentId: ID) { receivedPayments(agentId: $agentId) {
+       txHash payer agentId protocol amountPaidUnits endpoint settlementReference settlementStatus } }`,
+    { agentId },
+  );
+  return data.receivedPayments.find((payment) => payment.settlementReference === settlement) ?? null;
 }

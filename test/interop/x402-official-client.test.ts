@@ -18,7 +18,7 @@ import { ExactSvmSchemeV1 } from "@x402/svm/exact/v1/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type NodeRequest, type X402Payment, x402Middleware } from "../../sdk/src/server/index.js";
 import { fundedAgent, serve, type Served, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
-import { fundTokens, outsidePayer, recordingFetch, recordsReferencing, solLamports, verifiedRecord } from "./support.js";
+import { fundTokens, outsidePayer, receivedInGraphql, recordingFetch, recordsReferencing, solLamports, verifiedRecord } from "./support.js";
 
 const PRICE = 50_000n;
 const DEVNET = "solana:EtWTRABZaYq6iMfeYKouRu166VU2xqa1";
@@ -151,6 +151,17 @@ describe("the official x402 client pays an API behind our x402Middleware", () =>
       atomic: false,
     });
     expect(paid.at(-1)!.recordTxHash).toBe(record.txHash);
+    // The seller sees it in GraphQL: received by its agent, from a wallet the gateway does not hold.
+    expect(await receivedInGraphql(test, sellerKey, "till", transfer)).toEqual({
+      txHash: record.txHash,
+      payer: payer.publicKey.toBase58(),
+      agentId: "till",
+      protocol: "x402",
+      amountPaidUnits: PRICE.toString(),
+      endpoint: `${new URL(api.origin).host}/report`,
+      settlementReference: transfer,
+      settlementStatus: "verified",
+    });
   });
 
   it("refuses a replayed payment: nothing moves, the handler does not run, nothing more is recorded", async () => {

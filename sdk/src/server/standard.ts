@@ -41,6 +41,8 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
 /** How long an MPP challenge may be paid (its `expires`). */
 export const CHALLENGE_TTL_SECONDS = 300;
+/** How long a gateway without standard terms is not asked again (a 402 stays spec-only meanwhile). */
+const NONE_RETRY_MS = 30_000;
 /** x402 `maxTimeoutSeconds`: how long the seller waits for settlement. */
 const MAX_TIMEOUT_SECONDS = 60;
 
@@ -140,6 +142,8 @@ function decodeBase64UrlJson(text: string): unknown {
 export class StandardPayments {
   readonly #secret: Buffer;
   #known: GatewayTerms | null = null;
+  /** When the gateway last offered no standard format: asked again only after NONE_RETRY_MS. */
+  #noneAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly options: StandardOptions) {
     const secret = options.challengeSecret ?? `apg-mpp-challenge:${createHash("sha256").update(options.apiKey).digest("hex")}`;
@@ -149,6 +153,7 @@ export class StandardPayments {
   /** The gateway's standard terms; null when it offers none (no fee payer configured) or is unreachable now. */
   async terms(): Promise<GatewayTerms | null> {
     if (this.#known !== null) return this.#known;
+    if (Date.now() - this.#noneAt < NONE_RETRY_MS) return null;
     let x402: GatewayTerms["x402"] = null;
     let mpp: GatewayTerms["mpp"] = null;
     let mint: string | null = null;
@@ -187,11 +192,17 @@ export class StandardPayments {
         }
       }
     } catch (error) {
-      if (error instanceof GatewayUnavailableError) return null;
+      if (error instanceof GatewayUnavailableError) return this.#none();
       throw error;
     }
-    if (mint === null || (x402 === null && mpp === null)) return null;
+    if (mint === null || (x402 === null && mpp === null)) return this.#none();
     return (this.#known = { x402, mpp, mint });
+  }
+
+  /** No standard terms now (no fee payer, or the gateway unreachable): every 402 must not ask again. */
+  #none(): null {
+    this.#noneAt = Date.now();
+    return null;
   }
 
   /** The headers a 402 carries beside the spec's body; none when the gateway offers no standard format. */

@@ -246,7 +246,7 @@ describe("the official x402 client pays an API behind our x402Middleware", () =>
     await verifiedRecord(test, settle.transaction as string);
   });
 
-  it("the official HTTPFacilitatorClient reads the gateway's standard facilitator API", async () => {
+  it("the official HTTPFacilitatorClient reads the gateway's standard facilitator API and verifies with it", async () => {
     const facilitator = new HTTPFacilitatorClient({
       url: `${test.system.apiUrl}/v1/x402/facilitator`,
       createAuthHeaders: async () => {
@@ -262,5 +262,24 @@ describe("the official x402 client pays an API behind our x402Middleware", () =>
       extra: { feePayer: test.system.feePayer.publicKey.toBase58() },
     });
     expect(supported.signers).toEqual({ "solana:*": [test.system.feePayer.publicKey.toBase58()] });
+
+    // verify with the official bodies: the official client's payload for our requirement, then for other terms.
+    const required = decode((await fetch(`${api.origin}/verify-me`)).headers.get("payment-required")) as never;
+    const signer = await createKeyPairSignerFromBytes(payer.secretKey);
+    const client = new x402Client().register(DEVNET, new ExactSvmScheme(signer, { rpcUrl: test.system.localnet.info.rpcUrl }));
+    client.setSpendControls(false);
+    const payload = await client.createPaymentPayload(required);
+    const requirement = payload.accepted;
+    expect(await facilitator.verify(payload, requirement)).toMatchObject({ isValid: true, payer: payer.publicKey.toBase58() });
+    const dearer = { ...requirement, amount: (PRICE + 1n).toString() };
+    expect(await facilitator.verify({ ...payload, accepted: dearer }, dearer)).toMatchObject({
+      isValid: false,
+      invalidReason: "invalid_exact_svm_payload_amount_mismatch",
+    });
+    const otherFeePayer = { ...requirement, extra: { feePayer: payer.publicKey.toBase58() } };
+    expect(await facilitator.verify({ ...payload, accepted: otherFeePayer }, otherFeePayer)).toMatchObject({
+      isValid: false,
+      invalidReason: "invalid_exact_svm_fee_payer_not_managed_by_facilitator",
+    });
   });
 });

@@ -13,7 +13,7 @@
 import type { CosignedSettle, CosignedTransfers, CosignedVerify } from "../cosigned/cosigned.js";
 import { type StandardNetworks, standardNetworks } from "../cosigned/networks.js";
 
-/** What the gateway's standard facilitator needs: the co-signing service and the account asking. */
+/** The body of `/verify` and `/settle`, checked for shape: the version and the two objects. */
 export interface ExactFacilitatorRequest {
   readonly x402Version: 1 | 2;
   readonly payload: Record<string, unknown>;
@@ -66,7 +66,7 @@ function stringAt(parent: Record<string, unknown>, field: string, where: string)
   return value;
 }
 
-/** The body of `/verify` and `/settle`, checked for shape (not yet for terms). */
+/** Parses the body of `/verify` and `/settle` (its terms are checked by `exactTerms`). */
 export function parseExactRequest(body: unknown): ExactFacilitatorRequest {
   if (!isObject(body)) throw new ExactRequestError("body", "must be a JSON object");
   const version = body.x402Version;

@@ -9,12 +9,13 @@
  * stand-in for an account's real funding source; the card processor is the named stand-in for a
  * card network (api/gateway/card).
  */
-import { Connection } from "@solana/web3.js";
+import { Connection, Keypair, LAMPORTS_PER_SOL } from "@solana/web3.js";
 import type pg from "pg";
 import { type Logger, pino } from "pino";
 import { StandInCardProcessor } from "../api/gateway/card/index.js";
 import { type Gateway, startGateway } from "../api/gateway/gateway.js";
 import { createGatewayServer } from "../api/gateway/server.js";
+import type { CosignedTransfers } from "../api/gateway/cosigned/index.js";
 import type { MppGateway } from "../api/gateway/mpp/index.js";
 import type { Settlement } from "../api/gateway/settlement/index.js";
 import { LOCAL_DEVNET_ALIASES, type SignedTransfers } from "../api/gateway/transfers/index.js";
@@ -90,6 +91,10 @@ export interface System {
   readonly mpp: MppGateway;
   /** Payments to real x402 / MPP servers (signed transfers). */
   readonly transfers: SignedTransfers;
+  /** Payers' own transfers co-signed as fee payer (standard x402 facilitator, MPP solana charges). */
+  readonly cosigned: CosignedTransfers;
+  /** The key that co-signs them (funded with SOL on the local ledger). */
+  readonly feePayer: Keypair;
   readonly api: ApiServer;
   readonly dispatcher: Dispatcher;
   /** Base58 mint of the local USDC (the x402 `token`). */
@@ -135,12 +140,16 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   const keystore = keystoreFromEnv(env);
   const secretBox = SecretBox.fromEnv(env);
   const ledger = localSettlementLedger(localnet);
+  // The dedicated fee payer of payers' own transfers (api/gateway/cosigned): SOL only.
+  const feePayer = Keypair.generate();
+  await fundFeePayer(ledger.connection, feePayer);
   const gateway: Gateway = startGateway({
     pool,
     ledger,
     keystore,
     secretBox,
     fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
+    feePayer,
     // The card rail settles through the named stand-in until a real card processor is configured.
     cardProcessor: new StandInCardProcessor(),
     logger,
@@ -153,7 +162,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     ...(options.payeeAccountQuota === undefined ? {} : { payeeAccountQuota: options.payeeAccountQuota }),
     networkAliases: options.networkAliases ?? LOCAL_DEVNET_ALIASES,
   });
-  const { wallets, settlement, facilitator, mpp, transfers, dispatcher, token } = gateway;
+  const { wallets, settlement, facilitator, mpp, transfers, cosigned, dispatcher, token } = gateway;
 
   const api = createGatewayServer({
     pool,
@@ -181,6 +190,8 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     facilitator,
     mpp,
     transfers,
+    cosigned: cosigned!,
+    feePayer,
     api,
     dispatcher,
     token,
@@ -200,6 +211,18 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       return stopped;
     },
   };
+}
+
+/** Airdrops the local ledger's SOL to the fee payer and waits until it landed. */
+async function fundFeePayer(connection: Connection, feePayer: Keypair): Promise<void> {
+  const signature = await connection.requestAirdrop(feePayer.publicKey, 100 * LAMPORTS_PER_SOL);
+  for (let attempt = 0; attempt < 200; attempt += 1) {
+    const status = (await connection.getSignatureStatuses([signature])).value[0];
+    if (status?.err != null) throw new Error(`fee payer airdrop failed: ${JSON.stringify(status.err)}`);
+    if (status?.confirmationStatus === "confirmed" || status?.confirmationStatus === "finalized") return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error("fee payer airdrop did not land");
 }
 
 export { smtpMailer };

@@ -7,10 +7,12 @@
  * Two composers call this: `scripts/system.ts` on the local ledger, and `api/gateway/main.ts` on
  * any cluster configured from the environment. Nothing here knows which.
  */
+import type { Keypair } from "@solana/web3.js";
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { SecretBox } from "../shared/secret-box.js";
 import type { CardProcessor } from "./card/processor.js";
+import { CosignedTransfers } from "./cosigned/cosigned.js";
 import { pruneIdempotencyKeys } from "../shared/http/idempotency.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { MppGateway } from "./mpp/gateway.js";
@@ -51,6 +53,12 @@ export interface GatewayOptions {
    * networks.ts): a local ledger's stand-in names for the official SDKs. None by default.
    */
   readonly networkAliases?: readonly string[];
+  /**
+   * The dedicated fee payer (SOL only, no authority on payment_ledger) that co-signs payers' own
+   * transfers: the standard x402 facilitator and MPP `solana` charges (api/gateway/cosigned).
+   * Without it those are not offered.
+   */
+  readonly feePayer?: Keypair;
 }
 
 export interface Gateway {
@@ -60,6 +68,8 @@ export interface Gateway {
   readonly mpp: MppGateway;
   /** Payments to real x402 / MPP servers: signed transfers, recorded once they landed. */
   readonly transfers: SignedTransfers;
+  /** Payers' own transfers co-signed as fee payer; null without a fee payer key. */
+  readonly cosigned: CosignedTransfers | null;
   readonly dispatcher: Dispatcher;
   /** Base58 mint payments settle in (the x402 `token`). */
   readonly token: string;
@@ -98,12 +108,31 @@ export function startGateway(options: GatewayOptions): Gateway {
     recorder: settlement,
     networks: ledgerNetworks(ledger.network, options.networkAliases ?? []),
   });
+  const cosigned =
+    options.feePayer === undefined
+      ? null
+      : new CosignedTransfers({
+          pool,
+          ledger,
+          feePayer: options.feePayer,
+          agents: wallets,
+          onWarning: (message, context) => logger.warn(context, message),
+        });
   const interval = options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs };
   const reconciling = runReconciler(settlement, wallets, {
     signal: controller.signal,
     ...interval,
     onError: (error) => logger.warn({ err: error }, "reconciler pass failed"),
   });
+  // Co-signed transfers left pending, and their records, resolve in their own loop.
+  const reconcilingCosigned =
+    cosigned === null
+      ? Promise.resolve()
+      : runReconciler(cosigned, null, {
+          signal: controller.signal,
+          ...interval,
+          onError: (error) => logger.warn({ err: error }, "co-signed transfer reconciler pass failed"),
+        });
   // Closes what the pay path left open (claims, expired authorizations, invocation openings).
   const sweeping = runSweeper(
     pool,
@@ -140,6 +169,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     facilitator,
     mpp,
     transfers,
+    cosigned,
     dispatcher,
     token,
     network: ledger.network,
@@ -152,6 +182,7 @@ export function startGateway(options: GatewayOptions): Gateway {
       settlementToken: token,
       mpp,
       transfers,
+      ...(cosigned === null ? {} : { cosigned }),
       ...(options.explorerCluster === undefined ? {} : { explorerCluster: options.explorerCluster }),
       allowLoopbackWebhooks: options.allowLoopbackWebhooks ?? false,
     },
@@ -159,7 +190,7 @@ export function startGateway(options: GatewayOptions): Gateway {
       stopped ??= (async () => {
         controller.abort();
         clearInterval(housekeeping);
-        await Promise.all([reconciling, sweeping, dispatcher.stop()]);
+        await Promise.all([reconciling, reconcilingCosigned, sweeping, dispatcher.stop()]);
       })();
       return stopped;
     },

@@ -12,6 +12,9 @@
  *   LEDGER_AUTHORITY_KEYPAIR     path of the program's config authority keypair (JSON, 64 bytes)
  *   PROGRAM_ID                   optional: refused unless it is the address the program declares
  *   TREASURY_KEYPAIR             path of the keypair whose token account funds `wallet.fund`
+ *   FEE_PAYER_KEYPAIR            optional: path of the dedicated key (SOL only) that co-signs payers'
+ *                                own transfers as fee payer (standard x402 facilitator, MPP solana
+ *                                charges; api/gateway/cosigned); without it those routes answer 503
  *   WALLET_ENCRYPTION_KEY        seals agent keys (api/gateway/wallets/keystore.ts)
  *   WEBHOOK_SECRETS_KEY          seals webhook, alert and stored-response secrets
  *   EXPLORER_CLUSTER             explorer links (mainnet-beta, devnet, or an RPC URL; default devnet)
@@ -66,6 +69,7 @@ async function main(): Promise<void> {
     logger,
     mailer: process.env.SMTP_URL === undefined ? null : smtpMailer(process.env.SMTP_URL),
     explorerCluster: process.env.EXPLORER_CLUSTER ?? "devnet",
+    ...(process.env.FEE_PAYER_KEYPAIR === undefined ? {} : { feePayer: await keypairFile("FEE_PAYER_KEYPAIR") }),
   });
   const server = createGatewayServer({
     pool,

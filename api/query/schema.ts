@@ -41,6 +41,8 @@ export const typeDefs = /* GraphQL */ `
       status: TransactionStatus
       after: String
     ): TransactionConnection!
+    "Payments whose payee is one of the account's agents, whoever paid (payers of the official x402 and MPP clients included), newest first. limit 1..200 (default 50)."
+    receivedPayments(agentId: ID, limit: Int): [ReceivedPayment!]!
     "Spec 4.7 transactions.getChain / 4.8 transactions tree. maxDepth 0..64 (default 16), nodeLimit 1..5000 (default 500). Null when the root is not a payment of the account."
     paymentTree(rootTxHash: String!, maxDepth: Int, nodeLimit: Int): PaymentTree
     "Spec 4.8 cli spend. window: 1h, 24h (default), 7d, 30d, or custom with range."
@@ -178,6 +180,29 @@ export const typeDefs = /* GraphQL */ `
     rejectionCode: String
     "Spec 7: <reason_code>: requested <amount> <unit>, limit is <amount> <unit>."
     rejectionReason: String
+  }
+
+  "A payment one of the account's agents received, as recorded on chain."
+  type ReceivedPayment {
+    txHash: String!
+    "The paying wallet: an agent's, or a wallet the gateway does not hold (an official x402 / MPP client)."
+    payer: String!
+    "The receiving agent."
+    agentId: ID!
+    agent: Agent
+    protocol: Protocol!
+    rail: String!
+    amountPaid: String!
+    amountPaidUnits: String!
+    endpoint: String!
+    domain: String
+    "The transfer transaction, for a payment settled by a separate transaction."
+    settlementReference: String
+    "verified once the indexer checked the referenced transfer (amount, mint, payer, payee); unverified otherwise; null when the record moved the tokens itself."
+    settlementStatus: String
+    solanaExplorer: String
+    timestamp: String!
+    status: TransactionStatus!
   }
 
   type PageInfo {

@@ -5,6 +5,7 @@
  */
 import type { Route as SharedRoute, RouteContext as SharedRouteContext, RouteDeps } from "../../shared/http/router.js";
 import type { BalanceReader } from "../../shared/balances.js";
+import type { CosignedTransfers } from "../cosigned/cosigned.js";
 import type { Invocations } from "../invocations/index.js";
 import type { MppGateway } from "../mpp/gateway.js";
 import type { AgentWallets, Keystore } from "../wallets/index.js";
@@ -22,6 +23,11 @@ export interface GatewayDeps extends RouteDeps {
   readonly keystore?: Keystore | undefined;
   /** Our x402 facilitator: `/v1/x402/verify` and `/v1/x402/settle` answer 503 without it. */
   readonly facilitator?: X402Facilitator | undefined;
+  /**
+   * Payers' own transfers co-signed by the gateway's fee payer: the standard x402 facilitator
+   * (`/v1/x402/facilitator/*`) and MPP `solana` charges (`/v1/mpp/solana/*`) answer 503 without it.
+   */
+  readonly cosigned?: CosignedTransfers | undefined;
   /** `agents.invoke` invocations on the ledger: sub-agent payments and the invocation route answer 503 without it. */
   readonly invocations?: Invocations | undefined;
   /** Base58 mint the facilitator settles in (`GET /v1/x402/supported`; 503 without it). */

@@ -11,9 +11,11 @@ import type { GatewayDeps, Route } from "./deps.js";
 import { agentRoutes } from "./routes/agents.js";
 import { alertRoutes } from "./routes/alerts.js";
 import { apiKeyRoutes } from "./routes/api-keys.js";
+import { exactFacilitatorRoutes } from "./routes/exact-facilitator.js";
 import { facilitatorRoutes } from "./routes/facilitator.js";
 import { invocationRoutes } from "./routes/invocations.js";
 import { mppRoutes } from "./routes/mpp.js";
+import { mppSolanaRoutes } from "./routes/mpp-solana.js";
 import { paymentRoutes } from "./routes/payments.js";
 import { policyRoutes } from "./routes/policies.js";
 import { webhookRoutes } from "./routes/webhooks.js";
@@ -24,7 +26,9 @@ export const GATEWAY_ROUTES: readonly Route[] = [
   ...paymentRoutes,
   ...invocationRoutes,
   ...facilitatorRoutes,
+  ...exactFacilitatorRoutes,
   ...mppRoutes,
+  ...mppSolanaRoutes,
   ...alertRoutes,
   ...webhookRoutes,
   ...apiKeyRoutes,

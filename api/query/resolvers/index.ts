@@ -5,7 +5,7 @@ import { getTransaction } from "../read/transactions.js";
 import { agents, Agent, invocation, wallet } from "./agents.js";
 import { agentField, parentField, requireAgent, toTransaction, type TransactionObject } from "./common.js";
 import { checkPolicy, policy } from "./policy.js";
-import { transaction, transactions } from "./transactions.js";
+import { receivedPayments, transaction, transactions } from "./transactions.js";
 import { nodeEndpoint, paymentTree } from "./tree.js";
 
 async function* transactionRecorded(
@@ -30,6 +30,7 @@ export const resolvers = {
     wallet,
     transaction,
     transactions,
+    receivedPayments,
     paymentTree,
     spendSummary: (_: unknown, args: WindowArgs & { agentId?: string | null }, context: ApiContext) => spendSummary(context, args),
     metrics: (_: unknown, args: MetricsArgs, context: ApiContext) => agentMetrics(context, args),
@@ -42,5 +43,6 @@ export const resolvers = {
   },
   Agent,
   Transaction: { agent: agentField, parent: parentField },
+  ReceivedPayment: { agent: agentField },
   PaymentTreeNode: { agent: agentField, endpoint: nodeEndpoint },
 };

@@ -1,7 +1,9 @@
 /** Query.transaction and Query.transactions (spec 4.7 transactions.get / transactions.list). */
 import type { ApiContext } from "../context.js";
 import { badInput } from "../../shared/errors.js";
+import { listReceivedPayments } from "../read/received.js";
 import { getTransaction, listTransactions, type Protocol, type TransactionStatus } from "../read/transactions.js";
+import { formatUsdcFixed } from "../../shared/money.js";
 import {
   encodeCursor,
   parseCursor,
@@ -62,4 +64,49 @@ export async function transactions(
       endCursor: last === undefined ? null : encodeCursor({ timeMicros: BigInt(last.time_micros), kind: last.kind, id: BigInt(last.id) }),
     },
   };
+}
+
+export interface ReceivedPaymentObject {
+  readonly txHash: string;
+  readonly payer: string;
+  readonly agentId: string;
+  readonly protocol: string;
+  readonly rail: string;
+  readonly amountPaid: string;
+  readonly amountPaidUnits: string;
+  readonly endpoint: string;
+  readonly domain: string | null;
+  readonly settlementReference: string | null;
+  readonly settlementStatus: string | null;
+  readonly solanaExplorer: string | null;
+  readonly timestamp: string;
+  readonly status: string;
+}
+
+/** Query.receivedPayments: what the account's agents were paid, whoever paid. */
+export async function receivedPayments(
+  _: unknown,
+  args: { agentId?: string | null; limit?: number | null },
+  context: ApiContext,
+): Promise<ReceivedPaymentObject[]> {
+  const limit = parseIntInRange("limit", args.limit, TRANSACTIONS_LIMIT_DEFAULT, 1, TRANSACTIONS_LIMIT_MAX);
+  const agentId =
+    args.agentId === null || args.agentId === undefined ? undefined : (await requireAgent(context, "agentId", args.agentId)).agent_id;
+  const rows = await listReceivedPayments(context.deps.pool, { accountId: context.caller.accountId, agentId, limit });
+  return rows.map((row) => ({
+    txHash: row.tx_hash,
+    payer: row.payer,
+    agentId: row.payee_agent_id,
+    protocol: row.protocol,
+    rail: row.rail,
+    amountPaid: formatUsdcFixed(BigInt(row.amount_units)),
+    amountPaidUnits: row.amount_units,
+    endpoint: row.endpoint,
+    domain: row.domain,
+    settlementReference: row.settlement_reference,
+    settlementStatus: row.settlement_status,
+    solanaExplorer: row.explorer_url,
+    timestamp: row.timestamp.toISOString(),
+    status: row.status,
+  }));
 }

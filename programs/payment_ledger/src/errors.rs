@@ -30,4 +30,6 @@ pub enum LedgerError {
     ZeroBudget,
     #[msg("arithmetic overflow")]
     ArithmeticOverflow,
+    #[msg("an attested payment must name the settlement transaction that moved its tokens")]
+    MissingSettlementReference,
 }

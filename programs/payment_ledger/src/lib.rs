@@ -2,7 +2,7 @@
 //!
 //! Per-payment data lives in `PaymentRecorded` events emitted with `emit_cpi!` (no rent per
 //! payment, immune to log truncation, unforgeable). Accounts exist only for state the chain must
-//! enforce: the service `Config`, one `PayerState` per agent wallet (exactly-once payment ids) and
+//! enforce: the service `Config`, one `PayerState` per paying wallet (exactly-once payment ids) and
 //! one `Invocation` per `agents.invoke` (parent link and hard budget cap).
 #![allow(unexpected_cfgs)]
 
@@ -35,6 +35,13 @@ pub mod payment_ledger {
     /// moves the tokens itself (TransferChecked CPI) so settlement and record are atomic.
     pub fn record_payment(ctx: Context<RecordPayment>, args: RecordPaymentArgs) -> Result<()> {
         handle_record_payment(ctx, args)
+    }
+
+    /// Records a payment the authority attests alone: a wallet the gateway does not hold paid in a
+    /// separate settlement transaction (named by its signature, which the indexer verifies); the
+    /// payer does not sign the record and nothing moves.
+    pub fn record_attested_payment(ctx: Context<RecordAttestedPayment>, args: RecordAttestedPaymentArgs) -> Result<()> {
+        handle_record_attested_payment(ctx, args)
     }
 
     /// Opens the invocation account of `agents.invoke`: the parent link of every payment the

@@ -8,6 +8,7 @@ import {
   associatedTransferAccounts,
   initializeInstruction,
   openInvocationInstruction,
+  recordAttestedPaymentInstruction,
   recordPaymentInstruction,
   U64_MAX,
 } from "./instructions.js";
@@ -91,6 +92,35 @@ describe("instruction builders", () => {
     );
     await expect(recordPaymentInstruction({ ...base, amountUnits: -1n, endpointHash: new Uint8Array(32) })).rejects.toThrow(RangeError);
     await expect(recordPaymentInstruction({ ...base, endpointHash: new Uint8Array(31) })).rejects.toThrow(RangeError);
+  });
+
+  it("record_attested_payment is signed by the authority alone and always names its settlement", async () => {
+    const reference = Uint8Array.from({ length: 64 }, (_, i) => 255 - i);
+    const hash = endpointHash("api.example.com/v1/report");
+    const instruction = await recordAttestedPaymentInstruction({
+      authority,
+      payer,
+      payee,
+      paymentId: 7n,
+      amountUnits: 50_000n,
+      protocol: "mpp",
+      endpointHash: hash,
+      settlementReference: reference,
+    });
+    const decoded = coder.instruction.decode(instruction.data);
+    expect(decoded?.name).toBe("record_attested_payment");
+    const args = (decoded!.data as { args: Record<string, unknown> }).args;
+    expect([String(args.payment_id), String(args.amount)]).toEqual(["7", "50000"]);
+    expect(args.protocol).toEqual({ Mpp: {} });
+    expect(args.endpoint_hash).toEqual(Array.from(hash));
+    expect(args.settlement_reference).toEqual(Array.from(reference));
+    expectIdlAccounts(instruction, "record_attested_payment");
+    const signers = instruction.keys.filter((meta) => meta.isSigner).map((meta) => meta.pubkey.toBase58());
+    expect(signers).toEqual([authority.toBase58()]);
+    expect(instruction.keys[1]?.pubkey.equals(payer)).toBe(true);
+    expect(instruction.keys[4]?.pubkey.equals(payerStatePda(payer).address)).toBe(true);
+    const base = { authority, payer, payee, paymentId: 1n, amountUnits: 1n, protocol: "x402", endpointHash: hash } as const;
+    await expect(recordAttestedPaymentInstruction({ ...base, settlementReference: new Uint8Array(63) })).rejects.toThrow(RangeError);
   });
 
   it("open_invocation derives the invocation account from the parent signature and sub-agent", async () => {

@@ -63,6 +63,22 @@ interface LedgerMethods {
       systemProgram: PublicKey;
     } & EventCpiAccounts
   >;
+  recordAttestedPayment(args: {
+    paymentId: BN;
+    amount: BN;
+    protocol: AnchorEnum;
+    endpointHash: number[];
+    settlementReference: number[];
+  }): StrictBuilder<
+    {
+      authority: PublicKey;
+      payer: PublicKey;
+      payee: PublicKey;
+      config: PublicKey;
+      payerState: PublicKey;
+      systemProgram: PublicKey;
+    } & EventCpiAccounts
+  >;
   openInvocation(args: { parentSignature: number[]; subAgent: PublicKey; budget: BN }): StrictBuilder<
     {
       authority: PublicKey;
@@ -175,6 +191,47 @@ export async function recordPaymentInstruction(input: RecordPaymentInput): Promi
       payerToken: transfer?.payerToken ?? null,
       payeeToken: transfer?.payeeToken ?? null,
       tokenProgram: transfer?.tokenProgram ?? null,
+      systemProgram: SystemProgram.programId,
+      ...eventCpiAccounts(),
+    })
+    .instruction();
+}
+
+export interface RecordAttestedPaymentInput {
+  /** The service key (`config.authority`): the only signer; pays the fee and the payer state's rent. */
+  readonly authority: PublicKey;
+  /** The wallet that signed the referenced transfer (not a signer of the record). */
+  readonly payer: PublicKey;
+  readonly payee: PublicKey;
+  /** Unique per payer, from 1; the payer's replay window is shared with `record_payment`. */
+  readonly paymentId: bigint;
+  readonly amountUnits: bigint;
+  readonly protocol: Protocol;
+  readonly endpointHash: Uint8Array;
+  /** Signature of the settlement transaction that moved the tokens (64 bytes, never all zero). */
+  readonly settlementReference: Uint8Array;
+}
+
+/**
+ * `record_attested_payment`: the authority alone records a payment a wallet the gateway does not
+ * hold made in its own transaction (an x402 `exact` or MPP `solana` charge the gateway co-signed
+ * as fee payer). Stablecoin rail, nothing moves; the indexer verifies the referenced transfer.
+ */
+export async function recordAttestedPaymentInstruction(input: RecordAttestedPaymentInput): Promise<TransactionInstruction> {
+  return methods
+    .recordAttestedPayment({
+      paymentId: u64(input.paymentId, "payment id"),
+      amount: u64(input.amountUnits, "amount"),
+      protocol: toAnchorEnum(input.protocol),
+      endpointHash: fixedBytes(input.endpointHash, ENDPOINT_HASH_BYTES, "endpoint hash"),
+      settlementReference: fixedBytes(input.settlementReference, SIGNATURE_BYTES, "settlement reference"),
+    })
+    .accountsStrict({
+      authority: input.authority,
+      payer: input.payer,
+      payee: input.payee,
+      config: configPda().address,
+      payerState: payerStatePda(input.payer).address,
       systemProgram: SystemProgram.programId,
       ...eventCpiAccounts(),
     })

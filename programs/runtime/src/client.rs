@@ -6,7 +6,7 @@ use anchor_lang::{
     ToAccountMetas,
 };
 use litesvm::types::TransactionMetadata;
-use payment_ledger::{OpenInvocationArgs, RecordPaymentArgs};
+use payment_ledger::{OpenInvocationArgs, RecordAttestedPaymentArgs, RecordPaymentArgs};
 use solana_instruction::Instruction;
 
 use crate::ledger::{
@@ -60,6 +60,22 @@ pub fn record_payment_ix(
         program: payment_ledger::ID,
     };
     let data = payment_ledger::instruction::RecordPayment { args };
+    Instruction::new_with_bytes(payment_ledger::ID, &data.data(), accounts.to_account_metas(None))
+}
+
+/// A record the authority alone signs, naming the settlement transaction a non-custodial payer signed.
+pub fn record_attested_payment_ix(authority: &Pubkey, payer: &Pubkey, payee: &Pubkey, args: RecordAttestedPaymentArgs) -> Instruction {
+    let accounts = payment_ledger::accounts::RecordAttestedPayment {
+        authority: *authority,
+        payer: *payer,
+        payee: *payee,
+        config: config_address(),
+        payer_state: payer_state_address(payer),
+        system_program: solana_system_interface::program::ID,
+        event_authority: event_authority_address(),
+        program: payment_ledger::ID,
+    };
+    let data = payment_ledger::instruction::RecordAttestedPayment { args };
     Instruction::new_with_bytes(payment_ledger::ID, &data.data(), accounts.to_account_metas(None))
 }
 

@@ -3,14 +3,14 @@
 
 use anchor_lang::{solana_program::pubkey::Pubkey, AccountDeserialize, Space};
 use ledger_runtime::{
-    client::{open_invocation_ix, record_payment_ix, Transfer},
+    client::{open_invocation_ix, record_attested_payment_ix, record_payment_ix, Transfer},
     ledger::{associated_token_address, invocation_address, payer_state_address},
     Executed, Ledger, LedgerSetup,
 };
 use litesvm::types::FailedTransactionMetadata;
 use payment_ledger::{
     Invocation, InvocationOpened, LedgerError, OpenInvocationArgs, PayerState, PaymentRecorded,
-    Protocol, Rail, RecordPaymentArgs,
+    Protocol, Rail, RecordAttestedPaymentArgs, RecordPaymentArgs,
 };
 use solana_instruction::error::InstructionError;
 use solana_keypair::Keypair;
@@ -480,4 +480,111 @@ fn a_payment_costs_two_signature_fees_and_an_agent_pays_state_rent_once() {
         world.ledger.svm.minimum_balance_for_rent_exemption(8 + Invocation::INIT_SPACE),
         world.ledger.svm.minimum_balance_for_rent_exemption(8 + payment_ledger::Config::INIT_SPACE)
     );
+}
+
+// ---- attested records: a payer the gateway does not hold paid in its own transaction ----------
+
+fn attested(payment_id: u64, amount: u64, reference: [u8; 64]) -> RecordAttestedPaymentArgs {
+    RecordAttestedPaymentArgs {
+        payment_id,
+        amount,
+        protocol: Protocol::X402,
+        endpoint_hash: endpoint_hash("api.example.com/v1/search"),
+        settlement_reference: reference,
+    }
+}
+
+impl World {
+    /// The authority attests a payment by `agent` (here a wallet that signs nothing) to the service.
+    fn attest(&mut self, signer: &Keypair, args: RecordAttestedPaymentArgs) -> Result<Executed, FailedTransactionMetadata> {
+        let ix = record_attested_payment_ix(&signer.pubkey(), &self.agent.pubkey(), &self.service.pubkey(), args);
+        let signer = signer.insecure_clone();
+        self.ledger.send(&[ix], &[&signer])
+    }
+
+    fn authority(&self) -> Keypair {
+        self.setup.authority.insecure_clone()
+    }
+}
+
+#[test]
+fn an_attested_payment_is_recorded_with_its_reference_signed_by_the_authority_alone() {
+    let mut world = World::new(5 * USDC);
+    let reference = signature_bytes(20);
+    let authority = world.authority();
+    let executed = world.attest(&authority, attested(1, 2 * USDC, reference)).expect("recorded");
+
+    // Nothing moves: the referenced transaction did that.
+    assert_eq!((world.agent_balance(), world.service_balance()), (5 * USDC, 0));
+    let events = executed.events::<PaymentRecorded>();
+    assert_eq!(events.len(), 1);
+    let event = &events[0];
+    assert_eq!((event.payer, event.payee), (world.agent.pubkey(), world.service.pubkey()));
+    assert_eq!((event.amount, event.payment_id, event.mint), (2 * USDC, 1, world.setup.mint));
+    assert_eq!((event.protocol, event.rail, event.atomic), (Protocol::X402, Rail::Stablecoin, false));
+    assert_eq!(event.settlement_reference, Some(reference));
+    assert_eq!(event.parent, None);
+    let state = world.payer_state().expect("payer state created for the attested payer");
+    assert_eq!((state.payer, state.highest_payment_id, state.payment_count), (world.agent.pubkey(), 1, 1));
+}
+
+#[test]
+fn an_attested_payment_signed_by_anyone_but_the_authority_is_rejected_without_state_change() {
+    let mut world = World::new(USDC);
+    let impostor = Keypair::new();
+    world.ledger.airdrop(&impostor.pubkey(), 1_000_000_000).unwrap();
+    let before = world.snapshot();
+    let failed = world.attest(&impostor, attested(1, USDC, signature_bytes(21))).unwrap_err();
+    assert_eq!(program_error(&failed), Some(ledger_error(LedgerError::Unauthorized)));
+    assert_eq!(world.snapshot(), before);
+}
+
+#[test]
+fn an_attested_payment_without_a_settlement_reference_is_rejected() {
+    let mut world = World::new(USDC);
+    let authority = world.authority();
+    let before = world.snapshot();
+    let failed = world.attest(&authority, attested(1, USDC, [0u8; 64])).unwrap_err();
+    assert_eq!(program_error(&failed), Some(ledger_error(LedgerError::MissingSettlementReference)));
+    assert_eq!(world.snapshot(), before);
+}
+
+#[test]
+fn an_attested_payment_of_zero_or_with_id_zero_is_rejected() {
+    let mut world = World::new(USDC);
+    let authority = world.authority();
+    let failed = world.attest(&authority, attested(1, 0, signature_bytes(22))).unwrap_err();
+    assert_eq!(program_error(&failed), Some(ledger_error(LedgerError::ZeroAmount)));
+    let failed = world.attest(&authority, attested(0, 1, signature_bytes(22))).unwrap_err();
+    assert_eq!(program_error(&failed), Some(ledger_error(LedgerError::InvalidPaymentId)));
+    assert_eq!(world.payer_state().map(|s| s.payment_count), None);
+}
+
+#[test]
+fn an_attested_payment_id_is_used_once_and_shares_the_payers_window() {
+    let mut world = World::new(10 * USDC);
+    let authority = world.authority();
+    world.attest(&authority, attested(4, USDC, signature_bytes(23))).unwrap();
+    let before = world.snapshot();
+    let failed = world.attest(&authority, attested(4, USDC, signature_bytes(24))).unwrap_err();
+    assert_eq!(program_error(&failed), Some(ledger_error(LedgerError::DuplicatePaymentId)));
+    assert_eq!(world.snapshot(), before);
+    // One window per payer: a signed record cannot reuse an attested id either.
+    let failed = world.pay_atomic(4, USDC).unwrap_err();
+    assert_eq!(program_error(&failed), Some(ledger_error(LedgerError::DuplicatePaymentId)));
+    world.pay_atomic(5, USDC).expect("the next id is free");
+}
+
+#[test]
+fn an_attested_payment_costs_one_signature_fee_after_the_payer_state_exists() {
+    let mut world = World::new(USDC);
+    let authority = world.authority();
+    let lamports = |world: &World| world.ledger.svm.get_balance(&authority.pubkey()).unwrap();
+    let before = lamports(&world);
+    world.attest(&authority, attested(1, 1, signature_bytes(25))).unwrap();
+    let state_rent = world.ledger.svm.minimum_balance_for_rent_exemption(8 + PayerState::INIT_SPACE);
+    assert_eq!(before - lamports(&world), 5_000 + state_rent);
+    let before = lamports(&world);
+    world.attest(&authority, attested(2, 1, signature_bytes(26))).unwrap();
+    assert_eq!(before - lamports(&world), 5_000);
 }

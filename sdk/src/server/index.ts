@@ -1,7 +1,8 @@
 /**
  * `<sdk>/server`: accept agent payments on your own API (spec 4.5). `x402Middleware` /
  * `x402Handler` for x402, `mppMiddleware` / `mppHandler` for MPP, each verifying and settling
- * through the gateway before your handler runs. Zero dependencies: node builtins and global fetch.
+ * through the gateway before your handler runs; both also accept the official x402 (v1, v2) and
+ * MPP (`solana` charge) clients (standard.ts). Zero dependencies: node builtins and global fetch.
  * Wire contract: docs/sdk-server.md.
  */
 export { GatewayUnavailableError, type GatewayConfig, type FetchLike } from "./gateway.js";
@@ -17,6 +18,16 @@ export {
   X_MPP_RECEIPT,
   X_MPP_SESSION,
 } from "./mpp.js";
+export {
+  CHALLENGE_TTL_SECONDS,
+  PAYMENT_RECEIPT,
+  PAYMENT_REQUIRED,
+  PAYMENT_RESPONSE,
+  PAYMENT_SIGNATURE,
+  type StandardOptions,
+  type StandardPaymentInfo,
+  WWW_AUTHENTICATE,
+} from "./standard.js";
 export {
   X_PAYMENT,
   X_PAYMENT_ERROR,

@@ -11,6 +11,12 @@
  *   within the agent's spend policy); the answer carries `X-MPP-Session` (the token to keep) and
  *   `X-MPP-Receipt` (base64 JSON `{ txHash, sessionId, amount, method, charged }`). A refused,
  *   expired or unknown session is 402 with a fresh body and `X-MPP-Error: <reason>`.
+ * - Every 402 also carries the standard formats (standard.ts): an MPP `WWW-Authenticate: Payment`
+ *   `solana` charge challenge and x402 v2 `PAYMENT-REQUIRED`; a request paying with
+ *   `Authorization: Payment`, `PAYMENT-SIGNATURE` or an x402 v1 `X-PAYMENT` is settled through the
+ *   gateway before the handler runs (no session: each such request pays), answered with
+ *   `Payment-Receipt` / `PAYMENT-RESPONSE` / `X-PAYMENT-RESPONSE`. A refusal is 402 with fresh
+ *   challenges and `X-MPP-Error: <reason>` (the MPP problem type or the x402 reason code).
  */
 import { createHash } from "node:crypto";
 import { callGateway, checkGatewayConfig, type GatewayConfig, GatewayUnavailableError, isObject } from "./gateway.js";
@@ -30,8 +36,9 @@ import {
   settlementBusy,
 } from "./http.js";
 import { formatDecimal, parseDecimal, parseUnits, usdcOf } from "./money.js";
+import { checkChallengeSecret, type StandardOptions, StandardPayments, type StandardPaymentInfo } from "./standard.js";
 // The header names are the contract with the client, which reads the receipts (one definition).
-import { X_MPP_ERROR, X_MPP_RECEIPT, X_MPP_SESSION } from "../receipts.js";
+import { X_MPP_ERROR, X_MPP_RECEIPT, X_MPP_SESSION, X_PAYMENT_SIGNATURE } from "../receipts.js";
 
 export { X_MPP_ERROR, X_MPP_RECEIPT, X_MPP_SESSION };
 export const MPP_PROTOCOL = "mpp/1.0";
@@ -39,7 +46,7 @@ export const DEFAULT_PAYMENT_PATH = "/mpp/pay";
 const METHOD = /^[a-z][a-z0-9:_-]{0,63}$/;
 const TOKEN = /^[\x21-\x7e]{1,128}$/;
 
-export interface MppOptions extends GatewayConfig, OriginOption {
+export interface MppOptions extends GatewayConfig, OriginOption, StandardOptions {
   /** Price per call: `{ value: "0.05", currency: "USDC" }`, or base units (bigint or digit string). */
   readonly amount: { value: string; currency: string } | bigint | string;
   /** Offered methods, e.g. `["stablecoin", "card"]`. */
@@ -52,16 +59,23 @@ export interface MppOptions extends GatewayConfig, OriginOption {
 }
 
 export interface MppPayment {
-  readonly protocol: "mpp";
+  /** "x402" when an x402 client paid the PAYMENT-REQUIRED the same 402 carried. */
+  readonly protocol: "mpp" | "x402";
   readonly txHash: string;
   readonly payer: string;
   readonly amount: { usdc: number };
   readonly amountUnits: bigint;
   readonly network: string | null;
-  readonly sessionId: string;
+  /** The spec session the call was paid from; null for a standard payment (each request pays). */
+  readonly sessionId: string | null;
+  /** The spec's rail (`stablecoin`, `card`), `solana` for an MPP charge, `exact` for x402. */
   readonly method: string;
   /** false when the call was the one the establishing submission paid. */
   readonly charged: boolean;
+  /** The standard format the client paid in (standard.ts); absent for the spec's format. */
+  readonly standard?: StandardPaymentInfo["standard"];
+  /** A standard payment's payment_ledger record (null while pending); absent for the spec's format. */
+  readonly recordTxHash?: string | null;
 }
 
 function amountUnitsOf(amount: MppOptions["amount"]): bigint {
@@ -87,6 +101,7 @@ function checkOptions(options: MppOptions): { amountUnits: bigint; paymentPath: 
   }
   if (typeof options.sessionSupported !== "boolean") throw new TypeError("mppMiddleware: sessionSupported must be a boolean");
   checkPayTo(options.payTo, "mppMiddleware");
+  checkChallengeSecret(options.challengeSecret, "mppMiddleware");
   const paymentPath = options.paymentPath ?? DEFAULT_PAYMENT_PATH;
   if (!/^\/[A-Za-z0-9._~/-]{0,255}$/.test(paymentPath)) throw new TypeError("mppMiddleware: paymentPath must be a path such as /mpp/pay");
   return { amountUnits, paymentPath };
@@ -103,8 +118,14 @@ function mppGate(options: MppOptions): Gate<MppPayment> {
     sessionSupported: options.sessionSupported,
     paymentEndpoint: new URL(endpointPath(request), request.url.origin).toString(),
   });
-  const challenge = (request: GateRequest, reason?: string): GateAnswer =>
-    answer(402, paymentRequest(request), reason === undefined ? {} : { [X_MPP_ERROR]: reason });
+  const standard = new StandardPayments(options);
+  const seller = (request: GateRequest) => ({ amountUnits, payTo: options.payTo, resource: request.url.toString() });
+  // Every 402 offers the standard formats too (fresh challenges), whatever was refused.
+  const challenge = async (request: GateRequest, reason?: string): Promise<GateAnswer> =>
+    answer(402, paymentRequest(request), {
+      ...(await standard.challengeHeaders(request, seller(request), reason)),
+      ...(reason === undefined ? {} : { [X_MPP_ERROR]: reason }),
+    });
   const unavailable = (): GateAnswer => answer(503, { error: "mpp_service_unavailable" }, { "retry-after": "5" });
 
   async function pay(request: GateRequest): Promise<GateAnswer> {
@@ -175,9 +196,32 @@ function mppGate(options: MppOptions): Gate<MppPayment> {
     return answer(502, { error: "mpp_service_error", status: used.status });
   }
 
+  async function payStandard(
+    request: GateRequest,
+  ): Promise<GateAnswer | { kind: "paid"; payment: MppPayment; headers: Record<string, string> }> {
+    const paid = await standard.pay(request, seller(request), (reason) => challenge(request, reason));
+    if (paid.kind === "answer") return paid;
+    const { info } = paid;
+    const payment: MppPayment = {
+      protocol: info.protocol,
+      txHash: info.txHash,
+      payer: info.payer,
+      amount: info.amount,
+      amountUnits: info.amountUnits,
+      network: info.network,
+      sessionId: null,
+      method: info.standard === "mpp-solana-charge" ? "solana" : "exact",
+      charged: true,
+      standard: info.standard,
+      recordTxHash: info.recordTxHash,
+    };
+    return { kind: "paid", payment, headers: paid.headers };
+  }
+
   return async (request) => {
     try {
       if (request.method === "POST" && request.url.pathname === endpointPath(request)) return await pay(request);
+      if (standard.carriesPayment(request, X_PAYMENT_SIGNATURE)) return await payStandard(request);
       const token = request.header(X_MPP_SESSION);
       if (token === undefined) return challenge(request);
       return await redeem(request, token.trim());

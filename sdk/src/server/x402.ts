@@ -13,6 +13,13 @@
  * resolves it: the settle call carries an Idempotency-Key derived from the payment); gateway
  * unreachable → 503, misconfigured (the key refused) → 502. The handler runs at most once per
  * payment: a replayed payment, even one whose settle answer the gateway replays, is refused.
+ *
+ * The same 402 also carries the standard formats (standard.ts): x402 v2 `PAYMENT-REQUIRED` and an
+ * MPP `WWW-Authenticate: Payment` `solana` charge challenge, and a request paying with
+ * `PAYMENT-SIGNATURE`, an x402 v1 `X-PAYMENT` or `Authorization: Payment` is settled through the
+ * gateway (its standard facilitator, its MPP solana charges) before the handler runs, answered with
+ * `PAYMENT-RESPONSE` / `X-PAYMENT-RESPONSE` / `Payment-Receipt`. The gateway must have a fee payer
+ * configured; without one only the spec format is offered.
  */
 import { createHash } from "node:crypto";
 import { callGateway, checkGatewayConfig, type GatewayConfig, GatewayUnavailableError, isObject } from "./gateway.js";
@@ -33,6 +40,7 @@ import {
   settlementBusy,
 } from "./http.js";
 import { parseUnits, usdcOf } from "./money.js";
+import { checkChallengeSecret, type StandardOptions, StandardPayments, type StandardPaymentInfo } from "./standard.js";
 // The header names are the contract with the client, which sends the payment and reads the receipt (one definition).
 import { X_PAYMENT, X_PAYMENT_ERROR, X_PAYMENT_RESPONSE, X_PAYMENT_SIGNATURE } from "../receipts.js";
 
@@ -40,7 +48,7 @@ export { X_PAYMENT, X_PAYMENT_ERROR, X_PAYMENT_RESPONSE, X_PAYMENT_SIGNATURE };
 const MAX_HEADER_CHARS = 8_192;
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
-export interface X402Options extends GatewayConfig, OriginOption {
+export interface X402Options extends GatewayConfig, OriginOption, StandardOptions {
   /** Price in the token's smallest unit (spec 4.5): `"50000"` is 0.05 USDC. */
   readonly amount: string | bigint;
   /** `usdc` (resolved to its mint through `GET /v1/x402/supported`) or a token address. */
@@ -55,12 +63,18 @@ export interface X402Options extends GatewayConfig, OriginOption {
 
 /** What the handler learns about the payment that paid for this request. */
 export interface X402Payment {
-  readonly protocol: "x402";
+  /** "mpp" when an MPP client paid the challenge the same 402 carried. */
+  readonly protocol: "x402" | "mpp";
+  /** The transaction that moved the tokens. */
   readonly txHash: string;
   readonly payer: string;
   readonly amount: { usdc: number };
   readonly amountUnits: bigint;
   readonly network: string;
+  /** The standard format the client paid in (standard.ts); absent for the spec's format. */
+  readonly standard?: StandardPaymentInfo["standard"];
+  /** A standard payment's payment_ledger record (null while pending); absent for the spec's format (txHash records it). */
+  readonly recordTxHash?: string | null;
 }
 
 interface Terms {
@@ -73,6 +87,7 @@ function checkOptions(options: X402Options): bigint {
   checkOrigin(options.origin, "x402Middleware");
   const units = parseUnits(options.amount, "x402Middleware amount");
   checkPayTo(options.payTo, "x402Middleware");
+  checkChallengeSecret(options.challengeSecret, "x402Middleware");
   if (typeof options.token !== "string" || options.token.length === 0) throw new TypeError("x402Middleware: token is required");
   if (options.resource !== undefined) new URL(options.resource);
   return units;
@@ -122,6 +137,7 @@ function decodeHeaders(request: GateRequest): Decoded {
 function x402Gate(options: X402Options): Gate<X402Payment> {
   const amountUnits = checkOptions(options);
   const terms = termsResolver(options);
+  const standard = new StandardPayments(options);
   return async (request) => {
     let resolved: Terms;
     try {
@@ -138,8 +154,30 @@ function x402Gate(options: X402Options): Gate<X402Payment> {
       payTo: options.payTo,
       resource: options.resource ?? request.url.toString(),
     };
-    const refuse = (reason: string): GateAnswer => answer(402, requirement, { [X_PAYMENT_ERROR]: reason });
-    if (request.header(X_PAYMENT) === undefined && request.header(X_PAYMENT_SIGNATURE) === undefined) return answer(402, requirement);
+    const seller = { amountUnits, payTo: options.payTo, resource: requirement.resource };
+    // Every 402 offers the standard formats too (fresh challenges), whatever was refused.
+    const refuse = async (reason?: string): Promise<GateAnswer> =>
+      answer(402, requirement, {
+        ...(await standard.challengeHeaders(request, seller, reason)),
+        ...(reason === undefined ? {} : { [X_PAYMENT_ERROR]: reason }),
+      });
+    if (standard.carriesPayment(request, X_PAYMENT_SIGNATURE)) {
+      const paid = await standard.pay(request, seller, refuse);
+      if (paid.kind === "answer") return paid;
+      const { info } = paid;
+      const payment: X402Payment = {
+        protocol: info.protocol,
+        txHash: info.txHash,
+        payer: info.payer,
+        amount: info.amount,
+        amountUnits: info.amountUnits,
+        network: info.network,
+        standard: info.standard,
+        recordTxHash: info.recordTxHash,
+      };
+      return { kind: "paid", payment, headers: paid.headers };
+    }
+    if (request.header(X_PAYMENT) === undefined && request.header(X_PAYMENT_SIGNATURE) === undefined) return refuse();
     const decoded = decodeHeaders(request);
     if (!decoded.ok) return refuse("malformed_headers");
 

@@ -1,0 +1,345 @@
+/**
+ * Payments made by wallets the gateway does not hold, in a transaction the payer signed and the
+ * gateway co-signs as fee payer: an official x402 client's `exact` payload (the gateway as x402
+ * facilitator, x402/exact.ts) or an MPP `solana` charge credential (mpp/solana-charge.ts).
+ *
+ * `settle`:
+ *   1. check the transaction (check.ts) and the payee (settlement/payee.ts rule 1), co-sign it
+ *      with the fee payer key (its id, the fee payer's signature, is then known and fixed);
+ *   2. claim that id in `cosigned_transfers` (committed before anything is sent): a transaction
+ *      is settled at most once, every replay is `duplicate_settlement`;
+ *   3. send it with preflight (the node simulates it; a refusal sent nothing) and wait for the
+ *      outcome; an unknown outcome is `settlement_pending`, the reconciler resolves it;
+ *   4. record the payment on payment_ledger, in a second transaction naming the transfer as its
+ *      settlement reference: `record_attested_payment`, signed by the authority alone. When the
+ *      payer is one of the gateway's agents the agent's side records it (with the agent's
+ *      signature, api/gateway/transfers), so nothing is recorded here: one record per payment.
+ *      The payment stands once the transfer landed: a failed or unknown record does not turn it
+ *      into an error; the reconciler records it later (under a new payment id if it failed).
+ *
+ * The fee payer is a dedicated key, not the ledger authority: the key that signs transactions
+ * strangers built holds only SOL for fees and can sign nothing on payment_ledger, so a rule
+ * missed in check.ts could at worst spend fees, never attest a record.
+ *
+ * Imported by the protocol adapters (x402/exact.ts, mpp/solana-charge.ts) and gateway.ts.
+ */
+import { type Keypair, PublicKey, Transaction, type VersionedTransaction } from "@solana/web3.js";
+import bs58 from "bs58";
+import type pg from "pg";
+import { endpointHash, endpointText, recordAttestedPaymentInstruction } from "../../../programs/payment_ledger/ts/index.js";
+import { endpointHost } from "../../shared/policy/domains.js";
+import type { ReconcileReport } from "../settlement/reconciliation.js";
+import { payeeRefusal } from "../settlement/payee.js";
+import { COMMITMENT, lookUpOutcomes, recentBlockhash, type SettlementLedger, signTransaction, submit } from "../wallets/ledger.js";
+import type { AgentDirectory } from "../x402/settler.js";
+import {
+  type CheckReason,
+  checkTransferTransaction,
+  TOKEN_PROGRAM,
+  type TransferLayout,
+  type TransferTerms,
+  transactionId,
+} from "./check.js";
+import {
+  claimCosignedTransfer,
+  cosignedTransfer,
+  markRecord,
+  markTransfer,
+  openCosignedTransfers,
+  prepareRecord,
+  rememberEndpoint,
+} from "./store.js";
+
+export interface CosignedDeps {
+  readonly pool: pg.Pool;
+  readonly ledger: SettlementLedger;
+  /** The dedicated key that pays the fees of the payers' transactions (see the header). */
+  readonly feePayer: Keypair;
+  /** Tells the payers who are the gateway's agents (their side records their payments). */
+  readonly agents: AgentDirectory;
+  /** Told about work left for the reconciler (a record not landed). Never secrets. */
+  readonly onWarning?: (message: string, context: Record<string, unknown>) => void;
+}
+
+/** A payer's transaction presented to the gateway, and what it must pay. */
+export interface CosignedPayment {
+  readonly protocol: "x402" | "mpp";
+  /** The resource server's account presenting it. */
+  readonly accountId: string;
+  /** The paid resource's URL (recorded as the endpoint). */
+  readonly endpoint: string;
+  /** Base64 wire bytes as the payer signed them. */
+  readonly transaction: string;
+  readonly layout: TransferLayout;
+  readonly payTo: string;
+  readonly amountUnits: bigint;
+  readonly memo?: string | undefined;
+}
+
+export type CosignedFailure =
+  | CheckReason
+  | "payee_refused"
+  | "invalid_exact_svm_transaction_simulation_failed"
+  | "invalid_exact_svm_transaction_failed"
+  | "duplicate_settlement"
+  | "settlement_pending";
+
+export type CosignedVerify =
+  | { readonly ok: true; readonly payer: string; readonly signature: string }
+  | { readonly ok: false; readonly reason: CosignedFailure; readonly detail: string; readonly payer: string };
+
+export interface CosignedRecord {
+  /** The record transaction, or null when the payer's own side records it (or it is not prepared yet). */
+  readonly signature: string | null;
+  readonly status: "confirmed" | "pending" | "by_payer";
+}
+
+export type CosignedSettle =
+  | {
+      readonly ok: true;
+      readonly payer: string;
+      /** The transfer's transaction id: what moved the tokens. */
+      readonly signature: string;
+      readonly slot: number;
+      readonly record: CosignedRecord;
+    }
+  | {
+      readonly ok: false;
+      readonly reason: CosignedFailure;
+      readonly detail: string;
+      readonly payer: string;
+      /** Set when the transaction was claimed (sent, or refused by the node). */
+      readonly signature?: string;
+    };
+
+const RECONCILE_BATCH = 128;
+
+export class CosignedTransfers {
+  readonly #feePayer: string;
+
+  constructor(private readonly deps: CosignedDeps) {
+    this.#feePayer = deps.feePayer.publicKey.toBase58();
+  }
+
+  /** The fee payer's address: what x402 `extra.feePayer` and MPP `feePayerKey` name. */
+  get feePayer(): string {
+    return this.#feePayer;
+  }
+
+  /** The settlement mint, its decimals and token program: the only asset accepted. */
+  get asset(): { readonly mint: string; readonly decimals: number; readonly tokenProgram: string } {
+    return { mint: this.deps.ledger.mint.toBase58(), decimals: this.deps.ledger.decimals, tokenProgram: TOKEN_PROGRAM };
+  }
+
+  get network(): string {
+    return this.deps.ledger.network;
+  }
+
+  /** Every check but the claim, and a simulation of the co-signed transaction. Nothing is sent. */
+  async verify(payment: CosignedPayment): Promise<CosignedVerify> {
+    const checked = this.#check(payment);
+    if (!checked.ok) return checked;
+    if ((await cosignedTransfer(this.deps.pool, checked.signature)) !== null) {
+      return { ok: false, reason: "duplicate_settlement", detail: "this transaction was already presented", payer: checked.payer };
+    }
+    const simulated = await this.deps.ledger.connection.simulateTransaction(checked.transaction, {
+      sigVerify: true,
+      commitment: COMMITMENT,
+    });
+    if (simulated.value.err !== null) {
+      const detail = `${JSON.stringify(simulated.value.err)} ${(simulated.value.logs ?? []).slice(-3).join(" | ")}`;
+      return { ok: false, reason: "invalid_exact_svm_transaction_simulation_failed", detail, payer: checked.payer };
+    }
+    return { ok: true, payer: checked.payer, signature: checked.signature };
+  }
+
+  /** Checks, claims, sends, records (see the header). At most one success per transaction. */
+  async settle(payment: CosignedPayment, signal?: AbortSignal): Promise<CosignedSettle> {
+    const checked = this.#check(payment);
+    if (!checked.ok) return checked;
+    const { pool, ledger } = this.deps;
+    const { signature, payer } = checked;
+    const wire = Buffer.from(checked.transaction.serialize()).toString("base64");
+    // The client's blockhash is no newer than the latest: the latest's height bounds its validity.
+    const { lastValidBlockHeight } = await recentBlockhash(ledger);
+    const agent = await this.deps.agents.agentIdForAddress(payer);
+    const claimed = await claimCosignedTransfer(pool, {
+      signature,
+      protocol: payment.protocol,
+      accountId: payment.accountId,
+      payer,
+      payee: payment.payTo,
+      mint: ledger.mint.toBase58(),
+      amountUnits: payment.amountUnits,
+      endpoint: endpointText(payment.endpoint),
+      transaction: wire,
+      lastValidBlockHeight,
+      record: agent === null ? "attest" : "payer",
+    });
+    if (!claimed) return { ok: false, reason: "duplicate_settlement", detail: "this transaction was already settled", payer, signature };
+
+    const outcome = await submit(ledger, { signature, wire, lastValidBlockHeight }, signal);
+    if (outcome.status === "pending") {
+      return { ok: false, reason: "settlement_pending", detail: "sent; its outcome is not known yet", payer, signature };
+    }
+    if (outcome.status === "rejected") {
+      const detail = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
+      await markTransfer(pool, signature, "failed", null, detail.slice(0, 1_000));
+      return { ok: false, reason: "invalid_exact_svm_transaction_simulation_failed", detail, payer, signature };
+    }
+    if (outcome.status === "failed") {
+      const detail = outcome.reason === "expired" ? "expired" : `included: ${JSON.stringify(outcome.err)}`;
+      await markTransfer(pool, signature, "failed", outcome.reason === "included" ? outcome.slot : null, detail);
+      return { ok: false, reason: "invalid_exact_svm_transaction_failed", detail, payer, signature };
+    }
+    // The tokens moved: from here on the answer is a success whatever the bookkeeping does.
+    await markTransfer(pool, signature, "confirmed", outcome.slot, null).catch(() => undefined);
+    const record = agent === null ? await this.#record(signature, signal) : ({ signature: null, status: "by_payer" } as const);
+    return { ok: true, payer, signature, slot: outcome.slot, record };
+  }
+
+  /**
+   * What an earlier `settle` of this same transaction left, or null when none claimed it: how a
+   * retried request (the same Idempotency-Key, its first attempt cut short or pending) resolves
+   * without sending again. Never a second success for a different request: only the route that
+   * holds the first attempt's key calls this.
+   */
+  async outcomeOf(payment: CosignedPayment): Promise<CosignedSettle | null> {
+    const checked = this.#check(payment);
+    if (!checked.ok) return null;
+    const { pool, ledger } = this.deps;
+    let row = await cosignedTransfer(pool, checked.signature);
+    if (row === null) return null;
+    if (row.status === "pending") {
+      const [outcome] = await lookUpOutcomes(ledger, [row]);
+      if (outcome!.status === "confirmed") await markTransfer(pool, row.signature, "confirmed", outcome!.slot, null);
+      if (outcome!.status === "failed") await markTransfer(pool, row.signature, "failed", null, outcome!.reason);
+      row = (await cosignedTransfer(pool, checked.signature))!;
+    }
+    const { payer, signature } = row;
+    if (row.status === "pending")
+      return { ok: false, reason: "settlement_pending", detail: "sent; its outcome is not known yet", payer, signature };
+    if (row.status === "failed")
+      return { ok: false, reason: "invalid_exact_svm_transaction_failed", detail: "the transfer failed", payer, signature };
+    const record = row.record === "payer" ? ({ signature: null, status: "by_payer" } as const) : await this.#record(signature);
+    return { ok: true, payer, signature, slot: row.slot ?? 0, record };
+  }
+
+  /**
+   * Resolves what `settle` left open (a crash, an unknown outcome, a record that failed): pending
+   * transfers by their signature, then records of confirmed attested transfers. Bounded batch.
+   */
+  async reconcilePending(): Promise<ReconcileReport> {
+    const report = { confirmed: [] as string[], failed: [] as string[], pending: [] as string[] };
+    const rows = await openCosignedTransfers(this.deps.pool, RECONCILE_BATCH);
+    const pendingTransfers = rows.filter((row) => row.status === "pending");
+    const outcomes = await lookUpOutcomes(this.deps.ledger, pendingTransfers);
+    for (const [i, outcome] of outcomes.entries()) {
+      const row = pendingTransfers[i]!;
+      if (outcome.status === "pending") report.pending.push(row.signature);
+      else if (outcome.status === "confirmed") await markTransfer(this.deps.pool, row.signature, "confirmed", outcome.slot, null);
+      else {
+        const detail = outcome.reason === "expired" ? "expired" : `included: ${JSON.stringify(outcome.err)}`;
+        await markTransfer(this.deps.pool, row.signature, "failed", outcome.reason === "included" ? outcome.slot : null, detail);
+        report.failed.push(row.signature);
+      }
+    }
+    const recordable = await openCosignedTransfers(this.deps.pool, RECONCILE_BATCH);
+    for (const row of recordable) {
+      if (row.status !== "confirmed" || row.record !== "attest") continue;
+      if (row.recordStatus === "pending" && row.recordSignature !== null) {
+        const [outcome] = await lookUpOutcomes(this.deps.ledger, [
+          { signature: row.recordSignature, lastValidBlockHeight: row.recordLastValidBlockHeight ?? 0 },
+        ]);
+        if (outcome!.status === "pending") {
+          report.pending.push(row.signature);
+          continue;
+        }
+        const failure = outcome!.status === "failed" ? (outcome!.reason === "expired" ? "expired" : JSON.stringify(outcome!.err)) : null;
+        await markRecord(this.deps.pool, row.recordSignature, outcome!.status, failure);
+        if (outcome!.status === "confirmed") {
+          report.confirmed.push(row.signature);
+          continue;
+        }
+      }
+      const record = await this.#record(row.signature);
+      (record.status === "confirmed" ? report.confirmed : report.pending).push(row.signature);
+    }
+    return report;
+  }
+
+  #check(
+    payment: CosignedPayment,
+  ): { ok: true; transaction: VersionedTransaction; payer: string; signature: string } | (CosignedVerify & { ok: false }) {
+    const asset = this.asset;
+    const terms: TransferTerms = {
+      feePayer: this.#feePayer,
+      mint: asset.mint,
+      decimals: asset.decimals,
+      tokenProgram: asset.tokenProgram,
+      payTo: payment.payTo,
+      amountUnits: payment.amountUnits,
+      memo: payment.memo,
+    };
+    const checked = checkTransferTransaction(payment.transaction, terms, payment.layout);
+    if (!checked.ok) return { ok: false, reason: checked.reason, detail: checked.detail, payer: checked.payer };
+    const payee = payeeRefusal(payment.payTo, [asset.mint]);
+    if (payee !== null) return { ok: false, reason: "payee_refused", detail: payee.message, payer: checked.payer };
+    // The fee payer's signature is deterministic (ed25519): the same message always gets the same id.
+    checked.transaction.sign([this.deps.feePayer]);
+    return { ok: true, transaction: checked.transaction, payer: checked.payer, signature: transactionId(checked.transaction) };
+  }
+
+  /** Prepares (if needed), sends and awaits the attested record of a confirmed transfer. */
+  async #record(signature: string, signal?: AbortSignal): Promise<CosignedRecord> {
+    const { pool, ledger } = this.deps;
+    try {
+      const row = await cosignedTransfer(pool, signature);
+      if (row === null) throw new Error(`no co-signed transfer ${signature}`);
+      if (row.recordStatus === "confirmed") return { signature: row.recordSignature, status: "confirmed" };
+      const endpoint = row.endpoint;
+      const hash = endpointHash(endpoint);
+      await rememberEndpoint(pool, Buffer.from(hash).toString("hex"), endpoint, endpointHost(endpoint));
+      const prepared =
+        (await prepareRecord(pool, signature, async (paymentId) => {
+          const instruction = await recordAttestedPaymentInstruction({
+            authority: ledger.authority.publicKey,
+            payer: new PublicKey(row.payer),
+            payee: new PublicKey(row.payee),
+            paymentId,
+            amountUnits: row.amountUnits,
+            protocol: row.protocol,
+            endpointHash: hash,
+            settlementReference: bs58.decode(signature),
+          });
+          return signTransaction(ledger, new Transaction().add(instruction), await recentBlockhash(ledger), []);
+        })) ??
+        // Another caller prepared it: resend those bytes (they land at most once).
+        (await this.#preparedRecord(signature));
+      if (prepared === null) return { signature: null, status: "pending" };
+      const outcome = await submit(ledger, prepared, signal);
+      if (outcome.status === "confirmed") {
+        await markRecord(pool, prepared.signature, "confirmed", null);
+        return { signature: prepared.signature, status: "confirmed" };
+      }
+      if (outcome.status === "failed" || outcome.status === "rejected") {
+        const detail = outcome.status === "rejected" ? String(outcome.error) : outcome.reason;
+        await markRecord(pool, prepared.signature, "failed", detail.slice(0, 1_000));
+        this.deps.onWarning?.("attested record failed; the reconciler records it again", { signature, detail });
+      }
+      return { signature: prepared.signature, status: "pending" };
+    } catch (error) {
+      this.deps.onWarning?.("attested record not made; the reconciler records it", {
+        signature,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      return { signature: null, status: "pending" };
+    }
+  }
+
+  async #preparedRecord(signature: string): Promise<{ signature: string; wire: string; lastValidBlockHeight: number } | null> {
+    const row = await cosignedTransfer(this.deps.pool, signature);
+    if (row?.recordStatus !== "pending" || row.recordSignature === null || row.recordTransaction === null) return null;
+    return { signature: row.recordSignature, wire: row.recordTransaction, lastValidBlockHeight: row.recordLastValidBlockHeight ?? 0 };
+  }
+}

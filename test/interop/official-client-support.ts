@@ -1,0 +1,142 @@
+/**
+ * Shared setup of the interop tests (the official x402 and MPP packages against our components,
+ * unmodified, configured only through their public options): the whole system on loopback
+ * (test/sdk/server-support.ts), a payer wallet the gateway does NOT hold (a plain keypair with
+ * settlement tokens and no SOL: the gateway's fee payer pays its fees), a payee with a token
+ * account, and reads of what the chain and the index say about a payment.
+ */
+import {
+  createAssociatedTokenAccountIdempotentInstruction,
+  createTransferCheckedInstruction,
+  getAssociatedTokenAddressSync,
+} from "@solana/spl-token";
+import { Keypair, PublicKey, sendAndConfirmTransaction, Transaction } from "@solana/web3.js";
+import { createClient } from "../api/client.js";
+import { pollUntil } from "../support/poll.js";
+import type { TestSystem } from "../sdk/server-support.js";
+
+/** A keypair with `units` of the settlement token in its associated token account, and no SOL. */
+export async function outsidePayer(test: TestSystem, units: bigint): Promise<Keypair> {
+  const payer = Keypair.generate();
+  await fundTokens(test, payer.publicKey, units);
+  return payer;
+}
+
+/** Creates `owner`'s token account if needed and moves `units` from the local treasury into it. */
+export async function fundTokens(test: TestSystem, owner: PublicKey, units: bigint): Promise<void> {
+  const { localnet } = test.system;
+  const { authority, treasury } = localnet.keypairs;
+  const mint = localnet.info.mint;
+  const account = getAssociatedTokenAddressSync(mint, owner, true);
+  const transaction = new Transaction().add(createAssociatedTokenAccountIdempotentInstruction(authority.publicKey, account, owner, mint));
+  if (units > 0n) {
+    transaction.add(
+      createTransferCheckedInstruction(localnet.info.treasuryToken, mint, account, treasury.publicKey, units, localnet.info.decimals),
+    );
+  }
+  await sendAndConfirmTransaction(test.connection, transaction, units > 0n ? [authority, treasury] : [authority], {
+    commitment: "confirmed",
+  });
+}
+
+export async function solLamports(test: TestSystem, owner: PublicKey | string): Promise<number> {
+  return test.connection.getBalance(new PublicKey(owner), "confirmed");
+}
+
+export interface IndexedRecord {
+  readonly txHash: string;
+  readonly agent: string;
+  readonly payee: string;
+  readonly amountUnits: bigint;
+  readonly protocol: string;
+  readonly rail: string;
+  readonly atomic: boolean;
+  readonly settlementStatus: string | null;
+}
+
+/** The payment_ledger record naming `settlement` as its settlement reference, once the indexer verified it. */
+export async function verifiedRecord(test: TestSystem, settlement: string): Promise<IndexedRecord> {
+  let last = "no record";
+  return pollUntil(
+    async () => {
+      const { rows } = await test.system.pool.query<{
+        tx_hash: string;
+        agent: string;
+        payee: string;
+        amount_units: string;
+        protocol: string;
+        rail: string;
+        atomic: boolean;
+        settlement_status: string | null;
+      }>(
+        `SELECT tx_hash, agent, payee, amount_units, protocol, rail, atomic, settlement_status
+         FROM transactions WHERE settlement_reference = $1`,
+        [settlement],
+      );
+      const row = rows[0];
+      if (row === undefined) return null;
+      last = `record ${row.tx_hash} ${row.settlement_status}`;
+      if (row.settlement_status !== "verified") return null;
+      return {
+        txHash: row.tx_hash,
+        agent: row.agent,
+        payee: row.payee,
+        amountUnits: BigInt(row.amount_units),
+        protocol: row.protocol,
+        rail: row.rail,
+        atomic: row.atomic,
+        settlementStatus: row.settlement_status,
+      };
+    },
+    { timeoutMs: 30_000, intervalMs: 200, what: () => `the verified record of ${settlement} (${last})` },
+  );
+}
+
+/** Every payment_ledger record naming `settlement` (to prove a replay recorded nothing more). */
+export async function recordsReferencing(test: TestSystem, settlement: string): Promise<number> {
+  const { rows } = await test.system.pool.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM transactions WHERE settlement_reference = $1",
+    [settlement],
+  );
+  return rows[0]!.n;
+}
+
+/** A fetch that remembers every request it sends (to replay one, or to see that none was sent). */
+export function recordingFetch(): { fetch: typeof fetch; requests: Request[] } {
+  const requests: Request[] = [];
+  return {
+    requests,
+    fetch: async (input, init) => {
+      const request = new Request(input, init);
+      requests.push(request.clone());
+      return fetch(request);
+    },
+  };
+}
+
+export interface ReceivedPayment {
+  readonly txHash: string;
+  readonly payer: string;
+  readonly agentId: string;
+  readonly protocol: string;
+  readonly amountPaidUnits: string;
+  readonly endpoint: string;
+  readonly settlementReference: string | null;
+  readonly settlementStatus: string | null;
+}
+
+/** The seller's GraphQL view of what its agent `agentId` received that `settlement` paid. */
+export async function receivedInGraphql(
+  test: TestSystem,
+  apiKey: string,
+  agentId: string,
+  settlement: string,
+): Promise<ReceivedPayment | null> {
+  const data = await createClient(test.system.apiUrl).ok<{ receivedPayments: ReceivedPayment[] }>(
+    apiKey,
+    `query($agentId: ID) { receivedPayments(agentId: $agentId) {
+       txHash payer agentId protocol amountPaidUnits endpoint settlementReference settlementStatus } }`,
+    { agentId },
+  );
+  return data.receivedPayments.find((payment) => payment.settlementReference === settlement) ?? null;
+}

@@ -7,13 +7,15 @@
  * through public options: the devnet network id (the SDKs know no local one) with the local RPC
  * URL, and the local ledger's mint as asset. The whole system runs on loopback.
  *
- * (The variant "facilitator = our gateway" belongs with the gateway's facilitator side, not here.)
+ * The variant "facilitator = our gateway": the same official middleware, its facilitator the
+ * official `HTTPFacilitatorClient` pointed at the gateway's standard facilitator API. The payer
+ * is then one of the gateway's own agents on both sides: one record, made by the paying side.
  */
 import { createServer } from "node:http";
 import { type Keypair, PublicKey } from "@solana/web3.js";
 import { createKeyPairSignerFromBytes } from "@solana/kit";
 import { x402Facilitator } from "@x402/core/facilitator";
-import type { FacilitatorClient } from "@x402/core/server";
+import { type FacilitatorClient, HTTPFacilitatorClient } from "@x402/core/server";
 import type { SupportedResponse } from "@x402/core/types";
 import { paymentMiddleware, x402ResourceServer } from "@x402/express";
 import { SOLANA_DEVNET_CAIP2, toFacilitatorSvmSigner } from "@x402/svm";
@@ -51,6 +53,9 @@ let origin = "";
 let payTo: PublicKey;
 let facilitatorKey: Keypair;
 let facilitator: x402Facilitator;
+/** The API whose facilitator is the gateway, and whom it pays. */
+let viaGateway = "";
+let gatewayPayTo: PublicKey;
 const seen: Seen[] = [];
 
 beforeAll(async () => {
@@ -117,6 +122,35 @@ beforeAll(async () => {
     res.json({ report: "paid content (v1)" });
   });
   origin = await listen(setup, createServer(app));
+
+  // The same official middleware with the gateway as its facilitator, as a stock server names
+  // one: the official HTTP client, the seller's API key through its public `createAuthHeaders`.
+  const { apiKey: sellerKey } = await system.createAccount("x402 seller using the gateway");
+  gatewayPayTo = (await payeeWallet(setup)).publicKey;
+  const gatewayFacilitator = new HTTPFacilitatorClient({
+    url: `${system.apiUrl}/v1/x402/facilitator`,
+    createAuthHeaders: async () => {
+      const headers = { Authorization: `Bearer ${sellerKey}` };
+      return { verify: headers, settle: headers, supported: headers };
+    },
+  });
+  const gatewayServer = new x402ResourceServer(gatewayFacilitator).register(NETWORK, new ExactSvmServerScheme());
+  const gatewayApp = express();
+  gatewayApp.use(
+    paymentMiddleware(
+      {
+        "GET /report": {
+          accepts: { ...accepts, payTo: gatewayPayTo.toBase58() },
+          description: "a paid report, settled by the gateway",
+        },
+      },
+      gatewayServer,
+    ),
+  );
+  gatewayApp.get("/report", (_req, res) => {
+    res.json({ report: "paid content (gateway facilitator)" });
+  });
+  viaGateway = await listen(setup, createServer(gatewayApp));
 }, 180_000);
 
 afterAll(async () => {
@@ -250,6 +284,102 @@ describe("Client.pay against the official x402 middleware and facilitator", () =
     expect(await tokens(setup, address)).toBe(balances.payer);
     expect(await tokens(setup, payTo)).toBe(balances.payee);
     expect((await payer.policies.get()).usedToday).toEqual({ usdc: 0.025 });
+  });
+});
+
+describe("Client.pay against the official x402 middleware whose facilitator is our gateway", () => {
+  const viaGatewayClient = (agentId: string) => payingClient(setup, agentId, 1, { origin: () => viaGateway, seen });
+
+  it("pays: 200, exact balances, the gateway's fee payer pays the fee, ONE record (the agent's), verified", async () => {
+    const { system } = setup.test;
+    const { client: payer, address } = await viaGatewayClient("x402-gw-payer");
+    const before = {
+      payer: await tokens(setup, address),
+      payee: await tokens(setup, gatewayPayTo),
+      fees: await lamports(setup, system.feePayer.publicKey),
+    };
+    seen.length = 0;
+
+    const result = await payer.pay({ endpoint: `${viaGateway}/report` });
+    if (!result.paid) throw new Error(`not paid: ${JSON.stringify(result)}`);
+    expect(result).toMatchObject({
+      status: 200,
+      protocol: "x402",
+      format: "x402-v2",
+      data: { report: "paid content (gateway facilitator)" },
+      amountPaid: { usdc: 0.025 },
+    });
+    expect(seen.map((s) => [s.method, s.path, paymentHeaders(s)])).toEqual([
+      ["GET", "/report", []],
+      ["GET", "/report", ["payment-signature"]],
+    ]);
+    // The gateway settled it as facilitator and says the payer's side records it.
+    expect(result.receipt).toMatchObject({ header: "PAYMENT-RESPONSE", success: true, transaction: result.settlementTxHash });
+    expect(result.receipt?.value).toMatchObject({
+      success: true,
+      network: NETWORK,
+      payer: address,
+      extra: { record: "by_payer", recordTransaction: null },
+    });
+
+    expect(before.payer - (await tokens(setup, address))).toBe(PRICE);
+    expect((await tokens(setup, gatewayPayTo)) - before.payee).toBe(PRICE);
+    const settlement = await setup.test.connection.getTransaction(result.settlementTxHash!, {
+      commitment: "confirmed",
+      maxSupportedTransactionVersion: 0,
+    });
+    expect(settlement?.meta?.err).toBeNull();
+    expect(settlement?.transaction.message.staticAccountKeys[0]?.toBase58()).toBe(system.feePayer.publicKey.toBase58());
+    expect(before.fees - (await lamports(setup, system.feePayer.publicKey))).toBe(BigInt(settlement!.meta!.fee));
+    expect(await lamports(setup, address)).toBe(0n);
+
+    // The agent's record (its signature, the reference mode), and the co-signed side made none.
+    const recorded = await recordedPayment(setup.test.connection, result.txHash);
+    expect(recorded.payer.toBase58()).toBe(address);
+    expect(recorded.payee.toBase58()).toBe(gatewayPayTo.toBase58());
+    expect(recorded.amountUnits).toBe(PRICE);
+    expect(bs58.encode(recorded.settlementReference!)).toBe(result.settlementTxHash);
+    const { rows: cosigned } = await system.pool.query(
+      "SELECT payer, status, record, record_signature FROM cosigned_transfers WHERE signature = $1",
+      [result.settlementTxHash],
+    );
+    expect(cosigned).toEqual([{ payer: address, status: "confirmed", record: "payer", record_signature: null }]);
+    expect(await transfersOf(setup, "x402-gw-payer")).toEqual([
+      expect.objectContaining({ status: "recorded", settlement_tx: result.settlementTxHash, record_tx: result.txHash }),
+    ]);
+    expect(await reservationsOf(setup, "x402-gw-payer")).toEqual([
+      expect.objectContaining({ status: "settled", tx_hash: result.txHash, amount_units: PRICE.toString() }),
+    ]);
+    expect((await payer.policies.get()).usedToday).toEqual({ usdc: 0.025 });
+
+    const row = await indexed(setup, result.txHash, (r) => r.settlement_status !== null);
+    expect(row).toMatchObject({ settlement_reference: result.settlementTxHash, settlement_status: "verified" });
+    // Exactly one record references the transfer, even after the reconciler's pass.
+    await system.cosigned.reconcilePending();
+    const { rows: records } = await system.pool.query("SELECT tx_hash FROM transactions WHERE settlement_reference = $1", [
+      result.settlementTxHash,
+    ]);
+    expect(records).toEqual([{ tx_hash: result.txHash }]);
+  });
+
+  it("a replayed payment is refused by the gateway and moves nothing", async () => {
+    const { client: payer, address } = await viaGatewayClient("x402-gw-replayer");
+    seen.length = 0;
+    const result = await payer.pay({ endpoint: `${viaGateway}/report` });
+    expect(result.paid).toBe(true);
+    const signature = seen.find((s) => s.headers["payment-signature"] !== undefined)!.headers["payment-signature"]!;
+    const balances = { payer: await tokens(setup, address), payee: await tokens(setup, gatewayPayTo) };
+
+    const replay = await fetch(`${viaGateway}/report`, { headers: { "PAYMENT-SIGNATURE": signature } });
+    expect(replay.status).toBe(402);
+    // The gateway's verify knows the transaction was consumed; the middleware says so in its 402.
+    const refused = JSON.parse(Buffer.from(replay.headers.get("payment-required")!, "base64").toString("utf8"));
+    expect(refused.error).toBe("duplicate_settlement");
+    expect(await tokens(setup, address)).toBe(balances.payer);
+    expect(await tokens(setup, gatewayPayTo)).toBe(balances.payee);
+    expect((await payer.policies.get()).usedToday).toEqual({ usdc: 0.025 });
+    const { rows } = await setup.test.system.pool.query("SELECT count(*)::int AS n FROM cosigned_transfers WHERE payer = $1", [address]);
+    expect(rows).toEqual([{ n: 1 }]);
   });
 });
 

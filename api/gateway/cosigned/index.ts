@@ -1,4 +1,3 @@
 /** Payments by wallets the gateway does not hold, co-signed as fee payer (cosigned.ts). */
 export * from "./check.js";
 export * from "./cosigned.js";
-export * from "./networks.js";

@@ -7,8 +7,8 @@
  * payment is recorded in payment_ledger as a separate record naming the transfer as its
  * settlement reference; the indexer marks it verified after checking that transfer on chain.
  *
- * Files: `networks.ts` (which network names are our ledger), `offers.ts` (the real formats read
- * into `TransferOffer`s), `transaction.ts` (the transaction, signed), `wire.ts` (the headers that
+ * Files: `offers.ts` (the real formats read into `TransferOffer`s, on the ledger names of
+ * ../networks.ts), `transaction.ts` (the transaction, signed), `wire.ts` (the headers that
  * carry it back), `store.ts` (`signed_transfers`), `landing.ts` (found on the ledger, recorded
  * once, reservation closed), `sweep.ts` (the sweeper's step). Design: docs/protocols.md
  * "Paying real x402 and MPP servers".
@@ -27,13 +27,13 @@ import {
   type TransferRecorder,
   transferBySignature,
 } from "./landing.js";
-import type { LedgerNetworks } from "./networks.js";
+import type { LedgerNetworks } from "../networks.js";
 import { type OfferContext, type ReadOffers, readMppChallenges, readX402V1, readX402V2, type TransferOffer } from "./offers.js";
 import { type TransferRow, transferByRef, transferByReservation } from "./store.js";
 import { type TransferSweepReport, sweepTransfers } from "./sweep.js";
 import { type SignedTransfer, signTransfer } from "./transaction.js";
 
-export { LOCAL_DEVNET_ALIASES, type LedgerNetworks, ledgerNetworks } from "./networks.js";
+export { LOCAL_DEVNET_ALIASES, type LedgerNetworks, ledgerNetworks } from "../networks.js";
 export type { MppChallenge, TransferFormat, TransferOffer } from "./offers.js";
 export { type NewTransfer, TRANSFER_REF_PREFIX, type TransferRow, insertTransfer, transferPaymentRef } from "./store.js";
 export type { SignedTransfer } from "./transaction.js";

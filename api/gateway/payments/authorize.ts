@@ -173,22 +173,27 @@ export type AuthorizeResult = Authorized | AuthorizeRefusal;
 type Choice = { readonly kind: "x402" } | { readonly kind: "mpp" } | { readonly kind: "transfer"; readonly offer: TransferOffer };
 
 /**
- * Spec 1: x402 when both protocols are offered, unless the preference says mpp. Within the
- * protocol, the spec's own format first (the gateway settles it atomically itself), then the
- * payee's first payable real-protocol offer.
+ * Spec 1 (x402 when both protocols are offered, unless the preference says mpp), applied first to
+ * the offers in the spec's formats and, only when there are none, to the real-protocol offers
+ * (the payee's first payable one of the chosen protocol).
  */
 function choosePayment(offer: Offer, preference: ProtocolPreference): Choice {
+  // The spec's own formats come first: the gateway settles and records them atomically, and a
+  // payee that serves them (our middlewares, which also advertise the real protocols' headers)
+  // is paid as it always was. Real-protocol offers are paid only when no spec format is offered.
+  const spec: Protocol[] = [];
+  if (offer.x402 !== null) spec.push("x402");
+  if (offer.mpp !== null) spec.push("mpp");
+  if (spec.length > 0) {
+    const protocol = chooseProtocol(preference, spec);
+    if (protocol !== null) return { kind: protocol };
+  }
   const transfers = offer.transfers ?? [];
-  const x402Transfer = transfers.find((t) => t.protocol === "x402");
-  const mppTransfer = transfers.find((t) => t.protocol === "mpp");
-  const offered: Protocol[] = [];
-  if (offer.x402 !== null || x402Transfer !== undefined) offered.push("x402");
-  if (offer.mpp !== null || mppTransfer !== undefined) offered.push("mpp");
-  // The policy engine's rule (spec 1); the route has refused a body that offers neither.
+  const offered = [...new Set(transfers.map((t) => t.protocol))];
+  // The policy engine's rule (spec 1); the route has refused a body that offers nothing.
   const protocol = chooseProtocol(preference, offered);
   if (protocol === null) throw new Error("authorize: no protocol offered, which the route refuses earlier");
-  if (protocol === "x402") return offer.x402 !== null ? { kind: "x402" } : { kind: "transfer", offer: x402Transfer! };
-  return offer.mpp !== null ? { kind: "mpp" } : { kind: "transfer", offer: mppTransfer! };
+  return { kind: "transfer", offer: transfers.find((t) => t.protocol === protocol)! };
 }
 
 /**

@@ -43,8 +43,11 @@ import {
   redeemPrepaidCall,
   revokeSessionsEstablishedBy,
   type SessionRow,
+  type SessionTerms,
   sessionByToken,
 } from "./store.js";
+
+export type { SessionTerms } from "./store.js";
 
 export const DEFAULT_SESSION_TTL_SECONDS = 3_600;
 export const DEFAULT_REFRESH_BEFORE_SECONDS = 300;
@@ -108,20 +111,6 @@ export interface SessionUse {
   readonly token: string;
   readonly refreshed: boolean;
   readonly expiresAt: Date;
-}
-
-/** What a new session row holds besides its token and times. */
-export interface SessionTerms {
-  readonly agentId: string;
-  readonly payer: string;
-  readonly method: string;
-  readonly rail: MppRail;
-  readonly amountUnits: bigint;
-  readonly prepaidCalls: number;
-  readonly reusable: boolean;
-  readonly establishedBy: string | null;
-  readonly refreshedFrom: string | null;
-  readonly parentTxHash: string | null;
 }
 
 export interface MppSessionsDeps {

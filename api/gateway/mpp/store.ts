@@ -69,12 +69,10 @@ export interface NewSessionCharge {
   readonly parentTxHash: string | null;
 }
 
-/** A new session row. */
-export interface NewSession {
+/** What a new session row holds besides its token and times. */
+export interface SessionTerms {
   readonly agentId: string;
   readonly payer: string;
-  readonly serviceOrigin: string;
-  readonly tokenSha256: Buffer;
   readonly method: string;
   readonly rail: MppRail;
   readonly amountUnits: bigint;
@@ -82,9 +80,15 @@ export interface NewSession {
   readonly reusable: boolean;
   readonly establishedBy: string | null;
   readonly refreshedFrom: string | null;
+  readonly parentTxHash: string | null;
+}
+
+/** A new session row. */
+export interface NewSession extends SessionTerms {
+  readonly serviceOrigin: string;
+  readonly tokenSha256: Buffer;
   readonly createdAt: Date;
   readonly expiresAt: Date;
-  readonly parentTxHash: string | null;
 }
 
 /** A session row as the sessions read it (snake case: the row itself). */

@@ -133,63 +133,60 @@ function memoText(value: unknown, field: string, maxBytes: number): string | nul
 
 /** The `PAYMENT-REQUIRED` object of an x402 v2 402 answer. */
 export function readX402V2(value: unknown, context: OfferContext): ReadOffers {
-  if (!isRecord(value) || value.x402Version !== 2) throw badRequest("x402v2.x402Version", "must be 2");
-  const accepts = value.accepts;
-  if (!Array.isArray(accepts) || accepts.length === 0 || accepts.length > MAX_ACCEPTS) {
-    throw badRequest("x402v2.accepts", `must be a list of 1 to ${MAX_ACCEPTS} payment requirements`);
-  }
-  const resource = value.resource;
-  const resourceUrl = isRecord(resource) ? optionalText(resource.url, "x402v2.resource.url") : null;
-  const offers: TransferOffer[] = [];
-  const skipped: string[] = [];
-  for (const [index, requirement] of accepts.entries()) {
-    const field = `x402v2.accepts[${index}]`;
-    if (!isRecord(requirement)) throw badRequest(field, "must be an object");
-    const scheme = text(requirement.scheme, `${field}.scheme`, 64);
-    const network = text(requirement.network, `${field}.network`, 128);
-    if (scheme !== "exact") {
-      skipped.push(`${field}: scheme ${scheme} is not signed here (only exact)`);
-      continue;
-    }
-    if (!context.networks.x402.has(network)) {
-      skipped.push(`${field}: network ${network} is not this gateway's ledger`);
-      continue;
-    }
-    const asset = text(requirement.asset, `${field}.asset`, 64);
-    if (asset !== context.mint) {
-      skipped.push(`${field}: asset ${asset} is not the settlement token ${context.mint}`);
-      continue;
-    }
-    const extra = isRecord(requirement.extra) ? requirement.extra : {};
-    offers.push({
+  return readX402(value, context, {
+    version: 2,
+    amountField: "amount",
+    answerResource: (answer) => (isRecord(answer.resource) ? optionalText(answer.resource.url, "x402v2.resource.url") : null),
+    requirementResource: () => undefined,
+    // The server matches `accepted` against its own requirements field by field: echoed verbatim.
+    wire: (requirement, answer) => ({
       format: "x402-v2",
-      protocol: "x402",
-      amountUnits: baseUnits(requirement.amount, `${field}.amount`),
-      payTo: address(requirement.payTo, `${field}.payTo`),
-      mint: asset,
-      network,
-      feePayer: address(extra.feePayer, `${field}.extra.feePayer`),
-      memo: memoText(extra.memo, `${field}.extra.memo`, MAX_X402_MEMO_BYTES),
-      resourceUrl,
-      expiresAt: null,
-      // The server matches `accepted` against its own requirements field by field: echoed verbatim.
-      wire: { format: "x402-v2", accepted: requirement, resource: resource ?? null, extensions: value.extensions ?? null },
-    });
-  }
-  return { offers, skipped };
+      accepted: requirement,
+      resource: answer.resource ?? null,
+      extensions: answer.extensions ?? null,
+    }),
+  });
 }
 
 /** The JSON body of an x402 v1 402 answer. */
 export function readX402V1(value: unknown, context: OfferContext): ReadOffers {
-  if (!isRecord(value) || value.x402Version !== 1) throw badRequest("x402v1.x402Version", "must be 1");
+  return readX402(value, context, {
+    version: 1,
+    amountField: "maxAmountRequired",
+    answerResource: () => null,
+    requirementResource: (requirement, field) => optionalText(requirement.resource, `${field}.resource`),
+    wire: (requirement) => ({ format: "x402-v1", scheme: requirement.scheme as string, network: requirement.network as string }),
+  });
+}
+
+/** What the two x402 versions write differently. */
+interface X402Layout {
+  readonly version: 1 | 2;
+  /** The amount's name: v2 `amount`, v1 `maxAmountRequired`. */
+  readonly amountField: "amount" | "maxAmountRequired";
+  /** The resource URL the whole answer names (v2), read once. */
+  readonly answerResource: (answer: Record<string, unknown>) => string | null;
+  /** The resource URL a requirement names itself (v1); undefined where the answer names it. */
+  readonly requirementResource: (requirement: Record<string, unknown>, field: string) => string | null | undefined;
+  readonly wire: (requirement: Record<string, unknown>, answer: Record<string, unknown>) => TransferOffer["wire"];
+}
+
+/**
+ * The `accepts` of either x402 version: `exact` requirements on this ledger's network in the
+ * settlement token become offers; the others are skipped with the reason.
+ */
+function readX402(value: unknown, context: OfferContext, layout: X402Layout): ReadOffers {
+  const prefix = `x402v${layout.version}`;
+  if (!isRecord(value) || value.x402Version !== layout.version) throw badRequest(`${prefix}.x402Version`, `must be ${layout.version}`);
   const accepts = value.accepts;
   if (!Array.isArray(accepts) || accepts.length === 0 || accepts.length > MAX_ACCEPTS) {
-    throw badRequest("x402v1.accepts", `must be a list of 1 to ${MAX_ACCEPTS} payment requirements`);
+    throw badRequest(`${prefix}.accepts`, `must be a list of 1 to ${MAX_ACCEPTS} payment requirements`);
   }
+  const answerResource = layout.answerResource(value);
   const offers: TransferOffer[] = [];
   const skipped: string[] = [];
   for (const [index, requirement] of accepts.entries()) {
-    const field = `x402v1.accepts[${index}]`;
+    const field = `${prefix}.accepts[${index}]`;
     if (!isRecord(requirement)) throw badRequest(field, "must be an object");
     const scheme = text(requirement.scheme, `${field}.scheme`, 64);
     const network = text(requirement.network, `${field}.network`, 128);
@@ -207,18 +204,23 @@ export function readX402V1(value: unknown, context: OfferContext): ReadOffers {
       continue;
     }
     const extra = isRecord(requirement.extra) ? requirement.extra : {};
+    const amountUnits = baseUnits(requirement[layout.amountField], `${field}.${layout.amountField}`);
+    const payTo = address(requirement.payTo, `${field}.payTo`);
+    const feePayer = address(extra.feePayer, `${field}.extra.feePayer`);
+    const memo = memoText(extra.memo, `${field}.extra.memo`, MAX_X402_MEMO_BYTES);
+    const resourceUrl = layout.requirementResource(requirement, field) ?? answerResource;
     offers.push({
-      format: "x402-v1",
+      format: layout.version === 2 ? "x402-v2" : "x402-v1",
       protocol: "x402",
-      amountUnits: baseUnits(requirement.maxAmountRequired, `${field}.maxAmountRequired`),
-      payTo: address(requirement.payTo, `${field}.payTo`),
+      amountUnits,
+      payTo,
       mint: asset,
       network,
-      feePayer: address(extra.feePayer, `${field}.extra.feePayer`),
-      memo: memoText(extra.memo, `${field}.extra.memo`, MAX_X402_MEMO_BYTES),
-      resourceUrl: optionalText(requirement.resource, `${field}.resource`),
+      feePayer,
+      memo,
+      resourceUrl,
       expiresAt: null,
-      wire: { format: "x402-v1", scheme, network },
+      wire: layout.wire(requirement, value),
     });
   }
   return { offers, skipped };

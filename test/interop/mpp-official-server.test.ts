@@ -30,6 +30,8 @@ import {
   stopInterop,
   tokens,
   transfersOf,
+  expectRefusedBeforeSigning,
+  paymentHeaders,
 } from "./support.js";
 
 const AMOUNT = 40_000n;
@@ -84,8 +86,6 @@ afterAll(async () => {
 function client(agentId: string, usdc: number) {
   return payingClient(setup, agentId, usdc, { origin: () => [sponsored, unsponsored], seen });
 }
-
-const paymentHeaders = (request: Seen) => Object.keys(request.headers).filter((name) => /payment|authorization/.test(name));
 
 describe("Client.pay against an mppx server with @solana/mpp's charge method", () => {
   it("pays (server sponsors the fee): 200 with the paid body, exact balances, the record referencing the transfer, verified", async () => {
@@ -221,27 +221,19 @@ describe("Client.pay against an mppx server with @solana/mpp's charge method", (
   });
 
   it("refuses over the per-call limit before anything is signed", async () => {
-    const { client: payer, address } = await client("mpp-capped", 1);
-    await payer.policies.set({ perCallLimit: { usdc: 0.03 } });
-    seen.length = 0;
-    await expect(payer.pay({ endpoint: `${sponsored}/report` })).rejects.toBeInstanceOf(PolicyViolationError);
-    expect(seen.map((s) => paymentHeaders(s))).toEqual([[]]);
-    expect(await transfersOf(setup, "mpp-capped")).toEqual([]);
-    expect(await reservationsOf(setup, "mpp-capped")).toEqual([]);
-    expect(await tokens(setup, address)).toBe(1_000_000n);
+    const payer = await client("mpp-capped", 1);
+    await payer.client.policies.set({ perCallLimit: { usdc: 0.03 } });
+    await expectRefusedBeforeSigning(setup, seen, payer, "mpp-capped", `${sponsored}/report`, (error) =>
+      expect(error).toBeInstanceOf(PolicyViolationError),
+    );
   });
 
   it("refuses a blocked domain before anything is signed", async () => {
-    const { client: payer, address } = await client("mpp-blocked", 1);
-    await payer.policies.set({ blockedDomains: ["127.0.0.1"] });
-    seen.length = 0;
-    await expect(payer.pay({ endpoint: `${sponsored}/report` })).rejects.toMatchObject({
-      name: "DomainNotAllowedError",
-      reasonCode: "domain_blocked",
-    });
-    expect(seen.map((s) => paymentHeaders(s))).toEqual([[]]);
-    expect(await transfersOf(setup, "mpp-blocked")).toEqual([]);
-    expect(await tokens(setup, address)).toBe(1_000_000n);
+    const payer = await client("mpp-blocked", 1);
+    await payer.client.policies.set({ blockedDomains: ["127.0.0.1"] });
+    await expectRefusedBeforeSigning(setup, seen, payer, "mpp-blocked", `${sponsored}/report`, (error) =>
+      expect(error).toMatchObject({ name: "DomainNotAllowedError", reasonCode: "domain_blocked" }),
+    );
   });
 
   it("a replayed credential is refused and moves nothing", async () => {

@@ -11,6 +11,7 @@ import type { AddressInfo } from "node:net";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Connection, Keypair, LAMPORTS_PER_SOL, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
+import { expect } from "vitest";
 import { type AgentWallet, airdrop, createAgentWallet, ledgerAccess } from "../../scripts/agent-wallets.js";
 import { Client, type FetchFunction } from "../../sdk/src/index.js";
 import { startSystem } from "../../scripts/system.js";
@@ -188,3 +189,32 @@ export interface IndexedRow {
 }
 
 export { rest };
+
+/** The headers of a request that carry a payment (x402, MPP) or its authorization. */
+export const paymentHeaders = (request: Seen): string[] =>
+  Object.keys(request.headers).filter((name) => /payment|authorization/.test(name));
+
+/**
+ * The agent's policy refuses the call to `endpoint` before anything is signed: `refused` accepts
+ * the client's error, only the unpaid request reached the API, and no transfer, reservation or
+ * token moved (the agent was funded with 1 USDC).
+ */
+export async function expectRefusedBeforeSigning(
+  setup: InteropSetup,
+  seen: Seen[],
+  payer: { readonly client: Client; readonly address: string },
+  agentId: string,
+  endpoint: string,
+  refused: (error: unknown) => void,
+): Promise<void> {
+  seen.length = 0;
+  const error = await payer.client.pay({ endpoint }).then(
+    () => new Error("the payment was made"),
+    (thrown: unknown) => thrown,
+  );
+  refused(error);
+  expect(seen.map((request) => paymentHeaders(request))).toEqual([[]]);
+  expect(await transfersOf(setup, agentId)).toEqual([]);
+  expect(await reservationsOf(setup, agentId)).toEqual([]);
+  expect(await tokens(setup, payer.address)).toBe(1_000_000n);
+}

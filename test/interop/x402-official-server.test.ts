@@ -43,6 +43,8 @@ import {
   stopInterop,
   tokens,
   transfersOf,
+  expectRefusedBeforeSigning,
+  paymentHeaders,
 } from "./support.js";
 
 const NETWORK = SOLANA_DEVNET_CAIP2;
@@ -161,8 +163,6 @@ function client(agentId: string, usdc: number, drop?: (url: string, method: stri
   return payingClient(setup, agentId, usdc, { origin: () => origin, seen, ...(drop === undefined ? {} : { drop }) });
 }
 
-const paymentHeaders = (request: Seen) => Object.keys(request.headers).filter((name) => /payment|authorization/.test(name));
-
 describe("Client.pay against the official x402 middleware and facilitator", () => {
   it("pays: 200 with the paid body, exact balances, the record on chain referencing the transfer, verified in the index", async () => {
     const { client: payer, address } = await client("x402-payer", 1);
@@ -247,28 +247,19 @@ describe("Client.pay against the official x402 middleware and facilitator", () =
   });
 
   it("refuses over the per-call limit before anything is signed", async () => {
-    const { client: payer, address } = await client("x402-capped", 1);
-    await payer.policies.set({ perCallLimit: { usdc: 0.01 } });
-    seen.length = 0;
-    await expect(payer.pay({ endpoint: `${origin}/report` })).rejects.toBeInstanceOf(PolicyViolationError);
-    // Only the unpaid request reached the API; nothing was signed, reserved or moved.
-    expect(seen.map((s) => paymentHeaders(s))).toEqual([[]]);
-    expect(await transfersOf(setup, "x402-capped")).toEqual([]);
-    expect(await reservationsOf(setup, "x402-capped")).toEqual([]);
-    expect(await tokens(setup, address)).toBe(1_000_000n);
+    const payer = await client("x402-capped", 1);
+    await payer.client.policies.set({ perCallLimit: { usdc: 0.01 } });
+    await expectRefusedBeforeSigning(setup, seen, payer, "x402-capped", `${origin}/report`, (error) =>
+      expect(error).toBeInstanceOf(PolicyViolationError),
+    );
   });
 
   it("refuses a blocked domain before anything is signed", async () => {
-    const { client: payer, address } = await client("x402-blocked", 1);
-    await payer.policies.set({ blockedDomains: ["127.0.0.1"] });
-    seen.length = 0;
-    await expect(payer.pay({ endpoint: `${origin}/report` })).rejects.toMatchObject({
-      name: "DomainNotAllowedError",
-      reasonCode: "domain_blocked",
-    });
-    expect(seen.map((s) => paymentHeaders(s))).toEqual([[]]);
-    expect(await transfersOf(setup, "x402-blocked")).toEqual([]);
-    expect(await tokens(setup, address)).toBe(1_000_000n);
+    const payer = await client("x402-blocked", 1);
+    await payer.client.policies.set({ blockedDomains: ["127.0.0.1"] });
+    await expectRefusedBeforeSigning(setup, seen, payer, "x402-blocked", `${origin}/report`, (error) =>
+      expect(error).toMatchObject({ name: "DomainNotAllowedError", reasonCode: "domain_blocked" }),
+    );
   });
 
   it("a replayed payment is refused and moves nothing", async () => {

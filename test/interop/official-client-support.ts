@@ -5,6 +5,7 @@
  * settlement tokens and no SOL: the gateway's fee payer pays its fees), a payee with a token
  * account, and reads of what the chain and the index say about a payment.
  */
+import { expect } from "vitest";
 import {
   createAssociatedTokenAccountIdempotentInstruction,
   createTransferCheckedInstruction,
@@ -139,4 +140,44 @@ export async function receivedInGraphql(
     { agentId },
   );
   return data.receivedPayments.find((payment) => payment.settlementReference === settlement) ?? null;
+}
+
+/**
+ * An outside payer's payment as the gateway recorded it: one `record_attested_payment` record
+ * naming `transfer`, verified by the indexer, whose signature the paid answer reported
+ * (`recordTxHash`), and the seller's GraphQL `receivedPayments` showing it for its agent.
+ */
+export async function expectAttestedRecord(
+  test: TestSystem,
+  paid: {
+    readonly transfer: string;
+    readonly payer: string;
+    readonly payTo: string;
+    readonly amountUnits: bigint;
+    readonly protocol: "x402" | "mpp";
+    readonly recordTxHash: string | null | undefined;
+    readonly seller: { readonly apiKey: string; readonly agentId: string };
+    readonly endpoint: string;
+  },
+): Promise<void> {
+  const record = await verifiedRecord(test, paid.transfer);
+  expect(record).toMatchObject({
+    agent: paid.payer,
+    payee: paid.payTo,
+    amountUnits: paid.amountUnits,
+    protocol: paid.protocol,
+    rail: "stablecoin",
+    atomic: false,
+  });
+  expect(paid.recordTxHash).toBe(record.txHash);
+  expect(await receivedInGraphql(test, paid.seller.apiKey, paid.seller.agentId, paid.transfer)).toEqual({
+    txHash: record.txHash,
+    payer: paid.payer,
+    agentId: paid.seller.agentId,
+    protocol: paid.protocol,
+    amountPaidUnits: paid.amountUnits.toString(),
+    endpoint: paid.endpoint,
+    settlementReference: paid.transfer,
+    settlementStatus: "verified",
+  });
 }

@@ -10,20 +10,20 @@
  */
 import { createKeyPairSignerFromBytes } from "@solana/kit";
 import { solana } from "@solana/mpp/client";
-import { type Keypair, PublicKey } from "@solana/web3.js";
+import type { Keypair } from "@solana/web3.js";
 import { Challenge, Receipt } from "mppx";
 import { Mppx } from "mppx/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type MppPayment, mppMiddleware, type NodeRequest } from "../../sdk/src/server/index.js";
-import { fundedAgent, serve, type Served, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
+import { serve, type Served, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import {
-  fundTokens,
-  outsidePayer,
   recordingFetch,
   recordsReferencing,
   solLamports,
   verifiedRecord,
   expectAttestedRecord,
+  sellerAndBuyer,
+  serveBehind,
 } from "./official-client-support.js";
 
 const PRICE = 40_000n;
@@ -38,11 +38,7 @@ const paid: MppPayment[] = [];
 
 beforeAll(async () => {
   test = await startTestSystem();
-  sellerKey = (await test.system.createAccount("seller")).apiKey;
-  payTo = await fundedAgent(test.system, sellerKey, "till", 0);
-  // The charge's primary recipient needs its token account (the client never creates it).
-  await fundTokens(test, new PublicKey(payTo), 0n);
-  payer = await outsidePayer(test, 1_000_000n);
+  ({ sellerKey, payTo, payer } = await sellerAndBuyer(test));
   const middleware = mppMiddleware({
     amount: PRICE,
     paymentMethods: ["stablecoin"],
@@ -52,19 +48,7 @@ beforeAll(async () => {
     apiKey: sellerKey,
     challengeSecret: SECRET,
   });
-  api = await serve((req, res) => {
-    middleware(req as NodeRequest, res, (error?: unknown) => {
-      if (error !== undefined) {
-        res.writeHead(500);
-        res.end();
-        return;
-      }
-      const payment = (req as NodeRequest).payment as MppPayment;
-      paid.push(payment);
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ data: "paid content", txHash: payment.txHash }));
-    });
-  });
+  api = await serveBehind(middleware, paid);
 }, 180_000);
 
 afterAll(async () => {

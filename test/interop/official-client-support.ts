@@ -14,7 +14,8 @@ import {
 import { Keypair, PublicKey, sendAndConfirmTransaction, Transaction } from "@solana/web3.js";
 import { createClient } from "../api/client.js";
 import { pollUntil } from "../support/poll.js";
-import type { TestSystem } from "../sdk/server-support.js";
+import type { NodeMiddleware, NodeRequest } from "../../sdk/src/server/index.js";
+import { fundedAgent, serve, type Served, type TestSystem } from "../sdk/server-support.js";
 
 /** A keypair with `units` of the settlement token in its associated token account, and no SOL. */
 export async function outsidePayer(test: TestSystem, units: bigint): Promise<Keypair> {
@@ -179,5 +180,38 @@ export async function expectAttestedRecord(
     endpoint: paid.endpoint,
     settlementReference: paid.transfer,
     settlementStatus: "verified",
+  });
+}
+
+/** Both sides of an outside payment: a seller account whose agent `till` can be paid, and a buyer. */
+export interface SellerAndBuyer {
+  readonly sellerKey: string;
+  /** `till`'s wallet, with its token account (the official clients never create the payee's). */
+  readonly payTo: string;
+  /** A wallet the gateway does not hold, with 1 USDC and no SOL. */
+  readonly payer: Keypair;
+}
+
+export async function sellerAndBuyer(test: TestSystem): Promise<SellerAndBuyer> {
+  const sellerKey = (await test.system.createAccount("seller")).apiKey;
+  const payTo = await fundedAgent(test.system, sellerKey, "till", 0);
+  await fundTokens(test, new PublicKey(payTo), 0n);
+  return { sellerKey, payTo, payer: await outsidePayer(test, 1_000_000n) };
+}
+
+/** An API behind one of our middlewares: each paid request's payment goes to `paid`, the answer is the paid content. */
+export function serveBehind<P extends { readonly txHash: string }>(middleware: NodeMiddleware, paid: P[]): Promise<Served> {
+  return serve((req, res) => {
+    middleware(req as NodeRequest, res, (error?: unknown) => {
+      if (error !== undefined) {
+        res.writeHead(500);
+        res.end();
+        return;
+      }
+      const payment = (req as NodeRequest).payment as P;
+      paid.push(payment);
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ data: "paid content", txHash: payment.txHash }));
+    });
   });
 }

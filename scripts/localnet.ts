@@ -28,6 +28,8 @@ export interface LocalnetInfo {
   /** The treasury's token account of `mint`, funded at start. */
   readonly treasuryToken: PublicKey;
   readonly mintAuthority: PublicKey;
+  /** Whether the ledger resumed a history kept in its ledger dir (false: a new chain). */
+  readonly resumed: boolean;
 }
 
 export interface LocalnetKeypairs {
@@ -126,6 +128,7 @@ export function parseLocalnetInfo(json: unknown, file = "info.json"): LocalnetIn
     treasury: requirePubkey(raw, "treasury", file),
     treasuryToken: requirePubkey(raw, "treasuryToken", file),
     mintAuthority: requirePubkey(raw, "mintAuthority", file),
+    resumed: raw.resumed === true,
   };
 }
 
@@ -204,7 +207,9 @@ export async function startLocalnet(options: LocalnetOptions = {}): Promise<Loca
   if (options.slotMs !== undefined) args.push("--slot-ms", String(options.slotMs));
 
   const inheritOutput = options.inheritOutput ?? process.env.LOCALNET_LOG === "1";
-  const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] });
+  // Its own process group: a Ctrl-C in the terminal reaches the system, which stops the ledger
+  // after everything that uses it.
+  const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
   let stderr = "";
   child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
     if (inheritOutput) process.stderr.write(chunk);

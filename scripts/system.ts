@@ -36,6 +36,7 @@ import { createAccount, issueApiKey } from "../api/shared/keys.js";
 import { SecretBox } from "../api/shared/secret-box.js";
 import { createPool } from "../indexer/db/database.js";
 import { migrate } from "../indexer/db/migrate.js";
+import { ChainMismatch, chainOfDatabase, claimChain } from "../indexer/store/chain-identity.js";
 import { IngestPipeline } from "../indexer/pipeline.js";
 import { RpcSource } from "../indexer/sources/rpc.js";
 import { type Localnet, type LocalnetOptions, startLocalnet } from "./localnet.js";
@@ -113,7 +114,14 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   logger.info({ rpcUrl: info.rpcUrl, programId: info.programId.toBase58(), mint: info.mint.toBase58() }, "local ledger ready");
 
   const pool = createPool(options.databaseUrl);
-  await migrate(pool);
+  try {
+    await migrate(pool);
+    await claimLedger(pool, localnet);
+  } catch (error) {
+    await pool.end();
+    await localnet.stop();
+    throw error;
+  }
 
   const controller = new AbortController();
   const source = new RpcSource({
@@ -211,6 +219,16 @@ export async function startSystem(options: SystemOptions): Promise<System> {
       return stopped;
     },
   };
+}
+
+/**
+ * Refuses a database and a ledger that do not belong together (ChainMismatch): a database of
+ * another chain, or a new database beside a ledger that kept a history from an earlier run.
+ */
+async function claimLedger(pool: pg.Pool, localnet: Localnet): Promise<void> {
+  const genesisHash = await new Connection(localnet.rpcUrl, "confirmed").getGenesisHash();
+  if (localnet.info.resumed && (await chainOfDatabase(pool)) === null) throw new ChainMismatch(null, genesisHash);
+  await claimChain(pool, genesisHash);
 }
 
 /** Airdrops the local ledger's SOL to the fee payer and waits until it landed. */

@@ -1,81 +1,113 @@
 /**
  * `npm start`: the whole system on embedded defaults, in one process, until Ctrl-C
- * (scripts/system.ts assembles it):
+ * (scripts/system.ts assembles it). `npm start -- --reset` wipes the local state first.
  *
- * - the local ledger (our program on LiteSVM behind JSON-RPC) on 8899/8900;
- * - a dedicated database `apg_local` on the PostgreSQL server of DATABASE_URL (default the local
- *   one), recreated at each start because the local ledger is in memory and starts a fresh chain;
- * - the indexer, the API on PORT (default 4000): GraphQL, REST metrics and the gateway's REST /v1
- *   routes; the settlement reconciler, the webhook dispatcher (email alerts when SMTP_URL is set)
- *   and the housekeeping loop;
- * - a demo account with one API key, printed once.
+ * - the local ledger (our program on LiteSVM behind JSON-RPC) on 8899/8900, its history kept in
+ *   `.data/localnet` across restarts;
+ * - the database `apg_local`: on an embedded PostgreSQL in `.data/postgres` when DATABASE_URL is
+ *   not set, else on that server; kept across restarts (scripts/local-database.ts);
+ * - the indexer (resuming from its checkpoint), the API on PORT (default 4000): GraphQL, REST
+ *   metrics and the gateway's REST /v1 routes; the settlement reconciler, the webhook dispatcher
+ *   (email alerts when SMTP_URL is set) and the housekeeping loop;
+ * - a demo account: its API key is printed at the first start only (only its hash is stored).
  *
- * Keys: WALLET_ENCRYPTION_KEY and WEBHOOK_SECRETS_KEY when set; otherwise fresh random keys for
- * this run (the database is recreated each start, so nothing sealed with them outlives the run).
+ * Keys: WALLET_ENCRYPTION_KEY and WEBHOOK_SECRETS_KEY when set; otherwise the ones made at the
+ * first start and kept in `.data/keys.json` (scripts/local-state.ts).
  */
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import pg from "pg";
 import { pino } from "pino";
-import { databaseUrl } from "../indexer/db/database.js";
+import { accountNamed } from "../api/shared/keys.js";
+import { ChainMismatch } from "../indexer/store/chain-identity.js";
+import { type LocalDatabase, openLocalDatabase } from "./local-database.js";
+import { claimSystem, localKeys, localState, RESET_COMMAND, resetLocalState, SystemRunning } from "./local-state.js";
 import { smtpMailer, startSystem } from "./system.js";
 
-const LOCAL_DATABASE = "apg_local";
+const DEMO_ACCOUNT = "demo";
+const USAGE = "usage: npm start [-- --reset]";
 
-/** Drops and recreates `apg_local` on the server of `serverUrl`; returns its URL. */
-async function freshLocalDatabase(serverUrl: string): Promise<string> {
-  const admin = new pg.Client({ connectionString: serverUrl });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS ${LOCAL_DATABASE} WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${LOCAL_DATABASE}`);
-  } finally {
-    await admin.end();
+/**
+ * Resolves at the first SIGINT or SIGTERM. Later ones are ignored while the system stops: a
+ * Ctrl-C reaches every process of the terminal's group, and the runners in between (npm, tsx)
+ * relay it again, so one keypress can arrive here twice.
+ */
+function untilSignalled(): Promise<void> {
+  return new Promise((resolveSignal) => {
+    const onSignal = (): void => resolveSignal();
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+  });
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const unknown = argv.filter((arg) => arg !== "--reset");
+  if (unknown.length > 0) {
+    console.error(`unknown option ${unknown[0]}\n${USAGE}`);
+    return 2;
   }
-  const url = new URL(serverUrl);
-  url.pathname = `/${LOCAL_DATABASE}`;
-  return url.toString();
+  const state = localState();
+  if (argv.includes("--reset")) {
+    for (const removed of await resetLocalState(state, process.env)) console.log(`reset: removed ${removed}`);
+  }
+  const release = await claimSystem(state);
+  let database: LocalDatabase | null = null;
+  try {
+    database = await openLocalDatabase({ env: process.env, dataDir: state.postgresDir, mode: "own" });
+    const system = await startSystem({
+      databaseUrl: database.url,
+      port: Number(process.env.PORT ?? 4000),
+      host: process.env.HOST ?? "127.0.0.1",
+      localnet: { ledgerDir: state.ledgerDir, rpcPort: 8899, wsPort: 8900 },
+      logger: pino({ name: "apg" }),
+      env: { ...process.env, ...(await localKeys(state, process.env)) },
+      mailer: process.env.SMTP_URL === undefined ? null : smtpMailer(process.env.SMTP_URL),
+      // A local system: webhooks to receivers on this machine are what a developer tries first.
+      allowPrivateNetworks: true,
+      // ... and registering them: loopback only (WEBHOOK_ALLOW_LOOPBACK), never other private ranges.
+      allowLoopbackWebhooks: true,
+    });
+    const existing = await accountNamed(system.pool, DEMO_ACCOUNT);
+    const demo = existing === null ? await system.createAccount(DEMO_ACCOUNT) : null;
+    const accountId = existing ?? demo!.accountId;
+    const history = system.localnet.info.resumed ? "resumed from .data/localnet" : "new chain in .data/localnet";
+    process.stdout.write(
+      [
+        "",
+        "Agent Payment Gateway (local)",
+        `  ledger RPC      ${system.localnet.rpcUrl}   (${history}; keypairs there)`,
+        `  database        ${database.description}`,
+        `  GraphQL         ${system.apiUrl}/graphql`,
+        `  REST            ${system.apiUrl}/v1/...   (docs/openapi.yaml)`,
+        `  demo account    ${accountId}`,
+        demo === null
+          ? `  demo API key    shown at the first start; a new one: npm run admin -- issue-key ${accountId}`
+          : `  demo API key    ${demo.apiKey}   (shown once; only its hash is stored)`,
+        `  state           kept in .data/ across restarts; \`${RESET_COMMAND}\` wipes it`,
+        "  Ctrl-C to stop",
+        "",
+      ].join("\n"),
+    );
+    await untilSignalled();
+    console.log("stopping: the system, then the ledger and the database (their state is kept)");
+    await system.stop();
+    return 0;
+  } finally {
+    await database?.stop();
+    await release();
+  }
 }
 
-async function main(): Promise<void> {
-  const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-  const system = await startSystem({
-    databaseUrl: await freshLocalDatabase(databaseUrl()),
-    port: Number(process.env.PORT ?? 4000),
-    host: process.env.HOST ?? "127.0.0.1",
-    localnet: { ledgerDir: join(root, ".data", "localnet"), rpcPort: 8899, wsPort: 8900 },
-    logger: pino({ name: "apg" }),
-    env: process.env,
-    mailer: process.env.SMTP_URL === undefined ? null : smtpMailer(process.env.SMTP_URL),
-    // A local system: webhooks to receivers on this machine are what a developer tries first.
-    allowPrivateNetworks: true,
-    // ... and registering them: loopback only (WEBHOOK_ALLOW_LOOPBACK), never other private ranges.
-    allowLoopbackWebhooks: true,
-  });
-  const demo = await system.createAccount("demo");
-  process.stdout.write(
-    [
-      "",
-      "Agent Payment Gateway (local)",
-      `  ledger RPC      ${system.localnet.rpcUrl}   (keypairs in .data/localnet)`,
-      `  database        ${system.databaseUrl}`,
-      `  GraphQL         ${system.apiUrl}/graphql`,
-      `  REST            ${system.apiUrl}/v1/...   (docs/openapi.yaml)`,
-      `  demo account    ${demo.accountId}`,
-      `  demo API key    ${demo.apiKey}   (shown once; only its hash is stored)`,
-      "  Ctrl-C to stop",
-      "",
-    ].join("\n"),
-  );
-
-  await new Promise<void>((stop) => {
-    process.once("SIGINT", () => stop());
-    process.once("SIGTERM", () => stop());
-  });
-  await system.stop();
-}
-
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof ChainMismatch) {
+      console.error(
+        `${error.message}.\nThe ledger in .data/localnet and the database do not belong together; ` +
+          `\`${RESET_COMMAND}\` (or \`npm start -- --reset\`) wipes both and starts afresh.`,
+      );
+    } else if (error instanceof SystemRunning) {
+      console.error(error.message);
+    } else {
+      console.error(error);
+    }
+    process.exit(1);
+  },
+);

@@ -13,8 +13,13 @@
  * the route scopes it (api/shared/agent-ids.ts).
  *
  * Postgres from DATABASE_URL; migrations are applied first. Exit codes: 0 done, 1 failed, 2 usage.
- * A command, imported by nothing; it needs only the database (api/shared, indexer/db), no ledger.
+ * A command; it needs only the database (api/shared, indexer/db), no ledger. `runAdmin` is the
+ * same commands on a pool the caller opened: `npm run admin` (scripts/admin.ts) runs them on the
+ * local system's database.
  */
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import type pg from "pg";
 import { createPool } from "../../indexer/db/database.js";
 import { migrate } from "../../indexer/db/migrate.js";
 import { internalAgentId } from "../shared/agent-ids.js";
@@ -26,51 +31,58 @@ const USAGE = `usage:
   tsx api/gateway/admin.ts revoke-key <apiKey>
   tsx api/gateway/admin.ts register-agent <accountId> <agentId> <walletAddress> [name]`;
 
-async function main(argv: string[]): Promise<number> {
+/** Runs one command on `pool`; returns the exit code. */
+export async function runAdmin(pool: pg.Pool, argv: readonly string[], usage = USAGE): Promise<number> {
   const [command, ...args] = argv;
+  await migrate(pool);
+  switch (command) {
+    case "create-account": {
+      if (args.length !== 1) break;
+      const accountId = await createAccount(pool, args[0]!);
+      const { apiKey } = await issueApiKey(pool, accountId);
+      console.log(JSON.stringify({ accountId, apiKey }, null, 2));
+      return 0;
+    }
+    case "issue-key": {
+      if (args.length !== 1) break;
+      console.log(JSON.stringify(await issueApiKey(pool, args[0]!), null, 2));
+      return 0;
+    }
+    case "revoke-key": {
+      if (args.length !== 1) break;
+      const revoked = await revokeApiKey(pool, args[0]!);
+      console.log(revoked ? "revoked" : "no such active key");
+      return revoked ? 0 : 1;
+    }
+    case "register-agent": {
+      if (args.length < 3 || args.length > 4) break;
+      const [accountId, agentId, walletAddress, name] = args as [string, string, string, string | undefined];
+      // Scoped to the account like POST /v1/agents: `agentId` is the public id (api/shared/agent-ids.ts).
+      const key = internalAgentId(accountId, agentId);
+      await registerAgent(pool, accountId, { agentId: key, walletAddress, ...(name === undefined ? {} : { name }) });
+      console.log(`registered ${agentId} (${walletAddress})`);
+      return 0;
+    }
+  }
+  console.error(usage);
+  return 2;
+}
+
+async function main(argv: string[]): Promise<number> {
   const pool = createPool();
   try {
-    await migrate(pool);
-    switch (command) {
-      case "create-account": {
-        if (args.length !== 1) break;
-        const accountId = await createAccount(pool, args[0]!);
-        const { apiKey } = await issueApiKey(pool, accountId);
-        console.log(JSON.stringify({ accountId, apiKey }, null, 2));
-        return 0;
-      }
-      case "issue-key": {
-        if (args.length !== 1) break;
-        console.log(JSON.stringify(await issueApiKey(pool, args[0]!), null, 2));
-        return 0;
-      }
-      case "revoke-key": {
-        if (args.length !== 1) break;
-        const revoked = await revokeApiKey(pool, args[0]!);
-        console.log(revoked ? "revoked" : "no such active key");
-        return revoked ? 0 : 1;
-      }
-      case "register-agent": {
-        if (args.length < 3 || args.length > 4) break;
-        const [accountId, agentId, walletAddress, name] = args as [string, string, string, string | undefined];
-        // Scoped to the account like POST /v1/agents: `agentId` is the public id (api/shared/agent-ids.ts).
-        const key = internalAgentId(accountId, agentId);
-        await registerAgent(pool, accountId, { agentId: key, walletAddress, ...(name === undefined ? {} : { name }) });
-        console.log(`registered ${agentId} (${walletAddress})`);
-        return 0;
-      }
-    }
-    console.error(USAGE);
-    return 2;
+    return await runAdmin(pool, argv);
   } finally {
     await pool.end();
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(error instanceof Error ? error.message : error);
-    process.exit(1);
-  },
-);
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(error instanceof Error ? error.message : error);
+      process.exit(1);
+    },
+  );
+}

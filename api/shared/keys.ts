@@ -35,6 +35,12 @@ export async function createAccount(pool: pg.Pool, name: string): Promise<string
   return result.rows[0]!.id;
 }
 
+/** The oldest account called `name`, or null (the local system finds its demo account so). */
+export async function accountNamed(db: Db, name: string): Promise<string | null> {
+  const { rows } = await db.query<{ id: string }>("SELECT id FROM accounts WHERE name = $1 ORDER BY created_at, id LIMIT 1", [name]);
+  return rows[0]?.id ?? null;
+}
+
 export async function issueApiKey(pool: pg.Pool, accountId: string): Promise<IssuedKey> {
   const apiKey = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
   const prefix = apiKey.slice(0, DISPLAY_PREFIX_CHARS);

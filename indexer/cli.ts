@@ -11,7 +11,7 @@
  * URL), DATABASE_URL for Postgres. Migrations are applied first.
  */
 import { parseArgs } from "node:util";
-import { PublicKey } from "@solana/web3.js";
+import { Connection, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../programs/payment_ledger/ts/index.js";
 import { createPool, withTransaction } from "./db/database.js";
@@ -19,6 +19,7 @@ import { migrate } from "./db/migrate.js";
 import { IngestPipeline } from "./pipeline.js";
 import { RpcSource } from "./sources/rpc.js";
 import { YellowstoneSource } from "./sources/yellowstone.js";
+import { claimChain } from "./store/chain-identity.js";
 import { rebuildProjections } from "./store/rebuild.js";
 import { verifyChainAgainstStore, verifyProjections } from "./verify.js";
 
@@ -63,6 +64,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     const progress = (p: { transactions: number; events: number; slot: bigint }): void =>
       logger.info({ transactions: p.transactions, events: p.events, slot: p.slot.toString() }, "progress");
 
+    // A database holds one chain's history: refuse to add another's (indexer/store/chain-identity.ts).
+    if (command === "run" || command === "backfill") await claimChain(pool, await new Connection(rpcUrl, "confirmed").getGenesisHash());
     switch (command) {
       case "run": {
         const controller = new AbortController();

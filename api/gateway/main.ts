@@ -30,6 +30,7 @@ import { Keypair } from "@solana/web3.js";
 import { pino } from "pino";
 import { createPool, databaseUrl } from "../../indexer/db/database.js";
 import { migrate } from "../../indexer/db/migrate.js";
+import { claimChain } from "../../indexer/store/chain-identity.js";
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { rpcBalanceReader } from "../shared/balances.js";
 import { SecretBox } from "../shared/secret-box.js";
@@ -57,6 +58,8 @@ async function main(): Promise<void> {
   const pool = createPool(url);
   await migrate(pool);
   const ledger = await settlementLedgerFromEnv();
+  // A database holds one chain's history: refuse a cluster other than the one it was built from.
+  await claimChain(pool, await ledger.connection.getGenesisHash());
   const treasury = await keypairFile("TREASURY_KEYPAIR");
   const treasuryToken = getAssociatedTokenAddressSync(ledger.mint, treasury.publicKey, true);
   const gateway = startGateway({

@@ -15,7 +15,7 @@ const USAGE = `usage:
   npm run admin -- register-agent <accountId> <agentId> <walletAddress> [name]`;
 
 async function main(argv: readonly string[]): Promise<number> {
-  const database = await openLocalDatabase({ env: process.env, dataDir: localState().postgresDir, mode: "share" });
+  const database = await openLocalDatabase({ env: process.env, dataDir: localState(process.env).postgresDir, mode: "share" });
   const pool = createPool(database.url);
   try {
     return await runAdmin(pool, argv, USAGE);

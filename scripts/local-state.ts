@@ -30,7 +30,10 @@ export interface LocalState {
 
 export const RESET_COMMAND = "npm run reset";
 
-export function localState(root = resolve(dirname(fileURLToPath(import.meta.url)), "..", ".data")): LocalState {
+/** The layout under `APG_DATA_DIR` when set, else the repository's `.data/`. */
+export function localState(env: Readonly<Record<string, string | undefined>> = {}): LocalState {
+  const given = env.APG_DATA_DIR;
+  const root = given === undefined || given === "" ? resolve(dirname(fileURLToPath(import.meta.url)), "..", ".data") : resolve(given);
   return {
     root,
     ledgerDir: join(root, "localnet"),

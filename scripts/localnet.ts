@@ -44,6 +44,8 @@ export interface Localnet {
   readonly ledgerDir: string;
   readonly info: LocalnetInfo;
   readonly keypairs: LocalnetKeypairs;
+  /** The ledger process (a test may SIGKILL it). */
+  readonly pid: number;
   /** Ends the process (SIGTERM, then SIGKILL after a grace period). Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -247,7 +249,7 @@ export async function startLocalnet(options: LocalnetOptions = {}): Promise<Loca
     // Keep draining stdout so a chatty ledger never blocks on a full pipe.
     if (inheritOutput) child.stdout!.pipe(process.stdout);
     else child.stdout!.resume();
-    return { rpcUrl: info.rpcUrl, wsUrl: info.wsUrl, ledgerDir, info, keypairs, stop };
+    return { rpcUrl: info.rpcUrl, wsUrl: info.wsUrl, ledgerDir, info, keypairs, pid: child.pid!, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -4,7 +4,9 @@
  */
 import { localState, resetLocalState, SystemRunning } from "./local-state.js";
 
-resetLocalState(localState(), process.env).then(
+const state = localState(process.env);
+
+resetLocalState(state, process.env).then(
   (removed) => {
     if (removed.length === 0) console.log("reset: nothing to remove");
     for (const path of removed) console.log(`reset: removed ${path}`);

@@ -13,6 +13,9 @@
  *
  * Keys: WALLET_ENCRYPTION_KEY and WEBHOOK_SECRETS_KEY when set; otherwise the ones made at the
  * first start and kept in `.data/keys.json` (scripts/local-state.ts).
+ *
+ * Environment: DATABASE_URL (a server instead of the embedded one), PORT, HOST, SMTP_URL,
+ * APG_DATA_DIR (another state directory than `.data/`), LOCALNET_RPC_PORT (8899; websocket +1).
  */
 import { pino } from "pino";
 import { accountNamed } from "../api/shared/keys.js";
@@ -43,7 +46,8 @@ async function main(argv: readonly string[]): Promise<number> {
     console.error(`unknown option ${unknown[0]}\n${USAGE}`);
     return 2;
   }
-  const state = localState();
+  const state = localState(process.env);
+  const rpcPort = Number(process.env.LOCALNET_RPC_PORT ?? 8899);
   if (argv.includes("--reset")) {
     for (const removed of await resetLocalState(state, process.env)) console.log(`reset: removed ${removed}`);
   }
@@ -55,7 +59,7 @@ async function main(argv: readonly string[]): Promise<number> {
       databaseUrl: database.url,
       port: Number(process.env.PORT ?? 4000),
       host: process.env.HOST ?? "127.0.0.1",
-      localnet: { ledgerDir: state.ledgerDir, rpcPort: 8899, wsPort: 8900 },
+      localnet: { ledgerDir: state.ledgerDir, rpcPort, wsPort: rpcPort + 1 },
       logger: pino({ name: "apg" }),
       env: { ...process.env, ...(await localKeys(state, process.env)) },
       mailer: process.env.SMTP_URL === undefined ? null : smtpMailer(process.env.SMTP_URL),

@@ -47,6 +47,8 @@ export interface EmbeddedPostgres {
   readonly created: boolean;
   /** Fast shutdown (SIGINT), then SIGQUIT after a grace period. Safe to call twice. */
   stop(): Promise<void>;
+  /** Lets this process exit while the server runs (it is asked to stop at exit). */
+  unref(): void;
 }
 
 /** Refusal to start a second server on a data directory a live server holds. */
@@ -297,7 +299,11 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     await stop();
     throw error;
   }
-  return { url, port, dataDir, pid: child.pid!, created, stop };
+  const unref = (): void => {
+    child.unref();
+    for (const pipe of [child.stdout, child.stderr]) (pipe as unknown as { unref?: () => void } | null)?.unref?.();
+  };
+  return { url, port, dataDir, pid: child.pid!, created, stop, unref };
 }
 
 /** `url` with its password replaced, for banners and logs. */

@@ -1,11 +1,14 @@
 /**
  * A fresh Postgres database per test file (random name), migrated, dropped after. Uses the server
- * of `DATABASE_URL` (else the machine's local one), so every suite runs the same code path.
+ * of `DATABASE_URL` (the run's embedded server when the variable was not set: vitest's global
+ * setup), or, in a bench run without it, the process's own embedded server
+ * (test/support/database-server.ts), so every suite and bench runs the same code path.
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { createPool, databaseUrl } from "../../indexer/db/database.js";
+import { createPool } from "../../indexer/db/database.js";
 import { migrate } from "../../indexer/db/migrate.js";
+import { testServerUrl } from "../support/database-server.js";
 
 export interface FreshDatabase {
   readonly url: string;
@@ -14,7 +17,7 @@ export interface FreshDatabase {
 }
 
 export async function createFreshDatabase(): Promise<FreshDatabase> {
-  const adminUrl = databaseUrl();
+  const adminUrl = await testServerUrl();
   const name = `apg_test_${randomBytes(6).toString("hex")}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();

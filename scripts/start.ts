@@ -18,6 +18,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { pino } from "pino";
 import { databaseUrl } from "../indexer/db/database.js";
+import { ensureDashboardBuilt } from "./dashboard-build.js";
 import { smtpMailer, startSystem } from "./system.js";
 
 const LOCAL_DATABASE = "apg_local";
@@ -39,6 +40,7 @@ async function freshLocalDatabase(serverUrl: string): Promise<string> {
 
 async function main(): Promise<void> {
   const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+  await ensureDashboardBuilt((line) => process.stdout.write(`${line}\n`));
   const system = await startSystem({
     databaseUrl: await freshLocalDatabase(databaseUrl()),
     port: Number(process.env.PORT ?? 4000),
@@ -59,6 +61,7 @@ async function main(): Promise<void> {
       "Agent Payment Gateway (local)",
       `  ledger RPC      ${system.localnet.rpcUrl}   (keypairs in .data/localnet)`,
       `  database        ${system.databaseUrl}`,
+      `  dashboard       ${system.apiUrl}/dashboard/   (sign in with the demo API key)`,
       `  GraphQL         ${system.apiUrl}/graphql`,
       `  REST            ${system.apiUrl}/v1/...   (docs/openapi.yaml)`,
       `  demo account    ${demo.accountId}`,

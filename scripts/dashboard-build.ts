@@ -1,0 +1,41 @@
+/**
+ * Builds the dashboard (dashboard/ → dashboard/dist, which the API process serves at /dashboard/)
+ * when its build is missing or older than its sources: `npm start` and the dashboard's browser
+ * tests and bench call it, so a fresh clone needs no separate step. `npm run build:dashboard`
+ * always builds (and type-checks first).
+ */
+import { readdirSync, statSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const DASHBOARD_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "dashboard");
+export const DASHBOARD_DIST = join(DASHBOARD_ROOT, "dist");
+
+function newestMtimeMs(path: string): number {
+  const info = statSync(path);
+  if (!info.isDirectory()) return info.mtimeMs;
+  let newest = info.mtimeMs;
+  for (const entry of readdirSync(path)) newest = Math.max(newest, newestMtimeMs(join(path, entry)));
+  return newest;
+}
+
+/** Whether dashboard/dist is missing or older than the sources it is built from. */
+export function dashboardBuildIsStale(): boolean {
+  let built: number;
+  try {
+    built = statSync(join(DASHBOARD_DIST, "index.html")).mtimeMs;
+  } catch {
+    return true;
+  }
+  const sources = ["src", "index.html", "vite.config.ts"].map((name) => newestMtimeMs(join(DASHBOARD_ROOT, name)));
+  return Math.max(...sources) > built;
+}
+
+/** Builds the dashboard if needed; answers whether it built. */
+export async function ensureDashboardBuilt(log: (line: string) => void = () => undefined): Promise<boolean> {
+  if (!dashboardBuildIsStale()) return false;
+  log("building the dashboard (dashboard/dist)…");
+  const { build } = await import("vite");
+  await build({ configFile: join(DASHBOARD_ROOT, "vite.config.ts"), logLevel: "warn" });
+  return true;
+}

@@ -4,7 +4,9 @@
  * tests and bench call it, so a fresh clone needs no separate step. `npm run build:dashboard`
  * always builds (and type-checks first).
  */
+import { execFile } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
+import { promisify } from "node:util";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -35,7 +37,11 @@ export function dashboardBuildIsStale(): boolean {
 export async function ensureDashboardBuilt(log: (line: string) => void = () => undefined): Promise<boolean> {
   if (!dashboardBuildIsStale()) return false;
   log("building the dashboard (dashboard/dist)…");
-  const { build } = await import("vite");
-  await build({ configFile: join(DASHBOARD_ROOT, "vite.config.ts"), logLevel: "warn" });
+  // Its own process with NODE_ENV=production: a caller's NODE_ENV (vitest sets "test") would
+  // otherwise make Vite bundle React's development build.
+  const vite = join(DASHBOARD_ROOT, "..", "node_modules", "vite", "bin", "vite.js");
+  await promisify(execFile)(process.execPath, [vite, "build", "--config", join(DASHBOARD_ROOT, "vite.config.ts"), "--logLevel", "warn"], {
+    env: { ...process.env, NODE_ENV: "production" },
+  });
   return true;
 }

@@ -243,7 +243,7 @@ describe("spend", () => {
       }
     }
     expect(await accessibilityViolations(page)).toEqual([]);
-    await open(page, scenario.dashboardUrl, "spend?window=24h");
+    await open(page, scenario.dashboardUrl, "spend?window=1h");
     await page.locator("[data-testid=spend-chart][data-chart-drawn]").waitFor();
     await screenshot(page, "spend");
   });

@@ -35,10 +35,12 @@ function Terms({ tx }: { tx: TransactionRow }): ReactNode {
   if (tx.rejectionRequested === null || tx.rejectionLimit === null) return <span className="muted">{tx.rejectionReason ?? "—"}</span>;
   const unit = tx.rejectionUnit === "usdc" ? "USDC" : (tx.rejectionUnit ?? "");
   const show = (value: string): string => (tx.rejectionUnit === "usdc" ? formatAmount(value) : value);
+  const domain = tx.rejectionCode === "domain_not_allowed" || tx.rejectionCode === "domain_blocked";
   return (
     <span className="terms" title={tx.rejectionReason ?? undefined}>
       <span data-testid="requested">{show(tx.rejectionRequested)}</span> {unit} requested, limit{" "}
       <span data-testid="limit">{show(tx.rejectionLimit)}</span> {unit}
+      {domain ? <span className="muted"> (nothing may be paid to {tx.domain ?? "this domain"})</span> : null}
     </span>
   );
 }
@@ -74,7 +76,7 @@ function BudgetMeter({ policy }: { policy: PolicyRow }): ReactNode {
         className="meter-bar"
         min={0}
         max={100}
-        low={80}
+        low={79.99}
         high={99.99}
         optimum={0}
         value={Math.min(100, width)}

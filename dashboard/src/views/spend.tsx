@@ -120,6 +120,7 @@ export function SpendView({ params }: { params: URLSearchParams }): ReactNode {
             series={series}
             mark="apg:spend-chart"
             testId="spend-chart"
+            bars
           />
           <div className="grid-3">
             <ShareTable

@@ -67,7 +67,6 @@ describe("signing in", () => {
       for (const trace of Object.values(traces)) expect(trace).not.toContain(scenario.buyerKey);
       expect(traces.cookie).toBe("");
       expect(await fresh.getByTestId("account").textContent()).toContain("buyer");
-      await screenshot(fresh, "sign-in-done");
     } finally {
       await own.close();
     }

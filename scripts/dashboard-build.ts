@@ -29,8 +29,13 @@ export function dashboardBuildIsStale(): boolean {
   } catch {
     return true;
   }
-  const sources = ["src", "index.html", "vite.config.ts"].map((name) => newestMtimeMs(join(DASHBOARD_ROOT, name)));
-  return Math.max(...sources) > built;
+  try {
+    const sources = ["src", "index.html", "vite.config.ts"].map((name) => newestMtimeMs(join(DASHBOARD_ROOT, name)));
+    return Math.max(...sources) > built;
+  } catch {
+    // A build without its sources (a deployment that ships dashboard/dist only) is what there is.
+    return false;
+  }
 }
 
 /** Builds the dashboard if needed; answers whether it built. */

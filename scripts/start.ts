@@ -8,6 +8,7 @@
  * - the indexer, the API on PORT (default 4000): GraphQL, REST metrics and the gateway's REST /v1
  *   routes; the settlement reconciler, the webhook dispatcher (email alerts when SMTP_URL is set)
  *   and the housekeeping loop;
+ * - the dashboard at /dashboard/ of the API (built first when dashboard/dist is missing or stale);
  * - a demo account with one API key, printed once.
  *
  * Keys: WALLET_ENCRYPTION_KEY and WEBHOOK_SECRETS_KEY when set; otherwise fresh random keys for

@@ -37,7 +37,7 @@ function View({ route, params }: { route: Route; params: URLSearchParams }): Rea
     case "ledger":
       return <LedgerView params={params} />;
     case "runs":
-      return <RunsView txHash={route.txHash} />;
+      return <RunsView txHash={route.txHash} agentId={params.get("agent")} />;
     case "agents":
       return <AgentsView />;
     case "agent":

@@ -421,6 +421,20 @@ describe("runs", () => {
     expect(await accessibilityViolations(page)).toEqual([]);
     await screenshot(page, "runs");
   });
+
+  it("lists runs, and one agent's payments in runs, each opening its run", async () => {
+    await open(page, scenario.dashboardUrl, "runs");
+    await page.getByTestId("recent-runs").waitFor();
+    const roots = await page
+      .getByTestId("recent-runs")
+      .getByRole("link")
+      .evaluateAll((as) => as.map((a) => a.getAttribute("href")));
+    expect(roots.filter((link) => link?.startsWith("/dashboard/runs/"))).toEqual([`/dashboard/runs/${scenario.run.rootTxHash}`]);
+    await open(page, scenario.dashboardUrl, "runs?agent=summarizer");
+    await page.getByTestId("recent-runs").getByRole("link", { name: /…/ }).first().click();
+    await page.getByTestId("run-tree").waitFor();
+    expect(await page.locator('[aria-current="true"]').getAttribute("data-tx-hash")).toBe(scenario.run.summarizerPaymentTxHash);
+  });
 });
 
 describe("agents", () => {
@@ -440,7 +454,7 @@ describe("agents", () => {
       .getByRole("navigation", { name: "Views of limited" })
       .getByRole("link")
       .evaluateAll((as) => as.map((a) => a.getAttribute("href")));
-    expect(links).toEqual(["live", "spend", "protocols", "policies", "ledger"].map((view) => `/dashboard/${view}?agent=limited`));
+    expect(links).toEqual(["live", "spend", "protocols", "policies", "ledger", "runs"].map((view) => `/dashboard/${view}?agent=limited`));
   });
 });
 

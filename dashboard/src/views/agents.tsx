@@ -75,6 +75,7 @@ export function AgentView({ agentId }: { agentId: string }): ReactNode {
         <Link to={href("protocols", agent)}>Protocols</Link>
         <Link to={href("policies", agent)}>Policies</Link>
         <Link to={href("ledger", agent)}>Ledger</Link>
+        <Link to={href("runs", agent)}>Runs</Link>
       </nav>
       {error !== undefined ? <ErrorBox error={error} /> : null}
       {data == null ? (
@@ -110,10 +111,6 @@ export function AgentView({ agentId }: { agentId: string }): ReactNode {
           </dd>
         </dl>
       )}
-      <p>
-        <AgentLink agentId={agentId} />
-        's payments in runs are reached from the <Link to={href("ledger", agent)}>ledger</Link> (the Run column).
-      </p>
     </section>
   );
 }

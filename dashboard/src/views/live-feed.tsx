@@ -8,6 +8,7 @@ import type { Client } from "@urql/core";
 import { type ReactNode, useEffect, useReducer, useState } from "react";
 import { useClient } from "urql";
 import { AgentFilter } from "../components/filters";
+import { Link } from "../components/link";
 import { Empty, ErrorBox } from "../components/states";
 import { AgentLink, Amount, ProtocolBadge, Time, TxHash } from "../components/values";
 import { EMPTY_FEED, FEED_MAX, type FeedRow, type FeedState, mergeFeed } from "../feed-state";
@@ -20,6 +21,7 @@ import {
   type TransactionsVariables,
 } from "../graphql/queries";
 import { markOnce } from "../perf";
+import { href } from "../router";
 import { reportUnauthenticated } from "../session";
 
 type Connection = "connecting" | "live" | "reconnecting";
@@ -160,6 +162,13 @@ function FeedRowView({ row }: { row: FeedRow }): ReactNode {
       <td>
         <TxHash hash={tx.txHash} explorer={tx.solanaExplorer} />
       </td>
+      <td>
+        {tx.txHash !== null && (tx.parentTxHash !== null || tx.childCount > 0) ? (
+          <Link to={href(`runs/${tx.txHash}`)}>run</Link>
+        ) : (
+          <span className="muted">—</span>
+        )}
+      </td>
     </tr>
   );
 }
@@ -204,6 +213,7 @@ export function LiveFeedView({ params }: { params: URLSearchParams }): ReactNode
               </th>
               <th scope="col">Endpoint</th>
               <th scope="col">Transaction</th>
+              <th scope="col">Run</th>
             </tr>
           </thead>
           <tbody>

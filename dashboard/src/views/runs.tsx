@@ -7,6 +7,7 @@
  */
 import { type ReactNode, useId, useMemo, useState } from "react";
 import { useQuery } from "urql";
+import { AgentFilter } from "../components/filters";
 import { Link } from "../components/link";
 import { Empty, ErrorBox, Loading } from "../components/states";
 import { AgentLink, Amount, ProtocolBadge, shortHash, Time, TxHash } from "../components/values";
@@ -262,27 +263,40 @@ function OpenRun(): ReactNode {
   );
 }
 
-function RecentRuns(): ReactNode {
-  const [{ data, fetching, error }] = useQuery<TransactionsData, TransactionsVariables>({ query: TRANSACTIONS, variables: { limit: 200 } });
+/** The latest runs: root payments with payments under them; for one agent, its payments that are part of a run. */
+function RecentRuns({ agentId }: { agentId: string | null }): ReactNode {
+  const variables: TransactionsVariables = { agentId, limit: 200 };
+  const [{ data, fetching, error }] = useQuery<TransactionsData, TransactionsVariables>({ query: TRANSACTIONS, variables });
   if (error !== undefined) return <ErrorBox error={error} />;
   if (data == null) return fetching ? <Loading what="recent runs" /> : null;
-  const roots = data.transactions.nodes.filter((tx) => tx.txHash !== null && tx.parentTxHash === null && tx.childCount > 0);
-  if (roots.length === 0) return <Empty>No run among the latest 200 payments (a run is a payment that invoked other agents).</Empty>;
+  const inRuns = data.transactions.nodes.filter(
+    (tx) =>
+      tx.txHash !== null &&
+      (agentId === null ? tx.parentTxHash === null && tx.childCount > 0 : tx.parentTxHash !== null || tx.childCount > 0),
+  );
+  if (inRuns.length === 0) {
+    return (
+      <Empty>
+        No run among the latest 200 payments{agentId === null ? "" : ` of ${agentId}`} (a run is a payment that invoked other agents).
+      </Empty>
+    );
+  }
   return (
     <ul className="plain" data-testid="recent-runs">
-      {roots.map((tx) => (
+      {inRuns.map((tx) => (
         <li key={tx.txHash}>
           <Link to={href(`runs/${tx.txHash}`)}>
             <code>{shortHash(tx.txHash!)}</code>
           </Link>{" "}
-          by <AgentLink agentId={tx.agentId} />, <Time iso={tx.timestamp} />, {tx.childCount} payments directly under it
+          by <AgentLink agentId={tx.agentId} />, <Time iso={tx.timestamp} />,{" "}
+          {tx.parentTxHash === null ? `${tx.childCount} payments directly under it` : `at depth ${tx.depth} of a run`}
         </li>
       ))}
     </ul>
   );
 }
 
-export function RunsView({ txHash }: { txHash: string | null }): ReactNode {
+export function RunsView({ txHash, agentId }: { txHash: string | null; agentId: string | null }): ReactNode {
   return (
     <section aria-labelledby="view-title">
       <h1 id="view-title">Runs</h1>
@@ -290,8 +304,11 @@ export function RunsView({ txHash }: { txHash: string | null }): ReactNode {
         <>
           <p className="lede">A run is an orchestrator's root payment and every payment invoked under it (agents.invoke).</p>
           <OpenRun />
-          <h2>Recent runs</h2>
-          <RecentRuns />
+          <div className="filters">
+            <AgentFilter value={agentId} />
+          </div>
+          <h2>{agentId === null ? "Recent runs" : `Recent payments of ${agentId} in runs`}</h2>
+          <RecentRuns agentId={agentId} />
         </>
       ) : (
         <RunOf txHash={txHash} />

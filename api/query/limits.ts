@@ -53,8 +53,13 @@ const LIST_SIZES: Record<string, ListSize> = {
   "Query.invocations": { fallback: 100, max: 100 },
 };
 
-/** Fields that reach beyond Postgres (the chain RPC): weighted so they cannot be fanned out cheaply. */
+/**
+ * Fields that reach beyond Postgres (the chain RPC), or run a query per element: weighted so they
+ * cannot be fanned out cheaply. `policies` reads two small queries per agent (up to 200 agents):
+ * at most a few of them fit in one request.
+ */
 const FIELD_WEIGHTS: Record<string, number> = {
+  "Query.policies": 40_000,
   "Agent.balance": 10,
   "Agent.balanceUnits": 10,
   "Wallet.balance": 10,

@@ -506,6 +506,77 @@ describe("isolation", () => {
   });
 });
 
+describe("the GraphQL fields the views read", () => {
+  it("place each payment of the run in it, count children, and give the budgets of the run in one query", async () => {
+    const runHashes = scenario.paid.filter((p) => p.txHash === scenario.run.rootTxHash || p.parentTxHash !== null).map((p) => p.txHash);
+    const query = `query($h: String!) { transaction(txHash: $h) { runRootTxHash childCount } }`;
+    for (const hash of runHashes) {
+      expect((await scenario.graphql(query, { h: hash })).transaction.runRootTxHash).toBe(scenario.run.rootTxHash);
+    }
+    expect((await scenario.graphql(query, { h: scenario.run.rootTxHash })).transaction.childCount).toBe(2);
+    const summary = scenario.paid.find((p) => p.agentId === "researcher" && p.amountUnits === 200_000n)!;
+    expect((await scenario.graphql(query, { h: summary.txHash })).transaction.childCount).toBe(1);
+    const loose = scenario.paid.find((p) => p.agentId === "shopper")!;
+    expect((await scenario.graphql(query, { h: loose.txHash })).transaction).toEqual({ runRootTxHash: loose.txHash, childCount: 0 });
+    // In a list, every row's run is found in one batched walk.
+    const listed = (await scenario.graphql("{ transactions(limit: 200, status: finalized) { nodes { txHash runRootTxHash } } }"))
+      .transactions.nodes;
+    for (const row of listed as { txHash: string; runRootTxHash: string }[]) {
+      expect(row.runRootTxHash).toBe(runHashes.includes(row.txHash) ? scenario.run.rootTxHash : row.txHash);
+    }
+    const budgets = (
+      await scenario.graphql("query($h: [String!]!) { invocations(txHashes: $h) { parentTxHash spent } }", {
+        h: [summary.txHash, scenario.run.rootTxHash, loose.txHash],
+      })
+    ).invocations;
+    expect(budgets).toEqual([
+      { parentTxHash: summary.txHash, spent: "0.100000" },
+      { parentTxHash: scenario.run.rootTxHash, spent: "0.300000" },
+    ]);
+  });
+
+  it("give a rejection's requested amount and limit as fields, and the account's metrics without an agent", async () => {
+    const rows = (
+      await scenario.graphql(
+        "{ transactions(status: rejected) { nodes { agentId rejectionCode rejectionRequested rejectionLimit rejectionUnit } } }",
+      )
+    ).transactions.nodes;
+    expect(rows).toHaveLength(scenario.rejected.length);
+    for (const rejection of scenario.rejected) {
+      expect(rows).toContainEqual({
+        agentId: rejection.agentId,
+        rejectionCode: rejection.reasonCode,
+        rejectionRequested: rejection.requested,
+        rejectionLimit: rejection.limit,
+        rejectionUnit: rejection.unit,
+      });
+    }
+    const metrics = (
+      await scenario.graphql(
+        '{ metrics(window: "24h", metrics: ["protocol_split"]) { agentId metrics { protocol_split { x402Units mppUnits } } } }',
+      )
+    ).metrics;
+    expect(metrics.agentId).toBeNull();
+    const units = (protocol: string) =>
+      scenario.paid
+        .filter((p) => p.protocol === protocol)
+        .reduce((t, p) => t + p.amountUnits, 0n)
+        .toString();
+    expect(metrics.metrics.protocol_split).toEqual({ x402Units: units("x402"), mppUnits: units("mpp") });
+    const policies = (await scenario.graphql("{ policies { agentId budgetState } }")).policies;
+    expect(policies.map((p: { agentId: string }) => p.agentId)).toEqual([
+      "careful",
+      "chatty",
+      "limited",
+      "orchestrator",
+      "researcher",
+      "shopper",
+      "summarizer",
+    ]);
+    expect(policies.find((p: { agentId: string }) => p.agentId === "careful").budgetState).toBe("warning");
+  });
+});
+
 describe("errors and keyboard", () => {
   it("says plainly when the API cannot be reached", async () => {
     const own = await launchBrowser();

@@ -25,21 +25,22 @@ export async function childCountsByHashes(pool: pg.Pool, accountId: string, txHa
 }
 
 /**
- * The root of the run `txHash` belongs to: its parent's parent's ... as long as each is a payment
- * of the account's agents; `txHash` itself for a top-level payment.
+ * The root of the run each of `txHashes` belongs to: its parent's parent's ... as long as each is
+ * a payment of the account's agents; the hash itself for a top-level payment. One walk for all.
  */
-export async function runRootOf(pool: pg.Pool, accountId: string, txHash: string): Promise<string> {
-  const { rows } = await pool.query<{ tx_hash: string }>(
+export async function runRootsOf(pool: pg.Pool, accountId: string, txHashes: readonly string[]): Promise<string[]> {
+  const { rows } = await pool.query<{ origin: string; tx_hash: string }>(
     `WITH RECURSIVE mine AS (SELECT wallet_address FROM agents WHERE account_id = $1),
-     up (tx_hash, level) AS (
-       SELECT $2::text, 0
+     up (origin, tx_hash, level) AS (
+       SELECT h, h, 0 FROM unnest($2::text[]) AS h
        UNION
-       SELECT pe.parent_tx_hash, up.level + 1
+       SELECT up.origin, pe.parent_tx_hash, up.level + 1
        FROM up JOIN payment_edges pe ON pe.child_tx_hash = up.tx_hash
        WHERE up.level < $3
          AND EXISTS (SELECT 1 FROM transactions t JOIN mine ON mine.wallet_address = t.agent WHERE t.tx_hash = pe.parent_tx_hash))
-     SELECT tx_hash FROM up ORDER BY level DESC LIMIT 1`,
-    [accountId, txHash, MAX_RUN_DEPTH],
+     SELECT DISTINCT ON (origin) origin, tx_hash FROM up ORDER BY origin, level DESC`,
+    [accountId, [...txHashes], MAX_RUN_DEPTH],
   );
-  return rows[0]?.tx_hash ?? txHash;
+  const roots = new Map(rows.map((row) => [row.origin, row.tx_hash]));
+  return txHashes.map((hash) => roots.get(hash) ?? hash);
 }

@@ -1,7 +1,6 @@
 /** The resolver map: one file per concern; field resolvers only where a value is fetched lazily. */
 import type { ApiContext } from "../context.js";
 import { agentMetrics, type MetricsArgs, spendSummary, type WindowArgs } from "../metrics.js";
-import { runRootOf } from "../read/runs.js";
 import { getTransaction } from "../read/transactions.js";
 import { credentialIsLive } from "../../shared/auth.js";
 import { apiError } from "../../shared/errors.js";
@@ -63,7 +62,7 @@ export const resolvers = {
     parent: parentField,
     childCount: childCountField,
     runRootTxHash: (parent: TransactionObject, _args: unknown, context: ApiContext) =>
-      parent.txHash === null ? null : runRootOf(context.deps.pool, context.caller.accountId, parent.txHash),
+      parent.txHash === null ? null : context.loaders.runRootByHash.load(parent.txHash),
   },
   ReceivedPayment: { agent: agentField },
   PaymentTreeNode: { agent: agentField, endpoint: nodeEndpoint },

@@ -9,6 +9,7 @@
  * - the indexer (resuming from its checkpoint), the API on PORT (default 4000): GraphQL, REST
  *   metrics and the gateway's REST /v1 routes; the settlement reconciler, the webhook dispatcher
  *   (email alerts when SMTP_URL is set) and the housekeeping loop;
+ * - the dashboard at /dashboard/ (built first when its build is missing or older than its sources);
  * - a demo account: its API key is printed at the first start only (only its hash is stored).
  *
  * Keys: WALLET_ENCRYPTION_KEY and WEBHOOK_SECRETS_KEY when set; otherwise the ones made at the
@@ -20,6 +21,7 @@
 import { pino } from "pino";
 import { accountNamed } from "../api/shared/keys.js";
 import { ChainMismatch } from "../indexer/store/chain-identity.js";
+import { ensureDashboardBuilt } from "./dashboard-build.js";
 import { type LocalDatabase, openLocalDatabase } from "./local-database.js";
 import { claimSystem, localKeys, localState, RESET_COMMAND, resetLocalState, SystemRunning } from "./local-state.js";
 import { smtpMailer, startSystem } from "./system.js";
@@ -52,6 +54,7 @@ async function main(argv: readonly string[]): Promise<number> {
     for (const removed of await resetLocalState(state, process.env)) console.log(`reset: removed ${removed}`);
   }
   const release = await claimSystem(state);
+  await ensureDashboardBuilt((line) => process.stdout.write(`${line}\n`));
   let database: LocalDatabase | null = null;
   try {
     database = await openLocalDatabase({ env: process.env, dataDir: state.postgresDir, mode: "own" });
@@ -78,6 +81,7 @@ async function main(argv: readonly string[]): Promise<number> {
         "Agent Payment Gateway (local)",
         `  ledger RPC      ${system.localnet.rpcUrl}   (${history}; keypairs there)`,
         `  database        ${database.description}`,
+        `  dashboard       ${system.apiUrl}/dashboard/   (sign in with the demo API key)`,
         `  GraphQL         ${system.apiUrl}/graphql`,
         `  REST            ${system.apiUrl}/v1/...   (docs/openapi.yaml)`,
         `  demo account    ${accountId}`,

@@ -1,16 +1,20 @@
 /**
  * The gateway's HTTP server: the query service's server (GraphQL, read views, live feed) with the
- * gateway's REST /v1 routes mounted before it. One port serves both, as `npm start` and the
- * gateway's own entry point (api/gateway/main.ts) run it.
+ * gateway's REST /v1 routes and the dashboard (its files and sign-in, ./dashboard) mounted before
+ * it. One port serves all, as `npm start` and the gateway's own entry point (api/gateway/main.ts)
+ * run it.
  */
 import { type ApiServer, type ApiServerOptions, createApiServer } from "../query/server.js";
 import { rpcBalanceReader } from "../shared/balances.js";
+import { useDashboard } from "./dashboard/index.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { useGatewayRoutes } from "./http/routes.js";
 
 export interface GatewayServerOptions extends Omit<ApiServerOptions, "plugins"> {
   /** The gateway's services behind the REST /v1 routes; a route whose service is absent answers 503. */
   readonly gateway?: Omit<GatewayDeps, "pool" | "logger" | "now" | "network" | "balances">;
+  /** The built dashboard it serves at /dashboard/; dashboard/dist of this repository by default. */
+  readonly dashboardDir?: string;
 }
 
 export function createGatewayServer(options: GatewayServerOptions): ApiServer {
@@ -26,5 +30,6 @@ export function createGatewayServer(options: GatewayServerOptions): ApiServer {
     balances,
     ...options.gateway,
   });
-  return createApiServer({ ...options, ...(balances === undefined ? {} : { balances }), plugins: [routes] });
+  const dashboard = useDashboard({ pool: options.pool, ...(options.dashboardDir === undefined ? {} : { dir: options.dashboardDir }) });
+  return createApiServer({ ...options, ...(balances === undefined ? {} : { balances }), plugins: [dashboard, routes] });
 }

@@ -9,6 +9,7 @@ import { agentsByIds, agentsByWallets, endpointsByHashes } from "../shared/agent
 import type { LiveFeed } from "./live-feed.js";
 import type { BalanceReader } from "../shared/balances.js";
 import type { AgentRow, PaymentRow } from "../shared/rows.js";
+import { childCountsByHashes, runRootsOf } from "./read/runs.js";
 import { transactionsByHashes } from "./read/transactions.js";
 
 export interface ApiDependencies {
@@ -29,6 +30,10 @@ export interface Loaders {
   readonly endpointByHash: DataLoader<string, { endpoint: string; domain: string } | null>;
   readonly balanceByWallet: DataLoader<string, bigint | null>;
   readonly transactionByHash: DataLoader<string, PaymentRow | null>;
+  /** Payments made under a transaction by the account's agents (Transaction.childCount). */
+  readonly childCountByHash: DataLoader<string, number>;
+  /** The root of the run a transaction belongs to (Transaction.runRootTxHash). */
+  readonly runRootByHash: DataLoader<string, string>;
 }
 
 export interface ApiContext {
@@ -47,6 +52,8 @@ export function createLoaders(deps: ApiDependencies, caller: Caller): Loaders {
     endpointByHash: new DataLoader((hashes) => endpointsByHashes(pool, hashes)),
     balanceByWallet: new DataLoader(async (wallets) => (balances === undefined ? wallets.map(() => null) : balances(wallets))),
     transactionByHash: new DataLoader((hashes) => transactionsByHashes(pool, caller.accountId, hashes)),
+    childCountByHash: new DataLoader((hashes) => childCountsByHashes(pool, caller.accountId, hashes)),
+    runRootByHash: new DataLoader((hashes) => runRootsOf(pool, caller.accountId, hashes)),
   };
 }
 

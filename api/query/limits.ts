@@ -46,13 +46,20 @@ const LIST_SIZES: Record<string, ListSize> = {
   "Query.transactions": { argument: "limit", fallback: TRANSACTIONS_LIMIT_DEFAULT, max: TRANSACTIONS_LIMIT_MAX },
   "Query.paymentTree": { argument: "nodeLimit", fallback: TREE_NODE_LIMIT_DEFAULT, max: TREE_NODE_LIMIT_MAX },
   "Query.agents": { fallback: 100, max: 100 },
+  "Query.policies": { fallback: 200, max: 200 },
   "Query.metrics": { fallback: METRIC_BUCKETS_MAX, max: METRIC_BUCKETS_MAX },
   "Query.spendSummary": { fallback: 50, max: 50 },
   "Query.invocation": { fallback: 10, max: 10 },
+  "Query.invocations": { fallback: 100, max: 100 },
 };
 
-/** Fields that reach beyond Postgres (the chain RPC): weighted so they cannot be fanned out cheaply. */
+/**
+ * Fields that reach beyond Postgres (the chain RPC), or run a query per element: weighted so they
+ * cannot be fanned out cheaply. `policies` reads two small queries per agent (up to 200 agents):
+ * at most a few of them fit in one request.
+ */
 const FIELD_WEIGHTS: Record<string, number> = {
+  "Query.policies": 40_000,
   "Agent.balance": 10,
   "Agent.balanceUnits": 10,
   "Wallet.balance": 10,

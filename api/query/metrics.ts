@@ -57,7 +57,8 @@ export async function spendSummary(context: ApiContext, args: WindowArgs & { age
 }
 
 export interface MetricsArgs extends WindowArgs {
-  agentId: string;
+  /** One agent; absent or null = every agent of the account (the dashboard's protocol tab). */
+  agentId?: string | null;
   metrics?: readonly string[] | null;
   resolution?: string | null;
 }
@@ -67,8 +68,8 @@ export async function agentMetrics(context: ApiContext, args: MetricsArgs): Prom
   const names = parseMetricNames(args.metrics);
   const window = parseWindow(args.window, args.range, context.now);
   const resolution = parseResolution(args.resolution, window);
-  const agent = await requireAgent(context, "agentId", args.agentId);
-  const scope = { accountId: context.caller.accountId, agentId: agent.agent_id, window };
+  const agent = args.agentId === null || args.agentId === undefined ? undefined : await requireAgent(context, "agentId", args.agentId);
+  const scope = { accountId: context.caller.accountId, agentId: agent?.agent_id, window };
   const wantsBuckets = names.some((name) => name !== "policy_violations");
   const [buckets, violations] = await Promise.all([
     wantsBuckets ? readMetricBuckets(context.deps.pool, scope, resolution.ms) : Promise.resolve([]),
@@ -82,7 +83,7 @@ export async function agentMetrics(context: ApiContext, args: MetricsArgs): Prom
   const mpp = buckets.reduce((sum, b) => sum + b.mppSpendUnits, 0n);
   const volume = x402 + mpp;
   return {
-    agentId: agent.public_id,
+    agentId: agent?.public_id ?? null,
     window: window.label,
     resolution: resolution.label,
     from: window.from.toISOString(),

@@ -47,12 +47,16 @@ export const typeDefs = /* GraphQL */ `
     paymentTree(rootTxHash: String!, maxDepth: Int, nodeLimit: Int): PaymentTree
     "Spec 4.8 cli spend. window: 1h, 24h (default), 7d, 30d, or custom with range."
     spendSummary(agentId: ID, window: String, range: TimeRangeInput): SpendSummary!
-    "Spec 4.2. metrics: spend, tx_count, policy_violations, protocol_split (default all). resolution: 1m, 5m, 15m, 1h, 6h, 1d."
-    metrics(agentId: ID!, metrics: [String!], window: String, range: TimeRangeInput, resolution: String): Metrics!
+    "Spec 4.2. metrics: spend, tx_count, policy_violations, protocol_split (default all). resolution: 1m, 5m, 15m, 1h, 6h, 1d. Without agentId: every agent of the account."
+    metrics(agentId: ID, metrics: [String!], window: String, range: TimeRangeInput, resolution: String): Metrics!
     "The agents.invoke budgets opened under the invoking transaction, and what they consumed. Null when none is visible."
     invocation(txHash: String!): Invocation
+    "invocation for several invoking transactions at once (at most 100): one entry per hash that opened a visible budget, in the order asked."
+    invocations(txHashes: [String!]!): [Invocation!]!
     "Spec 2.1 policy read view: the limits with usedToday and the rate-limit usage in its window."
     policy(agentId: ID!): Policy!
+    "The policy read view of the account's agents (archived ones only with includeArchived), by agent id, at most 200."
+    policies(includeArchived: Boolean = false): [Policy!]!
     "Dry run of the spend policy for a payment now (records nothing). amount: decimal USDC, e.g. 0.25."
     checkPolicy(agentId: ID!, endpoint: String!, amount: String!, protocol: ProtocolPreference): PolicyCheck!
   }
@@ -180,6 +184,16 @@ export const typeDefs = /* GraphQL */ `
     rejectionCode: String
     "Spec 7: <reason_code>: requested <amount> <unit>, limit is <amount> <unit>."
     rejectionReason: String
+    "The requested amount of a rejection, from its reason (usdc decimal, or a call count for the rate limit)."
+    rejectionRequested: String
+    "The limit the rejection names (what was left of a budget, the per-call limit, the rate-limit calls)."
+    rejectionLimit: String
+    "The unit of rejectionRequested and rejectionLimit: usdc, or calls/<window> for the rate limit."
+    rejectionUnit: String
+    "Payments made under this one (agents.invoke) by the account's agents; 0 for a rejected payment."
+    childCount: Int!
+    "The run this payment belongs to: the root of its payment tree (walking up parent links through the account's payments); itself for a top-level payment; null for a rejected one."
+    runRootTxHash: String
   }
 
   "A payment one of the account's agents received, as recorded on chain."
@@ -327,7 +341,8 @@ export const typeDefs = /* GraphQL */ `
   }
 
   type Metrics {
-    agentId: ID!
+    "Null when the metrics cover every agent of the account."
+    agentId: ID
     window: String!
     resolution: String!
     from: String!

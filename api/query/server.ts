@@ -10,7 +10,7 @@ import { createServer, type Server } from "node:http";
 import { createSchema, createYoga, maskError, type Plugin, type YogaServerInstance } from "graphql-yoga";
 import type pg from "pg";
 import type { Logger } from "pino";
-import { authenticate } from "../shared/auth.js";
+import { authenticateGraphql } from "../shared/auth.js";
 import type { BalanceReader } from "../shared/balances.js";
 import { isErrorCode } from "../shared/errors.js";
 import { type ApiContext, type ApiDependencies, createContext } from "./context.js";
@@ -59,8 +59,8 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   const yoga = createYoga<Record<never, never>, ApiContext>({
     schema: createSchema<ApiContext>({ typeDefs, resolvers }),
     graphqlEndpoint: "/graphql",
-    // The context is built per request; without a valid key there is no context at all.
-    context: async ({ request }) => createContext(deps, await authenticate(deps.pool, request.headers.get("authorization"))),
+    // The context is built per request; without a valid key (or dashboard session) there is no context at all.
+    context: async ({ request }) => createContext(deps, await authenticateGraphql(deps.pool, request.headers)),
     plugins: [...(options.plugins ?? []), useQueryRoutes({ ...deps, logger: options.logger }), useGraphqlRequestLimits(), useQueryLimits()],
     // Unexpected errors reach the client as "Unexpected error." (no internals); the log has them.
     maskedErrors: {
@@ -72,6 +72,10 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
         return maskError(error, message, isDev);
       },
     },
+    // Cross-origin callers send their key in Authorization; no origin is ever allowed to send
+    // cookies (yoga's default would allow credentials for any origin): the dashboard's session
+    // cookie is for its own origin only (api/shared/session-cookie.ts).
+    cors: { credentials: false },
     graphiql: false,
     landingPage: false,
     logging: false,

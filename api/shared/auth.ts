@@ -7,13 +7,23 @@
  * with `error="invalid_token"` when a Bearer key was sent but is not a live key of ours) and the
  * spec 7 client class `AuthenticationError` (the registry's class for the code); REST (problem JSON)
  * and GraphQL (yoga reads `extensions.http`) answer with the same header.
+ *
+ * GraphQL also takes the dashboard's session cookie (api/shared/sessions.ts) when no Authorization
+ * header is sent, under the CSRF rule of api/shared/session-cookie.ts. REST /v1 takes keys only.
  */
 import type pg from "pg";
 import { ServiceError } from "./errors.js";
-import { accountOfApiKey, isWellFormedApiKey } from "./keys.js";
+import { apiKeyOf, isWellFormedApiKey } from "./keys.js";
+import { csrfRefusal, readCookie, SESSION_COOKIE } from "./session-cookie.js";
+import { sessionIsLive, sessionOfToken } from "./sessions.js";
+
+/** What authenticated a caller: an API key, or a dashboard session made with one. */
+export type Credential = { readonly kind: "api_key"; readonly keyId: string } | { readonly kind: "session"; readonly sessionId: string };
 
 export interface Caller {
   readonly accountId: string;
+  /** Absent for callers made in process (tests, the gateway's own calls). */
+  readonly credential?: Credential;
 }
 
 export const AUTH_REALM = "agent-payment-gateway";
@@ -45,7 +55,32 @@ export async function authenticate(pool: pg.Pool, authorization: string | null):
   const key = match[1]!;
   // A key of the wrong shape cannot be one we issued: no database round trip for it.
   if (!isWellFormedApiKey(key)) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
-  const accountId = await accountOfApiKey(pool, key);
-  if (accountId === null) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
-  return { accountId };
+  const live = await apiKeyOf(pool, key);
+  if (live === null) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
+  return { accountId: live.accountId, credential: { kind: "api_key", keyId: live.id } };
+}
+
+/**
+ * A GraphQL request's caller: the Bearer key when an Authorization header is sent (as on every
+ * surface), else the dashboard's session cookie, which counts only under the CSRF rule.
+ */
+export async function authenticateGraphql(pool: pg.Pool, headers: Headers): Promise<Caller> {
+  const authorization = headers.get("authorization");
+  const token = readCookie(headers.get("cookie"), SESSION_COOKIE);
+  if ((authorization !== null && authorization.trim() !== "") || token === null) return authenticate(pool, authorization);
+  const refusal = csrfRefusal(headers);
+  if (refusal !== null) throw refused(refusal, BEARER_CHALLENGE);
+  const session = await sessionOfToken(pool, token);
+  if (session === null)
+    throw refused("the session has expired, was signed out, or its API key was revoked: sign in again", BEARER_CHALLENGE);
+  return { accountId: session.accountId, credential: { kind: "session", sessionId: session.sessionId } };
+}
+
+/** Whether what authenticated `caller` still would (long-lived streams ask between events). */
+export async function credentialIsLive(pool: pg.Pool, caller: Caller): Promise<boolean> {
+  const credential = caller.credential;
+  if (credential === undefined) return true;
+  if (credential.kind === "session") return sessionIsLive(pool, credential.sessionId);
+  const { rows } = await pool.query("SELECT 1 FROM api_keys WHERE id = $1 AND revoked_at IS NULL", [credential.keyId]);
+  return rows.length > 0;
 }

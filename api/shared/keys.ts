@@ -3,7 +3,7 @@
  * (api_keys.key_sha256), with a short prefix for display. Used by tests and by the gateway.
  *
  * The store of tables `accounts` and `api_keys`: the SQL on them lives here (api/shared/auth.ts
- * resolves a key through `accountOfApiKey`). `registerAgent` is the fixture form of agent
+ * resolves a key through `apiKeyOf`). `registerAgent` is the fixture form of agent
  * registration (the gateway registers agents through api/gateway/wallets).
  */
 import { createHash, randomBytes } from "node:crypto";
@@ -48,12 +48,13 @@ export async function issueApiKey(pool: pg.Pool, accountId: string): Promise<Iss
   return { accountId, apiKey, prefix };
 }
 
-/** The account a live (unrevoked) key belongs to, or null. */
-export async function accountOfApiKey(db: Db, apiKey: string): Promise<string | null> {
-  const { rows } = await db.query<{ account_id: string }>("SELECT account_id FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL", [
-    hashApiKey(apiKey),
-  ]);
-  return rows[0]?.account_id ?? null;
+/** A live (unrevoked) key's id and account, or null. */
+export async function apiKeyOf(db: Db, apiKey: string): Promise<{ readonly id: string; readonly accountId: string } | null> {
+  const { rows } = await db.query<{ id: string; account_id: string }>(
+    "SELECT id::text, account_id FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL",
+    [hashApiKey(apiKey)],
+  );
+  return rows[0] === undefined ? null : { id: rows[0].id, accountId: rows[0].account_id };
 }
 
 /** An API key as its account lists it: never the key itself. */

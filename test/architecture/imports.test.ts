@@ -1,5 +1,5 @@
 /**
- * The import rules of the architecture (api/README.md), checked on the source itself: every .ts
+ * The import rules of the architecture (api/README.md), checked on the source itself: every .ts(x)
  * file of the repository is read, its relative imports (static `from "..."`, side-effect imports
  * and dynamic `import("...")`, type-only ones included) are resolved to repository paths, and the
  * edges that cross a forbidden boundary are listed. npm packages and node built-ins are not edges.
@@ -47,6 +47,8 @@ const RULES: readonly Rule[] = [
     forbids: under("api/query", "api/gateway"),
   },
   { name: "sdk/ imports nothing outside sdk/", applies: under("sdk"), forbids: (to) => !under("sdk")(to) },
+  // The dashboard reads the system through the public GraphQL API only (docs/dashboard.md).
+  { name: "dashboard/ imports nothing outside dashboard/", applies: under("dashboard"), forbids: (to) => !under("dashboard")(to) },
   { name: "indexer/ imports nothing from api/ or scripts/", applies: under("indexer"), forbids: under("api", "scripts") },
   { name: "production code imports neither scripts/ nor test/", applies: isProduction, forbids: under("scripts", "test") },
 ];
@@ -60,7 +62,7 @@ function sourceFiles(directory: string): string[] {
     if (entry.name.startsWith(".") || SKIPPED_DIRECTORIES.has(entry.name)) continue;
     const path = join(directory, entry.name);
     if (entry.isDirectory()) files.push(...sourceFiles(path));
-    else if (entry.isFile() && entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts")) files.push(path);
+    else if (entry.isFile() && /\.tsx?$/.test(entry.name) && !entry.name.endsWith(".d.ts")) files.push(path);
   }
   return files;
 }
@@ -93,7 +95,7 @@ describe("import rules", () => {
   const edges = files.flatMap((file) => importsOf(file, readFileSync(file, "utf8")));
 
   it("reads the whole tree (a walk that found nothing would pass every rule)", () => {
-    for (const folder of ["api/query", "api/gateway", "api/shared", "indexer", "sdk", "scripts", "test", "programs"]) {
+    for (const folder of ["api/query", "api/gateway", "api/shared", "indexer", "sdk", "scripts", "test", "programs", "dashboard"]) {
       expect(
         edges.some((edge) => edge.from.startsWith(`${folder}/`)),
         `no import found in ${folder}/`,
@@ -127,6 +129,7 @@ describe("import rules", () => {
       { from: "api/query/resolvers/agents.ts", to: "api/gateway/wallets/index.js" },
       { from: "api/shared/auth.ts", to: "api/query/context.js" },
       { from: "sdk/src/client.ts", to: "api/shared/money.js" },
+      { from: "dashboard/src/views/ledger.tsx", to: "api/query/read/transactions.js" },
       { from: "indexer/pipeline.ts", to: "api/shared/keys.js" },
       { from: "programs/payment_ledger/ts/index.ts", to: "test/support/poll.js" },
       { from: "api/shared/policy/engine.test.ts", to: "test/api/policy-reference.js" },
@@ -136,6 +139,7 @@ describe("import rules", () => {
       "api/query/resolvers/agents.ts -> api/gateway/wallets/index.js  [api/query never imports api/gateway]",
       "api/shared/auth.ts -> api/query/context.js  [api/shared imports neither api/query nor api/gateway]",
       "sdk/src/client.ts -> api/shared/money.js  [sdk/ imports nothing outside sdk/]",
+      "dashboard/src/views/ledger.tsx -> api/query/read/transactions.js  [dashboard/ imports nothing outside dashboard/]",
       "indexer/pipeline.ts -> api/shared/keys.js  [indexer/ imports nothing from api/ or scripts/]",
       "programs/payment_ledger/ts/index.ts -> test/support/poll.js  [production code imports neither scripts/ nor test/]",
     ]);

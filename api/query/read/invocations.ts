@@ -35,3 +35,20 @@ export async function invocationsByParent(pool: pg.Pool, accountId: string, pare
   );
   return result.rows;
 }
+
+/** invocationsByParent for several invoking transactions at once (one query). */
+export async function invocationsByParents(pool: pg.Pool, accountId: string, parentTxHashes: readonly string[]): Promise<InvocationRow[]> {
+  const result = await pool.query<InvocationRow>(
+    `SELECT i.invocation, i.parent_tx_hash, i.invoker, ai.public_id AS invoker_agent_id, i.sub_agent,
+            asub.public_id AS sub_agent_id, i.budget_units::text AS budget_units, i.spent_units::text AS spent_units,
+            i.payment_count::text AS payment_count
+     FROM invocations i
+     LEFT JOIN agents ai ON ai.wallet_address = i.invoker AND ai.account_id = $1
+     LEFT JOIN agents asub ON asub.wallet_address = i.sub_agent AND asub.account_id = $1
+     WHERE i.parent_tx_hash = ANY($2::text[]) AND (ai.agent_id IS NOT NULL OR asub.agent_id IS NOT NULL)
+     ORDER BY i.parent_tx_hash, i.invocation
+     LIMIT 10000`,
+    [accountId, [...parentTxHashes]],
+  );
+  return result.rows;
+}

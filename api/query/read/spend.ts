@@ -1,6 +1,6 @@
 /**
  * Spend summaries (spec 4.8 `cli spend`, 4.9 spend tab) and metrics series (spec 4.2), read from
- * the per-minute rollups (`spend_rollups_by_domain`, `metric_buckets`) and, for policy
+ * the per-minute rollups (`spend_rollups` with the gateway's `endpoints`, `metric_buckets`) and, for policy
  * violations, from the gateway's `payment_rejections`. Windows are whole minutes (validation.ts),
  * so a window is always a whole number of rollup buckets and the sums are exact.
  */
@@ -26,12 +26,16 @@ export interface SpendCell {
 
 export async function readSpendCells(pool: pg.Pool, scope: SpendScope): Promise<SpendCell[]> {
   const result = await pool.query<{ agent_id: string; protocol: "x402" | "mpp"; domain: string; amount_units: string; tx_count: string }>(
-    `SELECT a.public_id AS agent_id, r.protocol, r.domain, sum(r.amount_units)::text AS amount_units, sum(r.tx_count)::text AS tx_count
-     FROM spend_rollups_by_domain r
-     JOIN agents a ON a.wallet_address = r.agent
+    // One aggregation over the per-minute rollups (the spend_rollups_by_domain view would group
+    // every minute first: 30 days of 100,000 payments took ~0.7 s that way, ~0.2 s this way).
+    `SELECT a.public_id AS agent_id, r.protocol, coalesce(e.domain, r.endpoint_hash) AS domain,
+            sum(r.amount_units)::text AS amount_units, sum(r.tx_count)::text AS tx_count
+     FROM agents a
+     JOIN spend_rollups r ON r.agent = a.wallet_address
+     LEFT JOIN endpoints e ON e.endpoint_hash = r.endpoint_hash
      WHERE a.account_id = $1 AND ($2::text IS NULL OR a.agent_id = $2)
        AND r.bucket_start >= $3 AND r.bucket_start < $4
-     GROUP BY a.public_id, r.protocol, r.domain`,
+     GROUP BY 1, 2, 3`,
     [scope.accountId, scope.agentId ?? null, scope.window.from, scope.window.to],
   );
   return result.rows.map((row) => ({

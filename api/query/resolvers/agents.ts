@@ -2,7 +2,8 @@
 import type { ApiContext } from "../context.js";
 import { formatUsdcFixed } from "../../shared/money.js";
 import { listAgents } from "../../shared/agents.js";
-import { invocationsByParent } from "../read/invocations.js";
+import { type InvocationRow, invocationsByParent, invocationsByParents } from "../read/invocations.js";
+import { badInput } from "../../shared/errors.js";
 import type { AgentRow } from "../../shared/rows.js";
 import { parseTxHash } from "../../shared/validation.js";
 import { requireAgent } from "./common.js";
@@ -48,7 +49,29 @@ function money(prefix: string, unitsValue: bigint): Record<string, string> {
 export async function invocation(_: unknown, args: { txHash: string }, context: ApiContext): Promise<Record<string, unknown> | null> {
   const parentTxHash = parseTxHash("txHash", args.txHash);
   const rows = await invocationsByParent(context.deps.pool, context.caller.accountId, parentTxHash);
-  if (rows.length === 0) return null;
+  return rows.length === 0 ? null : toInvocation(parentTxHash, rows);
+}
+
+/** Hashes one `invocations` call reads at most (a run view asks for every node with children). */
+export const INVOCATIONS_HASHES_MAX = 100;
+
+export async function invocations(
+  _: unknown,
+  args: { txHashes: readonly string[] },
+  context: ApiContext,
+): Promise<Record<string, unknown>[]> {
+  if (args.txHashes.length > INVOCATIONS_HASHES_MAX) throw badInput("txHashes", `at most ${INVOCATIONS_HASHES_MAX} hashes`);
+  const hashes = [...new Set(args.txHashes.map((hash) => parseTxHash("txHashes", hash)))];
+  const rows = await invocationsByParents(context.deps.pool, context.caller.accountId, hashes);
+  const byParent = new Map<string, InvocationRow[]>();
+  for (const row of rows) byParent.set(row.parent_tx_hash, [...(byParent.get(row.parent_tx_hash) ?? []), row]);
+  return hashes.flatMap((hash) => {
+    const group = byParent.get(hash);
+    return group === undefined ? [] : [toInvocation(hash, group)];
+  });
+}
+
+function toInvocation(parentTxHash: string, rows: readonly InvocationRow[]): Record<string, unknown> {
   let budget = 0n;
   let spent = 0n;
   let count = 0;

@@ -35,10 +35,24 @@ export interface TransactionObject {
   readonly settlementStatus: string | null;
   readonly rejectionCode: string | null;
   readonly rejectionReason: string | null;
+  readonly rejectionRequested: string | null;
+  readonly rejectionLimit: string | null;
+  readonly rejectionUnit: string | null;
+}
+
+/** Spec 7's reason text: `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>`. */
+const REASON = /^[a-z0-9_]+: requested (\S+) (\S+), limit is (\S+) (\S+)$/;
+
+/** The requested amount, the limit and their unit a rejection's reason names (nulls for another text). */
+export function reasonTerms(reason: string | null): { requested: string; limit: string; unit: string } | null {
+  const match = reason === null ? null : REASON.exec(reason);
+  if (match === null || match[2] !== match[4]) return null;
+  return { requested: match[1]!, limit: match[3]!, unit: match[2]! };
 }
 
 export function toTransaction(row: PaymentRow): TransactionObject {
   const amount = BigInt(row.amount_units);
+  const terms = reasonTerms(row.reason);
   return {
     id: row.kind === 0 ? row.tx_hash! : `rejection:${row.id}`,
     txHash: row.tx_hash,
@@ -58,6 +72,9 @@ export function toTransaction(row: PaymentRow): TransactionObject {
     settlementStatus: row.settlement_status,
     rejectionCode: row.reason_code,
     rejectionReason: row.reason,
+    rejectionRequested: terms?.requested ?? null,
+    rejectionLimit: terms?.limit ?? null,
+    rejectionUnit: terms?.unit ?? null,
   };
 }
 
@@ -75,4 +92,9 @@ export async function parentField(
   if (parent.parentTxHash === null) return null;
   const row = await context.loaders.transactionByHash.load(parent.parentTxHash);
   return row === null ? null : toTransaction(row);
+}
+
+/** Transaction.childCount: payments made under it by the account's agents (batched). */
+export function childCountField(parent: { txHash: string | null }, _args: unknown, context: ApiContext): Promise<number> | number {
+  return parent.txHash === null ? 0 : context.loaders.childCountByHash.load(parent.txHash);
 }

@@ -16,6 +16,8 @@ import type { ApiContext } from "../context.js";
 import { badInput } from "../../shared/errors.js";
 import { formatUsdcFixed } from "../../shared/money.js";
 import { parseAmount } from "../../shared/validation.js";
+import { listAgents } from "../../shared/agents.js";
+import type { AgentRow } from "../../shared/rows.js";
 import { requireAgent } from "./common.js";
 
 const ENDPOINT_MAX_CHARS = 2048;
@@ -25,7 +27,23 @@ function money(prefix: string, value: bigint | null): Record<string, string | nu
 }
 
 export async function policy(_: unknown, args: { agentId: string }, context: ApiContext): Promise<Record<string, unknown>> {
-  const agent = await requireAgent(context, "agentId", args.agentId);
+  return policyView(context, await requireAgent(context, "agentId", args.agentId));
+}
+
+/** Agents one `policies` answer covers at most (each is two small queries). */
+export const POLICIES_MAX = 200;
+
+/** Query.policies: the read view of the account's agents, first POLICIES_MAX by id (the dashboard's policies tab). */
+export async function policies(
+  _: unknown,
+  args: { includeArchived?: boolean | null },
+  context: ApiContext,
+): Promise<Record<string, unknown>[]> {
+  const agents = await listAgents(context.deps.pool, context.caller.accountId, args.includeArchived === true);
+  return Promise.all(agents.slice(0, POLICIES_MAX).map((agent) => policyView(context, agent)));
+}
+
+async function policyView(context: ApiContext, agent: AgentRow): Promise<Record<string, unknown>> {
   const stored = await getPolicy(context.deps.pool, agent.agent_id);
   const current = stored ?? EMPTY_POLICY;
   const usage = await readUsage(context.deps.pool, agent.agent_id, current, context.now);

@@ -1,0 +1,266 @@
+/**
+ * Every GraphQL document the dashboard sends, with the shapes of their answers. The dashboard
+ * reads the system only through these (the API's public schema, api/query/schema.ts).
+ */
+
+export type Protocol = "x402" | "mpp";
+export type TransactionStatus = "confirmed" | "finalized" | "rejected";
+
+export interface TransactionRow {
+  readonly id: string;
+  readonly txHash: string | null;
+  readonly agentId: string;
+  readonly protocol: Protocol | null;
+  readonly rail: string | null;
+  readonly amountPaid: string;
+  readonly amountPaidUnits: string;
+  readonly endpoint: string;
+  readonly domain: string | null;
+  readonly parentTxHash: string | null;
+  readonly solanaExplorer: string | null;
+  readonly timestamp: string;
+  readonly depth: number;
+  readonly status: TransactionStatus;
+  readonly settlementStatus: string | null;
+  readonly rejectionCode: string | null;
+  readonly rejectionReason: string | null;
+  readonly rejectionRequested: string | null;
+  readonly rejectionLimit: string | null;
+  readonly rejectionUnit: string | null;
+  readonly childCount: number;
+}
+
+const TRANSACTION_FIELDS = `
+  id txHash agentId protocol rail amountPaid amountPaidUnits endpoint domain parentTxHash solanaExplorer
+  timestamp depth status settlementStatus rejectionCode rejectionReason rejectionRequested rejectionLimit
+  rejectionUnit childCount`;
+
+export interface TransactionsData {
+  readonly transactions: { readonly nodes: TransactionRow[]; readonly pageInfo: { hasNextPage: boolean; endCursor: string | null } };
+}
+
+export interface TransactionsVariables extends Record<string, unknown> {
+  agentId?: string | null;
+  limit?: number;
+  protocol?: Protocol | null;
+  domain?: string | null;
+  since?: string | null;
+  status?: TransactionStatus | null;
+  after?: string | null;
+}
+
+export const TRANSACTIONS = `
+  query Transactions($agentId: ID, $limit: Int, $protocol: Protocol, $domain: String, $since: String, $status: TransactionStatus, $after: String) {
+    transactions(agentId: $agentId, limit: $limit, protocol: $protocol, domain: $domain, since: $since, status: $status, after: $after) {
+      nodes { ${TRANSACTION_FIELDS} }
+      pageInfo { hasNextPage endCursor }
+    }
+  }`;
+
+export const TRANSACTION_RECORDED = `
+  subscription LiveFeed($agentId: ID) {
+    transactionRecorded(agentId: $agentId) { ${TRANSACTION_FIELDS} }
+  }`;
+
+export interface AgentRow {
+  readonly agentId: string;
+  readonly name: string;
+  readonly walletAddress: string;
+  readonly createdAt: string;
+  readonly balance: string | null;
+  readonly archivedAt: string | null;
+}
+
+export interface AgentsData {
+  readonly agents: AgentRow[];
+}
+
+/** Agent ids only (filters); no balance, so no chain read. */
+export const AGENT_IDS = `query AgentIds { agents(includeArchived: true) { agentId archivedAt } }`;
+
+export const AGENTS = `query Agents { agents(includeArchived: true) { agentId name walletAddress createdAt balance archivedAt } }`;
+
+export interface Share {
+  readonly amount: string;
+  readonly amountUnits: string;
+  readonly percent: string;
+  readonly txCount: number;
+}
+
+export interface SpendSummaryData {
+  readonly spendSummary: {
+    readonly window: string;
+    readonly from: string;
+    readonly to: string;
+    readonly total: string;
+    readonly totalUnits: string;
+    readonly txCount: number;
+    readonly byProtocol: (Share & { protocol: Protocol })[];
+    readonly byDomain: (Share & { domain: string })[];
+    readonly byAgent: (Share & { agentId: string })[];
+  };
+}
+
+export interface SpendPoint {
+  readonly timestamp: string;
+  readonly value: string;
+  readonly valueUnits: string;
+  readonly x402Units: string;
+  readonly mppUnits: string;
+}
+
+export interface MetricsData {
+  readonly metrics: {
+    readonly window: string;
+    readonly resolution: string;
+    readonly from: string;
+    readonly to: string;
+    readonly metrics: {
+      readonly spend: SpendPoint[] | null;
+      readonly tx_count: { timestamp: string; count: number }[] | null;
+      readonly protocol_split: { x402: string; mpp: string; x402Units: string; mppUnits: string } | null;
+    };
+  };
+}
+
+export interface WindowVariables extends Record<string, unknown> {
+  agentId?: string | null;
+  window?: string | null;
+  range?: { from: string; to: string } | null;
+  resolution?: string | null;
+}
+
+const SHARE = "amount amountUnits percent txCount";
+
+export const SPEND = `
+  query Spend($agentId: ID, $window: String, $range: TimeRangeInput, $resolution: String) {
+    spendSummary(agentId: $agentId, window: $window, range: $range) {
+      window from to total totalUnits txCount
+      byProtocol { protocol ${SHARE} }
+      byDomain { domain ${SHARE} }
+      byAgent { agentId ${SHARE} }
+    }
+    metrics(agentId: $agentId, window: $window, range: $range, resolution: $resolution, metrics: ["spend", "tx_count"]) {
+      window resolution from to
+      metrics { spend { timestamp value valueUnits x402Units mppUnits } tx_count { timestamp count } }
+    }
+  }`;
+
+export const PROTOCOLS = `
+  query Protocols($agentId: ID, $window: String, $range: TimeRangeInput, $resolution: String) {
+    metrics(agentId: $agentId, window: $window, range: $range, resolution: $resolution, metrics: ["spend", "protocol_split"]) {
+      window resolution from to
+      metrics { spend { timestamp value valueUnits x402Units mppUnits } protocol_split { x402 mpp x402Units mppUnits } }
+    }
+  }`;
+
+export interface PolicyRow {
+  readonly agentId: string;
+  readonly dailyBudget: string | null;
+  readonly dailyBudgetUnits: string | null;
+  readonly perCallLimit: string | null;
+  readonly allowedDomains: string[] | null;
+  readonly blockedDomains: string[];
+  readonly rateLimit: { calls: number; window: string } | null;
+  readonly protocolPreference: string;
+  readonly usedToday: string;
+  readonly usedTodayUnits: string;
+  readonly budgetState: "open" | "warning" | "exhausted";
+  readonly windowResetsAt: string | null;
+  readonly rateUsage: { calls: number; limit: number | null; window: string | null };
+  readonly updatedAt: string | null;
+}
+
+export const POLICY_FIELDS = `
+  agentId dailyBudget dailyBudgetUnits perCallLimit allowedDomains blockedDomains rateLimit { calls window }
+  protocolPreference usedToday usedTodayUnits budgetState windowResetsAt rateUsage { calls limit window } updatedAt`;
+
+export interface PoliciesData {
+  readonly policies: PolicyRow[];
+}
+
+export const POLICIES = `query Policies { policies { ${POLICY_FIELDS} } }`;
+
+export interface TreeNode {
+  readonly txHash: string;
+  readonly parentTxHash: string | null;
+  readonly depth: number;
+  readonly agentId: string;
+  readonly amount: string;
+  readonly amountUnits: string;
+  readonly protocol: Protocol;
+  readonly endpoint: string;
+  readonly timestamp: string;
+  readonly solanaExplorer: string;
+  readonly status: TransactionStatus;
+}
+
+export interface InvocationBudget {
+  readonly parentTxHash: string;
+  readonly budget: string;
+  readonly budgetUnits: string;
+  readonly spent: string;
+  readonly spentUnits: string;
+  readonly remaining: string;
+  readonly paymentCount: number;
+  readonly subAgents: {
+    readonly invocation: string;
+    readonly invokerAgentId: string | null;
+    readonly subAgentId: string | null;
+    readonly subAgentAddress: string;
+    readonly budget: string;
+    readonly budgetUnits: string;
+    readonly spent: string;
+    readonly spentUnits: string;
+    readonly remaining: string;
+    readonly paymentCount: number;
+  }[];
+}
+
+export interface RunRootData {
+  readonly transaction: { readonly txHash: string; readonly runRootTxHash: string | null } | null;
+}
+
+export const RUN_ROOT = `query RunRoot($txHash: String!) { transaction(txHash: $txHash) { txHash runRootTxHash } }`;
+
+export interface RunData {
+  readonly paymentTree: {
+    readonly rootTxHash: string;
+    readonly nodes: TreeNode[];
+    readonly totals: { amount: string; amountUnits: string; transactionCount: number; agentCount: number };
+    readonly truncated: boolean;
+  } | null;
+}
+
+export const RUN = `
+  query Run($rootTxHash: String!) {
+    paymentTree(rootTxHash: $rootTxHash, maxDepth: 16, nodeLimit: 500) {
+      rootTxHash
+      nodes { txHash parentTxHash depth agentId amount amountUnits protocol endpoint timestamp solanaExplorer status }
+      totals { amount amountUnits transactionCount agentCount }
+      truncated
+    }
+  }`;
+
+export interface InvocationsData {
+  readonly invocations: InvocationBudget[];
+}
+
+export const INVOCATIONS = `
+  query Invocations($txHashes: [String!]!) {
+    invocations(txHashes: $txHashes) {
+      parentTxHash budget budgetUnits spent spentUnits remaining paymentCount
+      subAgents { invocation invokerAgentId subAgentId subAgentAddress budget budgetUnits spent spentUnits remaining paymentCount }
+    }
+  }`;
+
+export interface WalletData {
+  readonly wallet: { agentId: string; address: string; balance: string | null; network: string };
+  readonly policy: PolicyRow;
+}
+
+export const AGENT_PAGE = `
+  query AgentPage($agentId: ID!) {
+    wallet(agentId: $agentId) { agentId address balance network }
+    policy(agentId: $agentId) { ${POLICY_FIELDS} }
+  }`;

@@ -1,0 +1,92 @@
+/**
+ * Protocols (spec 4.9): x402 versus MPP volume over time, at a chosen resolution, with each
+ * protocol's share of the window's volume (`metrics`: spend points carry x402Units / mppUnits).
+ */
+import { type ReactNode, useMemo } from "react";
+import { useQuery } from "urql";
+import { type ChartSeries, TimeChart } from "../components/chart";
+import { AgentFilter, ResolutionSelect, readResolution, readWindow, WindowPicker, windowVariables } from "../components/filters";
+import { Empty, ErrorBox, Loading } from "../components/states";
+import { Amount } from "../components/values";
+import { type MetricsData, PROTOCOLS, type WindowVariables } from "../graphql/queries";
+import { percentOf, sumUnits, unitsToDecimal } from "../money";
+
+export function ProtocolsView({ params }: { params: URLSearchParams }): ReactNode {
+  const agentId = params.get("agent");
+  const window = readWindow(params, "7d");
+  const resolution = readResolution(params, window);
+  const variables: WindowVariables = { agentId, ...windowVariables(window), resolution };
+  const [{ data, fetching, error }, refetch] = useQuery<MetricsData, WindowVariables>({ query: PROTOCOLS, variables });
+  const metrics = data?.metrics;
+  const spend = metrics?.metrics.spend ?? null;
+  const split = metrics?.metrics.protocol_split ?? null;
+  const timestamps = useMemo(() => spend?.map((p) => p.timestamp) ?? [], [spend]);
+  const series = useMemo<ChartSeries[]>(
+    () => [
+      { label: "x402", units: spend?.map((p) => p.x402Units) ?? [], color: "#2563eb" },
+      { label: "MPP", units: spend?.map((p) => p.mppUnits) ?? [], color: "#d97706" },
+    ],
+    [spend],
+  );
+  const x402 = split === null ? 0n : BigInt(split.x402Units);
+  const mpp = split === null ? 0n : BigInt(split.mppUnits);
+  const volume = sumUnits([x402, mpp]);
+
+  return (
+    <section aria-labelledby="view-title">
+      <h1 id="view-title">Protocols</h1>
+      <div className="filters">
+        <AgentFilter value={agentId} />
+        <WindowPicker value={window} />
+        <ResolutionSelect value={resolution} window={window} />
+      </div>
+      {error !== undefined ? <ErrorBox error={error} retry={() => refetch({ requestPolicy: "network-only" })} /> : null}
+      {metrics === undefined ? (
+        fetching ? (
+          <Loading what="protocol volume" />
+        ) : null
+      ) : (
+        <>
+          <table className="data compact split" data-testid="protocol-split">
+            <caption>Volume by protocol in this window</caption>
+            <thead>
+              <tr>
+                <th scope="col">Protocol</th>
+                <th scope="col" className="num">
+                  Volume (USDC)
+                </th>
+                <th scope="col" className="num">
+                  Share
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              <tr data-key="x402">
+                <th scope="row">x402</th>
+                <td className="num">
+                  <Amount value={unitsToDecimal(x402)} />
+                </td>
+                <td className="num">{percentOf(x402, volume)} %</td>
+              </tr>
+              <tr data-key="mpp">
+                <th scope="row">MPP</th>
+                <td className="num">
+                  <Amount value={unitsToDecimal(mpp)} />
+                </td>
+                <td className="num">{percentOf(mpp, volume)} %</td>
+              </tr>
+            </tbody>
+          </table>
+          {volume === 0n ? <Empty>No x402 or MPP volume in this window.</Empty> : null}
+          <TimeChart
+            title={`x402 and MPP volume per ${resolution}`}
+            timestamps={timestamps}
+            series={series}
+            mark="apg:protocols-chart"
+            testId="protocols-chart"
+          />
+        </>
+      )}
+    </section>
+  );
+}

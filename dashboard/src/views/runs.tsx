@@ -1,0 +1,318 @@
+/**
+ * Runs (spec 4.7: "Costs are aggregated in the dashboard under the orchestrator's run ID"): a run
+ * is a root payment and everything invoked under it. Reached from any payment with a parent or
+ * children (its run is found by walking up, `runRootTxHash`); shows the payment tree drawn as a
+ * tree, each agent's cost and the total, and each `agents.invoke` budget against what was spent.
+ * Sums are bigint base units; the total is the API's own (`paymentTree.totals`).
+ */
+import { type ReactNode, useId, useMemo, useState } from "react";
+import { useQuery } from "urql";
+import { AgentFilter } from "../components/filters";
+import { Link } from "../components/link";
+import { Empty, ErrorBox, Loading } from "../components/states";
+import { AgentLink, Amount, ProtocolBadge, shortHash, Time, TxHash } from "../components/values";
+import {
+  INVOCATIONS,
+  type InvocationsData,
+  RUN,
+  RUN_ROOT,
+  type RunData,
+  type RunRootData,
+  TRANSACTIONS,
+  type TransactionsData,
+  type TransactionsVariables,
+  type TreeNode,
+} from "../graphql/queries";
+import { sumUnits, unitsToDecimal } from "../money";
+import { href, navigate } from "../router";
+
+interface Branch {
+  readonly node: TreeNode;
+  readonly children: Branch[];
+  readonly subtreeUnits: bigint;
+}
+
+/** The flat, depth-ordered nodes as a tree (the API answers flat: GraphQL has no recursion). */
+export function buildTree(nodes: readonly TreeNode[]): Branch | null {
+  const children = new Map<string, TreeNode[]>();
+  for (const node of nodes) {
+    if (node.parentTxHash === null) continue;
+    children.set(node.parentTxHash, [...(children.get(node.parentTxHash) ?? []), node]);
+  }
+  const build = (node: TreeNode): Branch => {
+    const kids = (children.get(node.txHash) ?? []).map(build);
+    return { node, children: kids, subtreeUnits: BigInt(node.amountUnits) + sumUnits(kids.map((k) => k.subtreeUnits)) };
+  };
+  const root = nodes.find((node) => node.depth === 0);
+  return root === undefined ? null : build(root);
+}
+
+function BranchView({ branch, current }: { branch: Branch; current: string | null }): ReactNode {
+  const { node } = branch;
+  return (
+    <li>
+      <div
+        className={`tree-node${node.txHash === current ? " current" : ""}`}
+        aria-current={node.txHash === current ? "true" : undefined}
+        data-testid="tree-node"
+        data-tx-hash={node.txHash}
+        data-depth={node.depth}
+      >
+        <span className="depth">depth {node.depth}</span> <AgentLink agentId={node.agentId} /> paid <Amount value={node.amount} unit />{" "}
+        <ProtocolBadge protocol={node.protocol} /> <span className="endpoint">{node.endpoint}</span> <Time iso={node.timestamp} />{" "}
+        <TxHash hash={node.txHash} explorer={node.solanaExplorer} />
+        {branch.children.length > 0 ? (
+          <span className="muted">
+            {" "}
+            · with what it invoked: <Amount value={unitsToDecimal(branch.subtreeUnits)} unit />
+          </span>
+        ) : null}
+      </div>
+      {branch.children.length > 0 ? (
+        <ul>
+          {branch.children.map((child) => (
+            <BranchView key={child.node.txHash} branch={child} current={current} />
+          ))}
+        </ul>
+      ) : null}
+    </li>
+  );
+}
+
+function Run({ rootTxHash, current }: { rootTxHash: string; current: string | null }): ReactNode {
+  const [{ data, fetching, error }] = useQuery<RunData>({ query: RUN, variables: { rootTxHash } });
+  const tree = data?.paymentTree ?? null;
+  const parents = useMemo(() => {
+    if (tree === null) return [];
+    const withChildren = new Set(tree.nodes.map((n) => n.parentTxHash).filter((h): h is string => h !== null));
+    return [...withChildren].slice(0, 100);
+  }, [tree]);
+  const [invocations] = useQuery<InvocationsData>({ query: INVOCATIONS, variables: { txHashes: parents }, pause: parents.length === 0 });
+  const root = useMemo(() => (tree === null ? null : buildTree(tree.nodes)), [tree]);
+  const perAgent = useMemo(() => {
+    const byAgent = new Map<string, { units: bigint; count: number }>();
+    for (const node of tree?.nodes ?? []) {
+      const entry = byAgent.get(node.agentId) ?? { units: 0n, count: 0 };
+      byAgent.set(node.agentId, { units: entry.units + BigInt(node.amountUnits), count: entry.count + 1 });
+    }
+    return [...byAgent.entries()].sort((a, b) => (a[1].units === b[1].units ? a[0].localeCompare(b[0]) : a[1].units > b[1].units ? -1 : 1));
+  }, [tree]);
+
+  if (error !== undefined) return <ErrorBox error={error} />;
+  if (data == null) return fetching ? <Loading what="the run" /> : null;
+  if (tree === null || root === null) return <Empty>No run of this account starts at {shortHash(rootTxHash)}.</Empty>;
+  const budgets = invocations.data?.invocations ?? [];
+  return (
+    <>
+      <div className="totals" data-testid="run-totals">
+        <div className="total">
+          <span className="label">Run</span>
+          <span className="value small">
+            <code title={tree.rootTxHash}>{shortHash(tree.rootTxHash)}</code>
+          </span>
+        </div>
+        <div className="total">
+          <span className="label">Total cost</span>
+          <span className="value" data-testid="run-total">
+            <Amount value={tree.totals.amount} unit />
+          </span>
+        </div>
+        <div className="total">
+          <span className="label">Payments</span>
+          <span className="value" data-testid="run-count">
+            {tree.totals.transactionCount}
+          </span>
+        </div>
+        <div className="total">
+          <span className="label">Agents</span>
+          <span className="value" data-testid="run-agents">
+            {tree.totals.agentCount}
+          </span>
+        </div>
+      </div>
+      {tree.truncated ? <p className="warning">This run is larger than shown (500 payments, 16 levels).</p> : null}
+      <h2>Payment tree</h2>
+      <ul className="tree" aria-label="Payment tree of the run" data-testid="run-tree">
+        <BranchView branch={root} current={current} />
+      </ul>
+      <div className="grid-2">
+        <table className="data compact" data-testid="run-by-agent">
+          <caption>Cost per agent</caption>
+          <thead>
+            <tr>
+              <th scope="col">Agent</th>
+              <th scope="col" className="num">
+                Spent (USDC)
+              </th>
+              <th scope="col" className="num">
+                Payments
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {perAgent.map(([agentId, entry]) => (
+              <tr key={agentId} data-agent={agentId}>
+                <th scope="row">
+                  <AgentLink agentId={agentId} />
+                </th>
+                <td className="num">
+                  <Amount value={unitsToDecimal(entry.units)} />
+                </td>
+                <td className="num">{entry.count}</td>
+              </tr>
+            ))}
+          </tbody>
+          <tfoot>
+            <tr>
+              <th scope="row">Total</th>
+              <td className="num">
+                <Amount value={tree.totals.amount} />
+              </td>
+              <td className="num">{tree.totals.transactionCount}</td>
+            </tr>
+          </tfoot>
+        </table>
+        <table className="data compact" data-testid="run-budgets">
+          <caption>Invocation budgets (agents.invoke) against spent</caption>
+          <thead>
+            <tr>
+              <th scope="col">Invoked by</th>
+              <th scope="col">Sub-agent</th>
+              <th scope="col" className="num">
+                Budget
+              </th>
+              <th scope="col" className="num">
+                Spent
+              </th>
+              <th scope="col" className="num">
+                Left
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {budgets.length === 0 ? (
+              <tr>
+                <td colSpan={5} className="muted">
+                  {invocations.fetching ? "Loading…" : "No invocation budget in this run."}
+                </td>
+              </tr>
+            ) : (
+              budgets.flatMap((invocation) =>
+                invocation.subAgents.map((sub) => (
+                  <tr key={sub.invocation} data-sub-agent={sub.subAgentId ?? sub.subAgentAddress}>
+                    <td>
+                      {sub.invokerAgentId === null ? (
+                        <span className="muted">another account</span>
+                      ) : (
+                        <AgentLink agentId={sub.invokerAgentId} />
+                      )}
+                    </td>
+                    <td>
+                      {sub.subAgentId === null ? (
+                        <code title={sub.subAgentAddress}>{shortHash(sub.subAgentAddress)}</code>
+                      ) : (
+                        <AgentLink agentId={sub.subAgentId} />
+                      )}
+                    </td>
+                    <td className="num">
+                      <Amount value={sub.budget} />
+                    </td>
+                    <td className="num">
+                      <Amount value={sub.spent} />
+                    </td>
+                    <td className="num">
+                      <Amount value={sub.remaining} />
+                    </td>
+                  </tr>
+                )),
+              )
+            )}
+          </tbody>
+        </table>
+      </div>
+    </>
+  );
+}
+
+function RunOf({ txHash }: { txHash: string }): ReactNode {
+  const [{ data, fetching, error }] = useQuery<RunRootData>({ query: RUN_ROOT, variables: { txHash } });
+  if (error !== undefined) return <ErrorBox error={error} />;
+  if (data == null) return fetching ? <Loading what="the run" /> : null;
+  const root = data.transaction?.runRootTxHash ?? null;
+  if (root === null) return <Empty>No payment of this account has the hash {shortHash(txHash)}.</Empty>;
+  return <Run rootTxHash={root} current={txHash} />;
+}
+
+function OpenRun(): ReactNode {
+  const id = useId();
+  const [hash, setHash] = useState("");
+  return (
+    <form
+      className="filters"
+      onSubmit={(event) => {
+        event.preventDefault();
+        if (hash.trim() !== "") navigate(href(`runs/${hash.trim()}`));
+      }}
+    >
+      <div className="field">
+        <label htmlFor={id}>Transaction hash</label>
+        <input id={id} type="text" value={hash} onChange={(event) => setHash(event.target.value)} size={60} />
+      </div>
+      <button type="submit">Open its run</button>
+    </form>
+  );
+}
+
+/** The latest runs: root payments with payments under them; for one agent, its payments that are part of a run. */
+function RecentRuns({ agentId }: { agentId: string | null }): ReactNode {
+  const variables: TransactionsVariables = { agentId, limit: 200 };
+  const [{ data, fetching, error }] = useQuery<TransactionsData, TransactionsVariables>({ query: TRANSACTIONS, variables });
+  if (error !== undefined) return <ErrorBox error={error} />;
+  if (data == null) return fetching ? <Loading what="recent runs" /> : null;
+  const inRuns = data.transactions.nodes.filter(
+    (tx) =>
+      tx.txHash !== null &&
+      (agentId === null ? tx.parentTxHash === null && tx.childCount > 0 : tx.parentTxHash !== null || tx.childCount > 0),
+  );
+  if (inRuns.length === 0) {
+    return (
+      <Empty>
+        No run among the latest 200 payments{agentId === null ? "" : ` of ${agentId}`} (a run is a payment that invoked other agents).
+      </Empty>
+    );
+  }
+  return (
+    <ul className="plain" data-testid="recent-runs">
+      {inRuns.map((tx) => (
+        <li key={tx.txHash}>
+          <Link to={href(`runs/${tx.txHash}`)}>
+            <code>{shortHash(tx.txHash!)}</code>
+          </Link>{" "}
+          by <AgentLink agentId={tx.agentId} />, <Time iso={tx.timestamp} />,{" "}
+          {tx.parentTxHash === null ? `${tx.childCount} payments directly under it` : `at depth ${tx.depth} of a run`}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+export function RunsView({ txHash, agentId }: { txHash: string | null; agentId: string | null }): ReactNode {
+  return (
+    <section aria-labelledby="view-title">
+      <h1 id="view-title">Runs</h1>
+      {txHash === null ? (
+        <>
+          <p className="lede">A run is an orchestrator's root payment and every payment invoked under it (agents.invoke).</p>
+          <OpenRun />
+          <div className="filters">
+            <AgentFilter value={agentId} />
+          </div>
+          <h2>{agentId === null ? "Recent runs" : `Recent payments of ${agentId} in runs`}</h2>
+          <RecentRuns agentId={agentId} />
+        </>
+      ) : (
+        <RunOf txHash={txHash} />
+      )}
+    </section>
+  );
+}

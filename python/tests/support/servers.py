@@ -63,7 +63,7 @@ class _ThreadingWsgiServer(WSGIServer):
 def serve_wsgi(app: Callable[..., Any]) -> Iterator[str]:
     """Runs a WSGI ``app`` under wsgiref in a thread; yields its origin."""
     server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWsgiServer, handler_class=_QuietWsgiHandler)
-    thread = threading.Thread(target=server.serve_forever, name="wsgiref", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="wsgiref", daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"
@@ -137,7 +137,9 @@ def dropping_proxy(upstream: str, drop: Callable[[str, str, int], bool]) -> Iter
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="dropping-proxy", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="dropping-proxy", daemon=True
+    )
     thread.start()
     proxy.origin = f"http://127.0.0.1:{server.server_port}"
     try:

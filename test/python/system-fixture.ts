@@ -12,8 +12,10 @@
  *
  * - `steps`: run a list of client operations with the TypeScript client for one agent and answer
  *   each outcome in the shape the Python tests compare theirs with (the cross-language test);
- * - `chain`: `transactions.getChain` with the TypeScript client and the totals it adds up;
- * - `bench`: latency samples of the TypeScript client (bench/python).
+ * - `chain`: `transactions.getChain` with the TypeScript client and the totals it adds up.
+ *
+ * (The bench's TypeScript client runs in a process of its own, bench/python/typescript-client.ts,
+ * so that neither language's client shares an event loop with the system.)
  *
  * It stops everything (servers, system, database) on SIGTERM, SIGINT or when stdin closes, so a
  * test run that dies cannot leave it running. Logs go to stderr; stdout carries only the protocol.
@@ -45,9 +47,6 @@ import { restCall } from "../support/rest.js";
 const PRICES = { x402: 30_000n, x402Dear: 500_000n, mpp: 10_000n } as const;
 /** The longest a `/slow` request waits before answering. */
 const MAX_SLOW_MS = 30_000;
-/** Bench requests are bounded: rounds per call and concurrency. */
-const MAX_BENCH_ROUNDS = 2_000;
-const MAX_BENCH_CONCURRENCY = 200;
 
 let db: FreshDatabase | null = null;
 let system: System | null = null;
@@ -287,47 +286,6 @@ async function chain(sys: System, apiKey: string, agentId: string, txHash: strin
   };
 }
 
-/**
- * Latency samples (ms) of the TypeScript client on the same system and paid API the Python bench
- * measures: `rounds` sequential rounds of direct fetch, x402 pay and MPP pay on a reused session,
- * then `concurrent` x402 pays at once from one client.
- */
-async function bench(
-  sys: System,
-  apiKey: string,
-  agentId: string,
-  options: { rounds: number; concurrent: number; direct: string; x402: string; mpp: string },
-): Promise<unknown> {
-  const rounds = Math.min(Math.max(0, Math.floor(options.rounds)), MAX_BENCH_ROUNDS);
-  const concurrent = Math.min(Math.max(0, Math.floor(options.concurrent)), MAX_BENCH_CONCURRENCY);
-  const client = new Client({ agentId, apiKey, baseUrl: sys.apiUrl, explorerRpcUrl: sys.localnet.info.rpcUrl });
-  const samples = { direct: [] as number[], x402: [] as number[], mpp: [] as number[], concurrent: [] as number[] };
-  const time = async (work: () => Promise<unknown>): Promise<number> => {
-    const started = performance.now();
-    await work();
-    return performance.now() - started;
-  };
-  const mustPay = async (endpoint: string): Promise<void> => {
-    const result = await client.pay({ endpoint });
-    if (!result.paid) throw new Error(`${endpoint} was not paid`);
-  };
-  await mustPay(options.mpp); // the session the MPP rounds reuse
-  for (let round = 0; round < rounds; round += 1) {
-    samples.direct.push(
-      await time(async () => {
-        const response = await fetch(options.direct);
-        await response.text();
-      }),
-    );
-    samples.x402.push(await time(() => mustPay(options.x402)));
-    samples.mpp.push(await time(() => mustPay(options.mpp)));
-  }
-  if (concurrent > 0) {
-    samples.concurrent = await Promise.all(Array.from({ length: concurrent }, () => time(() => mustPay(options.x402))));
-  }
-  return samples;
-}
-
 // ------------------------------------------------------------------ process
 
 function write(line: unknown): void {
@@ -385,7 +343,6 @@ async function main(): Promise<void> {
     let work: Promise<unknown>;
     if (request.op === "steps") work = steps(sys, apiKey, agentId, request.steps as Step[]);
     else if (request.op === "chain") work = chain(sys, apiKey, agentId, String(request.txHash));
-    else if (request.op === "bench") work = bench(sys, apiKey, agentId, request.options as Parameters<typeof bench>[3]);
     else work = Promise.reject(new Error(`unknown op ${request.op}`));
     work.then(
       (result) => write({ id: request.id, ok: true, result }),

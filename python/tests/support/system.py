@@ -43,28 +43,82 @@ class Ready:
     prices: dict[str, str]
 
 
-class SystemProcess:
-    """The running fixture process."""
+class LineProcess:
+    """A child process speaking JSON lines: a first line when ready, then one answer line (with the
+    request's ``id``) per request line on its stdin. Closing stdin stops it."""
 
-    def __init__(self) -> None:
+    def __init__(self, command: list[str], env: dict[str, str], what: str, ready_timeout: float) -> None:
+        self._what = what
         self._process = subprocess.Popen(
-            ["npx", "tsx", str(FIXTURE)],
+            command,
             cwd=REPO,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=None,  # the fixture's logs go to the test run's stderr
+            stderr=None,  # its logs go to this process's stderr
             text=True,
             bufsize=1,
-            env={**os.environ, "LOG_LEVEL": os.environ.get("LOG_LEVEL", "silent")},
+            env={**os.environ, **env},
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, name="system-fixture-stdout", daemon=True)
+        self._reader = threading.Thread(target=self._read, name=f"{what}-stdout", daemon=True)
         self._reader.start()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._answers: dict[int, dict[str, Any]] = {}
-        first = self._next_line(READY_TIMEOUT_S, "the system fixture to be ready")
-        ready = json.loads(first)["ready"]
+        self.first: dict[str, Any] = json.loads(self._next_line(ready_timeout, f"{what} to be ready"))
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _next_line(self, timeout: float, what: str) -> str:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"waited {timeout} s for {what}") from None
+        if line is None:
+            raise RuntimeError(f"{self._what} exited (code {self._process.poll()}) while waiting for {what}")
+        return line
+
+    def request(self, op: str, **fields: Any) -> Any:
+        """One request; its result, or RuntimeError with the error it answered."""
+        with self._lock:
+            request_id = next(self._ids)
+            assert self._process.stdin is not None
+            self._process.stdin.write(json.dumps({"id": request_id, "op": op, **fields}) + "\n")
+            self._process.stdin.flush()
+            while request_id not in self._answers:
+                answer = json.loads(self._next_line(ANSWER_TIMEOUT_S, f"the answer to {op}"))
+                self._answers[answer["id"]] = answer
+            answer = self._answers.pop(request_id)
+        if not answer["ok"]:
+            raise RuntimeError(f"{self._what} {op} failed: {answer['error']}")
+        return answer["result"]
+
+    def stop(self) -> None:
+        """Closes stdin (the process stops itself); kills it if it hangs."""
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout=10)
+
+
+class SystemProcess(LineProcess):
+    """The running system fixture; ``typescript(op, ...)`` drives its TypeScript client."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            ["npx", "tsx", str(FIXTURE)],
+            {"LOG_LEVEL": os.environ.get("LOG_LEVEL", "silent")},
+            "the system fixture",
+            READY_TIMEOUT_S,
+        )
+        ready = self.first["ready"]
         self.ready = Ready(
             api_url=ready["apiUrl"],
             rpc_url=ready["rpcUrl"],
@@ -79,45 +133,8 @@ class SystemProcess:
             prices=ready["prices"],
         )
 
-    def _read(self) -> None:
-        assert self._process.stdout is not None
-        for line in self._process.stdout:
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def _next_line(self, timeout: float, what: str) -> str:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError(f"waited {timeout} s for {what}") from None
-        if line is None:
-            raise RuntimeError(f"the system fixture exited (code {self._process.poll()}) while waiting for {what}")
-        return line
-
     def typescript(self, op: str, **fields: Any) -> Any:
-        """One request to the fixture's TypeScript side; its result, or RuntimeError with its error."""
-        with self._lock:
-            request_id = next(self._ids)
-            assert self._process.stdin is not None
-            self._process.stdin.write(json.dumps({"id": request_id, "op": op, **fields}) + "\n")
-            self._process.stdin.flush()
-            while request_id not in self._answers:
-                answer = json.loads(self._next_line(ANSWER_TIMEOUT_S, f"the answer to {op}"))
-                self._answers[answer["id"]] = answer
-            answer = self._answers.pop(request_id)
-        if not answer["ok"]:
-            raise RuntimeError(f"typescript {op} failed: {answer['error']}")
-        return answer["result"]
-
-    def stop(self) -> None:
-        """Closing stdin stops the fixture (servers, system, database); killed if it hangs."""
-        if self._process.stdin is not None:
-            self._process.stdin.close()
-        try:
-            self._process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait(timeout=10)
+        return self.request(op, **fields)
 
 
 class Rest:

@@ -14,10 +14,12 @@ is the caller's and is left open.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
+import anyio
 import httpx
 
 from .drivers import run_async, run_sync
@@ -37,8 +39,20 @@ DEFAULT_BASE_URL = "http://127.0.0.1:4000"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_RETRIES = 3
 _AGENT_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
-#: Connections an owned HTTP client keeps: enough for 100+ concurrent pays, still bounded.
-_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=128)
+DEFAULT_MAX_IN_FLIGHT = 32
+
+
+def _check_in_flight(max_in_flight: object) -> int:
+    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or not 1 <= max_in_flight <= 1024:
+        raise TypeError("max_in_flight must be an integer from 1 to 1024")
+    return max_in_flight
+
+
+def _limits(max_in_flight: int) -> httpx.Limits:
+    """An owned HTTP client keeps as many connections as requests may be in flight: every request
+    finds one at once. (httpx's pool spends CPU quadratic in its queue and connection count, so
+    requests beyond the limit wait in the client's own limiter instead, at no cost.)"""
+    return httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
 
 
 def _check_agent_id(agent_id: object) -> str:
@@ -99,6 +113,7 @@ class Client:
         max_retries: int = DEFAULT_MAX_RETRIES,
         protocol_preference: ProtocolPreference | None = None,
         http_client: httpx.Client | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         retry_base_delay: float = 0.5,
         retry_max_delay: float = 20.0,
         explorer_rpc_url: str | None = None,
@@ -106,8 +121,10 @@ class Client:
         """``timeout`` is seconds per request attempt; ``max_retries`` retries of a transient failure
         before ``PaymentError``; ``protocol_preference`` overrides the agent's policy preference
         (omitted: the policy decides). ``http_client``: your own ``httpx.Client`` (proxies, TLS),
-        left open on ``close()``. ``explorer_rpc_url``: the RPC URL for explorer links of a custom
-        network (a local ledger) when the gateway has not indexed a transaction yet."""
+        left open on ``close()``. ``max_in_flight``: HTTP requests this client (and its
+        ``with_parent`` copies) sends at once; more wait their turn. ``explorer_rpc_url``: the RPC
+        URL for explorer links of a custom network (a local ledger) when the gateway has not
+        indexed a transaction yet."""
         self._setup(
             _check_agent_id(agent_id),
             None,
@@ -122,14 +139,26 @@ class Client:
                 explorer_rpc_url=explorer_rpc_url,
             ),
             http_client,
+            threading.BoundedSemaphore(_check_in_flight(max_in_flight)),
+            max_in_flight,
         )
 
-    def _setup(self, agent_id: str, parent_tx_hash: str | None, shared: PayShared, http: httpx.Client | None) -> None:
+    def _setup(
+        self,
+        agent_id: str,
+        parent_tx_hash: str | None,
+        shared: PayShared,
+        http: httpx.Client | None,
+        in_flight: threading.BoundedSemaphore,
+        max_in_flight: int,
+    ) -> None:
         self.agent_id = agent_id
         self.parent_tx_hash = parent_tx_hash
         self._shared = shared
         self._owns_http = http is None
-        self._http = http if http is not None else httpx.Client(limits=_LIMITS)
+        self._http = http if http is not None else httpx.Client(limits=_limits(max_in_flight))
+        self._in_flight = in_flight
+        self._max_in_flight = max_in_flight
         self._operations = _Operations(agent_id, parent_tx_hash, shared)
         self.wallet = WalletResource(self._operations.wallet, self._run)
         self.policies = PoliciesResource(self._operations.policies, self._run)
@@ -137,7 +166,7 @@ class Client:
         self.agents = AgentsResource(self._operations.agents, self._run)
 
     def _run(self, flow: Flow[T]) -> T:
-        return run_sync(flow, self._http)
+        return run_sync(flow, self._http, self._in_flight)
 
     @property
     def transport(self) -> Transport:
@@ -168,7 +197,7 @@ class Client:
         only MPP sessions negotiated under that same parent."""
         check_tx_hash(parent_tx_hash)
         copy = Client.__new__(Client)
-        copy._setup(self.agent_id, parent_tx_hash, self._shared, self._http)
+        copy._setup(self.agent_id, parent_tx_hash, self._shared, self._http, self._in_flight, self._max_in_flight)
         return copy
 
     def close(self) -> None:
@@ -188,6 +217,19 @@ class Client:
         # Never the key, never a session token.
         parent = "" if self.parent_tx_hash is None else f", parent_tx_hash={self.parent_tx_hash!r}"
         return f"Client(agent_id={self.agent_id!r}{parent}, transport={self._shared.transport!r})"
+
+
+class _InFlight:
+    """The async client's limiter, made on first use inside the event loop that uses it."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    def limiter(self) -> anyio.CapacityLimiter:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.size)
+        return self._limiter
 
 
 class AsyncClient:
@@ -212,6 +254,7 @@ class AsyncClient:
         max_retries: int = DEFAULT_MAX_RETRIES,
         protocol_preference: ProtocolPreference | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         retry_base_delay: float = 0.5,
         retry_max_delay: float = 20.0,
         explorer_rpc_url: str | None = None,
@@ -231,16 +274,23 @@ class AsyncClient:
                 explorer_rpc_url=explorer_rpc_url,
             ),
             http_client,
+            _InFlight(_check_in_flight(max_in_flight)),
         )
 
     def _setup(
-        self, agent_id: str, parent_tx_hash: str | None, shared: PayShared, http: httpx.AsyncClient | None
+        self,
+        agent_id: str,
+        parent_tx_hash: str | None,
+        shared: PayShared,
+        http: httpx.AsyncClient | None,
+        in_flight: _InFlight,
     ) -> None:
         self.agent_id = agent_id
         self.parent_tx_hash = parent_tx_hash
         self._shared = shared
         self._owns_http = http is None
-        self._http = http if http is not None else httpx.AsyncClient(limits=_LIMITS)
+        self._http = http if http is not None else httpx.AsyncClient(limits=_limits(in_flight.size))
+        self._in_flight = in_flight
         self._operations = _Operations(agent_id, parent_tx_hash, shared)
         self.wallet = AsyncWalletResource(self._operations.wallet, self._run)
         self.policies = AsyncPoliciesResource(self._operations.policies, self._run)
@@ -248,7 +298,7 @@ class AsyncClient:
         self.agents = AsyncAgentsResource(self._operations.agents, self._run)
 
     async def _run(self, flow: Flow[T]) -> T:
-        return await run_async(flow, self._http)
+        return await run_async(flow, self._http, self._in_flight.limiter())
 
     @property
     def transport(self) -> Transport:
@@ -272,8 +322,7 @@ class AsyncClient:
         """A client whose payments carry ``parentTxHash`` (see ``Client.with_parent``)."""
         check_tx_hash(parent_tx_hash)
         copy = AsyncClient.__new__(AsyncClient)
-        copy._setup(self.agent_id, parent_tx_hash, self._shared, self._http)
-        copy._owns_http = False
+        copy._setup(self.agent_id, parent_tx_hash, self._shared, self._http, self._in_flight)
         return copy
 
     async def aclose(self) -> None:

@@ -10,6 +10,7 @@ timeout). A body larger than ``max_answer_bytes`` (decoded) is refused without r
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TypeVar
 
@@ -21,8 +22,9 @@ from .effects import AnswerTooLargeError, Flow, HttpAnswer, HttpRequest, Network
 T = TypeVar("T")
 
 
-def run_sync(flow: Flow[T], http: httpx.Client) -> T:
-    """Drives ``flow`` to its end; returns its value or raises what it raised."""
+def run_sync(flow: Flow[T], http: httpx.Client, in_flight: threading.BoundedSemaphore | None = None) -> T:
+    """Drives ``flow`` to its end; returns its value or raises what it raised. ``in_flight`` bounds
+    the requests sent at once (shared by every flow of one client)."""
     try:
         to_send: HttpAnswer | None = None
         to_throw: NetworkFailure | None = None
@@ -37,14 +39,18 @@ def run_sync(flow: Flow[T], http: httpx.Client) -> T:
                 time.sleep(effect.seconds)
                 continue
             try:
-                to_send = _send_sync(http, effect)
+                if in_flight is None:
+                    to_send = _send_sync(http, effect)
+                else:
+                    with in_flight:
+                        to_send = _send_sync(http, effect)
             except NetworkFailure as failure:
                 to_throw = failure
     finally:
         flow.close()
 
 
-async def run_async(flow: Flow[T], http: httpx.AsyncClient) -> T:
+async def run_async(flow: Flow[T], http: httpx.AsyncClient, in_flight: anyio.CapacityLimiter | None = None) -> T:
     """``run_sync`` for the event loop (asyncio or trio, through anyio)."""
     try:
         to_send: HttpAnswer | None = None
@@ -60,7 +66,11 @@ async def run_async(flow: Flow[T], http: httpx.AsyncClient) -> T:
                 await anyio.sleep(effect.seconds)
                 continue
             try:
-                to_send = await _send_async(http, effect)
+                if in_flight is None:
+                    to_send = await _send_async(http, effect)
+                else:
+                    async with in_flight:
+                        to_send = await _send_async(http, effect)
             except NetworkFailure as failure:
                 to_throw = failure
     finally:

@@ -42,7 +42,7 @@ setup() {
 run_tests() {
   setup
   echo "== ruff (lint, format check)"
-  (cd python && .venv/bin/ruff check src tests ../bench/python && .venv/bin/ruff format --check src tests ../bench/python)
+  (cd python && .venv/bin/ruff check src tests examples ../bench/python && .venv/bin/ruff format --check src tests examples ../bench/python)
   echo "== mypy --strict"
   (cd python && .venv/bin/mypy --strict)
   echo "== pytest"

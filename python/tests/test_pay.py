@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from agent_payment_gateway import PaidResult, Usdc
+from agent_payment_gateway import Client, PaidResult, Usdc
 
 from .support.both import done
 from .support.python_api import PYTHON_PRICE_UNITS, Handled
@@ -142,3 +143,14 @@ async def test_pays_through_the_plain_async_and_sync_gates(
     assert python_handled.count(wsgi.tx_hash) == 1
     assert rest.seller_balance_units("python") == before + 2 * PYTHON_PRICE_UNITS
     assert await done(client.wallet.balance()) == Usdc(Decimal("0.96"))
+
+
+def test_one_sync_client_serves_several_threads(rest: Rest, ready: Ready) -> None:
+    agent_id, _ = rest.register("py-threads")
+    rest.fund(agent_id, "1")
+    with Client(agent_id=agent_id, api_key=ready.buyer_key, base_url=ready.api_url, max_in_flight=4) as client:
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            results = list(pool.map(lambda n: client.pay(f"{ready.paid_api}/x402/thread-{n}"), range(6)))
+        assert all(isinstance(result, PaidResult) for result in results)
+        assert len({result.tx_hash for result in results if isinstance(result, PaidResult)}) == 6
+        assert client.wallet.balance() == Usdc(Decimal("0.82"))

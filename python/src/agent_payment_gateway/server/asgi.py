@@ -20,8 +20,10 @@ the app's answer. The gate's connections to the gateway close with the app's lif
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -35,6 +37,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _log = logging.getLogger(__name__)
+#: A Host header that can stand in a URL (as the TypeScript middleware accepts).
+_HOST = re.compile(r"^[A-Za-z0-9.:\[\]-]{1,255}$")
 
 #: Where the payment is put in the request's ``scope["state"]``.
 STATE_KEY = "x402_payment"
@@ -108,12 +112,14 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 def _url(scope: Scope) -> str:
     """The request's absolute URL from the ASGI scope (Host header first, then the server address)."""
-    scheme = str(scope.get("scheme", "http"))
+    scheme = "https" if scope.get("scheme") == "https" else "http"
     host = _headers(scope).get("host")
-    if host is None:
+    if host is None or not _HOST.match(host):
+        # No usable Host header: the server's own address (never the client's text, unchecked).
         server = scope.get("server")
         host = "localhost" if not server else f"{server[0]}:{server[1]}"
-    path = str(scope.get("root_path", "")) + str(scope.get("path", "/"))
+    # The decoded path, quoted again where it holds what a URL cannot (spaces, non-ASCII).
+    path = quote(str(scope.get("root_path", "")) + str(scope.get("path", "/")), safe="/:@!$&'()*+,;=-._~%")
     query = scope.get("query_string", b"")
     return f"{scheme}://{host}{path}" + (f"?{query.decode('latin-1')}" if query else "")
 

@@ -63,8 +63,17 @@ async function bench(agentId: string, options: BenchOptions): Promise<Record<str
     samples.x402.push(await time(() => mustPay(options.x402)));
     samples.mpp.push(await time(() => mustPay(options.mpp)));
   }
-  if (concurrent > 0) samples.concurrent = await Promise.all(Array.from({ length: concurrent }, () => time(() => mustPay(options.x402))));
-  return samples;
+  let failures = 0;
+  if (concurrent > 0) {
+    // A payment that fails under the burst (e.g. a settlement slower than the middleware's gateway
+    // timeout) is counted, not timed.
+    const settled = await Promise.allSettled(Array.from({ length: concurrent }, () => time(() => mustPay(options.x402))));
+    for (const outcome of settled) {
+      if (outcome.status === "fulfilled") samples.concurrent.push(outcome.value);
+      else failures += 1;
+    }
+  }
+  return { ...samples, failures: [failures] };
 }
 
 const write = (line: unknown): void => {

@@ -14,16 +14,15 @@ is the caller's and is left open.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-import anyio
 import httpx
 
 from .drivers import run_async, run_sync
 from .effects import Flow
+from .in_flight import AsyncInFlight, SyncInFlight
 from .models import PROTOCOL_PREFERENCES, PaymentResult, ProtocolPreference
 from .pay import PayExtras, PayFlow, PayShared, pay_request
 from .resources.agents import AgentFlows, AgentsResource, AsyncAgentsResource
@@ -50,8 +49,7 @@ def _check_in_flight(max_in_flight: object) -> int:
 
 def _limits(max_in_flight: int) -> httpx.Limits:
     """An owned HTTP client keeps as many connections as requests may be in flight: every request
-    finds one at once. (httpx's pool spends CPU quadratic in its queue and connection count, so
-    requests beyond the limit wait in the client's own limiter instead, at no cost.)"""
+    finds one at once (requests beyond the limit wait in the client's own queue, in_flight.py)."""
     return httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
 
 
@@ -139,8 +137,7 @@ class Client:
                 explorer_rpc_url=explorer_rpc_url,
             ),
             http_client,
-            threading.BoundedSemaphore(_check_in_flight(max_in_flight)),
-            max_in_flight,
+            SyncInFlight(_check_in_flight(max_in_flight)),
         )
 
     def _setup(
@@ -149,16 +146,14 @@ class Client:
         parent_tx_hash: str | None,
         shared: PayShared,
         http: httpx.Client | None,
-        in_flight: threading.BoundedSemaphore,
-        max_in_flight: int,
+        in_flight: SyncInFlight,
     ) -> None:
         self.agent_id = agent_id
         self.parent_tx_hash = parent_tx_hash
         self._shared = shared
         self._owns_http = http is None
-        self._http = http if http is not None else httpx.Client(limits=_limits(max_in_flight))
+        self._http = http if http is not None else httpx.Client(limits=_limits(in_flight.size))
         self._in_flight = in_flight
-        self._max_in_flight = max_in_flight
         self._operations = _Operations(agent_id, parent_tx_hash, shared)
         self.wallet = WalletResource(self._operations.wallet, self._run)
         self.policies = PoliciesResource(self._operations.policies, self._run)
@@ -197,7 +192,7 @@ class Client:
         only MPP sessions negotiated under that same parent."""
         check_tx_hash(parent_tx_hash)
         copy = Client.__new__(Client)
-        copy._setup(self.agent_id, parent_tx_hash, self._shared, self._http, self._in_flight, self._max_in_flight)
+        copy._setup(self.agent_id, parent_tx_hash, self._shared, self._http, self._in_flight)
         return copy
 
     def close(self) -> None:
@@ -217,19 +212,6 @@ class Client:
         # Never the key, never a session token.
         parent = "" if self.parent_tx_hash is None else f", parent_tx_hash={self.parent_tx_hash!r}"
         return f"Client(agent_id={self.agent_id!r}{parent}, transport={self._shared.transport!r})"
-
-
-class _InFlight:
-    """The async client's limiter, made on first use inside the event loop that uses it."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._limiter: anyio.CapacityLimiter | None = None
-
-    def limiter(self) -> anyio.CapacityLimiter:
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.size)
-        return self._limiter
 
 
 class AsyncClient:
@@ -274,7 +256,7 @@ class AsyncClient:
                 explorer_rpc_url=explorer_rpc_url,
             ),
             http_client,
-            _InFlight(_check_in_flight(max_in_flight)),
+            AsyncInFlight(_check_in_flight(max_in_flight)),
         )
 
     def _setup(
@@ -283,7 +265,7 @@ class AsyncClient:
         parent_tx_hash: str | None,
         shared: PayShared,
         http: httpx.AsyncClient | None,
-        in_flight: _InFlight,
+        in_flight: AsyncInFlight,
     ) -> None:
         self.agent_id = agent_id
         self.parent_tx_hash = parent_tx_hash
@@ -298,7 +280,7 @@ class AsyncClient:
         self.agents = AsyncAgentsResource(self._operations.agents, self._run)
 
     async def _run(self, flow: Flow[T]) -> T:
-        return await run_async(flow, self._http, self._in_flight.limiter())
+        return await run_async(flow, self._http, self._in_flight)
 
     @property
     def transport(self) -> Transport:

@@ -10,7 +10,6 @@ timeout). A body larger than ``max_answer_bytes`` (decoded) is refused without r
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import TypeVar
 
@@ -18,13 +17,15 @@ import anyio
 import httpx
 
 from .effects import AnswerTooLargeError, Flow, HttpAnswer, HttpRequest, NetworkFailure, Sleep
+from .in_flight import AsyncInFlight, SyncInFlight
 
 T = TypeVar("T")
 
 
-def run_sync(flow: Flow[T], http: httpx.Client, in_flight: threading.BoundedSemaphore | None = None) -> T:
+def run_sync(flow: Flow[T], http: httpx.Client, in_flight: SyncInFlight | None = None) -> T:
     """Drives ``flow`` to its end; returns its value or raises what it raised. ``in_flight`` bounds
-    the requests sent at once (shared by every flow of one client)."""
+    the requests sent at once (shared by every flow of one client; in_flight.py)."""
+    priority = 0 if in_flight is None else in_flight.next_operation()
     try:
         to_send: HttpAnswer | None = None
         to_throw: NetworkFailure | None = None
@@ -42,16 +43,20 @@ def run_sync(flow: Flow[T], http: httpx.Client, in_flight: threading.BoundedSema
                 if in_flight is None:
                     to_send = _send_sync(http, effect)
                 else:
-                    with in_flight:
+                    in_flight.acquire(priority)
+                    try:
                         to_send = _send_sync(http, effect)
+                    finally:
+                        in_flight.release()
             except NetworkFailure as failure:
                 to_throw = failure
     finally:
         flow.close()
 
 
-async def run_async(flow: Flow[T], http: httpx.AsyncClient, in_flight: anyio.CapacityLimiter | None = None) -> T:
+async def run_async(flow: Flow[T], http: httpx.AsyncClient, in_flight: AsyncInFlight | None = None) -> T:
     """``run_sync`` for the event loop (asyncio or trio, through anyio)."""
+    priority = 0 if in_flight is None else in_flight.next_operation()
     try:
         to_send: HttpAnswer | None = None
         to_throw: NetworkFailure | None = None
@@ -69,8 +74,11 @@ async def run_async(flow: Flow[T], http: httpx.AsyncClient, in_flight: anyio.Cap
                 if in_flight is None:
                     to_send = await _send_async(http, effect)
                 else:
-                    async with in_flight:
+                    await in_flight.acquire(priority)
+                    try:
                         to_send = await _send_async(http, effect)
+                    finally:
+                        in_flight.release()
             except NetworkFailure as failure:
                 to_throw = failure
     finally:

@@ -1,0 +1,301 @@
+"""What the client's operations return: typed, immutable objects with the spec's field names in
+snake_case (spec 2.2-2.6, 2.3 ``pay``), read once from the gateway's JSON at the edge.
+
+Money is ``Usdc`` (an exact ``Decimal``). Fields the gateway adds beyond the spec are kept, as
+sent, in ``extra`` (camelCase keys), so nothing it answers is lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .money import Usdc, usdc_from_wire
+from .receipts import PaymentReceipt, TransferFormat
+
+Protocol = Literal["x402", "mpp"]
+ProtocolPreference = Literal["auto", "x402", "mpp"]
+RateLimitWindow = Literal["1m", "5m", "15m", "1h", "24h"]
+RATE_LIMIT_WINDOWS: tuple[RateLimitWindow, ...] = ("1m", "5m", "15m", "1h", "24h")
+PROTOCOL_PREFERENCES: tuple[ProtocolPreference, ...] = ("auto", "x402", "mpp")
+
+
+@dataclass(frozen=True, slots=True)
+class PaidResult:
+    """Spec 2.3: the paid API's answer and the payment that bought it."""
+
+    #: HTTP status from the paid API.
+    status: int
+    protocol: Protocol
+    amount_paid: Usdc
+    #: The ledger transaction hash (payment_ledger's record).
+    tx_hash: str
+    #: Link to the on-chain record.
+    solana_explorer: str
+    #: The parsed response body (JSON), or its text.
+    data: Any
+    #: Response headers of the paid API (lower-case names).
+    headers: dict[str, str]
+    #: The MPP session id, if one was established or reused.
+    session_id: str | None = None
+    #: A real x402 / MPP server: the transfer transaction its facilitator or server broadcast.
+    settlement_tx_hash: str | None = None
+    #: A real x402 / MPP server: its wire format (``x402-v2``, ``x402-v1``, ``mpp``).
+    format: TransferFormat | None = None
+    #: A real x402 / MPP server: its receipt, decoded.
+    receipt: PaymentReceipt | None = None
+    paid: Literal[True] = True
+
+
+@dataclass(frozen=True, slots=True)
+class UnpaidResult:
+    """The endpoint did not ask for payment (no 402): its answer as it came."""
+
+    status: int
+    data: Any
+    headers: dict[str, str]
+    paid: Literal[False] = False
+
+
+PaymentResult = PaidResult | UnpaidResult
+
+
+@dataclass(frozen=True, slots=True)
+class Wallet:
+    """Spec 2.4."""
+
+    agent_id: str
+    address: str
+    balance: Usdc
+    network: str
+
+
+@dataclass(frozen=True, slots=True)
+class WalletOperation:
+    """A funding or a withdrawal: ``confirmed``, ``pending`` (follow it up with
+    ``wallet.operation``) or, from ``wallet.operation``, ``failed`` with its ``error``."""
+
+    operation_id: str
+    kind: str
+    agent_id: str
+    amount: Usdc
+    status: str
+    tx_hash: str | None
+    to: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    calls: int
+    window: RateLimitWindow
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Spec 2.1, as ``policies.get`` reads it (with ``used_today``)."""
+
+    agent_id: str
+    daily_budget: Usdc | None
+    per_call_limit: Usdc | None
+    #: None: any domain may be paid.
+    allowed_domains: list[str] | None
+    blocked_domains: list[str]
+    rate_limit: RateLimit | None
+    protocol_preference: ProtocolPreference
+    used_today: Usdc
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """Spec 2.2; ``depth`` is 0 outside chains. A rejected payment has ``status`` ``rejected`` and no ``tx_hash``."""
+
+    tx_hash: str | None
+    agent_id: str
+    protocol: Protocol | None
+    amount_paid: Usdc
+    endpoint: str
+    policy_check: str
+    parent_tx_hash: str | None
+    solana_explorer: str | None
+    timestamp: str
+    depth: int
+    status: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEntry:
+    """Spec 2.5: ``balance`` is ``Usdc(0)`` for a wallet never funded."""
+
+    agent_id: str
+    balance: Usdc | None
+    archived_at: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationResult:
+    """Spec 2.6."""
+
+    output: Any
+    total_cost: Usdc
+    payment_chain: list[str]
+
+
+# ------------------------------------------------------------------ reading the gateway's JSON
+
+
+class AnswerShapeError(TypeError):
+    """The gateway answered a shape this client cannot read."""
+
+
+def _object(value: object, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise AnswerShapeError(f"{what}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _str(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str):
+        raise AnswerShapeError(f"{key}: expected a string, got {value!r}")
+    return value
+
+
+def _str_or_none(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _money_or_none(body: dict[str, Any], key: str) -> Usdc | None:
+    value = body.get(key)
+    return None if value is None else usdc_from_wire(value, key)
+
+
+def _extra(body: dict[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
+    return {key: value for key, value in body.items() if key not in known}
+
+
+def wallet_from_wire(value: object) -> Wallet:
+    body = _object(value, "wallet")
+    return Wallet(
+        agent_id=_str(body, "agentId"),
+        address=_str(body, "address"),
+        balance=usdc_from_wire(body.get("balance"), "balance"),
+        network=_str(body, "network"),
+    )
+
+
+def operation_from_wire(value: object) -> WalletOperation:
+    body = _object(value, "wallet operation")
+    operation_id = body.get("operationId")
+    return WalletOperation(
+        operation_id=str(operation_id),
+        kind=_str(body, "kind"),
+        agent_id=_str(body, "agentId"),
+        amount=usdc_from_wire(body.get("amount"), "amount"),
+        status=_str(body, "status"),
+        tx_hash=_str_or_none(body, "txHash"),
+        to=_str_or_none(body, "to"),
+        error=_str_or_none(body, "error"),
+    )
+
+
+_POLICY_FIELDS = (
+    "agentId",
+    "dailyBudget",
+    "perCallLimit",
+    "allowedDomains",
+    "blockedDomains",
+    "rateLimit",
+    "protocolPreference",
+    "usedToday",
+)
+
+
+def _domains(value: object, key: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise AnswerShapeError(f"{key}: expected a list of domains, got {value!r}")
+    return list(value)
+
+
+def policy_from_wire(value: object) -> Policy:
+    body = _object(value, "policy")
+    rate = body.get("rateLimit")
+    rate_limit: RateLimit | None = None
+    if isinstance(rate, dict):
+        calls, window = rate.get("calls"), rate.get("window")
+        if not isinstance(calls, int) or window not in RATE_LIMIT_WINDOWS:
+            raise AnswerShapeError(f"rateLimit: unexpected {rate!r}")
+        rate_limit = RateLimit(calls=calls, window=window)
+    preference = body.get("protocolPreference", "auto")
+    if preference not in PROTOCOL_PREFERENCES:
+        raise AnswerShapeError(f"protocolPreference: unexpected {preference!r}")
+    return Policy(
+        agent_id=_str(body, "agentId"),
+        daily_budget=_money_or_none(body, "dailyBudget"),
+        per_call_limit=_money_or_none(body, "perCallLimit"),
+        allowed_domains=_domains(body.get("allowedDomains"), "allowedDomains"),
+        blocked_domains=_domains(body.get("blockedDomains"), "blockedDomains") or [],
+        rate_limit=rate_limit,
+        protocol_preference=preference,
+        used_today=usdc_from_wire(body.get("usedToday"), "usedToday"),
+        extra=_extra(body, _POLICY_FIELDS),
+    )
+
+
+_TRANSACTION_FIELDS = (
+    "txHash",
+    "agentId",
+    "protocol",
+    "amountPaid",
+    "endpoint",
+    "policyCheck",
+    "parentTxHash",
+    "solanaExplorer",
+    "timestamp",
+    "depth",
+    "status",
+)
+
+
+def transaction_from_wire(value: object) -> Transaction:
+    body = _object(value, "transaction")
+    protocol = body.get("protocol")
+    depth = body.get("depth", 0)
+    return Transaction(
+        tx_hash=_str_or_none(body, "txHash"),
+        agent_id=_str(body, "agentId"),
+        protocol=protocol if protocol in ("x402", "mpp") else None,
+        amount_paid=usdc_from_wire(body.get("amountPaid"), "amountPaid"),
+        endpoint=_str(body, "endpoint"),
+        policy_check=_str_or_none(body, "policyCheck") or "",
+        parent_tx_hash=_str_or_none(body, "parentTxHash"),
+        solana_explorer=_str_or_none(body, "solanaExplorer"),
+        timestamp=_str(body, "timestamp"),
+        depth=depth if isinstance(depth, int) else 0,
+        status=_str_or_none(body, "status") or "",
+        extra=_extra(body, _TRANSACTION_FIELDS),
+    )
+
+
+def transactions_from_wire(value: object, what: str) -> list[Transaction]:
+    body = _object(value, what)
+    listed = body.get("transactions")
+    if not isinstance(listed, list):
+        raise AnswerShapeError(f"{what}: no transactions list")
+    return [transaction_from_wire(item) for item in listed]
+
+
+def agent_from_wire(value: object) -> AgentEntry:
+    body = _object(value, "agent")
+    return AgentEntry(
+        agent_id=_str(body, "agentId"),
+        balance=_money_or_none(body, "balance"),
+        archived_at=_str_or_none(body, "archivedAt"),
+        extra=_extra(body, ("agentId", "balance", "archivedAt")),
+    )

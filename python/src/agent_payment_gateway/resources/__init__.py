@@ -1,0 +1,1 @@
+"""The resources hung off a client: wallet, policies, transactions, agents (one module each)."""

@@ -1,0 +1,171 @@
+"""The ``policies`` resource (spec 4.1, 4.7): the agent's spend policy (``/v1/policies/{agentId}``).
+
+``set`` takes the spec 2.1 fields as keywords: an omitted field keeps its value, ``None`` removes
+the limit. Amounts and the rate-limit count are checked here, before the request, so a caller's
+mistake is a ``TypeError`` / ``MoneyFormatError`` naming the field rather than a round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from ..effects import Flow
+from ..models import PROTOCOL_PREFERENCES, RATE_LIMIT_WINDOWS, Policy, ProtocolPreference, RateLimit, policy_from_wire
+from ..money import Usdc, UsdcAmount, to_units, units_to_usdc
+from ..runner import AsyncRunner, SyncRunner
+from ..transport import Transport
+
+MAX_RATE_LIMIT_CALLS = 1_000_000
+
+
+class Unset:
+    """The default of ``policies.set`` fields: keep the current value (``None`` removes it)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = Unset()
+
+MoneyField = UsdcAmount | Usdc | None | Unset
+DomainsField = Sequence[str] | None | Unset
+RateLimitField = RateLimit | Mapping[str, object] | None | Unset
+
+
+def policy_body(
+    *,
+    daily_budget: MoneyField,
+    per_call_limit: MoneyField,
+    allowed_domains: DomainsField,
+    blocked_domains: DomainsField,
+    rate_limit: RateLimitField,
+    protocol_preference: ProtocolPreference | Unset,
+) -> dict[str, object]:
+    """The PUT body in the spec's camelCase, exact amounts; raises before anything is sent."""
+    body: dict[str, object] = {}
+    for name, value in (("dailyBudget", daily_budget), ("perCallLimit", per_call_limit)):
+        if isinstance(value, Unset):
+            continue
+        if value is None:
+            body[name] = None
+            continue
+        amount = value.usdc if isinstance(value, Usdc) else value
+        body[name] = {"usdc": units_to_usdc(to_units(amount, name))}
+    for name, domains in (("allowedDomains", allowed_domains), ("blockedDomains", blocked_domains)):
+        if isinstance(domains, Unset):
+            continue
+        if domains is None:
+            body[name] = None
+            continue
+        if isinstance(domains, str) or not all(isinstance(domain, str) for domain in domains):
+            raise TypeError(f"{name} must be a list of domains")
+        body[name] = list(domains)
+    if not isinstance(rate_limit, Unset):
+        body["rateLimit"] = None if rate_limit is None else _rate_limit(rate_limit)
+    if not isinstance(protocol_preference, Unset):
+        if protocol_preference not in PROTOCOL_PREFERENCES:
+            raise TypeError("protocol_preference must be auto, x402 or mpp")
+        body["protocolPreference"] = protocol_preference
+    return body
+
+
+def _rate_limit(value: RateLimit | Mapping[str, object]) -> dict[str, object]:
+    calls = value.calls if isinstance(value, RateLimit) else value.get("calls")
+    window = value.window if isinstance(value, RateLimit) else value.get("window")
+    # A count: a fraction, a bool or 10**21 would be refused by the gateway; say so here instead.
+    if isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= MAX_RATE_LIMIT_CALLS:
+        raise TypeError(f"rate_limit.calls must be an integer from 1 to {MAX_RATE_LIMIT_CALLS}, got {calls!r}")
+    if not isinstance(window, str):
+        raise TypeError(f"rate_limit.window must be one of {', '.join(RATE_LIMIT_WINDOWS)}")
+    # An unknown window is left to the gateway (BAD_USER_INPUT), which owns the list.
+    return {"calls": calls, "window": window}
+
+
+class PolicyFlows:
+    def __init__(self, transport: Transport, path: str) -> None:
+        self._transport = transport
+        self._path = path
+
+    def set(self, body: dict[str, object]) -> Flow[Policy]:
+        return policy_from_wire((yield from self._transport.request("PUT", self._path, body=body)))
+
+    def get(self) -> Flow[Policy]:
+        return policy_from_wire((yield from self._transport.request("GET", self._path)))
+
+    def clear(self) -> Flow[None]:
+        yield from self._transport.request("DELETE", self._path)
+
+
+class PoliciesResource:
+    """``client.policies`` of the synchronous ``Client``."""
+
+    def __init__(self, flows: PolicyFlows, run: SyncRunner) -> None:
+        self._flows = flows
+        self._run = run
+
+    def set(
+        self,
+        *,
+        daily_budget: MoneyField = UNSET,
+        per_call_limit: MoneyField = UNSET,
+        allowed_domains: DomainsField = UNSET,
+        blocked_domains: DomainsField = UNSET,
+        rate_limit: RateLimitField = UNSET,
+        protocol_preference: ProtocolPreference | Unset = UNSET,
+    ) -> Policy:
+        """Spec 4.1: omitted fields keep their current values; ``None`` removes a limit."""
+        body = policy_body(
+            daily_budget=daily_budget,
+            per_call_limit=per_call_limit,
+            allowed_domains=allowed_domains,
+            blocked_domains=blocked_domains,
+            rate_limit=rate_limit,
+            protocol_preference=protocol_preference,
+        )
+        return self._run(self._flows.set(body))
+
+    def get(self) -> Policy:
+        """The policy with ``used_today`` (spend in the current daily window)."""
+        return self._run(self._flows.get())
+
+    def clear(self) -> None:
+        """Removes every spend policy of the agent."""
+        self._run(self._flows.clear())
+
+
+class AsyncPoliciesResource:
+    """``client.policies`` of ``AsyncClient``: the same operations, awaited."""
+
+    def __init__(self, flows: PolicyFlows, run: AsyncRunner) -> None:
+        self._flows = flows
+        self._run = run
+
+    async def set(
+        self,
+        *,
+        daily_budget: MoneyField = UNSET,
+        per_call_limit: MoneyField = UNSET,
+        allowed_domains: DomainsField = UNSET,
+        blocked_domains: DomainsField = UNSET,
+        rate_limit: RateLimitField = UNSET,
+        protocol_preference: ProtocolPreference | Unset = UNSET,
+    ) -> Policy:
+        """Spec 4.1: omitted fields keep their current values; ``None`` removes a limit."""
+        body = policy_body(
+            daily_budget=daily_budget,
+            per_call_limit=per_call_limit,
+            allowed_domains=allowed_domains,
+            blocked_domains=blocked_domains,
+            rate_limit=rate_limit,
+            protocol_preference=protocol_preference,
+        )
+        return await self._run(self._flows.set(body))
+
+    async def get(self) -> Policy:
+        """The policy with ``used_today`` (spend in the current daily window)."""
+        return await self._run(self._flows.get())
+
+    async def clear(self) -> None:
+        """Removes every spend policy of the agent."""
+        await self._run(self._flows.clear())

@@ -1,7 +1,9 @@
 //! Ledger-side cost of a payment: how long the local ledger takes to check, (pre)flight and
 //! execute `record_payment` (atomic x402: TransferChecked CPI + record + event CPI), against a
 //! plain SPL Token TransferChecked in the same run. No HTTP, no client: this is the floor under
-//! bench/ledger/record-payment.ts.
+//! bench/ledger/record-payment.ts. The last rows run record_payment on a chain that writes its
+//! log (`chain.wal`, as `localnet` does): what logging adds per transaction on the chain thread,
+//! and what a client that waits for each reply (the log on disk, `fdatasync`) sees.
 //!
 //! `npm run bench:ledger` runs it; alone: `bash scripts/cargo.sh run --release -p localnet --example ledger_execute`
 
@@ -9,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anchor_lang::solana_program::pubkey::Pubkey;
 use ledger_runtime::{client, ledger::USDC_DECIMALS, Ledger};
-use localnet::chain::Chain;
+use localnet::{chain::Chain, wal::WalWriter};
 use payment_ledger::{Protocol, Rail, RecordPaymentArgs};
 use solana_keypair::Keypair;
 use solana_message::Message;
@@ -29,6 +31,19 @@ fn main() {
     let service_token = ledger.create_token_account(&setup.authority, &service.pubkey(), &setup.mint).unwrap();
     ledger.mint_to(&setup.mint_authority, &setup.mint, &agent_token, u64::MAX / 4).unwrap();
     let mut chain = Chain::new(ledger, events);
+    let payment = |chain: &Chain, payment_id: u64| {
+        let args = RecordPaymentArgs {
+            payment_id,
+            amount: 1 + payment_id,
+            protocol: Protocol::X402,
+            rail: Rail::Stablecoin,
+            endpoint_hash: [7; 32],
+            settlement_reference: None,
+        };
+        let transfer = client::Transfer::between(&agent.pubkey(), &service.pubkey(), &setup.mint);
+        let ix = client::record_payment_ix(&setup.authority.pubkey(), &agent.pubkey(), &service.pubkey(), args, Some(transfer), None);
+        sign(chain, &[&setup.authority, &agent], &[ix])
+    };
 
     let mut rows = Vec::new();
     for preflight in [false, true] {
@@ -42,32 +57,53 @@ fn main() {
             .collect();
         rows.push(("SPL TransferChecked (baseline)", preflight, run(&mut chain, baseline, preflight)));
 
-        let payments: Vec<VersionedTransaction> = (1..=PAYMENTS)
-            .map(|id| {
-                let args = RecordPaymentArgs {
-                    payment_id: offset + id,
-                    amount: 1 + id,
-                    protocol: Protocol::X402,
-                    rail: Rail::Stablecoin,
-                    endpoint_hash: [7; 32],
-                    settlement_reference: None,
-                };
-                let transfer = client::Transfer::between(&agent.pubkey(), &service.pubkey(), &setup.mint);
-                let ix = client::record_payment_ix(&setup.authority.pubkey(), &agent.pubkey(), &service.pubkey(), args, Some(transfer), None);
-                sign(&chain, &[&setup.authority, &agent], &[ix])
-            })
-            .collect();
+        let payments: Vec<VersionedTransaction> = (1..=PAYMENTS).map(|id| payment(&chain, offset + id)).collect();
         rows.push(("record_payment (atomic x402)", preflight, run(&mut chain, payments, preflight)));
     }
 
+    // The same payments on a chain that logs them, as `localnet` does.
+    let dir = std::env::temp_dir().join(format!("ledger-execute-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    chain.attach_log(WalWriter::create(&dir.join("chain.wal"), &[]).expect("bench log"));
+    let mut next_id = 2 * PAYMENTS;
+    let mut batch = |chain: &Chain| {
+        let batch: Vec<VersionedTransaction> = (1..=PAYMENTS).map(|id| payment(chain, next_id + id)).collect();
+        next_id += PAYMENTS;
+        batch
+    };
+    let payments = batch(&chain);
+    rows.push(("record_payment, logged", true, run(&mut chain, payments, true)));
+    let payments = batch(&chain);
+    let awaited = run_awaiting_the_log(&mut chain, payments);
+    rows.push(("record_payment, logged, reply on disk", true, awaited));
+    drop(chain);
+    std::fs::remove_dir_all(&dir).expect("remove bench dir");
+
     println!("ledger-side execution, {PAYMENTS} transactions per row, one thread");
-    println!("{:<32} {:>9} {:>10} {:>12}", "operation", "preflight", "tx/s", "us per tx");
+    println!("{:<38} {:>9} {:>10} {:>12}", "operation", "preflight", "tx/s", "us per tx");
     for (name, preflight, elapsed) in &rows {
         let per_tx = elapsed.as_secs_f64() * 1e6 / PAYMENTS as f64;
-        println!("{name:<32} {:>9} {:>10.0} {per_tx:>12.1}", if *preflight { "on" } else { "off" }, 1e6 / per_tx);
+        println!("{name:<38} {:>9} {:>10.0} {per_tx:>12.1}", if *preflight { "on" } else { "off" }, 1e6 / per_tx);
     }
     let ratio = rows[1].2.as_secs_f64() / rows[0].2.as_secs_f64();
     println!("record_payment / baseline (preflight off): {ratio:.2}x");
+    let logging = (rows[4].2.as_secs_f64() - rows[3].2.as_secs_f64()) * 1e6 / PAYMENTS as f64;
+    let awaiting = (rows[5].2.as_secs_f64() - rows[3].2.as_secs_f64()) * 1e6 / PAYMENTS as f64;
+    println!("logging adds {logging:.1} us per transaction on the chain thread; a reply that waits for the disk, {awaiting:.1} us");
+}
+
+/// One client in sequence: each transaction's reply waits until the log is on disk, as
+/// `sendTransaction` does.
+fn run_awaiting_the_log(chain: &mut Chain, transactions: Vec<VersionedTransaction>) -> Duration {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let mut synced = chain.log_synced().expect("a logged chain");
+    let start = Instant::now();
+    for (i, tx) in transactions.into_iter().enumerate() {
+        chain.submit(tx, true).unwrap_or_else(|e| panic!("transaction {i} failed: {e:?}"));
+        let written = chain.log_position();
+        runtime.block_on(synced.wait_for(|on_disk| *on_disk >= written)).expect("syncer alive");
+    }
+    start.elapsed()
 }
 
 fn run(chain: &mut Chain, transactions: Vec<VersionedTransaction>, preflight: bool) -> Duration {

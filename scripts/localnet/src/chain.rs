@@ -65,6 +65,11 @@ pub struct Chain {
     blockhashes: VecDeque<(Hash, u64)>,
     blocks: BTreeMap<u64, Block>,
     open_block: Vec<usize>,
+    /// The clock's unix time in the open slot (the block time it will have).
+    slot_unix_timestamp: i64,
+    /// A replay opened slots without setting the runtime's clock yet (it is set once, before the
+    /// next transaction runs, rather than for every empty slot).
+    clock_behind: bool,
     by_signature: HashMap<Signature, usize>,
     by_address: HashMap<Pubkey, Vec<usize>>,
     events: broadcast::Sender<ChainEvent>,
@@ -92,6 +97,7 @@ impl Chain {
         // Signatures are checked here, before the runtime, as a validator's sigverify stage does:
         // that is what lets a simulation skip them (`sigVerify: false`) for one call.
         ledger.svm = ledger.svm.with_sigverify(false);
+        let ledger_unix_timestamp = ledger.svm.get_sysvar::<solana_clock::Clock>().unix_timestamp;
         let genesis_hash = genesis_hash(&ledger.faucet_pubkey(), ledger.genesis_unix_timestamp());
         let mut chain = Chain {
             ledger,
@@ -100,6 +106,8 @@ impl Chain {
             blockhashes: VecDeque::new(),
             blocks: BTreeMap::new(),
             open_block: Vec::new(),
+            slot_unix_timestamp: ledger_unix_timestamp,
+            clock_behind: false,
             by_signature: HashMap::new(),
             by_address: HashMap::new(),
             events,
@@ -117,6 +125,7 @@ impl Chain {
     /// From now on every transaction and slot is written to `log` first. The log must already
     /// hold everything the chain did so far.
     pub fn attach_log(&mut self, log: WalWriter) {
+        self.catch_up_clock();
         self.log = Some(log);
     }
 
@@ -156,6 +165,7 @@ impl Chain {
         if self.by_signature.contains_key(&signature) {
             return mismatch("logged twice".into());
         }
+        self.catch_up_clock();
         let before = self.ledger.history.len();
         if let Err(failed) = self.ledger.execute(transaction) {
             if !is_included(&failed.err) {
@@ -176,7 +186,8 @@ impl Chain {
         if slot != self.slot + 1 {
             return Err(ReplayMismatch(format!("tick to slot {slot} logged after slot {}", self.slot)));
         }
-        self.advance(unix_timestamp);
+        self.open_next_slot(unix_timestamp);
+        self.clock_behind = true;
         Ok(())
     }
 
@@ -231,6 +242,18 @@ impl Chain {
     }
 
     fn advance(&mut self, unix_timestamp: i64) {
+        self.open_next_slot(unix_timestamp);
+        self.set_clock();
+    }
+
+    fn catch_up_clock(&mut self) {
+        if self.clock_behind {
+            self.set_clock();
+            self.clock_behind = false;
+        }
+    }
+
+    fn open_next_slot(&mut self, unix_timestamp: i64) {
         let (previous_blockhash, _) = *self.blockhashes.back().expect("genesis blockhash");
         let closing = self.slot;
         let blockhash = Hash::new_from_array(
@@ -247,7 +270,7 @@ impl Chain {
                 parent_slot: closing.saturating_sub(1),
                 blockhash,
                 previous_blockhash,
-                block_time: self.ledger.svm.get_sysvar::<solana_clock::Clock>().unix_timestamp,
+                block_time: self.slot_unix_timestamp,
                 transactions: std::mem::take(&mut self.open_block),
             },
         );
@@ -256,7 +279,7 @@ impl Chain {
         while self.blockhashes.len() as u64 > MAX_BLOCKHASH_AGE + 1 {
             self.blockhashes.pop_front();
         }
-        self.set_clock(self.slot, unix_timestamp);
+        self.slot_unix_timestamp = unix_timestamp;
         let _ = self.events.send(ChainEvent::Slot {
             slot: self.slot,
             parent: closing,
@@ -264,10 +287,10 @@ impl Chain {
         });
     }
 
-    fn set_clock(&mut self, slot: u64, unix_timestamp: i64) {
+    fn set_clock(&mut self) {
         let mut clock = self.ledger.svm.get_sysvar::<solana_clock::Clock>();
-        clock.slot = slot;
-        clock.unix_timestamp = unix_timestamp;
+        clock.slot = self.slot;
+        clock.unix_timestamp = self.slot_unix_timestamp;
         self.ledger.svm.set_sysvar(&clock);
     }
 

@@ -150,12 +150,14 @@ impl Chain {
 
     /// Re-executes a logged transaction at its slot, without the checks made when it was
     /// submitted (blockhash age, duplicates, signatures: it passed them then), and requires the
-    /// outcome it had.
+    /// outcome it had and the same effects (`ExecutedTx::effects_digest`): a runtime or program
+    /// that now behaves differently must not serve a past that differs from what clients saw.
     pub fn replay_transaction(
         &mut self,
         transaction: VersionedTransaction,
         slot: u64,
         status: &Result<(), TransactionError>,
+        effects: &[u8; 32],
     ) -> Result<(), ReplayMismatch> {
         let signature = transaction.signatures.first().copied().unwrap_or_default();
         let mismatch = |what: String| Err(ReplayMismatch(format!("transaction {signature}: {what}")));
@@ -172,9 +174,15 @@ impl Chain {
                 return mismatch(format!("logged as {status:?}, now refused with {:?}", failed.err));
             }
         }
-        let replayed = &self.ledger.history[before].status;
-        if replayed != status {
-            return mismatch(format!("logged as {status:?}, replayed as {replayed:?}"));
+        let replayed = &self.ledger.history[before];
+        if replayed.status != *status {
+            return mismatch(format!("logged as {status:?}, replayed as {:?}", replayed.status));
+        }
+        if replayed.effects_digest() != *effects {
+            return mismatch(format!(
+                "replayed with other effects than logged (logs, balances, fee or inner instructions differ); replayed logs: {:?}",
+                replayed.meta.logs
+            ));
         }
         self.index(before);
         self.open_block.push(before);
@@ -355,7 +363,7 @@ impl Chain {
     fn write_to_log(&mut self, index: usize) {
         if let Some(log) = &mut self.log {
             let executed = &self.ledger.history[index];
-            log.append(&wal::encode_transaction(executed.slot, &executed.status, &executed.transaction));
+            log.append(&wal::encode_executed(executed));
         }
     }
 

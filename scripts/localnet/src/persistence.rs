@@ -83,7 +83,7 @@ fn create(path: &Path, treasury_units: u64, events: broadcast::Sender<ChainEvent
     let mut ledger = Ledger::with_genesis(faucet.insecure_clone(), unix_timestamp);
     let setup = ledger.bootstrap(treasury_units).map_err(|failed| OpenError::Bootstrap(format!("{:?}", failed.err)))?;
     let mut records = vec![wal::encode_genesis(&faucet, unix_timestamp), wal::encode_setup(&setup)];
-    records.extend(ledger.history.iter().map(|tx| wal::encode_transaction(tx.slot, &tx.status, &tx.transaction)));
+    records.extend(ledger.history.iter().map(wal::encode_executed));
     let log = WalWriter::create(path, &records).map_err(|error| OpenError::Io { path: path.to_path_buf(), error })?;
     let mut chain = Chain::at_genesis(ledger, events);
     chain.attach_log(log);
@@ -111,8 +111,8 @@ fn replay(path: &Path, bytes: &[u8], events: broadcast::Sender<ChainEvent>) -> R
             Record::Genesis { .. } => return Err(refuse(offset, "a second genesis".into())),
             Record::Setup(_) if setup.is_some() => return Err(refuse(offset, "a second setup".into())),
             Record::Setup(logged) => setup = Some(logged),
-            Record::Transaction { slot, status, transaction } => {
-                chain.replay_transaction(transaction, slot, &status).map_err(|mismatch| refuse(offset, mismatch.0))?;
+            Record::Transaction { slot, status, effects, transaction } => {
+                chain.replay_transaction(transaction, slot, &status, &effects).map_err(|mismatch| refuse(offset, mismatch.0))?;
             }
             Record::Tick { slot, unix_timestamp } => {
                 chain.replay_tick(slot, unix_timestamp).map_err(|mismatch| refuse(offset, mismatch.0))?;
@@ -327,7 +327,7 @@ mod tests {
         drop(chain);
         // The process died inside its last write: half of the airdrop's record reached the file.
         let log = std::fs::read(dir.log()).unwrap();
-        let record_len = wal::encode_transaction(0, &Ok(()), &VersionedTransaction::default()).len();
+        let record_len = wal::encode_transaction(0, &Ok(()), &[0; 32], &VersionedTransaction::default()).len();
         let cut = log.len() - 40;
         assert!(cut > log.len() - record_len);
         std::fs::write(dir.log(), &log[..cut]).unwrap();
@@ -359,6 +359,21 @@ mod tests {
         assert_eq!(std::fs::read(dir.log()).unwrap(), log, "a refused log is left as it was");
     }
 
+    /// Replaces the log record of `executed` with `forged`, with a valid checksum: only the replay
+    /// can tell.
+    fn forge_record(dir: &Dir, executed: &ledger_runtime::history::ExecutedTx, forged: &[u8]) {
+        let log = std::fs::read(dir.log()).unwrap();
+        let scan = wal::scan(&log).unwrap();
+        let logged = wal::encode_executed(executed);
+        let (offset, _) = *scan.records.iter().find(|(_, payload)| *payload == logged.as_slice()).expect("the record");
+        let mut rewritten = log[..offset as usize].to_vec();
+        rewritten.extend_from_slice(&(forged.len() as u32).to_le_bytes());
+        rewritten.extend_from_slice(&crc32fast::hash(forged).to_le_bytes());
+        rewritten.extend_from_slice(forged);
+        rewritten.extend_from_slice(&log[offset as usize + 8 + logged.len()..]);
+        std::fs::write(dir.log(), rewritten).unwrap();
+    }
+
     #[test]
     fn a_transaction_that_replays_to_another_outcome_refuses_the_start() {
         let dir = Dir::new("mismatch");
@@ -366,23 +381,26 @@ mod tests {
         let sent = traffic(&mut chain, &setup);
         let failed = chain.transaction(&sent[5]).unwrap().clone();
         drop(chain);
-        // Rewrite the failed payment's record as a success, with a valid checksum: the runtime
-        // disagrees when it runs it again.
-        let log = std::fs::read(dir.log()).unwrap();
-        let scan = wal::scan(&log).unwrap();
-        let logged = wal::encode_transaction(failed.slot, &failed.status, &failed.transaction);
-        let (offset, _) = *scan.records.iter().find(|(_, payload)| *payload == logged.as_slice()).unwrap();
-        let forged = wal::encode_transaction(failed.slot, &Ok(()), &failed.transaction);
-        let mut rewritten = log[..offset as usize].to_vec();
-        rewritten.extend_from_slice(&(forged.len() as u32).to_le_bytes());
-        rewritten.extend_from_slice(&crc32fast::hash(&forged).to_le_bytes());
-        rewritten.extend_from_slice(&forged);
-        rewritten.extend_from_slice(&log[offset as usize + 8 + logged.len()..]);
-        std::fs::write(dir.log(), rewritten).unwrap();
+        forge_record(&dir, &failed, &wal::encode_transaction(failed.slot, &Ok(()), &failed.effects_digest(), &failed.transaction));
 
-        let error = open_dir(&dir).err().expect("refused");
-        let message = error.to_string();
+        let message = open_dir(&dir).err().expect("refused").to_string();
         assert!(message.contains(&failed.transaction.signatures[0].to_string()) && message.contains("replayed as Err"), "{message}");
+    }
+
+    #[test]
+    fn a_transaction_that_replays_with_other_effects_refuses_the_start() {
+        let dir = Dir::new("effects");
+        let Opened { mut chain, setup, .. } = open_dir(&dir).unwrap();
+        let sent = traffic(&mut chain, &setup);
+        let payment = chain.transaction(&sent[4]).unwrap().clone();
+        drop(chain);
+        // What a program that now moves another amount, or logs otherwise, would look like.
+        let mut other = payment.clone();
+        other.post_token_balances[0].amount += 1;
+        forge_record(&dir, &payment, &wal::encode_executed(&other));
+
+        let message = open_dir(&dir).err().expect("refused").to_string();
+        assert!(message.contains(&payment.transaction.signatures[0].to_string()) && message.contains("other effects"), "{message}");
     }
 
     #[test]

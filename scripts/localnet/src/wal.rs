@@ -20,7 +20,7 @@ use std::{
 };
 
 use anchor_lang::solana_program::pubkey::Pubkey;
-use ledger_runtime::LedgerSetup;
+use ledger_runtime::{history::ExecutedTx, LedgerSetup};
 use solana_keypair::Keypair;
 use solana_transaction::versioned::VersionedTransaction;
 use solana_transaction_error::TransactionError;
@@ -46,8 +46,9 @@ pub enum Record {
     Genesis { faucet: Keypair, unix_timestamp: i64 },
     /// The keys and accounts bootstrap created (written again as keypair files at every start).
     Setup(LedgerSetup),
-    /// An included transaction: it executed at `slot` with `status`.
-    Transaction { slot: u64, status: Result<(), TransactionError>, transaction: VersionedTransaction },
+    /// An included transaction: it executed at `slot` with `status`, and did what
+    /// `effects` digests (`ExecutedTx::effects_digest`).
+    Transaction { slot: u64, status: Result<(), TransactionError>, effects: [u8; 32], transaction: VersionedTransaction },
     /// Slot `slot` was opened (the one before closed into a block) with the clock at `unix_timestamp`.
     Tick { slot: u64, unix_timestamp: i64 },
 }
@@ -69,9 +70,20 @@ pub fn encode_setup(setup: &LedgerSetup) -> Vec<u8> {
     payload
 }
 
-pub fn encode_transaction(slot: u64, status: &Result<(), TransactionError>, transaction: &VersionedTransaction) -> Vec<u8> {
+/// The record of a transaction the chain included.
+pub fn encode_executed(executed: &ExecutedTx) -> Vec<u8> {
+    encode_transaction(executed.slot, &executed.status, &executed.effects_digest(), &executed.transaction)
+}
+
+pub fn encode_transaction(
+    slot: u64,
+    status: &Result<(), TransactionError>,
+    effects: &[u8; 32],
+    transaction: &VersionedTransaction,
+) -> Vec<u8> {
     let mut payload = vec![KIND_TRANSACTION];
     payload.extend_from_slice(&slot.to_le_bytes());
+    payload.extend_from_slice(effects);
     match status {
         Ok(()) => payload.extend_from_slice(&0u16.to_le_bytes()),
         Err(error) => {
@@ -147,6 +159,7 @@ impl Record {
             }
             KIND_TRANSACTION => {
                 let slot = fields.u64()?;
+                let effects = fields.take(32)?.try_into().expect("32 bytes");
                 let error_len = u16::from_le_bytes(fields.take(2)?.try_into().expect("2 bytes")) as usize;
                 let status = match error_len {
                     0 => Ok(()),
@@ -154,7 +167,7 @@ impl Record {
                 };
                 let transaction = bincode::deserialize(fields.0).map_err(|e| format!("bad transaction: {e}"))?;
                 fields = Fields(&[]);
-                Record::Transaction { slot, status, transaction }
+                Record::Transaction { slot, status, effects, transaction }
             }
             KIND_TICK => Record::Tick { slot: fields.u64()?, unix_timestamp: fields.i64()? },
             other => return Err(format!("unknown record kind {other}")),
@@ -450,8 +463,9 @@ mod tests {
         assert_eq!((slot, unix_timestamp), (7, -3));
         let tx = VersionedTransaction::default();
         let failed = Err(TransactionError::InstructionError(1, solana_instruction::error::InstructionError::Custom(6008)));
-        let Record::Transaction { slot, status, transaction } = Record::decode(&encode_transaction(9, &failed, &tx)).unwrap() else { panic!() };
-        assert_eq!((slot, status, transaction), (9, failed, tx));
+        let encoded = encode_transaction(9, &failed, &[5; 32], &tx);
+        let Record::Transaction { slot, status, effects, transaction } = Record::decode(&encoded).unwrap() else { panic!() };
+        assert_eq!((slot, status, effects, transaction), (9, failed, [5; 32], tx));
     }
 
     #[test]

@@ -2,6 +2,10 @@
  * Starts the local ledger (`scripts/localnet`, a LiteSVM with payment_ledger behind Solana
  * JSON-RPC and websocket) as a child process, and reads what it bootstrapped.
  *
+ * The ledger persists in its directory (`chain.wal`, replayed at start: docs/ledger.md §3), so a
+ * ledger directory given here resumes the same chain; without one, a fresh temporary directory
+ * is used and removed on stop.
+ *
  * Run directly (`npm run localnet`) it serves on 8899/8900 with its ledger in `.data/localnet`
  * until Ctrl-C.
  */
@@ -28,8 +32,15 @@ export interface LocalnetInfo {
   /** The treasury's token account of `mint`, funded at start. */
   readonly treasuryToken: PublicKey;
   readonly mintAuthority: PublicKey;
-  /** Whether the ledger resumed a history kept in its ledger dir (false: a new chain). */
+  /** Unique per ledger (derived from its genesis): tells a ledger apart from any other one. */
+  readonly genesisHash: string;
+  /** True when this start replayed an existing ledger directory, false for a new ledger. */
   readonly resumed: boolean;
+  /** Transactions the start replayed (the bootstrap ones included); 0 for a new ledger. */
+  readonly replayedTransactions: number;
+  readonly replayMs: number;
+  /** The slot the ledger served from at this start. */
+  readonly startSlot: number;
 }
 
 export interface LocalnetKeypairs {
@@ -44,9 +55,12 @@ export interface Localnet {
   readonly ledgerDir: string;
   readonly info: LocalnetInfo;
   readonly keypairs: LocalnetKeypairs;
-  /** The ledger process (a test may SIGKILL it). */
+  /** The ledger process (for a test that kills it as a crash would). */
   readonly pid: number;
-  /** Ends the process (SIGTERM, then SIGKILL after a grace period). Safe to call twice. */
+  /**
+   * Ends the process (SIGTERM, then SIGKILL after a grace period) and resolves once it is gone,
+   * also when it was killed some other way. Safe to call twice.
+   */
   stop(): Promise<void>;
 }
 
@@ -63,7 +77,8 @@ export interface LocalnetOptions {
 }
 
 const READY = /^localnet ready (\S+)/;
-const DEFAULT_READY_TIMEOUT_MS = 60_000;
+/** Generous: a resumed ledger replays its log first (about 10k transactions per second here). */
+const DEFAULT_READY_TIMEOUT_MS = 120_000;
 const STOP_GRACE_MS = 5_000;
 const STDERR_TAIL_BYTES = 16_384;
 const PORT_PICK_ATTEMPTS = 20;
@@ -104,6 +119,14 @@ function requireString(raw: Record<string, unknown>, key: string, file: string):
   return value;
 }
 
+function requireCount(raw: Record<string, unknown>, key: string, file: string): number {
+  const value = raw[key];
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
+    throw new Error(`${file}: "${key}" must be a non-negative integer`);
+  }
+  return value;
+}
+
 function requirePubkey(raw: Record<string, unknown>, key: string, file: string): PublicKey {
   const text = requireString(raw, key, file);
   try {
@@ -130,8 +153,18 @@ export function parseLocalnetInfo(json: unknown, file = "info.json"): LocalnetIn
     treasury: requirePubkey(raw, "treasury", file),
     treasuryToken: requirePubkey(raw, "treasuryToken", file),
     mintAuthority: requirePubkey(raw, "mintAuthority", file),
-    resumed: raw.resumed === true,
+    genesisHash: requireString(raw, "genesisHash", file),
+    resumed: requireBoolean(raw, "resumed", file),
+    replayedTransactions: requireCount(raw, "replayedTransactions", file),
+    replayMs: requireCount(raw, "replayMs", file),
+    startSlot: requireCount(raw, "startSlot", file),
   };
+}
+
+function requireBoolean(raw: Record<string, unknown>, key: string, file: string): boolean {
+  const value = raw[key];
+  if (typeof value !== "boolean") throw new Error(`${file}: "${key}" must be true or false`);
+  return value;
 }
 
 /** A Solana CLI keypair file: a JSON array of the 64 secret-key bytes. */
@@ -205,7 +238,17 @@ export async function startLocalnet(options: LocalnetOptions = {}): Promise<Loca
   await mkdir(ledgerDir, { recursive: true });
   const rpcPort = options.rpcPort ?? (await freePortPair());
   const wsPort = options.wsPort ?? rpcPort + 1;
-  const args = ["--rpc-port", String(rpcPort), "--ws-port", String(wsPort), "--ledger-dir", ledgerDir];
+  // The ledger ends with this process, however this process ends (even SIGKILL).
+  const args = [
+    "--rpc-port",
+    String(rpcPort),
+    "--ws-port",
+    String(wsPort),
+    "--ledger-dir",
+    ledgerDir,
+    "--exit-with-parent",
+    String(process.pid),
+  ];
   if (options.slotMs !== undefined) args.push("--slot-ms", String(options.slotMs));
 
   const inheritOutput = options.inheritOutput ?? process.env.LOCALNET_LOG === "1";
@@ -273,6 +316,8 @@ async function main(): Promise<void> {
     treasury: info.treasury.toBase58(),
     treasuryToken: info.treasuryToken.toBase58(),
     mintAuthority: info.mintAuthority.toBase58(),
+    genesisHash: info.genesisHash,
+    resumed: info.resumed ? `yes: ${info.replayedTransactions} transactions replayed in ${info.replayMs} ms` : "no: a new ledger",
   });
   console.log(`keypairs: ${ledgerDir}/{authority,treasury,mint-authority}.json — Ctrl-C to stop`);
   await new Promise<void>((resolveSignal) => {

@@ -5,6 +5,7 @@
 
 use anchor_lang::solana_program::pubkey::Pubkey;
 use litesvm::{types::TransactionMetadata, LiteSVM};
+use sha2::{Digest, Sha256};
 use solana_account::Account;
 use solana_transaction::versioned::VersionedTransaction;
 use solana_transaction_error::TransactionError;
@@ -33,6 +34,46 @@ pub struct ExecutedTx {
     pub post_balances: Vec<u64>,
     pub pre_token_balances: Vec<TokenBalance>,
     pub post_token_balances: Vec<TokenBalance>,
+}
+
+impl ExecutedTx {
+    /// A hash of everything the transaction did as a client reads it: status, fee, compute units,
+    /// logs, inner instructions, return data, and lamport and token balances before and after.
+    /// Two executions with the same digest are indistinguishable through the RPC.
+    pub fn effects_digest(&self) -> [u8; 32] {
+        let mut hash = Sha256::new();
+        let mut bytes = |data: &[u8]| {
+            hash.update((data.len() as u64).to_le_bytes());
+            hash.update(data);
+        };
+        bytes(format!("{:?}", self.status).as_bytes());
+        bytes(&self.meta.fee.to_le_bytes());
+        bytes(&self.meta.compute_units_consumed.to_le_bytes());
+        for line in &self.meta.logs {
+            bytes(line.as_bytes());
+        }
+        for (index, inner) in self.meta.inner_instructions.iter().enumerate() {
+            bytes(&(index as u64).to_le_bytes());
+            for instruction in inner {
+                bytes(&[instruction.stack_height, instruction.instruction.program_id_index]);
+                bytes(&instruction.instruction.accounts);
+                bytes(&instruction.instruction.data);
+            }
+        }
+        bytes(self.meta.return_data.program_id.as_ref());
+        bytes(&self.meta.return_data.data);
+        for balance in self.pre_balances.iter().chain(&self.post_balances) {
+            bytes(&balance.to_le_bytes());
+        }
+        for token in self.pre_token_balances.iter().chain(&self.post_token_balances) {
+            bytes(&[token.account_index, token.decimals]);
+            bytes(token.mint.as_ref());
+            bytes(token.owner.as_ref());
+            bytes(token.program_id.as_ref());
+            bytes(&token.amount.to_le_bytes());
+        }
+        hash.finalize().into()
+    }
 }
 
 /// Lamports and token balances of `keys`, read from the runtime's accounts.

@@ -65,6 +65,8 @@ pub struct Ledger {
     pub history: Vec<ExecutedTx>,
     /// Funded at creation (the ledger's genesis); airdrops are transfers from it.
     faucet: Keypair,
+    /// The clock's unix time at slot 0.
+    genesis_unix_timestamp: i64,
 }
 
 /// Lamports the faucet starts with: 500,000 SOL (LiteSVM's own pool holds 1,000,000).
@@ -77,8 +79,19 @@ impl Default for Ledger {
 }
 
 impl Ledger {
-    /// A fresh runtime with mainnet features, SPL programs, sysvars and payment_ledger.
+    /// A fresh runtime with mainnet features, SPL programs, sysvars and payment_ledger, its
+    /// genesis at the current wall-clock time with a new faucet.
     pub fn new() -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_secs() as i64);
+        Self::with_genesis(Keypair::new(), now)
+    }
+
+    /// The runtime a given genesis produces: the same `faucet` and `unix_timestamp` always give
+    /// the same state, which is what lets a persisted ledger be rebuilt by replaying its
+    /// transactions.
+    pub fn with_genesis(faucet: Keypair, unix_timestamp: i64) -> Self {
         native::install_syscall_stubs();
         // Blockhash expiry and duplicate-signature refusal are enforced by the caller that owns
         // the slot clock (the local ledger); LiteSVM alone keeps a single blockhash.
@@ -89,16 +102,20 @@ impl Ledger {
             payment_ledger::ID,
             <PaymentLedgerBuiltin as BuiltinFunctionDefinition<_>>::register,
         );
-        // Genesis: slot 0 at the current wall-clock time.
         let mut clock = svm.get_sysvar::<solana_clock::Clock>();
         clock.slot = 0;
-        clock.unix_timestamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_secs() as i64);
+        clock.unix_timestamp = unix_timestamp;
         svm.set_sysvar(&clock);
-        let faucet = Keypair::new();
         svm.airdrop(&faucet.pubkey(), FAUCET_LAMPORTS).expect("genesis funding of the faucet");
-        Ledger { svm, history: Vec::new(), faucet }
+        Ledger { svm, history: Vec::new(), faucet, genesis_unix_timestamp: unix_timestamp }
+    }
+
+    pub fn faucet_pubkey(&self) -> Pubkey {
+        self.faucet.pubkey()
+    }
+
+    pub fn genesis_unix_timestamp(&self) -> i64 {
+        self.genesis_unix_timestamp
     }
 
     /// Creates the settlement mint, funds a treasury with `treasury_units` of it and initializes

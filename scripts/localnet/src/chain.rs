@@ -17,7 +17,9 @@ use solana_hash::Hash;
 use solana_signature::Signature;
 use solana_transaction::versioned::VersionedTransaction;
 use solana_transaction_error::TransactionError;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::{broadcast, oneshot, watch};
+
+use crate::wal::{self, WalWriter};
 
 /// A blockhash is accepted for this many slots after its own, as on mainnet.
 pub const MAX_BLOCKHASH_AGE: u64 = 150;
@@ -63,17 +65,40 @@ pub struct Chain {
     blockhashes: VecDeque<(Hash, u64)>,
     blocks: BTreeMap<u64, Block>,
     open_block: Vec<usize>,
+    /// The clock's unix time in the open slot (the block time it will have).
+    slot_unix_timestamp: i64,
+    /// A replay opened slots without setting the runtime's clock yet (it is set once, before the
+    /// next transaction runs, rather than for every empty slot).
+    clock_behind: bool,
     by_signature: HashMap<Signature, usize>,
     by_address: HashMap<Pubkey, Vec<usize>>,
     events: broadcast::Sender<ChainEvent>,
+    /// Where every included transaction and every opened slot is written before anyone can see
+    /// it; none for a chain that lives in memory only (tests, benches).
+    log: Option<WalWriter>,
+    /// Set by `close`: the chain thread stops taking jobs.
+    closed: bool,
 }
 
+/// Why a logged chain cannot be rebuilt as it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayMismatch(pub String);
+
 impl Chain {
-    pub fn new(mut ledger: Ledger, events: broadcast::Sender<ChainEvent>) -> Self {
+    /// A chain in memory at slot 1: slot 0 (genesis and what the ledger already ran) closed.
+    pub fn new(ledger: Ledger, events: broadcast::Sender<ChainEvent>) -> Self {
+        let mut chain = Chain::at_genesis(ledger, events);
+        chain.tick();
+        chain
+    }
+
+    /// The chain at slot 0, still open, holding what the ledger ran so far (its bootstrap).
+    pub fn at_genesis(mut ledger: Ledger, events: broadcast::Sender<ChainEvent>) -> Self {
         // Signatures are checked here, before the runtime, as a validator's sigverify stage does:
         // that is what lets a simulation skip them (`sigVerify: false`) for one call.
         ledger.svm = ledger.svm.with_sigverify(false);
-        let genesis_hash = Hash::new_from_array(Sha256::digest(b"agent-payment-gateway localnet genesis").into());
+        let ledger_unix_timestamp = ledger.svm.get_sysvar::<solana_clock::Clock>().unix_timestamp;
+        let genesis_hash = genesis_hash(&ledger.faucet_pubkey(), ledger.genesis_unix_timestamp());
         let mut chain = Chain {
             ledger,
             slot: 0,
@@ -81,19 +106,97 @@ impl Chain {
             blockhashes: VecDeque::new(),
             blocks: BTreeMap::new(),
             open_block: Vec::new(),
+            slot_unix_timestamp: ledger_unix_timestamp,
+            clock_behind: false,
             by_signature: HashMap::new(),
             by_address: HashMap::new(),
             events,
+            log: None,
+            closed: false,
         };
-        // Transactions the ledger ran before the chain existed (bootstrap) belong to slot 0.
         for index in 0..chain.ledger.history.len() {
             chain.index(index);
             chain.open_block.push(index);
         }
         chain.blockhashes.push_back((genesis_hash, 0));
-        chain.set_clock(0);
-        chain.tick();
         chain
+    }
+
+    /// From now on every transaction and slot is written to `log` first. The log must already
+    /// hold everything the chain did so far.
+    pub fn attach_log(&mut self, log: WalWriter) {
+        self.catch_up_clock();
+        self.log = Some(log);
+    }
+
+    /// How far the log has been written: a reply about what happened so far waits for the log to
+    /// be durable up to here (`ChainHandle::durable`).
+    pub fn log_position(&self) -> u64 {
+        self.log.as_ref().map_or(0, WalWriter::position)
+    }
+
+    /// How far the log is on disk; none for a chain in memory.
+    pub fn log_synced(&self) -> Option<watch::Receiver<u64>> {
+        self.log.as_ref().map(WalWriter::synced)
+    }
+
+    /// Makes the log durable and stops the chain: nothing is taken after this.
+    pub fn close(&mut self) {
+        if let Some(log) = &mut self.log {
+            log.close();
+        }
+        self.closed = true;
+    }
+
+    /// Re-executes a logged transaction at its slot, without the checks made when it was
+    /// submitted (blockhash age, duplicates, signatures: it passed them then), and requires the
+    /// outcome it had and the same effects (`ExecutedTx::effects_digest`): a runtime or program
+    /// that now behaves differently must not serve a past that differs from what clients saw.
+    pub fn replay_transaction(
+        &mut self,
+        transaction: VersionedTransaction,
+        slot: u64,
+        status: &Result<(), TransactionError>,
+        effects: &[u8; 32],
+    ) -> Result<(), ReplayMismatch> {
+        let signature = transaction.signatures.first().copied().unwrap_or_default();
+        let mismatch = |what: String| Err(ReplayMismatch(format!("transaction {signature}: {what}")));
+        if slot != self.slot {
+            return mismatch(format!("logged at slot {slot}, but the replay is at slot {}", self.slot));
+        }
+        if self.by_signature.contains_key(&signature) {
+            return mismatch("logged twice".into());
+        }
+        self.catch_up_clock();
+        let before = self.ledger.history.len();
+        if let Err(failed) = self.ledger.execute(transaction) {
+            if !is_included(&failed.err) {
+                return mismatch(format!("logged as {status:?}, now refused with {:?}", failed.err));
+            }
+        }
+        let replayed = &self.ledger.history[before];
+        if replayed.status != *status {
+            return mismatch(format!("logged as {status:?}, replayed as {:?}", replayed.status));
+        }
+        if replayed.effects_digest() != *effects {
+            return mismatch(format!(
+                "replayed with other effects than logged (logs, balances, fee or inner instructions differ); replayed logs: {:?}",
+                replayed.meta.logs
+            ));
+        }
+        self.index(before);
+        self.open_block.push(before);
+        Ok(())
+    }
+
+    /// Re-opens a logged slot with the clock it had.
+    pub fn replay_tick(&mut self, slot: u64, unix_timestamp: i64) -> Result<(), ReplayMismatch> {
+        if slot != self.slot + 1 {
+            return Err(ReplayMismatch(format!("tick to slot {slot} logged after slot {}", self.slot)));
+        }
+        self.open_next_slot(unix_timestamp);
+        self.clock_behind = true;
+        Ok(())
     }
 
     pub fn slot(&self) -> u64 {
@@ -132,8 +235,33 @@ impl Chain {
         self.blockhashes.iter().any(|(known, _)| known == hash)
     }
 
-    /// Closes the open slot into a block and opens the next one with a fresh blockhash.
+    /// Closes the open slot into a block and opens the next one with a fresh blockhash, the
+    /// clock at the current unix time.
     pub fn tick(&mut self) {
+        self.tick_at(unix_now());
+    }
+
+    /// `tick` with the clock set to `unix_timestamp`.
+    pub fn tick_at(&mut self, unix_timestamp: i64) {
+        if let Some(log) = &mut self.log {
+            log.append(&wal::encode_tick(self.slot + 1, unix_timestamp));
+        }
+        self.advance(unix_timestamp);
+    }
+
+    fn advance(&mut self, unix_timestamp: i64) {
+        self.open_next_slot(unix_timestamp);
+        self.set_clock();
+    }
+
+    fn catch_up_clock(&mut self) {
+        if self.clock_behind {
+            self.set_clock();
+            self.clock_behind = false;
+        }
+    }
+
+    fn open_next_slot(&mut self, unix_timestamp: i64) {
         let (previous_blockhash, _) = *self.blockhashes.back().expect("genesis blockhash");
         let closing = self.slot;
         let blockhash = Hash::new_from_array(
@@ -150,7 +278,7 @@ impl Chain {
                 parent_slot: closing.saturating_sub(1),
                 blockhash,
                 previous_blockhash,
-                block_time: self.ledger.svm.get_sysvar::<solana_clock::Clock>().unix_timestamp,
+                block_time: self.slot_unix_timestamp,
                 transactions: std::mem::take(&mut self.open_block),
             },
         );
@@ -159,7 +287,7 @@ impl Chain {
         while self.blockhashes.len() as u64 > MAX_BLOCKHASH_AGE + 1 {
             self.blockhashes.pop_front();
         }
-        self.set_clock(self.slot);
+        self.slot_unix_timestamp = unix_timestamp;
         let _ = self.events.send(ChainEvent::Slot {
             slot: self.slot,
             parent: closing,
@@ -167,10 +295,10 @@ impl Chain {
         });
     }
 
-    fn set_clock(&mut self, slot: u64) {
-        self.ledger.svm.warp_to_slot(slot);
+    fn set_clock(&mut self) {
         let mut clock = self.ledger.svm.get_sysvar::<solana_clock::Clock>();
-        clock.unix_timestamp = unix_now();
+        clock.slot = self.slot;
+        clock.unix_timestamp = self.slot_unix_timestamp;
         self.ledger.svm.set_sysvar(&clock);
     }
 
@@ -224,11 +352,19 @@ impl Chain {
             Err(_) => {}
         }
         for index in before..self.ledger.history.len() {
+            self.write_to_log(index);
             self.index(index);
             self.open_block.push(index);
             self.announce(index);
         }
         Ok(signature)
+    }
+
+    fn write_to_log(&mut self, index: usize) {
+        if let Some(log) = &mut self.log {
+            let executed = &self.ledger.history[index];
+            log.append(&wal::encode_executed(executed));
+        }
     }
 
     fn index(&mut self, index: usize) {
@@ -293,6 +429,19 @@ impl Chain {
     }
 }
 
+/// Unique per ledger: two ledgers (or a ledger and a database made with another one) are told
+/// apart by it, as clusters are.
+pub fn genesis_hash(faucet: &Pubkey, unix_timestamp: i64) -> Hash {
+    Hash::new_from_array(
+        Sha256::new()
+            .chain_update(b"agent-payment-gateway localnet genesis")
+            .chain_update(faucet.as_ref())
+            .chain_update(unix_timestamp.to_le_bytes())
+            .finalize()
+            .into(),
+    )
+}
+
 /// Whether every required signature is present and signs the message.
 pub fn signatures_verify(tx: &VersionedTransaction) -> bool {
     tx.verify_with_results().iter().all(|valid| *valid)
@@ -308,22 +457,50 @@ type Job = Box<dyn FnOnce(&mut Chain) + Send>;
 #[derive(Clone)]
 pub struct ChainHandle {
     jobs: mpsc::Sender<Job>,
+    /// How far the chain's log is durable; none for a chain in memory.
+    synced: Option<watch::Receiver<u64>>,
 }
 
 impl ChainHandle {
     /// Starts the chain thread; `make` builds the chain there (LiteSVM stays on one thread).
     pub fn spawn(make: impl FnOnce() -> Chain + Send + 'static) -> ChainHandle {
+        match Self::try_spawn(move || Ok::<_, std::convert::Infallible>((make(), ()))) {
+            Ok((handle, ())) => handle,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Starts the chain thread and waits until `make` has built the chain there, or failed.
+    /// `make` also hands back whatever else it produced (such as the service keys).
+    pub fn try_spawn<T: Send + 'static, E: Send + 'static>(
+        make: impl FnOnce() -> Result<(Chain, T), E> + Send + 'static,
+    ) -> Result<(ChainHandle, T), E> {
         let (jobs, inbox) = mpsc::channel::<Job>();
+        let (built, outcome) = mpsc::channel();
         thread::Builder::new()
             .name("chain".into())
             .spawn(move || {
-                let mut chain = make();
+                let mut chain = match make() {
+                    Ok((chain, made)) => {
+                        let synced = chain.log_synced();
+                        let _ = built.send(Ok((made, synced)));
+                        chain
+                    }
+                    Err(error) => {
+                        let _ = built.send(Err(error));
+                        return;
+                    }
+                };
                 while let Ok(job) = inbox.recv() {
                     job(&mut chain);
+                    if chain.closed {
+                        return;
+                    }
                 }
             })
             .expect("spawn chain thread");
-        ChainHandle { jobs }
+        let (made, synced) = outcome.recv().expect("the chain thread reports how the chain was built")?;
+        Ok((ChainHandle { jobs, synced }, made))
     }
 
     pub async fn call<R: Send + 'static>(&self, f: impl FnOnce(&mut Chain) -> R + Send + 'static) -> R {
@@ -333,6 +510,21 @@ impl ChainHandle {
         });
         self.jobs.send(job).expect("chain thread alive");
         answer.await.expect("chain thread answered")
+    }
+
+    /// Waits until the log is durable up to `position` (a `Chain::log_position`): a client told
+    /// that its transaction landed can rely on it surviving a power loss too. Returns at once
+    /// for a chain in memory.
+    pub async fn durable(&self, position: u64) {
+        if let Some(synced) = &self.synced {
+            // The syncer only ends after a final sync at shutdown; nothing is left to wait for then.
+            let _ = synced.clone().wait_for(|synced| *synced >= position).await;
+        }
+    }
+
+    /// Makes the log durable and ends the chain thread; jobs sent later are not run.
+    pub async fn close(&self) {
+        self.call(Chain::close).await;
     }
 }
 

@@ -3,8 +3,10 @@
 //! The Agave SVM (LiteSVM) executes every transaction, our program runs as a native builtin
 //! and SPL Token as its BPF build; slots advance on a clock; standard JSON-RPC and websocket
 //! subscriptions are served so `@solana/web3.js`, Anchor and the indexer use it like
-//! `solana-test-validator`. At start it creates a 6-decimal USDC-like mint, a funded treasury
-//! and the program config, and writes their addresses and keypairs into the ledger directory.
+//! `solana-test-validator`. The chain persists in the ledger directory (`chain.wal`, replayed at
+//! start; `persistence.rs`). A new directory gets a new ledger: a 6-decimal USDC-like mint, a
+//! funded treasury and the program config. Every start writes their addresses and keypairs into
+//! the directory (`info.json`, `*.json`).
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -15,14 +17,16 @@ use axum::{
     routing::get,
     Json, Router,
 };
-use ledger_runtime::{Ledger, LedgerSetup};
+use ledger_runtime::LedgerSetup;
 use serde_json::{json, Value};
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 use tokio::sync::broadcast;
 
 use localnet::{
-    chain::{Chain, ChainEvent, ChainHandle},
+    chain::{ChainEvent, ChainHandle},
+    dir_lock, parent_watch,
+    persistence::{self, Resumed},
     rpc, ws,
 };
 
@@ -36,10 +40,12 @@ struct Options {
     ledger_dir: PathBuf,
     slot_ms: u64,
     treasury_units: u64,
+    exit_with_parent: Option<u32>,
 }
 
 const USAGE: &str = "usage: localnet [--rpc-port 8899] [--ws-port <rpc-port + 1>] [--bind 127.0.0.1] \
-[--ledger-dir .data/localnet] [--slot-ms 50] [--treasury-units 1000000000000]";
+[--ledger-dir .data/localnet] [--slot-ms 50] [--treasury-units 1000000000000 (a new ledger only)] \
+[--exit-with-parent <pid of the parent>]";
 
 fn parse_options() -> Result<Options, String> {
     let mut options = Options {
@@ -49,6 +55,7 @@ fn parse_options() -> Result<Options, String> {
         ledger_dir: PathBuf::from(".data/localnet"),
         slot_ms: 50,
         treasury_units: 1_000_000 * 1_000_000,
+        exit_with_parent: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -64,6 +71,9 @@ fn parse_options() -> Result<Options, String> {
             "--ledger-dir" => options.ledger_dir = PathBuf::from(&value),
             "--slot-ms" => options.slot_ms = number("--slot-ms")?,
             "--treasury-units" => options.treasury_units = number("--treasury-units")?,
+            "--exit-with-parent" => {
+                options.exit_with_parent = Some(u32::try_from(number("--exit-with-parent")?).map_err(|_| "pid out of range")?);
+            }
             other => return Err(format!("unknown option {other}\n{USAGE}")),
         }
     }
@@ -90,8 +100,14 @@ fn write_keypair(path: &PathBuf, keypair: &Keypair) -> std::io::Result<()> {
     Ok(())
 }
 
-fn write_ledger_dir(options: &Options, setup: &LedgerSetup) -> std::io::Result<Value> {
-    std::fs::create_dir_all(&options.ledger_dir)?;
+/// How this start came about, for `info.json`.
+struct StartInfo {
+    genesis_hash: String,
+    resumed: Option<Resumed>,
+    slot: u64,
+}
+
+fn write_ledger_dir(options: &Options, setup: &LedgerSetup, start: &StartInfo) -> std::io::Result<Value> {
     let dir = &options.ledger_dir;
     write_keypair(&dir.join("authority.json"), &setup.authority)?;
     write_keypair(&dir.join("treasury.json"), &setup.treasury)?;
@@ -106,8 +122,16 @@ fn write_ledger_dir(options: &Options, setup: &LedgerSetup) -> std::io::Result<V
         "treasury": setup.treasury.pubkey().to_string(),
         "treasuryToken": setup.treasury_token.to_string(),
         "mintAuthority": setup.mint_authority.pubkey().to_string(),
+        "genesisHash": start.genesis_hash,
+        "resumed": start.resumed.is_some(),
+        "replayedTransactions": start.resumed.as_ref().map_or(0, |r| r.transactions),
+        "replayMs": start.resumed.as_ref().map_or(0, |r| r.replay_ms),
+        "startSlot": start.slot,
     });
-    std::fs::write(dir.join("info.json"), serde_json::to_string_pretty(&info)?)?;
+    // Written whole under another name and renamed, so a reader never sees half of it.
+    let partial = dir.join("info.json.partial");
+    std::fs::write(&partial, serde_json::to_string_pretty(&info)?)?;
+    std::fs::rename(partial, dir.join("info.json"))?;
     Ok(info)
 }
 
@@ -170,18 +194,52 @@ async fn main() {
         }
     };
 
+    if let Some(parent) = options.exit_with_parent {
+        if let Err(message) = parent_watch::exit_with_parent(parent) {
+            eprintln!("localnet: --exit-with-parent: {message}");
+            std::process::exit(1);
+        }
+    }
+    if let Err(error) = std::fs::create_dir_all(&options.ledger_dir) {
+        eprintln!("cannot create ledger dir {}: {error}", options.ledger_dir.display());
+        std::process::exit(1);
+    }
+    // Held until the process ends.
+    let _lock = match dir_lock::lock(&options.ledger_dir) {
+        Ok(lock) => lock,
+        Err(message) => {
+            eprintln!("localnet: {message}");
+            std::process::exit(1);
+        }
+    };
+
     let (events, _) = broadcast::channel::<ChainEvent>(4_096);
-    let (setup_tx, setup_rx) = std::sync::mpsc::channel();
     let chain_events = events.clone();
     let treasury_units = options.treasury_units;
-    let chain = ChainHandle::spawn(move || {
-        let mut ledger = Ledger::new();
-        let setup = ledger.bootstrap(treasury_units).expect("bootstrap the ledger");
-        setup_tx.send(setup).expect("report setup");
-        Chain::new(ledger, chain_events)
+    let ledger_dir = options.ledger_dir.clone();
+    let opened = ChainHandle::try_spawn(move || {
+        let opened = persistence::open(&ledger_dir, treasury_units, chain_events)?;
+        let start = StartInfo { genesis_hash: opened.chain.genesis_hash().to_string(), resumed: opened.resumed, slot: opened.chain.slot() };
+        Ok::<_, persistence::OpenError>((opened.chain, (opened.setup, start)))
     });
-    let setup = setup_rx.recv().expect("ledger bootstrapped");
-    let info = match write_ledger_dir(&options, &setup) {
+    let (chain, (setup, start)) = match opened {
+        Ok(opened) => opened,
+        Err(error) => {
+            eprintln!("localnet: {error}");
+            std::process::exit(1);
+        }
+    };
+    if let Some(resumed) = &start.resumed {
+        eprintln!(
+            "localnet: resumed {}: {} transactions and {} slots replayed in {} ms, at slot {}",
+            options.ledger_dir.display(),
+            resumed.transactions,
+            resumed.ticks,
+            resumed.replay_ms,
+            resumed.slot
+        );
+    }
+    let info = match write_ledger_dir(&options, &setup, &start) {
         Ok(info) => info,
         Err(error) => {
             eprintln!("cannot write ledger dir {}: {error}", options.ledger_dir.display());
@@ -222,7 +280,7 @@ async fn main() {
 
     let ticker = chain.clone();
     let slot_ms = options.slot_ms;
-    tokio::spawn(async move {
+    let ticking = tokio::spawn(async move {
         let mut interval = tokio::time::interval(Duration::from_millis(slot_ms));
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -236,6 +294,11 @@ async fn main() {
 
     shutdown_signal().await;
     eprintln!("localnet stopping");
+    ticking.abort();
+    // Every record is already written; this makes the log durable and stops the chain.
+    chain.close().await;
+    eprintln!("localnet stopped, log synced");
+    std::process::exit(0);
 }
 
 async fn shutdown_signal() {

@@ -156,12 +156,13 @@ pub async fn call(chain: &ChainHandle, method: &str, params: Value) -> RpcResult
             if lamports == 0 || lamports > MAX_AIRDROP_LAMPORTS {
                 return Err(RpcError::invalid_params(format!("airdrop must be 1..={MAX_AIRDROP_LAMPORTS} lamports")));
             }
-            let result = chain
+            let (result, logged) = chain
                 .call(move |c| {
                     let tx = c.ledger.airdrop_transaction(&address, lamports, c.latest_blockhash().0);
-                    c.submit(tx, false)
+                    (c.submit(tx, false), c.log_position())
                 })
                 .await;
+            chain.durable(logged).await;
             result.map(|sig| json!(sig.to_string())).map_err(submit_error)
         }
         "sendTransaction" => {
@@ -169,11 +170,10 @@ pub async fn call(chain: &ChainHandle, method: &str, params: Value) -> RpcResult
             let encoding = config.get("encoding").and_then(Value::as_str).unwrap_or("base58");
             let preflight = !config.get("skipPreflight").and_then(Value::as_bool).unwrap_or(false);
             let tx = params.transaction(0, encoding)?;
-            chain
-                .call(move |c| c.submit(tx, preflight))
-                .await
-                .map(|sig| json!(sig.to_string()))
-                .map_err(submit_error)
+            let (result, logged) = chain.call(move |c| (c.submit(tx, preflight), c.log_position())).await;
+            // The reply says the transaction landed: it waits until the log has it on disk.
+            chain.durable(logged).await;
+            result.map(|sig| json!(sig.to_string())).map_err(submit_error)
         }
         "simulateTransaction" => {
             let config = params.object(1);

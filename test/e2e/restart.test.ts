@@ -19,6 +19,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { generateWalletEncryptionKey } from "../../api/gateway/wallets/index.js";
 import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
 import { SecretBox } from "../../api/shared/secret-box.js";
+import { freePortPair } from "../../scripts/localnet.js";
 import { startSystem, type System } from "../../scripts/system.js";
 import { Client, type PaidResult, usdcToUnits } from "../../sdk/src/index.js";
 import { type PaidApi, startPaidApi } from "../gateway/support/paid-api.js";
@@ -37,6 +38,8 @@ interface Run {
   readonly ledgerDir: string;
   readonly env: Record<string, string>;
   readonly payee: PublicKey;
+  /** The ledger's RPC port, the same at every start: explorer links name the RPC URL. */
+  readonly rpcPort: number;
   system: System | null;
   paid: PaidApi | null;
   apiKey: string;
@@ -53,6 +56,7 @@ async function newRun(): Promise<Run> {
     // The keys outlive the process with the state they sealed (scripts/local-state.ts does this for npm start).
     env: { WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey(), WEBHOOK_SECRETS_KEY: SecretBox.generateKey() },
     payee: Keypair.generate().publicKey,
+    rpcPort: await freePortPair(),
     system: null,
     paid: null,
     apiKey: "",
@@ -66,7 +70,7 @@ async function start(run: Run): Promise<System> {
   const system = await startSystem({
     databaseUrl: run.db.url,
     port: 0,
-    localnet: { ledgerDir: run.ledgerDir },
+    localnet: { ledgerDir: run.ledgerDir, rpcPort: run.rpcPort },
     env: run.env,
     allowPrivateNetworks: true,
     reconcileIntervalMs: 200,
@@ -230,15 +234,16 @@ describe("a restart keeps the local state", () => {
     const agents = ["kill-a", "kill-b", "kill-c"];
     for (const agentId of agents) await fundedAgent(run, agentId);
 
-    // Three agents paying in a loop until the ledger dies under them; the kill comes after a few
+    // Three agents paying until the ledger dies under them; the kill comes after a few
     // payments have landed, while others are in flight.
     const landed: { agentId: string; txHash: string }[] = [];
     let killed = false;
-    const loops = agents.map(async (agentId) => {
-      const sdk = client(run, agentId, { timeout: 5, maxRetries: 0 });
+    // Two loops per agent: six payments in flight at any moment.
+    const loops = [...agents, ...agents].map(async (agentId, loop) => {
+      const sdk = client(run, agentId, { timeout: 5_000, maxRetries: 0 });
       for (let call = 0; call < 30 && !killed; call += 1) {
         try {
-          const result = (await sdk.pay({ endpoint: `${run.paid!.origin}/x402/${agentId}/${call}` })) as PaidResult;
+          const result = (await sdk.pay({ endpoint: `${run.paid!.origin}/x402/${agentId}/${loop}/${call}` })) as PaidResult;
           if (result.paid) landed.push({ agentId, txHash: result.txHash });
         } catch {
           // Payments in flight when the ledger dies fail; what matters is what landed.

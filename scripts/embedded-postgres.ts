@@ -136,7 +136,8 @@ export async function postmasterPid(dataDir: string): Promise<number | null> {
   return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : null;
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process with this pid exists (ours or another user's). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

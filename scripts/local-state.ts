@@ -17,7 +17,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { generateWalletEncryptionKey } from "../api/gateway/wallets/index.js";
 import { SecretBox } from "../api/shared/secret-box.js";
-import { stopServerOf } from "./embedded-postgres.js";
+import { isAlive, stopServerOf } from "./embedded-postgres.js";
 import { dropGivenLocalDatabase } from "./local-database.js";
 
 export interface LocalState {
@@ -48,15 +48,6 @@ export class SystemRunning extends Error {
   constructor(readonly pid: number) {
     super(`the local system is already running (pid ${pid}); stop it first (Ctrl-C, or kill ${pid})`);
     this.name = "SystemRunning";
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 

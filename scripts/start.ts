@@ -48,6 +48,9 @@ async function main(argv: readonly string[]): Promise<number> {
     console.error(`unknown option ${unknown[0]}\n${USAGE}`);
     return 2;
   }
+  // Listening from the start: a signal that arrives while the system starts (or just as the
+  // banner is printed) stops it once it has started, instead of killing the process midway.
+  const signalled = untilSignalled();
   const state = localState(process.env);
   const rpcPort = Number(process.env.LOCALNET_RPC_PORT ?? 8899);
   if (argv.includes("--reset")) {
@@ -93,7 +96,7 @@ async function main(argv: readonly string[]): Promise<number> {
         "",
       ].join("\n"),
     );
-    await untilSignalled();
+    await signalled;
     console.log("stopping: the system, then the ledger and the database (their state is kept)");
     await system.stop();
     return 0;

@@ -123,6 +123,56 @@ describe("decodeRawTransaction", () => {
     expect(decodeRawTransaction(transaction({ accountKeys: [key(), key(), authority] })).outcome).toBe("foreign");
   });
 
+  it("a channel settlement stores its ChannelSettled event and one PaymentRecorded per charge", () => {
+    const channel = Keypair.generate().publicKey;
+    const settled = encodeEvent("ChannelSettled", {
+      channel,
+      payer,
+      payee,
+      settler: payee,
+      cumulative_amount: new BN(U64_MAX.toString()),
+      delta: new BN(300),
+      sequence: new BN(9),
+      charge_count: 2,
+      charges_digest: Array.from({ length: 32 }, (_, i) => 255 - i),
+      slot: new BN(42),
+    });
+    const closed = encodeEvent("ChannelClosed", {
+      channel,
+      payer,
+      payee,
+      closed_by: payer,
+      deposit: new BN(1_000),
+      settled: new BN(300),
+      refunded: new BN(700),
+      sequence: new BN(9),
+      forced: false,
+      slot: new BN(42),
+    });
+    const event = (data: Uint8Array) => ({
+      programIdIndex: 1,
+      accounts: [2],
+      data: new Uint8Array([...EVENT_IX_TAG, ...data]),
+      stackHeight: 2,
+    });
+    const decoded = decodeRawTransaction(
+      transaction({ innerInstructions: [{ index: 0, instructions: [event(settled), event(payment), event(payment), event(closed)] }] }),
+    );
+    expect(decoded.outcome).toBe("indexed");
+    expect(decoded.events.map((e) => e.name)).toEqual(["ChannelSettled", "PaymentRecorded", "PaymentRecorded", "ChannelClosed"]);
+    expect(decoded.events.map((e) => e.ordinal)).toEqual([0, 1, 2, 3]);
+    expect(decoded.events[0]!.payload).toMatchObject({
+      channel: channel.toBase58(),
+      cumulativeUnits: U64_MAX.toString(),
+      deltaUnits: "300",
+      sequence: "9",
+      chargeCount: 2,
+      chargesDigest: Buffer.from(Array.from({ length: 32 }, (_, i) => 255 - i)).toString("hex"),
+    });
+    expect(decoded.events[3]!.payload).toMatchObject({ settledUnits: "300", refundedUnits: "700", forced: false });
+    expect(Buffer.from(decoded.events[0]!.raw).equals(Buffer.from(settled))).toBe(true);
+  });
+
   it("any byte string as event data is skipped and counted, never thrown", () => {
     for (let length = 0; length < 200; length += 7) {
       const body = Uint8Array.from({ length }, (_, i) => (i * 37 + length) & 0xff);

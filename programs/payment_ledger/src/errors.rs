@@ -32,4 +32,47 @@ pub enum LedgerError {
     ArithmeticOverflow,
     #[msg("an attested payment must name the settlement transaction that moved its tokens")]
     MissingSettlementReference,
+    // ---- payment channels (6014..) ----
+    #[msg("channel expiry must be in the future")]
+    InvalidChannelExpiry,
+    #[msg("channel withdraw delay must be between 1 second and 30 days")]
+    InvalidWithdrawDelay,
+    #[msg("a channel's payer and payee must be different wallets")]
+    ChannelPayeeIsPayer,
+    #[msg("the channel is closing: no top up and no second close request")]
+    ChannelClosing,
+    #[msg("the channel has expired")]
+    ChannelExpired,
+    #[msg("signer is neither the channel's payee nor the service authority")]
+    NotChannelSettler,
+    #[msg("signer is not the channel's payer, its payee or the service authority")]
+    NotChannelParty,
+    #[msg("voucher is not above the amount already settled (replayed or lower)")]
+    VoucherNotIncreasing,
+    #[msg("voucher exceeds the channel deposit")]
+    VoucherExceedsDeposit,
+    #[msg("voucher sequence is not the settled sequence plus the charges presented")]
+    VoucherSequenceMismatch,
+    #[msg("charges do not sum to the voucher delta")]
+    ChargesDoNotMatchDelta,
+    #[msg("charge payment ids must increase strictly within a channel")]
+    ChargePaymentIdNotIncreasing,
+    #[msg("charge names an endpoint index the settlement does not carry")]
+    InvalidChargeEndpoint,
+    #[msg("no ed25519 verification of the voucher right before this instruction")]
+    VoucherSignatureMissing,
+    #[msg("voucher is not signed by the channel's payer")]
+    VoucherSignerMismatch,
+    #[msg("signed voucher message differs from the one this settlement claims")]
+    VoucherMessageMismatch,
+    #[msg("invocation account does not match the channel's")]
+    ChannelInvocationMismatch,
+    #[msg("the channel has no close request")]
+    ChannelNotClosing,
+    #[msg("the withdraw delay after the close request has not elapsed")]
+    WithdrawDelayNotElapsed,
+    #[msg("the channel has not expired yet")]
+    ChannelNotExpired,
+    #[msg("account does not belong to this channel")]
+    ChannelAccountMismatch,
 }

@@ -22,6 +22,22 @@ describe("program errors", () => {
     expect(LEDGER_ERRORS.size).toBeGreaterThanOrEqual(13);
   });
 
+  it("channel errors are appended after the existing ones", () => {
+    expect(ledgerErrorCode("MissingSettlementReference")).toBe(6013);
+    expect(ledgerErrorCode("InvalidChannelExpiry")).toBe(6014);
+    expect(ledgerErrorCode("NotChannelSettler")).toBe(6019);
+    expect(ledgerErrorCode("VoucherNotIncreasing")).toBe(6021);
+    expect(ledgerErrorCode("VoucherExceedsDeposit")).toBe(6022);
+    expect(ledgerErrorCode("ChargesDoNotMatchDelta")).toBe(6024);
+    expect(ledgerErrorCode("VoucherSignerMismatch")).toBe(6028);
+    expect(ledgerErrorCode("WithdrawDelayNotElapsed")).toBe(6032);
+    expect(ledgerErrorCode("ChannelNotExpired")).toBe(6033);
+    expect(ledgerErrorCode("ChannelAccountMismatch")).toBe(6034);
+    expect(LEDGER_ERRORS.size).toBe(35);
+    const codes = [...LEDGER_ERRORS.keys()].sort((a, b) => a - b);
+    expect(codes).toEqual(Array.from({ length: 35 }, (_, i) => 6000 + i));
+  });
+
   it("an unknown error name is a programming error", () => {
     expect(() => ledgerErrorCode("NoSuchError")).toThrow(RangeError);
     expect(() => isLedgerError(new Error("x"), "NoSuchError")).toThrow(RangeError);

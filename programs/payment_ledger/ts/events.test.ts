@@ -140,22 +140,100 @@ describe("event decoding", () => {
   });
 
   it("every event the IDL declares decodes", () => {
+    const channel = Keypair.generate().publicKey;
+    const digest = Array.from({ length: 32 }, (_, i) => i);
+    // One sample per IDL event: a new event in the program fails here until it has a decoder.
+    const samples: Record<string, [Record<string, unknown>, Record<string, unknown>]> = {
+      PaymentRecorded: [paymentRecorded, { paymentId: U64_NEAR_MAX }],
+      InvocationOpened: [
+        {
+          invocation,
+          invoker: payer,
+          sub_agent: payee,
+          parent_signature: Array.from(parentSignature),
+          budget: new BN(3),
+          opened_at: new BN(-1),
+          slot: new BN(9),
+        },
+        { budgetUnits: 3n, openedAtSeconds: -1, slot: 9n },
+      ],
+      ConfigInitialized: [{ authority: payer, settlement_mint: mint, treasury: payee, decimals: 6 }, { decimals: 6 }],
+      ChannelOpened: [
+        {
+          channel,
+          payer,
+          payee,
+          mint,
+          channel_id: digest,
+          deposit: new BN("9007199254740993"),
+          protocol: { Mpp: {} },
+          invocation: null,
+          expires_at: new BN(1_767_229_200),
+          withdraw_delay: new BN(600),
+          opened_at: new BN(1_767_225_600),
+          slot: new BN(5),
+        },
+        {
+          depositUnits: 9_007_199_254_740_993n,
+          protocol: "mpp",
+          invocation: null,
+          expiresAtSeconds: 1_767_229_200,
+          withdrawDelaySeconds: 600,
+        },
+      ],
+      ChannelToppedUp: [
+        { channel, amount: new BN(1), deposit: new BN(11), slot: new BN(6) },
+        { amountUnits: 1n, depositUnits: 11n, slot: 6n },
+      ],
+      ChannelSettled: [
+        {
+          channel,
+          payer,
+          payee,
+          settler: payee,
+          cumulative_amount: new BN(2_600),
+          delta: new BN(2_500),
+          sequence: new BN(2),
+          charge_count: 1,
+          charges_digest: digest,
+          slot: new BN(7),
+        },
+        { cumulativeUnits: 2_600n, deltaUnits: 2_500n, sequence: 2n, chargeCount: 1 },
+      ],
+      ChannelCloseRequested: [
+        { channel, requested_by: payer, close_requested_at: new BN(100), refundable_at: new BN(700), slot: new BN(8) },
+        { closeRequestedAtSeconds: 100, refundableAtSeconds: 700 },
+      ],
+      ChannelClosed: [
+        {
+          channel,
+          payer,
+          payee,
+          closed_by: payer,
+          deposit: new BN(11),
+          settled: new BN(4),
+          refunded: new BN(7),
+          sequence: new BN(2),
+          forced: true,
+          slot: new BN(9),
+        },
+        { depositUnits: 11n, settledUnits: 4n, refundedUnits: 7n, sequence: 2n, forced: true },
+      ],
+    };
+    expect(Object.keys(samples).sort()).toEqual((PAYMENT_LEDGER_IDL.events ?? []).map((event) => event.name).sort());
+    for (const [name, [data, expected]] of Object.entries(samples)) {
+      expect(decodeEventInstructionData(eventInstructionData(name, data)), name).toMatchObject({ name, data: expected });
+    }
+    const settled = decodeEventInstructionData(eventInstructionData("ChannelSettled", samples.ChannelSettled![0]));
+    if (settled?.name !== "ChannelSettled") throw new Error("not decoded");
+    expect(settled.data.channel.equals(channel)).toBe(true);
+    expect(Array.from(settled.data.chargesDigest)).toEqual(digest);
     const opened = decodeEventInstructionData(
-      eventInstructionData("InvocationOpened", {
-        invocation,
-        invoker: payer,
-        sub_agent: payee,
-        parent_signature: Array.from(parentSignature),
-        budget: new BN(3),
-        opened_at: new BN(-1),
-        slot: new BN(9),
-      }),
+      eventInstructionData("ChannelOpened", { ...samples.ChannelOpened![0], invocation, protocol: { X402: {} } }),
     );
-    expect(opened).toMatchObject({ name: "InvocationOpened", data: { budgetUnits: 3n, openedAtSeconds: -1, slot: 9n } });
-    const initialized = decodeEventInstructionData(
-      eventInstructionData("ConfigInitialized", { authority: payer, settlement_mint: mint, treasury: payee, decimals: 6 }),
-    );
-    expect(initialized).toMatchObject({ name: "ConfigInitialized", data: { decimals: 6 } });
+    if (opened?.name !== "ChannelOpened") throw new Error("not decoded");
+    expect(opened.data.invocation?.equals(invocation)).toBe(true);
+    expect(opened.data.protocol).toBe("x402");
   });
 
   it("events are read from the program's inner instructions with their position", async () => {

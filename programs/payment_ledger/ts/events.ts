@@ -67,10 +67,74 @@ export interface ConfigInitialized {
   readonly decimals: number;
 }
 
+export interface ChannelOpened {
+  readonly channel: PublicKey;
+  readonly payer: PublicKey;
+  readonly payee: PublicKey;
+  readonly mint: PublicKey;
+  readonly channelId: Uint8Array;
+  readonly depositUnits: bigint;
+  readonly protocol: Protocol;
+  readonly invocation: PublicKey | null;
+  readonly expiresAtSeconds: number;
+  readonly withdrawDelaySeconds: number;
+  readonly openedAtSeconds: number;
+  readonly slot: bigint;
+}
+
+export interface ChannelToppedUp {
+  readonly channel: PublicKey;
+  readonly amountUnits: bigint;
+  /** Total escrowed after the top up. */
+  readonly depositUnits: bigint;
+  readonly slot: bigint;
+}
+
+/** A voucher settled; its charges follow as `PaymentRecorded` events of the same instruction. */
+export interface ChannelSettled {
+  readonly channel: PublicKey;
+  readonly payer: PublicKey;
+  readonly payee: PublicKey;
+  readonly settler: PublicKey;
+  readonly cumulativeUnits: bigint;
+  readonly deltaUnits: bigint;
+  readonly sequence: bigint;
+  readonly chargeCount: number;
+  readonly chargesDigest: Uint8Array;
+  readonly slot: bigint;
+}
+
+export interface ChannelCloseRequested {
+  readonly channel: PublicKey;
+  readonly requestedBy: PublicKey;
+  readonly closeRequestedAtSeconds: number;
+  readonly refundableAtSeconds: number;
+  readonly slot: bigint;
+}
+
+export interface ChannelClosed {
+  readonly channel: PublicKey;
+  readonly payer: PublicKey;
+  readonly payee: PublicKey;
+  readonly closedBy: PublicKey;
+  readonly depositUnits: bigint;
+  readonly settledUnits: bigint;
+  readonly refundedUnits: bigint;
+  readonly sequence: bigint;
+  /** Closed by the payer after expiry, without a close request. */
+  readonly forced: boolean;
+  readonly slot: bigint;
+}
+
 export type LedgerEvent =
   | { readonly name: "PaymentRecorded"; readonly data: PaymentRecorded }
   | { readonly name: "InvocationOpened"; readonly data: InvocationOpened }
-  | { readonly name: "ConfigInitialized"; readonly data: ConfigInitialized };
+  | { readonly name: "ConfigInitialized"; readonly data: ConfigInitialized }
+  | { readonly name: "ChannelOpened"; readonly data: ChannelOpened }
+  | { readonly name: "ChannelToppedUp"; readonly data: ChannelToppedUp }
+  | { readonly name: "ChannelSettled"; readonly data: ChannelSettled }
+  | { readonly name: "ChannelCloseRequested"; readonly data: ChannelCloseRequested }
+  | { readonly name: "ChannelClosed"; readonly data: ChannelClosed };
 
 export type LedgerEventName = LedgerEvent["name"];
 
@@ -186,6 +250,85 @@ function toConfigInitialized(raw: Raw): ConfigInitialized {
   };
 }
 
+function optionalPubkey(raw: Raw, name: string): PublicKey | null {
+  const value = field(raw, name);
+  if (value === null) return null;
+  if (!(value instanceof PublicKey)) throw new TypeError(`event field ${name} is not a public key`);
+  return value;
+}
+
+function boolean(raw: Raw, name: string): boolean {
+  const value = field(raw, name);
+  if (typeof value !== "boolean") throw new TypeError(`event field ${name} is not a boolean`);
+  return value;
+}
+
+function toChannelOpened(raw: Raw): ChannelOpened {
+  return {
+    channel: pubkey(raw, "channel"),
+    payer: pubkey(raw, "payer"),
+    payee: pubkey(raw, "payee"),
+    mint: pubkey(raw, "mint"),
+    channelId: bytes(raw, "channel_id", 32),
+    depositUnits: integer(raw, "deposit"),
+    protocol: fromAnchorEnum(field(raw, "protocol"), PROTOCOLS, "protocol"),
+    invocation: optionalPubkey(raw, "invocation"),
+    expiresAtSeconds: Number(integer(raw, "expires_at")),
+    withdrawDelaySeconds: Number(integer(raw, "withdraw_delay")),
+    openedAtSeconds: Number(integer(raw, "opened_at")),
+    slot: integer(raw, "slot"),
+  };
+}
+
+function toChannelToppedUp(raw: Raw): ChannelToppedUp {
+  return {
+    channel: pubkey(raw, "channel"),
+    amountUnits: integer(raw, "amount"),
+    depositUnits: integer(raw, "deposit"),
+    slot: integer(raw, "slot"),
+  };
+}
+
+function toChannelSettled(raw: Raw): ChannelSettled {
+  return {
+    channel: pubkey(raw, "channel"),
+    payer: pubkey(raw, "payer"),
+    payee: pubkey(raw, "payee"),
+    settler: pubkey(raw, "settler"),
+    cumulativeUnits: integer(raw, "cumulative_amount"),
+    deltaUnits: integer(raw, "delta"),
+    sequence: integer(raw, "sequence"),
+    chargeCount: Number(field(raw, "charge_count")),
+    chargesDigest: bytes(raw, "charges_digest", 32),
+    slot: integer(raw, "slot"),
+  };
+}
+
+function toChannelCloseRequested(raw: Raw): ChannelCloseRequested {
+  return {
+    channel: pubkey(raw, "channel"),
+    requestedBy: pubkey(raw, "requested_by"),
+    closeRequestedAtSeconds: Number(integer(raw, "close_requested_at")),
+    refundableAtSeconds: Number(integer(raw, "refundable_at")),
+    slot: integer(raw, "slot"),
+  };
+}
+
+function toChannelClosed(raw: Raw): ChannelClosed {
+  return {
+    channel: pubkey(raw, "channel"),
+    payer: pubkey(raw, "payer"),
+    payee: pubkey(raw, "payee"),
+    closedBy: pubkey(raw, "closed_by"),
+    depositUnits: integer(raw, "deposit"),
+    settledUnits: integer(raw, "settled"),
+    refundedUnits: integer(raw, "refunded"),
+    sequence: integer(raw, "sequence"),
+    forced: boolean(raw, "forced"),
+    slot: integer(raw, "slot"),
+  };
+}
+
 /** Decodes a discriminator + borsh body (base64), as in a `Program data:` line. Null if not ours. */
 export function decodeEventBase64(base64: string): LedgerEvent | null {
   const decoded = coder.events.decode(base64);
@@ -198,6 +341,16 @@ export function decodeEventBase64(base64: string): LedgerEvent | null {
       return { name: "InvocationOpened", data: toInvocationOpened(raw) };
     case "ConfigInitialized":
       return { name: "ConfigInitialized", data: toConfigInitialized(raw) };
+    case "ChannelOpened":
+      return { name: "ChannelOpened", data: toChannelOpened(raw) };
+    case "ChannelToppedUp":
+      return { name: "ChannelToppedUp", data: toChannelToppedUp(raw) };
+    case "ChannelSettled":
+      return { name: "ChannelSettled", data: toChannelSettled(raw) };
+    case "ChannelCloseRequested":
+      return { name: "ChannelCloseRequested", data: toChannelCloseRequested(raw) };
+    case "ChannelClosed":
+      return { name: "ChannelClosed", data: toChannelClosed(raw) };
     default:
       return null;
   }

@@ -5,11 +5,21 @@
  */
 import anchor, { Program, type Provider } from "@coral-xyz/anchor";
 import { getAssociatedTokenAddressSync, TOKEN_PROGRAM_ID } from "@solana/spl-token";
-import { type Connection, type PublicKey, SystemProgram, type TransactionInstruction } from "@solana/web3.js";
+import { type Connection, type PublicKey, SystemProgram, SYSVAR_INSTRUCTIONS_PUBKEY, type TransactionInstruction } from "@solana/web3.js";
 import { ENDPOINT_HASH_BYTES } from "./endpoint-hash.js";
 import { type AnchorEnum, type Protocol, type Rail, toAnchorEnum } from "./enums.js";
 import { PAYMENT_LEDGER_IDL, PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
-import { configPda, eventAuthorityPda, invocationPda, payerStatePda, SIGNATURE_BYTES } from "./pda.js";
+import {
+  CHANNEL_ID_BYTES,
+  channelPda,
+  configPda,
+  escrowPda,
+  eventAuthorityPda,
+  invocationPda,
+  payerStatePda,
+  SIGNATURE_BYTES,
+} from "./pda.js";
+import type { ChannelCharge } from "./voucher.js";
 
 // bn.js is CommonJS; Node's ESM loader does not expose it as a named export of anchor.
 const { BN } = anchor;
@@ -26,7 +36,7 @@ const offlineProvider: Provider = {
 
 /**
  * The shape of `program.methods` for this IDL. The IDL is imported as JSON, whose types are too
- * wide for Anchor to infer it, so the three instructions are described once here; the unit tests
+ * wide for Anchor to infer it, so the instructions are described once here; the unit tests
  * decode what these builders encode to prove the description matches the IDL.
  */
 interface StrictBuilder<Accounts> {
@@ -88,7 +98,63 @@ interface LedgerMethods {
       systemProgram: PublicKey;
     } & EventCpiAccounts
   >;
+  openChannel(args: { channelId: number[]; deposit: BN; expiresAt: BN; withdrawDelay: BN; protocol: AnchorEnum }): StrictBuilder<
+    {
+      authority: PublicKey;
+      payer: PublicKey;
+      payee: PublicKey;
+      config: PublicKey;
+      mint: PublicKey;
+      payerToken: PublicKey;
+      channel: PublicKey;
+      escrow: PublicKey;
+      invocation: Optional;
+      tokenProgram: PublicKey;
+      systemProgram: PublicKey;
+    } & EventCpiAccounts
+  >;
+  topUpChannel(amount: BN): StrictBuilder<
+    {
+      payer: PublicKey;
+      channel: PublicKey;
+      escrow: PublicKey;
+      mint: PublicKey;
+      payerToken: PublicKey;
+      invocation: Optional;
+      tokenProgram: PublicKey;
+    } & EventCpiAccounts
+  >;
+  settleChannel(args: AnchorSettlement): StrictBuilder<{ settler: PublicKey } & SettlementAccounts>;
+  closeChannel(finalSettlement: AnchorSettlement | null): StrictBuilder<{ signer: PublicKey } & SettlementAccounts>;
+  refundChannel(): StrictBuilder<FinishAccounts>;
+  forceCloseChannel(): StrictBuilder<FinishAccounts>;
 }
+interface AnchorSettlement {
+  cumulativeAmount: BN;
+  sequence: BN;
+  endpoints: number[][];
+  charges: { paymentId: BN; amount: BN; endpoint: number }[];
+}
+type SettlementAccounts = {
+  config: PublicKey;
+  channel: PublicKey;
+  escrow: PublicKey;
+  mint: PublicKey;
+  payeeToken: PublicKey;
+  invocation: Optional;
+  tokenProgram: PublicKey;
+  instructions: PublicKey;
+} & EventCpiAccounts;
+type FinishAccounts = {
+  signer: PublicKey;
+  config: PublicKey;
+  channel: PublicKey;
+  escrow: PublicKey;
+  mint: PublicKey;
+  payerToken: PublicKey;
+  rentPayer: PublicKey;
+  tokenProgram: PublicKey;
+} & EventCpiAccounts;
 
 const methods = new Program(PAYMENT_LEDGER_IDL, offlineProvider).methods as unknown as LedgerMethods;
 
@@ -264,4 +330,243 @@ export async function openInvocationInstruction(input: OpenInvocationInput): Pro
       ...eventCpiAccounts(),
     })
     .instruction();
+}
+
+// ---- payment channels ----------------------------------------------------------------------------
+
+/** Everything that names one channel; `channelAccounts` derives the addresses. */
+export interface ChannelAccounts {
+  readonly payer: PublicKey;
+  readonly payee: PublicKey;
+  readonly mint: PublicKey;
+  readonly channelId: Uint8Array;
+  readonly channel: PublicKey;
+  readonly escrow: PublicKey;
+  /** The token program of mint and escrow (classic SPL Token unless given). */
+  readonly tokenProgram: PublicKey;
+}
+
+export function channelAccounts(input: {
+  payer: PublicKey;
+  payee: PublicKey;
+  mint: PublicKey;
+  channelId: Uint8Array;
+  tokenProgram?: PublicKey;
+}): ChannelAccounts {
+  const channel = channelPda(input.payer, input.payee, input.channelId).address;
+  return {
+    payer: input.payer,
+    payee: input.payee,
+    mint: input.mint,
+    channelId: Uint8Array.from(input.channelId),
+    channel,
+    escrow: escrowPda(channel).address,
+    tokenProgram: input.tokenProgram ?? TOKEN_PROGRAM_ID,
+  };
+}
+
+function ata(owner: PublicKey, channel: ChannelAccounts): PublicKey {
+  return getAssociatedTokenAddressSync(channel.mint, owner, true, channel.tokenProgram);
+}
+
+export interface OpenChannelInput {
+  /** The service key: co-signs and pays the rent of channel and escrow. */
+  readonly authority: PublicKey;
+  readonly channel: ChannelAccounts;
+  readonly depositUnits: bigint;
+  /** Unix seconds; the payer may force-close from then on. */
+  readonly expiresAt: bigint;
+  /** Seconds between a close request and the payer's refund (1 s to 30 days). */
+  readonly withdrawDelaySeconds: bigint;
+  readonly protocol: Protocol;
+  /** The payer's token account the deposit leaves (its associated account unless given). */
+  readonly payerToken?: PublicKey;
+  /** Charges of the channel are made under this `agents.invoke` budget. */
+  readonly invocation?: PublicKey | null;
+}
+
+function i64(value: bigint, what: string): BN {
+  if (value < -(1n << 63n) || value >= 1n << 63n) throw new RangeError(`${what} must fit in an i64, got ${value}`);
+  return new BN(value.toString());
+}
+
+/** `open_channel`: signed by the authority and the payer (whose tokens move into the escrow). */
+export async function openChannelInstruction(input: OpenChannelInput): Promise<TransactionInstruction> {
+  const { channel } = input;
+  return methods
+    .openChannel({
+      channelId: fixedBytes(channel.channelId, CHANNEL_ID_BYTES, "channel id"),
+      deposit: u64(input.depositUnits, "deposit"),
+      expiresAt: i64(input.expiresAt, "expiry"),
+      withdrawDelay: i64(input.withdrawDelaySeconds, "withdraw delay"),
+      protocol: toAnchorEnum(input.protocol),
+    })
+    .accountsStrict({
+      authority: input.authority,
+      payer: channel.payer,
+      payee: channel.payee,
+      config: configPda().address,
+      mint: channel.mint,
+      payerToken: input.payerToken ?? ata(channel.payer, channel),
+      channel: channel.channel,
+      escrow: channel.escrow,
+      invocation: input.invocation ?? null,
+      tokenProgram: channel.tokenProgram,
+      systemProgram: SystemProgram.programId,
+      ...eventCpiAccounts(),
+    })
+    .instruction();
+}
+
+/** `top_up_channel`: signed by the payer. */
+export async function topUpChannelInstruction(input: {
+  channel: ChannelAccounts;
+  amountUnits: bigint;
+  payerToken?: PublicKey;
+  invocation?: PublicKey | null;
+}): Promise<TransactionInstruction> {
+  const { channel } = input;
+  return methods
+    .topUpChannel(u64(input.amountUnits, "amount"))
+    .accountsStrict({
+      payer: channel.payer,
+      channel: channel.channel,
+      escrow: channel.escrow,
+      mint: channel.mint,
+      payerToken: input.payerToken ?? ata(channel.payer, channel),
+      invocation: input.invocation ?? null,
+      tokenProgram: channel.tokenProgram,
+      ...eventCpiAccounts(),
+    })
+    .instruction();
+}
+
+/** A voucher and the charges it adds to the channel's last settled state. */
+export interface ChannelSettlement {
+  readonly cumulativeUnits: bigint;
+  readonly sequence: bigint;
+  /** In order; ids strictly increasing, amounts summing to cumulative minus settled. */
+  readonly charges: readonly ChannelCharge[];
+}
+
+/** The most endpoints one settlement can name (a charge carries a one-byte index). */
+export const MAX_SETTLEMENT_ENDPOINTS = 256;
+
+/** The program's encoding: each distinct endpoint hash once, charges pointing at it by index. */
+function anchorSettlement(settlement: ChannelSettlement): AnchorSettlement {
+  const endpoints: string[] = [];
+  const charges = settlement.charges.map((charge) => {
+    const hex = Buffer.from(fixedBytes(charge.endpointHash, ENDPOINT_HASH_BYTES, "endpoint hash")).toString("hex");
+    let index = endpoints.indexOf(hex);
+    if (index < 0) {
+      if (endpoints.length === MAX_SETTLEMENT_ENDPOINTS) {
+        throw new RangeError(`a settlement names at most ${MAX_SETTLEMENT_ENDPOINTS} endpoints`);
+      }
+      index = endpoints.push(hex) - 1;
+    }
+    return { paymentId: u64(charge.paymentId, "payment id"), amount: u64(charge.amountUnits, "amount"), endpoint: index };
+  });
+  return {
+    cumulativeAmount: u64(settlement.cumulativeUnits, "cumulative amount"),
+    sequence: u64(settlement.sequence, "sequence"),
+    endpoints: endpoints.map((hex) => Array.from(Buffer.from(hex, "hex"))),
+    charges,
+  };
+}
+
+function settlementAccounts(channel: ChannelAccounts, payeeToken: PublicKey | undefined, invocation: PublicKey | null | undefined) {
+  return {
+    config: configPda().address,
+    channel: channel.channel,
+    escrow: channel.escrow,
+    mint: channel.mint,
+    payeeToken: payeeToken ?? ata(channel.payee, channel),
+    invocation: invocation ?? null,
+    tokenProgram: channel.tokenProgram,
+    instructions: SYSVAR_INSTRUCTIONS_PUBKEY,
+    ...eventCpiAccounts(),
+  };
+}
+
+export interface SettleChannelInput {
+  /** The payee, or the service authority acting for it; signs. */
+  readonly settler: PublicKey;
+  readonly channel: ChannelAccounts;
+  readonly settlement: ChannelSettlement;
+  /** The payee's token account receiving the delta (its associated account unless given). */
+  readonly payeeToken?: PublicKey;
+  /** Required when the channel was opened under an invocation. */
+  readonly invocation?: PublicKey | null;
+}
+
+/**
+ * `settle_channel`. The transaction must carry `voucherSignatureInstruction` (voucher.ts) for the
+ * same voucher immediately before this instruction.
+ */
+export async function settleChannelInstruction(input: SettleChannelInput): Promise<TransactionInstruction> {
+  return methods
+    .settleChannel(anchorSettlement(input.settlement))
+    .accountsStrict({ settler: input.settler, ...settlementAccounts(input.channel, input.payeeToken, input.invocation) })
+    .instruction();
+}
+
+/**
+ * `close_channel`: a close request by the payer, the payee or the authority; with a final
+ * settlement (payee or authority only) the voucher's signature instruction must precede it.
+ */
+export async function closeChannelInstruction(input: {
+  signer: PublicKey;
+  channel: ChannelAccounts;
+  finalSettlement?: ChannelSettlement | null;
+  payeeToken?: PublicKey;
+  invocation?: PublicKey | null;
+}): Promise<TransactionInstruction> {
+  const finalSettlement = input.finalSettlement ?? null;
+  return methods
+    .closeChannel(finalSettlement === null ? null : anchorSettlement(finalSettlement))
+    .accountsStrict({ signer: input.signer, ...settlementAccounts(input.channel, input.payeeToken, input.invocation) })
+    .instruction();
+}
+
+interface FinishInput {
+  readonly signer: PublicKey;
+  readonly channel: ChannelAccounts;
+  /** The channel's rent payer (the service authority that opened it). */
+  readonly rentPayer: PublicKey;
+  /** The payer's token account receiving the refund (its associated account unless given). */
+  readonly payerToken?: PublicKey;
+}
+
+function finishAccounts(input: FinishInput): FinishAccounts {
+  const { channel } = input;
+  return {
+    signer: input.signer,
+    config: configPda().address,
+    channel: channel.channel,
+    escrow: channel.escrow,
+    mint: channel.mint,
+    payerToken: input.payerToken ?? ata(channel.payer, channel),
+    rentPayer: input.rentPayer,
+    tokenProgram: channel.tokenProgram,
+    ...eventCpiAccounts(),
+  };
+}
+
+/** `refund_channel`: after a close request; the payee at once, the payer or the authority once the withdraw delay has passed. */
+export async function refundChannelInstruction(input: FinishInput): Promise<TransactionInstruction> {
+  return methods.refundChannel().accountsStrict(finishAccounts(input)).instruction();
+}
+
+/** `force_close_channel`: the payer, after the channel's expiry. */
+export async function forceCloseChannelInstruction(input: FinishInput): Promise<TransactionInstruction> {
+  return methods.forceCloseChannel().accountsStrict(finishAccounts(input)).instruction();
+}
+
+/**
+ * Compute units to request for a settlement of `chargeCount` charges on the local ledger, where
+ * every entry of the native program (the settlement and each event it emits) is charged a flat
+ * 20,000 units (docs/ledger.md); the default 200,000 per instruction covers up to 8 charges.
+ */
+export function settlementComputeUnits(chargeCount: number): number {
+  return 20_000 * (chargeCount + 2) + 10_000;
 }

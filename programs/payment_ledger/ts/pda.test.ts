@@ -1,7 +1,7 @@
 import { PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { describe, expect, it } from "vitest";
-import { configPda, eventAuthorityPda, invocationPda, payerStatePda } from "./pda.js";
+import { channelPda, configPda, escrowPda, eventAuthorityPda, invocationPda, payerStatePda } from "./pda.js";
 
 // Vectors computed independently of web3.js (sha256 over seeds, bump, program id and
 // "ProgramDerivedAddress", with an ed25519 on-curve check) for program
@@ -45,5 +45,26 @@ describe("payment_ledger PDAs", () => {
 
   it("an invocation refuses a parent signature that is not 64 bytes", () => {
     expect(() => invocationPda(new Uint8Array(63), subAgent)).toThrow(RangeError);
+  });
+});
+
+describe("payment channel PDAs", () => {
+  // The same vectors are asserted by programs/runtime/tests/payment_channels.rs.
+  const payee = new PublicKey(Uint8Array.from({ length: 32 }, (_, i) => i + 101));
+  const channelId = Uint8Array.from({ length: 32 }, (_, i) => i);
+
+  it("a channel is keyed by payer, payee and the payer's channel id, its escrow by the channel", () => {
+    const channel = channelPda(payer, payee, channelId).address;
+    expect(channel.toBase58()).toBe("GQPS7cvwQFxY8TngBsvkxiKkG4KRuExiTV1aKsfMAasC");
+    expect(escrowPda(channel).address.toBase58()).toBe("koiXHFy1mNPYCuzbNxiexWdzmWCkoR9nd1fzq5yLomr");
+
+    const otherId = channelId.slice();
+    otherId[31] = 0xff;
+    expect(channelPda(payer, payee, otherId).address.equals(channel)).toBe(false);
+    expect(channelPda(payee, payer, channelId).address.equals(channel)).toBe(false);
+  });
+
+  it("a channel id must be 32 bytes", () => {
+    expect(() => channelPda(payer, payee, new Uint8Array(31))).toThrow(RangeError);
   });
 });

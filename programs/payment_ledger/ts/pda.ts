@@ -47,3 +47,26 @@ export function invocationPda(parentSignature: Uint8Array, subAgent: PublicKey, 
 export function eventAuthorityPda(programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): Pda {
   return derive([utf8("__event_authority")], programId);
 }
+
+export const CHANNEL_ID_BYTES = 32;
+
+/**
+ * A payment channel: `["channel", payer, payee, channelId]`. The 32-byte channel id is the payer's
+ * salt (random); a payer must never reuse one with the same payee.
+ */
+export function channelPda(
+  payer: PublicKey,
+  payee: PublicKey,
+  channelId: Uint8Array,
+  programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID,
+): Pda {
+  if (channelId.length !== CHANNEL_ID_BYTES) {
+    throw new RangeError(`channel id must be ${CHANNEL_ID_BYTES} bytes, got ${channelId.length}`);
+  }
+  return derive([utf8("channel"), payer.toBytes(), payee.toBytes(), channelId], programId);
+}
+
+/** The channel's escrow token account, owned by the channel: `["escrow", channel]`. */
+export function escrowPda(channel: PublicKey, programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): Pda {
+  return derive([utf8("escrow"), channel.toBytes()], programId);
+}

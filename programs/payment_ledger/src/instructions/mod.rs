@@ -1,9 +1,19 @@
+pub mod close_channel;
 pub mod initialize;
+pub mod open_channel;
 pub mod open_invocation;
 pub mod record_attested_payment;
 pub mod record_payment;
+pub mod refund_channel;
+pub mod settle_channel;
+pub mod top_up_channel;
 
+pub use close_channel::*;
 pub use initialize::*;
+pub use open_channel::*;
 pub use open_invocation::*;
 pub use record_attested_payment::*;
 pub use record_payment::*;
+pub use refund_channel::*;
+pub use settle_channel::*;
+pub use top_up_channel::*;

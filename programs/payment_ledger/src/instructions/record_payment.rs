@@ -112,7 +112,9 @@ pub fn handle_record_payment(ctx: Context<RecordPayment>, args: RecordPaymentArg
     Ok(())
 }
 
-fn charge_invocation(invocation: &mut Account<Invocation>, payer: Pubkey, amount: u64) -> Result<ParentLink> {
+/// Adds `amount` to the invocation's spend (payer must be its sub-agent, the budget is a hard cap)
+/// and returns the parent link the payment's event carries.
+pub fn charge_invocation(invocation: &mut Account<Invocation>, payer: Pubkey, amount: u64) -> Result<ParentLink> {
     require_keys_eq!(invocation.sub_agent, payer, LedgerError::InvocationPayerMismatch);
     let spent = invocation
         .spent

@@ -12,7 +12,12 @@ fn main() -> anyhow::Result<ExitCode> {
     // anchor-lang-idl 0.1.4 turns a set RUSTUP_TOOLCHAIN into the literal argument
     // `+{toolchain}`; the toolchain cargo already runs with is the right one anyway.
     std::env::remove_var("RUSTUP_TOOLCHAIN");
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../payment_ledger");
+    // The checkout `cargo run` runs in (it sets CARGO_MANIFEST_DIR for the process), not the one
+    // this binary was compiled in: checkouts that share a target dir reuse one build of this tool,
+    // and the compile-time path would make every one of them check the first checkout's IDL.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let root = manifest_dir.join("../payment_ledger");
     let program = root.canonicalize()?;
     let idl = anchor_lang_idl::build::IdlBuilder::new()
         .program_path(program.clone())
@@ -24,7 +29,10 @@ fn main() -> anyhow::Result<ExitCode> {
     if check {
         let current = fs::read_to_string(&target).unwrap_or_default();
         if current != json {
-            eprintln!("{} is out of date: run `npm run build:idl`", target.display());
+            eprintln!(
+                "{} is out of date: run `npm run build:idl`",
+                target.display()
+            );
             return Ok(ExitCode::FAILURE);
         }
         println!("IDL up to date: {}", target.display());

@@ -16,7 +16,7 @@
  *   as a system user when the machine has none) and its data directory belongs to that user.
  * - The package's own wrapper class is not used: importing it installs an exit hook that calls
  *   `process.exit` on SIGINT, which would cut the system's orderly shutdown short.
- * - A server whose parent died (a SIGKILLed `npm start`) keeps running; `postmasterPid` finds it
+ * - A server whose parent died (a SIGKILLed `npm start`) keeps running; `runningServer` finds it
  *   and `stopServerOf` stops it, so the next start owns its server again.
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
@@ -124,16 +124,24 @@ function runAs(postgresBinary: string): RunAs | null {
   return { uid, gid, user: SUPERUSER };
 }
 
-/** The pid of the live server holding `dataDir` (its postmaster.pid), or null. */
-export async function postmasterPid(dataDir: string): Promise<number | null> {
-  let text: string;
+/** The live server holding `dataDir`, from its postmaster.pid (pid on line 1, port on line 4), or null. */
+export async function runningServer(dataDir: string): Promise<{ readonly pid: number; readonly port: number } | null> {
+  let lines: string[];
   try {
-    text = await readFile(join(dataDir, "postmaster.pid"), "utf8");
+    lines = (await readFile(join(dataDir, "postmaster.pid"), "utf8")).split("\n");
   } catch {
     return null;
   }
-  const pid = Number.parseInt(text.split("\n")[0] ?? "", 10);
-  return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : null;
+  const pid = Number.parseInt(lines[0] ?? "", 10);
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return null;
+  const port = Number.parseInt(lines[3] ?? "", 10);
+  if (!Number.isInteger(port) || port <= 0) throw new Error(`${dataDir}/postmaster.pid names no port`);
+  return { pid, port };
+}
+
+/** The admin URL of the server running on `dataDir` at `port` (started by another process). */
+export async function runningServerUrl(dataDir: string, port: number): Promise<string> {
+  return adminUrl(await readCredentials(dataDir), port);
 }
 
 /** Whether a process with this pid exists (ours or another user's). */
@@ -148,8 +156,8 @@ export function isAlive(pid: number): boolean {
 
 /** Stops the server holding `dataDir` that no process of ours owns (fast shutdown, then SIGQUIT). */
 export async function stopServerOf(dataDir: string): Promise<boolean> {
-  const pid = await postmasterPid(dataDir);
-  if (pid === null) return false;
+  const pid = (await runningServer(dataDir))?.pid;
+  if (pid === undefined) return false;
   process.kill(pid, "SIGINT");
   const deadline = Date.now() + STOP_GRACE_MS;
   while (isAlive(pid)) {
@@ -159,7 +167,7 @@ export async function stopServerOf(dataDir: string): Promise<boolean> {
   return true;
 }
 
-export async function readCredentials(dataDir: string): Promise<Credentials> {
+async function readCredentials(dataDir: string): Promise<Credentials> {
   const file = join(dataDir, CREDENTIALS_FILE);
   const json: unknown = JSON.parse(await readFile(file, "utf8"));
   const raw = json as Partial<Credentials> | null;
@@ -243,8 +251,8 @@ async function waitUntilReady(child: ChildProcess, url: string, timeoutMs: numbe
 
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
   const { dataDir } = options;
-  const running = await postmasterPid(dataDir);
-  if (running !== null) throw new EmbeddedPostgresRunning(dataDir, running);
+  const running = await runningServer(dataDir);
+  if (running !== null) throw new EmbeddedPostgresRunning(dataDir, running.pid);
 
   const bin = await binaries();
   const owner = runAs(bin.postgres);

@@ -9,10 +9,8 @@
  * server for its own duration. A server left behind by a SIGKILLed `npm start` is stopped by the
  * next start, which then owns a server again.
  */
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import pg from "pg";
-import { postmasterPid, readCredentials, startEmbeddedPostgres, stopServerOf, withoutPassword } from "./embedded-postgres.js";
+import { runningServer, runningServerUrl, startEmbeddedPostgres, stopServerOf, withoutPassword } from "./embedded-postgres.js";
 
 export const LOCAL_DATABASE = "apg_local";
 
@@ -49,29 +47,16 @@ function given(env: LocalDatabaseOptions["env"]): string | null {
   return url === undefined || url === "" ? null : url;
 }
 
-/** The port of the live server on `dataDir` (line 4 of postmaster.pid). */
-async function runningPort(dataDir: string): Promise<number> {
-  const lines = (await readFile(join(dataDir, "postmaster.pid"), "utf8")).split("\n");
-  const port = Number.parseInt(lines[3] ?? "", 10);
-  if (!Number.isInteger(port) || port <= 0) throw new Error(`${dataDir}/postmaster.pid names no port`);
-  return port;
-}
-
 async function server(options: LocalDatabaseOptions): Promise<Server> {
   const url = given(options.env);
   if (url !== null) return { adminUrl: url, description: withoutPassword(url), stop: async () => undefined };
   const { dataDir } = options;
-  if ((await postmasterPid(dataDir)) !== null) {
-    if (options.mode === "own") {
-      await stopServerOf(dataDir);
-    } else {
-      const credentials = await readCredentials(dataDir);
-      const admin = new URL(`postgres://127.0.0.1:${await runningPort(dataDir)}/postgres`);
-      admin.username = credentials.user;
-      admin.password = credentials.password;
-      return { adminUrl: admin.toString(), description: `embedded (${dataDir}, running)`, stop: async () => undefined };
-    }
+  const running = await runningServer(dataDir);
+  if (running !== null && options.mode === "share") {
+    const adminUrl = await runningServerUrl(dataDir, running.port);
+    return { adminUrl, description: `embedded (${dataDir}, running)`, stop: async () => undefined };
   }
+  if (running !== null) await stopServerOf(dataDir);
   const embedded = await startEmbeddedPostgres({ dataDir });
   return {
     adminUrl: embedded.url,

@@ -44,6 +44,11 @@ import { type Localnet, type LocalnetOptions, startLocalnet } from "./localnet.j
 export interface SystemOptions {
   /** A migrated-or-empty database this system owns (it is migrated here). */
   readonly databaseUrl: string;
+  /**
+   * A streaming replica of that database (`DATABASE_READ_URL`): GraphQL and the query service's
+   * read views read the read models there (docs/scaling.md). None by default.
+   */
+  readonly databaseReadUrl?: string;
   /** API port; 0 picks a free one. */
   readonly port?: number;
   readonly host?: string;
@@ -172,8 +177,10 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   });
   const { wallets, settlement, facilitator, mpp, transfers, cosigned, dispatcher, token } = gateway;
 
+  const readPool = options.databaseReadUrl === undefined ? undefined : createPool(options.databaseReadUrl);
   const api = createGatewayServer({
     pool,
+    ...(readPool === undefined ? {} : { readPool }),
     logger: logger.child({ component: "api" }),
     databaseUrl: options.databaseUrl,
     balances: rpcBalanceReader(new Connection(info.rpcUrl, "confirmed"), info.mint),
@@ -213,7 +220,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
         controller.abort();
         await Promise.all([indexing, gateway.stop()]);
         await api.close();
-        await pool.end();
+        await Promise.all([pool.end(), readPool?.end()]);
         await localnet.stop();
       })();
       return stopped;

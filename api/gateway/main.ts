@@ -6,6 +6,9 @@
  * (`npm run indexer`), following the same cluster into the same database.
  *
  *   DATABASE_URL                 Postgres (migrations are applied first)
+ *   DATABASE_READ_URL            optional: a streaming replica of it; GraphQL reads the read models
+ *                                there (credentials, policies, the live feed and every write stay on
+ *                                the primary; docs/scaling.md)
  *   SOLANA_RPC_URL               the cluster's JSON-RPC endpoint
  *   SOLANA_NETWORK               spec 2.4 network name (default solana-devnet)
  *   SETTLEMENT_MINT              base58 mint payments settle in (USDC); SETTLEMENT_MINT_DECIMALS (6)
@@ -28,7 +31,7 @@ import { readFile } from "node:fs/promises";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Keypair } from "@solana/web3.js";
 import { pino } from "pino";
-import { createPool, databaseUrl } from "../../indexer/db/database.js";
+import { createPool, databaseUrl, readReplicaPool } from "../../indexer/db/database.js";
 import { migrate } from "../../indexer/db/migrate.js";
 import { claimChain } from "../../indexer/store/chain-identity.js";
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
@@ -74,8 +77,10 @@ async function main(): Promise<void> {
     explorerCluster: process.env.EXPLORER_CLUSTER ?? "devnet",
     ...(process.env.FEE_PAYER_KEYPAIR === undefined ? {} : { feePayer: await keypairFile("FEE_PAYER_KEYPAIR") }),
   });
+  const readPool = readReplicaPool();
   const server = createGatewayServer({
     pool,
+    ...(readPool === undefined ? {} : { readPool }),
     logger: logger.child({ component: "api" }),
     databaseUrl: url,
     balances: rpcBalanceReader(ledger.connection, ledger.mint),
@@ -87,7 +92,7 @@ async function main(): Promise<void> {
   const stop = async (): Promise<void> => {
     await gateway.stop();
     await server.close();
-    await pool.end();
+    await Promise.all([pool.end(), readPool?.end()]);
     process.exit(0);
   };
   process.once("SIGINT", () => void stop());

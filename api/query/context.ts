@@ -13,7 +13,17 @@ import { childCountsByHashes, runRootsOf } from "./read/runs.js";
 import { transactionsByHashes } from "./read/transactions.js";
 
 export interface ApiDependencies {
+  /**
+   * The pool the read models are read from: a streaming replica when one is configured
+   * (`DATABASE_READ_URL`), else the primary. It may lag the primary by the replica's replay delay.
+   */
   readonly pool: pg.Pool;
+  /**
+   * The primary, for what must see the latest commit: credentials, spend policies and usage (the
+   * gateway's own checks ask the query service), and the rows the live feed announces (NOTIFY
+   * comes from the primary; a replica may not have replayed them yet).
+   */
+  readonly primary: pg.Pool;
   /** Wallet balances from the chain (0 for a wallet without a token account); null without it. */
   readonly balances?: BalanceReader | undefined;
   /** Spec 2.4 wallet.network, e.g. "solana-mainnet"; "solana-localnet" by default. */

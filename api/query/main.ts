@@ -1,10 +1,12 @@
 /**
- * `tsx api/query/main.ts`: the query service on PORT (default 4000), Postgres from DATABASE_URL.
+ * `tsx api/query/main.ts`: the query service on PORT (default 4000), Postgres from DATABASE_URL;
+ * with DATABASE_READ_URL (a streaming replica of it) the read models are read there, while
+ * credentials, policies and the live feed stay on the primary (docs/scaling.md).
  * Balances are read from RPC_URL when it and SETTLEMENT_MINT are set.
  */
 import { Connection, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
-import { createPool, databaseUrl } from "../../indexer/db/database.js";
+import { createPool, databaseUrl, readReplicaPool } from "../../indexer/db/database.js";
 import { migrate } from "../../indexer/db/migrate.js";
 import { rpcBalanceReader } from "../shared/balances.js";
 import { createApiServer } from "./server.js";
@@ -18,8 +20,10 @@ async function main(): Promise<void> {
   const mint = process.env.SETTLEMENT_MINT;
   const balances =
     rpcUrl !== undefined && mint !== undefined ? rpcBalanceReader(new Connection(rpcUrl, "confirmed"), new PublicKey(mint)) : undefined;
+  const readPool = readReplicaPool();
   const server = createApiServer({
     pool,
+    ...(readPool === undefined ? {} : { readPool }),
     logger,
     databaseUrl: url,
     ...(balances === undefined ? {} : { balances }),
@@ -29,7 +33,7 @@ async function main(): Promise<void> {
   logger.info({ port }, "query service listening: /graphql, /v1/agents/{agentId}/metrics");
   const stop = async (): Promise<void> => {
     await server.close();
-    await pool.end();
+    await Promise.all([pool.end(), readPool?.end()]);
     process.exit(0);
   };
   process.once("SIGINT", () => void stop());

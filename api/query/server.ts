@@ -22,7 +22,10 @@ import { useQueryRoutes } from "./rest/index.js";
 import { typeDefs } from "./schema.js";
 
 export interface ApiServerOptions {
+  /** The primary: credentials, policies, the live feed; and the read models without `readPool`. */
   readonly pool: pg.Pool;
+  /** A pool on a streaming replica of `pool` (`DATABASE_READ_URL`) for the read models. */
+  readonly readPool?: pg.Pool;
   readonly logger?: Logger;
   readonly balances?: BalanceReader;
   readonly network?: string;
@@ -50,7 +53,8 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
   const feed =
     options.liveFeed === false || databaseUrl === undefined ? undefined : new LiveFeed(options.pool, databaseUrl, options.logger);
   const deps: ApiDependencies = {
-    pool: options.pool,
+    pool: options.readPool ?? options.pool,
+    primary: options.pool,
     balances: options.balances,
     network: options.network,
     now: options.now,
@@ -60,7 +64,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     schema: createSchema<ApiContext>({ typeDefs, resolvers }),
     graphqlEndpoint: "/graphql",
     // The context is built per request; without a valid key (or dashboard session) there is no context at all.
-    context: async ({ request }) => createContext(deps, await authenticateGraphql(deps.pool, request.headers)),
+    context: async ({ request }) => createContext(deps, await authenticateGraphql(deps.primary, request.headers)),
     plugins: [...(options.plugins ?? []), useQueryRoutes({ ...deps, logger: options.logger }), useGraphqlRequestLimits(), useQueryLimits()],
     // Unexpected errors reach the client as "Unexpected error." (no internals); the log has them.
     maskedErrors: {

@@ -17,6 +17,12 @@ export function databaseUrl(): string {
   return process.env.DATABASE_URL ?? DEFAULT_DATABASE_URL;
 }
 
+/** A pool on `DATABASE_READ_URL` (a streaming replica of `DATABASE_URL`), or undefined when it is unset. */
+export function readReplicaPool(): pg.Pool | undefined {
+  const url = process.env.DATABASE_READ_URL;
+  return url === undefined || url === "" ? undefined : createPool(url);
+}
+
 export function createPool(url: string = databaseUrl()): pg.Pool {
   // JIT compilation costs ~0.6 s per statement that crosses its cost threshold (the projections'
   // set-based statements do), far more than they take to run: off for the indexer's sessions.

@@ -27,12 +27,13 @@ async function* transactionRecorded(
     // A stream outlives its request: a key revoked (or a session signed out) since it opened ends
     // it at the next event, at most one check a second.
     if (Date.now() - checkedAt >= CREDENTIAL_RECHECK_MS) {
-      if (!(await credentialIsLive(context.deps.pool, context.caller))) {
+      if (!(await credentialIsLive(context.deps.primary, context.caller))) {
         throw apiError("AUTHENTICATION_ERROR", "the API key or session of this stream is no longer valid");
       }
       checkedAt = Date.now();
     }
-    const row = await getTransaction(context.deps.pool, context.caller.accountId, event.txHash);
+    // The feed's NOTIFY comes from the primary: its row is read there, never from a lagging replica.
+    const row = await getTransaction(context.deps.primary, context.caller.accountId, event.txHash);
     if (row !== null) yield { transactionRecorded: toTransaction(row) };
   }
 }

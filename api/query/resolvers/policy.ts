@@ -44,9 +44,10 @@ export async function policies(
 }
 
 async function policyView(context: ApiContext, agent: AgentRow): Promise<Record<string, unknown>> {
-  const stored = await getPolicy(context.deps.pool, agent.agent_id);
+  // Policies and usage from the primary: what the gateway enforces, never a replica's lagging copy.
+  const stored = await getPolicy(context.deps.primary, agent.agent_id);
   const current = stored ?? EMPTY_POLICY;
-  const usage = await readUsage(context.deps.pool, agent.agent_id, current, context.now);
+  const usage = await readUsage(context.deps.primary, agent.agent_id, current, context.now);
   return {
     agentId: agent.public_id,
     ...money("dailyBudget", current.dailyBudgetUnits),
@@ -77,7 +78,7 @@ export async function checkPolicy(
   let decision;
   try {
     decision = await decide(
-      context.deps.pool,
+      context.deps.primary,
       agent.agent_id,
       {
         endpoint: args.endpoint,

@@ -5,6 +5,7 @@
 import type { Route, RouteContext, RouteDeps } from "../../shared/http/router.js";
 import type { ApiDependencies } from "../context.js";
 
-export type QueryRouteDeps = RouteDeps & ApiDependencies;
+/** `primary` is optional here: the gateway mounts these views on its own deps, whose pool is the primary. */
+export type QueryRouteDeps = RouteDeps & Omit<ApiDependencies, "primary">;
 export type QueryRoute = Route<QueryRouteDeps>;
 export type QueryRouteContext = RouteContext<QueryRouteDeps>;

@@ -33,7 +33,7 @@ export function specMetricsJson(body: Record<string, unknown>): string {
 async function metricsRoute({ deps, caller, query, params, now }: QueryRouteContext) {
   const from = query.get("from");
   const to = query.get("to");
-  const body = await agentMetrics(createContext({ ...deps, now: () => now }, caller), {
+  const body = await agentMetrics(createContext({ ...deps, primary: deps.primary ?? deps.pool, now: () => now }, caller), {
     agentId: params.agentId!,
     metrics: query.get("metrics")?.split(",") ?? null,
     window: query.get("window"),

@@ -18,8 +18,8 @@ const PROTOCOLS = ["x402", "mpp"] as const;
 const STATUSES = ["confirmed", "finalized", "rejected"] as const;
 
 function apiContext(context: RouteContext) {
-  const { pool, balances, network } = context.deps;
-  return createContext({ pool, balances, network, now: () => context.now }, context.caller);
+  const { pool, primary, balances, network } = context.deps;
+  return createContext({ pool, primary: primary ?? pool, balances, network, now: () => context.now }, context.caller);
 }
 
 function transactionJson(tx: TransactionObject): Record<string, unknown> {

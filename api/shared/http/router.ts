@@ -22,6 +22,12 @@ import { httpError, PROBLEM_CONTENT_TYPE, problemResponse } from "./problem.js";
 /** What every REST route needs: the database, a log, the clock and the box that seals stored secrets. */
 export interface RouteDeps {
   readonly pool: pg.Pool;
+  /**
+   * The primary when `pool` is a streaming replica (the query service's read views with
+   * `DATABASE_READ_URL`): credentials and idempotency records are read and written there, so a
+   * key issued a moment ago works at once. `pool` when absent.
+   */
+  readonly primary?: pg.Pool | undefined;
   readonly logger?: Logger | undefined;
   /** The clock (tests pin it). */
   readonly now?: (() => Date) | undefined;
@@ -122,7 +128,7 @@ export class Router<D extends RouteDeps> {
         throw httpError("BAD_USER_INPUT", `${name}: not a valid path segment`, { field: name });
       }
     }
-    const caller = await authenticate(deps.pool, request.headers.get("authorization"));
+    const caller = await authenticate(deps.primary ?? deps.pool, request.headers.get("authorization"));
     const body = await readBody(request);
     const now = deps.now?.() ?? new Date();
     let idempotency: IdempotencyRequest | null = null;
@@ -138,7 +144,7 @@ export class Router<D extends RouteDeps> {
         };
       }
     }
-    const store: IdempotencyStore = { pool: deps.pool, box: deps.secretBox, now: () => deps.now?.() ?? new Date() };
+    const store: IdempotencyStore = { pool: deps.primary ?? deps.pool, box: deps.secretBox, now: () => deps.now?.() ?? new Date() };
     return route.handler({ deps, caller, params, query: url.searchParams, body, idempotency, store, now });
   }
 }

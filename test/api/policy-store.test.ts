@@ -354,3 +354,91 @@ describe("the store against the reference model", () => {
     }
   });
 });
+
+describe("the periods' running totals (spend_periods, kept by a trigger)", () => {
+  /** What the totals must be: the reservations that count, summed per agent and period. */
+  async function recomputed(agents: readonly string[]): Promise<string[]> {
+    const { rows } = await db.pool.query<{ line: string }>(
+      `SELECT agent_id || ' ' || budget_window_start::text || ' ' || sum(amount_units)::text || ' ' || count(*)::text AS line
+       FROM spend_reservations WHERE agent_id = ANY($1) AND status <> 'released'
+       GROUP BY agent_id, budget_window_start ORDER BY 1`,
+      [agents],
+    );
+    return rows.map((r) => r.line);
+  }
+
+  async function totals(agents: readonly string[]): Promise<string[]> {
+    const { rows } = await db.pool.query<{ line: string }>(
+      `SELECT agent_id || ' ' || window_start::text || ' ' || used_units::text || ' ' || calls::text AS line
+       FROM spend_periods WHERE agent_id = ANY($1) AND calls > 0 ORDER BY 1`,
+      [agents],
+    );
+    return rows.map((r) => r.line);
+  }
+
+  it("equal the reservations they summarize after concurrent reserves, settles, releases and late landings over several periods", async () => {
+    const agents = [newAgent(), newAgent(), newAgent()];
+    for (const agent of agents) await putPolicy(db.pool, agent, { dailyBudgetUnits: 3n * USDC });
+    let state = 0x2917;
+    const random = (): number => {
+      state = (state * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return state / 2_147_483_648;
+    };
+    const reserved: { agent: string; id: string }[] = [];
+    // Three days of traffic, 40 moments a day, every agent acting at once at each moment.
+    for (let step = 0; step < 120; step += 1) {
+      const now = at(step * (DAY / 40));
+      await Promise.all(
+        agents.map(async (agent) => {
+          const roll = random();
+          const mine = reserved.filter((r) => r.agent === agent);
+          const pick = mine[Math.floor(random() * mine.length)];
+          if (roll < 0.55 || pick === undefined) {
+            const { reservationId } = await reserveWithinPolicy(db.pool, agent, pay(BigInt(1 + Math.floor(random() * 400_000))), now);
+            if (reservationId !== null) reserved.push({ agent, id: reservationId });
+          } else if (roll < 0.75) {
+            await settleReservation(db.pool, pick.id, `tx-${pick.id}`);
+          } else if (roll < 0.92) {
+            await releaseReservation(db.pool, pick.id);
+          } else {
+            // A payment released, then landed anyway (a payload already in flight): counts again.
+            await db.pool.query("UPDATE spend_reservations SET status = 'settled', tx_hash = $2 WHERE id = $1 AND status = 'released'", [
+              pick.id,
+              `late-${pick.id}`,
+            ]);
+          }
+        }),
+      );
+      if (step % 20 === 19) expect(await totals(agents), `after step ${step}`).toEqual(await recomputed(agents));
+    }
+    expect(reserved.length).toBeGreaterThan(100);
+    expect(await totals(agents)).toEqual(await recomputed(agents));
+    // A deleted reservation (no route deletes one; an operator might) leaves the totals right too.
+    await db.pool.query("DELETE FROM spend_reservations WHERE id = $1", [reserved[0]!.id]);
+    expect(await totals(agents)).toEqual(await recomputed(agents));
+  });
+
+  it("are what the usage read returns: the same as summing the period's reservations", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 10n * USDC });
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i += 1) {
+      const { reservationId } = await reserveWithinPolicy(db.pool, agent, pay(BigInt(10_000 * (i + 1))), at(i * 60_000));
+      ids.push(reservationId!);
+    }
+    for (const id of ids.filter((_, i) => i % 3 === 0)) await releaseReservation(db.pool, id);
+    const now = at(31 * 60_000);
+    const { rows } = await db.pool.query<{ used: string }>(
+      "SELECT coalesce(sum(amount_units), 0)::text AS used FROM spend_reservations WHERE agent_id = $1 AND status <> 'released'",
+      [agent],
+    );
+    const usage = await readUsage(db.pool, agent, (await getPolicy(db.pool, agent))!, now);
+    expect(usage.usedTodayUnits).toBe(BigInt(rows[0]!.used));
+    // The period is the one its first reservation opened, even though that one was released.
+    expect(usage.windowStart).toEqual(at(0));
+    // Every reservation released: the period no longer counts as open (as when usage summed rows).
+    for (const id of ids) await releaseReservation(db.pool, id);
+    const empty = await readUsage(db.pool, agent, (await getPolicy(db.pool, agent))!, now);
+    expect(empty).toMatchObject({ usedTodayUnits: 0n, windowStart: null });
+  });
+});

@@ -6,7 +6,10 @@
  * api/gateway/settlement/sweeper-store.ts.
  *
  * Authority: `policies` is the truth for what an agent may spend; `spend_reservations` is the truth
- * for what the policy has let through. Usage is always computed from the ledger, never cached.
+ * for what the policy has let through. Usage is read from `spend_periods`, the running total of each
+ * budget period that a trigger keeps in the same transaction as every change of a reservation
+ * (migrations/029_spend_periods.sql): one row per period, so the check under the lock costs the
+ * same with 10 or 100,000 reservations in the period. It is derived, never written here.
  *
  * Concurrency: every write that depends on a policy or on usage (`putPolicy`, the reservation)
  * runs in a READ COMMITTED transaction holding the agent's transaction-level advisory lock, so for
@@ -136,7 +139,8 @@ export async function clearPolicy(db: Db, agentId: string): Promise<boolean> {
  * then landed anyway) started its period less than 24 h ago; usage sums all of them. Counting
  * every such reservation, not only those of the latest period, is what keeps a payment that lands
  * late (released, then settled by a payload already in flight) inside the budget: the period it
- * belongs to cannot be forgotten by a newer one. The period is exhausted (spec 3) once a payment was
+ * belongs to cannot be forgotten by a newer one. Read from the periods' running totals
+ * (`spend_periods`), not by summing the reservations. The period is exhausted (spec 3) once a payment was
  * refused for the daily budget in it after the policy's last change; it stays so until it resets.
  */
 export async function readUsage(db: Db, agentId: string, policy: Policy & { readonly updatedAt?: Date }, now: Date): Promise<UsageView> {
@@ -144,8 +148,8 @@ export async function readUsage(db: Db, agentId: string, policy: Policy & { read
   const rateWindow = policy.rateLimit?.window ?? null;
   const { rows } = await db.query<{ window_start: Date | null; used_units: string; exhausted: boolean; rate_calls: number }>(
     `WITH open_period AS (
-       SELECT min(budget_window_start) AS start, coalesce(sum(amount_units), 0) AS used FROM spend_reservations
-       WHERE agent_id = $1 AND status <> 'released' AND budget_window_start > $2
+       SELECT min(window_start) AS start, coalesce(sum(used_units), 0) AS used FROM spend_periods
+       WHERE agent_id = $1 AND calls > 0 AND window_start > $2
      )
      SELECT p.start AS window_start, p.used::text AS used_units,
             p.start IS NOT NULL AND EXISTS (

@@ -122,3 +122,24 @@ const INSERT_CHANNELS = `,
   JOIN totals t USING (channel)
   LEFT JOIN requested r USING (channel)
   LEFT JOIN closed c USING (channel)`;
+
+/** Channel the live feed listens on for channel events; Postgres delivers these only if the batch commits. */
+export const LEDGER_CHANNELS_CHANNEL = "ledger_channels";
+
+/**
+ * One notification per newly stored channel event: `{"channel", "event", "txHash", "agent", "slot"}`
+ * (`agent` = the payer address, from the event or, for a top up or close request, its channel).
+ * Ingest calls it after the projections, never rebuild: a replay is not news.
+ */
+export async function notifyChannelEvents(client: pg.ClientBase, eventIds: readonly string[]): Promise<void> {
+  if (eventIds.length === 0) return;
+  await client.query(
+    `SELECT pg_notify($2, json_build_object('channel', e.payload->>'channel', 'event', e.event_name, 'txHash', e.signature,
+                                            'agent', coalesce(e.payload->>'payer', c.payer), 'slot', e.slot::text)::text)
+     FROM chain_events e LEFT JOIN channels c ON c.address = e.payload->>'channel'
+     WHERE e.id IN (SELECT unnest($1::bigint[])) AND e.event_name IN ${CHANNEL_EVENTS_SQL}
+       AND coalesce(e.payload->>'payer', c.payer) IS NOT NULL
+     ORDER BY e.id`,
+    [[...eventIds], LEDGER_CHANNELS_CHANNEL],
+  );
+}

@@ -4,7 +4,6 @@
  * (`channel_sessions`, `channel_charges`, written here with SQL as the gateway writes them,
  * migrations/025_channel_sessions.sql).
  */
-import { createHash, randomBytes } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,13 +11,26 @@ import { type ApiServer, createApiServer } from "../../api/query/server.js";
 import { createAccount, issueApiKey, registerAgent } from "../../api/shared/keys.js";
 import { endpointHash } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
-import { type ChannelFacts, channelEvents as ev, ingestTransactions, ledgerTransaction, newChannel } from "../support/channel-events.js";
+import {
+  type ChannelFacts,
+  channelEvents as ev,
+  ingestTransactions,
+  insertGatewaySession,
+  ledgerTransaction,
+  newChannel,
+} from "../support/channel-events.js";
 import { pollUntil } from "../support/poll.js";
 import { createClient } from "./client.js";
 
 const T0 = Math.floor(Date.now() / 1000) - 600;
 const NOW = new Date((T0 + 600) * 1000);
 const QUOTE = "api.example.com/v1/quote";
+const SESSION_TIMES = {
+  openedAt: new Date(T0 * 1000),
+  expiresAt: new Date((T0 + 3_600) * 1000),
+  endpoint: QUOTE,
+  serviceOrigin: "https://api.example.com",
+};
 
 let db: FreshDatabase;
 let server: ApiServer;
@@ -31,75 +43,6 @@ let x: ChannelFacts;
 let y: ChannelFacts;
 let settle1 = "";
 let openX = "";
-
-interface GatewayCharge {
-  readonly sequence: number;
-  readonly paymentId: number;
-  readonly amount: bigint;
-  readonly status: "signed" | "accepted" | "settled" | "void";
-  readonly settlementTx?: string;
-}
-
-/** The gateway's rows of a session and its charges (what api/gateway writes). */
-async function gatewaySession(
-  c: ChannelFacts,
-  agentId: string,
-  accountId: string,
-  session: { status: string; deposit: bigint; openTx: string | null; accepted: bigint; acceptedSequence: number; charges: GatewayCharge[] },
-): Promise<void> {
-  const signed = session.charges.reduce((sum, charge) => sum + charge.amount, 0n);
-  const settled = session.charges.filter((charge) => charge.status === "settled");
-  await db.pool.query(
-    `INSERT INTO channel_sessions (channel, account_id, agent_id, payer, payee, mint, channel_id, protocol, service_origin,
-                                   deposit, expires_at, withdraw_delay_seconds, status, open_tx, signed_cumulative, signed_sequence,
-                                   accepted_cumulative, accepted_sequence, settled_cumulative, settled_sequence, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 'mpp', 'https://api.example.com', $8, $9, 60, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
-    [
-      c.channel.toBase58(),
-      accountId,
-      agentId,
-      c.payer.toBase58(),
-      c.payee.toBase58(),
-      c.mint.toBase58(),
-      Buffer.from(c.channelId).toString("hex"),
-      session.deposit.toString(),
-      new Date((T0 + 3_600) * 1000),
-      session.status,
-      session.openTx,
-      signed.toString(),
-      session.charges.length,
-      session.accepted.toString(),
-      session.acceptedSequence,
-      settled.reduce((sum, charge) => sum + charge.amount, 0n).toString(),
-      settled.length,
-      new Date(T0 * 1000),
-    ],
-  );
-  let cumulative = 0n;
-  for (const charge of session.charges) {
-    cumulative += charge.amount;
-    await db.pool.query(
-      `INSERT INTO channel_charges (channel, sequence, payment_id, amount, cumulative, endpoint, endpoint_hash, digest, signature,
-                                    status, settlement_tx, accepted_at, settled_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-      [
-        c.channel.toBase58(),
-        charge.sequence,
-        charge.paymentId,
-        charge.amount.toString(),
-        cumulative.toString(),
-        QUOTE,
-        Buffer.from(endpointHash(QUOTE)),
-        createHash("sha256").update(`${charge.sequence}`).digest(),
-        randomBytes(64).toString("hex"),
-        charge.status,
-        charge.settlementTx ?? null,
-        charge.status === "signed" || charge.status === "void" ? null : NOW,
-        charge.status === "settled" ? NOW : null,
-      ],
-    );
-  }
-}
 
 beforeAll(async () => {
   db = await createFreshDatabase();
@@ -130,12 +73,13 @@ beforeAll(async () => {
   await ingestTransactions(db.pool, [open, settle, openY]);
   [openX, settle1] = [open.signature, settle.signature];
 
-  await gatewaySession(x, "a-agent", accounts.A, {
+  await insertGatewaySession(db.pool, x, "a-agent", accounts.A, {
     status: "open",
     deposit: 1_000_000n,
     openTx: openX,
     accepted: 70_000n,
     acceptedSequence: 3,
+    ...SESSION_TIMES,
     charges: [
       { sequence: 1, paymentId: 11, amount: 10_000n, status: "settled", settlementTx: settle1 },
       { sequence: 2, paymentId: 12, amount: 20_000n, status: "settled", settlementTx: settle1 },
@@ -276,12 +220,13 @@ describe("channels in GraphQL", () => {
 
   it("a session the chain does not have yet shows as opening, off chain, with the gateway's deposit", async () => {
     const pending = newChannel(wallets.a, payee);
-    await gatewaySession(pending, "a-agent", accounts.A, {
+    await insertGatewaySession(db.pool, pending, "a-agent", accounts.A, {
       status: "opening",
       deposit: 250_000n,
       openTx: null,
       accepted: 0n,
       acceptedSequence: 0,
+      ...SESSION_TIMES,
       charges: [],
     });
     const data = await client.ok(keys.A, `{ channels(status: opening) { nodes { address status onChain depositUnits settledUnits } } }`);

@@ -6,6 +6,7 @@
  * One instruction per `instructions` entry; its events in order (ChannelSettled before its charges,
  * docs/ledger.md §5).
  */
+import { createHash, randomBytes } from "node:crypto";
 import anchor, { BorshCoder } from "@coral-xyz/anchor";
 import { Keypair, type PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
@@ -174,4 +175,89 @@ export async function ingestTransactions(
   extra: { deadSlots?: readonly bigint[]; finalizedSlot?: bigint } = {},
 ): Promise<void> {
   await ingestBatch(pool, { transactions: transactions.map((t) => decodeRawTransaction(t)), ...extra }, { cluster: CLUSTER });
+}
+
+export interface GatewayCharge {
+  readonly sequence: number;
+  readonly paymentId: number;
+  readonly amount: bigint;
+  readonly status: "signed" | "accepted" | "settled" | "void";
+  readonly settlementTx?: string;
+}
+
+/**
+ * The gateway's rows of a session and its charges, as api/gateway writes them
+ * (migrations/025_channel_sessions.sql): every charge on `endpoint`, cumulative in order.
+ */
+export async function insertGatewaySession(
+  pool: pg.Pool,
+  c: ChannelFacts,
+  agentId: string,
+  accountId: string,
+  session: {
+    status: string;
+    deposit: bigint;
+    openTx: string | null;
+    accepted: bigint;
+    acceptedSequence: number;
+    charges: GatewayCharge[];
+    openedAt: Date;
+    expiresAt: Date;
+    endpoint: string;
+    serviceOrigin: string;
+  },
+): Promise<void> {
+  const signed = session.charges.reduce((sum, charge) => sum + charge.amount, 0n);
+  const settled = session.charges.filter((charge) => charge.status === "settled");
+  await pool.query(
+    `INSERT INTO channel_sessions (channel, account_id, agent_id, payer, payee, mint, channel_id, protocol, service_origin,
+                                   deposit, expires_at, withdraw_delay_seconds, status, open_tx, signed_cumulative, signed_sequence,
+                                   accepted_cumulative, accepted_sequence, settled_cumulative, settled_sequence, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 'mpp', $19, $8, $9, 60, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+    [
+      c.channel.toBase58(),
+      accountId,
+      agentId,
+      c.payer.toBase58(),
+      c.payee.toBase58(),
+      c.mint.toBase58(),
+      Buffer.from(c.channelId).toString("hex"),
+      session.deposit.toString(),
+      session.expiresAt,
+      session.status,
+      session.openTx,
+      signed.toString(),
+      session.charges.length,
+      session.accepted.toString(),
+      session.acceptedSequence,
+      settled.reduce((sum, charge) => sum + charge.amount, 0n).toString(),
+      settled.length,
+      session.openedAt,
+      session.serviceOrigin,
+    ],
+  );
+  let cumulative = 0n;
+  for (const charge of session.charges) {
+    cumulative += charge.amount;
+    await pool.query(
+      `INSERT INTO channel_charges (channel, sequence, payment_id, amount, cumulative, endpoint, endpoint_hash, digest, signature,
+                                    status, settlement_tx, accepted_at, settled_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+      [
+        c.channel.toBase58(),
+        charge.sequence,
+        charge.paymentId,
+        charge.amount.toString(),
+        cumulative.toString(),
+        session.endpoint,
+        Buffer.from(endpointHash(session.endpoint)),
+        createHash("sha256").update(`${charge.sequence}`).digest(),
+        randomBytes(64).toString("hex"),
+        charge.status,
+        charge.settlementTx ?? null,
+        charge.status === "signed" || charge.status === "void" ? null : session.openedAt,
+        charge.status === "settled" ? session.openedAt : null,
+      ],
+    );
+  }
 }

@@ -75,8 +75,10 @@ export class LiveFeed {
     client.on("error", onLost);
     client.on("end", () => onLost());
     await client.connect();
-    await client.query(`LISTEN ${FEED_CHANNEL}`);
+    // Payments last: pg_stat_activity shows a connection's last statement, and operators (and the
+    // reconnect test) find the feed's listener by `LISTEN ledger_transactions`.
     await client.query(`LISTEN ${CHANNEL_FEED_CHANNEL}`);
+    await client.query(`LISTEN ${FEED_CHANNEL}`);
     if (this.stopped) {
       await client.end().catch(() => undefined);
       return;

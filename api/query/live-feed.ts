@@ -42,6 +42,12 @@ export class LiveFeed {
   private client: pg.Client | null = null;
   private stopped = false;
   private started: Promise<void> | null = null;
+  /**
+   * Notifications are dispatched one after another, in the order Postgres delivered them (commit
+   * order): each needs an owner lookup, and concurrent lookups could finish out of order (a
+   * channel's close published before its close request).
+   */
+  private dispatching: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly pool: pg.Pool,
@@ -68,9 +74,12 @@ export class LiveFeed {
       this.scheduleReconnect();
     };
     client.on("notification", (message) => {
-      if (message.payload === undefined) return;
-      if (message.channel === FEED_CHANNEL || message.channel === CHANNEL_FEED_CHANNEL)
-        void this.dispatch(message.channel, message.payload);
+      const { channel, payload } = message;
+      if (payload === undefined || (channel !== FEED_CHANNEL && channel !== CHANNEL_FEED_CHANNEL)) return;
+      // A failed dispatch must not stop the ones after it.
+      this.dispatching = this.dispatching
+        .then(() => this.dispatch(channel, payload))
+        .catch((error: unknown) => this.logger?.warn({ err: error }, "live feed: dispatch failed"));
     });
     client.on("error", onLost);
     client.on("end", () => onLost());

@@ -134,12 +134,15 @@ export const LEDGER_CHANNELS_CHANNEL = "ledger_channels";
 export async function notifyChannelEvents(client: pg.ClientBase, eventIds: readonly string[]): Promise<void> {
   if (eventIds.length === 0) return;
   await client.query(
-    `SELECT pg_notify($2, json_build_object('channel', e.payload->>'channel', 'event', e.event_name, 'txHash', e.signature,
-                                            'agent', coalesce(e.payload->>'payer', c.payer), 'slot', e.slot::text)::text)
-     FROM chain_events e LEFT JOIN channels c ON c.address = e.payload->>'channel'
-     WHERE e.id IN (SELECT unnest($1::bigint[])) AND e.event_name IN ${CHANNEL_EVENTS_SQL}
-       AND coalesce(e.payload->>'payer', c.payer) IS NOT NULL
-     ORDER BY e.id`,
+    // Sorted in a subquery: a target list is evaluated before an ORDER BY at the same level, so
+    // pg_notify there would be called in scan order, not in event order.
+    `SELECT pg_notify($2, n.body) FROM (
+       SELECT json_build_object('channel', e.payload->>'channel', 'event', e.event_name, 'txHash', e.signature,
+                                'agent', coalesce(e.payload->>'payer', c.payer), 'slot', e.slot::text)::text AS body
+       FROM chain_events e LEFT JOIN channels c ON c.address = e.payload->>'channel'
+       WHERE e.id IN (SELECT unnest($1::bigint[])) AND e.event_name IN ${CHANNEL_EVENTS_SQL}
+         AND coalesce(e.payload->>'payer', c.payer) IS NOT NULL
+       ORDER BY e.id) n`,
     [[...eventIds], LEDGER_CHANNELS_CHANNEL],
   );
 }

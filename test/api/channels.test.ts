@@ -227,6 +227,8 @@ describe("channels in GraphQL", () => {
       accepted: 0n,
       acceptedSequence: 0,
       ...SESSION_TIMES,
+      // Opened after x: the newest channel of the account.
+      openedAt: new Date((T0 + 200) * 1000),
       charges: [],
     });
     const data = await client.ok(keys.A, `{ channels(status: opening) { nodes { address status onChain depositUnits settledUnits } } }`);

@@ -193,27 +193,42 @@ export interface ChargeRow {
   readonly settled_at: Date | null;
 }
 
+const BIGINT_MAX = 2n ** 63n - 1n;
+
 /**
  * The channel's charges, newest first, keyset on the payment id (ids increase within a channel).
+ * The page's ids come from both sides by index (`channel_charges (channel, payment_id)`,
+ * `channel_payments (channel, payment_id)`), so a page costs its size, not the channel's history.
  * A charge the chain settled is `settled` whatever the gateway's row says; one the gateway marked
  * settled before the indexer saw it keeps the gateway's settlement transaction and no chain status.
  */
 export async function listCharges(pool: pg.Pool, channel: string, limit: number, afterPaymentId?: bigint): Promise<ChargeRow[]> {
+  const after = afterPaymentId ?? 2n ** 64n;
   const { rows } = await pool.query<ChargeRow>(
-    `SELECT coalesce(g.payment_id::numeric, p.payment_id)::text AS payment_id, g.sequence::text,
+    `WITH page AS (
+       SELECT payment_id FROM (
+         (SELECT payment_id::numeric AS payment_id FROM channel_charges
+          WHERE channel = $1 AND payment_id <= $3::bigint ORDER BY payment_id DESC LIMIT $2)
+         UNION
+         (SELECT payment_id FROM channel_payments
+          WHERE channel = $1 AND payment_id < $4::numeric ORDER BY payment_id DESC LIMIT $2)) ids
+       ORDER BY payment_id DESC LIMIT $2)
+     SELECT page.payment_id::text AS payment_id, g.sequence::text,
             coalesce(g.amount, t.amount_units)::text AS amount_units, g.cumulative::text AS cumulative_units,
             coalesce(g.endpoint, e.endpoint, t.endpoint_hash) AS endpoint,
             CASE WHEN p.event_id IS NOT NULL THEN 'settled' ELSE g.status END AS status,
             coalesce(p.settlement_tx, g.settlement_tx) AS settlement_tx,
             t.status AS chain_status, t.explorer_url,
             g.created_at AS signed_at, g.accepted_at, coalesce(g.settled_at, t."timestamp") AS settled_at
-     FROM (SELECT * FROM channel_charges WHERE channel = $1) g
-     FULL JOIN (SELECT * FROM channel_payments WHERE channel = $1) p ON p.payment_id = g.payment_id
+     FROM page
+     LEFT JOIN channel_charges g ON g.channel = $1
+       AND g.payment_id = CASE WHEN page.payment_id <= $3::bigint THEN page.payment_id::bigint END
+     LEFT JOIN channel_payments p ON p.channel = $1 AND p.payment_id = page.payment_id
      LEFT JOIN transactions t ON t.event_id = p.event_id
      LEFT JOIN endpoints e ON e.endpoint_hash = t.endpoint_hash
-     WHERE coalesce(g.payment_id::numeric, p.payment_id) < $3::numeric
-     ORDER BY coalesce(g.payment_id::numeric, p.payment_id) DESC LIMIT $2`,
-    [channel, limit + 1, (afterPaymentId ?? 2n ** 64n).toString()],
+     ORDER BY page.payment_id DESC`,
+    // $3: the gateway's ids are bigint; the chain's (u64) may exceed it.
+    [channel, limit + 1, (after - 1n > BIGINT_MAX ? BIGINT_MAX : after - 1n).toString(), after.toString()],
   );
   return rows;
 }

@@ -329,11 +329,18 @@ export function ChannelView({ address }: { address: string }): ReactNode {
               </tbody>
             </table>
           )}
-          {channel.charges.pageInfo.hasNextPage && channel.charges.pageInfo.endCursor !== null ? (
-            <button type="button" onClick={() => setAfter(channel.charges.pageInfo.endCursor)}>
-              Show older charges
-            </button>
-          ) : null}
+          <div className="pager">
+            {after !== null ? (
+              <button type="button" onClick={() => setAfter(null)}>
+                Newest charges
+              </button>
+            ) : null}
+            {channel.charges.pageInfo.hasNextPage && channel.charges.pageInfo.endCursor !== null ? (
+              <button type="button" onClick={() => setAfter(channel.charges.pageInfo.endCursor)}>
+                Older charges
+              </button>
+            ) : null}
+          </div>
           <h2>Settlements</h2>
           {channel.settlements.length === 0 ? (
             <Empty>Nothing settled on the ledger yet.</Empty>

@@ -76,7 +76,7 @@ async function* channelUpdated(
         event: CHANNEL_UPDATE_EVENTS[event.event],
         txHash: event.txHash,
         slot: event.slot,
-        channel: toChannel(row, new Date()),
+        channel: toChannel(row, context.deps.now?.() ?? new Date()),
       },
     };
   }

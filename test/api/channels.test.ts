@@ -207,15 +207,23 @@ describe("channels in GraphQL", () => {
     expect(theirs.channel).toBeNull();
   });
 
-  it("a settled charge's transaction names its channel", async () => {
+  it("a settled charge's transaction names its channel, and the channel its paying agent", async () => {
     const data = await client.ok(
       keys.A,
-      `query($t: String!) { transaction(txHash: $t) { amountPaidUnits channel { address settledUnits } } }`,
-      {
-        t: settle1,
-      },
+      `query($t: String!) { transaction(txHash: $t) { amountPaidUnits channel { address settledUnits agent { agentId walletAddress } } } }`,
+      { t: settle1 },
     );
-    expect(data.transaction).toEqual({ amountPaidUnits: "10000", channel: { address: x.channel.toBase58(), settledUnits: "30000" } });
+    expect(data.transaction).toEqual({
+      amountPaidUnits: "10000",
+      channel: { address: x.channel.toBase58(), settledUnits: "30000", agent: { agentId: "a-agent", walletAddress: wallets.a.toBase58() } },
+    });
+    // A payment recorded on its own (not carried by a settlement) has none.
+    const plain = ledgerTransaction(15n, T0 + 200, [[ev.charge(x, 999n, 1_000n, QUOTE, T0 + 200, 15n)]]);
+    await ingestTransactions(db.pool, [plain]);
+    const single = await client.ok(keys.A, `query($t: String!) { transaction(txHash: $t) { amountPaidUnits channel { address } } }`, {
+      t: plain.signature,
+    });
+    expect(single.transaction).toEqual({ amountPaidUnits: "1000", channel: null });
   });
 
   it("a session the chain does not have yet shows as opening, off chain, with the gateway's deposit", async () => {

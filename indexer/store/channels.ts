@@ -134,8 +134,8 @@ export const LEDGER_CHANNELS_CHANNEL = "ledger_channels";
 export async function notifyChannelEvents(client: pg.ClientBase, eventIds: readonly string[]): Promise<void> {
   if (eventIds.length === 0) return;
   await client.query(
-    // Sorted in a subquery: a target list is evaluated before an ORDER BY at the same level, so
-    // pg_notify there would be called in scan order, not in event order.
+    // Sorted in a subquery, so the notifications go out in event order without relying on the
+    // planner postponing a volatile target list (pg_notify) past the sort.
     `SELECT pg_notify($2, n.body) FROM (
        SELECT json_build_object('channel', e.payload->>'channel', 'event', e.event_name, 'txHash', e.signature,
                                 'agent', coalesce(e.payload->>'payer', c.payer), 'slot', e.slot::text)::text AS body

@@ -9,6 +9,7 @@ import { agentsByIds, agentsByWallets, endpointsByHashes } from "../shared/agent
 import type { LiveFeed } from "./live-feed.js";
 import type { BalanceReader } from "../shared/balances.js";
 import type { AgentRow, PaymentRow } from "../shared/rows.js";
+import { type ChannelRow, channelAddressesBySettlementTx, channelsByAddresses } from "./read/channels.js";
 import { childCountsByHashes, runRootsOf } from "./read/runs.js";
 import { transactionsByHashes } from "./read/transactions.js";
 
@@ -44,6 +45,10 @@ export interface Loaders {
   readonly childCountByHash: DataLoader<string, number>;
   /** The root of the run a transaction belongs to (Transaction.runRootTxHash). */
   readonly runRootByHash: DataLoader<string, string>;
+  /** A channel the account sees (its payer is one of the account's agents), by address. */
+  readonly channelByAddress: DataLoader<string, ChannelRow | null>;
+  /** The channel a settlement transaction paid (Transaction.channel), before the account check. */
+  readonly channelAddressBySettlementTx: DataLoader<string, string | null>;
 }
 
 export interface ApiContext {
@@ -64,6 +69,8 @@ export function createLoaders(deps: ApiDependencies, caller: Caller): Loaders {
     transactionByHash: new DataLoader((hashes) => transactionsByHashes(pool, caller.accountId, hashes)),
     childCountByHash: new DataLoader((hashes) => childCountsByHashes(pool, caller.accountId, hashes)),
     runRootByHash: new DataLoader((hashes) => runRootsOf(pool, caller.accountId, hashes)),
+    channelByAddress: new DataLoader((addresses) => channelsByAddresses(pool, caller.accountId, addresses)),
+    channelAddressBySettlementTx: new DataLoader((hashes) => channelAddressesBySettlementTx(pool, hashes)),
   };
 }
 

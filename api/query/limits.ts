@@ -20,6 +20,14 @@ import {
 import type { Plugin } from "graphql-yoga";
 import { apiError } from "../shared/errors.js";
 import {
+  CHANNELS_FIRST_DEFAULT,
+  CHANNELS_FIRST_MAX,
+  CHARGES_FIRST_DEFAULT,
+  CHARGES_FIRST_MAX,
+  SETTLEMENTS_FIRST_DEFAULT,
+  SETTLEMENTS_FIRST_MAX,
+} from "./resolvers/channels.js";
+import {
   METRIC_BUCKETS_MAX,
   TRANSACTIONS_LIMIT_DEFAULT,
   TRANSACTIONS_LIMIT_MAX,
@@ -51,6 +59,9 @@ const LIST_SIZES: Record<string, ListSize> = {
   "Query.spendSummary": { fallback: 50, max: 50 },
   "Query.invocation": { fallback: 10, max: 10 },
   "Query.invocations": { fallback: 100, max: 100 },
+  "Query.channels": { argument: "first", fallback: CHANNELS_FIRST_DEFAULT, max: CHANNELS_FIRST_MAX },
+  "Channel.charges": { argument: "first", fallback: CHARGES_FIRST_DEFAULT, max: CHARGES_FIRST_MAX },
+  "Channel.settlements": { argument: "first", fallback: SETTLEMENTS_FIRST_DEFAULT, max: SETTLEMENTS_FIRST_MAX },
 };
 
 /**

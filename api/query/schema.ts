@@ -59,6 +59,142 @@ export const typeDefs = /* GraphQL */ `
     policies(includeArchived: Boolean = false): [Policy!]!
     "Dry run of the spend policy for a payment now (records nothing). amount: decimal USDC, e.g. 0.25."
     checkPolicy(agentId: ID!, endpoint: String!, amount: String!, protocol: ProtocolPreference): PolicyCheck!
+    "Payment channels (sessions) whose payer is one of the account's agents, newest first. first 1..100 (default 20); after: pageInfo.endCursor."
+    channels(agentId: ID, status: ChannelStatus, first: Int, after: String): ChannelConnection!
+    "One channel by its address; null when its payer is not one of the account's agents."
+    channel(address: String!): Channel
+  }
+
+  "opening / failed: the gateway's, before the chain has the channel; open, closing (close requested, refund pending), closed: as the chain recorded them."
+  enum ChannelStatus {
+    opening
+    open
+    closing
+    closed
+    failed
+  }
+
+  "signed: voucher handed to the payer's client; accepted: the payee took it, NOT yet on chain; settled: covered by a settle_channel transaction; void: never accepted, never paid."
+  enum ChannelChargeStatus {
+    signed
+    accepted
+    settled
+    void
+  }
+
+  """
+  An escrowed payment channel (issue 16, docs/ledger.md §5): a deposit, vouchers with a rising
+  cumulative amount, settlements that pay the payee, a close that refunds the rest. Chain values
+  (deposit, settled, refunded, status) come from the indexer; signed and accepted from the gateway.
+  accepted - settled is owed to the payee but not on chain yet: never confirmed.
+  """
+  type Channel {
+    "The Channel account address (base58)."
+    address: ID!
+    "The paying agent."
+    agentId: ID!
+    agent: Agent
+    payer: String!
+    payee: String!
+    mint: String!
+    "The payer's 32-byte channel id, hex."
+    channelId: String!
+    protocol: Protocol!
+    "scheme://host[:port] the session pays; null for a channel the gateway did not open."
+    serviceOrigin: String
+    invocation: String
+    parentTxHash: String
+    status: ChannelStatus!
+    "True once the indexer has the channel's opening."
+    onChain: Boolean!
+    "Past expiresAt and not closed: the payer may force-close, a payee's unsettled vouchers are at risk."
+    expired: Boolean!
+    deposit: String!
+    depositUnits: String!
+    "Highest voucher the gateway signed."
+    signed: String!
+    signedUnits: String!
+    signedSequence: String!
+    "Highest voucher the payee accepted (at least what is settled)."
+    accepted: String!
+    acceptedUnits: String!
+    acceptedSequence: String!
+    "Highest voucher settled on chain."
+    settled: String!
+    settledUnits: String!
+    settledSequence: String!
+    "accepted - settled: owed, not on chain yet."
+    acceptedUnsettled: String!
+    acceptedUnsettledUnits: String!
+    "Returned to the payer at close; null until closed."
+    refunded: String
+    refundedUnits: String
+    "Closed by the payer after expiry without a close request."
+    forced: Boolean!
+    settlementCount: Int!
+    openTx: String
+    openedAt: String!
+    expiresAt: String!
+    withdrawDelaySeconds: Int!
+    closeRequestedAt: String
+    "From this time the payer may take the refund."
+    refundableAt: String
+    closeTx: String
+    closedAt: String
+    "Settlements on chain, newest first. first 1..100 (default 20)."
+    settlements(first: Int): [ChannelSettlement!]!
+    "Charges, newest first. first 1..200 (default 50); after: pageInfo.endCursor."
+    charges(first: Int, after: String): ChannelChargeConnection!
+  }
+
+  "One settle_channel (or the final settlement of a close) as the chain recorded it."
+  type ChannelSettlement {
+    txHash: String!
+    settler: String!
+    "The voucher settled: cumulative amount and sequence."
+    cumulative: String!
+    cumulativeUnits: String!
+    "Paid to the payee by this settlement."
+    delta: String!
+    deltaUnits: String!
+    sequence: String!
+    chargeCount: Int!
+    slot: String!
+    timestamp: String
+    "confirmed or finalized."
+    status: TransactionStatus!
+  }
+
+  "One charge (one paid request) on a channel."
+  type ChannelCharge {
+    paymentId: String!
+    "Null for a charge the chain recorded that the gateway has no row of."
+    sequence: String
+    amount: String!
+    amountUnits: String!
+    "The voucher's cumulative amount after this charge."
+    cumulative: String
+    cumulativeUnits: String
+    endpoint: String!
+    status: ChannelChargeStatus!
+    "The settlement transaction, once settled."
+    settlementTx: String
+    "confirmed / finalized once the indexer has the charge's payment record; null before (an accepted charge is never confirmed)."
+    chainStatus: TransactionStatus
+    solanaExplorer: String
+    signedAt: String
+    acceptedAt: String
+    settledAt: String
+  }
+
+  type ChannelConnection {
+    nodes: [Channel!]!
+    pageInfo: PageInfo!
+  }
+
+  type ChannelChargeConnection {
+    nodes: [ChannelCharge!]!
+    pageInfo: PageInfo!
   }
 
   enum ProtocolPreference {
@@ -128,6 +264,16 @@ export const typeDefs = /* GraphQL */ `
   type Subscription {
     "Live feed (spec 4.9): each new ledger transaction of the account's agents (or of one agent)."
     transactionRecorded(agentId: ID): Transaction!
+    "Live feed of payment channels: each channel event of the account's agents (or of one agent) the indexer stores, with the channel as it stands after it. A settlement's charges also arrive on transactionRecorded."
+    channelUpdated(agentId: ID): ChannelUpdate!
+  }
+
+  type ChannelUpdate {
+    "opened, toppedUp, settled, closeRequested or closed."
+    event: String!
+    txHash: String!
+    slot: String!
+    channel: Channel!
   }
 
   "Spec 2.5."
@@ -194,6 +340,8 @@ export const typeDefs = /* GraphQL */ `
     childCount: Int!
     "The run this payment belongs to: the root of its payment tree (walking up parent links through the account's payments); itself for a top-level payment; null for a rejected one."
     runRootTxHash: String
+    "The payment channel this payment was settled from (a charge of a session); null otherwise."
+    channel: Channel
   }
 
   "A payment one of the account's agents received, as recorded on chain."

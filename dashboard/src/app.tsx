@@ -6,6 +6,7 @@ import { createGraphqlClient } from "./graphql/client";
 import { type Route, href, useLocation } from "./router";
 import { type SessionInfo, signOut, useSession } from "./session";
 import { AgentsView, AgentView } from "./views/agents";
+import { ChannelsView, ChannelView } from "./views/channels";
 import { LedgerView } from "./views/ledger";
 import { LiveFeedView } from "./views/live-feed";
 import { PoliciesView } from "./views/policies";
@@ -21,6 +22,7 @@ const NAV: readonly { view: Route["view"]; path: string; label: string }[] = [
   { view: "policies", path: "policies", label: "Policies" },
   { view: "ledger", path: "ledger", label: "Ledger" },
   { view: "runs", path: "runs", label: "Runs" },
+  { view: "channels", path: "channels", label: "Channels" },
   { view: "agents", path: "agents", label: "Agents" },
 ];
 
@@ -38,6 +40,10 @@ function View({ route, params }: { route: Route; params: URLSearchParams }): Rea
       return <LedgerView params={params} />;
     case "runs":
       return <RunsView txHash={route.txHash} agentId={params.get("agent")} />;
+    case "channels":
+      return <ChannelsView params={params} />;
+    case "channel":
+      return <ChannelView address={route.address} />;
     case "agents":
       return <AgentsView />;
     case "agent":
@@ -56,7 +62,7 @@ function View({ route, params }: { route: Route; params: URLSearchParams }): Rea
 
 function Shell({ session, apiReachable }: { session: SessionInfo; apiReachable: boolean }): ReactNode {
   const { route, params } = useLocation();
-  const active = route.view === "agent" ? "agents" : route.view;
+  const active = route.view === "agent" ? "agents" : route.view === "channel" ? "channels" : route.view;
   return (
     <>
       <a className="skip" href="#main">
@@ -90,7 +96,11 @@ function Shell({ session, apiReachable }: { session: SessionInfo; apiReachable: 
         </p>
       ) : null}
       <main id="main" tabIndex={-1}>
-        <View key={`${route.view}:${route.view === "runs" ? route.txHash : ""}`} route={route} params={params} />
+        <View
+          key={`${route.view}:${route.view === "runs" ? route.txHash : route.view === "channel" ? route.address : ""}`}
+          route={route}
+          params={params}
+        />
       </main>
       <footer className="foot muted">Times in your zone (hover for UTC). Amounts in USDC, exact.</footer>
     </>

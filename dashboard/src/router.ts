@@ -14,6 +14,8 @@ export type Route =
   | { readonly view: "policies" }
   | { readonly view: "ledger" }
   | { readonly view: "runs"; readonly txHash: string | null }
+  | { readonly view: "channels" }
+  | { readonly view: "channel"; readonly address: string }
   | { readonly view: "agents" }
   | { readonly view: "agent"; readonly agentId: string }
   | { readonly view: "not-found" };
@@ -25,12 +27,13 @@ export function parseRoute(pathname: string): Route {
   if (first === undefined || first === "live") return { view: "live" };
   if (
     parts.length === 1 &&
-    (first === "spend" || first === "protocols" || first === "policies" || first === "ledger" || first === "agents")
+    (first === "spend" || first === "protocols" || first === "policies" || first === "ledger" || first === "agents" || first === "channels")
   ) {
     return { view: first };
   }
   if (first === "runs" && parts.length <= 2) return { view: "runs", txHash: second ?? null };
   if (first === "agents" && second !== undefined && parts.length === 2) return { view: "agent", agentId: second };
+  if (first === "channels" && second !== undefined && parts.length === 2) return { view: "channel", address: second };
   return { view: "not-found" };
 }
 

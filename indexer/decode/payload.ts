@@ -1,8 +1,8 @@
 /**
  * The JSON form of an event stored in `chain_events.payload`: integers as decimal strings (u64
  * can exceed 2^53 and int8), keys and signatures base58, hashes hex. Projections read these keys.
- * Channel events are stored like every other event; no read model projects them yet (the
- * charges a settlement covers arrive as `PaymentRecorded` and are projected as payments).
+ * Channel events are projected by store/channels.ts (the charges a settlement covers arrive as
+ * `PaymentRecorded` and are projected as payments, linked to their channel there).
  */
 import bs58 from "bs58";
 import type { LedgerEvent } from "../../programs/payment_ledger/ts/index.js";

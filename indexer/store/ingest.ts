@@ -8,6 +8,7 @@ import type pg from "pg";
 import { withTransaction } from "../db/database.js";
 import type { DecodedTransaction } from "../decode/transaction.js";
 import type { SettlementTransfer } from "../decode/settlement.js";
+import { notifyChannelEvents } from "./channels.js";
 import { type ProjectionOptions, projectEvents, projectFinality, projectSettlements, rollbackSlot } from "./projections.js";
 
 export interface Checkpoint {
@@ -144,6 +145,7 @@ export async function ingestBatch(pool: pg.Pool, batch: IngestBatch, options: Pr
     const eventIds = await insertEvents(client, batch.transactions);
     await projectEvents(client, eventIds, options);
     await notifyNewTransactions(client, eventIds);
+    await notifyChannelEvents(client, eventIds);
     await projectSettlements(client, settlements);
     if (batch.finalizedSlot !== undefined) await projectFinality(client, batch.finalizedSlot);
     if (batch.checkpoint !== undefined) await advanceCheckpoint(client, batch.checkpoint);

@@ -4,8 +4,16 @@
  * rebuild calls it with every id, in order. One code path, so both produce the same rows.
  */
 import type pg from "pg";
+import { CHANNEL_PROJECTION_TABLES, projectChannelEvents, unprojectChannelEvents } from "./channels.js";
 
-export const PROJECTION_TABLES = ["payment_edges", "transactions", "spend_rollups", "metric_buckets", "invocations"] as const;
+export const PROJECTION_TABLES = [
+  "payment_edges",
+  "transactions",
+  "spend_rollups",
+  "metric_buckets",
+  "invocations",
+  ...CHANNEL_PROJECTION_TABLES,
+] as const;
 
 export interface ProjectionOptions {
   /** Explorer cluster: "mainnet-beta", "devnet", "testnet", or a custom RPC URL (localnet). */
@@ -136,6 +144,8 @@ export async function projectEvents(client: pg.ClientBase, eventIds: readonly st
            payment_count = invocations.payment_count + excluded.payment_count`,
     [ids],
   );
+
+  await projectChannelEvents(client, ids);
 }
 
 /** Re-evaluates the settlement status of records naming newly stored settlement transactions. */
@@ -187,6 +197,7 @@ export async function rollbackSlot(client: pg.ClientBase, slot: bigint): Promise
 
 async function unprojectEvents(client: pg.ClientBase, ids: readonly string[]): Promise<void> {
   const params = [[...ids]];
+  await unprojectChannelEvents(client, ids);
   await client.query(
     `WITH gone AS (
        SELECT agent, date_trunc('minute', "timestamp") AS bucket_start, protocol, endpoint_hash,

@@ -454,7 +454,9 @@ describe("agents", () => {
       .getByRole("navigation", { name: "Views of limited" })
       .getByRole("link")
       .evaluateAll((as) => as.map((a) => a.getAttribute("href")));
-    expect(links).toEqual(["live", "spend", "protocols", "policies", "ledger", "runs"].map((view) => `/dashboard/${view}?agent=limited`));
+    expect(links).toEqual(
+      ["live", "spend", "protocols", "policies", "ledger", "runs", "channels"].map((view) => `/dashboard/${view}?agent=limited`),
+    );
   });
 });
 
@@ -597,11 +599,11 @@ describe("errors and keyboard", () => {
     await page.keyboard.press("Tab");
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content");
     const reached: string[] = [];
-    for (let i = 0; i < 7; i += 1) {
+    for (let i = 0; i < 8; i += 1) {
       await page.keyboard.press("Tab");
       reached.push((await page.evaluate(() => document.activeElement?.textContent)) ?? "");
     }
-    expect(reached).toEqual(["Live feed", "Spend", "Protocols", "Policies", "Ledger", "Runs", "Agents"]);
+    expect(reached).toEqual(["Live feed", "Spend", "Protocols", "Policies", "Ledger", "Runs", "Channels", "Agents"]);
     await page.keyboard.press("Enter");
     await page.waitForURL(/\/dashboard\/agents$/);
     await page.getByTestId("agents-table").waitFor();

@@ -264,3 +264,110 @@ export const AGENT_PAGE = `
     wallet(agentId: $agentId) { agentId address balance network }
     policy(agentId: $agentId) { ${POLICY_FIELDS} }
   }`;
+
+export type ChannelStatus = "opening" | "open" | "closing" | "closed" | "failed";
+export type ChannelChargeStatus = "signed" | "accepted" | "settled" | "void";
+
+export interface ChannelRow {
+  readonly address: string;
+  readonly agentId: string;
+  readonly payee: string;
+  readonly protocol: Protocol;
+  readonly serviceOrigin: string | null;
+  readonly status: ChannelStatus;
+  readonly onChain: boolean;
+  readonly expired: boolean;
+  readonly deposit: string;
+  readonly accepted: string;
+  readonly settled: string;
+  readonly acceptedUnsettled: string;
+  readonly refunded: string | null;
+  readonly settlementCount: number;
+  readonly openTx: string | null;
+  readonly closeTx: string | null;
+  readonly openedAt: string;
+  readonly expiresAt: string;
+  readonly closedAt: string | null;
+}
+
+const CHANNEL_FIELDS = `
+  address agentId payee protocol serviceOrigin status onChain expired deposit accepted settled acceptedUnsettled refunded
+  settlementCount openTx closeTx openedAt expiresAt closedAt`;
+
+export interface ChannelsData {
+  readonly channels: { readonly nodes: ChannelRow[]; readonly pageInfo: { hasNextPage: boolean; endCursor: string | null } };
+}
+
+export interface ChannelsVariables extends Record<string, unknown> {
+  agentId?: string | null;
+  status?: ChannelStatus | null;
+  first?: number;
+  after?: string | null;
+}
+
+export const CHANNELS = `
+  query Channels($agentId: ID, $status: ChannelStatus, $first: Int, $after: String) {
+    channels(agentId: $agentId, status: $status, first: $first, after: $after) {
+      nodes { ${CHANNEL_FIELDS} }
+      pageInfo { hasNextPage endCursor }
+    }
+  }`;
+
+export interface ChannelChargeRow {
+  readonly paymentId: string;
+  readonly sequence: string | null;
+  readonly amount: string;
+  readonly cumulative: string | null;
+  readonly endpoint: string;
+  readonly status: ChannelChargeStatus;
+  readonly settlementTx: string | null;
+  readonly chainStatus: "confirmed" | "finalized" | null;
+  readonly solanaExplorer: string | null;
+  readonly signedAt: string | null;
+  readonly acceptedAt: string | null;
+  readonly settledAt: string | null;
+}
+
+export interface ChannelSettlementRow {
+  readonly txHash: string;
+  readonly cumulative: string;
+  readonly delta: string;
+  readonly sequence: string;
+  readonly chargeCount: number;
+  readonly timestamp: string | null;
+  readonly status: "confirmed" | "finalized";
+}
+
+export interface ChannelData {
+  readonly channel:
+    | (ChannelRow & {
+        readonly payer: string;
+        readonly signed: string;
+        readonly withdrawDelaySeconds: number;
+        readonly refundableAt: string | null;
+        readonly forced: boolean;
+        readonly settlements: ChannelSettlementRow[];
+        readonly charges: {
+          readonly nodes: ChannelChargeRow[];
+          readonly pageInfo: { hasNextPage: boolean; endCursor: string | null };
+        };
+      })
+    | null;
+}
+
+export const CHANNEL = `
+  query Channel($address: String!, $first: Int, $after: String) {
+    channel(address: $address) {
+      ${CHANNEL_FIELDS} payer signed withdrawDelaySeconds refundableAt forced
+      settlements(first: 100) { txHash cumulative delta sequence chargeCount timestamp status }
+      charges(first: $first, after: $after) {
+        nodes { paymentId sequence amount cumulative endpoint status settlementTx chainStatus solanaExplorer signedAt acceptedAt settledAt }
+        pageInfo { hasNextPage endCursor }
+      }
+    }
+  }`;
+
+export const CHANNEL_UPDATED = `
+  subscription ChannelUpdated {
+    channelUpdated { event txHash channel { address } }
+  }`;

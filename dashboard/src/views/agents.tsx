@@ -76,6 +76,7 @@ export function AgentView({ agentId }: { agentId: string }): ReactNode {
         <Link to={href("policies", agent)}>Policies</Link>
         <Link to={href("ledger", agent)}>Ledger</Link>
         <Link to={href("runs", agent)}>Runs</Link>
+        <Link to={href("channels", agent)}>Channels</Link>
       </nav>
       {error !== undefined ? <ErrorBox error={error} /> : null}
       {data == null ? (

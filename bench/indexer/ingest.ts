@@ -7,10 +7,13 @@
  *   npx tsx bench/indexer/ingest.ts [--events 50000 --baseline 2000 --batch 2000]
  */
 import { parseArgs } from "node:util";
+import { readEvent } from "../../indexer/decode/event-reader.js";
+import { eventPayload } from "../../indexer/decode/payload.js";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { withTransaction } from "../../indexer/db/database.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
+import { decodeEventInstructionData, EVENT_IX_TAG } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { syntheticTransaction } from "./synthetic.js";
 
@@ -29,6 +32,14 @@ const options = { cluster: "devnet" };
 
 async function run(): Promise<void> {
   const raws = Array.from({ length: EVENTS + BASELINE }, (_, i) => syntheticTransaction(i));
+  // The same event bytes through the IDL coder (the baseline) and the hand-written reader.
+  const bodies = raws.map((raw) => raw.innerInstructions[0]!.instructions[0]!.data);
+  const idlStart = performance.now();
+  for (const data of bodies) eventPayload(decodeEventInstructionData(data)!);
+  const idlMs = performance.now() - idlStart;
+  const readerStart = performance.now();
+  for (const data of bodies) readEvent(data.subarray(EVENT_IX_TAG.length));
+  const readerMs = performance.now() - readerStart;
   const decodeStart = performance.now();
   const decoded = raws.map((raw) => decodeRawTransaction(raw));
   const decodeMs = performance.now() - decodeStart;
@@ -60,7 +71,9 @@ async function run(): Promise<void> {
     const rebuildMs = performance.now() - rebuildStart;
 
     const rate = (n: number, ms: number): string => `${Math.round((n / ms) * 1000).toLocaleString("en-US")} events/s`;
-    console.log(`decode:                ${rate(decoded.length, decodeMs)} (${decoded.length} transactions)`);
+    console.log(`decode, IDL coder:     ${rate(bodies.length, idlMs)} (baseline: BorshCoder + eventPayload)`);
+    console.log(`decode, event reader:  ${rate(bodies.length, readerMs)} (${(idlMs / readerMs).toFixed(1)}x the IDL coder)`);
+    console.log(`decode, transactions:  ${rate(decoded.length, decodeMs)} (decodeRawTransaction, ${decoded.length} transactions)`);
     console.log(`ingest, batch ${BATCH}:    ${rate(batched.length, batchMs)} (${batched.length} events, ${Math.round(batchMs)} ms)`);
     console.log(`ingest, row at a time: ${rate(single.length, singleMs)} (${single.length} events, ${Math.round(singleMs)} ms)`);
     console.log(`batch / row-at-a-time: ${(batched.length / batchMs / (single.length / singleMs)).toFixed(1)}x`);

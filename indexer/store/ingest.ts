@@ -6,9 +6,17 @@
  */
 import type pg from "pg";
 import { withTransaction } from "../db/database.js";
-import type { DecodedTransaction } from "../decode/transaction.js";
+import type { DecodedEvent, DecodedTransaction } from "../decode/transaction.js";
 import type { SettlementTransfer } from "../decode/settlement.js";
-import { type ProjectionOptions, projectEvents, projectFinality, projectSettlements, rollbackSlot } from "./projections.js";
+import { batchInput, eventKey } from "./projection-input.js";
+import {
+  LEDGER_TRANSACTIONS_CHANNEL,
+  type ProjectionOptions,
+  projectFinality,
+  projectInput,
+  projectSettlements,
+  rollbackSlot,
+} from "./projections.js";
 
 export interface Checkpoint {
   readonly source: string;
@@ -54,19 +62,20 @@ async function insertSeen(client: pg.ClientBase, transactions: readonly DecodedT
   return result.rowCount ?? 0;
 }
 
-async function insertEvents(client: pg.ClientBase, transactions: readonly DecodedTransaction[]): Promise<string[]> {
+/** Stores the batch's events; returns those that were new, with their ids, in chain order. */
+async function insertEvents(client: pg.ClientBase, transactions: readonly DecodedTransaction[]): Promise<StoredEvent[]> {
   const events = transactions.flatMap((t) => t.events);
   if (events.length === 0) return [];
-  const result = await client.query<{ id: string }>(
+  const result = await client.query<{ id: string; signature: string; ix: number; inner_ix: number; ord: number }>(
     `INSERT INTO chain_events (signature, instruction_index, inner_index, event_ordinal, slot, block_time, commitment,
                                finalized, event_name, payload, raw, source)
-     SELECT sig, ix, inner_ix, ord, slot, to_timestamp(bt), com, com = 'finalized', name, payload, decode(raw, 'hex'), src
+     SELECT sig, ix, inner_ix, ord, slot, to_timestamp(bt), com, com = 'finalized', name, payload, raw, src
      FROM unnest($1::text[], $2::int[], $3::int[], $4::int[], $5::bigint[], $6::float8[], $7::text[], $8::text[],
-                 $9::jsonb[], $10::text[], $11::text[])
+                 $9::jsonb[], $10::bytea[], $11::text[])
           WITH ORDINALITY AS u(sig, ix, inner_ix, ord, slot, bt, com, name, payload, raw, src, n)
      ORDER BY n
      ON CONFLICT (signature, instruction_index, inner_index, event_ordinal) DO NOTHING
-     RETURNING id`,
+     RETURNING id, signature, instruction_index AS ix, inner_index AS inner_ix, event_ordinal AS ord`,
     [
       events.map((e) => e.signature),
       events.map((e) => e.instructionIndex),
@@ -77,12 +86,18 @@ async function insertEvents(client: pg.ClientBase, transactions: readonly Decode
       events.map((e) => e.commitment),
       events.map((e) => e.name),
       events.map((e) => JSON.stringify(e.payload)),
-      events.map((e) => Buffer.from(e.raw).toString("hex")),
+      events.map((e) => Buffer.from(e.raw.buffer, e.raw.byteOffset, e.raw.byteLength)),
       events.map((e) => e.source),
     ],
   );
+  const ids = new Map(result.rows.map((r) => [eventKey(r.signature, r.ix, r.inner_ix, r.ord), r.id]));
   // Project in id order (= chain order within the batch) so parents precede children.
-  return result.rows.map((r) => r.id).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
+  return events
+    .flatMap((event) => {
+      const id = ids.get(eventKey(event.signature, event.instructionIndex, event.innerIndex, event.ordinal));
+      return id === undefined ? [] : [{ id, event }];
+    })
+    .sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
 }
 
 async function insertSettlements(client: pg.ClientBase, settlements: readonly SettlementTransfer[]): Promise<string[]> {
@@ -109,17 +124,11 @@ async function insertSettlements(client: pg.ClientBase, settlements: readonly Se
   return result.rows.map((r) => r.signature);
 }
 
-/** Channel the live feed listens on; Postgres delivers these only if the batch commits. */
-export const LEDGER_TRANSACTIONS_CHANNEL = "ledger_transactions";
+export { LEDGER_TRANSACTIONS_CHANNEL };
 
-/** One notification per newly projected payment: `{"txHash", "agent", "slot"}` (agent = payer address). */
-async function notifyNewTransactions(client: pg.ClientBase, eventIds: readonly string[]): Promise<void> {
-  if (eventIds.length === 0) return;
-  await client.query(
-    `SELECT pg_notify($2, json_build_object('txHash', tx_hash, 'agent', agent, 'slot', slot::text)::text)
-     FROM transactions WHERE event_id = ANY($1::bigint[]) ORDER BY event_id`,
-    [eventIds, LEDGER_TRANSACTIONS_CHANNEL],
-  );
+interface StoredEvent {
+  readonly id: string;
+  readonly event: DecodedEvent;
 }
 
 async function advanceCheckpoint(client: pg.ClientBase, checkpoint: Checkpoint): Promise<void> {
@@ -141,13 +150,13 @@ export async function ingestBatch(pool: pg.Pool, batch: IngestBatch, options: Pr
     for (const slot of batch.deadSlots ?? []) eventsRolledBack += await rollbackSlot(client, slot);
     const transactionsSeen = await insertSeen(client, batch.transactions);
     const settlements = await insertSettlements(client, batch.settlements ?? []);
-    const eventIds = await insertEvents(client, batch.transactions);
-    await projectEvents(client, eventIds, options);
-    await notifyNewTransactions(client, eventIds);
+    const stored = await insertEvents(client, batch.transactions);
+    // The projections read the batch from memory; each new payment notifies the live feed.
+    if (stored.length > 0) await projectInput(client, batchInput(stored), { ...options, notify: true });
     await projectSettlements(client, settlements);
     if (batch.finalizedSlot !== undefined) await projectFinality(client, batch.finalizedSlot);
     if (batch.checkpoint !== undefined) await advanceCheckpoint(client, batch.checkpoint);
-    return { transactionsSeen, eventsInserted: eventIds.length, settlementsInserted: settlements.length, eventsRolledBack };
+    return { transactionsSeen, eventsInserted: stored.length, settlementsInserted: settlements.length, eventsRolledBack };
   });
 }
 

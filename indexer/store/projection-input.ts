@@ -2,8 +2,8 @@
  * What the projections read: typed rows of the events to project, as SQL that yields the same
  * columns whatever the rows come from.
  *
- * - `batchInput`: the events ingest has just stored, sent as typed arrays (`unnest`). Nothing is
- *   read back from `chain_events` and no jsonb is parsed again.
+ * - `batchInput`: the events ingest has just stored, sent as rows of one jsonb parameter
+ *   (`jsonb_to_recordset`). Nothing is read back from `chain_events`.
  * - `storedEventsInput`: events already in the store (rebuild: an id range; a list of ids), read
  *   from `chain_events.payload` once per event.
  *
@@ -26,19 +26,19 @@ export interface ProjectionInput {
   readonly invocationsOpened: InputPart;
 }
 
+// One jsonb parameter of rows (see ingest.ts on why not one array per column).
 const BATCH_PAYMENTS = `
-  SELECT u.event_id, u.tx_hash, u.instruction_index, u.agent, u.payee, u.mint, u.payment_id, u.protocol, u.rail,
-         u.amount_units, u.endpoint_hash, u.parent_tx_hash, u.invocation, u.atomic, u.settlement_reference,
-         u.budget_units, to_timestamp(u.seconds) AS ts, u.slot, u.finalized
-  FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::numeric[], $8::text[],
-              $9::text[], $10::numeric[], $11::text[], $12::text[], $13::text[], $14::boolean[], $15::text[],
-              $16::numeric[], $17::float8[], $18::bigint[], $19::boolean[])
-       AS u(event_id, tx_hash, instruction_index, agent, payee, mint, payment_id, protocol, rail, amount_units,
-            endpoint_hash, parent_tx_hash, invocation, atomic, settlement_reference, budget_units, seconds, slot, finalized)`;
+  SELECT r.event_id, r.tx_hash, r.instruction_index, r.agent, r.payee, r.mint, r.payment_id, r.protocol, r.rail,
+         r.amount_units, r.endpoint_hash, r.parent_tx_hash, r.invocation, r.atomic, r.settlement_reference,
+         r.budget_units, to_timestamp(r.seconds) AS ts, r.slot, r.finalized
+  FROM jsonb_to_recordset($1::jsonb)
+       AS r(event_id bigint, tx_hash text, instruction_index int, agent text, payee text, mint text, payment_id numeric,
+            protocol text, rail text, amount_units numeric, endpoint_hash text, parent_tx_hash text, invocation text,
+            atomic boolean, settlement_reference text, budget_units numeric, seconds float8, slot bigint, finalized boolean)`;
 
 const BATCH_INVOCATIONS_OPENED = `
-  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::numeric[], $7::bigint[])
-         AS u(event_id, invocation, invoker, sub_agent, parent_tx_hash, budget_units, slot)`;
+  SELECT * FROM jsonb_to_recordset($1::jsonb)
+         AS r(event_id bigint, invocation text, invoker text, sub_agent text, parent_tx_hash text, budget_units numeric, slot bigint)`;
 
 /** A stored event's key, as `insertEvents` returns it with the id it got. */
 export function eventKey(signature: string, instructionIndex: number, innerIndex: number, ordinal: number): string {
@@ -51,48 +51,41 @@ type Parent = Readonly<Record<string, string>> | null;
 export function batchInput(events: readonly { readonly id: string; readonly event: DecodedEvent }[]): ProjectionInput {
   const payments = events.filter((e) => e.event.name === "PaymentRecorded");
   const opened = events.filter((e) => e.event.name === "InvocationOpened");
-  const column = <T>(rows: typeof events, value: (e: DecodedEvent, id: string) => T): T[] => rows.map((r) => value(r.event, r.id));
   const p = (e: DecodedEvent, key: string): string | null => (e.payload[key] as string | null | undefined) ?? null;
   const parent = (e: DecodedEvent): Parent => (e.payload.parent as Parent | undefined) ?? null;
+  const paymentRows = payments.map(({ id, event: e }) => ({
+    event_id: id,
+    tx_hash: e.signature,
+    instruction_index: e.instructionIndex,
+    agent: p(e, "payer"),
+    payee: p(e, "payee"),
+    mint: p(e, "mint"),
+    payment_id: p(e, "paymentId"),
+    protocol: p(e, "protocol"),
+    rail: p(e, "rail"),
+    amount_units: p(e, "amountUnits"),
+    endpoint_hash: p(e, "endpointHash"),
+    parent_tx_hash: parent(e)?.parentSignature ?? null,
+    invocation: parent(e)?.invocation ?? null,
+    atomic: e.payload.atomic === true,
+    settlement_reference: p(e, "settlementReference"),
+    budget_units: parent(e)?.budgetUnits ?? null,
+    seconds: e.blockTime ?? (e.payload.recordedAtSeconds as number),
+    slot: e.slot.toString(),
+    finalized: e.commitment === "finalized",
+  }));
+  const openedRows = opened.map(({ id, event: e }) => ({
+    event_id: id,
+    invocation: p(e, "invocation"),
+    invoker: p(e, "invoker"),
+    sub_agent: p(e, "subAgent"),
+    parent_tx_hash: p(e, "parentSignature"),
+    budget_units: p(e, "budgetUnits"),
+    slot: e.slot.toString(),
+  }));
   return {
-    payments: {
-      sql: BATCH_PAYMENTS,
-      empty: payments.length === 0,
-      params: [
-        column(payments, (_, id) => id),
-        column(payments, (e) => e.signature),
-        column(payments, (e) => e.instructionIndex),
-        column(payments, (e) => p(e, "payer")),
-        column(payments, (e) => p(e, "payee")),
-        column(payments, (e) => p(e, "mint")),
-        column(payments, (e) => p(e, "paymentId")),
-        column(payments, (e) => p(e, "protocol")),
-        column(payments, (e) => p(e, "rail")),
-        column(payments, (e) => p(e, "amountUnits")),
-        column(payments, (e) => p(e, "endpointHash")),
-        column(payments, (e) => parent(e)?.parentSignature ?? null),
-        column(payments, (e) => parent(e)?.invocation ?? null),
-        column(payments, (e) => e.payload.atomic === true),
-        column(payments, (e) => p(e, "settlementReference")),
-        column(payments, (e) => parent(e)?.budgetUnits ?? null),
-        column(payments, (e) => e.blockTime ?? (e.payload.recordedAtSeconds as number)),
-        column(payments, (e) => e.slot.toString()),
-        column(payments, (e) => e.commitment === "finalized"),
-      ],
-    },
-    invocationsOpened: {
-      sql: BATCH_INVOCATIONS_OPENED,
-      empty: opened.length === 0,
-      params: [
-        column(opened, (_, id) => id),
-        column(opened, (e) => p(e, "invocation")),
-        column(opened, (e) => p(e, "invoker")),
-        column(opened, (e) => p(e, "subAgent")),
-        column(opened, (e) => p(e, "parentSignature")),
-        column(opened, (e) => p(e, "budgetUnits")),
-        column(opened, (e) => e.slot.toString()),
-      ],
-    },
+    payments: { sql: BATCH_PAYMENTS, empty: paymentRows.length === 0, params: [JSON.stringify(paymentRows)] },
+    invocationsOpened: { sql: BATCH_INVOCATIONS_OPENED, empty: openedRows.length === 0, params: [JSON.stringify(openedRows)] },
   };
 }
 

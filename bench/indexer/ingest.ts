@@ -112,6 +112,12 @@ async function run(): Promise<void> {
       console.log(
         `ingest, batch ${BATCH}:    ${rate(later.length, laterMs)} (${later.length} events, ${Math.round(laterMs)} ms, ${next.toLocaleString("en-US")} stored: ${(ratio * 100).toFixed(0)} % of the empty-store rate)`,
       );
+      const bigRebuildStart = performance.now();
+      const bigReplayed = await withTransaction(db.pool, (client) => rebuildProjections(client, options));
+      const bigRebuildMs = performance.now() - bigRebuildStart;
+      console.log(
+        `rebuild:               ${rate(bigReplayed, bigRebuildMs)} (${bigReplayed.toLocaleString("en-US")} events, ${(bigRebuildMs / 1000).toFixed(1)} s)`,
+      );
     }
   } finally {
     await db.drop();

@@ -67,6 +67,12 @@ async function insertSeen(client: pg.ClientBase, transactions: readonly DecodedT
   return result.rowCount ?? 0;
 }
 
+/** An event this batch stored, with the id the event store gave it. */
+interface StoredEvent {
+  readonly id: string;
+  readonly event: DecodedEvent;
+}
+
 /** Stores the batch's events; returns those that were new, with their ids, in chain order. */
 async function insertEvents(client: pg.ClientBase, transactions: readonly DecodedTransaction[]): Promise<StoredEvent[]> {
   const events = transactions.flatMap((t) => t.events);
@@ -131,12 +137,8 @@ async function insertSettlements(client: pg.ClientBase, settlements: readonly Se
   return result.rows.map((r) => r.signature);
 }
 
+/** The live feed's channel; the projection statement notifies it (projections.ts). */
 export { LEDGER_TRANSACTIONS_CHANNEL };
-
-interface StoredEvent {
-  readonly id: string;
-  readonly event: DecodedEvent;
-}
 
 async function advanceCheckpoint(client: pg.ClientBase, checkpoint: Checkpoint): Promise<void> {
   await client.query(

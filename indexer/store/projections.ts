@@ -1,7 +1,8 @@
 /**
  * The projections: every read model derived from `chain_events` (and `settlement_transfers`),
- * as set-based SQL over a list of event ids. Ingest calls it with the ids it just inserted;
- * rebuild calls it with every id, in order. One code path, so both produce the same rows.
+ * as set-based SQL over a `ProjectionInput` (projection-input.ts). Ingest passes the events it
+ * just stored, from memory; rebuild passes the event store by id ranges, in order. One statement
+ * text either way, so both produce the same rows (test/indexer/projection-equivalence.test.ts).
  */
 import type pg from "pg";
 import { type ProjectionInput, storedEventsInput } from "./projection-input.js";

@@ -119,15 +119,24 @@ function keysOf(programId: PublicKey): ProgramKeys {
   return keys;
 }
 
+/** Built field by field: an object spread here cost more than reading the event (measured). */
+function outcome(
+  tx: RawTransaction,
+  result: TransactionOutcome,
+  detail: string | null,
+  events: readonly DecodedEvent[],
+): DecodedTransaction {
+  return { signature: tx.signature, slot: tx.slot, outcome: result, detail, events };
+}
+
 export function decodeRawTransaction(tx: RawTransaction, programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): DecodedTransaction {
-  const base = { signature: tx.signature, slot: tx.slot };
   try {
     if (tx.err !== null && tx.err !== undefined) {
-      return { ...base, outcome: "failed", detail: JSON.stringify(tx.err), events: [] };
+      return outcome(tx, "failed", JSON.stringify(tx.err), []);
     }
     const { id, authority } = keysOf(programId);
     const programIndex = tx.accountKeys.indexOf(id);
-    if (programIndex < 0) return { ...base, outcome: "foreign", detail: null, events: [] };
+    if (programIndex < 0) return outcome(tx, "foreign", null, []);
 
     const logs = tx.logs ?? [];
     const truncated = logs.some((line) => line.includes(LOG_TRUNCATED));
@@ -135,7 +144,7 @@ export function decodeRawTransaction(tx: RawTransaction, programId: PublicKey = 
     const noInnerReported = tx.innerInstructions.length === 0;
     if (candidates.length === 0 && noInnerReported) candidates = logCandidates(logs, id);
     if (candidates.length > MAX_EVENTS_PER_TRANSACTION) {
-      return { ...base, outcome: "malformed", detail: `${candidates.length} events`, events: [] };
+      return outcome(tx, "malformed", `${candidates.length} events`, []);
     }
 
     const events: DecodedEvent[] = [];
@@ -166,12 +175,12 @@ export function decodeRawTransaction(tx: RawTransaction, programId: PublicKey = 
       });
     }
     const usedLogs = candidates.some((c) => c.source === "logs") || (candidates.length === 0 && noInnerReported);
-    if (malformed > 0) return { ...base, outcome: "malformed", detail: `${malformed} undecodable event(s)`, events };
-    if (unknown > 0) return { ...base, outcome: "unknown_event", detail: `${unknown} unknown discriminator(s)`, events };
-    if (truncated && usedLogs) return { ...base, outcome: "truncated", detail: "logs truncated; events may be missing", events };
-    if (events.length === 0) return { ...base, outcome: "no_events", detail: null, events };
-    return { ...base, outcome: "indexed", detail: null, events };
+    if (malformed > 0) return outcome(tx, "malformed", `${malformed} undecodable event(s)`, events);
+    if (unknown > 0) return outcome(tx, "unknown_event", `${unknown} unknown discriminator(s)`, events);
+    if (truncated && usedLogs) return outcome(tx, "truncated", "logs truncated; events may be missing", events);
+    if (events.length === 0) return outcome(tx, "no_events", null, events);
+    return outcome(tx, "indexed", null, events);
   } catch (error) {
-    return { ...base, outcome: "malformed", detail: (error as Error).message, events: [] };
+    return outcome(tx, "malformed", (error as Error).message, []);
   }
 }

@@ -9,17 +9,16 @@
  */
 import type { PublicKey } from "@solana/web3.js";
 import {
-  decodeEventBase64,
-  decodeEventInstructionData,
   EVENT_IX_TAG,
   eventAuthorityPda,
   LOG_TRUNCATED,
-  type LedgerEvent,
+  type LedgerEventName,
   PAYMENT_LEDGER_PROGRAM_ID,
   programDataLines,
 } from "../../programs/payment_ledger/ts/index.js";
 import type { RawTransaction } from "../sources/source.js";
-import { type EventPayload, eventPayload } from "./payload.js";
+import { type ReadEvent, readEvent } from "./event-reader.js";
+import type { EventPayload } from "./payload.js";
 
 export type TransactionOutcome = "indexed" | "no_events" | "failed" | "foreign" | "malformed" | "unknown_event" | "truncated";
 
@@ -32,8 +31,7 @@ export interface DecodedEvent {
   readonly slot: bigint;
   readonly blockTime: number | null;
   readonly commitment: RawTransaction["commitment"];
-  readonly name: LedgerEvent["name"];
-  readonly event: LedgerEvent;
+  readonly name: LedgerEventName;
   readonly payload: EventPayload;
   /** Discriminator + borsh body. */
   readonly raw: Uint8Array;
@@ -53,7 +51,9 @@ export interface DecodedTransaction {
 export const MAX_EVENTS_PER_TRANSACTION = 256;
 
 function startsWith(data: Uint8Array, prefix: Uint8Array): boolean {
-  return data.length >= prefix.length && prefix.every((byte, i) => data[i] === byte);
+  if (data.length < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i += 1) if (data[i] !== prefix[i]) return false;
+  return true;
 }
 
 interface Candidate {
@@ -67,18 +67,19 @@ interface Candidate {
 function innerCandidates(tx: RawTransaction, programIndex: number, authority: string): Candidate[] {
   const candidates: Candidate[] = [];
   for (const group of tx.innerInstructions) {
-    group.instructions.forEach((instruction, innerIndex) => {
-      if (instruction.programIdIndex !== programIndex) return;
+    for (let innerIndex = 0; innerIndex < group.instructions.length; innerIndex += 1) {
+      const instruction = group.instructions[innerIndex]!;
+      if (instruction.programIdIndex !== programIndex) continue;
       const first = instruction.accounts[0];
-      if (first === undefined || tx.accountKeys[first] !== authority) return;
-      if (!startsWith(instruction.data, EVENT_IX_TAG)) return;
+      if (first === undefined || tx.accountKeys[first] !== authority) continue;
+      if (!startsWith(instruction.data, EVENT_IX_TAG)) continue;
       candidates.push({
         instructionIndex: group.index,
         innerIndex,
         raw: instruction.data.subarray(EVENT_IX_TAG.length),
         source: "inner-instructions",
       });
-    });
+    }
   }
   return candidates;
 }
@@ -93,48 +94,57 @@ function logCandidates(logs: readonly string[], programId: string): Candidate[] 
   }));
 }
 
-function decodeCandidate(candidate: Candidate): LedgerEvent | null | "malformed" {
+/** The hand-written reader (event-reader.ts), checked against the IDL coder by its tests. */
+function decodeCandidate(candidate: Candidate): ReadEvent | null | "malformed" {
   try {
-    const event =
-      candidate.source === "logs"
-        ? decodeEventBase64(Buffer.from(candidate.raw).toString("base64"))
-        : decodeEventInstructionData(Uint8Array.from([...EVENT_IX_TAG, ...candidate.raw]));
-    return event;
+    return readEvent(candidate.raw);
   } catch {
     return "malformed";
   }
 }
 
-// Deriving a PDA costs a curve check per bump tried: once per program, not per transaction.
-const eventAuthorities = new Map<string, string>();
-function eventAuthorityOf(programId: PublicKey): string {
-  const id = programId.toBase58();
-  let authority = eventAuthorities.get(id);
-  if (authority === undefined) {
-    authority = eventAuthorityPda(programId).address.toBase58();
-    eventAuthorities.set(id, authority);
+// Deriving a PDA costs a curve check per bump tried, and base58 of a key costs more than reading
+// an event: both once per program object, not per transaction.
+interface ProgramKeys {
+  readonly id: string;
+  readonly authority: string;
+}
+const programKeys = new WeakMap<PublicKey, ProgramKeys>();
+function keysOf(programId: PublicKey): ProgramKeys {
+  let keys = programKeys.get(programId);
+  if (keys === undefined) {
+    keys = { id: programId.toBase58(), authority: eventAuthorityPda(programId).address.toBase58() };
+    programKeys.set(programId, keys);
   }
-  return authority;
+  return keys;
+}
+
+/** Built field by field: an object spread here cost more than reading the event (measured). */
+function outcome(
+  tx: RawTransaction,
+  result: TransactionOutcome,
+  detail: string | null,
+  events: readonly DecodedEvent[],
+): DecodedTransaction {
+  return { signature: tx.signature, slot: tx.slot, outcome: result, detail, events };
 }
 
 export function decodeRawTransaction(tx: RawTransaction, programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): DecodedTransaction {
-  const base = { signature: tx.signature, slot: tx.slot };
   try {
     if (tx.err !== null && tx.err !== undefined) {
-      return { ...base, outcome: "failed", detail: JSON.stringify(tx.err), events: [] };
+      return outcome(tx, "failed", JSON.stringify(tx.err), []);
     }
-    const id = programId.toBase58();
+    const { id, authority } = keysOf(programId);
     const programIndex = tx.accountKeys.indexOf(id);
-    if (programIndex < 0) return { ...base, outcome: "foreign", detail: null, events: [] };
+    if (programIndex < 0) return outcome(tx, "foreign", null, []);
 
-    const authority = eventAuthorityOf(programId);
     const logs = tx.logs ?? [];
     const truncated = logs.some((line) => line.includes(LOG_TRUNCATED));
     let candidates = innerCandidates(tx, programIndex, authority);
     const noInnerReported = tx.innerInstructions.length === 0;
     if (candidates.length === 0 && noInnerReported) candidates = logCandidates(logs, id);
     if (candidates.length > MAX_EVENTS_PER_TRANSACTION) {
-      return { ...base, outcome: "malformed", detail: `${candidates.length} events`, events: [] };
+      return outcome(tx, "malformed", `${candidates.length} events`, []);
     }
 
     const events: DecodedEvent[] = [];
@@ -151,26 +161,26 @@ export function decodeRawTransaction(tx: RawTransaction, programId: PublicKey = 
         continue;
       }
       events.push({
-        ...base,
+        signature: tx.signature,
+        slot: tx.slot,
         instructionIndex: candidate.instructionIndex,
         innerIndex: candidate.innerIndex,
         ordinal: events.length,
         blockTime: tx.blockTime,
         commitment: tx.commitment,
         name: event.name,
-        event,
-        payload: eventPayload(event),
+        payload: event.payload,
         raw: candidate.raw,
         source: candidate.source,
       });
     }
     const usedLogs = candidates.some((c) => c.source === "logs") || (candidates.length === 0 && noInnerReported);
-    if (malformed > 0) return { ...base, outcome: "malformed", detail: `${malformed} undecodable event(s)`, events };
-    if (unknown > 0) return { ...base, outcome: "unknown_event", detail: `${unknown} unknown discriminator(s)`, events };
-    if (truncated && usedLogs) return { ...base, outcome: "truncated", detail: "logs truncated; events may be missing", events };
-    if (events.length === 0) return { ...base, outcome: "no_events", detail: null, events };
-    return { ...base, outcome: "indexed", detail: null, events };
+    if (malformed > 0) return outcome(tx, "malformed", `${malformed} undecodable event(s)`, events);
+    if (unknown > 0) return outcome(tx, "unknown_event", `${unknown} unknown discriminator(s)`, events);
+    if (truncated && usedLogs) return outcome(tx, "truncated", "logs truncated; events may be missing", events);
+    if (events.length === 0) return outcome(tx, "no_events", null, events);
+    return outcome(tx, "indexed", null, events);
   } catch (error) {
-    return { ...base, outcome: "malformed", detail: (error as Error).message, events: [] };
+    return outcome(tx, "malformed", (error as Error).message, []);
   }
 }

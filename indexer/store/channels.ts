@@ -35,7 +35,15 @@ async function touchedChannels(client: pg.ClientBase, eventIds: readonly string[
   return result.rows.map((r) => r.channel).sort();
 }
 
-/** Projects newly stored events (ingest and rebuild call it with the same ids as projectEvents). */
+/** Rebuild: every channel with stored events, derived afresh (after the tables were emptied). */
+export async function projectAllChannels(client: pg.ClientBase): Promise<void> {
+  const result = await client.query<{ channel: string }>(
+    `SELECT DISTINCT payload->>'channel' AS channel FROM chain_events WHERE event_name IN ${CHANNEL_EVENTS_SQL}`,
+  );
+  await deriveChannels(client, result.rows.map((r) => r.channel).sort(), []);
+}
+
+/** Projects newly stored events (ingest and projectEvents call it with the ids they project). */
 export async function projectChannelEvents(client: pg.ClientBase, eventIds: readonly string[]): Promise<void> {
   await deriveChannels(client, await touchedChannels(client, eventIds), []);
 }

@@ -1,10 +1,15 @@
 /**
  * The projections: every read model derived from `chain_events` (and `settlement_transfers`),
- * as set-based SQL over a list of event ids. Ingest calls it with the ids it just inserted;
- * rebuild calls it with every id, in order. One code path, so both produce the same rows.
+ * as set-based SQL over a `ProjectionInput` (projection-input.ts). Ingest passes the events it
+ * just stored, from memory; rebuild passes the event store by id ranges, in order. One statement
+ * text either way, so both produce the same rows (test/indexer/projection-equivalence.test.ts).
  */
 import type pg from "pg";
 import { CHANNEL_PROJECTION_TABLES, projectChannelEvents, unprojectChannelEvents } from "./channels.js";
+import { type ProjectionInput, storedEventsInput } from "./projection-input.js";
+
+/** Channel the live feed listens on; Postgres delivers these only if the batch commits. */
+export const LEDGER_TRANSACTIONS_CHANNEL = "ledger_transactions";
 
 export const PROJECTION_TABLES = [
   "payment_edges",
@@ -46,106 +51,120 @@ const SETTLEMENT_STATUS = `
                       AND s.destination_owner = p->>'payee') THEN 'verified'
        ELSE 'unverified' END`;
 
-/** Projects the given events (ids of `chain_events` rows not projected before). */
-export async function projectEvents(client: pg.ClientBase, eventIds: readonly string[], options: ProjectionOptions): Promise<void> {
-  if (eventIds.length === 0) return;
-  const ids = [...eventIds];
+/** The same rule over the typed columns of a projection input row `i`. */
+const INPUT_SETTLEMENT_STATUS = `
+  CASE WHEN i.settlement_reference IS NULL THEN NULL
+       WHEN EXISTS (SELECT 1 FROM settlement_transfers s
+                    WHERE s.signature = i.settlement_reference AND NOT s.failed
+                      AND s.amount_units = i.amount_units AND s.mint = i.mint
+                      AND coalesce(s.source_owner, s.authority) = i.agent
+                      AND s.destination_owner = i.payee) THEN 'verified'
+       ELSE 'unverified' END`;
 
+/**
+ * Projects a set of events not projected before, whatever they come from (projection-input.ts):
+ * the batch ingest just stored (typed arrays, no jsonb read back), a range of the event store
+ * (rebuild) or a list of its ids. Two statements: invocations opened, then ONE statement whose
+ * data-modifying CTEs write the payments, their tree edges, the rollups, the metric buckets and
+ * the invocations' consumption from the rows just inserted, and notify the live feed.
+ * Returns the number of payments projected.
+ */
+export async function projectInput(
+  client: pg.ClientBase,
+  input: ProjectionInput,
+  options: ProjectionOptions & { readonly notify: boolean },
+): Promise<number> {
   // Invocations opened: the budget the chain enforces.
-  await client.query(
-    `INSERT INTO invocations (invocation, invoker, sub_agent, parent_tx_hash, budget_units, spent_units, payment_count, opened_slot)
-     SELECT e.payload->>'invocation', e.payload->>'invoker', e.payload->>'subAgent', e.payload->>'parentSignature',
-            (e.payload->>'budgetUnits')::numeric, 0, 0, e.slot
-     FROM chain_events e WHERE e.id IN (SELECT unnest($1::bigint[])) AND e.event_name = 'InvocationOpened'
-     ORDER BY e.id
-     ON CONFLICT (invocation) DO UPDATE
-       SET invoker = excluded.invoker, opened_slot = excluded.opened_slot, budget_units = excluded.budget_units`,
-    [ids],
-  );
+  if (!input.invocationsOpened.empty) {
+    await client.query(
+      `INSERT INTO invocations (invocation, invoker, sub_agent, parent_tx_hash, budget_units, spent_units, payment_count, opened_slot)
+       SELECT o.invocation, o.invoker, o.sub_agent, o.parent_tx_hash, o.budget_units, 0, 0, o.slot
+       FROM (${input.invocationsOpened.sql}) o
+       ORDER BY o.event_id
+       ON CONFLICT (invocation) DO UPDATE
+         SET invoker = excluded.invoker, opened_slot = excluded.opened_slot, budget_units = excluded.budget_units`,
+      [...input.invocationsOpened.params],
+    );
+  }
+  if (input.payments.empty) return 0;
 
-  // Spec 2.2 transaction rows.
-  await client.query(
-    `INSERT INTO transactions (event_id, tx_hash, instruction_index, agent, payee, mint, payment_id, protocol, rail,
-                               amount_units, endpoint_hash, parent_tx_hash, invocation, atomic, settlement_reference,
-                               settlement_status, explorer_url, "timestamp", slot, status)
-     SELECT e.id, e.signature, e.instruction_index, p->>'payer', p->>'payee', p->>'mint', (p->>'paymentId')::numeric,
-            p->>'protocol', p->>'rail', (p->>'amountUnits')::numeric, p->>'endpointHash',
-            p->'parent'->>'parentSignature', p->'parent'->>'invocation', (p->>'atomic')::boolean,
-            p->>'settlementReference', ${SETTLEMENT_STATUS},
-            $2::text || e.signature || $3::text,
-            coalesce(e.block_time, to_timestamp((p->>'recordedAtSeconds')::bigint)), e.slot,
-            CASE WHEN e.finalized THEN 'finalized' ELSE 'confirmed' END
-     FROM chain_events e CROSS JOIN LATERAL (SELECT e.payload AS p) x
-     WHERE e.id IN (SELECT unnest($1::bigint[])) AND e.event_name = 'PaymentRecorded'
-     ON CONFLICT (event_id) DO NOTHING`,
-    [ids, EXPLORER_TX, explorerSuffix(options.cluster)],
-  );
-
-  // Tree edges. Depth = levels walked up through this batch's own records, plus the depth of the
-  // edge where the walk leaves the batch (an earlier batch's child, so parents precede children).
-  await client.query(
-    `WITH RECURSIVE fresh AS MATERIALIZED (
-       SELECT event_id, tx_hash, parent_tx_hash, invocation, agent FROM transactions
-       WHERE event_id IN (SELECT unnest($1::bigint[])) AND parent_tx_hash IS NOT NULL),
+  const n = input.payments.params.length;
+  const result = await client.query<{ projected: string }>(
+    `WITH RECURSIVE input AS MATERIALIZED (${input.payments.sql}),
+     inserted AS (
+       INSERT INTO transactions (event_id, tx_hash, instruction_index, agent, payee, mint, payment_id, protocol, rail,
+                                 amount_units, endpoint_hash, parent_tx_hash, invocation, atomic, settlement_reference,
+                                 settlement_status, explorer_url, "timestamp", slot, status)
+       SELECT i.event_id, i.tx_hash, i.instruction_index, i.agent, i.payee, i.mint, i.payment_id, i.protocol, i.rail,
+              i.amount_units, i.endpoint_hash, i.parent_tx_hash, i.invocation, i.atomic, i.settlement_reference,
+              ${INPUT_SETTLEMENT_STATUS}, $${n + 1}::text || i.tx_hash || $${n + 2}::text, i.ts, i.slot,
+              CASE WHEN i.finalized THEN 'finalized' ELSE 'confirmed' END
+       FROM input i ORDER BY i.event_id
+       ON CONFLICT (event_id) DO NOTHING
+       RETURNING event_id, tx_hash, agent, protocol, endpoint_hash, amount_units, "timestamp", invocation, parent_tx_hash, slot),
+     -- Tree edges. Depth = levels walked up through this set's own records, plus the depth of the
+     -- edge where the walk leaves the set (an earlier one's child, so parents precede children).
+     fresh AS MATERIALIZED (
+       SELECT event_id, tx_hash, parent_tx_hash, invocation, agent FROM inserted WHERE parent_tx_hash IS NOT NULL),
      walk (event_id, ancestor, level) AS (
        SELECT event_id, parent_tx_hash, 1 FROM fresh
        UNION ALL
        SELECT w.event_id, f.parent_tx_hash, w.level + 1
        FROM walk w JOIN fresh f ON f.tx_hash = w.ancestor
-       WHERE w.level < 64)
-     INSERT INTO payment_edges (child_event_id, parent_tx_hash, child_tx_hash, invocation, child_payer, depth)
-     SELECT f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation, f.agent,
-            max(w.level + coalesce((SELECT max(pe.depth) FROM payment_edges pe WHERE pe.child_tx_hash = w.ancestor), 0))
-     FROM walk w JOIN fresh f USING (event_id)
-     GROUP BY f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation, f.agent
-     ON CONFLICT (child_event_id) DO NOTHING`,
-    [ids],
+       WHERE w.level < 64),
+     edges AS (
+       INSERT INTO payment_edges (child_event_id, parent_tx_hash, child_tx_hash, invocation, child_payer, depth)
+       SELECT f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation, f.agent,
+              max(w.level + coalesce((SELECT max(pe.depth) FROM payment_edges pe WHERE pe.child_tx_hash = w.ancestor), 0))
+       FROM walk w JOIN fresh f USING (event_id)
+       GROUP BY f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation, f.agent
+       ON CONFLICT (child_event_id) DO NOTHING),
+     rollups AS (
+       INSERT INTO spend_rollups (agent, bucket_start, protocol, endpoint_hash, amount_units, tx_count)
+       SELECT agent, date_trunc('minute', "timestamp"), protocol, endpoint_hash, sum(amount_units), count(*)
+       FROM inserted GROUP BY 1, 2, 3, 4
+       ON CONFLICT (agent, bucket_start, protocol, endpoint_hash) DO UPDATE
+         SET amount_units = spend_rollups.amount_units + excluded.amount_units,
+             tx_count = spend_rollups.tx_count + excluded.tx_count),
+     metrics AS (
+       INSERT INTO metric_buckets (agent, bucket_start, spend_units, tx_count, x402_spend_units, x402_count, mpp_spend_units, mpp_count)
+       SELECT agent, date_trunc('minute', "timestamp"), sum(amount_units), count(*),
+              coalesce(sum(amount_units) FILTER (WHERE protocol = 'x402'), 0), count(*) FILTER (WHERE protocol = 'x402'),
+              coalesce(sum(amount_units) FILTER (WHERE protocol = 'mpp'), 0), count(*) FILTER (WHERE protocol = 'mpp')
+       FROM inserted GROUP BY 1, 2
+       ON CONFLICT (agent, bucket_start) DO UPDATE
+         SET spend_units = metric_buckets.spend_units + excluded.spend_units,
+             tx_count = metric_buckets.tx_count + excluded.tx_count,
+             x402_spend_units = metric_buckets.x402_spend_units + excluded.x402_spend_units,
+             x402_count = metric_buckets.x402_count + excluded.x402_count,
+             mpp_spend_units = metric_buckets.mpp_spend_units + excluded.mpp_spend_units,
+             mpp_count = metric_buckets.mpp_count + excluded.mpp_count),
+     -- Consumption of invocation budgets. A payment seen before its InvocationOpened (a backfill
+     -- that starts in between) still creates the row, from the budget the event carries.
+     consumed AS (
+       INSERT INTO invocations (invocation, invoker, sub_agent, parent_tx_hash, budget_units, spent_units, payment_count, opened_slot)
+       SELECT t.invocation, NULL, min(t.agent), min(t.parent_tx_hash), max(i.budget_units), sum(t.amount_units), count(*), NULL::bigint
+       FROM inserted t JOIN input i USING (event_id)
+       WHERE t.invocation IS NOT NULL
+       GROUP BY t.invocation
+       ON CONFLICT (invocation) DO UPDATE
+         SET spent_units = invocations.spent_units + excluded.spent_units,
+             payment_count = invocations.payment_count + excluded.payment_count),
+     -- One notification per new payment, in chain order; delivered only if the batch commits.
+     notified AS (
+       SELECT pg_notify('${LEDGER_TRANSACTIONS_CHANNEL}', json_build_object('txHash', tx_hash, 'agent', agent, 'slot', slot::text)::text)
+       FROM inserted WHERE $${n + 3}::boolean ORDER BY event_id)
+     SELECT (SELECT count(*) FROM inserted) + 0 * (SELECT count(*) FROM notified) AS projected`,
+    [...input.payments.params, EXPLORER_TX, explorerSuffix(options.cluster), options.notify],
   );
+  return Number(result.rows[0]!.projected);
+}
 
-  await client.query(
-    `INSERT INTO spend_rollups (agent, bucket_start, protocol, endpoint_hash, amount_units, tx_count)
-     SELECT agent, date_trunc('minute', "timestamp"), protocol, endpoint_hash, sum(amount_units), count(*)
-     FROM transactions WHERE event_id IN (SELECT unnest($1::bigint[]))
-     GROUP BY 1, 2, 3, 4
-     ON CONFLICT (agent, bucket_start, protocol, endpoint_hash) DO UPDATE
-       SET amount_units = spend_rollups.amount_units + excluded.amount_units,
-           tx_count = spend_rollups.tx_count + excluded.tx_count`,
-    [ids],
-  );
-
-  await client.query(
-    `INSERT INTO metric_buckets (agent, bucket_start, spend_units, tx_count, x402_spend_units, x402_count, mpp_spend_units, mpp_count)
-     SELECT agent, date_trunc('minute', "timestamp"), sum(amount_units), count(*),
-            coalesce(sum(amount_units) FILTER (WHERE protocol = 'x402'), 0), count(*) FILTER (WHERE protocol = 'x402'),
-            coalesce(sum(amount_units) FILTER (WHERE protocol = 'mpp'), 0), count(*) FILTER (WHERE protocol = 'mpp')
-     FROM transactions WHERE event_id IN (SELECT unnest($1::bigint[]))
-     GROUP BY 1, 2
-     ON CONFLICT (agent, bucket_start) DO UPDATE
-       SET spend_units = metric_buckets.spend_units + excluded.spend_units,
-           tx_count = metric_buckets.tx_count + excluded.tx_count,
-           x402_spend_units = metric_buckets.x402_spend_units + excluded.x402_spend_units,
-           x402_count = metric_buckets.x402_count + excluded.x402_count,
-           mpp_spend_units = metric_buckets.mpp_spend_units + excluded.mpp_spend_units,
-           mpp_count = metric_buckets.mpp_count + excluded.mpp_count`,
-    [ids],
-  );
-
-  // Consumption of invocation budgets. A payment seen before its InvocationOpened (a backfill
-  // that starts in between) still creates the row, from the budget the event carries.
-  await client.query(
-    `INSERT INTO invocations (invocation, invoker, sub_agent, parent_tx_hash, budget_units, spent_units, payment_count, opened_slot)
-     SELECT t.invocation, NULL, min(t.agent), min(t.parent_tx_hash), max((e.payload->'parent'->>'budgetUnits')::numeric),
-            sum(t.amount_units), count(*), NULL::bigint
-     FROM transactions t JOIN chain_events e ON e.id = t.event_id
-     WHERE t.event_id IN (SELECT unnest($1::bigint[])) AND t.invocation IS NOT NULL
-     GROUP BY t.invocation
-     ON CONFLICT (invocation) DO UPDATE
-       SET spent_units = invocations.spent_units + excluded.spent_units,
-           payment_count = invocations.payment_count + excluded.payment_count`,
-    [ids],
-  );
-
-  await projectChannelEvents(client, ids);
+/** Projects the given events (ids of `chain_events` rows not projected before), read from the store. */
+export async function projectEvents(client: pg.ClientBase, eventIds: readonly string[], options: ProjectionOptions): Promise<void> {
+  if (eventIds.length === 0) return;
+  await projectInput(client, storedEventsInput({ ids: eventIds }), { ...options, notify: false });
+  await projectChannelEvents(client, eventIds);
 }
 
 /** Re-evaluates the settlement status of records naming newly stored settlement transactions. */
@@ -196,8 +215,8 @@ export async function rollbackSlot(client: pg.ClientBase, slot: bigint): Promise
 }
 
 async function unprojectEvents(client: pg.ClientBase, ids: readonly string[]): Promise<void> {
-  const params = [[...ids]];
   await unprojectChannelEvents(client, ids);
+  const params = [[...ids]];
   await client.query(
     `WITH gone AS (
        SELECT agent, date_trunc('minute', "timestamp") AS bucket_start, protocol, endpoint_hash,

@@ -30,6 +30,8 @@ export interface ChannelSessionOptions {
   maxDeposit?: Usdc;
   /** Channel lifetime (default 3600 s). */
   expiresInSeconds?: number;
+  /** Seconds between the close request and the refund (the gateway's default when absent). */
+  withdrawDelaySeconds?: number;
 }
 
 /** What a session challenge asks for (its decoded `request`). */
@@ -73,7 +75,7 @@ const MAX_CHANNELS = 1_000;
 /** Service refusals meaning this channel will not take another voucher. */
 const CHANNEL_OVER = new Set(["channel-finalized", "channel-not-found", "amount-exceeds-deposit", "channel-expired"]);
 /** Gateway refusals meaning the same. */
-const GATEWAY_CHANNEL_OVER = /^(channel_deposit_exhausted|channel_closed|channel_expired|not_found)$/i;
+const GATEWAY_CHANNEL_OVER = /^(channel_deposit_exhausted|channel_closed|channel_not_found|channel_not_open)$/;
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -109,6 +111,7 @@ export class ChannelSessionPayer {
   readonly #depositMultiple: bigint;
   readonly #maxDepositUnits: bigint;
   readonly #expiresInSeconds: number;
+  readonly #withdrawDelaySeconds: number | undefined;
 
   constructor(
     private readonly transport: Transport,
@@ -120,6 +123,7 @@ export class ChannelSessionPayer {
     this.#depositMultiple = BigInt(multiple);
     this.#maxDepositUnits = usdcToUnits((options.maxDeposit ?? { usdc: 10 }).usdc);
     this.#expiresInSeconds = options.expiresInSeconds ?? 3_600;
+    this.#withdrawDelaySeconds = options.withdrawDelaySeconds;
   }
 
   price(endpoint: string): bigint | undefined {
@@ -173,6 +177,7 @@ export class ChannelSessionPayer {
         deposit: unitsToDecimal(depositUnits),
         protocol: "mpp",
         expiresInSeconds: this.#expiresInSeconds,
+        ...(this.#withdrawDelaySeconds === undefined ? {} : { withdrawDelaySeconds: this.#withdrawDelaySeconds }),
         ...(parentTxHash === undefined ? {} : { parentTxHash }),
       },
     });
@@ -228,7 +233,9 @@ export class ChannelSessionPayer {
         },
       );
     } catch (error) {
-      if (error instanceof ServiceError && GATEWAY_CHANNEL_OVER.test(String(error.code ?? ""))) return { over: true };
+      // The gateway names the rule in the problem's `reason` (its code is a registry one such as CONFLICT).
+      const reason = error instanceof ServiceError && isRecord(error.detail) ? error.detail.reason : undefined;
+      if (typeof reason === "string" && GATEWAY_CHANNEL_OVER.test(reason)) return { over: true };
       throw error;
     }
     const credential = this.#credential(channel, channel.announced ? "voucher" : "open", voucher);

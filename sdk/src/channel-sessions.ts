@@ -34,9 +34,17 @@ export interface ChannelSessionOptions {
   withdrawDelaySeconds?: number;
 }
 
-/** What a session challenge asks for (its decoded `request`). */
+/**
+ * What a channel offer asks for: an MPP `session` challenge (its decoded `request`), or an x402 v2
+ * `upto` requirement with `extra.paymentFlow: "apg-channel-voucher"` (the same voucher in
+ * `PAYMENT-SIGNATURE`; docs/protocols.md "x402 sessions").
+ */
 export interface SessionChallenge {
-  readonly challenge: MppChallengeParams;
+  readonly wire: "mpp-session" | "x402-upto";
+  /** The MPP challenge echoed in the credential (`mpp-session`). */
+  readonly challenge?: MppChallengeParams;
+  /** The x402 requirement echoed as `accepted` (`x402-upto`). */
+  readonly requirement?: Record<string, unknown>;
   readonly amountUnits: bigint;
   readonly mint: string;
   readonly recipient: string;
@@ -49,7 +57,8 @@ export interface OpenChannel {
   readonly serviceOrigin: string;
   readonly depositUnits: bigint;
   readonly openTx: string;
-  readonly challenge: MppChallengeParams;
+  /** The offer the last request answered (its challenge or requirement is echoed). */
+  offer: SessionChallenge;
   /** The last voucher the gateway signed for it. */
   sequence: bigint;
   cumulativeUnits: bigint;
@@ -96,7 +105,22 @@ export function readSessionChallenge(challenges: readonly MppChallengeParams[] |
     const program = request.methodDetails.channelProgram;
     if (typeof amount !== "string" || !/^[1-9]\d{0,19}$/.test(amount)) continue;
     if (typeof currency !== "string" || typeof recipient !== "string" || typeof program !== "string") continue;
-    return { challenge, amountUnits: BigInt(amount), mint: currency, recipient, channelProgram: program };
+    return { wire: "mpp-session", challenge, amountUnits: BigInt(amount), mint: currency, recipient, channelProgram: program };
+  }
+  return undefined;
+}
+
+/** The `upto` requirement of an x402 v2 `PAYMENT-REQUIRED` that pays by our channel vouchers; undefined otherwise. */
+export function readUptoRequirement(required: Record<string, unknown> | undefined): SessionChallenge | undefined {
+  const accepts = Array.isArray(required?.accepts) ? required.accepts : [];
+  for (const requirement of accepts) {
+    if (!isRecord(requirement) || requirement.scheme !== "upto" || !isRecord(requirement.extra)) continue;
+    if (requirement.extra.paymentFlow !== "apg-channel-voucher") continue;
+    const { amount, asset, payTo } = requirement;
+    const program = requirement.extra.channelProgram;
+    if (typeof amount !== "string" || !/^[1-9]\d{0,19}$/.test(amount)) continue;
+    if (typeof asset !== "string" || typeof payTo !== "string" || typeof program !== "string") continue;
+    return { wire: "x402-upto", requirement, amountUnits: BigInt(amount), mint: asset, recipient: payTo, channelProgram: program };
   }
   return undefined;
 }
@@ -196,7 +220,7 @@ export class ChannelSessionPayer {
       serviceOrigin: origin,
       depositUnits: BigInt(String(opened.depositUnits ?? depositUnits)),
       openTx: opened.openTx,
-      challenge: offer.challenge,
+      offer,
       sequence: 0n,
       cumulativeUnits: 0n,
       announced: false,
@@ -238,9 +262,12 @@ export class ChannelSessionPayer {
       if (typeof reason === "string" && GATEWAY_CHANNEL_OVER.test(reason)) return { over: true };
       throw error;
     }
-    const credential = this.#credential(channel, channel.announced ? "voucher" : "open", voucher);
+    const paying: Record<string, string> =
+      channel.offer.wire === "x402-upto"
+        ? { "payment-signature": this.#uptoPayload(channel, voucher) }
+        : { authorization: `Payment ${this.#credential(channel, channel.announced ? "voucher" : "open", voucher)}` };
     const answer = await callApi(
-      { ...request, headers: { ...request.headers, authorization: `Payment ${credential}` } },
+      { ...request, headers: { ...request.headers, ...paying } },
       {
         fetch: this.fetchFn,
         timeoutMs: this.transport.timeout,
@@ -252,7 +279,10 @@ export class ChannelSessionPayer {
     channel.sequence = BigInt(String(voucher.sequence));
     channel.cumulativeUnits = BigInt(String(voucher.cumulativeUnits));
     channel.lastEndpoint = request.url;
-    const receipt = readReceipt(answer.headers.get("payment-receipt"));
+    const receipt =
+      channel.offer.wire === "x402-upto"
+        ? readUptoResponse(answer.headers.get("payment-response"))
+        : readReceipt(answer.headers.get("payment-receipt"));
     if (answer.status >= 200 && answer.status < 300 && receipt !== undefined) {
       channel.announced = true;
       return {
@@ -264,7 +294,10 @@ export class ChannelSessionPayer {
         receipt,
       };
     }
-    const refusal = answer.headers.get("x-mpp-error") ?? (isRecord(answer.data) ? String(answer.data.title ?? "") : "");
+    const refusal =
+      answer.headers.get("x-mpp-error") ??
+      answer.headers.get("x-payment-error") ??
+      (isRecord(answer.data) ? String(answer.data.title ?? "") : "");
     if ((answer.status === 402 || answer.status === 410) && CHANNEL_OVER.has(refusal)) return { over: true, answer };
     throw new PaymentError(
       `${request.url} refused the channel voucher ${channel.sequence} on ${channel.channel}: ${answer.status}${refusal === "" ? "" : ` ${refusal}`}`,
@@ -272,22 +305,13 @@ export class ChannelSessionPayer {
   }
 
   #credential(channel: OpenChannel, action: "open" | "voucher" | "close", voucher?: Record<string, unknown>): string {
-    const payload: Record<string, unknown> = { action, channelId: channel.channel };
-    if (voucher !== undefined) {
-      payload.voucher = {
-        channelId: channel.channel,
-        cumulativeAmount: String(voucher.cumulativeUnits),
-        sequence: String(voucher.sequence),
-        paymentId: String(voucher.paymentId),
-        amount: String(voucher.amountUnits),
-        endpoint: voucher.endpoint,
-        digest: voucher.digest,
-      };
-      payload.signer = voucher.signer;
-      payload.signature = voucher.signature;
-      payload.signatureType = "ed25519";
-    }
-    return Buffer.from(JSON.stringify({ challenge: channel.challenge, payload }), "utf8").toString("base64url");
+    const payload = { action, channelId: channel.channel, ...(voucher === undefined ? {} : voucherPayload(channel, voucher)) };
+    return Buffer.from(JSON.stringify({ challenge: channel.offer.challenge, payload }), "utf8").toString("base64url");
+  }
+
+  #uptoPayload(channel: OpenChannel, voucher: Record<string, unknown>): string {
+    const payload = { channelId: channel.channel, ...voucherPayload(channel, voucher) };
+    return Buffer.from(JSON.stringify({ x402Version: 2, accepted: channel.offer.requirement, payload }), "utf8").toString("base64");
   }
 
   /**
@@ -299,7 +323,7 @@ export class ChannelSessionPayer {
     const closed = [];
     for (const [key, channel] of [...this.#channels]) {
       if (!key.startsWith(`${scope}\n`)) continue;
-      if (channel.announced) {
+      if (channel.announced && channel.offer.wire === "mpp-session") {
         await callApi(
           {
             url: channel.lastEndpoint,
@@ -337,6 +361,36 @@ function unitsOf(decimal: unknown): string {
   if (typeof decimal !== "string") return "0";
   const [whole, fraction = ""] = decimal.split(".");
   return (BigInt(whole ?? "0") * 1_000_000n + BigInt(fraction.padEnd(6, "0").slice(0, 6) || "0")).toString();
+}
+
+/** The voucher as both wires carry it (the gateway's voucher answer, re-shaped). */
+function voucherPayload(channel: OpenChannel, voucher: Record<string, unknown>): Record<string, unknown> {
+  return {
+    voucher: {
+      channelId: channel.channel,
+      cumulativeAmount: String(voucher.cumulativeUnits),
+      sequence: String(voucher.sequence),
+      paymentId: String(voucher.paymentId),
+      amount: String(voucher.amountUnits),
+      endpoint: voucher.endpoint,
+      digest: voucher.digest,
+    },
+    signer: voucher.signer,
+    signature: voucher.signature,
+    signatureType: "ed25519",
+  };
+}
+
+function readUptoResponse(header: string | null): Record<string, unknown> | undefined {
+  if (header === null || header.length > 8_192) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(header.trim(), "base64").toString("utf8"));
+    return isRecord(parsed) && parsed.success === true && isRecord(parsed.extra) && typeof parsed.extra.channel === "string"
+      ? parsed
+      : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function readReceipt(header: string | null): Record<string, unknown> | undefined {

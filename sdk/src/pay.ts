@@ -42,7 +42,13 @@ import {
 } from "./receipts.js";
 import type { WalletOperations } from "./resources/wallet.js";
 import type { MppSession, MppSessions } from "./sessions.js";
-import { type ChannelPaid, type ChannelSessionPayer, readSessionChallenge, type SessionChallenge } from "./channel-sessions.js";
+import {
+  type ChannelPaid,
+  type ChannelSessionPayer,
+  readSessionChallenge,
+  readUptoRequirement,
+  type SessionChallenge,
+} from "./channel-sessions.js";
 import type { FetchFunction, Transport } from "./transport.js";
 
 export type Protocol = "x402" | "mpp";
@@ -216,7 +222,8 @@ export class PayFlow {
     // session: keep it for the origin's MPP endpoints (otherwise every x402 call on a mixed origin
     // would cost the next MPP call a whole new negotiation and settlement).
     if (reusable !== undefined && offer.mpp !== undefined) sessions.forget(this.#sessionScope, context.origin);
-    const session = channels === undefined ? undefined : readSessionChallenge(offer.mppChallenges);
+    // A channel offer: the MPP session intent first, else x402 v2 upto over our channel vouchers.
+    const session = channels === undefined ? undefined : (readSessionChallenge(offer.mppChallenges) ?? readUptoRequirement(offer.x402v2));
     if (channels !== undefined && session !== undefined) return this.#payOnChannel(context, channels, session);
     const authorization = await this.#authorize(context, offer, options.idempotencyKey, extras);
     if (isTransferAuthorization(authorization)) return this.#payTransfer(context, authorization);
@@ -400,6 +407,7 @@ export class PayFlow {
     channels.learnPrice(context.endpoint, session.amountUnits);
     let open = channels.get(this.#sessionScope, context.origin);
     if (open !== undefined && open.payee !== session.recipient) open = undefined;
+    if (open !== undefined) open.offer = session;
     for (let attempt = 0; attempt < 2; attempt += 1) {
       open ??= await channels.open(this.#agentId, this.#sessionScope, context.origin, session, this.#parentTxHash, context.endpoint);
       const paid = await channels.payRequest(open, context.request, session.amountUnits, context.signal);
@@ -416,7 +424,7 @@ export class PayFlow {
     return {
       paid: true,
       status: paid.answer.status,
-      protocol: "mpp",
+      protocol: channel.offer.wire === "x402-upto" ? "x402" : "mpp",
       amountPaid: { usdc: unitsToUsdc(paid.amountUnits) },
       txHash: channel.openTx,
       solanaExplorer: channel.explorer,

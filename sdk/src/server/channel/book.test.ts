@@ -22,6 +22,7 @@ import { ChannelBook, type PresentedVoucher } from "./book.js";
 import { SessionVoucherError } from "./errors.js";
 import { crc32, decodeJournal, FileVoucherJournal, MemoryVoucherJournal } from "./journal.js";
 import { endpointHash, initialDigest, voucherMessage } from "./voucher.js";
+import { mppHandler, x402Handler } from "../index.js";
 
 const { BN } = anchor;
 const coder = new BorshCoder(PAYMENT_LEDGER_IDL);
@@ -397,5 +398,158 @@ describe("the file journal", () => {
     bytes[bytes.indexOf('"2"') + 1] = "3".charCodeAt(0);
     expect(decodeJournal(bytes).records).toHaveLength(1);
     expect(crc32(Buffer.from("123456789"))).toBe(0xcbf43926);
+  });
+});
+
+describe("the session intent on the wire", () => {
+  const ORIGIN = "https://api.example.com";
+
+  async function wire(f: Fixture) {
+    const payee = new ChannelBook({
+      payTo: f.payee.publicKey.toBase58(),
+      facilitatorUrl: "http://gateway.test",
+      apiKey: "payee-key",
+      ledger: { rpcUrl: "http://ledger.test", programId: PAYMENT_LEDGER_PROGRAM_ID.toBase58() },
+      mint: PublicKey.default.toBase58(),
+      journal: new MemoryVoucherJournal(),
+      settlement: { intervalMs: 0 },
+      fetch: fakeFetch(f),
+    });
+    await payee.start();
+    let runs = 0;
+    const common = {
+      payTo: f.payee.publicKey.toBase58(),
+      facilitatorUrl: "http://gateway.test",
+      apiKey: "payee-key",
+      origin: ORIGIN,
+      channels: payee,
+      // The gateway offers no standard terms here (404s): only the channel offers are added.
+      fetch: fakeFetch(f),
+    };
+    const mpp = mppHandler({ ...common, amount: PRICE, paymentMethods: ["stablecoin"], sessionSupported: true }, () => {
+      runs++;
+      return Response.json({ ok: true });
+    });
+    const x402 = x402Handler(
+      { ...common, amount: PRICE.toString(), token: PublicKey.default.toBase58(), network: "solana-localnet" },
+      () => {
+        runs++;
+        return Response.json({ ok: true });
+      },
+    );
+    return { payee, mpp, x402, runs: () => runs };
+  }
+
+  function voucherJson(v: PresentedVoucher) {
+    return {
+      voucher: {
+        channelId: v.channel,
+        cumulativeAmount: v.cumulativeUnits.toString(),
+        sequence: v.sequence.toString(),
+        paymentId: v.paymentId.toString(),
+        amount: v.amountUnits.toString(),
+        endpoint: v.endpoint,
+        digest: Buffer.from(v.digest).toString("hex"),
+      },
+      signer: v.signer,
+      signature: v.signature,
+      signatureType: "ed25519",
+    };
+  }
+
+  it("a 402 offers the solana session challenge; a voucher credential is served once with a Payment-Receipt", async () => {
+    const f = fixture();
+    const { mpp, runs } = await wire(f);
+    const first = await mpp(new Request(SEARCH));
+    expect(first.status).toBe(402);
+    const header = first.headers.get("www-authenticate")!;
+    expect(header).toMatch(/^Payment id="[^"]+", realm="api.example.com", method="solana", intent="session", request="[^"]+", expires="/);
+    const params = Object.fromEntries([...header.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!]));
+    expect(JSON.parse(Buffer.from(params.request!, "base64url").toString())).toEqual({
+      amount: "10000",
+      currency: PublicKey.default.toBase58(),
+      recipient: f.payee.publicKey.toBase58(),
+      methodDetails: { network: "localnet", channelProgram: PAYMENT_LEDGER_PROGRAM_ID.toBase58(), decimals: 6, voucherSigner: "client" },
+    });
+    const challenge = {
+      id: params.id,
+      realm: params.realm,
+      method: "solana",
+      intent: "session",
+      request: params.request,
+      expires: params.expires,
+    };
+    const payer = new Payer(f);
+    const voucher = payer.sign();
+    const credential = (action: string, v: PresentedVoucher, c: Record<string, unknown> = challenge) =>
+      Buffer.from(JSON.stringify({ challenge: c, payload: { action, channelId: v.channel, ...voucherJson(v) } })).toString("base64url");
+    const paid = await mpp(new Request(SEARCH, { headers: { authorization: `Payment ${credential("open", voucher)}` } }));
+    expect(paid.status).toBe(200);
+    const receipt = JSON.parse(Buffer.from(paid.headers.get("payment-receipt")!, "base64url").toString());
+    expect(receipt).toMatchObject({
+      method: "solana",
+      intent: "session",
+      status: "success",
+      reference: f.channel.toBase58(),
+      channelId: f.channel.toBase58(),
+      acceptedCumulative: "10000",
+      spent: "10000",
+    });
+    expect(runs()).toBe(1);
+
+    // The same credential again: refused (sequence), the handler does not run, a fresh challenge comes with it.
+    const replay = await mpp(new Request(SEARCH, { headers: { authorization: `Payment ${credential("voucher", voucher)}` } }));
+    expect(replay.status).toBe(402);
+    expect(replay.headers.get("x-mpp-error")).toBe("sequence-mismatch");
+    expect(replay.headers.get("content-type")).toBe("application/problem+json");
+    expect(await replay.json()).toMatchObject({ type: "https://paymentauth.org/problems/session/sequence-mismatch", status: 402 });
+    expect(replay.headers.get("www-authenticate")).toMatch(/intent="session"/);
+    // A challenge this service never issued.
+    const forged = await mpp(
+      new Request(SEARCH, { headers: { authorization: `Payment ${credential("voucher", payer.sign(), { ...challenge, id: "forged" })}` } }),
+    );
+    expect(forged.headers.get("x-mpp-error")).toBe("invalid-challenge");
+    expect(runs()).toBe(1);
+  });
+
+  it("x402 v2: the 402 lists an upto requirement, and a PAYMENT-SIGNATURE carrying the voucher pays", async () => {
+    const f = fixture();
+    const { x402, runs } = await wire(f);
+    const first = await x402(new Request(SEARCH));
+    expect(first.status).toBe(402);
+    const required = JSON.parse(Buffer.from(first.headers.get("payment-required")!, "base64").toString());
+    const upto = required.accepts.find((r: { scheme: string }) => r.scheme === "upto");
+    expect(upto).toEqual({
+      scheme: "upto",
+      network: "solana-localnet",
+      amount: "10000",
+      asset: PublicKey.default.toBase58(),
+      payTo: f.payee.publicKey.toBase58(),
+      maxTimeoutSeconds: 60,
+      extra: {
+        paymentFlow: "apg-channel-voucher",
+        channelProgram: PAYMENT_LEDGER_PROGRAM_ID.toBase58(),
+        voucherFormat: "payment_ledger:channel-voucher:v1",
+      },
+    });
+    const payer = new Payer(f);
+    const signature = (accepted: unknown, v: PresentedVoucher) =>
+      Buffer.from(JSON.stringify({ x402Version: 2, accepted, payload: { channelId: v.channel, ...voucherJson(v) } })).toString("base64");
+    const paid = await x402(new Request(SEARCH, { headers: { "payment-signature": signature(upto, payer.sign()) } }));
+    expect(paid.status).toBe(200);
+    expect(JSON.parse(Buffer.from(paid.headers.get("payment-response")!, "base64").toString())).toEqual({
+      success: true,
+      transaction: "",
+      network: "solana-localnet",
+      payer: f.payer.publicKey.toBase58(),
+      extra: { channel: f.channel.toBase58(), sequence: "1", acceptedCumulative: "10000" },
+    });
+    // A payload that accepted cheaper terms is refused before any voucher check.
+    const cheaper = await x402(
+      new Request(SEARCH, { headers: { "payment-signature": signature({ ...upto, amount: "1" }, payer.sign()) } }),
+    );
+    expect(cheaper.status).toBe(402);
+    expect(cheaper.headers.get("x-payment-error")).toBe("invalid-challenge");
+    expect(runs()).toBe(1);
   });
 });

@@ -112,6 +112,15 @@ export function parseSessionCredential(
   if (action === "open" && !(Date.parse(expires) > Date.now())) throw new SessionVoucherError("invalid-challenge", "the challenge expired");
   const channel = payload.channelId;
   if (action === "close") return { action, challengeId: id, channel, voucher: undefined };
+  return { action, challengeId: id, channel, voucher: parseVoucher(channel, payload) };
+}
+
+/**
+ * The voucher of a payload `{ voucher: { channelId, cumulativeAmount, sequence, paymentId, amount,
+ * endpoint, digest }, signer, signature, signatureType: "ed25519" }` (MPP session credential and
+ * x402 upto payload alike); throws SessionVoucherError("malformed-credential").
+ */
+export function parseVoucher(channel: string, payload: Record<string, unknown>): PresentedVoucher {
   const v = payload.voucher;
   if (!isObject(v) || v.channelId !== channel)
     throw new SessionVoucherError("malformed-credential", "payload.voucher is missing or for another channel");
@@ -121,7 +130,7 @@ export function parseSessionCredential(
   if (typeof v.endpoint !== "string" || v.endpoint.length > 2_048 || typeof v.digest !== "string" || !HEX32.test(v.digest)) {
     throw new SessionVoucherError("malformed-credential", "voucher endpoint and digest (hex) are required");
   }
-  const voucher: PresentedVoucher = {
+  return {
     channel,
     cumulativeUnits: u64(v.cumulativeAmount, "cumulativeAmount"),
     sequence: u64(v.sequence, "sequence"),
@@ -132,7 +141,6 @@ export function parseSessionCredential(
     signer: payload.signer,
     signature: payload.signature,
   };
-  return { action, challengeId: id, channel, voucher };
 }
 
 export function sessionReceipt(channel: string, challengeId: string, acceptedCumulativeUnits: bigint): string {

@@ -174,9 +174,9 @@ export interface SettleReport {
 }
 
 /**
- * Settles the channel's accepted charges in batches, first resolving a pending settlement. Call it
- * through the channel's queue (one pass per channel at a time in a process); `wait` re-sends and
- * waits for a pending settlement's outcome instead of only looking it up.
+ * Settles the channel's accepted charges in batches, first resolving a pending settlement (its
+ * bytes re-sent). Call it through the channel's queue (one pass per channel at a time in a
+ * process); `wait` waits for a pending settlement's outcome instead of only looking it up.
  */
 export async function settleAccepted(deps: ChannelDeps, channel: string, wait = true): Promise<SettleReport> {
   let sent = 0;
@@ -321,6 +321,11 @@ export async function resolveSettlement(
   wait: boolean,
 ): Promise<"confirmed" | "failed" | "pending"> {
   if ((await resolveFromChain(deps, intent)) === "confirmed") return "confirmed";
+  // The same signed bytes again: a crash may have come before they were ever sent, and they land
+  // at most once.
+  await deps.ledger.connection
+    .sendRawTransaction(Buffer.from(intent.wire, "base64"), { skipPreflight: true, maxRetries: 0 })
+    .catch(() => undefined);
   const [outcome] = wait
     ? [await awaitOutcome(deps.ledger, intentTransaction(intent))]
     : await lookUpOutcomes(deps.ledger, [intentTransaction(intent)]);

@@ -3,6 +3,7 @@
  * `config.authority`: it co-signs opens and settles for payees), the custodial wallets, the
  * invocation reader for sessions under a parent, and the in-memory caches of one process.
  */
+import { createPrivateKey, sign } from "node:crypto";
 import type { Keypair, PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import { type ChannelAccounts, channelAccounts } from "../../../programs/payment_ledger/ts/index.js";
@@ -20,13 +21,23 @@ export interface ChannelDeps {
   readonly keys: SigningKeys;
 }
 
+/** An agent's key, ready to sign vouchers: the node:crypto key object is built once. */
+export interface VoucherSigner {
+  readonly keypair: Keypair;
+  sign(message: Uint8Array): Uint8Array;
+}
+
+// The DER prefix that turns a raw ed25519 seed into the PKCS#8 form node:crypto reads.
+const PKCS8_PREFIX = Buffer.from("302e020100300506032b657004220420", "hex");
+
 /**
  * Decrypted wallet keys of agents with open channels, by agent id: a voucher is signed on every
- * paid request, so the key is opened once per process, not per charge. Bounded; the oldest entry
- * goes first. Keys never leave the process.
+ * paid request, so the key is opened once per process, not per charge (measured: opening it costs
+ * ~0.5 ms, building the node:crypto key object ~0.6 ms under load; signing with a built one is
+ * what remains). Bounded; the oldest entry goes first. Keys never leave the process.
  */
 export class SigningKeys {
-  readonly #keys = new Map<string, Keypair>();
+  readonly #keys = new Map<string, VoucherSigner>();
 
   constructor(
     private readonly wallets: Pick<AgentWallets, "keypair">,
@@ -34,12 +45,18 @@ export class SigningKeys {
   ) {}
 
   async get(agentId: string): Promise<Keypair> {
+    return (await this.signer(agentId)).keypair;
+  }
+
+  async signer(agentId: string): Promise<VoucherSigner> {
     const cached = this.#keys.get(agentId);
     if (cached !== undefined) return cached;
     const keypair = await this.wallets.keypair(agentId);
+    const key = createPrivateKey({ key: Buffer.concat([PKCS8_PREFIX, keypair.secretKey.subarray(0, 32)]), format: "der", type: "pkcs8" });
+    const signer: VoucherSigner = { keypair, sign: (message) => new Uint8Array(sign(null, message, key)) };
     if (this.#keys.size >= this.capacity) this.#keys.delete(this.#keys.keys().next().value!);
-    this.#keys.set(agentId, keypair);
-    return keypair;
+    this.#keys.set(agentId, signer);
+    return signer;
   }
 }
 

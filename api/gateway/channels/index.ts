@@ -14,7 +14,8 @@
  * `ChannelSessions` wires them with the per-process caches (signing keys, one queue per channel)
  * and runs the loop that finishes what requests left open: opens of unknown outcome, pending
  * settlements, accepted charges not yet settled (so the payer cannot force-close them away after
- * expiry), and closes waiting for their withdraw delay.
+ * expiry), expired sessions (closed and refunded: the deposit does not stay locked), and closes
+ * waiting for their withdraw delay.
  */
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
@@ -110,6 +111,7 @@ export class ChannelSessions {
           const current = (await findSession(this.#deps.pool, session.channel))!;
           if (current.status === "opening") await resolveOpening(this.#deps, current);
           else if (current.status === "closing") await advanceClose(this.#deps, current, false);
+          else if (current.status === "open" && current.expiresAt.getTime() < Date.now()) await advanceClose(this.#deps, current, false);
           else if (current.status === "open") await settleAccepted(this.#deps, current.channel, false);
         });
       } catch (error) {

@@ -458,13 +458,13 @@ export async function markClosed(
 }
 
 /**
- * Sessions whose open or close awaits the chain's word, or with accepted charges not yet settled
- * (the loop's scan; `channel_sessions_live` serves it). Oldest change first.
+ * Sessions whose open or close awaits the chain's word, with accepted charges not yet settled, or
+ * open past their expiry (the loop's scan; `channel_sessions_live` serves it). Oldest change first.
  */
 export async function sessionsNeedingWork(db: Db, limit: number): Promise<SessionRow[]> {
   const { rows } = await db.query<RawSession>(
     `SELECT * FROM channel_sessions
-     WHERE status IN ('opening', 'closing') OR (status = 'open' AND accepted_sequence > settled_sequence)
+     WHERE status IN ('opening', 'closing') OR (status = 'open' AND (accepted_sequence > settled_sequence OR expires_at < now()))
      ORDER BY updated_at LIMIT $1`,
     [limit],
   );

@@ -18,7 +18,7 @@ import { PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import type pg from "pg";
 import { withTransaction } from "../../../indexer/db/database.js";
-import { advanceVoucher, endpointHash, endpointText, signVoucher, voucherMessage } from "../../../programs/payment_ledger/ts/index.js";
+import { advanceVoucher, endpointHash, endpointText, voucherMessage } from "../../../programs/payment_ledger/ts/index.js";
 import { badRequest } from "../../shared/errors.js";
 import { endpointHost } from "../../shared/policy/domains.js";
 import { evaluatePolicy, type PolicyRejected, type PolicyUsage } from "../../shared/policy/engine.js";
@@ -80,7 +80,7 @@ export async function signCharge(deps: ChannelDeps, request: ChargeRequest, now:
     sessionAgents.set(request.channel, agent);
   }
   if (agent.accountId !== request.accountId) throw channelNotFound(request.channel);
-  const keypair = await deps.keys.get(agent.agentId);
+  const signer = await deps.keys.signer(agent.agentId);
   return withTransaction(
     deps.pool,
     async (client) => {
@@ -117,7 +117,7 @@ export async function signCharge(deps: ChannelDeps, request: ChargeRequest, now:
         [{ paymentId, amountUnits: request.amountUnits, endpointHash: hash }],
       );
       const message = voucherMessage(new PublicKey(session.channel), voucher);
-      const signature = bs58.encode(signVoucher(keypair, message));
+      const signature = bs58.encode(signer.sign(message));
       await insertSignedCharge(client, {
         channel: session.channel,
         sequence: voucher.sequence,

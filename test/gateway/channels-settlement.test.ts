@@ -1,0 +1,151 @@
+/**
+ * Settling a payee's presentations on the real local ledger: 1, 10 and 60 charges settle in
+ * batches of at most 25 per transaction and match the chain charge by charge (PaymentRecorded
+ * events: ids, amounts, endpoints); a voucher presented twice, or by two requests at once, settles
+ * once; a presentation that does not match what was signed is refused and settles nothing.
+ */
+import { randomUUID } from "node:crypto";
+import { PublicKey } from "@solana/web3.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeChannelAccount, decodeTransactionEvents, eventsNamed } from "../../programs/payment_ledger/ts/index.js";
+import {
+  type ChannelGateway,
+  chargeStatuses,
+  expectAgreement,
+  newPayee,
+  SERVICE,
+  startChannelGateway,
+  USDC,
+} from "./support/channel-gateway.js";
+
+let gateway: ChannelGateway;
+
+beforeAll(async () => {
+  gateway = await startChannelGateway();
+});
+
+afterAll(async () => {
+  await gateway?.stop();
+});
+
+async function openWith(depositUsdc: string) {
+  const agentId = await gateway.newAgent();
+  const opened = await gateway.call(
+    "POST",
+    `/v1/agents/${agentId}/channels`,
+    { payee: newPayee(), serviceOrigin: SERVICE, deposit: depositUsdc, protocol: "mpp", withdrawDelaySeconds: 1 },
+    { idem: randomUUID() },
+  );
+  expect(opened.status).toBe(201);
+  return opened.body as { channel: string; payer: string; payee: string };
+}
+
+async function charges(channel: string, count: number, paths = ["/v1/search", "/v1/quote", "/v1/news"]) {
+  const signed = [];
+  for (let i = 0; i < count; i += 1) {
+    const answer = await gateway.call("POST", `/v1/channels/${channel}/vouchers`, {
+      endpoint: `${SERVICE}${paths[i % paths.length]}`,
+      amount: ((1_000 + i) / 1e6).toFixed(6),
+    });
+    expect(answer.status).toBe(200);
+    signed.push(answer.body);
+  }
+  return signed;
+}
+
+function presentation(vouchers: readonly any[]) {
+  const last = vouchers[vouchers.length - 1];
+  return {
+    cumulative: last.cumulativeUnits,
+    sequence: last.sequence,
+    signature: last.signature,
+    charges: vouchers.map((v) => ({ sequence: v.sequence, paymentId: v.paymentId, amountUnits: v.amountUnits, endpoint: v.endpoint })),
+  };
+}
+
+function present(channel: string, body: unknown) {
+  return gateway.call("POST", `/v1/channels/${channel}/settlements`, body, { key: gateway.payeeKey });
+}
+
+async function chainState(channel: string) {
+  return decodeChannelAccount((await gateway.ledger.connection.getAccountInfo(new PublicKey(channel), "confirmed"))!.data);
+}
+
+/** Every PaymentRecorded of the settlement transactions, in order: [payment id, amount, endpoint hash]. */
+async function recordedOnChain(signatures: readonly string[]) {
+  const recorded: [string, string, string][] = [];
+  for (const signature of signatures) {
+    const tx = await gateway.ledger.connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
+    for (const event of eventsNamed(decodeTransactionEvents(tx!), "PaymentRecorded")) {
+      recorded.push([event.paymentId.toString(), event.amountUnits.toString(), Buffer.from(event.endpointHash).toString("hex")]);
+    }
+  }
+  return recorded;
+}
+
+describe("settling presented vouchers", () => {
+  for (const count of [1, 10, 60]) {
+    it(`${count} charge(s) settle in ⌈${count}/25⌉ transaction(s) that record exactly the signed charges`, async () => {
+      const opened = await openWith("1");
+      const signed = await charges(opened.channel, count);
+      const answer = await present(opened.channel, presentation(signed));
+      expect(answer.status).toBe(200);
+      const total = signed[signed.length - 1].cumulativeUnits;
+      expect(answer.body).toMatchObject({ settledCumulativeUnits: total, settledSequence: String(count), acceptedSequence: String(count) });
+      expect(answer.body.settlementTxs).toHaveLength(Math.ceil(count / 25));
+      const state = await chainState(opened.channel);
+      expect(state.settled.cumulativeUnits.toString()).toBe(total);
+      expect(state.settled.sequence).toBe(BigInt(count));
+      expect(await recordedOnChain(answer.body.settlementTxs)).toEqual(signed.map((v) => [v.paymentId, v.amountUnits, v.endpointHash]));
+      const { rows } = await gateway.db.pool.query<{ settlement_tx: string; n: number }>(
+        "SELECT settlement_tx, count(*)::int AS n FROM channel_charges WHERE channel = $1 GROUP BY settlement_tx ORDER BY min(sequence)",
+        [opened.channel],
+      );
+      expect(rows.map((row) => row.settlement_tx)).toEqual(answer.body.settlementTxs);
+      expect(rows.every((row) => row.n <= 25)).toBe(true);
+      await expectAgreement(gateway, opened.channel, opened.payer, 10n * USDC);
+    });
+  }
+
+  it("a voucher presented twice, or by two requests at once, settles once", async () => {
+    const opened = await openWith("1");
+    const signed = await charges(opened.channel, 12);
+    const first = presentation(signed.slice(0, 5));
+    const [a, b] = await Promise.all([present(opened.channel, first), present(opened.channel, first)]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    const again = await present(opened.channel, first);
+    expect(again.body).toMatchObject({ settledSequence: "5", settledCumulativeUnits: signed[4].cumulativeUnits });
+    expect(again.body.settlementTxs).toHaveLength(1);
+
+    // The next presentation, twice at once: the charges since the last one.
+    const second = presentation(signed.slice(5));
+    const both = await Promise.all([present(opened.channel, second), present(opened.channel, second)]);
+    expect(both.map((x) => x.status)).toEqual([200, 200]);
+    const done = await present(opened.channel, second);
+    expect(done.body).toMatchObject({ settledSequence: "12", settledCumulativeUnits: signed[11].cumulativeUnits });
+    expect(done.body.settlementTxs).toHaveLength(2);
+    expect(await recordedOnChain(done.body.settlementTxs)).toEqual(signed.map((v) => [v.paymentId, v.amountUnits, v.endpointHash]));
+    const { rows } = await gateway.db.pool.query("SELECT count(*)::int AS n FROM channel_settlements WHERE channel = $1", [opened.channel]);
+    expect(rows[0].n).toBe(2);
+    await expectAgreement(gateway, opened.channel, opened.payer, 10n * USDC);
+  });
+
+  it("refuses a presentation that differs from what was signed, and settles nothing for it", async () => {
+    const opened = await openWith("1");
+    const signed = await charges(opened.channel, 3);
+    const good = presentation(signed);
+    const forged = { ...good, signature: presentation(signed.slice(0, 2)).signature };
+    expect((await present(opened.channel, forged)).body.reason).toBe("voucher_invalid");
+    const inflated = { ...good, cumulative: String(BigInt(good.cumulative) + 1n) };
+    expect((await present(opened.channel, inflated)).body.reason).toBe("voucher_invalid");
+    const altered = { ...good, charges: good.charges.map((c, i) => (i === 1 ? { ...c, endpoint: "api.example.com/v1/other" } : c)) };
+    expect((await present(opened.channel, altered)).body.reason).toBe("charges_mismatch");
+    const gap = { ...good, charges: good.charges.slice(1) };
+    expect((await present(opened.channel, gap)).body.reason).toBe("charges_mismatch");
+    const unknown = { ...good, sequence: "4" };
+    expect((await present(opened.channel, unknown)).body.reason).toBe("voucher_unknown");
+    expect(await chargeStatuses(gateway, opened.channel)).toEqual({ signed: 3 });
+    expect((await chainState(opened.channel)).settled.sequence).toBe(0n);
+    await expectAgreement(gateway, opened.channel, opened.payer, 10n * USDC);
+  });
+});

@@ -16,7 +16,16 @@ import { PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { Client, type PaidResult } from "../../sdk/src/client.js";
-import { ChannelBook, FileVoucherJournal, mppMiddleware, type MppPayment, type NodeRequest } from "../../sdk/src/server/index.js";
+import {
+  ChannelBook,
+  FileVoucherJournal,
+  MemoryVoucherJournal,
+  mppMiddleware,
+  type MppPayment,
+  type NodeRequest,
+  x402Middleware,
+  type X402Payment,
+} from "../../sdk/src/server/index.js";
 import { fundedAgent, rest, serve, type Served, startTestSystem, type TestSystem, tokenBalanceUnits } from "./server-support.js";
 
 const REPO = resolve(fileURLToPath(import.meta.url), "..", "..", "..");
@@ -142,6 +151,58 @@ describe("a channel session paid by the SDK client", () => {
     const view = await rest(test.system, buyerKey, "GET", `/v1/channels/${channel}`);
     expect(view.status).toBe(200);
     expect(view.body).toMatchObject({ status: "closed", settledCumulativeUnits: "100000", refundedUnits: "100000" });
+    await book.stop();
+  });
+});
+
+describe("x402 v2 upto over the same channel", () => {
+  it("the client pays an x402Middleware route with channel vouchers in PAYMENT-SIGNATURE; the payee settles them", async () => {
+    const agentAddress = await fundedAgent(test.system, buyerKey, "upto-buyer", 2);
+    const book = new ChannelBook({
+      payTo,
+      facilitatorUrl: test.system.apiUrl,
+      apiKey: sellerKey,
+      ledger: ledgerOptions(),
+      mint: test.system.token,
+      journal: new MemoryVoucherJournal(),
+      settlement: { intervalMs: 0 },
+    });
+    await book.start();
+    const payments: X402Payment[] = [];
+    const middleware = x402Middleware({
+      amount: PRICE_UNITS.toString(),
+      token: "usdc",
+      payTo,
+      facilitatorUrl: test.system.apiUrl,
+      apiKey: sellerKey,
+      channels: book,
+    });
+    const served = await serve((req, res) =>
+      middleware(req as NodeRequest, res, () => {
+        payments.push((req as NodeRequest).payment as X402Payment);
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end("{}");
+      }),
+    );
+    servers.push(served);
+    const payeeBefore = await tokenBalanceUnits(test, payTo);
+    const buyer = client("upto-buyer");
+    const results: PaidResult[] = [];
+    for (let i = 0; i < 3; i++) results.push((await buyer.pay({ endpoint: `${served.origin}/quote` })) as PaidResult);
+    expect(results.map((r) => [r.protocol, r.channel?.sequence])).toEqual([
+      ["x402", 1],
+      ["x402", 2],
+      ["x402", 3],
+    ]);
+    expect(payments.map((p) => [p.payer, p.channel?.sequence])).toEqual([
+      [agentAddress, 1n],
+      [agentAddress, 2n],
+      [agentAddress, 3n],
+    ]);
+    await book.flush();
+    expect(await tokenBalanceUnits(test, payTo)).toBe(payeeBefore + 3n * PRICE_UNITS);
+    const [closed] = await buyer.closeChannelSessions();
+    expect(closed).toMatchObject({ settledCumulative: { usdc: 0.03 } });
     await book.stop();
   });
 });

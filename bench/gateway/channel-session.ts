@@ -16,6 +16,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { internalAgentId } from "../../api/shared/agent-ids.js";
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import type { System } from "../../scripts/system.js";
 import { Client } from "../../sdk/src/client.js";
@@ -233,6 +234,7 @@ export async function runChannelSession(
   serverKey: string,
   requests: number,
   warmup: number,
+  accountId: string,
 ): Promise<ChannelRun> {
   const problems: string[] = [];
   const agentId = "bench-channel";
@@ -281,7 +283,7 @@ export async function runChannelSession(
   const settlement = [];
   for (const batch of [1, 10, 100]) settlement.push(await settlementCost(system, client, serverKey, payTo, agentId, batch, problems));
   const recorded = await system.settlement.settlePayment({
-    agentId,
+    agentId: internalAgentId(accountId, agentId),
     payee: payTo,
     amountUnits: PRICE_UNITS,
     protocol: "mpp",

@@ -179,7 +179,7 @@ async function run(): Promise<void> {
 
     if (SECTIONS.has("d")) {
       // d. A channel session (issue 16).
-      const ch = await runChannelSession(system, client, serverKey, CHANNEL_REQUESTS, WARMUP);
+      const ch = await runChannelSession(system, client, serverKey, CHANNEL_REQUESTS, WARMUP, customer.accountId);
       problems.push(...ch.problems);
       const overhead = (paid: { p50: number; p99: number }, unpaid: { p50: number; p99: number }) =>
         `overhead p50 ${(paid.p50 - unpaid.p50).toFixed(2)} ms, p99 ${(paid.p99 - unpaid.p99).toFixed(2)} ms`;

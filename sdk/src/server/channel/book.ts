@@ -24,7 +24,17 @@ import { type ChannelAccount, type LedgerRpc, readChannelAccount } from "./accou
 import { base58Decode } from "./base58.js";
 import { SessionVoucherError } from "./errors.js";
 import type { JournalRecord, VoucherJournal } from "./journal.js";
-import { endpointHash, endpointText, nextDigest, publicKeyBytes, type VoucherState, verifyEd25519, voucherMessage } from "./voucher.js";
+import type { KeyObject } from "node:crypto";
+import {
+  ed25519PublicKey,
+  endpointHash,
+  endpointText,
+  nextDigest,
+  publicKeyBytes,
+  type VoucherState,
+  verifyEd25519,
+  voucherMessage,
+} from "./voucher.js";
 
 /** A voucher as the payer's credential carries it (parsed: session-intent.ts). */
 export interface PresentedVoucher {
@@ -83,7 +93,7 @@ interface ChannelEntry {
   readonly channel: string;
   readonly channelBytes: Uint8Array;
   readonly payer: string;
-  readonly payerBytes: Uint8Array;
+  readonly payerKey: KeyObject;
   readonly depositUnits: bigint;
   readonly expiresAtSeconds: number;
   accepted: VoucherState;
@@ -225,7 +235,7 @@ export class ChannelBook {
     }
     const signature = base58Decode(v.signature);
     const state: VoucherState = { cumulativeUnits: v.cumulativeUnits, sequence: v.sequence, digest };
-    if (signature === undefined || !verifyEd25519(entry.payerBytes, voucherMessage(entry.channelBytes, state), signature)) {
+    if (signature === undefined || !verifyEd25519(entry.payerKey, voucherMessage(entry.channelBytes, state), signature)) {
       throw new SessionVoucherError("invalid-signature", "the voucher signature does not verify");
     }
     // Durable before the handler runs (and before the state moves: a failed append accepts nothing).
@@ -304,7 +314,7 @@ export class ChannelBook {
         channel: record.channel,
         channelBytes: publicKeyBytes(record.channel)!,
         payer: record.payer,
-        payerBytes: publicKeyBytes(record.payer)!,
+        payerKey: ed25519PublicKey(publicKeyBytes(record.payer)!),
         depositUnits: BigInt(record.depositUnits),
         expiresAtSeconds: record.expiresAtSeconds,
         accepted: {

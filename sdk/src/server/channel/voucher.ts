@@ -8,7 +8,7 @@
  *   d0  = sha256("payment_ledger:channel-charges:v1" || channel || opened slot u64 LE)
  *   d_i = sha256(d_{i-1} || payment id u64 LE || amount u64 LE || sha256(host + path))
  */
-import { createHash, createPublicKey, verify } from "node:crypto";
+import { createHash, createPublicKey, type KeyObject, verify } from "node:crypto";
 import { base58Decode } from "./base58.js";
 
 export const VOUCHER_DOMAIN = "payment_ledger:channel-voucher:v1";
@@ -67,11 +67,17 @@ export function nextDigest(previous: Uint8Array, paymentId: bigint, amountUnits:
 // DER prefix that turns a raw ed25519 public key into the SPKI form node:crypto reads.
 const SPKI_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
 
+/** The payer's key as node:crypto holds it: built once per channel, not per voucher. */
+export function ed25519PublicKey(signer: Uint8Array): KeyObject {
+  if (signer.length !== 32) throw new RangeError("an ed25519 public key is 32 bytes");
+  return createPublicKey({ key: Buffer.concat([SPKI_PREFIX, signer]), format: "der", type: "spki" });
+}
+
 /** Whether `signature` is `signer`'s ed25519 signature over `message`; false for malformed keys or signatures. */
-export function verifyEd25519(signer: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean {
-  if (signer.length !== 32 || signature.length !== SIGNATURE_BYTES) return false;
+export function verifyEd25519(signer: Uint8Array | KeyObject, message: Uint8Array, signature: Uint8Array): boolean {
+  if (signature.length !== SIGNATURE_BYTES) return false;
   try {
-    const key = createPublicKey({ key: Buffer.concat([SPKI_PREFIX, signer]), format: "der", type: "spki" });
+    const key = signer instanceof Uint8Array ? ed25519PublicKey(signer) : signer;
     return verify(null, message, key, signature);
   } catch {
     return false;

@@ -42,6 +42,10 @@ export interface ChannelRun {
   readonly paidMemory: Stats;
   readonly unpaidClient: Stats;
   readonly paidClient: Stats;
+  /** Per pair (paid − the unpaid request right before it): load that hits both cancels out. */
+  readonly overheadFile: Stats;
+  readonly overheadMemory: Stats;
+  readonly overheadClient: Stats;
   readonly settlement: ReadonlyArray<{ batch: number; transactions: number; lamports: number; charges: number }>;
   readonly recordPayment: { transactions: number; lamports: number };
   readonly journalSyncs: number;
@@ -191,7 +195,7 @@ async function payeeOverhead(
   } finally {
     await api.close();
   }
-  return { paid: stats(paid), unpaid: stats(unpaid) };
+  return { paid: stats(paid), unpaid: stats(unpaid), overhead: stats(paid.map((p, i) => p - unpaid[i]!)) };
 }
 
 async function settlementCost(
@@ -298,6 +302,9 @@ export async function runChannelSession(
     paidMemory: memory.paid,
     unpaidClient: stats(unpaidClient),
     paidClient: stats(paidClient),
+    overheadFile: file.overhead,
+    overheadMemory: memory.overhead,
+    overheadClient: stats(paidClient.map((p, i) => p - unpaidClient[i]!)),
     settlement,
     recordPayment: { transactions: 1, lamports: tx?.meta?.fee ?? Number.NaN },
     journalSyncs: fileJournal.syncs,

@@ -163,7 +163,7 @@ async function run(): Promise<void> {
 
     if (SECTIONS.has("c")) {
       // c. MPP on a reused session.
-      const mpp = await runMppSession(system, client, MPP_REQUESTS, WARMUP);
+      const mpp = await runMppSession(system, client, MPP_REQUESTS, WARMUP, customer.accountId);
       problems.push(...mpp.problems);
       console.log(
         `\nc. MPP paid request on a reused session (${MPP_REQUESTS} requests after ${WARMUP} warm-up; negotiation took ${mpp.negotiate_ms.toFixed(1)} ms)`,
@@ -182,7 +182,7 @@ async function run(): Promise<void> {
       const ch = await runChannelSession(system, client, serverKey, CHANNEL_REQUESTS, WARMUP, customer.accountId);
       problems.push(...ch.problems);
       const overhead = (paid: { p50: number; p99: number }, unpaid: { p50: number; p99: number }) =>
-        `overhead p50 ${(paid.p50 - unpaid.p50).toFixed(2)} ms, p99 ${(paid.p99 - unpaid.p99).toFixed(2)} ms`;
+        `difference of percentiles: p50 ${(paid.p50 - unpaid.p50).toFixed(2)} ms, p99 ${(paid.p99 - unpaid.p99).toFixed(2)} ms`;
       console.log(
         `\nd. paid request on an open channel session, loopback (${CHANNEL_REQUESTS} requests after ${WARMUP} warm-up, each next to the same request unpaid)`,
       );
@@ -190,12 +190,15 @@ async function run(): Promise<void> {
       console.log(row("unpaid request (same server, no middleware)", ch.unpaidFile));
       console.log(row("voucher → payee check + file journal (fdatasync) → 200", ch.paidFile));
       console.log(`   ${overhead(ch.paidFile, ch.unpaidFile)}; ${ch.journalSyncs} fdatasyncs`);
+      console.log(row("   overhead per pair (paid − unpaid), file journal", ch.overheadFile));
       console.log(row("unpaid request (memory-journal run)", ch.unpaidMemory));
       console.log(row("voucher → payee check + memory journal → 200", ch.paidMemory));
       console.log(`   ${overhead(ch.paidMemory, ch.unpaidMemory)}`);
+      console.log(row("   overhead per pair (paid − unpaid), memory journal", ch.overheadMemory));
       console.log(row("plain fetch of the unpaid route (client run)", ch.unpaidClient));
       console.log(row("client.pay: gateway signs the voucher + paid request", ch.paidClient));
       console.log(`   ${overhead(ch.paidClient, ch.unpaidClient)}`);
+      console.log(row("   overhead per pair (paid − unpaid), client", ch.overheadClient));
       console.log("   settlement on chain per charge (gateway's settle_channel transactions, fees from the ledger)");
       for (const s of ch.settlement) {
         console.log(

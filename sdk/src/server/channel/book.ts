@@ -19,12 +19,12 @@
  * payer's close settles only what the payee presented); `MemoryVoucherJournal` loses unsettled
  * vouchers in a crash.
  */
+import type { KeyObject } from "node:crypto";
 import { callGateway, type GatewayConfig, GatewayUnavailableError, isObject } from "../gateway.js";
 import { type ChannelAccount, type LedgerRpc, readChannelAccount } from "./account.js";
 import { base58Decode } from "./base58.js";
 import { SessionVoucherError } from "./errors.js";
 import type { JournalRecord, VoucherJournal } from "./journal.js";
-import type { KeyObject } from "node:crypto";
 import {
   ed25519PublicKey,
   endpointHash,

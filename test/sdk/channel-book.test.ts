@@ -1,3 +1,11 @@
+/**
+ * The payee side of channel sessions without a ledger or gateway (a fetch double answers the
+ * Channel account read and the settlement route): the voucher bytes against the program's own
+ * binding, every refusal with real ed25519 signatures, batching, journal replay, the file
+ * journal's group commit and torn tail, and both wires (MPP session intent, x402 upto) through the
+ * fetch-style handlers. Lives in test/ because it signs with programs/payment_ledger/ts, which
+ * the SDK may not import.
+ */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -15,14 +23,14 @@ import {
   signVoucher,
   type Voucher,
   voucherMessage as programVoucherMessage,
-} from "../../../../programs/payment_ledger/ts/index.js";
-import { decodeChannel } from "./account.js";
-import { base58Decode, base58Encode } from "./base58.js";
-import { ChannelBook, type PresentedVoucher } from "./book.js";
-import { SessionVoucherError } from "./errors.js";
-import { crc32, decodeJournal, FileVoucherJournal, MemoryVoucherJournal } from "./journal.js";
-import { endpointHash, initialDigest, voucherMessage } from "./voucher.js";
-import { mppHandler, x402Handler } from "../index.js";
+} from "../../programs/payment_ledger/ts/index.js";
+import { decodeChannel } from "../../sdk/src/server/channel/account.js";
+import { base58Decode, base58Encode } from "../../sdk/src/server/channel/base58.js";
+import { ChannelBook, type PresentedVoucher } from "../../sdk/src/server/channel/book.js";
+import { SessionVoucherError } from "../../sdk/src/server/channel/errors.js";
+import { crc32, decodeJournal, FileVoucherJournal, MemoryVoucherJournal } from "../../sdk/src/server/channel/journal.js";
+import { endpointHash, initialDigest, voucherMessage } from "../../sdk/src/server/channel/voucher.js";
+import { mppHandler, x402Handler } from "../../sdk/src/server/index.js";
 
 const { BN } = anchor;
 const coder = new BorshCoder(PAYMENT_LEDGER_IDL);

@@ -82,7 +82,18 @@ export interface ChannelPaid {
 
 const MAX_CHANNELS = 1_000;
 /** Service refusals meaning this channel will not take another voucher. */
-const CHANNEL_OVER = new Set(["channel-finalized", "channel-not-found", "amount-exceeds-deposit", "channel-expired"]);
+const CHANNEL_OVER = new Set([
+  "channel-finalized",
+  "channel-not-found",
+  "amount-exceeds-deposit",
+  "channel-expired",
+  // The payee's chain and the gateway's diverged (a voucher signed but never delivered, after a
+  // lost request): no later voucher of this channel can be accepted, a new channel can.
+  "sequence-mismatch",
+  "cumulative-mismatch",
+  "digest-mismatch",
+  "payment-id-reused",
+]);
 /** Gateway refusals meaning the same. */
 const GATEWAY_CHANNEL_OVER = /^(channel_deposit_exhausted|channel_closed|channel_not_found|channel_not_open)$/;
 
@@ -130,6 +141,8 @@ const MAX_PRICES = 10_000;
 
 export class ChannelSessionPayer {
   readonly #channels = new Map<string, OpenChannel>();
+  /** Channels no longer used (over, or their state uncertain), still to be closed. */
+  readonly #retired: Array<{ key: string; channel: OpenChannel }> = [];
   /** Per-call price of each endpoint (host + path) learned from its 402: a known one pays without asking again. */
   readonly #prices = new Map<string, bigint>();
   readonly #depositMultiple: bigint;
@@ -173,8 +186,14 @@ export class ChannelSessionPayer {
     return this.#channels.get(ChannelSessionPayer.key(scope, origin));
   }
 
+  /** No more vouchers on (scope, origin)'s channel; it is still closed by `closeAll` (its deposit comes back). */
   forget(scope: string, origin: string): void {
-    this.#channels.delete(ChannelSessionPayer.key(scope, origin));
+    const key = ChannelSessionPayer.key(scope, origin);
+    const channel = this.#channels.get(key);
+    if (channel === undefined) return;
+    this.#channels.delete(key);
+    if (this.#retired.length >= MAX_CHANNELS) this.#retired.shift();
+    this.#retired.push({ key, channel });
   }
 
   /** Opens a channel to the challenge's recipient for `origin` through the gateway. */
@@ -266,16 +285,28 @@ export class ChannelSessionPayer {
       channel.offer.wire === "x402-upto"
         ? { "payment-signature": this.#uptoPayload(channel, voucher) }
         : { authorization: `Payment ${this.#credential(channel, channel.announced ? "voucher" : "open", voucher)}` };
-    const answer = await callApi(
-      { ...request, headers: { ...request.headers, ...paying } },
-      {
-        fetch: this.fetchFn,
-        timeoutMs: this.transport.timeout,
-        retry: { ...this.transport.retryOptions, maxRetries: 0 },
-        retryServerErrors: false,
-        signal,
-      },
-    );
+    let answer: ApiAnswer;
+    try {
+      answer = await callApi(
+        { ...request, headers: { ...request.headers, ...paying } },
+        {
+          fetch: this.fetchFn,
+          timeoutMs: this.transport.timeout,
+          retry: { ...this.transport.retryOptions, maxRetries: 0 },
+          retryServerErrors: false,
+          signal,
+        },
+      );
+    } catch (error) {
+      // Whether the payee took this voucher is unknown: the channel cannot go on (the next voucher
+      // would follow one the payee may never have seen). The next request opens a new channel.
+      const key = [...this.#channels].find(([, open]) => open === channel)?.[0];
+      if (key !== undefined) {
+        const [scope, origin] = key.split("\n") as [string, string];
+        this.forget(scope, origin);
+      }
+      throw new PaymentError(`the paid request to ${request.url} got no answer; channel ${channel.channel} is retired`, { cause: error });
+    }
     channel.sequence = BigInt(String(voucher.sequence));
     channel.cumulativeUnits = BigInt(String(voucher.cumulativeUnits));
     channel.lastEndpoint = request.url;
@@ -321,8 +352,13 @@ export class ChannelSessionPayer {
    */
   async closeAll(scope: string): Promise<Array<{ channel: string; settledCumulative: Usdc; refunded: Usdc; closeTx: string | null }>> {
     const closed = [];
-    for (const [key, channel] of [...this.#channels]) {
-      if (!key.startsWith(`${scope}\n`)) continue;
+    const retired = this.#retired.filter((r) => r.key.startsWith(`${scope}\n`));
+    for (const r of retired) this.#retired.splice(this.#retired.indexOf(r), 1);
+    const mine = [...this.#channels].filter(([key]) => key.startsWith(`${scope}\n`));
+    for (const [key, channel, wasRetired] of [
+      ...retired.map((r) => [r.key, r.channel, true] as const),
+      ...mine.map(([k, c]) => [k, c, false] as const),
+    ]) {
       if (channel.announced && channel.offer.wire === "mpp-session") {
         await callApi(
           {
@@ -333,14 +369,21 @@ export class ChannelSessionPayer {
           { fetch: this.fetchFn, timeoutMs: this.transport.timeout, retry: this.transport.retryOptions, retryServerErrors: true },
         ).catch(() => undefined);
       }
-      const answer = await this.transport.request<Record<string, unknown>>(
-        "POST",
-        `/v1/channels/${encodeURIComponent(channel.channel)}/close`,
-        {
-          body: {},
-        },
-      );
-      this.#channels.delete(key);
+      let answer: Record<string, unknown>;
+      try {
+        answer = await this.transport.request<Record<string, unknown>>(
+          "POST",
+          `/v1/channels/${encodeURIComponent(channel.channel)}/close`,
+          {
+            body: {},
+          },
+        );
+      } catch (error) {
+        // A retired channel may be past closing already (the gateway closes expired ones): best effort.
+        if (wasRetired) continue;
+        throw error;
+      }
+      if (!wasRetired) this.#channels.delete(key);
       closed.push({
         channel: channel.channel,
         settledCumulative: { usdc: unitsToUsdc(BigInt(String(answer.settledCumulativeUnits ?? unitsOf(answer.settledCumulative)))) },

@@ -155,6 +155,76 @@ describe("a channel session paid by the SDK client", () => {
   });
 });
 
+describe("a paid request whose answer is lost", () => {
+  it("retires its channel (the payee may hold a voucher the next one cannot follow): a new channel pays, and both are closed", async () => {
+    await fundedAgent(test.system, buyerKey, "lossy-buyer", 2);
+    const book = new ChannelBook({
+      payTo,
+      facilitatorUrl: test.system.apiUrl,
+      apiKey: sellerKey,
+      ledger: ledgerOptions(),
+      mint: test.system.token,
+      journal: new MemoryVoucherJournal(),
+      settlement: { intervalMs: 0 },
+    });
+    await book.start();
+    const middleware = mppMiddleware({
+      amount: PRICE_UNITS,
+      paymentMethods: ["stablecoin"],
+      sessionSupported: true,
+      payTo,
+      facilitatorUrl: test.system.apiUrl,
+      apiKey: sellerKey,
+      channels: book,
+    });
+    let served = 0;
+    const api = await serve((req, res) =>
+      middleware(req as NodeRequest, res, () => {
+        served += 1;
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end("{}");
+      }),
+    );
+    servers.push(api);
+    const payeeBefore = await tokenBalanceUnits(test, payTo);
+    let paidRequests = 0;
+    // The second paid request reaches the payee (which serves it), but its answer never arrives.
+    const lossy = async (input: string | URL, init?: RequestInit): Promise<Response> => {
+      const response = await fetch(input, init);
+      const headers = new Headers(init?.headers);
+      if (String(input).startsWith(api.origin) && headers.get("authorization")?.startsWith("Payment ") && ++paidRequests === 2) {
+        await response.arrayBuffer();
+        throw new TypeError("fetch failed: connection reset");
+      }
+      return response;
+    };
+    const buyer = new Client({
+      agentId: "lossy-buyer",
+      apiKey: buyerKey,
+      baseUrl: test.system.apiUrl,
+      protocolPreference: "mpp",
+      explorerRpcUrl: test.system.localnet.info.rpcUrl,
+      maxRetries: 0,
+      fetch: lossy,
+      channelSessions: { depositMultiple: 20, withdrawDelaySeconds: 1 },
+    });
+    const first = (await buyer.pay({ endpoint: `${api.origin}/data` })) as PaidResult;
+    await expect(buyer.pay({ endpoint: `${api.origin}/data` })).rejects.toThrow(/got no answer; channel .* is retired/);
+    const third = (await buyer.pay({ endpoint: `${api.origin}/data` })) as PaidResult;
+    expect(served).toBe(3);
+    expect(third.channel!.address).not.toBe(first.channel!.address);
+    expect(third.channel!.sequence).toBe(1);
+
+    const closed = await buyer.closeChannelSessions();
+    expect(closed.map((c) => [c.channel, c.settledCumulative])).toEqual([
+      [first.channel!.address, { usdc: 0.02 }],
+      [third.channel!.address, { usdc: 0.01 }],
+    ]);
+    expect(await tokenBalanceUnits(test, payTo)).toBe(payeeBefore + 3n * PRICE_UNITS);
+    await book.stop();
+  });
+});
+
 describe("x402 v2 upto over the same channel", () => {
   it("the client pays an x402Middleware route with channel vouchers in PAYMENT-SIGNATURE; the payee settles them", async () => {
     const agentAddress = await fundedAgent(test.system, buyerKey, "upto-buyer", 2);

@@ -81,9 +81,14 @@ export function sessionCredentialOf(request: GateRequest): Record<string, unknow
   return credential;
 }
 
+const U64_MAX = (1n << 64n) - 1n;
+
 function u64(value: unknown, what: string): bigint {
   if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
-  if (typeof value !== "string" || !U64.test(value)) throw new SessionVoucherError("malformed-credential", `${what} must be a u64 string`);
+  // 20 digits may still pass u64: the value is checked, not only its length.
+  if (typeof value !== "string" || !U64.test(value) || BigInt(value) > U64_MAX) {
+    throw new SessionVoucherError("malformed-credential", `${what} must be a u64 string`);
+  }
   return BigInt(value);
 }
 

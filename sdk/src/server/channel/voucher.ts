@@ -41,8 +41,13 @@ function sha256(...parts: Uint8Array[]): Uint8Array {
 /** `api.example.com/v1/quote` for `https://api.example.com/v1/quote?x=1` (spec 2.2; the program hashes this). */
 export function endpointText(endpoint: string): string {
   if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint)) return endpoint;
-  const url = new URL(endpoint);
-  return `${url.host}${url.pathname}`;
+  try {
+    const url = new URL(endpoint);
+    return `${url.host}${url.pathname}`;
+  } catch {
+    // Not a URL after all: kept as written, so it matches no request's endpoint.
+    return endpoint;
+  }
 }
 
 export function endpointHash(endpoint: string): Uint8Array {

@@ -116,7 +116,14 @@ function fakeFetch(f: Fixture, payee?: PublicKey) {
 
 function book(
   f: Fixture,
-  options: { journal?: MemoryVoucherJournal | FileVoucherJournal; maxCharges?: number; nowSeconds?: number; payee?: PublicKey } = {},
+  options: {
+    journal?: MemoryVoucherJournal | FileVoucherJournal;
+    maxCharges?: number;
+    maxUnits?: bigint;
+    intervalMs?: number;
+    nowSeconds?: number;
+    payee?: PublicKey;
+  } = {},
 ) {
   return new ChannelBook({
     payTo: f.payee.publicKey.toBase58(),
@@ -124,7 +131,11 @@ function book(
     apiKey: "payee-key",
     ledger: { rpcUrl: "http://ledger.test", programId: PAYMENT_LEDGER_PROGRAM_ID.toBase58() },
     journal: options.journal ?? new MemoryVoucherJournal(),
-    settlement: { maxCharges: options.maxCharges ?? 100, intervalMs: 0 },
+    settlement: {
+      maxCharges: options.maxCharges ?? 100,
+      intervalMs: options.intervalMs ?? 0,
+      ...(options.maxUnits === undefined ? {} : { maxUnits: options.maxUnits }),
+    },
     fetch: fakeFetch(f, options.payee),
     now: () => (options.nowSeconds ?? NOW_SECONDS) * 1000,
   });
@@ -341,6 +352,28 @@ describe("settlement of accepted vouchers", () => {
     await payee.accept(payer.sign(QUOTE), { endpoint: QUOTE, priceUnits: PRICE });
     await payee.flush();
     expect(f.settlements[1]!.body).toMatchObject({ cumulative: "40000", sequence: 4, charges: [{ sequence: 4, paymentId: "4" }] });
+  });
+
+  it("settles once the money waiting reaches maxUnits, and on the timer whatever waits", async () => {
+    const f = fixture();
+    const byAmount = book(f, { maxUnits: 25_000n });
+    await byAmount.start();
+    const payer = new Payer(f);
+    await byAmount.accept(payer.sign(), at);
+    await byAmount.accept(payer.sign(), at);
+    expect(f.settlements).toHaveLength(0);
+    await byAmount.accept(payer.sign(), at); // 30,000 ≥ 25,000
+    await byAmount.flush();
+    expect(f.settlements.map((s) => s.body.cumulative)).toEqual(["30000"]);
+
+    const g = fixture();
+    const byTime = book(g, { intervalMs: 20 });
+    await byTime.start();
+    await byTime.accept(new Payer(g).sign(), at);
+    const deadline = Date.now() + 5_000;
+    while (g.settlements.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(g.settlements.map((s) => s.body.sequence)).toEqual([1]);
+    await byTime.stop();
   });
 
   it("a restarted payee replays its journal and settles what was accepted but not confirmed, exactly once", async () => {

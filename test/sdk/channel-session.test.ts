@@ -107,7 +107,7 @@ describe("a channel session paid by the SDK client", () => {
         runs += 1;
         const payment = (req as NodeRequest).payment as MppPayment;
         res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ sequence: payment.channel!.sequence.toString(), payer: payment.payer }));
+        res.end(JSON.stringify({ sequence: payment.channel?.sequence.toString() ?? null, payer: payment.payer }));
       }),
     );
     servers.push(served);
@@ -151,6 +151,14 @@ describe("a channel session paid by the SDK client", () => {
     const view = await rest(test.system, buyerKey, "GET", `/v1/channels/${channel}`);
     expect(view.status).toBe(200);
     expect(view.body).toMatchObject({ status: "closed", settledCumulativeUnits: "100000", refundedUnits: "100000" });
+    // A client without channelSessions pays the same route as before (the extra challenge is skipped).
+    await fundedAgent(test.system, buyerKey, "plain-buyer", 1);
+    const plain = new Client({ agentId: "plain-buyer", apiKey: buyerKey, baseUrl: test.system.apiUrl, protocolPreference: "mpp" });
+    const runsBefore = runs;
+    const old = (await plain.pay({ endpoint: `${served.origin}/v1/search` })) as PaidResult;
+    expect(old.paid).toBe(true);
+    expect(old.channel).toBeUndefined();
+    expect(runs).toBe(runsBefore + 1);
     await book.stop();
   });
 });

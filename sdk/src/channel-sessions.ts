@@ -196,6 +196,13 @@ export class ChannelSessionPayer {
     this.#retired.push({ key, channel });
   }
 
+  #retire(channel: OpenChannel): void {
+    const key = [...this.#channels].find(([, open]) => open === channel)?.[0];
+    if (key === undefined) return;
+    const [scope, origin] = key.split("\n") as [string, string];
+    this.forget(scope, origin);
+  }
+
   /** Opens a channel to the challenge's recipient for `origin` through the gateway. */
   async open(
     agentId: string,
@@ -256,8 +263,11 @@ export class ChannelSessionPayer {
 
   /**
    * One paid request on `channel`: a voucher from the gateway, then the request with it.
-   * Answers undefined when the channel is over (the caller forgets it and negotiates again);
-   * throws the gateway's typed error for a policy refusal.
+   * Answers `{ over: true }` when the channel can take no more vouchers (the caller forgets it and
+   * opens another); throws the gateway's typed error for a policy refusal. An answer with the
+   * payee's receipt is paid whatever its status (the payee accepted the voucher before its
+   * handler ran); a refusal retires the channel (its signed voucher was not taken, so no later
+   * voucher could follow it).
    */
   async payRequest(
     channel: OpenChannel,
@@ -300,11 +310,7 @@ export class ChannelSessionPayer {
     } catch (error) {
       // Whether the payee took this voucher is unknown: the channel cannot go on (the next voucher
       // would follow one the payee may never have seen). The next request opens a new channel.
-      const key = [...this.#channels].find(([, open]) => open === channel)?.[0];
-      if (key !== undefined) {
-        const [scope, origin] = key.split("\n") as [string, string];
-        this.forget(scope, origin);
-      }
+      this.#retire(channel);
       throw new PaymentError(`the paid request to ${request.url} got no answer; channel ${channel.channel} is retired`, { cause: error });
     }
     channel.sequence = BigInt(String(voucher.sequence));
@@ -314,7 +320,7 @@ export class ChannelSessionPayer {
       channel.offer.wire === "x402-upto"
         ? readUptoResponse(answer.headers.get("payment-response"))
         : readReceipt(answer.headers.get("payment-receipt"));
-    if (answer.status >= 200 && answer.status < 300 && receipt !== undefined) {
+    if (receipt !== undefined) {
       channel.announced = true;
       return {
         answer,
@@ -329,6 +335,7 @@ export class ChannelSessionPayer {
       answer.headers.get("x-mpp-error") ??
       answer.headers.get("x-payment-error") ??
       (isRecord(answer.data) ? String(answer.data.title ?? "") : "");
+    this.#retire(channel);
     if ((answer.status === 402 || answer.status === 410) && CHANNEL_OVER.has(refusal)) return { over: true, answer };
     throw new PaymentError(
       `${request.url} refused the channel voucher ${channel.sequence} on ${channel.channel}: ${answer.status}${refusal === "" ? "" : ` ${refusal}`}`,

@@ -148,4 +148,67 @@ describe("settling presented vouchers", () => {
     expect((await chainState(opened.channel)).settled.sequence).toBe(0n);
     await expectAgreement(gateway, opened.channel, opened.payer, 10n * USDC);
   });
+  it("a sub-agent's session under an invocation: the deposit is held to the invocation's budget, and its charges settle under it", async () => {
+    const orchestrator = await gateway.newAgent();
+    const sub = await gateway.newAgent();
+    const [orchestratorKey, subKey] = [await internalId(orchestrator), await internalId(sub)];
+    const subAddress = (await gateway.wallets.address(subKey)).toBase58();
+    const paid = await gateway.settlement.settlePayment({
+      agentId: orchestratorKey,
+      payee: subAddress,
+      amountUnits: 10_000n,
+      protocol: "x402",
+      rail: "stablecoin",
+      endpoint: "api.example.com/v1/invoke",
+    });
+    const opened = await gateway.settlement.openInvocation({
+      invokerAgentId: orchestratorKey,
+      parentTxHash: paid.txHash,
+      subAgentId: subKey,
+      budgetUnits: USDC,
+    });
+    const open = (deposit: string) =>
+      gateway.call(
+        "POST",
+        `/v1/agents/${sub}/channels`,
+        { payee: newPayee(), serviceOrigin: SERVICE, deposit, protocol: "mpp", withdrawDelaySeconds: 1, parentTxHash: paid.txHash },
+        { idem: randomUUID() },
+      );
+    const first = await open("0.6");
+    expect(first.status).toBe(201);
+    expect(first.body.parentTxHash).toBe(paid.txHash);
+    const over = await open("0.6");
+    expect(over.status).toBe(422);
+    expect(over.body).toMatchObject({ code: "BUDGET_EXCEEDED", reasonCode: "invocation_budget_exceeded" });
+
+    const channel = first.body.channel as string;
+    const signed = await charges(channel, 3);
+    const answer = await present(channel, presentation(signed));
+    expect(answer.status).toBe(200);
+    const tx = await gateway.ledger.connection.getTransaction(answer.body.settlementTxs[0], {
+      commitment: "confirmed",
+      maxSupportedTransactionVersion: 0,
+    });
+    const recorded = eventsNamed(decodeTransactionEvents(tx!), "PaymentRecorded");
+    expect(recorded.map((event) => event.parent?.invocation.toBase58())).toEqual([opened.invocation, opened.invocation, opened.invocation]);
+    const total = BigInt(signed[2].cumulativeUnits);
+    expect((await gateway.settlement.invocationState(new PublicKey(opened.invocation)))?.spentUnits).toBe(total);
+
+    const closed = await gateway.call("POST", `/v1/channels/${channel}/close`);
+    expect(closed.body).toMatchObject({ status: "closed", refundedUnits: String(600_000n - total) });
+    const { rows } = await gateway.db.pool.query(
+      "SELECT amount_units::text AS amount, status, parent_tx_hash FROM spend_reservations WHERE payment_ref = $1",
+      [`channel:${channel}`],
+    );
+    expect(rows).toEqual([{ amount: total.toString(), status: "settled", parent_tx_hash: paid.txHash }]);
+    // The unused deposit is back in the invocation's budget: a new session may take it.
+    expect((await open("0.9")).status).toBe(201);
+    // The sub-agent started with 10 USDC plus the invoking payment; the new session holds 0.9.
+    await expectAgreement(gateway, channel, first.body.payer, 10n * USDC + 10_000n - 900_000n);
+  });
 });
+
+async function internalId(publicId: string): Promise<string> {
+  const { rows } = await gateway.db.pool.query<{ agent_id: string }>("SELECT agent_id FROM agents WHERE public_id = $1", [publicId]);
+  return rows[0]!.agent_id;
+}

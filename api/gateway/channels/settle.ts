@@ -39,7 +39,7 @@ import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-
 import { awaitOutcome, lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
 import { readChannel, signChannelTransaction } from "./chain.js";
 import { type ChannelDeps, optionalKey, sessionAccounts } from "./deps.js";
-import { chargesMismatch, channelNotFound, channelNotOpen, voucherInvalid, voucherUnknown } from "./errors.js";
+import { chargesMismatch, channelClosed, channelNotFound, channelNotOpen, voucherInvalid, voucherUnknown } from "./errors.js";
 import {
   applyConfirmedSettlement,
   type ChargeRow,
@@ -103,6 +103,8 @@ export async function acceptPresentation(deps: ChannelDeps, p: Presentation): Pr
     throw voucherInvalid("signature: not the payer's signature over this voucher");
   }
   if (p.sequence <= session.acceptedSequence) return session;
+  // After the refund the channel is gone: what was not accepted by then was never paid (void).
+  if (session.status === "closed") throw channelClosed(p.channel, session.status);
   await checkCharges(deps, session, p);
   await withTransaction(
     deps.pool,

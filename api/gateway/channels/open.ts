@@ -206,13 +206,18 @@ async function failOpen(deps: ChannelDeps, channel: string, detail: string): Pro
 }
 
 /**
- * An `opening` session decided from the chain: the account exists → open; the signature can never
- * land (or landed failed) and no account → failed, reservation released; else still opening.
+ * An `opening` session decided from the chain (its stored bytes re-sent first): the account exists
+ * → open; the signature can never land (or landed failed) and no account → failed, reservation
+ * released; else still opening.
  */
 export async function resolveOpening(deps: ChannelDeps, session: SessionRow): Promise<SessionRow> {
   if (session.status !== "opening") return session;
   const opened = await confirmOpen(deps, session.channel);
   if (opened !== null) return opened;
+  // The same signed bytes again: a crash may have come before they were sent; they land at most once.
+  await deps.ledger.connection
+    .sendRawTransaction(Buffer.from(session.openWire!, "base64"), { skipPreflight: true, maxRetries: 0 })
+    .catch(() => undefined);
   const [outcome] = await lookUpOutcomes(deps.ledger, [
     { signature: session.openTx!, lastValidBlockHeight: session.openLastValidBlockHeight! },
   ]);

@@ -188,4 +188,14 @@ describe("signing a charge", () => {
     );
     expect(rows[0]).toEqual({ n: 40, sum: total.toString(), signed: total.toString() });
   });
+  it("an archived agent's session signs nothing more", async () => {
+    const agentId = await gateway.newAgent();
+    const opened = await open(agentId, "0.5");
+    expect((await voucher(opened.body.channel, "0.01")).status).toBe(200);
+    const archived = await gateway.call("DELETE", `/v1/agents/${agentId}?force=true`);
+    expect(archived.status).toBe(200);
+    const refused = await voucher(opened.body.channel, "0.01");
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe("AGENT_ARCHIVED");
+  });
 });

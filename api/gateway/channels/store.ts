@@ -142,6 +142,22 @@ export async function lockSession(client: pg.ClientBase, channel: string): Promi
   return rows[0] === undefined ? null : fromRaw(rows[0]);
 }
 
+/**
+ * The row under its lock with its agent's `archived_at` under a share lock (one round trip): an
+ * archive committed first refuses the charge; one starting now waits for it (api/gateway/agent-archive.ts).
+ */
+export async function lockSessionForCharge(
+  client: pg.ClientBase,
+  channel: string,
+): Promise<{ readonly session: SessionRow; readonly archivedAt: Date | null } | null> {
+  const { rows } = await client.query<RawSession & { agent_archived_at: Date | null }>(
+    `SELECT s.*, a.archived_at AS agent_archived_at FROM channel_sessions s JOIN agents a ON a.agent_id = s.agent_id
+     WHERE s.channel = $1 FOR UPDATE OF s FOR SHARE OF a`,
+    [channel],
+  );
+  return rows[0] === undefined ? null : { session: fromRaw(rows[0]), archivedAt: rows[0].agent_archived_at };
+}
+
 export async function sessionByOpenReference(db: Db, reference: string): Promise<SessionRow | null> {
   const { rows } = await db.query<RawSession>("SELECT * FROM channel_sessions WHERE open_reference = $1", [reference]);
   return rows[0] === undefined ? null : fromRaw(rows[0]);

@@ -96,6 +96,18 @@ describe("opening a session within the spend policy", () => {
     ]);
     expect(rows[0].n).toBe(1);
   });
+  it("a deposit the wallet cannot fund is refused 422 and its reservation released", async () => {
+    const agentId = await gateway.newAgent(100_000n);
+    const refused = await open(agentId, "1");
+    expect(refused.status).toBe(422);
+    expect(refused.body).toMatchObject({ code: "INSUFFICIENT_FUNDS", reason: "channel_open_failed" });
+    const { rows } = await gateway.db.pool.query<{ status: string; r: string }>(
+      `SELECT s.status, r.status AS r FROM channel_sessions s JOIN spend_reservations r ON r.payment_ref = 'channel:' || s.channel
+       WHERE s.agent_id = $1`,
+      [await internalId(agentId)],
+    );
+    expect(rows).toEqual([{ status: "failed", r: "released" }]);
+  });
 });
 
 describe("signing a charge", () => {

@@ -39,7 +39,7 @@ import { lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledge
 import { readChannel, signChannelTransaction } from "./chain.js";
 import type { ChannelDeps } from "./deps.js";
 import { sessionAccounts } from "./deps.js";
-import { channelPending, openFailed } from "./errors.js";
+import { channelPending, insufficientDeposit, openFailed } from "./errors.js";
 import { findSession, insertOpeningSession, markOpened, markOpenFailed, type SessionRow, sessionByOpenReference } from "./store.js";
 
 export const DEFAULT_EXPIRES_IN_SECONDS = 3_600;
@@ -186,6 +186,7 @@ async function sendOpen(deps: ChannelDeps, channel: string, signed: SignedTransa
   const refusal = ledgerRefusal(submitFailure(result, signed));
   const detail = refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`;
   await failOpen(deps, channel, detail);
+  if (refusal?.name === "InsufficientFunds") throw insufficientDeposit(channel, detail);
   throw openFailed(channel, detail);
 }
 

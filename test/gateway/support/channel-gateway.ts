@@ -22,7 +22,7 @@ import {
 } from "../../../api/gateway/wallets/index.js";
 import { SecretBox } from "../../../api/gateway/webhooks/index.js";
 import { createAccount, issueApiKey } from "../../../api/shared/keys.js";
-import { escrowPda } from "../../../programs/payment_ledger/ts/index.js";
+import { decodeChannelAccount, escrowPda } from "../../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../../support/rest.js";
@@ -159,6 +159,11 @@ export async function expectAgreement(gateway: ChannelGateway, channel: string, 
     expect(view.refundedUnits).toBe(row.refunded);
     expect(money.payer).toBe(payerStartUnits - settled);
   } else {
+    const account = await gateway.ledger.connection.getAccountInfo(new PublicKey(channel), "confirmed");
+    const state = decodeChannelAccount(account!.data);
+    expect(state.settled.cumulativeUnits).toBe(settled);
+    expect(state.settled.sequence.toString()).toBe(view.settledSequence);
+    expect(state.depositUnits.toString()).toBe(row.deposit);
     expect(money.escrow).toBe(BigInt(row.deposit) - settled);
     expect(money.payer).toBe(payerStartUnits - BigInt(row.deposit));
   }

@@ -5,9 +5,17 @@
  * once; a presentation that does not match what was signed is refused and settles nothing.
  */
 import { randomUUID } from "node:crypto";
-import { PublicKey } from "@solana/web3.js";
+import { PublicKey, sendAndConfirmTransaction, Transaction } from "@solana/web3.js";
+import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { decodeChannelAccount, decodeTransactionEvents, eventsNamed } from "../../programs/payment_ledger/ts/index.js";
+import {
+  channelAccounts,
+  decodeChannelAccount,
+  decodeTransactionEvents,
+  eventsNamed,
+  settleChannelInstruction,
+  voucherSignatureInstruction,
+} from "../../programs/payment_ledger/ts/index.js";
 import {
   type ChannelGateway,
   chargeStatuses,
@@ -148,6 +156,55 @@ describe("settling presented vouchers", () => {
     expect((await chainState(opened.channel)).settled.sequence).toBe(0n);
     await expectAgreement(gateway, opened.channel, opened.payer, 10n * USDC);
   });
+  it("a voucher settled on chain outside the gateway is adopted: its charges settled with that transaction, the rest settled after it", async () => {
+    const opened = await openWith("1");
+    const signed = await charges(opened.channel, 5);
+    // Someone settles voucher 2 directly (here the authority's key, as a payee would with its own).
+    const accounts = channelAccounts({
+      payer: new PublicKey(opened.payer),
+      payee: new PublicKey(opened.payee),
+      mint: gateway.ledger.mint,
+      channelId: Buffer.from((await gateway.call("GET", `/v1/channels/${opened.channel}`)).body.channelId, "hex"),
+    });
+    const outside = await sendAndConfirmTransaction(
+      gateway.ledger.connection,
+      new Transaction().add(
+        voucherSignatureInstruction(
+          new PublicKey(opened.payer),
+          Buffer.from(signed[1].message, "base64"),
+          bs58.decode(signed[1].signature),
+        ),
+        await settleChannelInstruction({
+          settler: gateway.ledger.authority.publicKey,
+          channel: accounts,
+          settlement: {
+            cumulativeUnits: BigInt(signed[1].cumulativeUnits),
+            sequence: 2n,
+            charges: signed.slice(0, 2).map((v) => ({
+              paymentId: BigInt(v.paymentId),
+              amountUnits: BigInt(v.amountUnits),
+              endpointHash: Buffer.from(v.endpointHash, "hex"),
+            })),
+          },
+        }),
+      ),
+      [gateway.ledger.authority],
+      { commitment: "confirmed" },
+    );
+    const answer = await present(opened.channel, presentation(signed));
+    expect(answer.status).toBe(200);
+    expect(answer.body).toMatchObject({ settledSequence: "5", settledCumulativeUnits: signed[4].cumulativeUnits });
+    expect(answer.body.settlementTxs[0]).toBe(outside);
+    expect(answer.body.settlementTxs).toHaveLength(2);
+    const { rows } = await gateway.db.pool.query<{ sequence: string; settlement_tx: string }>(
+      "SELECT sequence, settlement_tx FROM channel_charges WHERE channel = $1 ORDER BY sequence",
+      [opened.channel],
+    );
+    expect(rows.map((row) => row.settlement_tx)).toEqual([outside, outside, ...Array(3).fill(answer.body.settlementTxs[1])]);
+    expect(await recordedOnChain(answer.body.settlementTxs)).toEqual(signed.map((v) => [v.paymentId, v.amountUnits, v.endpointHash]));
+    await expectAgreement(gateway, opened.channel, opened.payer, 10n * USDC);
+  });
+
   it("a sub-agent's session under an invocation: the deposit is held to the invocation's budget, and its charges settle under it", async () => {
     const orchestrator = await gateway.newAgent();
     const sub = await gateway.newAgent();

@@ -26,6 +26,8 @@ import bs58 from "bs58";
 import { withTransaction } from "../../../indexer/db/database.js";
 import {
   type ChannelCharge,
+  decodeTransactionEvents,
+  eventsNamed,
   initialChargesDigest,
   nextChargesDigest,
   settleChannelInstruction,
@@ -45,6 +47,7 @@ import {
   type ChargeRow,
   chargesBetween,
   findSession,
+  insertAdoptedSettlement,
   insertSettlementIntent,
   lockSession,
   markAccepted,
@@ -208,6 +211,8 @@ export async function settleAccepted(deps: ChannelDeps, channel: string, wait = 
     }
     await markSettlementFailed(deps.pool, intent.signature, refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`);
     failed += 1;
+    // Settled on chain by someone else (the payee with a voucher it holds): adopt it, go on.
+    if ((await adoptChainSettlements(deps, channel)) > 0) continue;
     break;
   }
   return { sent, confirmed, failed, pending: false };
@@ -343,4 +348,55 @@ export async function resolveSettlement(
     outcome!.reason === "expired" ? "expired before it landed" : "included with an error",
   );
   return "failed";
+}
+
+/** Transactions of a channel read when adopting settlements made outside the gateway. */
+const MAX_ADOPTION_SIGNATURES = 1_000;
+
+/**
+ * The chain settled the channel further than the gateway's own settlements (the payee, which may
+ * settle any voucher it holds itself, or an earlier gateway whose row is gone): each such
+ * `settle_channel` / final `close_channel` is found among the channel's transactions by its
+ * `ChannelSettled` event and recorded as a confirmed settlement covering its charges, so the
+ * charges are `settled` with the transaction that paid them. Answers how many were adopted.
+ */
+export async function adoptChainSettlements(deps: ChannelDeps, channel: string): Promise<number> {
+  const session = await findSession(deps.pool, channel);
+  if (session === null || (await pendingSettlement(deps.pool, channel)) !== null) return 0;
+  const key = new PublicKey(channel);
+  const state = await readChannel(deps.ledger, key);
+  if (state === null || state.settled.sequence <= session.settledSequence) return 0;
+  const signatures = await deps.ledger.connection.getSignaturesForAddress(key, { limit: MAX_ADOPTION_SIGNATURES }, "confirmed");
+  let settledSequence = session.settledSequence;
+  let adopted = 0;
+  for (const entry of signatures.reverse()) {
+    if (entry.err !== null) continue;
+    const tx = await deps.ledger.connection.getTransaction(entry.signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
+    if (tx === null) continue;
+    for (const event of eventsNamed(decodeTransactionEvents(tx), "ChannelSettled")) {
+      if (!event.channel.equals(key) || event.sequence <= settledSequence) continue;
+      const intent: SettlementIntent = {
+        signature: entry.signature,
+        channel,
+        fromSequence: settledSequence + 1n,
+        toSequence: event.sequence,
+        cumulativeUnits: event.cumulativeUnits,
+        wire: "",
+        lastValidBlockHeight: 0,
+      };
+      await withTransaction(
+        deps.pool,
+        async (client) => {
+          const locked = (await lockSession(client, channel))!;
+          if (locked.settledSequence >= event.sequence) return;
+          await insertAdoptedSettlement(client, intent, tx.slot);
+          await applyConfirmedSettlement(client, intent, tx.slot);
+        },
+        { isolation: "read committed" },
+      );
+      settledSequence = event.sequence;
+      adopted += 1;
+    }
+  }
+  return adopted;
 }

@@ -385,6 +385,15 @@ export async function insertSettlementIntent(client: pg.ClientBase, s: Settlemen
   );
 }
 
+/** A settlement made outside the gateway, found on chain: recorded confirmed (no bytes of ours). */
+export async function insertAdoptedSettlement(client: pg.ClientBase, s: SettlementIntent, slot: number): Promise<void> {
+  await client.query(
+    `INSERT INTO channel_settlements (signature, channel, from_sequence, to_sequence, cumulative, wire, last_valid_block_height, status, slot, resolved_at)
+     VALUES ($1, $2, $3, $4, $5, '', 0, 'confirmed', $6, now()) ON CONFLICT (signature) DO NOTHING`,
+    [s.signature, s.channel, s.fromSequence.toString(), s.toSequence.toString(), s.cumulativeUnits.toString(), slot],
+  );
+}
+
 export async function pendingSettlement(db: Db, channel: string): Promise<SettlementIntent | null> {
   const { rows } = await db.query<RawIntent>(
     `SELECT ${INTENT_COLUMNS} FROM channel_settlements WHERE channel = $1 AND status = 'pending'`,

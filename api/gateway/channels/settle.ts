@@ -137,7 +137,7 @@ async function checkCharges(deps: ChannelDeps, session: SessionRow, p: Presentat
       throw chargesMismatch(`charge ${i} has sequence ${charge.sequence}, expected ${first + BigInt(i)}`);
   }
   if (charges[charges.length - 1]!.sequence !== p.sequence) throw chargesMismatch(`must end at the voucher's sequence ${p.sequence}`);
-  const rows = await chargesBetween(deps.pool, p.channel, first === 1n ? 1n : first - 1n, p.sequence);
+  const rows = await chargesBetween(deps.pool, p.channel, first === 1n ? 1n : first - 1n, p.sequence, MAX_PRESENTED_CHARGES + 1);
   let digest: Uint8Array;
   let offset = 0;
   if (first === 1n) {

@@ -249,7 +249,7 @@ export interface NewCharge {
 
 /** The signed charge and the session's signed state, in one statement (under the row lock). */
 export async function insertSignedCharge(client: pg.ClientBase, c: NewCharge): Promise<void> {
-  await client.query(
+  const result = await client.query(
     `WITH charge AS (
        INSERT INTO channel_charges (channel, sequence, payment_id, amount, cumulative, endpoint, endpoint_hash, digest, signature, status)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'signed')
@@ -268,6 +268,9 @@ export async function insertSignedCharge(client: pg.ClientBase, c: NewCharge): P
       c.signature,
     ],
   );
+  // Under the row lock the session is exactly one charge behind; anything else is a bug, and
+  // throwing rolls the charge back with it.
+  if (result.rowCount !== 1) throw new Error(`channel ${c.channel}: signed state is not at sequence ${c.sequence - 1n}`);
 }
 
 export interface ChargeRow {

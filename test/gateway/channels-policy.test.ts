@@ -108,6 +108,21 @@ describe("opening a session within the spend policy", () => {
     );
     expect(rows).toEqual([{ status: "failed", r: "released" }]);
   });
+  it("a payee the ledger cannot credit safely is refused before anything is reserved", async () => {
+    const agentId = await gateway.newAgent();
+    const refused = await gateway.call(
+      "POST",
+      `/v1/agents/${agentId}/channels`,
+      { payee: gateway.ledger.mint.toBase58(), serviceOrigin: SERVICE, deposit: "1", protocol: "mpp" },
+      { idem: randomUUID() },
+    );
+    expect(refused.status).toBe(422);
+    expect(refused.body).toMatchObject({ code: "PAYEE_REFUSED", reason: "payee_is_mint" });
+    const { rows } = await gateway.db.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1", [
+      await internalId(agentId),
+    ]);
+    expect(rows[0].n).toBe(0);
+  });
 });
 
 describe("signing a charge", () => {

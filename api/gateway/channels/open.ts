@@ -33,9 +33,9 @@ import { emitPaymentEvents } from "../events/gateway.js";
 import { asRejection, type InvocationReader, invocationBudgetCheck, requireSubAgentInvocation } from "../invocations/index.js";
 import { httpError } from "../../shared/errors.js";
 import { recordRefusedPayment } from "../rejections.js";
-import { checkPayee } from "../settlement/payee.js";
+import { checkPayee, checkPayeeAccounts } from "../settlement/payee.js";
 import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
-import { lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
+import { COMMITMENT, lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
 import { readChannel, signChannelTransaction } from "./chain.js";
 import type { ChannelDeps } from "./deps.js";
 import { sessionAccounts } from "./deps.js";
@@ -83,19 +83,23 @@ export async function openSession(deps: ChannelDeps, request: OpenRequest, now: 
   const payer = await deps.keys.get(agent.agent_id);
   const invocation =
     parentTxHash === null ? null : (await requireSubAgentInvocation(requireReader(deps), parentTxHash, agent.wallet_address)).invocation;
+  // Rule 2 of the payees (settlement/payee.ts): a plain wallet, its token account of the Token program.
+  const payeeToken = getAssociatedTokenAddressSync(ledger.mint, payee, true);
+  const [wallet, token] = await ledger.connection.getMultipleAccountsInfo([payee, payeeToken], COMMITMENT);
+  const { createTokenAccount } = checkPayeeAccounts(payee.toBase58(), {
+    payee: wallet == null ? null : { owner: wallet.owner, executable: wallet.executable },
+    tokenAccount: token == null ? null : { owner: token.owner },
+  });
   const accounts = channelAccounts({ payer: payer.publicKey, payee, mint: ledger.mint, channelId: randomBytes(32) });
   const expiresAt = new Date((Math.floor(now.getTime() / 1000) + request.expiresInSeconds) * 1000);
   const signed = await signChannelTransaction(
     ledger,
     [
       // The payee's token account must exist for any settlement to reach it; the authority pays
-      // its rent once (idempotent when it exists).
-      createAssociatedTokenAccountIdempotentInstruction(
-        ledger.authority.publicKey,
-        getAssociatedTokenAddressSync(ledger.mint, payee, true),
-        payee,
-        ledger.mint,
-      ),
+      // its rent once (idempotent, should it appear meanwhile).
+      ...(createTokenAccount
+        ? [createAssociatedTokenAccountIdempotentInstruction(ledger.authority.publicKey, payeeToken, payee, ledger.mint)]
+        : []),
       await openChannelInstruction({
         authority: ledger.authority.publicKey,
         channel: accounts,

@@ -175,6 +175,16 @@ describe("signing a charge", () => {
     expect(limited.body.reasonCode).toBe("rate_limit_exceeded");
   });
 
+  it("concurrent charges on two channels of one agent never pass its rate limit together", async () => {
+    const agentId = await gateway.newAgent();
+    await putPolicy(gateway.db.pool, await internalId(agentId), { rateLimit: { calls: 10, window: "1m" } });
+    const [a, b] = [await open(agentId, "1"), await open(agentId, "1")];
+    // Two deposits are two calls of the window: eight charges are left, whichever channel asks.
+    const answers = await Promise.all(Array.from({ length: 14 }, (_, i) => voucher((i % 2 === 0 ? a : b).body.channel, "0.01")));
+    expect(answers.filter((x) => x.status === 200)).toHaveLength(8);
+    expect(answers.filter((x) => x.status === 403).every((x) => x.body.reasonCode === "rate_limit_exceeded")).toBe(true);
+  });
+
   it("another account cannot sign on the channel or read it", async () => {
     const agentId = await gateway.newAgent();
     const opened = await open(agentId, "0.5");

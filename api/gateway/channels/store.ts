@@ -499,6 +499,18 @@ export async function sessionsNeedingWork(db: Db, limit: number): Promise<Sessio
   return rows.map(fromRaw);
 }
 
+/** Key space of the per-agent lock that serializes rate-limited charges across its channels. */
+const CHARGE_RATE_LOCK_NAMESPACE = 7_240_016;
+
+/**
+ * Serializes the charges of one agent across its channels until the transaction ends, so a rate
+ * limit counts every charge committed before (taken after the channel's row lock; never the other
+ * way round, so it cannot deadlock with it).
+ */
+export async function lockAgentCharges(client: pg.ClientBase, agentId: string): Promise<void> {
+  await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [CHARGE_RATE_LOCK_NAMESPACE, agentId]);
+}
+
 /** Charges the agent's channels signed since `since` (the rate window of its policy). */
 export async function chargesInWindow(db: Db, agentId: string, since: Date): Promise<number> {
   const { rows } = await db.query<{ n: number }>(

@@ -30,7 +30,7 @@ import { recordRefusedPayment } from "../rejections.js";
 import { allocatePaymentId } from "../settlement/store.js";
 import type { ChannelDeps } from "./deps.js";
 import { channelClosed, channelNotFound, depositExhausted, originMismatch } from "./errors.js";
-import { chargesInWindow, findSession, insertSignedCharge, lockSessionForCharge, type SessionRow } from "./store.js";
+import { chargesInWindow, findSession, insertSignedCharge, lockAgentCharges, lockSessionForCharge, type SessionRow } from "./store.js";
 import { refuseArchived } from "../../shared/http/input.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
 
@@ -173,7 +173,8 @@ function refuseUnusable(session: SessionRow, now: Date): void {
 /**
  * The agent's policy on one charge, without its budget (the deposit holds it): domains, the
  * per-call limit, the rate limit. The rate window counts the agent's reservations (`readUsage`)
- * and its channel charges; read only when the policy has a rate limit.
+ * and its channel charges, read under the agent's charge lock (its charges on all its channels
+ * one at a time); only when the policy has a rate limit.
  */
 async function policyRefusal(
   client: pg.PoolClient,
@@ -184,6 +185,7 @@ async function policyRefusal(
   const policy = (await getPolicy(client, session.agentId)) ?? EMPTY_POLICY;
   let usage: PolicyUsage = { usedTodayUnits: 0n, windowStart: null, rateCalls: 0 };
   if (policy.rateLimit !== null) {
+    await lockAgentCharges(client, session.agentId);
     const reservations = await readUsage(client, session.agentId, policy, now);
     const charges = await chargesInWindow(client, session.agentId, rateWindowStart(policy.rateLimit.window, now));
     usage = { ...usage, rateCalls: reservations.rateCalls + charges };

@@ -115,6 +115,24 @@ describe("settling presented vouchers", () => {
     });
   }
 
+  it("a presentation larger than one request settles is finished by the loop", async () => {
+    const opened = await openWith("2");
+    const signed = await charges(opened.channel, 210, ["/v1/search"]);
+    const answer = await present(opened.channel, presentation(signed));
+    expect(answer.body).toMatchObject({
+      acceptedSequence: "210",
+      settledSequence: "200",
+      settledCumulativeUnits: signed[199].cumulativeUnits,
+    });
+    await gateway.channels.runPass();
+    const state = await chainState(opened.channel);
+    expect(state.settled.sequence).toBe(210n);
+    const after = await gateway.call("GET", `/v1/channels/${opened.channel}`);
+    expect(after.body).toMatchObject({ settledSequence: "210", settledCumulativeUnits: signed[209].cumulativeUnits });
+    expect(after.body.settlementTxs).toHaveLength(9);
+    await expectAgreement(gateway, opened.channel, opened.payer, 10n * USDC);
+  });
+
   it("a voucher presented twice, or by two requests at once, settles once", async () => {
     const opened = await openWith("1");
     const signed = await charges(opened.channel, 12);

@@ -63,6 +63,8 @@ export const MAX_CHARGES_PER_SETTLEMENT = 25;
 export const MAX_PRESENTED_CHARGES = 10_000;
 /** Batches one settling pass sends for a channel before it yields. */
 const MAX_BATCHES_PER_PASS = 400;
+/** Batches a presentation's request waits for (200 charges); the loop settles the rest. */
+export const MAX_BATCHES_PER_REQUEST = 8;
 
 export interface PresentedCharge {
   readonly sequence: bigint;
@@ -183,7 +185,12 @@ export interface SettleReport {
  * bytes re-sent). Call it through the channel's queue (one pass per channel at a time in a
  * process); `wait` waits for a pending settlement's outcome instead of only looking it up.
  */
-export async function settleAccepted(deps: ChannelDeps, channel: string, wait = true): Promise<SettleReport> {
+export async function settleAccepted(
+  deps: ChannelDeps,
+  channel: string,
+  wait = true,
+  maxBatches = MAX_BATCHES_PER_PASS,
+): Promise<SettleReport> {
   let sent = 0;
   let confirmed = 0;
   let failed = 0;
@@ -192,7 +199,7 @@ export async function settleAccepted(deps: ChannelDeps, channel: string, wait = 
     const outcome = await resolveSettlement(deps, pending, wait);
     if (outcome === "pending") return { sent, confirmed, failed, pending: true };
   }
-  for (let batch = 0; batch < MAX_BATCHES_PER_PASS; batch += 1) {
+  for (let batch = 0; batch < Math.min(maxBatches, MAX_BATCHES_PER_PASS); batch += 1) {
     const intent = await prepareBatch(deps, channel);
     if (intent === null) break;
     sent += 1;

@@ -42,6 +42,11 @@ if (env.MODE === "sign") {
     }
   }
   await Promise.all([lane(), lane(), lane()]);
+} else if (env.MODE === "open") {
+  const agent = (await pool.query("SELECT * FROM agents WHERE agent_id = $1", [env.AGENT_ID])).rows[0];
+  await channels.open({ agent, payee: env.PAYEE, serviceOrigin: "${SERVICE}", depositUnits: 1000000n, protocol: "mpp", expiresInSeconds: 3600, withdrawDelaySeconds: 1, parentTxHash: null, reference: null }, new Date());
+  process.stdout.write("opened\\n");
+  await new Promise(() => undefined);
 } else {
   process.stdout.write("presenting\\n");
   await channels.present(JSON.parse(env.PRESENTATION, (k, v) => (typeof v === "string" && /^n[0-9]+$/.test(v) ? BigInt(v.slice(1)) : v)));
@@ -291,5 +296,56 @@ describe("channel sessions across a gateway crash", () => {
     const closed = await fresh.close(opened.channel, gateway.accountId);
     expect(closed.refundedUnits).toBe(2n * USDC - BigInt(presentation.cumulative));
     await expectAgreement(gateway, opened.channel, opened.payer, 10n * USDC);
+  });
+  it("killed while opening: the restarted gateway decides the session from the chain, and the reservation follows", async () => {
+    const agentId = await gateway.newAgent();
+    const { rows: agents } = await gateway.db.pool.query<{ agent_id: string }>("SELECT agent_id FROM agents WHERE public_id = $1", [
+      agentId,
+    ]);
+    const internal = agents[0]!.agent_id;
+    const payee = newPayee();
+    await runAndKill(
+      { MODE: "open", AGENT_ID: internal, PAYEE: payee },
+      () => false,
+      async () => {
+        const { rows } = await gateway.db.pool.query("SELECT 1 FROM channel_sessions WHERE agent_id = $1", [internal]);
+        return rows.length > 0;
+      },
+    );
+    await workerSessionsGone();
+    const { rows: before } = await gateway.db.pool.query<{ channel: string; status: string }>(
+      "SELECT channel, status FROM channel_sessions WHERE agent_id = $1",
+      [internal],
+    );
+    expect(before).toHaveLength(1);
+    const channel = before[0]!.channel;
+    const fresh = new ChannelSessions({ pool: gateway.db.pool, ledger: gateway.ledger, wallets: gateway.wallets });
+    let status = before[0]!.status;
+    await pollUntil(
+      async () => {
+        await fresh.runPass();
+        status = (await gateway.db.pool.query("SELECT status FROM channel_sessions WHERE channel = $1", [channel])).rows[0].status;
+        return status !== "opening";
+      },
+      { timeoutMs: 90_000, intervalMs: 300, what: () => `the open to be decided (still ${status})` },
+    );
+    const account = await gateway.ledger.connection.getAccountInfo(new PublicKey(channel), "confirmed");
+    const { rows: reservation } = await gateway.db.pool.query(
+      "SELECT status, amount_units::text AS amount FROM spend_reservations WHERE payment_ref = $1",
+      [`channel:${channel}`],
+    );
+    if (status === "open") {
+      expect(decodeChannelAccount(account!.data).depositUnits).toBe(USDC);
+      expect(reservation).toEqual([{ status: "reserved", amount: String(USDC) }]);
+      // The session works: a charge is signed on it, and it closes with everything refunded.
+      const signed = await fresh.sign({ channel, accountId: gateway.accountId, endpoint: `${SERVICE}/v1/x`, amountUnits: 5n }, new Date());
+      expect(signed.outcome).toBe("signed");
+      expect((await fresh.close(channel, gateway.accountId)).refundedUnits).toBe(USDC);
+      await expectAgreement(gateway, channel, (await gateway.wallets.address(internal)).toBase58(), 10n * USDC);
+    } else {
+      expect(status).toBe("failed");
+      expect(account).toBeNull();
+      expect(reservation).toEqual([{ status: "released", amount: String(USDC) }]);
+    }
   });
 });

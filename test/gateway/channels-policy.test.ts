@@ -96,6 +96,33 @@ describe("opening a session within the spend policy", () => {
     ]);
     expect(rows[0].n).toBe(1);
   });
+  it("a deposit the wallet cannot fund is refused 422 and its reservation released", async () => {
+    const agentId = await gateway.newAgent(100_000n);
+    const refused = await open(agentId, "1");
+    expect(refused.status).toBe(422);
+    expect(refused.body).toMatchObject({ code: "INSUFFICIENT_FUNDS", reason: "channel_open_failed" });
+    const { rows } = await gateway.db.pool.query<{ status: string; r: string }>(
+      `SELECT s.status, r.status AS r FROM channel_sessions s JOIN spend_reservations r ON r.payment_ref = 'channel:' || s.channel
+       WHERE s.agent_id = $1`,
+      [await internalId(agentId)],
+    );
+    expect(rows).toEqual([{ status: "failed", r: "released" }]);
+  });
+  it("a payee the ledger cannot credit safely is refused before anything is reserved", async () => {
+    const agentId = await gateway.newAgent();
+    const refused = await gateway.call(
+      "POST",
+      `/v1/agents/${agentId}/channels`,
+      { payee: gateway.ledger.mint.toBase58(), serviceOrigin: SERVICE, deposit: "1", protocol: "mpp" },
+      { idem: randomUUID() },
+    );
+    expect(refused.status).toBe(422);
+    expect(refused.body).toMatchObject({ code: "PAYEE_REFUSED", reason: "payee_is_mint" });
+    const { rows } = await gateway.db.pool.query("SELECT count(*)::int AS n FROM spend_reservations WHERE agent_id = $1", [
+      await internalId(agentId),
+    ]);
+    expect(rows[0].n).toBe(0);
+  });
 });
 
 describe("signing a charge", () => {
@@ -148,6 +175,16 @@ describe("signing a charge", () => {
     expect(limited.body.reasonCode).toBe("rate_limit_exceeded");
   });
 
+  it("concurrent charges on two channels of one agent never pass its rate limit together", async () => {
+    const agentId = await gateway.newAgent();
+    await putPolicy(gateway.db.pool, await internalId(agentId), { rateLimit: { calls: 10, window: "1m" } });
+    const [a, b] = [await open(agentId, "1"), await open(agentId, "1")];
+    // Two deposits are two calls of the window: eight charges are left, whichever channel asks.
+    const answers = await Promise.all(Array.from({ length: 14 }, (_, i) => voucher((i % 2 === 0 ? a : b).body.channel, "0.01")));
+    expect(answers.filter((x) => x.status === 200)).toHaveLength(8);
+    expect(answers.filter((x) => x.status === 403).every((x) => x.body.reasonCode === "rate_limit_exceeded")).toBe(true);
+  });
+
   it("another account cannot sign on the channel or read it", async () => {
     const agentId = await gateway.newAgent();
     const opened = await open(agentId, "0.5");
@@ -187,5 +224,15 @@ describe("signing a charge", () => {
       [channel],
     );
     expect(rows[0]).toEqual({ n: 40, sum: total.toString(), signed: total.toString() });
+  });
+  it("an archived agent's session signs nothing more", async () => {
+    const agentId = await gateway.newAgent();
+    const opened = await open(agentId, "0.5");
+    expect((await voucher(opened.body.channel, "0.01")).status).toBe(200);
+    const archived = await gateway.call("DELETE", `/v1/agents/${agentId}?force=true`);
+    expect(archived.status).toBe(200);
+    const refused = await voucher(opened.body.channel, "0.01");
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe("AGENT_ARCHIVED");
   });
 });

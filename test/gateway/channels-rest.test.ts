@@ -126,6 +126,51 @@ describe("channel sessions over REST", () => {
     expect(after.status).toBe(409);
     expect(after.body.reason).toBe("channel_closed");
   });
+  it("refuses malformed requests by field, before anything is reserved or signed", async () => {
+    const agentId = await gateway.newAgent(0n);
+    const payee = newPayee();
+    const bad = async (body: Record<string, unknown>, field: string) => {
+      const answer = await gateway.call("POST", `/v1/agents/${agentId}/channels`, {
+        payee,
+        serviceOrigin: SERVICE,
+        deposit: "1",
+        protocol: "mpp",
+        ...body,
+      });
+      expect(answer.status, JSON.stringify(body)).toBe(400);
+      expect(answer.body.field).toBe(field);
+    };
+    await bad({ deposit: "0" }, "deposit");
+    await bad({ deposit: "1.0000001" }, "deposit");
+    await bad({ deposit: 1e21 }, "deposit");
+    await bad({ protocol: "card" }, "protocol");
+    await bad({ serviceOrigin: "ftp://api.example.com" }, "serviceOrigin");
+    await bad({ withdrawDelaySeconds: 0 }, "withdrawDelaySeconds");
+    await bad({ expiresInSeconds: "soon" }, "expiresInSeconds");
+    const { rows } = await gateway.db.pool.query(
+      "SELECT (SELECT count(*) FROM channel_sessions WHERE agent_id = $1)::int AS sessions, (SELECT count(*) FROM spend_reservations WHERE agent_id = $1)::int AS reserved",
+      [await agentKey(agentId)],
+    );
+    expect(rows[0]).toEqual({ sessions: 0, reserved: 0 });
+    const unknown = "11111111111111111111111111111112";
+    expect((await gateway.call("POST", `/v1/channels/${unknown}/vouchers`, { endpoint: `${SERVICE}/x`, amount: "0.01" })).status).toBe(404);
+    expect((await gateway.call("GET", `/v1/channels/not-an-address`)).status).toBe(404);
+    const settlement = await gateway.call(
+      "POST",
+      `/v1/channels/${unknown}/settlements`,
+      { cumulative: "1", sequence: "1", signature: "x", charges: "all" },
+      { key: gateway.payeeKey },
+    );
+    expect(settlement.status).toBe(400);
+    expect(settlement.body.field).toBe("charges");
+    const amount = await gateway.call(
+      "POST",
+      `/v1/channels/${unknown}/settlements`,
+      { cumulative: "-1", sequence: "1", signature: "x", charges: [] },
+      { key: gateway.payeeKey },
+    );
+    expect(amount.body.field).toBe("cumulative");
+  });
 });
 
 async function agentKey(publicId: string): Promise<string> {

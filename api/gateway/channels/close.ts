@@ -22,7 +22,7 @@ import { submit } from "../wallets/ledger.js";
 import { readChannel, signChannelTransaction } from "./chain.js";
 import { type ChannelDeps, optionalKey, sessionAccounts } from "./deps.js";
 import { channelNotFound, channelNotOpen, channelPending } from "./errors.js";
-import { settleAccepted } from "./settle.js";
+import { adoptChainSettlements, settleAccepted } from "./settle.js";
 import { findSession, lockSession, markClosed, markClosing, type SessionRow } from "./store.js";
 
 /** A close waits for the refund when the withdraw delay is at most this; longer ones finish in the loop. */
@@ -72,9 +72,11 @@ export async function advanceClose(deps: ChannelDeps, session: SessionRow, wait:
     if (!wait) return (await findSession(deps.pool, channel))!;
     await delay(refundAt - Date.now() + 1_000);
   }
-  // Charges the payee presented during the delay settle before the refund ends the channel.
+  // Charges the payee presented during the delay settle before the refund ends the channel; what
+  // it settled itself is adopted, so every charge the refund counts as paid has its transaction.
   const last = await settleAccepted(deps, channel, true);
   if (last.pending) throw channelPending(channel, "a settlement");
+  await adoptChainSettlements(deps, channel);
   return refund(deps, session, wait);
 }
 

@@ -83,6 +83,18 @@ export function openFailed(channel: string, detail: string): ChannelError {
   });
 }
 
+/** The agent's wallet holds less than the deposit: nothing moved, the reservation was released. */
+export function insufficientDeposit(channel: string, detail: string): ChannelError {
+  return new ChannelError(
+    "INSUFFICIENT_FUNDS",
+    `the agent's wallet cannot fund the deposit of channel ${channel} (${detail}); the reservation was released`,
+    {
+      reason: "channel_open_failed",
+      extra: { channel },
+    },
+  );
+}
+
 /** The chain has not answered yet: the row is kept and resolved by the loop; a retry answers it. */
 export function channelPending(channel: string, what: string): ChannelError {
   return new ChannelError("SERVICE_UNAVAILABLE", `channel ${channel}: ${what} is not confirmed yet; retry to read its outcome`, {

@@ -25,7 +25,7 @@ import type { AgentWallets } from "../wallets/wallets.js";
 import { advanceClose, closeSession } from "./close.js";
 import { ChannelQueue, type ChannelDeps, SigningKeys } from "./deps.js";
 import { type OpenRequest, type OpenResult, openSession, resolveOpening } from "./open.js";
-import { acceptPresentation, type Presentation, settleAccepted } from "./settle.js";
+import { acceptPresentation, MAX_BATCHES_PER_REQUEST, type Presentation, settleAccepted } from "./settle.js";
 import { confirmedSettlementTxs, findSession, type SessionRow, sessionsNeedingWork } from "./store.js";
 import { type ChargeRequest, type ChargeResult, signCharge } from "./vouchers.js";
 
@@ -80,10 +80,13 @@ export class ChannelSessions {
     return signCharge(this.#deps, request, now);
   }
 
-  /** A payee's presentation: checked, accepted, then settled on chain before answering. */
+  /**
+   * A payee's presentation: checked, accepted, then settled on chain before answering (up to
+   * `MAX_BATCHES_PER_REQUEST` batches; the loop settles what a larger one leaves).
+   */
   async present(presentation: Presentation): Promise<PresentationResult> {
     await acceptPresentation(this.#deps, presentation);
-    await this.#queue.run(presentation.channel, () => settleAccepted(this.#deps, presentation.channel, true));
+    await this.#queue.run(presentation.channel, () => settleAccepted(this.#deps, presentation.channel, true, MAX_BATCHES_PER_REQUEST));
     return {
       session: (await findSession(this.#deps.pool, presentation.channel))!,
       settlementTxs: await confirmedSettlementTxs(this.#deps.pool, presentation.channel),

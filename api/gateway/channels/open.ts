@@ -33,13 +33,13 @@ import { emitPaymentEvents } from "../events/gateway.js";
 import { asRejection, type InvocationReader, invocationBudgetCheck, requireSubAgentInvocation } from "../invocations/index.js";
 import { httpError } from "../../shared/errors.js";
 import { recordRefusedPayment } from "../rejections.js";
-import { checkPayee } from "../settlement/payee.js";
+import { checkPayee, checkPayeeAccounts } from "../settlement/payee.js";
 import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
-import { lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
+import { COMMITMENT, lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
 import { readChannel, signChannelTransaction } from "./chain.js";
 import type { ChannelDeps } from "./deps.js";
 import { sessionAccounts } from "./deps.js";
-import { channelPending, openFailed } from "./errors.js";
+import { channelPending, insufficientDeposit, openFailed } from "./errors.js";
 import { findSession, insertOpeningSession, markOpened, markOpenFailed, type SessionRow, sessionByOpenReference } from "./store.js";
 
 export const DEFAULT_EXPIRES_IN_SECONDS = 3_600;
@@ -83,19 +83,23 @@ export async function openSession(deps: ChannelDeps, request: OpenRequest, now: 
   const payer = await deps.keys.get(agent.agent_id);
   const invocation =
     parentTxHash === null ? null : (await requireSubAgentInvocation(requireReader(deps), parentTxHash, agent.wallet_address)).invocation;
+  // Rule 2 of the payees (settlement/payee.ts): a plain wallet, its token account of the Token program.
+  const payeeToken = getAssociatedTokenAddressSync(ledger.mint, payee, true);
+  const [wallet, token] = await ledger.connection.getMultipleAccountsInfo([payee, payeeToken], COMMITMENT);
+  const { createTokenAccount } = checkPayeeAccounts(payee.toBase58(), {
+    payee: wallet == null ? null : { owner: wallet.owner, executable: wallet.executable },
+    tokenAccount: token == null ? null : { owner: token.owner },
+  });
   const accounts = channelAccounts({ payer: payer.publicKey, payee, mint: ledger.mint, channelId: randomBytes(32) });
   const expiresAt = new Date((Math.floor(now.getTime() / 1000) + request.expiresInSeconds) * 1000);
   const signed = await signChannelTransaction(
     ledger,
     [
       // The payee's token account must exist for any settlement to reach it; the authority pays
-      // its rent once (idempotent when it exists).
-      createAssociatedTokenAccountIdempotentInstruction(
-        ledger.authority.publicKey,
-        getAssociatedTokenAddressSync(ledger.mint, payee, true),
-        payee,
-        ledger.mint,
-      ),
+      // its rent once (idempotent, should it appear meanwhile).
+      ...(createTokenAccount
+        ? [createAssociatedTokenAccountIdempotentInstruction(ledger.authority.publicKey, payeeToken, payee, ledger.mint)]
+        : []),
       await openChannelInstruction({
         authority: ledger.authority.publicKey,
         channel: accounts,
@@ -186,6 +190,7 @@ async function sendOpen(deps: ChannelDeps, channel: string, signed: SignedTransa
   const refusal = ledgerRefusal(submitFailure(result, signed));
   const detail = refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`;
   await failOpen(deps, channel, detail);
+  if (refusal?.name === "InsufficientFunds") throw insufficientDeposit(channel, detail);
   throw openFailed(channel, detail);
 }
 
@@ -206,13 +211,18 @@ async function failOpen(deps: ChannelDeps, channel: string, detail: string): Pro
 }
 
 /**
- * An `opening` session decided from the chain: the account exists → open; the signature can never
- * land (or landed failed) and no account → failed, reservation released; else still opening.
+ * An `opening` session decided from the chain (its stored bytes re-sent first): the account exists
+ * → open; the signature can never land (or landed failed) and no account → failed, reservation
+ * released; else still opening.
  */
 export async function resolveOpening(deps: ChannelDeps, session: SessionRow): Promise<SessionRow> {
   if (session.status !== "opening") return session;
   const opened = await confirmOpen(deps, session.channel);
   if (opened !== null) return opened;
+  // The same signed bytes again: a crash may have come before they were sent; they land at most once.
+  await deps.ledger.connection
+    .sendRawTransaction(Buffer.from(session.openWire!, "base64"), { skipPreflight: true, maxRetries: 0 })
+    .catch(() => undefined);
   const [outcome] = await lookUpOutcomes(deps.ledger, [
     { signature: session.openTx!, lastValidBlockHeight: session.openLastValidBlockHeight! },
   ]);

@@ -26,6 +26,8 @@ import bs58 from "bs58";
 import { withTransaction } from "../../../indexer/db/database.js";
 import {
   type ChannelCharge,
+  decodeTransactionEvents,
+  eventsNamed,
   initialChargesDigest,
   nextChargesDigest,
   settleChannelInstruction,
@@ -39,12 +41,13 @@ import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-
 import { awaitOutcome, lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
 import { readChannel, signChannelTransaction } from "./chain.js";
 import { type ChannelDeps, optionalKey, sessionAccounts } from "./deps.js";
-import { chargesMismatch, channelNotFound, channelNotOpen, voucherInvalid, voucherUnknown } from "./errors.js";
+import { chargesMismatch, channelClosed, channelNotFound, channelNotOpen, voucherInvalid, voucherUnknown } from "./errors.js";
 import {
   applyConfirmedSettlement,
   type ChargeRow,
   chargesBetween,
   findSession,
+  insertAdoptedSettlement,
   insertSettlementIntent,
   lockSession,
   markAccepted,
@@ -60,6 +63,8 @@ export const MAX_CHARGES_PER_SETTLEMENT = 25;
 export const MAX_PRESENTED_CHARGES = 10_000;
 /** Batches one settling pass sends for a channel before it yields. */
 const MAX_BATCHES_PER_PASS = 400;
+/** Batches a presentation's request waits for (200 charges); the loop settles the rest. */
+export const MAX_BATCHES_PER_REQUEST = 8;
 
 export interface PresentedCharge {
   readonly sequence: bigint;
@@ -103,6 +108,8 @@ export async function acceptPresentation(deps: ChannelDeps, p: Presentation): Pr
     throw voucherInvalid("signature: not the payer's signature over this voucher");
   }
   if (p.sequence <= session.acceptedSequence) return session;
+  // After the refund the channel is gone: what was not accepted by then was never paid (void).
+  if (session.status === "closed") throw channelClosed(p.channel, session.status);
   await checkCharges(deps, session, p);
   await withTransaction(
     deps.pool,
@@ -132,7 +139,7 @@ async function checkCharges(deps: ChannelDeps, session: SessionRow, p: Presentat
       throw chargesMismatch(`charge ${i} has sequence ${charge.sequence}, expected ${first + BigInt(i)}`);
   }
   if (charges[charges.length - 1]!.sequence !== p.sequence) throw chargesMismatch(`must end at the voucher's sequence ${p.sequence}`);
-  const rows = await chargesBetween(deps.pool, p.channel, first === 1n ? 1n : first - 1n, p.sequence);
+  const rows = await chargesBetween(deps.pool, p.channel, first === 1n ? 1n : first - 1n, p.sequence, MAX_PRESENTED_CHARGES + 1);
   let digest: Uint8Array;
   let offset = 0;
   if (first === 1n) {
@@ -178,7 +185,12 @@ export interface SettleReport {
  * bytes re-sent). Call it through the channel's queue (one pass per channel at a time in a
  * process); `wait` waits for a pending settlement's outcome instead of only looking it up.
  */
-export async function settleAccepted(deps: ChannelDeps, channel: string, wait = true): Promise<SettleReport> {
+export async function settleAccepted(
+  deps: ChannelDeps,
+  channel: string,
+  wait = true,
+  maxBatches = MAX_BATCHES_PER_PASS,
+): Promise<SettleReport> {
   let sent = 0;
   let confirmed = 0;
   let failed = 0;
@@ -187,7 +199,7 @@ export async function settleAccepted(deps: ChannelDeps, channel: string, wait = 
     const outcome = await resolveSettlement(deps, pending, wait);
     if (outcome === "pending") return { sent, confirmed, failed, pending: true };
   }
-  for (let batch = 0; batch < MAX_BATCHES_PER_PASS; batch += 1) {
+  for (let batch = 0; batch < Math.min(maxBatches, MAX_BATCHES_PER_PASS); batch += 1) {
     const intent = await prepareBatch(deps, channel);
     if (intent === null) break;
     sent += 1;
@@ -206,6 +218,8 @@ export async function settleAccepted(deps: ChannelDeps, channel: string, wait = 
     }
     await markSettlementFailed(deps.pool, intent.signature, refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`);
     failed += 1;
+    // Settled on chain by someone else (the payee with a voucher it holds): adopt it, go on.
+    if ((await adoptChainSettlements(deps, channel)) > 0) continue;
     break;
   }
   return { sent, confirmed, failed, pending: false };
@@ -341,4 +355,55 @@ export async function resolveSettlement(
     outcome!.reason === "expired" ? "expired before it landed" : "included with an error",
   );
   return "failed";
+}
+
+/** Transactions of a channel read when adopting settlements made outside the gateway. */
+const MAX_ADOPTION_SIGNATURES = 1_000;
+
+/**
+ * The chain settled the channel further than the gateway's own settlements (the payee, which may
+ * settle any voucher it holds itself, or an earlier gateway whose row is gone): each such
+ * `settle_channel` / final `close_channel` is found among the channel's transactions by its
+ * `ChannelSettled` event and recorded as a confirmed settlement covering its charges, so the
+ * charges are `settled` with the transaction that paid them. Answers how many were adopted.
+ */
+export async function adoptChainSettlements(deps: ChannelDeps, channel: string): Promise<number> {
+  const session = await findSession(deps.pool, channel);
+  if (session === null || (await pendingSettlement(deps.pool, channel)) !== null) return 0;
+  const key = new PublicKey(channel);
+  const state = await readChannel(deps.ledger, key);
+  if (state === null || state.settled.sequence <= session.settledSequence) return 0;
+  const signatures = await deps.ledger.connection.getSignaturesForAddress(key, { limit: MAX_ADOPTION_SIGNATURES }, "confirmed");
+  let settledSequence = session.settledSequence;
+  let adopted = 0;
+  for (const entry of signatures.reverse()) {
+    if (entry.err !== null) continue;
+    const tx = await deps.ledger.connection.getTransaction(entry.signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
+    if (tx === null) continue;
+    for (const event of eventsNamed(decodeTransactionEvents(tx), "ChannelSettled")) {
+      if (!event.channel.equals(key) || event.sequence <= settledSequence) continue;
+      const intent: SettlementIntent = {
+        signature: entry.signature,
+        channel,
+        fromSequence: settledSequence + 1n,
+        toSequence: event.sequence,
+        cumulativeUnits: event.cumulativeUnits,
+        wire: "",
+        lastValidBlockHeight: 0,
+      };
+      await withTransaction(
+        deps.pool,
+        async (client) => {
+          const locked = (await lockSession(client, channel))!;
+          if (locked.settledSequence >= event.sequence) return;
+          await insertAdoptedSettlement(client, intent, tx.slot);
+          await applyConfirmedSettlement(client, intent, tx.slot);
+        },
+        { isolation: "read committed" },
+      );
+      settledSequence = event.sequence;
+      adopted += 1;
+    }
+  }
+  return adopted;
 }

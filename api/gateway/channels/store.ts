@@ -142,6 +142,22 @@ export async function lockSession(client: pg.ClientBase, channel: string): Promi
   return rows[0] === undefined ? null : fromRaw(rows[0]);
 }
 
+/**
+ * The row under its lock with its agent's `archived_at` under a share lock (one round trip): an
+ * archive committed first refuses the charge; one starting now waits for it (api/gateway/agent-archive.ts).
+ */
+export async function lockSessionForCharge(
+  client: pg.ClientBase,
+  channel: string,
+): Promise<{ readonly session: SessionRow; readonly archivedAt: Date | null } | null> {
+  const { rows } = await client.query<RawSession & { agent_archived_at: Date | null }>(
+    `SELECT s.*, a.archived_at AS agent_archived_at FROM channel_sessions s JOIN agents a ON a.agent_id = s.agent_id
+     WHERE s.channel = $1 FOR UPDATE OF s FOR SHARE OF a`,
+    [channel],
+  );
+  return rows[0] === undefined ? null : { session: fromRaw(rows[0]), archivedAt: rows[0].agent_archived_at };
+}
+
 export async function sessionByOpenReference(db: Db, reference: string): Promise<SessionRow | null> {
   const { rows } = await db.query<RawSession>("SELECT * FROM channel_sessions WHERE open_reference = $1", [reference]);
   return rows[0] === undefined ? null : fromRaw(rows[0]);
@@ -233,7 +249,7 @@ export interface NewCharge {
 
 /** The signed charge and the session's signed state, in one statement (under the row lock). */
 export async function insertSignedCharge(client: pg.ClientBase, c: NewCharge): Promise<void> {
-  await client.query(
+  const result = await client.query(
     `WITH charge AS (
        INSERT INTO channel_charges (channel, sequence, payment_id, amount, cumulative, endpoint, endpoint_hash, digest, signature, status)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'signed')
@@ -252,6 +268,9 @@ export async function insertSignedCharge(client: pg.ClientBase, c: NewCharge): P
       c.signature,
     ],
   );
+  // Under the row lock the session is exactly one charge behind; anything else is a bug, and
+  // throwing rolls the charge back with it.
+  if (result.rowCount !== 1) throw new Error(`channel ${c.channel}: signed state is not at sequence ${c.sequence - 1n}`);
 }
 
 export interface ChargeRow {
@@ -369,6 +388,15 @@ export async function insertSettlementIntent(client: pg.ClientBase, s: Settlemen
   );
 }
 
+/** A settlement made outside the gateway, found on chain: recorded confirmed (no bytes of ours). */
+export async function insertAdoptedSettlement(client: pg.ClientBase, s: SettlementIntent, slot: number): Promise<void> {
+  await client.query(
+    `INSERT INTO channel_settlements (signature, channel, from_sequence, to_sequence, cumulative, wire, last_valid_block_height, status, slot, resolved_at)
+     VALUES ($1, $2, $3, $4, $5, '', 0, 'confirmed', $6, now()) ON CONFLICT (signature) DO NOTHING`,
+    [s.signature, s.channel, s.fromSequence.toString(), s.toSequence.toString(), s.cumulativeUnits.toString(), slot],
+  );
+}
+
 export async function pendingSettlement(db: Db, channel: string): Promise<SettlementIntent | null> {
   const { rows } = await db.query<RawIntent>(
     `SELECT ${INTENT_COLUMNS} FROM channel_settlements WHERE channel = $1 AND status = 'pending'`,
@@ -469,6 +497,18 @@ export async function sessionsNeedingWork(db: Db, limit: number): Promise<Sessio
     [limit],
   );
   return rows.map(fromRaw);
+}
+
+/** Key space of the per-agent lock that serializes rate-limited charges across its channels. */
+const CHARGE_RATE_LOCK_NAMESPACE = 7_240_016;
+
+/**
+ * Serializes the charges of one agent across its channels until the transaction ends, so a rate
+ * limit counts every charge committed before (taken after the channel's row lock; never the other
+ * way round, so it cannot deadlock with it).
+ */
+export async function lockAgentCharges(client: pg.ClientBase, agentId: string): Promise<void> {
+  await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [CHARGE_RATE_LOCK_NAMESPACE, agentId]);
 }
 
 /** Charges the agent's channels signed since `since` (the rate window of its policy). */

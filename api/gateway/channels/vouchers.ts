@@ -4,7 +4,8 @@
  * of the agent's policy, evaluated without a reservation: domains (allow/deny), the per-call
  * limit and the rate limit (its window counts the agent's reservations and its channel charges).
  * Then the session's own rules: the endpoint is on the session's service origin, the cumulative
- * stays within the deposit, the channel is open and not about to expire.
+ * stays within the deposit, the channel is open and not about to expire, its agent not archived
+ * (409 AGENT_ARCHIVED; its row is read under a share lock in the same statement).
  *
  * One READ COMMITTED transaction under the session's row lock (`FOR UPDATE`): read session and
  * policy, allocate the payment id from the agent's id sequence (`allocatePaymentId`, the one
@@ -29,7 +30,9 @@ import { recordRefusedPayment } from "../rejections.js";
 import { allocatePaymentId } from "../settlement/store.js";
 import type { ChannelDeps } from "./deps.js";
 import { channelClosed, channelNotFound, depositExhausted, originMismatch } from "./errors.js";
-import { chargesInWindow, findSession, insertSignedCharge, lockSession, type SessionRow } from "./store.js";
+import { chargesInWindow, findSession, insertSignedCharge, lockAgentCharges, lockSessionForCharge, type SessionRow } from "./store.js";
+import { refuseArchived } from "../../shared/http/input.js";
+import { publicAgentId } from "../../shared/agent-ids.js";
 
 /** No voucher is signed this close to expiry: the payee needs the time to settle it. */
 export const EXPIRY_MARGIN_MS = 30_000;
@@ -84,8 +87,10 @@ export async function signCharge(deps: ChannelDeps, request: ChargeRequest, now:
   return withTransaction(
     deps.pool,
     async (client) => {
-      const session = await lockSession(client, request.channel);
-      if (session === null) throw channelNotFound(request.channel);
+      const locked = await lockSessionForCharge(client, request.channel);
+      if (locked === null) throw channelNotFound(request.channel);
+      const { session } = locked;
+      refuseArchived({ public_id: publicAgentId(session.agentId), archived_at: locked.archivedAt });
       refuseUnusable(session, now);
       if (url.origin !== session.serviceOrigin) throw originMismatch(request.endpoint, session.serviceOrigin);
       if (session.signedCumulative + request.amountUnits > session.depositUnits) {
@@ -168,7 +173,8 @@ function refuseUnusable(session: SessionRow, now: Date): void {
 /**
  * The agent's policy on one charge, without its budget (the deposit holds it): domains, the
  * per-call limit, the rate limit. The rate window counts the agent's reservations (`readUsage`)
- * and its channel charges; read only when the policy has a rate limit.
+ * and its channel charges, read under the agent's charge lock (its charges on all its channels
+ * one at a time); only when the policy has a rate limit.
  */
 async function policyRefusal(
   client: pg.PoolClient,
@@ -179,6 +185,7 @@ async function policyRefusal(
   const policy = (await getPolicy(client, session.agentId)) ?? EMPTY_POLICY;
   let usage: PolicyUsage = { usedTodayUnits: 0n, windowStart: null, rateCalls: 0 };
   if (policy.rateLimit !== null) {
+    await lockAgentCharges(client, session.agentId);
     const reservations = await readUsage(client, session.agentId, policy, now);
     const charges = await chargesInWindow(client, session.agentId, rateWindowStart(policy.rateLimit.window, now));
     usage = { ...usage, rateCalls: reservations.rateCalls + charges };

@@ -9,6 +9,7 @@ import { Keypair, PublicKey } from "@solana/web3.js";
 import { expect } from "vitest";
 import { ChannelSessions } from "../../../api/gateway/channels/index.js";
 import { createGatewayHandler } from "../../../api/gateway/http/index.js";
+import { Settlement } from "../../../api/gateway/settlement/index.js";
 import {
   AgentWallets,
   createAgentWallet,
@@ -21,7 +22,7 @@ import {
 } from "../../../api/gateway/wallets/index.js";
 import { SecretBox } from "../../../api/gateway/webhooks/index.js";
 import { createAccount, issueApiKey } from "../../../api/shared/keys.js";
-import { escrowPda } from "../../../programs/payment_ledger/ts/index.js";
+import { decodeChannelAccount, escrowPda } from "../../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../../support/rest.js";
@@ -35,6 +36,8 @@ export interface ChannelGateway {
   readonly ledger: SettlementLedger;
   readonly wallets: AgentWallets;
   readonly channels: ChannelSessions;
+  /** record_payment and invocations (to open an agents.invoke invocation). */
+  readonly settlement: Settlement;
   readonly walletKey: string;
   readonly accountId: string;
   readonly apiKey: string;
@@ -59,8 +62,16 @@ export async function startChannelGateway(): Promise<ChannelGateway> {
     ledger,
     fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
   });
-  const channels = new ChannelSessions({ pool: db.pool, ledger, wallets });
-  const handle = createGatewayHandler({ pool: db.pool, wallets, keystore, channels, secretBox: new SecretBox(randomBytes(32)) });
+  const settlement = new Settlement({ pool: db.pool, wallets, ledger });
+  const channels = new ChannelSessions({ pool: db.pool, ledger, wallets, invocations: settlement });
+  const handle = createGatewayHandler({
+    pool: db.pool,
+    wallets,
+    keystore,
+    channels,
+    invocations: settlement,
+    secretBox: new SecretBox(randomBytes(32)),
+  });
   const accountId = await createAccount(db.pool, "channels");
   const apiKey = (await issueApiKey(db.pool, accountId)).apiKey;
   const payeeKey = (await issueApiKey(db.pool, await createAccount(db.pool, "a paid API"))).apiKey;
@@ -70,6 +81,7 @@ export async function startChannelGateway(): Promise<ChannelGateway> {
     ledger,
     wallets,
     channels,
+    settlement,
     walletKey,
     accountId,
     apiKey,
@@ -147,6 +159,11 @@ export async function expectAgreement(gateway: ChannelGateway, channel: string, 
     expect(view.refundedUnits).toBe(row.refunded);
     expect(money.payer).toBe(payerStartUnits - settled);
   } else {
+    const account = await gateway.ledger.connection.getAccountInfo(new PublicKey(channel), "confirmed");
+    const state = decodeChannelAccount(account!.data);
+    expect(state.settled.cumulativeUnits).toBe(settled);
+    expect(state.settled.sequence.toString()).toBe(view.settledSequence);
+    expect(state.depositUnits.toString()).toBe(row.deposit);
     expect(money.escrow).toBe(BigInt(row.deposit) - settled);
     expect(money.payer).toBe(payerStartUnits - BigInt(row.deposit));
   }

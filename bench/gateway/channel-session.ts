@@ -11,11 +11,14 @@
  *   the gateway's settle_channel transactions, from the ledger), next to one record_payment
  *   settlement (`Settlement.settlePayment`: transfer + record in one transaction).
  */
+import { spawn } from "node:child_process";
 import { mkdtemp } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import { internalAgentId } from "../../api/shared/agent-ids.js";
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import type { System } from "../../scripts/system.js";
@@ -33,6 +36,7 @@ import { type Stats, stats } from "./latency.js";
 import { fundedAgent } from "./setup.js";
 
 const PRICE_UNITS = 1_000n;
+const REPO = resolve(fileURLToPath(import.meta.url), "..", "..", "..");
 const BODY = JSON.stringify({ report: "x".repeat(200) });
 
 export interface ChannelRun {
@@ -44,6 +48,10 @@ export interface ChannelRun {
   readonly paidClient: Stats;
   /** Per pair (paid − the unpaid request right before it): load that hits both cancels out. */
   readonly overheadFile: Stats;
+  /** The file journal with the payee in its own process (not sharing the system's event loop). */
+  readonly overheadOwnProcess: Stats;
+  readonly paidOwnProcess: Stats;
+  readonly unpaidOwnProcess: Stats;
   readonly overheadMemory: Stats;
   readonly overheadClient: Stats;
   readonly settlement: ReadonlyArray<{ batch: number; transactions: number; lamports: number; charges: number }>;
@@ -56,6 +64,43 @@ interface Api {
   readonly origin: string;
   readonly book: ChannelBook;
   close(): Promise<void>;
+}
+
+/** The payee as a process of its own (test/sdk/support/channel-payee.ts, file journal, price PRICE_UNITS). */
+async function startPayeeProcess(system: System, serverKey: string, payTo: string): Promise<{ origin: string; close(): Promise<void> }> {
+  const journal = join(await mkdtemp(join(tmpdir(), "bench-payee-")), "vouchers.log");
+  const child = spawn(process.execPath, ["--import", "tsx", join(REPO, "test/sdk/support/channel-payee.ts")], {
+    cwd: REPO,
+    stdio: ["ignore", "pipe", "inherit"],
+    env: {
+      ...process.env,
+      PAY_TO: payTo,
+      GATEWAY_URL: system.apiUrl,
+      PAYEE_KEY: serverKey,
+      RPC_URL: system.localnet.info.rpcUrl,
+      PROGRAM_ID: PAYMENT_LEDGER_PROGRAM_ID.toBase58(),
+      MINT: system.token,
+      VOUCHER_JOURNAL: journal,
+      PRICE_UNITS: PRICE_UNITS.toString(),
+    },
+  });
+  const origin = await new Promise<string>((resolveOrigin, reject) => {
+    const timer = setTimeout(() => reject(new Error("the payee process did not start")), 60_000);
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      if (!line.startsWith("listening ")) return;
+      clearTimeout(timer);
+      resolveOrigin(line.slice("listening ".length));
+    });
+    child.once("exit", (code) => reject(new Error(`the payee process exited with ${code}`)));
+  });
+  return {
+    origin,
+    close: () =>
+      new Promise((resolveClose) => {
+        child.once("exit", () => resolveClose());
+        child.kill("SIGTERM");
+      }),
+  };
 }
 
 async function startApi(system: System, serverKey: string, payTo: string, journal: VoucherJournal, batch: number): Promise<Api> {
@@ -163,13 +208,16 @@ async function payeeOverhead(
   client: GatewayClient,
   serverKey: string,
   payTo: string,
-  journal: VoucherJournal,
+  journal: VoucherJournal | "own process",
   agentId: string,
   requests: number,
   warmup: number,
   problems: string[],
 ) {
-  const api = await startApi(system, serverKey, payTo, journal, 1_000_000);
+  const api =
+    journal === "own process"
+      ? { ...(await startPayeeProcess(system, serverKey, payTo)), book: undefined }
+      : await startApi(system, serverKey, payTo, journal, 1_000_000);
   const paid: number[] = [];
   const unpaid: number[] = [];
   try {
@@ -190,7 +238,7 @@ async function payeeOverhead(
       unpaid.push(free_ms);
       paid.push(paid_ms);
     }
-    await api.book.flush(channel);
+    await api.book?.flush(channel);
     await gateway(client, "POST", `/v1/channels/${channel}/close`, {});
   } finally {
     await api.close();
@@ -249,6 +297,7 @@ export async function runChannelSession(
   const fileJournal = new FileVoucherJournal(join(await mkdtemp(join(tmpdir(), "bench-journal-")), "vouchers.log"));
   const file = await payeeOverhead(system, client, serverKey, payTo, fileJournal, agentId, requests, warmup, problems);
   const memory = await payeeOverhead(system, client, serverKey, payTo, new MemoryVoucherJournal(), agentId, requests, warmup, problems);
+  const own = await payeeOverhead(system, client, serverKey, payTo, "own process", agentId, requests, warmup, problems);
 
   // The client end to end, with the file journal.
   const api = await startApi(
@@ -303,6 +352,9 @@ export async function runChannelSession(
     unpaidClient: stats(unpaidClient),
     paidClient: stats(paidClient),
     overheadFile: file.overhead,
+    overheadOwnProcess: own.overhead,
+    paidOwnProcess: own.paid,
+    unpaidOwnProcess: own.unpaid,
     overheadMemory: memory.overhead,
     overheadClient: stats(paidClient.map((p, i) => p - unpaidClient[i]!)),
     settlement,

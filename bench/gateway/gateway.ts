@@ -195,6 +195,9 @@ async function run(): Promise<void> {
       console.log(row("voucher → payee check + memory journal → 200", ch.paidMemory));
       console.log(`   ${overhead(ch.paidMemory, ch.unpaidMemory)}`);
       console.log(row("   overhead per pair (paid − unpaid), memory journal", ch.overheadMemory));
+      console.log(row("unpaid request (payee in its own process)", ch.unpaidOwnProcess));
+      console.log(row("voucher → payee in its own process, file journal → 200", ch.paidOwnProcess));
+      console.log(row("   overhead per pair (paid − unpaid), own process", ch.overheadOwnProcess));
       console.log(row("plain fetch of the unpaid route (client run)", ch.unpaidClient));
       console.log(row("client.pay: gateway signs the voucher + paid request", ch.paidClient));
       console.log(`   ${overhead(ch.paidClient, ch.unpaidClient)}`);
@@ -210,6 +213,13 @@ async function run(): Promise<void> {
         goalLine({
           label: "channel voucher, payee overhead per pair (file journal)",
           p99_ms: ch.overheadFile.p99,
+          goal_ms: GOAL_CHANNEL_OVERHEAD_P99_MS,
+        }),
+      );
+      goals.push(
+        goalLine({
+          label: "channel voucher, payee overhead per pair (own process, file journal)",
+          p99_ms: ch.overheadOwnProcess.p99,
           goal_ms: GOAL_CHANNEL_OVERHEAD_P99_MS,
         }),
       );

@@ -3,7 +3,8 @@
  * VOUCHER_JOURNAL, serving GET /paid on PORT (0: any). It prints `listening <origin>` once it
  * serves and `settled <sequence>` after its start-up settlement of what the journal left pending.
  * SETTLE_EVERY (charges per batch) defaults to never: the crash test kills it with vouchers
- * accepted and not yet presented.
+ * accepted and not yet presented. GET /free answers the same body without payment (the bench's
+ * unpaid baseline, bench/gateway/channel-session.ts).
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -33,6 +34,11 @@ const middleware = mppMiddleware({
   channels: book,
 });
 const server = createServer((req, res) => {
+  if (req.url?.startsWith("/free")) {
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify({ sequence: null }));
+    return;
+  }
   middleware(req as NodeRequest, res, () => {
     const payment = (req as NodeRequest).payment as MppPayment;
     res.writeHead(200, { "content-type": "application/json" });

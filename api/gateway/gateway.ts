@@ -12,6 +12,7 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import type { SecretBox } from "../shared/secret-box.js";
 import type { CardProcessor } from "./card/processor.js";
+import { ChannelSessions, runChannelLoop } from "./channels/index.js";
 import { CosignedTransfers } from "./cosigned/cosigned.js";
 import { pruneIdempotencyKeys } from "../shared/http/idempotency.js";
 import type { GatewayDeps } from "./http/deps.js";
@@ -66,6 +67,8 @@ export interface Gateway {
   readonly settlement: Settlement;
   readonly facilitator: X402Facilitator;
   readonly mpp: MppGateway;
+  /** Channel sessions: opens, vouchers, settlements and closes (api/gateway/channels). */
+  readonly channels: ChannelSessions;
   /** Payments to real x402 / MPP servers: signed transfers, recorded once they landed. */
   readonly transfers: SignedTransfers;
   /** Payers' own transfers co-signed as fee payer; null without a fee payer key. */
@@ -118,7 +121,14 @@ export function startGateway(options: GatewayOptions): Gateway {
           agents: wallets,
           onWarning: (message, context) => logger.warn(context, message),
         });
+  const channels = new ChannelSessions({ pool, ledger, wallets, invocations: settlement });
   const interval = options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs };
+  // Channel opens of unknown outcome, pending and accepted settlements, closes past their delay.
+  const channelLoop = runChannelLoop(channels, {
+    signal: controller.signal,
+    ...interval,
+    onError: (error, channel) => logger.warn({ err: error, channel }, "channel pass failed"),
+  });
   const reconciling = runReconciler(settlement, wallets, {
     signal: controller.signal,
     ...interval,
@@ -168,6 +178,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     settlement,
     facilitator,
     mpp,
+    channels,
     transfers,
     cosigned,
     dispatcher,
@@ -181,6 +192,7 @@ export function startGateway(options: GatewayOptions): Gateway {
       invocations: settlement,
       settlementToken: token,
       mpp,
+      channels,
       transfers,
       ...(cosigned === null ? {} : { cosigned }),
       ...(options.explorerCluster === undefined ? {} : { explorerCluster: options.explorerCluster }),
@@ -190,7 +202,7 @@ export function startGateway(options: GatewayOptions): Gateway {
       stopped ??= (async () => {
         controller.abort();
         clearInterval(housekeeping);
-        await Promise.all([reconciling, reconcilingCosigned, sweeping, dispatcher.stop()]);
+        await Promise.all([reconciling, reconcilingCosigned, sweeping, channelLoop, dispatcher.stop()]);
       })();
       return stopped;
     },

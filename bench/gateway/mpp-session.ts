@@ -8,6 +8,7 @@
  * system's Postgres, settlement and wallets.
  */
 import { Keypair } from "@solana/web3.js";
+import { internalAgentId } from "../../api/shared/agent-ids.js";
 import { StandInCardProcessor } from "../../api/gateway/card/index.js";
 import { MppService, X_MPP_SESSION } from "../../api/gateway/mpp/index.js";
 import { keypairSigner } from "../../api/gateway/x402/index.js";
@@ -31,7 +32,13 @@ export interface MppRun {
   readonly problems: readonly string[];
 }
 
-export async function runMppSession(system: System, client: GatewayClient, requests: number, warmup: number): Promise<MppRun> {
+export async function runMppSession(
+  system: System,
+  client: GatewayClient,
+  requests: number,
+  warmup: number,
+  accountId: string,
+): Promise<MppRun> {
   const agentId = "bench-mpp";
   await fundedAgent(client, agentId, Math.ceil((Number(PRICE_UNITS) * (requests + warmup + 2)) / 1_000_000) + 1);
   const payee = Keypair.generate().publicKey.toBase58();
@@ -58,7 +65,12 @@ export async function runMppSession(system: System, client: GatewayClient, reque
   try {
     const sessions = new MppSessions();
     const started = performance.now();
-    const negotiated = await payMpp(url, agentId, keypairSigner(await system.wallets.keypair(agentId)), sessions);
+    const negotiated = await payMpp(
+      url,
+      agentId,
+      keypairSigner(await system.wallets.keypair(internalAgentId(accountId, agentId))),
+      sessions,
+    );
     negotiate_ms = performance.now() - started;
     if (!negotiated.negotiated) problems.push("the first MPP payment did not negotiate a session");
     timer.sendConfirm.clear();

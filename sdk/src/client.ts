@@ -8,6 +8,7 @@
  * This module only builds and wires them. It re-exports their public types, so code importing
  * `Client`, `PaidResult` or `Transaction` from here keeps working.
  */
+import { ChannelSessionPayer, type ChannelSessionOptions } from "./channel-sessions.js";
 import { MppSessions } from "./sessions.js";
 import { type FetchFunction, Transport } from "./transport.js";
 import { type PaymentResult, PayFlow, type PayOptions, type PayShared, type ProtocolPreference } from "./pay.js";
@@ -18,6 +19,8 @@ import { WalletOperations } from "./resources/wallet.js";
 
 export { explorerUrl } from "./explorer-links.js";
 export type { Usdc } from "./money.js";
+import type { Usdc } from "./money.js";
+export type { ChannelSessionOptions } from "./channel-sessions.js";
 export type { PaidResult, PaymentResult, PayOptions, Protocol, ProtocolPreference, UnpaidResult } from "./pay.js";
 export type { AgentEntry, AgentListOptions, ArchiveOptions, InvocationResult, InvokeOptions } from "./resources/agents.js";
 export type { Policy, PolicyFields, RateLimitWindow } from "./resources/policies.js";
@@ -49,6 +52,12 @@ export interface ClientOptions {
    * has not indexed the transaction yet. See docs/sdk.md "Explorer links".
    */
   explorerRpcUrl?: string;
+  /**
+   * Pay MPP `session` challenges (method `solana`) from escrowed payment channels: one channel per
+   * service origin, one voucher per request, no transaction per request (docs/sdk.md "Channel
+   * sessions"). Off by default; `true` for the defaults (deposit 100 calls, at most 10 USDC).
+   */
+  channelSessions?: boolean | ChannelSessionOptions;
 }
 
 const DEFAULT_BASE_URL = "http://127.0.0.1:4000";
@@ -81,28 +90,38 @@ export class Client {
     }
     this.agentId = options.agentId;
     this.parentTxHash = parentTxHash;
-    this.#shared = shared ?? {
-      transport: new Transport({
-        baseUrl: options.baseUrl ?? DEFAULT_BASE_URL,
-        apiKey: options.apiKey,
-        ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
-        ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
-        ...(options.retryBaseDelayMs === undefined ? {} : { retryBaseDelayMs: options.retryBaseDelayMs }),
-        ...(options.retryMaxDelayMs === undefined ? {} : { retryMaxDelayMs: options.retryMaxDelayMs }),
-        ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
-      }),
-      sessions: new MppSessions(),
-      options: { ...options, apiKey: "" },
-      fetch: options.fetch ?? ((input, init) => fetch(input, init)),
-      ...(options.protocolPreference === undefined ? {} : { protocolPreference: options.protocolPreference }),
-      ...(options.explorerRpcUrl === undefined ? {} : { explorerRpcUrl: options.explorerRpcUrl }),
-    };
+    this.#shared = shared ?? Client.#newShared(options);
     const transport = this.#shared.transport;
     this.wallet = new WalletOperations(transport, `/v1/agents/${encodeURIComponent(this.agentId)}`);
     this.policies = new PolicyOperations(transport, `/v1/policies/${encodeURIComponent(this.agentId)}`);
     this.transactions = new TransactionOperations(transport, this.agentId);
     this.#payFlow = new PayFlow({ agentId: this.agentId, parentTxHash, shared: this.#shared, wallet: this.wallet });
     this.agents = new AgentOperations(transport, this.agentId, (payOptions, extras) => this.#payFlow.pay(payOptions, extras));
+  }
+
+  static #newShared(options: ClientOptions): Shared {
+    const transport = new Transport({
+      baseUrl: options.baseUrl ?? DEFAULT_BASE_URL,
+      apiKey: options.apiKey,
+      ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
+      ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+      ...(options.retryBaseDelayMs === undefined ? {} : { retryBaseDelayMs: options.retryBaseDelayMs }),
+      ...(options.retryMaxDelayMs === undefined ? {} : { retryMaxDelayMs: options.retryMaxDelayMs }),
+      ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+    });
+    const fetchFn: FetchFunction = options.fetch ?? ((input, init) => fetch(input, init));
+    const channels = options.channelSessions;
+    return {
+      transport,
+      sessions: new MppSessions(),
+      options: { ...options, apiKey: "" },
+      fetch: fetchFn,
+      ...(channels === undefined || channels === false
+        ? {}
+        : { channelSessions: new ChannelSessionPayer(transport, fetchFn, channels === true ? {} : channels) }),
+      ...(options.protocolPreference === undefined ? {} : { protocolPreference: options.protocolPreference }),
+      ...(options.explorerRpcUrl === undefined ? {} : { explorerRpcUrl: options.explorerRpcUrl }),
+    };
   }
 
   /** The gateway transport, for operations the client does not wrap (the cli uses it). */
@@ -124,6 +143,16 @@ export class Client {
 
   toJSON(): Record<string, unknown> {
     return { agentId: this.agentId, parentTxHash: this.parentTxHash ?? null, transport: this.#shared.transport.toJSON() };
+  }
+
+  /**
+   * Closes the channel sessions this client (agent, or agent under this parent) opened: each
+   * service's payee presents its last voucher, then the gateway settles it and refunds the rest.
+   */
+  async closeChannelSessions(): Promise<Array<{ channel: string; settledCumulative: Usdc; refunded: Usdc; closeTx: string | null }>> {
+    const channels = this.#shared.channelSessions;
+    if (channels === undefined) return [];
+    return channels.closeAll(this.#payFlow.channelScope);
   }
 
   /** Spec 4.7 `pay` (see `pay.ts`). */

@@ -42,6 +42,13 @@ import {
 } from "./receipts.js";
 import type { WalletOperations } from "./resources/wallet.js";
 import type { MppSession, MppSessions } from "./sessions.js";
+import {
+  type ChannelPaid,
+  type ChannelSessionPayer,
+  readSessionChallenge,
+  readUptoRequirement,
+  type SessionChallenge,
+} from "./channel-sessions.js";
 import type { FetchFunction, Transport } from "./transport.js";
 
 export type Protocol = "x402" | "mpp";
@@ -80,6 +87,12 @@ export interface PaidResult<T = unknown> {
   format?: TransferFormat;
   /** A real x402 / MPP payment: its receipt (`PAYMENT-RESPONSE`, `X-PAYMENT-RESPONSE`, `Payment-Receipt`), decoded. */
   receipt?: PaymentReceipt;
+  /**
+   * A call paid by a channel voucher (MPP `session` intent): the channel, the voucher's sequence,
+   * payment id and cumulative amount. `txHash` is then the channel's open transaction (the escrow
+   * that backs the voucher); the charge itself reaches the ledger with the payee's next settlement.
+   */
+  channel?: { address: string; sequence: number; paymentId: string; cumulative: Usdc };
 }
 
 /** The endpoint did not ask for payment (no 402): its answer as it came. */
@@ -105,6 +118,8 @@ export interface PayExtras {
 export interface PayShared {
   readonly transport: Transport;
   readonly sessions: MppSessions;
+  /** Set when the client pays MPP `session` challenges from payment channels (`channelSessions` option). */
+  readonly channelSessions?: ChannelSessionPayer;
   readonly fetch: FetchFunction;
   /** The client's `protocolPreference` option; omitted lets the agent's policy decide. */
   readonly protocolPreference?: ProtocolPreference;
@@ -153,9 +168,25 @@ export class PayFlow {
     return this.#parentTxHash === undefined ? this.#agentId : `${this.#agentId}\u0000${this.#parentTxHash}`;
   }
 
+  /** The channels this scope opened (`Client.closeChannelSessions`). */
+  get channelScope(): string {
+    return this.#sessionScope;
+  }
+
   /** Spec 4.7 `pay`, steps 1-7; `extras` only from `agents.invoke`. */
   async pay(options: PayOptions, extras: PayExtras): Promise<PaymentResult> {
     const context = this.#payContext(options);
+    const channels = extras.invocationBudget === undefined ? this.#shared.channelSessions : undefined;
+    if (channels !== undefined) {
+      // A known channel and a known price: the voucher goes with the first request (no 402).
+      const open = channels.get(this.#sessionScope, context.origin);
+      const price = channels.price(context.endpoint);
+      if (open !== undefined && price !== undefined) {
+        const paid = await channels.payRequest(open, context.request, price, context.signal);
+        if (!("over" in paid)) return this.#channelPaid(paid);
+        channels.forget(this.#sessionScope, context.origin);
+      }
+    }
     const sessions = this.#shared.sessions;
     const reusable = extras.invocationBudget === undefined ? sessions.get(this.#sessionScope, context.origin) : undefined;
 
@@ -191,6 +222,9 @@ export class PayFlow {
     // session: keep it for the origin's MPP endpoints (otherwise every x402 call on a mixed origin
     // would cost the next MPP call a whole new negotiation and settlement).
     if (reusable !== undefined && offer.mpp !== undefined) sessions.forget(this.#sessionScope, context.origin);
+    // A channel offer: the MPP session intent first, else x402 v2 upto over our channel vouchers.
+    const session = channels === undefined ? undefined : (readSessionChallenge(offer.mppChallenges) ?? readUptoRequirement(offer.x402v2));
+    if (channels !== undefined && session !== undefined) return this.#payOnChannel(context, channels, session);
     const authorization = await this.#authorize(context, offer, options.idempotencyKey, extras);
     if (isTransferAuthorization(authorization)) return this.#payTransfer(context, authorization);
     if (authorization.protocol === "x402") return this.#payX402(context, authorization);
@@ -362,6 +396,47 @@ export class PayFlow {
       data: paid.data,
       headers: headersObject(paid.headers),
       ...(sessionId === undefined ? {} : { sessionId }),
+    };
+  }
+
+  /**
+   * Pays a `session` challenge from a channel to its recipient: the open one of this origin, or a
+   * new one. A channel the service or the gateway calls over is replaced once.
+   */
+  async #payOnChannel(context: PayContext, channels: ChannelSessionPayer, session: SessionChallenge): Promise<PaidResult> {
+    channels.learnPrice(context.endpoint, session.amountUnits);
+    let open = channels.get(this.#sessionScope, context.origin);
+    if (open !== undefined && open.payee !== session.recipient) open = undefined;
+    if (open !== undefined) open.offer = session;
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      open ??= await channels.open(this.#agentId, this.#sessionScope, context.origin, session, this.#parentTxHash, context.endpoint);
+      const paid = await channels.payRequest(open, context.request, session.amountUnits, context.signal);
+      if (!("over" in paid)) return this.#channelPaid(paid);
+      channels.forget(this.#sessionScope, context.origin);
+      open = undefined;
+    }
+    throw new PaymentError(`${context.endpoint} refused a voucher on a freshly opened channel`);
+  }
+
+  async #channelPaid(paid: ChannelPaid): Promise<PaidResult> {
+    const { channel } = paid;
+    channel.explorer ??= await this.#explorer(channel.openTx);
+    return {
+      paid: true,
+      status: paid.answer.status,
+      protocol: channel.offer.wire === "x402-upto" ? "x402" : "mpp",
+      amountPaid: { usdc: unitsToUsdc(paid.amountUnits) },
+      txHash: channel.openTx,
+      solanaExplorer: channel.explorer,
+      data: paid.answer.data,
+      headers: headersObject(paid.answer.headers),
+      sessionId: channel.channel,
+      channel: {
+        address: channel.channel,
+        sequence: Number(paid.sequence),
+        paymentId: paid.paymentId,
+        cumulative: { usdc: unitsToUsdc(channel.cumulativeUnits) },
+      },
     };
   }
 

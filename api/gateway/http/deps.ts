@@ -5,6 +5,7 @@
  */
 import type { Route as SharedRoute, RouteContext as SharedRouteContext, RouteDeps } from "../../shared/http/router.js";
 import type { BalanceReader } from "../../shared/balances.js";
+import type { ChannelSessions } from "../channels/index.js";
 import type { CosignedTransfers } from "../cosigned/cosigned.js";
 import type { Invocations } from "../invocations/index.js";
 import type { MppGateway } from "../mpp/gateway.js";
@@ -34,6 +35,8 @@ export interface GatewayDeps extends RouteDeps {
   readonly settlementToken?: string | undefined;
   /** Payments to real x402 / MPP servers (signed transfers): such offers answer 503 without it. */
   readonly transfers?: SignedTransfers | undefined;
+  /** Channel sessions (api/gateway/channels): `/v1/channels/*` and opening answer 503 without it. */
+  readonly channels?: ChannelSessions | undefined;
   /** The MPP service side for resource servers: `/v1/mpp/*` answer 503 without it. */
   readonly mpp?: MppGateway | undefined;
   /** The ledger's explorer cluster, as the indexer's (`mainnet-beta`, `devnet`, or an RPC URL): `solanaExplorer` in answers. */

@@ -11,6 +11,7 @@ import type { GatewayDeps, Route } from "./deps.js";
 import { agentRoutes } from "./routes/agents.js";
 import { alertRoutes } from "./routes/alerts.js";
 import { apiKeyRoutes } from "./routes/api-keys.js";
+import { channelRoutes } from "./routes/channels.js";
 import { exactFacilitatorRoutes } from "./routes/exact-facilitator.js";
 import { facilitatorRoutes } from "./routes/facilitator.js";
 import { invocationRoutes } from "./routes/invocations.js";
@@ -25,6 +26,7 @@ export const GATEWAY_ROUTES: readonly Route[] = [
   ...agentRoutes,
   ...paymentRoutes,
   ...invocationRoutes,
+  ...channelRoutes,
   ...facilitatorRoutes,
   ...exactFacilitatorRoutes,
   ...mppRoutes,

@@ -69,6 +69,12 @@ export interface ReserveOptions {
    * all of them (concurrent authorizations of one agent run it one at a time).
    */
   readonly check?: (client: pg.ClientBase) => Promise<ReservationRefusal | null>;
+  /**
+   * The amount is an exposure spread over many calls (a channel deposit, api/gateway/channels),
+   * not one call: the per-call limit does not apply to it (each charge is held to it when signed).
+   * Domains, the daily budget and the rate limit apply as to any payment.
+   */
+  readonly exposure?: boolean;
 }
 
 interface PolicyRow {
@@ -229,7 +235,7 @@ async function reserve(
     await lockAgent(client, agentId, savepoint);
     const policy = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
     const usage = await readUsage(client, agentId, policy, now);
-    const decision = evaluatePolicy(policy, usage, request, now);
+    const decision = evaluatePolicy(options.exposure === true ? { ...policy, perCallLimitUnits: null } : policy, usage, request, now);
     const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
     if (refusal !== null || decision.decision !== "allow") {
       return refusal === null ? { decision, reservationId: null } : { decision, reservationId: null, refusal };
@@ -346,6 +352,7 @@ export interface LinkedReservation {
 export const x402PaymentRef = (payer: string, nonce: string): string => `x402:${payer}:${nonce}`;
 export const mppPaymentRef = (payer: string, nonce: string): string => `mpp:${payer}:${nonce}`;
 export const mppChargeRef = (mppPaymentId: string): string => `mpp-charge:${mppPaymentId}`;
+export const channelRef = (channel: string): string => `channel:${channel}`;
 
 /** Ties an open reservation to its signed payment (same transaction as the reservation). */
 export async function linkReservation(db: Db, reservationId: string, link: PaymentLink): Promise<void> {
@@ -469,6 +476,23 @@ export async function reservationsAwaitingInvocation(db: Db, limit: number): Pro
     budgetUnits: BigInt(row.budget),
     payee: row.payee,
   }));
+}
+
+/**
+ * A channel's deposit reservation (`channel:<address>`) ends at what the channel paid: the amount
+ * becomes the settled total, with the close transaction; nothing paid releases it. The unused
+ * deposit stops counting against the budget. True when this call changed it.
+ */
+export async function endExposureReservation(db: Db, paymentRef: string, paidUnits: bigint, txHash: string): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE spend_reservations
+     SET amount_units = CASE WHEN $2::numeric > 0 THEN $2::numeric ELSE amount_units END,
+         status = CASE WHEN $2::numeric > 0 THEN 'settled' ELSE 'released' END,
+         tx_hash = CASE WHEN $2::numeric > 0 THEN $3 ELSE tx_hash END
+     WHERE payment_ref = $1 AND status = 'reserved' AND $2::numeric <= amount_units`,
+    [paymentRef, paidUnits.toString(), txHash],
+  );
+  return (result.rowCount ?? 0) > 0;
 }
 
 /** The linked payment definitely did not happen: its amount and its call stop counting. */

@@ -38,3 +38,7 @@ export {
   type X402Options,
   type X402Payment,
 } from "./x402.js";
+export { ChannelBook, type ChannelBookOptions, type PresentedVoucher, type SettlementPolicy } from "./channel/book.js";
+export { type ChannelAccount, decodeChannel, type LedgerRpc, readChannelAccount } from "./channel/account.js";
+export { SESSION_ERRORS, SESSION_PROBLEM_BASE, type SessionErrorCode, SessionVoucherError } from "./channel/errors.js";
+export { FileVoucherJournal, type JournalRecord, MemoryVoucherJournal, type VoucherJournal } from "./channel/journal.js";

@@ -37,6 +37,15 @@ import {
 } from "./http.js";
 import { formatDecimal, parseDecimal, parseUnits, usdcOf } from "./money.js";
 import { checkChallengeSecret, type StandardOptions, StandardPayments, type StandardPaymentInfo } from "./standard.js";
+import type { ChannelBook } from "./channel/book.js";
+import { SessionVoucherError } from "./channel/errors.js";
+import {
+  parseSessionCredential,
+  sessionChallenge,
+  sessionCredentialOf,
+  sessionReceipt,
+  type SessionTerms,
+} from "./channel/session-intent.js";
 // The header names are the contract with the client, which reads the receipts (one definition).
 import { X_MPP_ERROR, X_MPP_RECEIPT, X_MPP_SESSION, X_PAYMENT_SIGNATURE } from "../receipts.js";
 
@@ -56,6 +65,12 @@ export interface MppOptions extends GatewayConfig, OriginOption, StandardOptions
   readonly payTo: string;
   /** Path of the payment endpoint under the mount point; `/mpp/pay` by default. */
   readonly paymentPath?: string;
+  /**
+   * Channel sessions (MPP `session` intent on payment_ledger channels): the payee's book, shared
+   * by every route of this payee (its payTo must be this one's). When set, every 402 also offers
+   * a `solana` `session` challenge and vouchers are accepted locally (channel/book.ts).
+   */
+  readonly channels?: ChannelBook;
 }
 
 export interface MppPayment {
@@ -73,7 +88,9 @@ export interface MppPayment {
   /** false when the call was the one the establishing submission paid. */
   readonly charged: boolean;
   /** The standard format the client paid in (standard.ts); absent for the spec's format. */
-  readonly standard?: StandardPaymentInfo["standard"];
+  readonly standard?: StandardPaymentInfo["standard"] | "mpp-solana-session";
+  /** A channel session's voucher: the channel (also in `txHash` and `sessionId`: no transaction per request) and its sequence. */
+  readonly channel?: { readonly address: string; readonly sequence: bigint; readonly acceptedCumulativeUnits: bigint };
   /** A standard payment's payment_ledger record (null while pending); absent for the spec's format. */
   readonly recordTxHash?: string | null;
 }
@@ -102,6 +119,9 @@ function checkOptions(options: MppOptions): { amountUnits: bigint; paymentPath: 
   if (typeof options.sessionSupported !== "boolean") throw new TypeError("mppMiddleware: sessionSupported must be a boolean");
   checkPayTo(options.payTo, "mppMiddleware");
   checkChallengeSecret(options.challengeSecret, "mppMiddleware");
+  if (options.channels !== undefined && options.channels.payTo !== options.payTo) {
+    throw new TypeError("mppMiddleware: channels must be the book of this payTo");
+  }
   const paymentPath = options.paymentPath ?? DEFAULT_PAYMENT_PATH;
   if (!/^\/[A-Za-z0-9._~/-]{0,255}$/.test(paymentPath)) throw new TypeError("mppMiddleware: paymentPath must be a path such as /mpp/pay");
   return { amountUnits, paymentPath };
@@ -121,11 +141,81 @@ function mppGate(options: MppOptions): Gate<MppPayment> {
   const standard = new StandardPayments(options);
   const seller = (request: GateRequest) => ({ amountUnits, payTo: options.payTo, resource: request.url.toString() });
   // Every 402 offers the standard formats too (fresh challenges), whatever was refused.
+  const challengeHeaders = async (request: GateRequest, reason?: string): Promise<Record<string, string>> => {
+    const headers = await standard.challengeHeaders(request, seller(request), reason);
+    const terms = await sessionTerms();
+    if (terms === null) return headers;
+    const session = sessionChallenge(standard, request, terms);
+    const charge = headers["www-authenticate"];
+    return { ...headers, "www-authenticate": charge === undefined ? session : `${charge}, ${session}` };
+  };
   const challenge = async (request: GateRequest, reason?: string): Promise<GateAnswer> =>
     answer(402, paymentRequest(request), {
-      ...(await standard.challengeHeaders(request, seller(request), reason)),
+      ...(await challengeHeaders(request, reason)),
       ...(reason === undefined ? {} : { [X_MPP_ERROR]: reason }),
     });
+  const channels = options.channels;
+  /** The session challenge's terms; null without a book, or without a mint (the gateway unreachable and none configured). */
+  async function sessionTerms(): Promise<SessionTerms | null> {
+    if (channels === undefined) return null;
+    const terms = await standard.terms();
+    const mint = channels.mint ?? terms?.mint;
+    if (mint === undefined) return null;
+    const network = channels.network ?? terms?.mpp?.network ?? "localnet";
+    return { amountUnits, mint, payTo: options.payTo, network, channelProgram: channels.programId };
+  }
+
+  async function paySession(
+    request: GateRequest,
+    credential: Record<string, unknown>,
+  ): Promise<GateAnswer | { kind: "paid"; payment: MppPayment; headers: Record<string, string> }> {
+    const book = channels!;
+    try {
+      const parsed = parseSessionCredential(standard, request, credential);
+      if (parsed.voucher === undefined) {
+        await book.close(parsed.channel);
+        const state = book.state(parsed.channel)!;
+        return answer(
+          200,
+          {
+            channel: parsed.channel,
+            status: "closing",
+            acceptedCumulative: state.acceptedCumulativeUnits.toString(),
+            settledCumulative: state.confirmedCumulativeUnits.toString(),
+          },
+          {
+            "payment-receipt": sessionReceipt(parsed.channel, parsed.challengeId, state.acceptedCumulativeUnits),
+            "cache-control": "private",
+          },
+        );
+      }
+      const accepted = await book.accept(parsed.voucher, { endpoint: request.url.toString(), priceUnits: amountUnits });
+      const payment: MppPayment = {
+        protocol: "mpp",
+        txHash: accepted.channel,
+        payer: accepted.payer,
+        amount: usdcOf(amountUnits),
+        amountUnits,
+        network: (await sessionTerms())?.network ?? null,
+        sessionId: accepted.channel,
+        method: "solana",
+        charged: true,
+        standard: "mpp-solana-session",
+        recordTxHash: null,
+        channel: { address: accepted.channel, sequence: accepted.sequence, acceptedCumulativeUnits: accepted.acceptedCumulativeUnits },
+      };
+      const receipt = sessionReceipt(accepted.channel, parsed.challengeId, accepted.acceptedCumulativeUnits);
+      return { kind: "paid", payment, headers: { "payment-receipt": receipt, "cache-control": "private" } };
+    } catch (error) {
+      if (!(error instanceof SessionVoucherError)) throw error;
+      const headers = {
+        ...(await challengeHeaders(request, error.code)),
+        [X_MPP_ERROR]: error.code,
+        "content-type": "application/problem+json",
+      };
+      return answer(error.status, error.problem(), headers);
+    }
+  }
   const unavailable = (): GateAnswer => answer(503, { error: "mpp_service_unavailable" }, { "retry-after": "5" });
 
   async function pay(request: GateRequest): Promise<GateAnswer> {
@@ -221,6 +311,8 @@ function mppGate(options: MppOptions): Gate<MppPayment> {
   return async (request) => {
     try {
       if (request.method === "POST" && request.url.pathname === endpointPath(request)) return await pay(request);
+      const session = channels === undefined ? undefined : sessionCredentialOf(request);
+      if (session !== undefined) return await paySession(request, session);
       if (standard.carriesPayment(request, X_PAYMENT_SIGNATURE)) return await payStandard(request);
       const token = request.header(X_MPP_SESSION);
       if (token === undefined) return challenge(request);

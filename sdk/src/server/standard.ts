@@ -95,7 +95,7 @@ export function checkChallengeSecret(secret: string | undefined, where: string):
   }
 }
 
-function base64Url(bytes: Uint8Array | string): string {
+export function base64Url(bytes: Uint8Array | string): string {
   return Buffer.from(bytes).toString("base64url");
 }
 
@@ -126,7 +126,7 @@ function decodeBase64Json(text: string): unknown {
   }
 }
 
-function decodeBase64UrlJson(text: string): unknown {
+export function decodeBase64UrlJson(text: string): unknown {
   if (text.length > MAX_HEADER_CHARS || !BASE64URL.test(text)) return undefined;
   try {
     return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(Buffer.from(text, "base64url")));
@@ -360,8 +360,8 @@ export class StandardPayments {
   }
 
   /** The id binds every parameter (mppx's seven slots, no digest / opaque): an altered challenge does not verify. */
-  #challengeId(realm: string, requestB64: string, expires: string): string {
-    const input = [realm, "solana", "charge", requestB64, expires, "", ""].join("|");
+  challengeId(realm: string, requestB64: string, expires: string, intent: "charge" | "session" = "charge"): string {
+    const input = [realm, "solana", intent, requestB64, expires, "", ""].join("|");
     return createHmac("sha256", this.#secret).update(input, "utf8").digest("base64url");
   }
 
@@ -369,7 +369,7 @@ export class StandardPayments {
     const realm = request.url.host;
     const requestB64 = base64Url(canonicalJson(this.#chargeRequest(terms.mpp!, seller)));
     const expires = new Date(Math.floor(Date.now() / 1000) * 1000 + CHALLENGE_TTL_SECONDS * 1000).toISOString();
-    const id = this.#challengeId(realm, requestB64, expires);
+    const id = this.challengeId(realm, requestB64, expires);
     const params = { id, realm, method: "solana", intent: "charge", request: requestB64, expires };
     return `Payment ${Object.entries(params)
       .map(([name, value]) => `${name}="${value}"`)
@@ -393,7 +393,7 @@ export class StandardPayments {
     }
     if (challenge.digest !== undefined || challenge.opaque !== undefined) return refuse("invalid-challenge");
     // Only our own challenges: the id is our HMAC of exactly these parameters.
-    const expected = Buffer.from(this.#challengeId(realm, requestB64, expires));
+    const expected = Buffer.from(this.challengeId(realm, requestB64, expires));
     const given = Buffer.from(id);
     if (method !== "solana" || intent !== "charge" || given.length !== expected.length || !timingSafeEqual(given, expected)) {
       return refuse("invalid-challenge");
@@ -448,7 +448,7 @@ export class StandardPayments {
 }
 
 /** The `Payment` credential of `Authorization` (one of possibly several comma-separated schemes). */
-function paymentCredential(request: GateRequest): string | undefined {
+export function paymentCredential(request: GateRequest): string | undefined {
   const header = request.header("authorization");
   if (header === undefined) return undefined;
   for (const part of header.split(",")) {

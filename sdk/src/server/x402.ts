@@ -40,7 +40,17 @@ import {
   settlementBusy,
 } from "./http.js";
 import { parseUnits, usdcOf } from "./money.js";
-import { checkChallengeSecret, type StandardOptions, StandardPayments, type StandardPaymentInfo } from "./standard.js";
+import {
+  checkChallengeSecret,
+  PAYMENT_REQUIRED,
+  PAYMENT_RESPONSE,
+  type StandardOptions,
+  StandardPayments,
+  type StandardPaymentInfo,
+} from "./standard.js";
+import type { ChannelBook } from "./channel/book.js";
+import { SessionVoucherError } from "./channel/errors.js";
+import { parseUptoPayload, type UptoTerms, uptoPayloadOf, uptoRequirement } from "./channel/x402-upto.js";
 // The header names are the contract with the client, which sends the payment and reads the receipt (one definition).
 import { X_PAYMENT, X_PAYMENT_ERROR, X_PAYMENT_RESPONSE, X_PAYMENT_SIGNATURE } from "../receipts.js";
 
@@ -59,6 +69,12 @@ export interface X402Options extends GatewayConfig, OriginOption, StandardOption
   readonly payTo: string;
   /** The paid resource's URL in the 402 body; the request's absolute URL when absent. */
   readonly resource?: string;
+  /**
+   * Channel sessions over x402 v2 `upto` (channel/x402-upto.ts): the payee's book (its payTo must
+   * be this one's). Every 402's PAYMENT-REQUIRED then also lists the `upto` requirement, and a
+   * PAYMENT-SIGNATURE carrying a channel voucher is accepted locally.
+   */
+  readonly channels?: ChannelBook;
 }
 
 /** What the handler learns about the payment that paid for this request. */
@@ -75,6 +91,8 @@ export interface X402Payment {
   readonly standard?: StandardPaymentInfo["standard"];
   /** A standard payment's payment_ledger record (null while pending); absent for the spec's format (txHash records it). */
   readonly recordTxHash?: string | null;
+  /** A channel voucher (`upto`): the channel (also in `txHash`: no transaction per request), its sequence and cumulative. */
+  readonly channel?: { readonly address: string; readonly sequence: bigint; readonly acceptedCumulativeUnits: bigint };
 }
 
 interface Terms {
@@ -90,6 +108,9 @@ function checkOptions(options: X402Options): bigint {
   checkChallengeSecret(options.challengeSecret, "x402Middleware");
   if (typeof options.token !== "string" || options.token.length === 0) throw new TypeError("x402Middleware: token is required");
   if (options.resource !== undefined) new URL(options.resource);
+  if (options.channels !== undefined && options.channels.payTo !== options.payTo) {
+    throw new TypeError("x402Middleware: channels must be the book of this payTo");
+  }
   return units;
 }
 
@@ -138,6 +159,19 @@ function x402Gate(options: X402Options): Gate<X402Payment> {
   const amountUnits = checkOptions(options);
   const terms = termsResolver(options);
   const standard = new StandardPayments(options);
+  const channels = options.channels;
+  /** The `upto` terms: the standard (CAIP-2) network and the gateway's mint when known. Null without a book. */
+  async function uptoTerms(resolved: Terms): Promise<UptoTerms | null> {
+    if (channels === undefined) return null;
+    const known = await standard.terms();
+    return {
+      network: channels.network ?? known?.x402?.network ?? resolved.network,
+      mint: channels.mint ?? known?.mint ?? resolved.token,
+      payTo: options.payTo,
+      amountUnits,
+      channelProgram: channels.programId,
+    };
+  }
   return async (request) => {
     let resolved: Terms;
     try {
@@ -156,11 +190,44 @@ function x402Gate(options: X402Options): Gate<X402Payment> {
     };
     const seller = { amountUnits, payTo: options.payTo, resource: requirement.resource };
     // Every 402 offers the standard formats too (fresh challenges), whatever was refused.
+    const upto = await uptoTerms(resolved);
     const refuse = async (reason?: string): Promise<GateAnswer> =>
       answer(402, requirement, {
-        ...(await standard.challengeHeaders(request, seller, reason)),
+        ...withUpto(await standard.challengeHeaders(request, seller, reason), upto, seller.resource, reason),
         ...(reason === undefined ? {} : { [X_PAYMENT_ERROR]: reason }),
       });
+    const uptoPayload = upto === null ? undefined : uptoPayloadOf(request);
+    if (upto !== null && uptoPayload !== undefined) {
+      try {
+        const voucher = parseUptoPayload(uptoPayload, upto);
+        const accepted = await options.channels!.accept(voucher, { endpoint: seller.resource, priceUnits: amountUnits });
+        const payment: X402Payment = {
+          protocol: "x402",
+          txHash: accepted.channel,
+          payer: accepted.payer,
+          amount: usdcOf(amountUnits),
+          amountUnits,
+          network: upto.network,
+          channel: { address: accepted.channel, sequence: accepted.sequence, acceptedCumulativeUnits: accepted.acceptedCumulativeUnits },
+        };
+        const receipt = {
+          success: true,
+          transaction: "",
+          network: upto.network,
+          payer: accepted.payer,
+          extra: {
+            channel: accepted.channel,
+            sequence: accepted.sequence.toString(),
+            acceptedCumulative: accepted.acceptedCumulativeUnits.toString(),
+          },
+        };
+        return { kind: "paid", payment, headers: { [PAYMENT_RESPONSE]: base64Json(receipt), "cache-control": "private" } };
+      } catch (error) {
+        if (error instanceof SessionVoucherError) return refuse(error.code);
+        if (error instanceof GatewayUnavailableError) return answer(503, { error: "facilitator_unavailable" }, { "retry-after": "5" });
+        throw error;
+      }
+    }
     if (standard.carriesPayment(request, X_PAYMENT_SIGNATURE)) {
       const paid = await standard.pay(request, seller, refuse);
       if (paid.kind === "answer") return paid;
@@ -218,6 +285,21 @@ function x402Gate(options: X402Options): Gate<X402Payment> {
     // 401/403/404: this server's configuration, not the payment.
     return answer(502, { error: "facilitator_error", status: settled.status });
   };
+}
+
+/** The 402's `PAYMENT-REQUIRED` with the `upto` requirement added (or alone, when the gateway offers no `exact`). */
+function withUpto(headers: Record<string, string>, upto: UptoTerms | null, resource: string, reason?: string): Record<string, string> {
+  if (upto === null) return headers;
+  const current = headers[PAYMENT_REQUIRED];
+  let required: Record<string, unknown> = {
+    x402Version: 2,
+    error: reason ?? "PAYMENT-SIGNATURE header is required",
+    resource: { url: resource, mimeType: "application/json" },
+    accepts: [],
+  };
+  if (current !== undefined) required = JSON.parse(Buffer.from(current, "base64").toString("utf8")) as Record<string, unknown>;
+  const accepts = Array.isArray(required.accepts) ? required.accepts : [];
+  return { ...headers, [PAYMENT_REQUIRED]: base64Json({ ...required, accepts: [...accepts, uptoRequirement(upto)] }) };
 }
 
 /** Node `http` / Express-style `(req, res, next)`; the handler finds the payment in `req.payment`. */

@@ -22,7 +22,7 @@ ALTER TABLE channel_sessions
 -- One row per settle_channel transaction the gateway signed for a channel (as authority): the
 -- durable intent written before sending. At most one `pending` per channel, so settlements of a
 -- channel are strictly sequential and a crash leaves at most one to resolve.
-CREATE TABLE channel_settlements (
+CREATE TABLE channel_settlement_sends (
   signature               text          PRIMARY KEY,
   channel                 text          NOT NULL REFERENCES channel_sessions (channel),
   -- The charges it covers: from_sequence .. to_sequence, bringing settled to `cumulative`.
@@ -38,5 +38,5 @@ CREATE TABLE channel_settlements (
   resolved_at             timestamptz,
   CHECK (to_sequence >= from_sequence)
 );
-CREATE UNIQUE INDEX channel_settlements_one_pending ON channel_settlements (channel) WHERE status = 'pending';
-CREATE INDEX channel_settlements_channel ON channel_settlements (channel, to_sequence);
+CREATE UNIQUE INDEX channel_settlement_sends_one_pending ON channel_settlement_sends (channel) WHERE status = 'pending';
+CREATE INDEX channel_settlement_sends_channel ON channel_settlement_sends (channel, to_sequence);

@@ -182,7 +182,7 @@ function presentationOf(rows: Awaited<ReturnType<typeof chargeRows>>) {
 /** Payment ids recorded on chain by the channel's confirmed settlements; each must appear once. */
 async function paymentIdsOnChain(channel: string): Promise<bigint[]> {
   const { rows } = await gateway.db.pool.query<{ signature: string }>(
-    "SELECT signature FROM channel_settlements WHERE channel = $1 AND status = 'confirmed' ORDER BY to_sequence",
+    "SELECT signature FROM channel_settlement_sends WHERE channel = $1 AND status = 'confirmed' ORDER BY to_sequence",
     [channel],
   );
   const ids: bigint[] = [];
@@ -253,14 +253,14 @@ describe("channel sessions across a gateway crash", () => {
       () => false,
       async () => {
         const { rows: pending } = await gateway.db.pool.query(
-          "SELECT 1 FROM channel_settlements WHERE channel = $1 AND status = 'pending'",
+          "SELECT 1 FROM channel_settlement_sends WHERE channel = $1 AND status = 'pending'",
           [opened.channel],
         );
         return pending.length > 0;
       },
     );
     await workerSessionsGone();
-    const left = await gateway.db.pool.query<{ status: string }>("SELECT status FROM channel_settlements WHERE channel = $1", [
+    const left = await gateway.db.pool.query<{ status: string }>("SELECT status FROM channel_settlement_sends WHERE channel = $1", [
       opened.channel,
     ]);
     expect(left.rows.map((row) => row.status)).toContain("pending");
@@ -283,7 +283,7 @@ describe("channel sessions across a gateway crash", () => {
     expect(state.settled.cumulativeUnits.toString()).toBe(presentation.cumulative);
     expect(await paymentIdsOnChain(opened.channel)).toEqual(rows.map((row) => BigInt(row.payment_id)));
     const settlements = await gateway.db.pool.query<{ from_sequence: string; to_sequence: string }>(
-      "SELECT from_sequence, to_sequence FROM channel_settlements WHERE channel = $1 AND status = 'confirmed' ORDER BY to_sequence",
+      "SELECT from_sequence, to_sequence FROM channel_settlement_sends WHERE channel = $1 AND status = 'confirmed' ORDER BY to_sequence",
       [opened.channel],
     );
     // Confirmed settlements tile 1..30 without overlap.

@@ -13,7 +13,7 @@
  * `MAX_CHARGES_PER_SETTLEMENT` per settle_channel transaction (fewer when the packet would not
  * fit), each with the voucher the gateway signed at the batch's last charge, so batches need no
  * new signature of the payer. Crash safety, per batch: under the row lock, with no settlement of
- * the channel pending, the transaction is built and signed and its `channel_settlements` row
+ * the channel pending, the transaction is built and signed and its `channel_settlement_sends` row
  * (`pending`, with the wire bytes) committed; then it is sent. Confirmed → charges `settled` with
  * its signature and the session's settled state moves; refused or expired → `failed`, the charges
  * stay accepted for the next batch. After a crash the pending row is resolved first, from the

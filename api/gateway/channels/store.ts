@@ -1,6 +1,6 @@
 /**
  * The channel-session store: every SQL statement on `channel_sessions`, `channel_charges`
- * (migrations/025) and `channel_settlements` (migrations/030). Only api/gateway/channels uses it.
+ * (migrations/025) and `channel_settlement_sends` (migrations/030). Only api/gateway/channels uses it.
  *
  * Authority:
  * | state | truth |
@@ -8,7 +8,7 @@
  * | deposit, settled cumulative/sequence, existence of the channel | the chain (`Channel` account); the row follows it |
  * | vouchers signed (signed_*, every `channel_charges` row) | this store: the chain never sees a voucher until it settles |
  * | what the payee accepted (accepted_*) | this store, from the payee's presentation |
- * | a settlement in flight | `channel_settlements` (`pending`): written before the transaction is sent |
+ * | a settlement in flight | `channel_settlement_sends` (`pending`): written before the transaction is sent |
  *
  * Concurrency: every write to a channel runs under its `channel_sessions` row lock (`FOR UPDATE`),
  * so the vouchers of one channel are signed one at a time (gap-free sequence, exact cumulative)
@@ -374,7 +374,7 @@ const INTENT_COLUMNS = "signature, channel, from_sequence, to_sequence, cumulati
 /** The durable intent, before the settlement is sent (under the channel's row lock). */
 export async function insertSettlementIntent(client: pg.ClientBase, s: SettlementIntent): Promise<void> {
   await client.query(
-    `INSERT INTO channel_settlements (signature, channel, from_sequence, to_sequence, cumulative, wire, last_valid_block_height, status)
+    `INSERT INTO channel_settlement_sends (signature, channel, from_sequence, to_sequence, cumulative, wire, last_valid_block_height, status)
      VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending')`,
     [
       s.signature,
@@ -391,7 +391,7 @@ export async function insertSettlementIntent(client: pg.ClientBase, s: Settlemen
 /** A settlement made outside the gateway, found on chain: recorded confirmed (no bytes of ours). */
 export async function insertAdoptedSettlement(client: pg.ClientBase, s: SettlementIntent, slot: number): Promise<void> {
   await client.query(
-    `INSERT INTO channel_settlements (signature, channel, from_sequence, to_sequence, cumulative, wire, last_valid_block_height, status, slot, resolved_at)
+    `INSERT INTO channel_settlement_sends (signature, channel, from_sequence, to_sequence, cumulative, wire, last_valid_block_height, status, slot, resolved_at)
      VALUES ($1, $2, $3, $4, $5, '', 0, 'confirmed', $6, now()) ON CONFLICT (signature) DO NOTHING`,
     [s.signature, s.channel, s.fromSequence.toString(), s.toSequence.toString(), s.cumulativeUnits.toString(), slot],
   );
@@ -399,7 +399,7 @@ export async function insertAdoptedSettlement(client: pg.ClientBase, s: Settleme
 
 export async function pendingSettlement(db: Db, channel: string): Promise<SettlementIntent | null> {
   const { rows } = await db.query<RawIntent>(
-    `SELECT ${INTENT_COLUMNS} FROM channel_settlements WHERE channel = $1 AND status = 'pending'`,
+    `SELECT ${INTENT_COLUMNS} FROM channel_settlement_sends WHERE channel = $1 AND status = 'pending'`,
     [channel],
   );
   return rows[0] === undefined ? null : intentFromRaw(rows[0]);
@@ -408,7 +408,7 @@ export async function pendingSettlement(db: Db, channel: string): Promise<Settle
 /** Every pending settlement, oldest first (the reconciler's scan). */
 export async function pendingSettlements(db: Db, limit: number): Promise<SettlementIntent[]> {
   const { rows } = await db.query<RawIntent>(
-    `SELECT ${INTENT_COLUMNS} FROM channel_settlements WHERE status = 'pending' ORDER BY created_at LIMIT $1`,
+    `SELECT ${INTENT_COLUMNS} FROM channel_settlement_sends WHERE status = 'pending' ORDER BY created_at LIMIT $1`,
     [limit],
   );
   return rows.map(intentFromRaw);
@@ -420,7 +420,7 @@ export async function pendingSettlements(db: Db, limit: number): Promise<Settlem
  */
 export async function applyConfirmedSettlement(client: pg.ClientBase, intent: SettlementIntent, slot: number | null): Promise<void> {
   await client.query(
-    `UPDATE channel_settlements SET status = 'confirmed', slot = $2, resolved_at = now(), error = NULL
+    `UPDATE channel_settlement_sends SET status = 'confirmed', slot = $2, resolved_at = now(), error = NULL
      WHERE signature = $1 AND status <> 'confirmed'`,
     [intent.signature, slot],
   );
@@ -440,7 +440,7 @@ export async function applyConfirmedSettlement(client: pg.ClientBase, intent: Se
 /** The settlement can never land (or the ledger refused it): its charges stay accepted for the next one. */
 export async function markSettlementFailed(db: Db, signature: string, error: string): Promise<boolean> {
   const result = await db.query(
-    "UPDATE channel_settlements SET status = 'failed', error = $2, resolved_at = now() WHERE signature = $1 AND status = 'pending'",
+    "UPDATE channel_settlement_sends SET status = 'failed', error = $2, resolved_at = now() WHERE signature = $1 AND status = 'pending'",
     [signature, error.slice(0, 1_000)],
   );
   return (result.rowCount ?? 0) > 0;
@@ -449,7 +449,7 @@ export async function markSettlementFailed(db: Db, signature: string, error: str
 /** Signatures of the channel's confirmed settlements, in order. */
 export async function confirmedSettlementTxs(db: Db, channel: string): Promise<string[]> {
   const { rows } = await db.query<{ signature: string }>(
-    "SELECT signature FROM channel_settlements WHERE channel = $1 AND status = 'confirmed' ORDER BY to_sequence LIMIT 10000",
+    "SELECT signature FROM channel_settlement_sends WHERE channel = $1 AND status = 'confirmed' ORDER BY to_sequence LIMIT 10000",
     [channel],
   );
   return rows.map((row) => row.signature);

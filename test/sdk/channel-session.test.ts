@@ -26,6 +26,7 @@ import {
   x402Middleware,
   type X402Payment,
 } from "../../sdk/src/server/index.js";
+import { pollUntil } from "../support/poll.js";
 import { fundedAgent, rest, serve, type Served, startTestSystem, type TestSystem, tokenBalanceUnits } from "./server-support.js";
 
 const REPO = resolve(fileURLToPath(import.meta.url), "..", "..", "..");
@@ -151,6 +152,44 @@ describe("a channel session paid by the SDK client", () => {
     const view = await rest(test.system, buyerKey, "GET", `/v1/channels/${channel}`);
     expect(view.status).toBe(200);
     expect(view.body).toMatchObject({ status: "closed", settledCumulativeUnits: "100000", refundedUnits: "100000" });
+    // GraphQL, once the indexer has the close: the chain's view (deposit, settled, refunded) and
+    // the gateway's (every charge, now settled by a settlement transaction the payee confirmed).
+    let lastGraph = "";
+    const graph = await pollUntil(
+      async () => {
+        const answer = await rest(test.system, buyerKey, "POST", "/graphql", {
+          query: `query ($a: String!) { channel(address: $a) {
+            status onChain depositUnits acceptedUnits settledUnits refundedUnits acceptedUnsettledUnits signedSequence
+            charges(first: 50) { nodes { sequence amountUnits status settlementTx chainStatus } } } }`,
+          variables: { a: channel },
+        });
+        lastGraph = answer.text;
+        const found = (answer.body as { data?: { channel?: Record<string, any> | null } }).data?.channel;
+        return found?.status === "closed" && found.charges.nodes.every((c: { chainStatus: unknown }) => c.chainStatus !== null)
+          ? found
+          : undefined;
+      },
+      {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+        what: () => `the closed channel in GraphQL with every charge indexed; last answer: ${lastGraph}`,
+      },
+    );
+    expect(graph).toMatchObject({
+      onChain: true,
+      depositUnits: "200000",
+      acceptedUnits: "100000",
+      settledUnits: "100000",
+      refundedUnits: "100000",
+      acceptedUnsettledUnits: "0",
+      signedSequence: "10",
+    });
+    expect(graph.charges.nodes).toHaveLength(N);
+    const settlementTxs = new Set(settledBeforeClose.settlementTxs);
+    for (const charge of graph.charges.nodes) {
+      expect(charge).toMatchObject({ amountUnits: "10000", status: "settled" });
+      expect(settlementTxs.has(charge.settlementTx), `charge ${charge.sequence} settled by ${charge.settlementTx}`).toBe(true);
+    }
     // A client without channelSessions pays the same route as before (the extra challenge is skipped).
     await fundedAgent(test.system, buyerKey, "plain-buyer", 1);
     const plain = new Client({ agentId: "plain-buyer", apiKey: buyerKey, baseUrl: test.system.apiUrl, protocolPreference: "mpp" });

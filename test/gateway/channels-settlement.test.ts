@@ -151,7 +151,9 @@ describe("settling presented vouchers", () => {
     expect(done.body).toMatchObject({ settledSequence: "12", settledCumulativeUnits: signed[11].cumulativeUnits });
     expect(done.body.settlementTxs).toHaveLength(2);
     expect(await recordedOnChain(done.body.settlementTxs)).toEqual(signed.map((v) => [v.paymentId, v.amountUnits, v.endpointHash]));
-    const { rows } = await gateway.db.pool.query("SELECT count(*)::int AS n FROM channel_settlement_sends WHERE channel = $1", [opened.channel]);
+    const { rows } = await gateway.db.pool.query("SELECT count(*)::int AS n FROM channel_settlement_sends WHERE channel = $1", [
+      opened.channel,
+    ]);
     expect(rows[0].n).toBe(2);
     await expectAgreement(gateway, opened.channel, opened.payer, 10n * USDC);
   });

@@ -61,38 +61,46 @@ interface TreeRow {
 
 // The descendants of the root within maxDepth are one range scan of payment_closure's primary key
 // (ancestor, distance, descendant), maintained by the projection (indexer/store/projections.ts),
-// each joined to its edge (parent hash, payer) by primary key; no recursion, no level-by-level
-// loop. The account filter of a walk that enters only the account's payments: a transaction
-// reached with none of its payments by the account's agents is blocked, and so is everything
-// below it (the blocked transactions' own closure rows, usually none to read). The wide columns
-// are joined once, for the rows returned. Within nodeLimit + 1, the nearest levels first, then
-// chain order. Nodes carry the agent's public id (api/shared/agent-ids.ts), never its internal key.
+// each joined to its payment by primary key (a lateral lookup: at 100,000 payments the planner
+// would otherwise hash the whole table); no recursion, no level-by-level loop, no second join to
+// payment_edges (the payment carries its parent hash and payer). The account filter of a walk that
+// enters only the account's payments: a transaction reached with none of its payments by the
+// account's agents is blocked, and so is everything below it (the blocked transactions' own
+// closure rows, usually none to read). Within nodeLimit + 1, the nearest levels first, then chain
+// order, chosen on narrow keys. A node at maxDepth is cut below only if the root has descendants
+// one level further (one index probe) and the node has a child. Nodes carry the agent's public id
+// (api/shared/agent-ids.ts), never its internal key.
 const TREE_SQL = `
 WITH
 wallets AS MATERIALIZED (SELECT wallet_address, public_id AS agent_id FROM agents WHERE account_id = $1),
 root AS MATERIALIZED (
-  SELECT t.event_id, t.tx_hash FROM transactions t
+  SELECT t.event_id, t.tx_hash, NULL::text AS parent_tx_hash, 0 AS depth, t.agent, t.amount_units, t.protocol, t.endpoint_hash,
+         t."timestamp", t.explorer_url, t.status
+  FROM transactions t
   WHERE t.tx_hash = $2 AND t.agent IN (SELECT wallet_address FROM wallets)),
 below AS MATERIALIZED (
-  SELECT c.descendant_event_id AS event_id, c.distance, e.child_tx_hash AS tx_hash, e.parent_tx_hash,
-         e.child_payer IN (SELECT wallet_address FROM wallets) AS own
-  FROM payment_closure c JOIN payment_edges e ON e.child_event_id = c.descendant_event_id
+  SELECT t.event_id, t.tx_hash, t.parent_tx_hash, c.distance AS depth, t.agent, t.amount_units, t.protocol, t.endpoint_hash,
+         t."timestamp", t.explorer_url, t.status, t.agent IN (SELECT wallet_address FROM wallets) AS own
+  FROM payment_closure c
+  CROSS JOIN LATERAL (SELECT * FROM transactions t WHERE t.event_id = c.descendant_event_id OFFSET 0) t
   WHERE c.ancestor_tx_hash = $2 AND c.distance <= $3 AND EXISTS (SELECT 1 FROM root)),
 blocked AS (SELECT tx_hash FROM below GROUP BY tx_hash HAVING NOT bool_or(own)),
 excluded AS MATERIALIZED (
   SELECT x.descendant_event_id FROM payment_closure x WHERE x.ancestor_tx_hash IN (SELECT tx_hash FROM blocked)),
 walk AS (
-  SELECT r.event_id, r.tx_hash, NULL::text AS parent_tx_hash, 0 AS depth FROM root r
+  SELECT event_id, tx_hash, parent_tx_hash, depth, agent, amount_units, protocol, endpoint_hash, "timestamp", explorer_url, status FROM root
   UNION ALL
-  SELECT b.event_id, b.tx_hash, b.parent_tx_hash, b.distance FROM below b
-  WHERE b.own AND b.event_id NOT IN (SELECT descendant_event_id FROM excluded)),
-bounded AS (SELECT * FROM walk ORDER BY depth, event_id LIMIT $4::int + 1)
-SELECT b.event_id, b.tx_hash, b.parent_tx_hash, b.depth, a.agent_id, t.agent AS wallet_address, t.amount_units::text AS amount_units,
-       t.protocol, t.endpoint_hash, t."timestamp", t.explorer_url, t.status,
-       (b.depth = $3 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = b.tx_hash)) AS cut_below
-FROM bounded b
-JOIN transactions t ON t.event_id = b.event_id
-JOIN wallets a ON a.wallet_address = t.agent`;
+  SELECT event_id, tx_hash, parent_tx_hash, depth, agent, amount_units, protocol, endpoint_hash, "timestamp", explorer_url, status FROM below
+  WHERE own AND event_id NOT IN (SELECT descendant_event_id FROM excluded)),
+bounded AS MATERIALIZED (SELECT event_id, depth FROM walk ORDER BY depth, event_id LIMIT $4::int + 1),
+deeper AS MATERIALIZED (
+  SELECT EXISTS (SELECT 1 FROM payment_closure d WHERE d.ancestor_tx_hash = $2 AND d.distance = $3 + 1) AS found)
+SELECT w.event_id, w.tx_hash, w.parent_tx_hash, w.depth, a.agent_id, w.agent AS wallet_address, w.amount_units::text AS amount_units,
+       w.protocol, w.endpoint_hash, w."timestamp", w.explorer_url, w.status,
+       (w.depth = $3 AND (SELECT found FROM deeper) AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = w.tx_hash)) AS cut_below
+FROM walk w
+JOIN bounded k ON k.event_id = w.event_id AND k.depth = w.depth
+JOIN wallets a ON a.wallet_address = w.agent`;
 
 /**
  * The tree under `rootTxHash` as the account sees it; null when the root is not a payment of one

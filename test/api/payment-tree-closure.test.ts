@@ -3,14 +3,14 @@
  * which the projection maintains. On random forests projected by the indexer's own projection
  * (random batches, sometimes out of chain order as a backfill of an earlier range after a later
  * one), its answer must equal the recursive walk over payment_edges it replaced (kept here, as
- * the reference), for both accounts (one's agents pay inside the other's trees), every depth bound
+ * the reference, bench/api/recursive-tree.ts), for both accounts (one's agents pay inside the other's trees), every depth bound
  * and node limits below and above the tree's size.
  */
 import { createHash } from "node:crypto";
 import bs58 from "bs58";
-import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadPaymentTree, type PaymentTree, type TreeBounds } from "../../api/query/read/payment-tree.js";
+import { loadPaymentTree } from "../../api/query/read/payment-tree.js";
+import { recursiveTree } from "../../bench/api/recursive-tree.js";
 import { createAccount } from "../../api/shared/keys.js";
 import type { DecodedEvent } from "../../indexer/decode/transaction.js";
 import { withTransaction } from "../../indexer/db/database.js";
@@ -18,77 +18,6 @@ import { batchInput } from "../../indexer/store/projection-input.js";
 import { PROJECTION_TABLES, projectInput } from "../../indexer/store/projections.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { mulberry32 } from "../support/random.js";
-
-// The recursive query loadPaymentTree ran before the closure table (api/query/read/payment-tree.ts
-// up to issue 17), verbatim: the reference.
-const RECURSIVE_TREE_SQL = `
-WITH RECURSIVE
-wallets AS MATERIALIZED (SELECT wallet_address, public_id AS agent_id FROM agents WHERE account_id = $1),
-walk (event_id, tx_hash, parent_tx_hash, depth) AS (
-  SELECT t.event_id, t.tx_hash, NULL::text, 0
-  FROM transactions t
-  WHERE t.tx_hash = $2 AND t.agent IN (SELECT wallet_address FROM wallets)
-  UNION
-  SELECT e.child_event_id, e.child_tx_hash, e.parent_tx_hash, w.depth + 1
-  FROM walk w JOIN payment_edges e ON e.parent_tx_hash = w.tx_hash
-  WHERE w.depth < $3 AND e.child_payer IN (SELECT wallet_address FROM wallets)
-),
-bounded AS (SELECT * FROM walk LIMIT $4::int + 1)
-SELECT b.event_id, b.tx_hash, b.parent_tx_hash, b.depth, a.agent_id, t.agent AS wallet_address, t.amount_units::text AS amount_units,
-       t.protocol, t.endpoint_hash, t."timestamp", t.explorer_url, t.status,
-       (b.depth = $3 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = b.tx_hash)) AS cut_below
-FROM bounded b
-JOIN transactions t ON t.event_id = b.event_id
-JOIN wallets a ON a.wallet_address = t.agent`;
-
-interface ReferenceRow {
-  event_id: string;
-  tx_hash: string;
-  parent_tx_hash: string | null;
-  depth: number;
-  agent_id: string;
-  wallet_address: string;
-  amount_units: string;
-  protocol: "x402" | "mpp";
-  endpoint_hash: string;
-  timestamp: Date;
-  explorer_url: string;
-  status: string;
-  cut_below: boolean;
-}
-
-/** The old loadPaymentTree: the recursive query and the same shaping of its rows. */
-async function recursiveTree(pool: pg.Pool, accountId: string, root: string, bounds: TreeBounds): Promise<PaymentTree | null> {
-  const result = await pool.query<ReferenceRow>(RECURSIVE_TREE_SQL, [accountId, root, bounds.maxDepth, bounds.nodeLimit]);
-  if (result.rows.length === 0) return null;
-  const overLimit = result.rows.length > bounds.nodeLimit;
-  const sorted = [...result.rows].sort(
-    (a, b) => a.depth - b.depth || a.timestamp.getTime() - b.timestamp.getTime() || Number(a.event_id) - Number(b.event_id),
-  );
-  const rows = overLimit ? sorted.slice(0, bounds.nodeLimit) : sorted;
-  const nodes = rows.map((row) => ({
-    txHash: row.tx_hash,
-    parentTxHash: row.parent_tx_hash,
-    depth: row.depth,
-    agentId: row.agent_id,
-    walletAddress: row.wallet_address,
-    amountUnits: BigInt(row.amount_units),
-    protocol: row.protocol,
-    endpointHash: row.endpoint_hash,
-    timestamp: row.timestamp,
-    explorerUrl: row.explorer_url,
-    status: row.status,
-  }));
-  return {
-    nodes,
-    totals: {
-      amountUnits: nodes.reduce((sum, node) => sum + node.amountUnits, 0n),
-      transactionCount: new Set(nodes.map((node) => node.txHash)).size,
-      agentCount: new Set(nodes.map((node) => node.agentId)).size,
-    },
-    truncated: overLimit || rows.some((row) => row.cut_below),
-  };
-}
 
 const BASE_TIME_S = 1_767_225_600;
 const address = (label: string): string => bs58.encode(createHash("sha256").update(label).digest());

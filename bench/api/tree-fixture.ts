@@ -4,12 +4,12 @@
  * see), buried among ~100,000 unrelated payments (small trees and top-level payments of this and
  * other accounts), so the tree query has to use its indexes to be fast.
  *
- * Rows go straight into `chain_events`, `transactions` and `payment_edges` (one unnest INSERT per
+ * Rows go straight into `chain_events`, `transactions`, `payment_edges` and `payment_closure` (one unnest INSERT per
  * table and chunk): going through the decoder and `projectEvents` would take minutes on this
  * machine. They are what the indexer writes, and the seed proves it: a sample of events is
  * checked against the IDL coder and the decoder's `eventPayload`, and a sample of projected rows
  * is deleted and re-projected by the indexer's own `projectEvents` (then rolled back), which must
- * give back the same rows, depths included.
+ * give back the same rows, depths and closure rows included.
  * Deterministic: addresses and signatures are hashes of labels; structure comes from a seeded PRNG.
  */
 import { createHash } from "node:crypto";
@@ -315,6 +315,10 @@ const INSERT_EDGES = `
   INSERT INTO payment_edges (child_event_id, parent_tx_hash, child_tx_hash, invocation, depth, child_payer)
   SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[])`;
 
+const INSERT_CLOSURE = `
+  INSERT INTO payment_closure (ancestor_tx_hash, distance, descendant_event_id)
+  SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[])`;
+
 async function insertChunk(client: pg.ClientBase, chunk: readonly Placed[]): Promise<string[]> {
   const signatures = chunk.map((p) => p.payment.txHash);
   const slots = chunk.map((p) => p.slot);
@@ -352,6 +356,14 @@ async function insertChunk(client: pg.ClientBase, chunk: readonly Placed[]): Pro
     children.map((c) => c.p.payment.depth),
     children.map((c) => c.p.payment.payer.address),
   ]);
+  // Every ancestor of each payment, one row per distance (what the projection's closure holds).
+  const closure = children.flatMap((c) => {
+    const rows: [string, number, string][] = [];
+    for (let up: Payment | null = c.parent, distance = 1; up !== null; up = up.parent, distance += 1)
+      rows.push([up.txHash, distance, c.id]);
+    return rows;
+  });
+  await client.query(INSERT_CLOSURE, [closure.map((r) => r[0]), closure.map((r) => r[1]), closure.map((r) => r[2])]);
   return ids;
 }
 
@@ -370,21 +382,29 @@ async function checkAgainstProjection(pool: pg.Pool, sample: readonly string[]):
       "CREATE TEMP TABLE seeded_edges ON COMMIT DROP AS SELECT * FROM payment_edges WHERE child_event_id = ANY($1::bigint[])",
       [sample],
     );
+    await client.query(
+      "CREATE TEMP TABLE seeded_closure ON COMMIT DROP AS SELECT * FROM payment_closure WHERE descendant_event_id = ANY($1::bigint[])",
+      [sample],
+    );
+    await client.query("DELETE FROM payment_closure WHERE descendant_event_id = ANY($1::bigint[])", [sample]);
     await client.query("DELETE FROM payment_edges WHERE child_event_id = ANY($1::bigint[])", [sample]);
     await client.query("DELETE FROM transactions WHERE event_id = ANY($1::bigint[])", [sample]);
     await projectEvents(client, sample, { cluster: CLUSTER });
-    const differences = await client.query<{ tx: string; edges: string; n: string }>(
+    const differences = await client.query<{ tx: string; edges: string; closure: string; n: string }>(
       `SELECT (SELECT count(*) FROM ((TABLE seeded_tx EXCEPT SELECT * FROM transactions WHERE event_id = ANY($1::bigint[]))
                                      UNION ALL
                                      (SELECT * FROM transactions WHERE event_id = ANY($1::bigint[]) EXCEPT TABLE seeded_tx)) d) AS tx,
               (SELECT count(*) FROM ((TABLE seeded_edges EXCEPT SELECT * FROM payment_edges WHERE child_event_id = ANY($1::bigint[]))
                                      UNION ALL
                                      (SELECT * FROM payment_edges WHERE child_event_id = ANY($1::bigint[]) EXCEPT TABLE seeded_edges)) d) AS edges,
+              (SELECT count(*) FROM ((TABLE seeded_closure EXCEPT SELECT * FROM payment_closure WHERE descendant_event_id = ANY($1::bigint[]))
+                                     UNION ALL
+                                     (SELECT * FROM payment_closure WHERE descendant_event_id = ANY($1::bigint[]) EXCEPT TABLE seeded_closure)) d) AS closure,
               (SELECT count(*) FROM seeded_tx) AS n`,
       [sample],
     );
     const row = differences.rows[0]!;
-    if (row.tx !== "0" || row.edges !== "0" || Number(row.n) !== sample.length) {
+    if (row.tx !== "0" || row.edges !== "0" || row.closure !== "0" || Number(row.n) !== sample.length) {
       throw new Error(`seeded rows differ from projectEvents' for the sample: ${JSON.stringify(row)} of ${sample.length}`);
     }
   } finally {

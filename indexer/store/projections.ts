@@ -13,6 +13,7 @@ export const LEDGER_TRANSACTIONS_CHANNEL = "ledger_transactions";
 
 export const PROJECTION_TABLES = [
   "payment_edges",
+  "payment_closure",
   "transactions",
   "spend_rollups",
   "metric_buckets",
@@ -65,7 +66,7 @@ const INPUT_SETTLEMENT_STATUS = `
  * Projects a set of events not projected before, whatever they come from (projection-input.ts):
  * the batch ingest just stored (typed arrays, no jsonb read back), a range of the event store
  * (rebuild) or a list of its ids. Two statements: invocations opened, then ONE statement whose
- * data-modifying CTEs write the payments, their tree edges, the rollups, the metric buckets and
+ * data-modifying CTEs write the payments, their tree edges and closure, the rollups, the metric buckets and
  * the invocations' consumption from the rows just inserted, and notify the live feed.
  * Returns the number of payments projected.
  */
@@ -119,6 +120,27 @@ export async function projectInput(
        FROM walk w JOIN fresh f USING (event_id)
        GROUP BY f.event_id, f.parent_tx_hash, f.tx_hash, f.invocation, f.agent
        ON CONFLICT (child_event_id) DO NOTHING),
+     -- Closure (payment_closure): each new payment's ancestors at every distance. Those the walk
+     -- met in this set, and beyond where it leaves the set, the stored ancestors of the parent's
+     -- payments one level further (one index lookup per payment: parents precede children).
+     ancestry AS MATERIALIZED (
+       SELECT w.event_id, w.ancestor, w.level AS distance FROM walk w
+       UNION
+       SELECT w.event_id, pc.ancestor_tx_hash, w.level + pc.distance
+       FROM walk w
+       JOIN payment_edges pe ON pe.child_tx_hash = w.ancestor
+       JOIN payment_closure pc ON pc.descendant_event_id = pe.child_event_id),
+     closure AS (
+       INSERT INTO payment_closure (ancestor_tx_hash, distance, descendant_event_id)
+       SELECT ancestor, distance, event_id FROM ancestry
+       UNION
+       -- Payments stored before this parent (a backfill of an earlier range after a later one): they
+       -- gain the new payment's ancestors, beyond their distance to its transaction.
+       SELECT a.ancestor, a.distance + pc.distance, pc.descendant_event_id
+       FROM fresh f
+       JOIN payment_closure pc ON pc.ancestor_tx_hash = f.tx_hash
+       JOIN ancestry a ON a.event_id = f.event_id
+       ON CONFLICT DO NOTHING),
      rollups AS (
        INSERT INTO spend_rollups (agent, bucket_start, protocol, endpoint_hash, amount_units, tx_count)
        SELECT agent, date_trunc('minute', "timestamp"), protocol, endpoint_hash, sum(amount_units), count(*)
@@ -261,6 +283,7 @@ async function unprojectEvents(client: pg.ClientBase, ids: readonly string[]): P
     params,
   );
   await client.query("DELETE FROM invocations WHERE payment_count = 0 AND opened_slot IS NULL");
+  await client.query("DELETE FROM payment_closure WHERE descendant_event_id IN (SELECT unnest($1::bigint[]))", params);
   await client.query("DELETE FROM payment_edges WHERE child_event_id IN (SELECT unnest($1::bigint[]))", params);
   await client.query("DELETE FROM transactions WHERE event_id IN (SELECT unnest($1::bigint[]))", params);
 }

@@ -21,7 +21,9 @@ export interface RebuildProgress {
  * Secondary indexes of `transactions` (primary key and unique constraints stay: ON CONFLICT and
  * the projections' lookups by event id need them). Dropped for the replay and built again after
  * it: one sort per index instead of an insert into each per row. payment_edges keeps its indexes:
- * the depth of a new edge is read from its parent's edge by child_tx_hash during the replay.
+ * the depth of a new edge is read from its parent's edge by child_tx_hash during the replay, and
+ * payment_closure keeps its own (a new payment's ancestors are read by descendant, and conflicts
+ * need the primary key).
  */
 async function secondaryIndexes(client: pg.ClientBase): Promise<{ name: string; definition: string }[]> {
   const result = await client.query<{ name: string; definition: string }>(

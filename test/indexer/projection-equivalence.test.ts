@@ -11,6 +11,7 @@ import anchor, { BorshCoder } from "@coral-xyz/anchor";
 import { Keypair, type PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type pg from "pg";
 import { withTransaction } from "../../indexer/db/database.js";
 import type { SettlementTransfer } from "../../indexer/decode/settlement.js";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
@@ -220,6 +221,15 @@ describe("projections written from memory equal a rebuild from the event store",
       expect(paymentsLeft).toBeGreaterThan(history.payments * 0.9);
       expect(edges).toBeGreaterThan(0);
       expect(verified).toBeGreaterThan(0);
+      // The closure is every (ancestor, distance, payment) a walk up the edges finds, nothing else,
+      // some of it deeper than one level, and nothing of the dead slot's payments is left in it.
+      expect(await closureMinusWalk(db.pool)).toEqual({ missing: "0", extra: "0" });
+      const deep = await db.pool.query("SELECT count(*) AS n FROM payment_closure WHERE distance >= 2");
+      expect(Number(deep.rows[0].n)).toBeGreaterThan(0);
+      const deadLeft = await db.pool.query(
+        `SELECT count(*) AS n FROM payment_closure c WHERE NOT EXISTS (SELECT 1 FROM transactions t WHERE t.event_id = c.descendant_event_id)`,
+      );
+      expect(deadLeft.rows[0].n).toBe("0");
       // Every payment ingested was announced once (the dead slot's too: they were live). Postgres
       // folds identical payloads of one transaction: one per transaction and payer.
       const announced = new Set(
@@ -233,6 +243,24 @@ describe("projections written from memory equal a rebuild from the event store",
       expect(snapshotDifference(incremental, rebuilt)).toEqual({});
     });
   }
+
+  it("a dead slot's payments leave the closure with their edges, and their ancestors' other rows stay", async () => {
+    const slot = await db.pool.query<{ slot: string; n: string }>(
+      `SELECT t.slot::text AS slot, count(*) AS n FROM payment_closure c JOIN transactions t ON t.event_id = c.descendant_event_id
+       JOIN chain_events e ON e.id = t.event_id WHERE NOT e.finalized GROUP BY t.slot ORDER BY t.slot DESC LIMIT 1`,
+    );
+    expect(slot.rows.length).toBe(1);
+    const dying = slot.rows[0]!.slot;
+    const before = Number((await db.pool.query("SELECT count(*) AS n FROM payment_closure")).rows[0].n);
+    await ingestBatch(db.pool, { transactions: [], deadSlots: [BigInt(dying)] }, options);
+    const after = Number((await db.pool.query("SELECT count(*) AS n FROM payment_closure")).rows[0].n);
+    expect(before - after).toBeGreaterThanOrEqual(Number(slot.rows[0]!.n));
+    const left = await db.pool.query(
+      "SELECT count(*) AS n FROM payment_closure c WHERE NOT EXISTS (SELECT 1 FROM transactions t WHERE t.event_id = c.descendant_event_id)",
+    );
+    expect(left.rows[0].n).toBe("0");
+    expect(await closureMinusWalk(db.pool)).toEqual({ missing: "0", extra: "0" });
+  });
 
   it("projecting stored events by id gives the rows ingest wrote", async () => {
     const before = await projectionSnapshot(db.pool);
@@ -259,3 +287,19 @@ describe("projections written from memory equal a rebuild from the event store",
     expect(await projectionSnapshot(db.pool)).toEqual(before);
   });
 });
+
+/** payment_closure against a recursive walk up payment_edges (the definition): rows only one side has. */
+async function closureMinusWalk(pool: pg.Pool): Promise<{ missing: string; extra: string }> {
+  const result = await pool.query<{ missing: string; extra: string }>(
+    `WITH RECURSIVE up (descendant_event_id, ancestor_tx_hash, distance) AS (
+       SELECT child_event_id, parent_tx_hash, 1 FROM payment_edges
+       UNION
+       SELECT u.descendant_event_id, e.parent_tx_hash, u.distance + 1
+       FROM up u JOIN payment_edges e ON e.child_tx_hash = u.ancestor_tx_hash WHERE u.distance < 1024),
+     walked AS (SELECT ancestor_tx_hash, distance, descendant_event_id FROM up),
+     closure AS (SELECT ancestor_tx_hash, distance, descendant_event_id FROM payment_closure)
+     SELECT (SELECT count(*) FROM (TABLE walked EXCEPT TABLE closure) m)::text AS missing,
+            (SELECT count(*) FROM (TABLE closure EXCEPT TABLE walked) x)::text AS extra`,
+  );
+  return result.rows[0]!;
+}

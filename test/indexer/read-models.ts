@@ -6,7 +6,7 @@ import type pg from "pg";
 import { PROJECTION_TABLES } from "../../indexer/store/projections.js";
 
 /** Columns holding `chain_events.id`: a database-local insertion number, not chain data. */
-const SURROGATE_ID_COLUMNS = new Set(["event_id", "child_event_id"]);
+const SURROGATE_ID_COLUMNS = new Set(["event_id", "child_event_id", "descendant_event_id"]);
 
 /**
  * Every row of every projection as sorted JSON text, per table. Across databases, pass

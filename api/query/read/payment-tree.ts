@@ -1,8 +1,8 @@
 /**
  * Spec 1.6 / 4.7 getChain / 4.8 `transactions tree`: the payments under a root transaction as a
- * flat list (txHash, parentTxHash, depth from the root), resolved by ONE recursive query over
- * payment_edges -> transactions, bounded by `maxDepth` and `nodeLimit` (GraphQL cannot recurse,
- * so clients rebuild the tree from parent links).
+ * flat list (txHash, parentTxHash, depth from the root), resolved by ONE query over the closure
+ * table payment_closure -> payment_edges -> transactions, bounded by `maxDepth` and `nodeLimit`
+ * (GraphQL cannot recurse, so clients rebuild the tree from parent links).
  *
  * Isolation: the root must be paid by one of the caller's agents (else null), and the walk only
  * enters payments whose payer is one of the caller's agents: a payment by another account's
@@ -59,32 +59,48 @@ interface TreeRow {
   cut_below: boolean;
 }
 
-// The walk reads payment_edges alone (index-only on payment_edges_parent, which carries the child's
-// event, hash and payer) with narrow rows; the wide columns are joined once, for the rows returned.
-// A transaction may record several payments: each of its rows reaches the same children, and
-// UNION (not UNION ALL) folds those identical rows, so a child is reached once. Postgres evaluates
-// a recursive CTE level by level and a CTE scan on demand, so the LIMIT stops the walk once
-// nodeLimit + 1 rows exist: neither depth nor breadth is unbounded. Nodes carry the agent's public
-// id (api/shared/agent-ids.ts), never its internal key.
+// The descendants of the root within maxDepth are one range scan of payment_closure's primary key
+// (ancestor, distance, descendant), maintained by the projection (indexer/store/projections.ts),
+// each joined to its payment by primary key (a lateral lookup: at 100,000 payments the planner
+// would otherwise hash the whole table); no recursion, no level-by-level loop, no second join to
+// payment_edges (the payment carries its parent hash and payer). The account filter of a walk that
+// enters only the account's payments: a transaction reached with none of its payments by the
+// account's agents is blocked, and so is everything below it (the blocked transactions' own
+// closure rows, usually none to read). Within nodeLimit + 1, the nearest levels first, then chain
+// order, chosen on narrow keys. A node at maxDepth is cut below only if the root has descendants
+// one level further (one index probe) and the node has a child. Nodes carry the agent's public id
+// (api/shared/agent-ids.ts), never its internal key.
 const TREE_SQL = `
-WITH RECURSIVE
+WITH
 wallets AS MATERIALIZED (SELECT wallet_address, public_id AS agent_id FROM agents WHERE account_id = $1),
-walk (event_id, tx_hash, parent_tx_hash, depth) AS (
-  SELECT t.event_id, t.tx_hash, NULL::text, 0
+root AS MATERIALIZED (
+  SELECT t.event_id, t.tx_hash, NULL::text AS parent_tx_hash, 0 AS depth, t.agent, t.amount_units, t.protocol, t.endpoint_hash,
+         t."timestamp", t.explorer_url, t.status
   FROM transactions t
-  WHERE t.tx_hash = $2 AND t.agent IN (SELECT wallet_address FROM wallets)
-  UNION
-  SELECT e.child_event_id, e.child_tx_hash, e.parent_tx_hash, w.depth + 1
-  FROM walk w JOIN payment_edges e ON e.parent_tx_hash = w.tx_hash
-  WHERE w.depth < $3 AND e.child_payer IN (SELECT wallet_address FROM wallets)
-),
-bounded AS (SELECT * FROM walk LIMIT $4::int + 1)
-SELECT b.event_id, b.tx_hash, b.parent_tx_hash, b.depth, a.agent_id, t.agent AS wallet_address, t.amount_units::text AS amount_units,
-       t.protocol, t.endpoint_hash, t."timestamp", t.explorer_url, t.status,
-       (b.depth = $3 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = b.tx_hash)) AS cut_below
-FROM bounded b
-JOIN transactions t ON t.event_id = b.event_id
-JOIN wallets a ON a.wallet_address = t.agent`;
+  WHERE t.tx_hash = $2 AND t.agent IN (SELECT wallet_address FROM wallets)),
+below AS MATERIALIZED (
+  SELECT t.event_id, t.tx_hash, t.parent_tx_hash, c.distance AS depth, t.agent, t.amount_units, t.protocol, t.endpoint_hash,
+         t."timestamp", t.explorer_url, t.status, t.agent IN (SELECT wallet_address FROM wallets) AS own
+  FROM payment_closure c
+  CROSS JOIN LATERAL (SELECT * FROM transactions t WHERE t.event_id = c.descendant_event_id OFFSET 0) t
+  WHERE c.ancestor_tx_hash = $2 AND c.distance <= $3 AND EXISTS (SELECT 1 FROM root)),
+blocked AS (SELECT tx_hash FROM below GROUP BY tx_hash HAVING NOT bool_or(own)),
+excluded AS MATERIALIZED (
+  SELECT x.descendant_event_id FROM payment_closure x WHERE x.ancestor_tx_hash IN (SELECT tx_hash FROM blocked)),
+walk AS (
+  SELECT event_id, tx_hash, parent_tx_hash, depth, agent, amount_units, protocol, endpoint_hash, "timestamp", explorer_url, status FROM root
+  UNION ALL
+  SELECT event_id, tx_hash, parent_tx_hash, depth, agent, amount_units, protocol, endpoint_hash, "timestamp", explorer_url, status FROM below
+  WHERE own AND event_id NOT IN (SELECT descendant_event_id FROM excluded)),
+bounded AS MATERIALIZED (SELECT event_id, depth FROM walk ORDER BY depth, event_id LIMIT $4::int + 1),
+deeper AS MATERIALIZED (
+  SELECT EXISTS (SELECT 1 FROM payment_closure d WHERE d.ancestor_tx_hash = $2 AND d.distance = $3 + 1) AS found)
+SELECT w.event_id, w.tx_hash, w.parent_tx_hash, w.depth, a.agent_id, w.agent AS wallet_address, w.amount_units::text AS amount_units,
+       w.protocol, w.endpoint_hash, w."timestamp", w.explorer_url, w.status,
+       (w.depth = $3 AND (SELECT found FROM deeper) AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = w.tx_hash)) AS cut_below
+FROM walk w
+JOIN bounded k ON k.event_id = w.event_id AND k.depth = w.depth
+JOIN wallets a ON a.wallet_address = w.agent`;
 
 /**
  * The tree under `rootTxHash` as the account sees it; null when the root is not a payment of one

@@ -8,8 +8,10 @@
  * Every query is measured for one account, next to baselines from the same run that show where the
  * time goes: the read function alone (SQL + row decoding, no GraphQL, no HTTP), the statement's
  * execution inside Postgres (EXPLAIN ANALYZE), and the same GraphQL request at its smallest
- * (a one-minute window, `limit: 1`). Throughput: 32 clients each sending its next request as soon
- * as the last answered, for --seconds; the baseline is `limit: 1` the same way.
+ * (a one-minute window, `limit: 1`), and the read function as it was before issue 17's rewrite
+ * (test/api/read-reference.ts). Throughput: 32 clients each sending its next request as soon
+ * as the last answered, for --seconds; the baselines are `limit: 1` and `{ __typename }` (auth, HTTP
+ * and GraphQL, no read) the same way. The clients run in the server's process, on the same cores.
  *
  *   npx tsx bench/api/queries.ts [--payments 1000000 --agents 1000 --accounts 50 --iterations 300 --seconds 5 --clients 32]
  */
@@ -23,6 +25,7 @@ import { createAccount, issueApiKey } from "../../api/shared/keys.js";
 import { parseCursor } from "../../api/shared/validation.js";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
+import { listTransactionsBefore, readMetricBucketsBefore, readSpendCellsBefore } from "../../test/api/read-reference.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { SYNTHETIC_BASE_TIME, SYNTHETIC_ENDPOINTS, syntheticPayers, syntheticTransaction } from "../indexer/synthetic.js";
 
@@ -219,19 +222,23 @@ async function run(): Promise<void> {
         label: string,
         http: () => Promise<unknown>,
         direct: (pool: pg.Pool) => Promise<unknown>,
+        before: (pool: pg.Pool) => Promise<unknown>,
         small: () => Promise<unknown>,
         smallLabel: string,
       ): Promise<void> => {
         const sql = await insidePostgres(db.pool, direct);
-        plans.push(`--- ${label}\n${sql.plan}`);
+        const sqlBefore = await insidePostgres(db.pool, before);
+        plans.push(`--- ${label}\n${sql.plan}`, `--- ${label}, before the rewrite\n${sqlBefore.plan}`);
         rows.push([`${label}: GraphQL over HTTP`, await sequential(http), null]);
         rows.push([`  read function alone (SQL + rows, no GraphQL)`, await sequential(() => direct(db.pool)), sql.ms]);
+        rows.push([`  the same before issue 17's rewrite`, await sequential(() => before(db.pool)), sqlBefore.ms]);
         rows.push([`  baseline: ${smallLabel} over GraphQL/HTTP`, await sequential(small), null]);
       };
       await measure(
         "spendSummary, whole history",
         () => graphql(SPEND, { range: whole }),
         (pool) => readSpendCells(pool, scope),
+        (pool) => readSpendCellsBefore(pool, scope),
         () => graphql(SPEND, { range: oneMinute }),
         "one-minute window",
       );
@@ -239,6 +246,7 @@ async function run(): Promise<void> {
         `metrics, whole history at ${resolution}`,
         () => graphql(METRICS, { range: whole, resolution }),
         (pool) => readMetricBuckets(pool, scope, resolutionMs),
+        (pool) => readMetricBucketsBefore(pool, scope, resolutionMs),
         () => graphql(METRICS, { range: oneMinute, resolution: "1m" }),
         "one-minute window",
       );
@@ -246,6 +254,7 @@ async function run(): Promise<void> {
         `transactions x402, limit ${PAGE}, page 1`,
         () => graphql(TRANSACTIONS, { limit: PAGE, protocol: "x402" }),
         (pool) => listTransactions(pool, { accountId, protocol: "x402", limit: PAGE }),
+        (pool) => listTransactionsBefore(pool, { accountId, protocol: "x402", limit: PAGE }),
         () => graphql(TRANSACTIONS, { limit: 1, protocol: "x402" }),
         "limit 1",
       );
@@ -253,12 +262,15 @@ async function run(): Promise<void> {
         `transactions x402, limit ${PAGE}, page 2 (after)`,
         () => graphql(TRANSACTIONS, { limit: PAGE, protocol: "x402", after: cursor }),
         (pool) => listTransactions(pool, { accountId, protocol: "x402", limit: PAGE, after: parseCursor("after", cursor) }),
+        (pool) => listTransactionsBefore(pool, { accountId, protocol: "x402", limit: PAGE, after: parseCursor("after", cursor) }),
         () => graphql(TRANSACTIONS, { limit: 1, protocol: "x402", after: cursor }),
         "limit 1",
       );
 
       const load = await throughput(() => graphql(TRANSACTIONS, { limit: PAGE, protocol: "x402" }));
       const loadSmall = await throughput(() => graphql(TRANSACTIONS, { limit: 1, protocol: "x402" }));
+      // The floor of the stack: an authenticated request that reads nothing (HTTP, auth, GraphQL).
+      const loadFloor = await throughput(() => graphql("{ __typename }", {}));
 
       const ms = (x: number): string => `${x.toFixed(2)} ms`.padStart(11);
       console.log(
@@ -276,6 +288,7 @@ async function run(): Promise<void> {
         `transactions limit ${PAGE}, ${CLIENTS} clients, ${SECONDS} s: ${count(load.rps)} requests/s (p99 ${load.p99.toFixed(1)} ms)`,
       );
       console.log(`  baseline limit 1, same clients:             ${count(loadSmall.rps)} requests/s (p99 ${loadSmall.p99.toFixed(1)} ms)`);
+      console.log(`  baseline { __typename }, same clients:      ${count(loadFloor.rps)} requests/s (p99 ${loadFloor.p99.toFixed(1)} ms)`);
       const http = rows.filter(([label]) => !label.startsWith(" "));
       for (const [label, s] of http) {
         console.log(`goal p99 < ${GOAL_P99_MS} ms, ${label}: ${s.p99 < GOAL_P99_MS ? "met" : "NOT met"} (${s.p99.toFixed(1)} ms)`);

@@ -26,15 +26,22 @@ export interface SpendCell {
 
 export async function readSpendCells(pool: pg.Pool, scope: SpendScope): Promise<SpendCell[]> {
   const result = await pool.query<{ agent_id: string; protocol: "x402" | "mpp"; domain: string; amount_units: string; tx_count: string }>(
-    // One aggregation over the per-minute rollups (the spend_rollups_by_domain view would group
-    // every minute first: 30 days of 100,000 payments took ~0.7 s that way, ~0.2 s this way).
+    // Per agent, a range of the rollups' primary key (index-only: migration 032 carries the sums),
+    // then one aggregation by agent, protocol and domain. The lateral (OFFSET 0: not flattened
+    // into a plain join) keeps the planner on those
+    // ranges: as a plain join over a window covering most of the table it chose a sequential scan
+    // of every account's rollups (bench/api/queries.ts). (The spend_rollups_by_domain view would
+    // group every minute first: 30 days of 100,000 payments took ~0.7 s that way.)
     `SELECT a.public_id AS agent_id, r.protocol, coalesce(e.domain, r.endpoint_hash) AS domain,
             sum(r.amount_units)::text AS amount_units, sum(r.tx_count)::text AS tx_count
      FROM agents a
-     JOIN spend_rollups r ON r.agent = a.wallet_address
+     CROSS JOIN LATERAL (
+       SELECT r.protocol, r.endpoint_hash, r.amount_units, r.tx_count
+       FROM spend_rollups r
+       WHERE r.agent = a.wallet_address AND r.bucket_start >= $3 AND r.bucket_start < $4
+       OFFSET 0) r
      LEFT JOIN endpoints e ON e.endpoint_hash = r.endpoint_hash
      WHERE a.account_id = $1 AND ($2::text IS NULL OR a.agent_id = $2)
-       AND r.bucket_start >= $3 AND r.bucket_start < $4
      GROUP BY 1, 2, 3`,
     [scope.accountId, scope.agentId ?? null, scope.window.from, scope.window.to],
   );
@@ -58,13 +65,18 @@ export interface MetricBucket {
 /** Non-empty buckets of `resolutionMs`, aligned on the window start. */
 export async function readMetricBuckets(pool: pg.Pool, scope: SpendScope, resolutionMs: number): Promise<MetricBucket[]> {
   const result = await pool.query<{ start: Date; spend: string; n: string; x402: string; mpp: string }>(
+    // Per agent, a range of metric_buckets' primary key (index-only, migration 032), then one
+    // aggregation by bin: the lateral keeps the planner off a sequential scan (see readSpendCells).
     `SELECT date_bin(make_interval(secs => $5::int), m.bucket_start, $3::timestamptz) AS start,
             sum(m.spend_units)::text AS spend, sum(m.tx_count)::text AS n,
             sum(m.x402_spend_units)::text AS x402, sum(m.mpp_spend_units)::text AS mpp
-     FROM metric_buckets m
-     JOIN agents a ON a.wallet_address = m.agent
+     FROM agents a
+     CROSS JOIN LATERAL (
+       SELECT m.bucket_start, m.spend_units, m.tx_count, m.x402_spend_units, m.mpp_spend_units
+       FROM metric_buckets m
+       WHERE m.agent = a.wallet_address AND m.bucket_start >= $3 AND m.bucket_start < $4
+       OFFSET 0) m
      WHERE a.account_id = $1 AND ($2::text IS NULL OR a.agent_id = $2)
-       AND m.bucket_start >= $3 AND m.bucket_start < $4
      GROUP BY 1 ORDER BY 1`,
     [scope.accountId, scope.agentId ?? null, scope.window.from, scope.window.to, resolutionMs / 1000],
   );

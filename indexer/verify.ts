@@ -95,27 +95,34 @@ class RollbackVerify extends Error {}
 export async function verifyProjections(pool: pg.Pool, options: ProjectionOptions): Promise<Difference[]> {
   const differences: Difference[] = [];
   try {
-    await withTransaction(pool, async (client) => {
-      for (const table of PROJECTION_TABLES) {
-        await client.query(`CREATE TEMP TABLE verify_${table} ON COMMIT DROP AS TABLE ${table}`);
-      }
-      await rebuildProjections(client, options);
-      for (const table of PROJECTION_TABLES) {
-        for (const [kind, a, b] of [
-          ["projection_row_extra", `verify_${table}`, table],
-          ["projection_row_missing", table, `verify_${table}`],
-        ] as const) {
-          const rows = await client.query(
-            `SELECT row_to_json(d)::text AS row, count(*) OVER () AS n FROM (TABLE ${a} EXCEPT ALL TABLE ${b}) d LIMIT $1`,
-            [MAX_ROWS_REPORTED],
-          );
-          for (const row of rows.rows as { row: string; n: string }[]) {
-            differences.push({ kind, where: table, detail: row.row });
+    // One snapshot for the copies and the rebuild: under READ COMMITTED each statement would see
+    // the live indexer's later commits (a finality mark between the copy of `transactions` and the
+    // rebuild's read of `chain_events` reported a difference that was only time passing).
+    await withTransaction(
+      pool,
+      async (client) => {
+        for (const table of PROJECTION_TABLES) {
+          await client.query(`CREATE TEMP TABLE verify_${table} ON COMMIT DROP AS TABLE ${table}`);
+        }
+        await rebuildProjections(client, options);
+        for (const table of PROJECTION_TABLES) {
+          for (const [kind, a, b] of [
+            ["projection_row_extra", `verify_${table}`, table],
+            ["projection_row_missing", table, `verify_${table}`],
+          ] as const) {
+            const rows = await client.query(
+              `SELECT row_to_json(d)::text AS row, count(*) OVER () AS n FROM (TABLE ${a} EXCEPT ALL TABLE ${b}) d LIMIT $1`,
+              [MAX_ROWS_REPORTED],
+            );
+            for (const row of rows.rows as { row: string; n: string }[]) {
+              differences.push({ kind, where: table, detail: row.row });
+            }
           }
         }
-      }
-      throw new RollbackVerify();
-    });
+        throw new RollbackVerify();
+      },
+      { isolation: "repeatable read" },
+    );
   } catch (error) {
     if (!(error instanceof RollbackVerify)) throw error;
   }

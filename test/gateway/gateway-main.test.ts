@@ -7,19 +7,18 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import type { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateWalletEncryptionKey } from "../../api/gateway/wallets/index.js";
 import { SecretBox } from "../../api/shared/secret-box.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { pollUntil } from "../support/poll.js";
+import { freePort, writeKeypairFile } from "../support/process-env.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const HOST = "127.0.0.1";
@@ -36,25 +35,6 @@ let gateway: ChildProcess | undefined;
 let output = "";
 let exited: Promise<number | null>;
 let baseUrl: string;
-
-/** A port nothing listens on now (main.ts takes PORT as given; the test needs to know it in advance). */
-function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, HOST, () => {
-      const address = server.address();
-      const port = address !== null && typeof address === "object" ? address.port : 0;
-      server.close(() => resolvePort(port));
-    });
-  });
-}
-
-async function writeKeypair(name: string, keypair: Keypair): Promise<string> {
-  const path = join(keyDir, `${name}.json`);
-  await writeFile(path, JSON.stringify(Array.from(keypair.secretKey)), { mode: 0o600 });
-  return path;
-}
 
 const tail = (): string => output.slice(-OUTPUT_TAIL_CHARS);
 
@@ -82,9 +62,9 @@ beforeAll(async () => {
     SOLANA_NETWORK: "solana-localnet",
     SETTLEMENT_MINT: localnet.info.mint.toBase58(),
     SETTLEMENT_MINT_DECIMALS: String(localnet.info.decimals),
-    LEDGER_AUTHORITY_KEYPAIR: await writeKeypair("authority", localnet.keypairs.authority),
+    LEDGER_AUTHORITY_KEYPAIR: await writeKeypairFile(keyDir, "authority", localnet.keypairs.authority),
     PROGRAM_ID: localnet.info.programId.toBase58(),
-    TREASURY_KEYPAIR: await writeKeypair("treasury", localnet.keypairs.treasury),
+    TREASURY_KEYPAIR: await writeKeypairFile(keyDir, "treasury", localnet.keypairs.treasury),
     WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey(),
     WEBHOOK_SECRETS_KEY: SecretBox.generateKey(),
     EXPLORER_CLUSTER: localnet.rpcUrl,

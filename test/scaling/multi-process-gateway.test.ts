@@ -11,8 +11,7 @@
  * ledger, the reservation table, the listing and the indexed payments agree.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,6 +29,7 @@ import { type GatewayClient, type PayOutcome, payThroughGateway } from "../gatew
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { agentKey } from "../support/agent-keys.js";
 import { pollUntil } from "../support/poll.js";
+import { freePort, writeKeypairFile } from "../support/process-env.js";
 import { mulberry32 } from "../support/random.js";
 import { type RestAnswer, restCall } from "../support/rest.js";
 
@@ -53,24 +53,6 @@ let gatewayB: GatewayClient;
 let serverKey: string;
 const apis: FacilitatedApi[] = [];
 
-function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, HOST, () => {
-      const address = server.address();
-      const port = address !== null && typeof address === "object" ? address.port : 0;
-      server.close(() => resolvePort(port));
-    });
-  });
-}
-
-async function writeKeypair(name: string, keypair: Keypair): Promise<string> {
-  const path = join(keyDir, `${name}.json`);
-  await writeFile(path, JSON.stringify(Array.from(keypair.secretKey)), { mode: 0o600 });
-  return path;
-}
-
 beforeAll(async () => {
   db = await createFreshDatabase();
   keyDir = await mkdtemp(join(tmpdir(), "apg-two-gateways-"));
@@ -93,8 +75,8 @@ beforeAll(async () => {
     SOLANA_NETWORK: system.network,
     SETTLEMENT_MINT: localnet.info.mint.toBase58(),
     SETTLEMENT_MINT_DECIMALS: String(localnet.info.decimals),
-    LEDGER_AUTHORITY_KEYPAIR: await writeKeypair("authority", localnet.keypairs.authority),
-    TREASURY_KEYPAIR: await writeKeypair("treasury", localnet.keypairs.treasury),
+    LEDGER_AUTHORITY_KEYPAIR: await writeKeypairFile(keyDir, "authority", localnet.keypairs.authority),
+    TREASURY_KEYPAIR: await writeKeypairFile(keyDir, "treasury", localnet.keypairs.treasury),
     EXPLORER_CLUSTER: localnet.rpcUrl,
     PORT: String(port),
     HOST,

@@ -20,7 +20,8 @@ import type { Db } from "../../../indexer/db/database.js";
 export type SessionStatus = "opening" | "open" | "closing" | "closed" | "failed";
 export type ChargeStatus = "signed" | "accepted" | "settled" | "void";
 
-export interface SessionRow {
+/** What a session is from its opening on: the terms the open_channel carried. */
+interface SessionTerms {
   readonly channel: string;
   readonly accountId: string;
   readonly agentId: string;
@@ -35,6 +36,9 @@ export interface SessionRow {
   readonly depositUnits: bigint;
   readonly expiresAt: Date;
   readonly withdrawDelaySeconds: number;
+}
+
+export interface SessionRow extends SessionTerms {
   readonly status: SessionStatus;
   readonly openTx: string | null;
   readonly openWire: string | null;
@@ -163,21 +167,7 @@ export async function sessionByOpenReference(db: Db, reference: string): Promise
   return rows[0] === undefined ? null : fromRaw(rows[0]);
 }
 
-export interface NewSession {
-  readonly channel: string;
-  readonly accountId: string;
-  readonly agentId: string;
-  readonly payer: string;
-  readonly payee: string;
-  readonly mint: string;
-  readonly channelId: string;
-  readonly protocol: "mpp" | "x402";
-  readonly serviceOrigin: string;
-  readonly parentTxHash: string | null;
-  readonly invocation: string | null;
-  readonly depositUnits: bigint;
-  readonly expiresAt: Date;
-  readonly withdrawDelaySeconds: number;
+export interface NewSession extends SessionTerms {
   readonly reservationId: string;
   readonly openReference: string | null;
   readonly openTx: string;

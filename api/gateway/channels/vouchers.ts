@@ -123,17 +123,6 @@ export async function signCharge(deps: ChannelDeps, request: ChargeRequest, now:
       );
       const message = voucherMessage(new PublicKey(session.channel), voucher);
       const signature = bs58.encode(signer.sign(message));
-      await insertSignedCharge(client, {
-        channel: session.channel,
-        sequence: voucher.sequence,
-        paymentId,
-        amountUnits: request.amountUnits,
-        cumulativeUnits: voucher.cumulativeUnits,
-        endpoint: text,
-        endpointHash: hash,
-        digest: voucher.chargesDigest,
-        signature,
-      });
       const charge: SignedCharge = {
         channel: session.channel,
         sequence: voucher.sequence,
@@ -148,6 +137,7 @@ export async function signCharge(deps: ChannelDeps, request: ChargeRequest, now:
         signer: session.payer,
         depositUnits: session.depositUnits,
       };
+      await insertSignedCharge(client, charge);
       return { outcome: "signed", charge } as const;
     },
     { isolation: "read committed" },

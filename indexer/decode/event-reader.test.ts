@@ -14,22 +14,11 @@ import {
 } from "../../programs/payment_ledger/ts/index.js";
 import { readEvent } from "./event-reader.js";
 import { eventPayload } from "./payload.js";
+import { mulberry32 } from "../../test/support/random.js";
 
 const { BN } = anchor;
 const coder = new BorshCoder(PAYMENT_LEDGER_IDL);
 const EVENTS_PER_LAYOUT = 400;
-
-/** mulberry32: a small seeded generator, so every run checks the same events. */
-function generator(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 class Random {
   constructor(readonly next: () => number) {}
@@ -167,7 +156,7 @@ describe("the hand-written event reader", () => {
 
   for (const [index, name] of NAMES.entries()) {
     it(`reads random ${name} events to the payload the IDL coder gives`, () => {
-      const random = new Random(generator(0x5eed + index));
+      const random = new Random(mulberry32(0x5eed + index));
       for (let i = 0; i < EVENTS_PER_LAYOUT; i += 1) {
         const data = encode(name, EVENT_FIELDS[name](random));
         const expected = byCoder(data);
@@ -178,7 +167,7 @@ describe("the hand-written event reader", () => {
   }
 
   it("fails on every truncated event the coder was given whole", () => {
-    const random = new Random(generator(0x7a11));
+    const random = new Random(mulberry32(0x7a11));
     for (let i = 0; i < 400; i += 1) {
       const name = NAMES[random.int(NAMES.length)]!;
       const data = encode(name, EVENT_FIELDS[name](random));
@@ -188,7 +177,7 @@ describe("the hand-written event reader", () => {
   });
 
   it("agrees with the coder on events with one byte corrupted (bad tags fail in both)", () => {
-    const random = new Random(generator(0xbad));
+    const random = new Random(mulberry32(0xbad));
     let failures = 0;
     for (let i = 0; i < 2_000; i += 1) {
       const name = NAMES[random.int(NAMES.length)]!;
@@ -204,7 +193,7 @@ describe("the hand-written event reader", () => {
   });
 
   it("returns null for a discriminator that is not one of ours", () => {
-    const data = encode("ChannelToppedUp", EVENT_FIELDS.ChannelToppedUp(new Random(generator(1))));
+    const data = encode("ChannelToppedUp", EVENT_FIELDS.ChannelToppedUp(new Random(mulberry32(1))));
     data[0] = data[0]! ^ 0xff;
     expect(byCoder(data)).toBeNull();
     expect(readEvent(data)).toBeNull();

@@ -22,23 +22,13 @@ import { rebuildProjections } from "../../indexer/store/rebuild.js";
 import { EVENT_IX_TAG, eventAuthorityPda, PAYMENT_LEDGER_IDL, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "./fresh-database.js";
 import { projectionSnapshot, snapshotDifference } from "./read-models.js";
+import { mulberry32 } from "../support/random.js";
 
 const { BN } = anchor;
 const coder = new BorshCoder(PAYMENT_LEDGER_IDL);
 const programId = PAYMENT_LEDGER_PROGRAM_ID.toBase58();
 const authority = eventAuthorityPda().address.toBase58();
 const options = { cluster: "devnet" };
-
-function generator(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 function eventData(name: string, fields: Record<string, unknown>): Uint8Array {
   const discriminator = PAYMENT_LEDGER_IDL.events!.find((event) => event.name === name)!.discriminator;
@@ -63,7 +53,7 @@ interface History {
 
 /** A random history: trees of payments under invocations, opened in the same stream or not. */
 function randomHistory(seed: number, size: number): History {
-  const random = generator(seed);
+  const random = mulberry32(seed);
   const int = (n: number): number => Math.floor(random() * n);
   const agents = Array.from({ length: 6 }, () => Keypair.generate().publicKey);
   const mint = Keypair.generate().publicKey;
@@ -193,7 +183,7 @@ describe("projections written from memory equal a rebuild from the event store",
       listener.on("notification", (message) => notified.push(JSON.parse(message.payload!).txHash));
       await listener.query(`LISTEN ${LEDGER_TRANSACTIONS_CHANNEL}`);
       try {
-        const random = generator(seed * 7);
+        const random = mulberry32(seed * 7);
         await ingestBatch(db.pool, { transactions: [], settlements: history.settlements }, options);
         for (let start = 0; start < decoded.length; ) {
           const size = 1 + Math.floor(random() * 120);

@@ -16,8 +16,9 @@
  */
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../../../../programs/payment_ledger/ts/index.js";
 import { publicAgentId } from "../../../shared/agent-ids.js";
-import { badRequest, httpError, problemResponse } from "../../../shared/http/problem.js";
+import { badRequest, httpError } from "../../../shared/http/problem.js";
 import { runExternalEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
+import { budgetExceededAnswer, policyViolationAnswer } from "../refusals.js";
 import { objectBody, optionalString, requireActiveAgent, stringField } from "../../../shared/http/input.js";
 import { isRecord, JsonNumber, type JsonValue } from "../../../shared/http/json.js";
 import { json } from "../../../shared/http/router.js";
@@ -162,40 +163,10 @@ async function openRoute(context: RouteContext): Promise<RouteResponse> {
 
 function openAnswer(result: OpenResult): RouteResponse {
   if (result.outcome === "budget_exceeded") {
-    const { refusal } = result;
-    return problemResponse(
-      httpError("BUDGET_EXCEEDED", refusal.reason, {
-        errorClass: "BudgetExceededError",
-        reason: refusal.reason,
-        reasonCode: refusal.reasonCode,
-        requested: refusal.requested,
-        limit: refusal.limit,
-        unit: refusal.unit,
-        parentTxHash: result.parentTxHash,
-        rejectionId: result.rejectionId,
-      }),
-    );
+    return budgetExceededAnswer(result.refusal, { parentTxHash: result.parentTxHash, rejectionId: result.rejectionId });
   }
-  if (result.outcome === "policy_violation") return policyAnswer(result.decision, result.rejectionId);
+  if (result.outcome === "policy_violation") return policyViolationAnswer(result.decision, result.rejectionId);
   return json(201, sessionView(result.session));
-}
-
-function policyAnswer(
-  decision: { reason: string; errorClass: string; reasonCode: string; domain: string; requested: string; limit: string; unit: string },
-  rejectionId: string,
-): RouteResponse {
-  return problemResponse(
-    httpError("POLICY_VIOLATION", decision.reason, {
-      errorClass: decision.errorClass,
-      reason: decision.reason,
-      reasonCode: decision.reasonCode,
-      domain: decision.domain,
-      requested: decision.requested,
-      limit: decision.limit,
-      unit: decision.unit,
-      rejectionId,
-    }),
-  );
 }
 
 async function getRoute(context: RouteContext): Promise<RouteResponse> {
@@ -211,7 +182,7 @@ async function voucherRoute(context: RouteContext): Promise<RouteResponse> {
   const endpoint = stringField(body.endpoint, "endpoint", 2_048);
   const amountUnits = usdcField(body.amount, "amount");
   const result = await requireChannels(context).sign({ channel, accountId: context.caller.accountId, endpoint, amountUnits }, context.now);
-  if (result.outcome === "policy_violation") return policyAnswer(result.decision, result.rejectionId);
+  if (result.outcome === "policy_violation") return policyViolationAnswer(result.decision, result.rejectionId);
   return json(200, voucherView(result.charge));
 }
 

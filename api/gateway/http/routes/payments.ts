@@ -64,7 +64,8 @@ import { runDatabaseEffect, type RouteResponse } from "../../../shared/http/idem
 import { objectBody, optionalString, plainJson, requireActiveAgent, requireAgent, stringField } from "../../../shared/http/input.js";
 import { parseMoneyObject } from "../../../shared/http/money.js";
 import { usdcJson } from "../../../shared/money.js";
-import { badRequest, httpError, problemResponse } from "../../../shared/http/problem.js";
+import { badRequest, httpError } from "../../../shared/http/problem.js";
+import { budgetExceededAnswer, policyViolationAnswer } from "../refusals.js";
 import { json } from "../../../shared/http/router.js";
 import { checkPayee } from "../../settlement/payee.js";
 import type { SignedTransfers, TransferOffer } from "../../transfers/index.js";
@@ -159,36 +160,13 @@ function transferOffers(context: RouteContext, body: Record<string, unknown>, en
 
 function authorizeAnswer(agentId: string, result: AuthorizeResult): RouteResponse {
   if (result.outcome === "budget_exceeded") {
-    const { refusal } = result;
-    return problemResponse(
-      httpError("BUDGET_EXCEEDED", refusal.reason, {
-        errorClass: "BudgetExceededError",
-        reason: refusal.reason,
-        reasonCode: refusal.reasonCode,
-        requested: refusal.requested,
-        limit: refusal.limit,
-        unit: refusal.unit,
-        parentTxHash: result.parentTxHash,
-        invocation: result.invocation,
-        rejectionId: result.rejectionId,
-      }),
-    );
+    return budgetExceededAnswer(result.refusal, {
+      parentTxHash: result.parentTxHash,
+      invocation: result.invocation,
+      rejectionId: result.rejectionId,
+    });
   }
-  if (result.outcome === "policy_violation") {
-    const { decision } = result;
-    return problemResponse(
-      httpError("POLICY_VIOLATION", decision.reason, {
-        errorClass: decision.errorClass,
-        reason: decision.reason,
-        reasonCode: decision.reasonCode,
-        domain: decision.domain,
-        requested: decision.requested,
-        limit: decision.limit,
-        unit: decision.unit,
-        rejectionId: result.rejectionId,
-      }),
-    );
-  }
+  if (result.outcome === "policy_violation") return policyViolationAnswer(result.decision, result.rejectionId);
   const common = {
     agentId,
     reservationId: result.reservationId,

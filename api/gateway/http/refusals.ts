@@ -1,0 +1,45 @@
+/**
+ * The problem answers of a payment the spend policy refused, as every route that reserves money
+ * gives them (a payment's authorize, a channel's open): spec 7's error classes with the refusal's
+ * reason text, amounts and the recorded rejection's id.
+ */
+import type { RouteResponse } from "../../shared/http/idempotency.js";
+import { httpError, problemResponse } from "../../shared/http/problem.js";
+import type { PolicyRejected } from "../../shared/policy/engine.js";
+import type { ReservationRefusal } from "../../shared/policy/store.js";
+
+/** 403 POLICY_VIOLATION: the agent's spend policy refused the payment. */
+export function policyViolationAnswer(decision: PolicyRejected, rejectionId: string): RouteResponse {
+  return problemResponse(
+    httpError("POLICY_VIOLATION", decision.reason, {
+      errorClass: decision.errorClass,
+      reason: decision.reason,
+      reasonCode: decision.reasonCode,
+      domain: decision.domain,
+      requested: decision.requested,
+      limit: decision.limit,
+      unit: decision.unit,
+      rejectionId,
+    }),
+  );
+}
+
+/** 422 BUDGET_EXCEEDED: the invocation under `parentTxHash` has not enough budget left. */
+export function budgetExceededAnswer(
+  refusal: ReservationRefusal,
+  context: { readonly parentTxHash: string | null; readonly invocation?: string | null; readonly rejectionId: string },
+): RouteResponse {
+  return problemResponse(
+    httpError("BUDGET_EXCEEDED", refusal.reason, {
+      errorClass: "BudgetExceededError",
+      reason: refusal.reason,
+      reasonCode: refusal.reasonCode,
+      requested: refusal.requested,
+      limit: refusal.limit,
+      unit: refusal.unit,
+      parentTxHash: context.parentTxHash,
+      ...(context.invocation === undefined ? {} : { invocation: context.invocation }),
+      rejectionId: context.rejectionId,
+    }),
+  );
+}

@@ -19,7 +19,20 @@ import type pg from "pg";
 export const CHANNEL_PROJECTION_TABLES = ["channels", "channel_settlements", "channel_payments"] as const;
 
 /** Written literally in the queries so the partial index `chain_events_channel` applies. */
-const CHANNEL_EVENTS_SQL = `('ChannelOpened', 'ChannelToppedUp', 'ChannelSettled', 'ChannelCloseRequested', 'ChannelClosed')`;
+/** The program's channel events: the only events this module projects or announces. */
+const CHANNEL_EVENT_NAMES: ReadonlySet<string> = new Set([
+  "ChannelOpened",
+  "ChannelToppedUp",
+  "ChannelSettled",
+  "ChannelCloseRequested",
+  "ChannelClosed",
+]);
+const CHANNEL_EVENTS_SQL = `(${[...CHANNEL_EVENT_NAMES].map((name) => `'${name}'`).join(", ")})`;
+
+/** Whether an event is one of the channel events (ingest passes only those, and none when a batch has none). */
+export function isChannelEvent(name: string): boolean {
+  return CHANNEL_EVENT_NAMES.has(name);
+}
 
 /** A bound on one derivation: channels touched by a batch are re-derived this many at a time. */
 export const CHANNELS_PER_DERIVATION = 500;

@@ -8,7 +8,7 @@ import type pg from "pg";
 import { withTransaction } from "../db/database.js";
 import type { DecodedEvent, DecodedTransaction } from "../decode/transaction.js";
 import type { SettlementTransfer } from "../decode/settlement.js";
-import { notifyChannelEvents, projectChannelEvents } from "./channels.js";
+import { isChannelEvent, notifyChannelEvents, projectChannelEvents } from "./channels.js";
 import { batchInput, eventKey } from "./projection-input.js";
 import {
   LEDGER_TRANSACTIONS_CHANNEL,
@@ -164,9 +164,10 @@ export async function ingestBatch(pool: pg.Pool, batch: IngestBatch, options: Pr
     // The projections read the batch from memory; each new payment notifies the live feed.
     if (stored.length > 0) {
       await projectInput(client, batchInput(stored), { ...options, notify: true });
-      const ids = stored.map((s) => s.id);
-      await projectChannelEvents(client, ids);
-      await notifyChannelEvents(client, ids);
+      // Most batches carry no channel event: then the channel read model costs no statement.
+      const channelIds = stored.filter((s) => isChannelEvent(s.event.name)).map((s) => s.id);
+      await projectChannelEvents(client, channelIds);
+      await notifyChannelEvents(client, channelIds);
     }
     await projectSettlements(client, settlements);
     if (batch.finalizedSlot !== undefined) await projectFinality(client, batch.finalizedSlot);

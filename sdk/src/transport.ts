@@ -14,6 +14,7 @@
 import { randomUUID } from "node:crypto";
 import { AuthenticationError, errorFromProblem, PaymentError, ServiceError } from "./errors.js";
 import { backoffDelayMs, DEFAULT_RETRY, isNetworkFailure, parseRetryAfter, type RetryOptions, sleep, withTimeout } from "./retry.js";
+import { checkText, checkTexts } from "./text-input.js";
 
 export type FetchFunction = (input: string | URL, init?: RequestInit) => Promise<Response>;
 
@@ -89,6 +90,10 @@ export class Transport {
   }
 
   async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    // Nothing leaves with a character the gateway cannot store (text-input.ts).
+    checkText("path", path);
+    checkTexts("", options.query ?? {});
+    checkTexts("", options.body);
     const upper = method.toUpperCase();
     const url = this.url(path, options.query);
     const headers: Record<string, string> = { accept: "application/json, application/problem+json", ...options.headers };
@@ -112,6 +117,7 @@ export class Transport {
 
   /** POST /graphql; a GraphQL error with `extensions.code` becomes the typed error. */
   async graphql<T>(query: string, variables: Record<string, unknown> = {}, signal?: AbortSignal): Promise<T> {
+    checkTexts("", variables);
     const url = this.url("/graphql");
     const headers = {
       accept: "application/graphql-response+json, application/json",

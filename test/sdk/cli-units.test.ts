@@ -135,8 +135,9 @@ describe("command line", () => {
     [["transactions", "list", "--window", "7d"], /takes no option --window/],
     [["policies", "get"], /needs <agent>/],
     [["policies", "get", "a", "b"], /unexpected argument "b"/],
-    [["spend", "--bogus"], /Unknown option/],
-    [["spend", "--agent"], /argument missing/],
+    [["spend", "--bogus"], /^unknown option --bogus$/],
+    [["spend", "--agent"], /^--agent needs a value$/],
+    [["spend", "--json=1"], /^--json takes no value$/],
   ])("%j is a usage error", (argv, message) => {
     expect(() => parseCommandLine(argv as string[])).toThrow(message);
   });

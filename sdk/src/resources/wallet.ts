@@ -47,7 +47,7 @@ export class WalletOperations {
    * One operation as it stands now (a pending one is looked up on the chain by the gateway): how
    * a `pending` answer is followed up.
    */
-  operation(operationId: string): Promise<WalletOperation> {
+  async operation(operationId: string): Promise<WalletOperation> {
     if (typeof operationId !== "string" || !/^[1-9][0-9]{0,18}$/.test(operationId))
       throw new TypeError("operationId must be a wallet operation id");
     return this.transport.request<WalletOperation>("GET", `${this.agentPath}/wallet/operations/${operationId}`);

@@ -283,7 +283,7 @@ export class PayFlow {
         signal: context.signal,
       });
     } catch (error) {
-      if (error instanceof ApiUnreachableError) throw new PaymentError(error.message, { cause: error });
+      if (error instanceof ApiUnreachableError) throw new PaymentError(error.message, { cause: error, code: "API_UNREACHABLE" });
       throw error;
     }
   }

@@ -26,6 +26,7 @@ from . import wire_json
 from .effects import Flow, HttpAnswer, HttpRequest, NetworkFailure, send, sleep
 from .errors import AuthenticationError, PaymentError, ServiceError, error_from_problem
 from .retry import RetryOptions, backoff_delay, parse_retry_after
+from .text_input import check_text, check_texts
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
@@ -94,6 +95,11 @@ class Transport:
         idempotency_key: str | None = None,
     ) -> Flow[Any]:
         """The answer's JSON (``None`` when empty), or the typed error; retried as the module says."""
+        # Nothing leaves with a character the gateway cannot store (text_input.py).
+        check_text("path", path)
+        check_texts("", dict(query or {}))
+        if not isinstance(body, _NoBody):
+            check_texts("", body)
         upper = method.upper()
         headers = {"accept": "application/json, application/problem+json", "authorization": f"Bearer {self.__api_key}"}
         content: bytes | None = None

@@ -14,7 +14,10 @@
 import { randomUUID } from "node:crypto";
 import { AuthenticationError, errorFromProblem, PaymentError, ServiceError } from "./errors.js";
 import { backoffDelayMs, DEFAULT_RETRY, isNetworkFailure, parseRetryAfter, type RetryOptions, sleep, withTimeout } from "./retry.js";
-import { checkText, checkTexts } from "./text-input.js";
+import { checkText, checkTexts, InvalidInputError } from "./text-input.js";
+
+/** The longest request URL sent: the gateway's HTTP server refuses a longer request head (16 KiB). */
+const MAX_URL_LENGTH = 16_384;
 
 export type FetchFunction = (input: string | URL, init?: RequestInit) => Promise<Response>;
 
@@ -155,7 +158,12 @@ export class Transport {
       if (value === undefined || value === null) continue;
       url.searchParams.set(key, String(value));
     }
-    return url.toString();
+    const text = url.toString();
+    if (text.length > MAX_URL_LENGTH) {
+      const longest = Object.entries(query ?? {}).sort((a, b) => String(b[1] ?? "").length - String(a[1] ?? "").length)[0]?.[0] ?? "path";
+      throw new InvalidInputError(longest, `too long: the request URL would exceed ${MAX_URL_LENGTH} characters`);
+    }
+    return text;
   }
 
   /**

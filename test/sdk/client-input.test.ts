@@ -16,7 +16,7 @@ import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startSystem, type System } from "../../scripts/system.js";
 import { runCli } from "../../sdk/src/cli/main.js";
-import { Client, DomainNotAllowedError, type FetchFunction, InvalidInputError, ServiceError } from "../../sdk/src/index.js";
+import { Client, DomainNotAllowedError, type FetchFunction, InvalidInputError, PaymentError, ServiceError } from "../../sdk/src/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 
 let db: FreshDatabase;
@@ -121,6 +121,21 @@ describe("pay checks the domain rules before the first request leaves", () => {
     await sdk.policies.set({ blockedDomains: ["127.0.0.1"] });
     await expect(sdk.pay({ endpoint: `http://127.0.0.1:${port}/gone` })).rejects.toBeInstanceOf(DomainNotAllowedError);
     expect(outside.count).toBe(0);
+  });
+});
+
+describe("an unreachable API", () => {
+  it("is a PaymentError with code API_UNREACHABLE (nothing was paid)", async () => {
+    await account().agents.create({ agentId: "unreachable" });
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const error = await client("unreachable")
+      .pay({ endpoint: `http://127.0.0.1:${port}/gone` })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PaymentError);
+    expect(error).toMatchObject({ code: "API_UNREACHABLE" });
   });
 });
 

@@ -15,6 +15,7 @@ import { runCli } from "../../sdk/src/cli/main.js";
 import { formatRateLimit, parseRateLimit, parseRateWindow } from "../../sdk/src/cli/rate-limit.js";
 import { formatFields, formatTable } from "../../sdk/src/cli/table.js";
 import { EXIT_API_ERROR, EXIT_USAGE, exitStatusOf, UsageError } from "../../sdk/src/cli/usage.js";
+import { InvalidInputError } from "../../sdk/src/text-input.js";
 import {
   AuthenticationError,
   BudgetExceededError,
@@ -280,6 +281,7 @@ describe("renderers", () => {
 describe("exit status", () => {
   it("is derived from the error's class: UsageError 2, every ServiceError class 1, anything else 1", () => {
     expect(exitStatusOf(new UsageError("bad option"))).toBe(EXIT_USAGE);
+    expect(exitStatusOf(new InvalidInputError("name", "contains a control character"))).toBe(EXIT_USAGE);
     for (const error of [
       new ServiceError("x", { code: "NOT_FOUND", status: 404 }),
       new PolicyViolationError("per_call_limit_exceeded: requested 2 usdc, limit is 1 usdc"),

@@ -6,11 +6,11 @@
  * problem (a stand-in for the gateway: only what leaves the client is under test).
  */
 import { describe, expect, it } from "vitest";
-import { mulberry32 } from "../../test/support/random.js";
-import { Client } from "./client.js";
-import { ServiceError } from "./errors.js";
-import { MoneyFormatError } from "./money.js";
-import { checkTexts, findUnstorable, InvalidInputError } from "./text-input.js";
+import { mulberry32 } from "../support/random.js";
+import { Client } from "../../sdk/src/client.js";
+import { ServiceError } from "../../sdk/src/errors.js";
+import { MoneyFormatError } from "../../sdk/src/money.js";
+import { checkTexts, findUnstorable, InvalidInputError } from "../../sdk/src/text-input.js";
 
 describe("findUnstorable", () => {
   it.each([

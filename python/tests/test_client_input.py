@@ -46,7 +46,9 @@ MakeClient = Callable[..., AnyClient]
     [
         ("plain", None),
         ("émoji 😀 中文", None),
-        ("\x80 C1 is stored", None),
+        ("\xa0 no-break space and \ufffd", None),
+        ("c1\x85", "U+0085"),
+        ("c1\x9f", "U+009F"),
         ("a\x00b", "U+0000"),
         ("tab\there", "U+0009"),
         ("del\x7f", "U+007F"),
@@ -184,6 +186,7 @@ async def test_a_blocked_host_receives_nothing(
         await done(client.pay(f"{origin}/data", method="POST", body={"secret": "x"}))
     assert raised.value.domain == "127.0.0.1"
     assert raised.value.reason_code == "domain_blocked"
+    assert raised.value.reason == "domain_blocked: 127.0.0.1 is blocked by the policy (blockedDomains entry 127.0.0.1)"
     assert len(arrivals) == before
     # Down: still the domain refusal, not PaymentError.
     with pytest.raises(DomainNotAllowedError):

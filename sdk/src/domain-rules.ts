@@ -12,6 +12,8 @@
  * below), hosts compared lower-cased in ASCII (punycode) without a trailing dot. The two lists
  * are kept equal by test/sdk/domain-rules.test.ts.
  *
+ * The refusal texts are the gateway's (api/shared/policy/reasons.ts), word for word.
+ *
  * The policy is read from the gateway (`GET /v1/policies/{agentId}`) and kept for a short time,
  * shared by a client and its `withParent` copies; `policies.set` / `clear` through the same
  * client forget it at once.
@@ -112,11 +114,11 @@ export interface DomainRules {
 export function domainRefusal(rules: DomainRules, host: string): DomainNotAllowedError | null {
   const blocked = findMatch(rules.blockedDomains, host);
   if (blocked !== null) {
-    const reason = `domain_blocked: ${host} is blocked by the blockedDomains entry ${blocked}`;
+    const reason = `domain_blocked: ${host} is blocked by the policy (blockedDomains entry ${blocked})`;
     return new DomainNotAllowedError(reason, host, { code: "POLICY_VIOLATION", reasonCode: "domain_blocked" });
   }
   if (rules.allowedDomains !== null && findMatch(rules.allowedDomains, host) === null) {
-    const reason = `domain_not_allowed: ${host} is not on allowedDomains`;
+    const reason = `domain_not_allowed: ${host} is not on the policy's allowedDomains`;
     return new DomainNotAllowedError(reason, host, { code: "POLICY_VIOLATION", reasonCode: "domain_not_allowed" });
   }
   return null;

@@ -1,19 +1,19 @@
 /**
  * The characters a text input may carry: the same rule as the gateway's (docs/rest.md "Text
- * fields"). Refused: the C0 controls U+0000-U+001F, DEL U+007F, and lone UTF-16 surrogates (a
- * string that is not valid Unicode). PostgreSQL cannot store U+0000, and a control character in
- * an id, a name or a URL is never what the caller meant. Everything else (any script, emoji) is
- * accepted.
+ * fields"). Refused: the C0 controls U+0000-U+001F, DEL and the C1 controls U+007F-U+009F, and
+ * lone UTF-16 surrogates (a string that is not valid Unicode). PostgreSQL cannot store U+0000, and
+ * a control character in an id, a name or a URL is never what the caller meant. Everything else
+ * (any script, emoji) is accepted.
  *
  * The client checks every string it is about to send (the request path, query, JSON body and
  * headers, and `pay`'s endpoint and headers) before anything leaves, so a bad value is an
  * `InvalidInputError` naming the field instead of a round trip or a crash in `encodeURIComponent`.
  */
 
-/** A C0 control, DEL, or a surrogate half that is not part of a pair. */
+/** A C0 control, DEL or a C1 control, or a surrogate half that is not part of a pair. */
 // With the `u` flag a surrogate pair is one code point, so the surrogate range matches only halves.
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is this pattern's purpose.
-const UNSTORABLE = /[\u0000-\u001f\u007f\ud800-\udfff]/u;
+const UNSTORABLE = /[\u0000-\u001f\u007f-\u009f\ud800-\udfff]/u;
 
 /**
  * A caller's value the client refuses to send. A `TypeError` (as every other argument check of

@@ -82,7 +82,12 @@ describe("pay checks the domain rules before the first request leaves", () => {
     const before = arrivals;
     const error = await sdk.pay({ endpoint: `${countedOrigin}/data`, method: "POST", body: { secret: "x" } }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DomainNotAllowedError);
-    expect(error).toMatchObject({ domain: "127.0.0.1", reasonCode: "domain_blocked" });
+    expect(error).toMatchObject({
+      domain: "127.0.0.1",
+      reasonCode: "domain_blocked",
+      // The gateway's wording (api/shared/policy/reasons.ts), word for word.
+      reason: "domain_blocked: 127.0.0.1 is blocked by the policy (blockedDomains entry 127.0.0.1)",
+    });
     expect(arrivals).toBe(before);
     expect(outside.count).toBe(0);
 
@@ -101,7 +106,11 @@ describe("pay checks the domain rules before the first request leaves", () => {
     const before = arrivals;
     const error = await sdk.pay({ endpoint: `${countedOrigin}/data` }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DomainNotAllowedError);
-    expect(error).toMatchObject({ domain: "127.0.0.1", reasonCode: "domain_not_allowed" });
+    expect(error).toMatchObject({
+      domain: "127.0.0.1",
+      reasonCode: "domain_not_allowed",
+      reason: "domain_not_allowed: 127.0.0.1 is not on the policy's allowedDomains",
+    });
     expect(arrivals).toBe(before);
     expect(outside.count).toBe(0);
     await sdk.policies.set({ allowedDomains: ["localhost"] });

@@ -16,7 +16,9 @@ describe("findUnstorable", () => {
   it.each([
     ["plain", null],
     ["émoji 😀 and 中文", null],
-    ["\u0080 is a C1 control, stored fine", null],
+    ["\u00a0 no-break space and \ufffd", null],
+    ["c1\u0085", "U+0085"],
+    ["c1\u009f", "U+009F"],
     ["a\u0000b", "U+0000"],
     ["tab\there", "U+0009"],
     ["line\nbreak", "U+000A"],

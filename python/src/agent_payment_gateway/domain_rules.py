@@ -87,10 +87,10 @@ def domain_refusal(rules: DomainRules, host: str) -> DomainNotAllowedError | Non
     """The refusal for ``host`` under ``rules``, or None when it may be called."""
     blocked = find_match(rules.blocked_domains, host)
     if blocked is not None:
-        reason = f"domain_blocked: {host} is blocked by the blockedDomains entry {blocked}"
+        reason = f"domain_blocked: {host} is blocked by the policy (blockedDomains entry {blocked})"
         return DomainNotAllowedError(reason, host, code="POLICY_VIOLATION", reason_code="domain_blocked")
     if rules.allowed_domains is not None and find_match(rules.allowed_domains, host) is None:
-        reason = f"domain_not_allowed: {host} is not on allowedDomains"
+        reason = f"domain_not_allowed: {host} is not on the policy's allowedDomains"
         return DomainNotAllowedError(reason, host, code="POLICY_VIOLATION", reason_code="domain_not_allowed")
     return None
 

@@ -1,7 +1,8 @@
 """The characters a text input may carry: the gateway's rule (docs/rest.md "Text fields"), as the
-TypeScript client's ``text-input.ts``. Refused: the C0 controls U+0000-U+001F, DEL U+007F, and
-surrogate code points (a ``str`` holding one cannot be encoded as UTF-8). PostgreSQL cannot store
-U+0000, and a control character in an id, a name or a URL is never what the caller meant.
+TypeScript client's ``text-input.ts``. Refused: the C0 controls U+0000-U+001F, DEL and the C1
+controls U+007F-U+009F, and surrogate code points (a ``str`` holding one cannot be encoded as
+UTF-8). PostgreSQL cannot store U+0000, and a control character in an id, a name or a URL is never
+what the caller meant.
 
 The client checks every string it is about to send (the request path, query and JSON body, and
 ``pay``'s endpoint, method and headers) before anything leaves: a bad value is an
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-_UNSTORABLE = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+_UNSTORABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class InvalidInputError(TypeError):

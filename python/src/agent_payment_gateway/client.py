@@ -184,7 +184,9 @@ class Client:
         agent's spend policy and returns the paid answer as ``PaidResult`` (spec 2.3), or the
         answer as ``UnpaidResult`` when the endpoint asked for no payment. ``body`` is sent as JSON
         (a ``str`` or ``bytes`` as it is). ``idempotency_key`` makes the payment authorization
-        idempotent across calls: a repeated ``pay`` with the same key never pays twice."""
+        idempotent across calls: a repeated ``pay`` with the same key never pays twice. Before the
+        first request leaves, the arguments are checked (``InvalidInputError``) and the agent's
+        domain rules applied: a refused host gets nothing (``DomainNotAllowedError``)."""
         context = pay_request(endpoint, method, headers, body)
         return self._run(self._operations.pay.pay(context, idempotency_key, PayExtras()))
 

@@ -36,7 +36,7 @@ describe("findUnstorable", () => {
     expect(() => checkTexts("", { policy: { allowedDomains: ["ok.com", "bad\u0000.com"] } })).toThrow(
       expect.objectContaining({ field: "policy.allowedDomains[1]", code: "BAD_USER_INPUT" }),
     );
-    expect(() => checkTexts("", { ["key\u0001"]: 1 })).toThrow(InvalidInputError);
+    expect(() => checkTexts("", { "key\u0001": 1 })).toThrow(InvalidInputError);
     expect(new InvalidInputError("name", "x")).toBeInstanceOf(TypeError);
   });
 });

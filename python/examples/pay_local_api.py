@@ -19,25 +19,12 @@ from decimal import Decimal
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-import httpx
-
 from agent_payment_gateway import Client, PaidResult, PolicyViolationError
 from agent_payment_gateway.server import GateAnswer, X402Gate, X402Options
 
 API_KEY = os.environ["API_KEY"]
 BASE_URL = os.environ.get("BASE_URL", "http://127.0.0.1:4000")
 SUFFIX = uuid.uuid4().hex[:6]  # new agents each run
-
-
-def register(agent_id: str) -> str:
-    """Agent registration is not a client operation: one REST call. Answers the wallet address."""
-    answer = httpx.post(
-        f"{BASE_URL}/v1/agents",
-        json={"agentId": agent_id},
-        headers={"authorization": f"Bearer {API_KEY}", "idempotency-key": str(uuid.uuid4())},
-    )
-    answer.raise_for_status()
-    return str(answer.json()["address"])
 
 
 class QuietHandler(WSGIRequestHandler):
@@ -64,15 +51,16 @@ def paid_api(gate: X402Gate) -> Any:
 
 def main() -> None:
     buyer = f"researcher-{SUFFIX}"
-    register(buyer)
-    seller_wallet = register(f"weather-api-{SUFFIX}")
-    gate = X402Gate(
-        X402Options(amount="50000", token="usdc", pay_to=seller_wallet, facilitator_url=BASE_URL, api_key=API_KEY)
-    )
-    server = make_server("127.0.0.1", 8081, paid_api(gate), handler_class=QuietHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-
     with Client(agent_id=buyer, api_key=API_KEY, base_url=BASE_URL) as client:
+        client.agents.create(buyer)  # a taken id is ServiceError code AGENT_EXISTS
+        seller = client.agents.create(f"weather-api-{SUFFIX}")  # its wallet receives the payments
+        assert seller.address is not None
+        gate = X402Gate(
+            X402Options(amount="50000", token="usdc", pay_to=seller.address, facilitator_url=BASE_URL, api_key=API_KEY)
+        )
+        server = make_server("127.0.0.1", 8081, paid_api(gate), handler_class=QuietHandler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+
         client.wallet.fund(Decimal("5"))
         client.policies.set(daily_budget=Decimal("2"), per_call_limit=Decimal("0.5"))
 

@@ -18,7 +18,7 @@ from decimal import Decimal
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIServer, make_server
 
-from pay_local_api import QuietHandler, paid_api, register
+from pay_local_api import QuietHandler, paid_api
 
 from agent_payment_gateway import AsyncClient, PaidResult, Usdc
 from agent_payment_gateway.server import X402Gate, X402Options
@@ -36,15 +36,18 @@ class ThreadingServer(ThreadingMixIn, WSGIServer):
 async def main() -> None:
     suffix = uuid.uuid4().hex[:6]
     buyer = f"async-researcher-{suffix}"
-    register(buyer)
-    seller_wallet = register(f"async-weather-api-{suffix}")
-    gate = X402Gate(
-        X402Options(amount="20000", token="usdc", pay_to=seller_wallet, facilitator_url=BASE_URL, api_key=API_KEY)
-    )
-    server = make_server("127.0.0.1", 8082, paid_api(gate), server_class=ThreadingServer, handler_class=QuietHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-
     async with AsyncClient(agent_id=buyer, api_key=API_KEY, base_url=BASE_URL) as client:
+        await client.agents.create(buyer)
+        seller = await client.agents.create(f"async-weather-api-{suffix}")  # its wallet receives the payments
+        assert seller.address is not None
+        gate = X402Gate(
+            X402Options(amount="20000", token="usdc", pay_to=seller.address, facilitator_url=BASE_URL, api_key=API_KEY)
+        )
+        server = make_server(
+            "127.0.0.1", 8082, paid_api(gate), server_class=ThreadingServer, handler_class=QuietHandler
+        )
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+
         await client.wallet.fund(Decimal("1"))
         results = await asyncio.gather(*(client.pay(f"http://127.0.0.1:8082/forecast/{n}") for n in range(10)))
         paid = [result for result in results if isinstance(result, PaidResult)]

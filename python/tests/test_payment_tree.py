@@ -150,6 +150,9 @@ async def test_invoke_builds_a_tree_whose_chain_totals_equal_typescripts(
         sorted((tx.depth, tx.agent_id, tx.parent_tx_hash) for tx in chain if tx.depth == 1)
         == [(1, sub.agent_id, root)] * 3
     )
+    # The chain's rows read their policy check as list and get do.
+    assert {tx.policy_check for tx in chain} == {"passed"}
+    assert (await done(orchestrator.transactions.get(root))).policy_check == "passed"
     python_totals = {
         "amount": str(sum((tx.amount_paid.usdc for tx in chain), Decimal(0))),
         "transactionCount": len(chain),

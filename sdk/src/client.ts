@@ -9,6 +9,7 @@
  * `Client`, `PaidResult` or `Transaction` from here keeps working.
  */
 import { ChannelSessionPayer, type ChannelSessionOptions } from "./channel-sessions.js";
+import { DomainRuleCache } from "./domain-rules.js";
 import { MppSessions } from "./sessions.js";
 import { type FetchFunction, Transport } from "./transport.js";
 import { type PaymentResult, PayFlow, type PayOptions, type PayShared, type ProtocolPreference } from "./pay.js";
@@ -22,7 +23,14 @@ export type { Usdc } from "./money.js";
 import type { Usdc } from "./money.js";
 export type { ChannelSessionOptions } from "./channel-sessions.js";
 export type { PaidResult, PaymentResult, PayOptions, Protocol, ProtocolPreference, UnpaidResult } from "./pay.js";
-export type { AgentEntry, AgentListOptions, ArchiveOptions, InvocationResult, InvokeOptions } from "./resources/agents.js";
+export type {
+  AgentEntry,
+  AgentListOptions,
+  ArchiveOptions,
+  CreateAgentOptions,
+  InvocationResult,
+  InvokeOptions,
+} from "./resources/agents.js";
 export type { Policy, PolicyFields, RateLimitWindow } from "./resources/policies.js";
 export type { Transaction, TransactionFilter } from "./resources/transactions.js";
 export type { Wallet, WalletOperation } from "./resources/wallet.js";
@@ -93,7 +101,10 @@ export class Client {
     this.#shared = shared ?? Client.#newShared(options);
     const transport = this.#shared.transport;
     this.wallet = new WalletOperations(transport, `/v1/agents/${encodeURIComponent(this.agentId)}`);
-    this.policies = new PolicyOperations(transport, `/v1/policies/${encodeURIComponent(this.agentId)}`);
+    const domainRules = this.#shared.domainRules;
+    this.policies = new PolicyOperations(transport, `/v1/policies/${encodeURIComponent(this.agentId)}`, () =>
+      domainRules.forget(this.agentId),
+    );
     this.transactions = new TransactionOperations(transport, this.agentId);
     this.#payFlow = new PayFlow({ agentId: this.agentId, parentTxHash, shared: this.#shared, wallet: this.wallet });
     this.agents = new AgentOperations(transport, this.agentId, (payOptions, extras) => this.#payFlow.pay(payOptions, extras));
@@ -116,6 +127,7 @@ export class Client {
       sessions: new MppSessions(),
       options: { ...options, apiKey: "" },
       fetch: fetchFn,
+      domainRules: new DomainRuleCache(transport),
       ...(channels === undefined || channels === false
         ? {}
         : { channelSessions: new ChannelSessionPayer(transport, fetchFn, channels === true ? {} : channels) }),

@@ -54,9 +54,10 @@ export const GATEWAY_ERROR_CODES = [
 /**
  * Codes this client sets on errors it builds itself: the paid request failed and releasing the
  * reservation showed the payment is being settled (may still land) or was settled (the money
- * moved, the answer was lost). Never a gateway code.
+ * moved, the answer was lost). `API_UNREACHABLE`: the paid API gave no answer to the unpaid first
+ * request (nothing was paid). Never a gateway code.
  */
-export const CLIENT_ERROR_CODES = ["PAYMENT_OUTCOME_UNKNOWN", "PAYMENT_SETTLED_ANSWER_LOST"] as const;
+export const CLIENT_ERROR_CODES = ["PAYMENT_OUTCOME_UNKNOWN", "PAYMENT_SETTLED_ANSWER_LOST", "API_UNREACHABLE"] as const;
 
 /** A code the gateway answers with (the union mirrors the server's registry exactly). */
 export type GatewayErrorCode = (typeof GATEWAY_ERROR_CODES)[number];

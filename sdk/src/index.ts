@@ -23,6 +23,7 @@ export {
   type KnownErrorCode,
   type ServiceErrorOptions,
 } from "./errors.js";
+export { InvalidInputError } from "./text-input.js";
 export { decimalToUnits, MoneyFormatError, moneyToUnits, unitsToDecimal, unitsToUsdc, usdcToUnits, USDC_DECIMALS } from "./money.js";
 export { Transport, type FetchFunction, type QueryValue, type RequestOptions, type TransportOptions } from "./transport.js";
 export {
@@ -32,6 +33,7 @@ export {
   explorerUrl,
   type AgentEntry,
   type AgentListOptions,
+  type CreateAgentOptions,
   type ArchiveOptions,
   type ClientOptions,
   type InvocationResult,

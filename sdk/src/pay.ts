@@ -49,6 +49,8 @@ import {
   readUptoRequirement,
   type SessionChallenge,
 } from "./channel-sessions.js";
+import type { DomainRuleCache } from "./domain-rules.js";
+import { checkText, InvalidInputError } from "./text-input.js";
 import type { FetchFunction, Transport } from "./transport.js";
 
 export type Protocol = "x402" | "mpp";
@@ -121,6 +123,8 @@ export interface PayShared {
   /** Set when the client pays MPP `session` challenges from payment channels (`channelSessions` option). */
   readonly channelSessions?: ChannelSessionPayer;
   readonly fetch: FetchFunction;
+  /** The agents' domain rules, checked before the first request to an endpoint leaves. */
+  readonly domainRules: DomainRuleCache;
   /** The client's `protocolPreference` option; omitted lets the agent's policy decide. */
   readonly protocolPreference?: ProtocolPreference;
   readonly explorerRpcUrl?: string;
@@ -176,6 +180,8 @@ export class PayFlow {
   /** Spec 4.7 `pay`, steps 1-7; `extras` only from `agents.invoke`. */
   async pay(options: PayOptions, extras: PayExtras): Promise<PaymentResult> {
     const context = this.#payContext(options);
+    // Spec 2.1's domain rules before anything is sent: a refused host receives nothing.
+    await this.#shared.domainRules.check(this.#agentId, new URL(context.endpoint), context.signal);
     const channels = extras.invocationBudget === undefined ? this.#shared.channelSessions : undefined;
     if (channels !== undefined) {
       // A known channel and a known price: the voucher goes with the first request (no 402).
@@ -236,7 +242,9 @@ export class PayFlow {
   }
 
   #payContext(options: PayOptions): PayContext {
-    if (typeof options?.endpoint !== "string") throw new TypeError("endpoint is required");
+    if (typeof options?.endpoint !== "string") throw new InvalidInputError("endpoint", "is required");
+    checkText("endpoint", options.endpoint);
+    if (options.method !== undefined) checkText("method", String(options.method));
     let url: URL;
     try {
       url = new URL(options.endpoint);
@@ -247,7 +255,11 @@ export class PayFlow {
     const method = (options.method ?? "GET").toUpperCase();
     if (!METHOD.test(method)) throw new TypeError(`method is not an HTTP method: ${options.method}`);
     const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(options.headers ?? {})) headers[name.toLowerCase()] = String(value);
+    for (const [name, value] of Object.entries(options.headers ?? {})) {
+      checkText(`headers.${name}`, name);
+      checkText(`headers.${name}`, String(value));
+      headers[name.toLowerCase()] = String(value);
+    }
     let body: string | undefined;
     if (options.body !== undefined && options.body !== null) {
       if (method === "GET" || method === "HEAD") throw new TypeError(`a ${method} request has no body`);
@@ -271,7 +283,7 @@ export class PayFlow {
         signal: context.signal,
       });
     } catch (error) {
-      if (error instanceof ApiUnreachableError) throw new PaymentError(error.message, { cause: error });
+      if (error instanceof ApiUnreachableError) throw new PaymentError(error.message, { cause: error, code: "API_UNREACHABLE" });
       throw error;
     }
   }

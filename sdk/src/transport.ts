@@ -14,6 +14,10 @@
 import { randomUUID } from "node:crypto";
 import { AuthenticationError, errorFromProblem, PaymentError, ServiceError } from "./errors.js";
 import { backoffDelayMs, DEFAULT_RETRY, isNetworkFailure, parseRetryAfter, type RetryOptions, sleep, withTimeout } from "./retry.js";
+import { checkText, checkTexts, InvalidInputError } from "./text-input.js";
+
+/** The longest request URL sent: the gateway's HTTP server refuses a longer request head (16 KiB). */
+const MAX_URL_LENGTH = 16_384;
 
 export type FetchFunction = (input: string | URL, init?: RequestInit) => Promise<Response>;
 
@@ -89,6 +93,10 @@ export class Transport {
   }
 
   async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    // Nothing leaves with a character the gateway cannot store (text-input.ts).
+    checkText("path", path);
+    checkTexts("", options.query ?? {});
+    checkTexts("", options.body);
     const upper = method.toUpperCase();
     const url = this.url(path, options.query);
     const headers: Record<string, string> = { accept: "application/json, application/problem+json", ...options.headers };
@@ -112,6 +120,7 @@ export class Transport {
 
   /** POST /graphql; a GraphQL error with `extensions.code` becomes the typed error. */
   async graphql<T>(query: string, variables: Record<string, unknown> = {}, signal?: AbortSignal): Promise<T> {
+    checkTexts("", variables);
     const url = this.url("/graphql");
     const headers = {
       accept: "application/graphql-response+json, application/json",
@@ -149,7 +158,12 @@ export class Transport {
       if (value === undefined || value === null) continue;
       url.searchParams.set(key, String(value));
     }
-    return url.toString();
+    const text = url.toString();
+    if (text.length > MAX_URL_LENGTH) {
+      const longest = Object.entries(query ?? {}).sort((a, b) => String(b[1] ?? "").length - String(a[1] ?? "").length)[0]?.[0] ?? "path";
+      throw new InvalidInputError(longest, `too long: the request URL would exceed ${MAX_URL_LENGTH} characters`);
+    }
+    return text;
   }
 
   /**

@@ -234,6 +234,8 @@ describe("Client.pay against an mppx server with @solana/mpp's charge method", (
     await expectRefusedBeforeSigning(setup, seen, payer, "mpp-blocked", `${sponsored}/report`, (error) =>
       expect(error).toMatchObject({ name: "DomainNotAllowedError", reasonCode: "domain_blocked" }),
     );
+    // The client judged the domain before the first request: the blocked server received nothing.
+    expect(seen).toEqual([]);
   });
 
   it("a replayed credential is refused and moves nothing", async () => {

@@ -260,6 +260,8 @@ describe("Client.pay against the official x402 middleware and facilitator", () =
     await expectRefusedBeforeSigning(setup, seen, payer, "x402-blocked", `${origin}/report`, (error) =>
       expect(error).toMatchObject({ name: "DomainNotAllowedError", reasonCode: "domain_blocked" }),
     );
+    // The client judged the domain before the first request: the blocked server received nothing.
+    expect(seen).toEqual([]);
   });
 
   it("a replayed payment is refused and moves nothing", async () => {

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { parseCommandLine } from "../../sdk/src/cli/args.js";
-import { alertBody } from "../../sdk/src/cli/commands/alerts.js";
+import { alertBody, warningsOf } from "../../sdk/src/cli/commands/alerts.js";
 import { percentText, policyPatch } from "../../sdk/src/cli/commands/policies.js";
 import { renderSpend } from "../../sdk/src/cli/commands/spend.js";
 import { renderTransactionList, renderTree } from "../../sdk/src/cli/commands/transactions.js";
@@ -15,6 +15,7 @@ import { runCli } from "../../sdk/src/cli/main.js";
 import { formatRateLimit, parseRateLimit, parseRateWindow } from "../../sdk/src/cli/rate-limit.js";
 import { formatFields, formatTable } from "../../sdk/src/cli/table.js";
 import { EXIT_API_ERROR, EXIT_USAGE, exitStatusOf, UsageError } from "../../sdk/src/cli/usage.js";
+import { InvalidInputError } from "../../sdk/src/text-input.js";
 import {
   AuthenticationError,
   BudgetExceededError,
@@ -135,8 +136,9 @@ describe("command line", () => {
     [["transactions", "list", "--window", "7d"], /takes no option --window/],
     [["policies", "get"], /needs <agent>/],
     [["policies", "get", "a", "b"], /unexpected argument "b"/],
-    [["spend", "--bogus"], /Unknown option/],
-    [["spend", "--agent"], /argument missing/],
+    [["spend", "--bogus"], /^unknown option --bogus$/],
+    [["spend", "--agent"], /^--agent needs a value$/],
+    [["spend", "--json=1"], /^--json takes no value$/],
   ])("%j is a usage error", (argv, message) => {
     expect(() => parseCommandLine(argv as string[])).toThrow(message);
   });
@@ -279,6 +281,7 @@ describe("renderers", () => {
 describe("exit status", () => {
   it("is derived from the error's class: UsageError 2, every ServiceError class 1, anything else 1", () => {
     expect(exitStatusOf(new UsageError("bad option"))).toBe(EXIT_USAGE);
+    expect(exitStatusOf(new InvalidInputError("name", "contains a control character"))).toBe(EXIT_USAGE);
     for (const error of [
       new ServiceError("x", { code: "NOT_FOUND", status: 404 }),
       new PolicyViolationError("per_call_limit_exceeded: requested 2 usdc, limit is 1 usdc"),
@@ -357,5 +360,85 @@ describe("output redaction", () => {
     const short: string[] = [];
     redactingWriter({ write: (s: string) => short.push(s) }, "k")("keep");
     expect(short).toEqual(["keep\n"]);
+  });
+});
+
+describe("input the cli refuses itself (exit 2, nothing sent)", () => {
+  const run = async (argv: string[]): Promise<{ status: number; stderr: string }> => {
+    const stderr: string[] = [];
+    const status = await runCli(argv, {
+      env: { APG_API_KEY: "k".repeat(16), APG_BASE_URL: "http://127.0.0.1:9" },
+      stdout: { write: () => true },
+      stderr: { write: (s: string) => stderr.push(s) },
+      maxRetries: 0,
+    });
+    // Port 9 refuses connections: a request sent would have ended as exit 1 with a PaymentError.
+    return { status, stderr: stderr.join("") };
+  };
+
+  it.each([
+    [["policies", "set", "a", "--daily-budget", "-5"], /^error: --daily-budget must not be negative, got "-5"$/m],
+    [["policies", "set", "a", "--per-call-limit", "-0.5"], /^error: --per-call-limit must not be negative/m],
+    [["policies", "set", "a", "--daily-budget", "five"], /^error: --daily-budget must be a usdc amount/m],
+    [["alerts", "create", "--agent", "a", "--type", "budget_pct", "--threshold", "150", "--notify", "email:a@b.co"], /at most 100/],
+    [["alerts", "create", "--agent", "a", "--type", "budget_pct", "--threshold", "0", "--notify", "email:a@b.co"], /above 0/],
+    [
+      ["alerts", "create", "--agent", "a", "--type", "spend_rate", "--threshold", "-2", "--window", "1h", "--notify", "email:a@b.co"],
+      /must not be negative/,
+    ],
+    [["policies", "set", "a\u0000b", "--daily-budget", "5"], /contains a control character \(U\+0000\)/],
+    [["agents", "create", "x", "--name", "a\ud800"], /--name contains a lone surrogate \(U\+D800\)/],
+    [["policies", "set", "a", "--allowed-domains", "a.com,b\u0007.com"], /--allowed-domains contains a control character/],
+    [["agents", "create", "-bad"], /unknown option -b|agentId/],
+    [["agents", "create", "has.space here"], /agentId/],
+    [["alerts", "delete", "42"], /alertId/],
+  ])("%j", async (argv, message) => {
+    const result = await run(argv);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(message);
+    expect(result.stderr).not.toMatch(/ambiguous|Did you forget/);
+  });
+});
+
+describe("spend's domain rows add up to the total", () => {
+  it("says what the 50 listed domains leave out", () => {
+    const byDomain = Array.from({ length: 50 }, (_, index) => ({ domain: `d${index}.example.com`, amountUnits: "10000", txCount: 1 }));
+    const out = renderSpend({
+      agentId: null,
+      window: "24h",
+      from: "f",
+      to: "t",
+      total: "0.9",
+      totalUnits: "900000",
+      txCount: 62,
+      byProtocol: [{ protocol: "x402", amountUnits: "900000", txCount: 62 }],
+      byDomain,
+    });
+    expect(out).toMatch(/^and more domains beyond these 50: 0\.4 USDC in 12 transactions \(44\.44%\)$/m);
+  });
+
+  it("adds nothing when the listed domains are the whole total", () => {
+    const out = renderSpend({
+      agentId: null,
+      window: "24h",
+      from: "f",
+      to: "t",
+      total: "0.01",
+      totalUnits: "10000",
+      txCount: 1,
+      byProtocol: [{ protocol: "x402", amountUnits: "10000", txCount: 1 }],
+      byDomain: [{ domain: "a.com", amountUnits: "10000", txCount: 1 }],
+    });
+    expect(out).not.toMatch(/more domains/);
+  });
+});
+
+describe("alert answers with warnings", () => {
+  it("are printed as warning lines", () => {
+    expect(warningsOf({ warnings: ["no mail transport is configured: email alerts are not sent"] })).toEqual([
+      "no mail transport is configured: email alerts are not sent",
+    ]);
+    expect(warningsOf({ warnings: [{ code: "NO_MAIL_TRANSPORT", message: "not sent" }] })).toEqual(["not sent"]);
+    expect(warningsOf({})).toEqual([]);
   });
 });

@@ -458,6 +458,9 @@ describe("wallet, policies, transactions and agents", () => {
 
     const chain = await sdk.transactions.getChain(x402.txHash);
     expect(chain.map((tx) => [tx.txHash, tx.depth])).toEqual([[x402.txHash, 0]]);
+    // The chain's rows read their policy check as list and get do.
+    expect(one.policyCheck).toBe("passed");
+    expect(chain.map((tx) => tx.policyCheck)).toEqual([one.policyCheck]);
 
     const missing = await sdk.transactions.get("1".repeat(64)).catch((caught: unknown) => caught);
     expect((missing as ServiceError).code).toBe("NOT_FOUND");

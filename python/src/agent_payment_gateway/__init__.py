@@ -42,6 +42,7 @@ from .models import (
 from .money import MoneyFormatError, Usdc, UsdcAmount
 from .receipts import PaymentReceipt
 from .resources.policies import UNSET
+from .text_input import InvalidInputError
 
 __version__ = "0.1.0"
 
@@ -59,6 +60,7 @@ __all__ = [
     "DailyBudgetExceededError",
     "DomainNotAllowedError",
     "InsufficientFundsError",
+    "InvalidInputError",
     "InvocationResult",
     "MoneyFormatError",
     "PaidResult",

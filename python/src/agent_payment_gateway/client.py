@@ -65,12 +65,12 @@ def _shared(
     base_url: str,
     timeout: float,
     max_retries: int,
-    protocol_preference: ProtocolPreference | None,
+    protocol_preference: ProtocolPreference,
     retry_base_delay: float,
     retry_max_delay: float,
     explorer_rpc_url: str | None,
 ) -> PayShared:
-    if protocol_preference is not None and protocol_preference not in PROTOCOL_PREFERENCES:
+    if protocol_preference not in PROTOCOL_PREFERENCES:
         raise TypeError("protocol_preference must be auto, x402 or mpp")
     retry = RetryOptions(max_retries=max_retries, base_delay=retry_base_delay, max_delay=retry_max_delay)
     transport = Transport(base_url=base_url, api_key=api_key, timeout=timeout, retry=retry)
@@ -85,7 +85,9 @@ class _Operations:
         agent_path = f"/v1/agents/{segment(agent_id)}"
         self.pay = PayFlow(agent_id, parent_tx_hash, shared)
         self.wallet = WalletFlows(transport, agent_path)
-        self.policies = PolicyFlows(transport, f"/v1/policies/{segment(agent_id)}")
+        self.policies = PolicyFlows(
+            transport, f"/v1/policies/{segment(agent_id)}", lambda: shared.domain_rules.forget(agent_id)
+        )
         self.transactions = TransactionFlows(transport, agent_id)
         self.agents = AgentFlows(transport, agent_id, self.pay)
 
@@ -109,7 +111,7 @@ class Client:
         base_url: str = DEFAULT_BASE_URL,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
-        protocol_preference: ProtocolPreference | None = None,
+        protocol_preference: ProtocolPreference = "auto",
         http_client: httpx.Client | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         retry_base_delay: float = 0.5,
@@ -117,8 +119,9 @@ class Client:
         explorer_rpc_url: str | None = None,
     ) -> None:
         """``timeout`` is seconds per request attempt; ``max_retries`` retries of a transient failure
-        before ``PaymentError``; ``protocol_preference`` overrides the agent's policy preference
-        (omitted: the policy decides). ``http_client``: your own ``httpx.Client`` (proxies, TLS),
+        before ``PaymentError``; ``protocol_preference`` (spec 4.6, default ``auto``: x402 first,
+        else MPP) is sent with each payment authorization and overrides the agent's policy
+        preference. ``http_client``: your own ``httpx.Client`` (proxies, TLS),
         left open on ``close()``. ``max_in_flight``: HTTP requests this client (and its
         ``with_parent`` copies) sends at once; more wait their turn. ``explorer_rpc_url``: the RPC
         URL for explorer links of a custom network (a local ledger) when the gateway has not
@@ -181,7 +184,9 @@ class Client:
         agent's spend policy and returns the paid answer as ``PaidResult`` (spec 2.3), or the
         answer as ``UnpaidResult`` when the endpoint asked for no payment. ``body`` is sent as JSON
         (a ``str`` or ``bytes`` as it is). ``idempotency_key`` makes the payment authorization
-        idempotent across calls: a repeated ``pay`` with the same key never pays twice."""
+        idempotent across calls: a repeated ``pay`` with the same key never pays twice. Before the
+        first request leaves, the arguments are checked (``InvalidInputError``) and the agent's
+        domain rules applied: a refused host gets nothing (``DomainNotAllowedError``)."""
         context = pay_request(endpoint, method, headers, body)
         return self._run(self._operations.pay.pay(context, idempotency_key, PayExtras()))
 
@@ -234,7 +239,7 @@ class AsyncClient:
         base_url: str = DEFAULT_BASE_URL,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
-        protocol_preference: ProtocolPreference | None = None,
+        protocol_preference: ProtocolPreference = "auto",
         http_client: httpx.AsyncClient | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         retry_base_delay: float = 0.5,

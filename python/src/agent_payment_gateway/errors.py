@@ -68,7 +68,8 @@ GATEWAY_ERROR_CODES: Final = (
 #: Codes this client sets on errors it builds itself (never a gateway code): the paid request failed
 #: and releasing the reservation showed the payment is being settled (it may still land) or was
 #: settled (the money moved, the answer was lost). Check ``transactions.list`` before paying again.
-CLIENT_ERROR_CODES: Final = ("PAYMENT_OUTCOME_UNKNOWN", "PAYMENT_SETTLED_ANSWER_LOST")
+#: ``API_UNREACHABLE``: the paid API gave no answer to the unpaid first request (nothing was paid).
+CLIENT_ERROR_CODES: Final = ("PAYMENT_OUTCOME_UNKNOWN", "PAYMENT_SETTLED_ANSWER_LOST", "API_UNREACHABLE")
 
 #: Every code an error of this client can carry: the gateway's, then the client's own.
 ERROR_CODES: Final = GATEWAY_ERROR_CODES + CLIENT_ERROR_CODES

@@ -132,6 +132,12 @@ class AgentEntry:
     agent_id: str
     balance: Usdc | None
     archived_at: str | None = None
+    #: The display name given at registration ("" when none).
+    name: str | None = None
+    #: The agent's custodial wallet address (where payments to it arrive).
+    address: str | None = None
+    network: str | None = None
+    created_at: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -263,7 +269,12 @@ _TRANSACTION_FIELDS = (
 )
 
 
-def transaction_from_wire(value: object) -> Transaction:
+#: A payment in a chain (a payment tree) was recorded on the ledger, so its policy check passed: the
+#: tree's rows may come without ``policyCheck``, and read as ``list`` and ``get`` say it.
+CHAIN_POLICY_CHECK = "passed"
+
+
+def transaction_from_wire(value: object, default_policy_check: str = "") -> Transaction:
     body = _object(value, "transaction")
     protocol = body.get("protocol")
     depth = body.get("depth", 0)
@@ -273,7 +284,7 @@ def transaction_from_wire(value: object) -> Transaction:
         protocol=protocol if protocol in ("x402", "mpp") else None,
         amount_paid=usdc_from_wire(body.get("amountPaid"), "amountPaid"),
         endpoint=_str(body, "endpoint"),
-        policy_check=_str_or_none(body, "policyCheck") or "",
+        policy_check=_str_or_none(body, "policyCheck") or default_policy_check,
         parent_tx_hash=_str_or_none(body, "parentTxHash"),
         solana_explorer=_str_or_none(body, "solanaExplorer"),
         timestamp=_str(body, "timestamp"),
@@ -288,7 +299,8 @@ def transactions_from_wire(value: object, what: str) -> list[Transaction]:
     listed = body.get("transactions")
     if not isinstance(listed, list):
         raise AnswerShapeError(f"{what}: no transactions list")
-    return [transaction_from_wire(item) for item in listed]
+    default = CHAIN_POLICY_CHECK if what == "chain" else ""
+    return [transaction_from_wire(item, default) for item in listed]
 
 
 def agent_from_wire(value: object) -> AgentEntry:
@@ -297,5 +309,9 @@ def agent_from_wire(value: object) -> AgentEntry:
         agent_id=_str(body, "agentId"),
         balance=_money_or_none(body, "balance"),
         archived_at=_str_or_none(body, "archivedAt"),
-        extra=_extra(body, ("agentId", "balance", "archivedAt")),
+        name=_str_or_none(body, "name"),
+        address=_str_or_none(body, "address"),
+        network=_str_or_none(body, "network"),
+        created_at=_str_or_none(body, "createdAt"),
+        extra=_extra(body, ("agentId", "balance", "archivedAt", "name", "address", "network", "createdAt")),
     )

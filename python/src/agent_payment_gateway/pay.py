@@ -35,6 +35,7 @@ from .authorization import (
     X402Authorization,
     parse_authorization,
 )
+from .domain_rules import DomainRuleCache
 from .effects import Flow, NetworkFailure
 from .errors import InsufficientFundsError, PaymentError, PaymentProtocolError, ServiceError, error_from_problem
 from .explorer_links import explorer_url
@@ -51,6 +52,7 @@ from .receipts import (
     read_x402_receipt,
 )
 from .sessions import MppSession, MppSessions
+from .text_input import InvalidInputError, check_text
 from .transport import Transport, segment
 
 _METHOD = re.compile(r"^[A-Z]{1,16}$")
@@ -76,6 +78,8 @@ class PayShared:
     ) -> None:
         self.transport = transport
         self.sessions = MppSessions()
+        #: The agents' domain rules, checked before the first request to an endpoint leaves.
+        self.domain_rules = DomainRuleCache(transport)
         self.protocol_preference = protocol_preference
         self.explorer_rpc_url = explorer_rpc_url
         self.network_name: str | _Unknown | None = _UNKNOWN
@@ -96,6 +100,8 @@ class _Context:
     request: ApiRequest
     endpoint: str
     origin: str
+    #: The host the domain rules judge.
+    host: str
 
 
 def pay_request(
@@ -106,14 +112,25 @@ def pay_request(
 ) -> _Context:
     """The caller's arguments, checked before anything is sent (``TypeError`` naming the field)."""
     if not isinstance(endpoint, str):
-        raise TypeError("endpoint is required")
-    parts = urlsplit(endpoint)
+        raise InvalidInputError("endpoint", "is required")
+    check_text("endpoint", endpoint)
+    if isinstance(method, str):
+        check_text("method", method)
+    for name, value in (headers or {}).items():
+        check_text(f"headers.{name}", str(name))
+        check_text(f"headers.{name}", str(value))
+    try:
+        parts = urlsplit(endpoint)
+        hostname = parts.hostname
+        port = parts.port
+    except ValueError as error:
+        raise InvalidInputError("endpoint", f"is not a URL: {error}") from error
     scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname:
-        raise TypeError(f"endpoint must be an http(s) URL: {endpoint}")
+    if scheme not in ("http", "https") or not hostname:
+        raise InvalidInputError("endpoint", f"must be an http(s) URL: {endpoint}")
     netloc = parts.netloc.lower() if "@" not in parts.netloc else parts.netloc
     normalized = urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
-    origin = f"{scheme}://{_origin_host(scheme, parts.hostname, parts.port)}"
+    origin = f"{scheme}://{_origin_host(scheme, hostname, port)}"
     upper = (method or "GET").upper()
     if not _METHOD.match(upper):
         raise TypeError(f"method is not an HTTP method: {method}")
@@ -130,7 +147,8 @@ def pay_request(
             content = wire_json.dumps(body).encode("utf-8")
         sent.setdefault("content-type", "application/json")
     sent.setdefault("accept", "application/json")
-    return _Context(ApiRequest(normalized, upper, sent, content), normalized, origin)
+    host = f"[{hostname}]" if ":" in hostname else hostname
+    return _Context(ApiRequest(normalized, upper, sent, content), normalized, origin, host)
 
 
 def _origin_host(scheme: str, hostname: str, port: int | None) -> str:
@@ -159,6 +177,8 @@ class PayFlow:
 
     def pay(self, context: _Context, idempotency_key: str | None, extras: PayExtras) -> Flow[PaymentResult]:
         """Steps 1-7; ``extras`` only from ``agents.invoke``."""
+        # Spec 2.1's domain rules before anything is sent: a refused host receives nothing.
+        yield from self._shared.domain_rules.check(self._agent_id, context.host)
         sessions = self._shared.sessions
         scope = self._session_scope
         reusable = sessions.get(scope, context.origin) if extras.invocation_budget is None else None
@@ -214,7 +234,7 @@ class PayFlow:
                 yield from call_api(request, timeout=transport.timeout, retry=transport.retry, retry_server_errors=paid)
             )
         except ApiUnreachableError as error:
-            raise PaymentError(str(error)) from error
+            raise PaymentError(str(error), code="API_UNREACHABLE") from error
 
     def _authorize(
         self, context: _Context, offer: PaymentOffer, idempotency_key: str | None, extras: PayExtras

@@ -26,10 +26,14 @@ from . import wire_json
 from .effects import Flow, HttpAnswer, HttpRequest, NetworkFailure, send, sleep
 from .errors import AuthenticationError, PaymentError, ServiceError, error_from_problem
 from .retry import RetryOptions, backoff_delay, parse_retry_after
+from .text_input import InvalidInputError, check_text, check_texts
 
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
 QueryValue = str | int | bool | None
+
+#: The longest request URL sent: the gateway's HTTP server refuses a longer request head (16 KiB).
+MAX_URL_LENGTH = 16_384
 
 
 class _NoBody:
@@ -82,7 +86,11 @@ class Transport:
         if not path.startswith("/"):
             raise TypeError(f"path must start with /: {path}")
         pairs = [(key, _query_text(value)) for key, value in (query or {}).items() if value is not None]
-        return self.base_url + path + (("?" + urlencode(pairs)) if pairs else "")
+        url = self.base_url + path + (("?" + urlencode(pairs)) if pairs else "")
+        if len(url) > MAX_URL_LENGTH:
+            longest = max(pairs, key=lambda pair: len(pair[1]))[0] if pairs else "path"
+            raise InvalidInputError(longest, f"too long: the request URL would exceed {MAX_URL_LENGTH} characters")
+        return url
 
     def request(
         self,
@@ -94,6 +102,11 @@ class Transport:
         idempotency_key: str | None = None,
     ) -> Flow[Any]:
         """The answer's JSON (``None`` when empty), or the typed error; retried as the module says."""
+        # Nothing leaves with a character the gateway cannot store (text_input.py).
+        check_text("path", path)
+        check_texts("", dict(query or {}))
+        if not isinstance(body, _NoBody):
+            check_texts("", body)
         upper = method.upper()
         headers = {"accept": "application/json, application/problem+json", "authorization": f"Bearer {self.__api_key}"}
         content: bytes | None = None

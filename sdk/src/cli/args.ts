@@ -4,6 +4,7 @@
  * command admits only its own: `cli spend --limit 3` is a usage error, not a silent no-op.
  */
 import { parseArgs } from "node:util";
+import { findUnstorable } from "../text-input.js";
 import { UsageError } from "./usage.js";
 
 const OPTIONS = {
@@ -31,6 +32,9 @@ const OPTIONS = {
   type: { type: "string" },
   threshold: { type: "string" },
   notify: { type: "string" },
+  name: { type: "string" },
+  force: { type: "boolean" },
+  "include-archived": { type: "boolean" },
 } as const;
 
 export type OptionName = keyof typeof OPTIONS;
@@ -58,6 +62,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   spend: { positionals: [], options: ["agent", "window", "from", "to", "json"] },
   "alerts create": { positionals: [], options: ["agent", "type", "threshold", "window", "notify", "json"] },
   "alerts list": { positionals: [], options: ["agent", "json"] },
+  "alerts delete": { positionals: ["alertId"], options: [] },
+  "agents create": { positionals: ["agent"], options: ["name", "json"] },
+  "agents list": { positionals: [], options: ["include-archived", "json"] },
+  "agents get": { positionals: ["agent"], options: ["json"] },
+  "agents archive": { positionals: ["agent"], options: ["force", "json"] },
 };
 
 export interface ParsedCommand {
@@ -67,12 +76,59 @@ export interface ParsedCommand {
   readonly options: Options;
 }
 
+/** A negative number given as an option's value (`--daily-budget -5`), which parseArgs takes for an option. */
+const NEGATIVE_NUMBER = /^-\.?\d/;
+
+/**
+ * `--opt -5` → `--opt=-5` for a string option, so a negative amount reaches the option's own
+ * check (and its message) instead of parseArgs' "argument is ambiguous".
+ */
+function joinNegativeValues(argv: readonly string[]): string[] {
+  const joined: string[] = [];
+  for (let index = 0; index < argv.length; index += 1) {
+    const token = argv[index]!;
+    const next = argv[index + 1];
+    const name = token.startsWith("--") ? token.slice(2) : null;
+    if (name !== null && next !== undefined && NEGATIVE_NUMBER.test(next) && OPTIONS[name as OptionName]?.type === "string") {
+      joined.push(`${token}=${next}`);
+      index += 1;
+    } else {
+      joined.push(token);
+    }
+  }
+  return joined;
+}
+
+/** parseArgs' failure in the CLI's own words. */
+function parseFailure(error: unknown): UsageError {
+  const code = (error as { code?: unknown }).code;
+  const message = error instanceof Error ? error.message : String(error);
+  const option = /'(-{1,2}[^' ]+)/.exec(message)?.[1] ?? "option";
+  if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") return new UsageError(`unknown option ${option}`);
+  if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
+    return /does not take an argument/.test(message)
+      ? new UsageError(`${option} takes no value`)
+      : new UsageError(`${option} needs a value`);
+  }
+  return new UsageError(message.split("\n")[0]!);
+}
+
 export function parseCommandLine(argv: readonly string[]): ParsedCommand {
   let parsed;
   try {
-    parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true, tokens: true });
+    parsed = parseArgs({ args: joinNegativeValues(argv), options: OPTIONS, allowPositionals: true, strict: true, tokens: true });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw parseFailure(error);
+  }
+  for (const token of parsed.tokens) {
+    if (token.kind === "option" && typeof token.value === "string") {
+      const bad = findUnstorable(token.value);
+      if (bad !== null) throw new UsageError(`--${token.name} contains ${bad.character}, which is not allowed`);
+    }
+    if (token.kind === "positional") {
+      const bad = findUnstorable(token.value);
+      if (bad !== null) throw new UsageError(`argument ${token.index + 1} contains ${bad.character}, which is not allowed`);
+    }
   }
   const options = parsed.values as Options;
   const words = parsed.positionals;

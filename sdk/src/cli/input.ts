@@ -16,6 +16,7 @@ export function amountOption(text: string, option: string): { usdc: number } | n
 }
 
 export function positiveUnits(text: string, option: string): bigint {
+  if (text.trim().startsWith("-")) throw new UsageError(`--${option} must not be negative, got "${text}"`);
   let units: bigint;
   try {
     units = decimalToUnits(text.trim());
@@ -75,6 +76,7 @@ export function durationOption(text: string, option: string): string {
 /** A decimal for a JSON number token (alert thresholds): no sign, no exponent, exact as a double. */
 export function decimalNumberOption(text: string, option: string): number {
   const trimmed = text.trim();
+  if (trimmed.startsWith("-")) throw new UsageError(`--${option} must not be negative, got "${text}"`);
   const match = /^(\d{1,15})(?:\.(\d{1,6}))?$/.exec(trimmed);
   if (match === null) throw new UsageError(`--${option} must be a number such as 80 or 2.5, got "${text}"`);
   const value = Number(trimmed);
@@ -89,4 +91,12 @@ export function dateTimeOption(text: string, option: string): string {
     throw new UsageError(`--${option} must be an ISO 8601 date-time with a zone, e.g. 2026-01-31T00:00Z`);
   }
   return trimmed;
+}
+
+/** A `budget_pct` threshold: a percent above 0 and at most 100, at most 2 decimals (the gateway's rule). */
+export function percentOption(text: string, option: string): number {
+  const value = decimalNumberOption(text, option);
+  if (!/^\d+(\.\d{1,2})?$/.test(text.trim())) throw new UsageError(`--${option} is a percent with at most 2 decimals, got "${text}"`);
+  if (value <= 0 || value > 100) throw new UsageError(`--${option} must be a percent above 0 and at most 100, got "${text}"`);
+  return value;
 }

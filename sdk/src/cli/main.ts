@@ -12,7 +12,9 @@ import { fileURLToPath } from "node:url";
 import { AuthenticationError, ServiceError } from "../errors.js";
 import { Transport } from "../transport.js";
 import { parseCommandLine } from "./args.js";
-import { alertsCreate, alertsList } from "./commands/alerts.js";
+import { InvalidInputError } from "../text-input.js";
+import { agentsArchive, agentsCreate, agentsGet, agentsList } from "./commands/agents.js";
+import { alertsCreate, alertsDelete, alertsList } from "./commands/alerts.js";
 import { policiesClear, policiesGet, policiesSet } from "./commands/policies.js";
 import { spend } from "./commands/spend.js";
 import { transactionsExplorer, transactionsInspect, transactionsList, transactionsTree } from "./commands/transactions.js";
@@ -32,6 +34,11 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   spend,
   "alerts create": alertsCreate,
   "alerts list": alertsList,
+  "alerts delete": alertsDelete,
+  "agents create": agentsCreate,
+  "agents list": agentsList,
+  "agents get": agentsGet,
+  "agents archive": agentsArchive,
 };
 
 export interface RunOptions extends CliIo {
@@ -98,7 +105,7 @@ function nonEmpty(value: string | undefined): string | undefined {
 
 /** The error as `Class: message` on stderr, and its exit status (`exitStatusOf`). */
 function report(error: unknown, err: (text: string) => void): number {
-  if (error instanceof UsageError) {
+  if (error instanceof UsageError || error instanceof InvalidInputError) {
     err(`error: ${error.message}`);
     err('Run "cli --help" for usage.');
   } else if (error instanceof ServiceError) {

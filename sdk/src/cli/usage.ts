@@ -2,6 +2,7 @@
  * Usage errors (exit 2) and the help texts. A usage error is found before any request is sent:
  * a mistyped amount or an unknown option never reaches the gateway.
  */
+import { InvalidInputError } from "../text-input.js";
 
 export class UsageError extends Error {
   override readonly name = "UsageError";
@@ -15,12 +16,12 @@ export const EXIT_USAGE = 2;
 
 /**
  * The exit status of a failed command, from the error's class alone: a UsageError (found before
- * any request) is 2; a ServiceError of the library (sdk/src/errors.ts, whatever its subclass or
+ * any request, like the client's own InvalidInputError) is 2; a ServiceError of the library (sdk/src/errors.ts, whatever its subclass or
  * gateway code) is 1, and so is anything else (a bug, a failure below the transport). Scripts tell
  * the gateway's refusals apart by the `[CODE]` on stderr, not by the status.
  */
 export function exitStatusOf(error: unknown): number {
-  return error instanceof UsageError ? EXIT_USAGE : EXIT_API_ERROR;
+  return error instanceof UsageError || error instanceof InvalidInputError ? EXIT_USAGE : EXIT_API_ERROR;
 }
 
 export const GLOBAL_HELP = `Usage: cli <command> [options]
@@ -36,6 +37,11 @@ Commands:
   spend                            total spend, by protocol and by domain
   alerts create                    create an alert rule
   alerts list                      the account's alert rules
+  alerts delete <alertId>          delete an alert rule
+  agents create <agent>            register an agent with a new custodial wallet
+  agents list                      the account's agents with their balances
+  agents get <agent>               one agent (archived ones too)
+  agents archive <agent>           archive an agent (it can no longer pay or be funded)
 
 Global options:
   --api-key <key>      API key (default: env APG_API_KEY)
@@ -86,4 +92,17 @@ Default window 24h; --from/--to give a custom range (ISO 8601 with a zone).`,
   --notify <target>      webhook:<url> or email:<address> (Slack: a webhook URL)
   --json`,
   "alerts list": `Usage: cli alerts list [--agent <id>] [--json]`,
+  "alerts delete": `Usage: cli alerts delete <alertId>
+
+Deletes the alert rule with that id (as "cli alerts list" prints it).`,
+  "agents create": `Usage: cli agents create <agent> [--name <text>] [--json]
+
+Registers the agent with a new custodial wallet. <agent>: 1-128 characters, a letter or digit
+first, then letters, digits, _ . : -. A taken id fails with [AGENT_EXISTS].`,
+  "agents list": `Usage: cli agents list [--include-archived] [--json]`,
+  "agents get": `Usage: cli agents get <agent> [--json]`,
+  "agents archive": `Usage: cli agents archive <agent> [--force] [--json]
+
+Archives the agent: it can no longer pay or be funded and leaves "agents list"; its history stays.
+Refused while its wallet holds funds or payments are open [AGENT_NOT_EMPTY], unless --force.`,
 };

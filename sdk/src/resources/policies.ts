@@ -36,6 +36,8 @@ export class PolicyOperations {
   constructor(
     private readonly transport: Transport,
     private readonly path: string,
+    /** Called after the policy changed through this client (its cached domain rules are stale). */
+    private readonly changed: () => void = () => {},
   ) {}
 
   /** Spec 4.1: omitted fields keep their current values; `null` removes a limit. */
@@ -52,7 +54,11 @@ export class PolicyOperations {
     if (fields.rateLimit != null && (!Number.isSafeInteger(calls) || (calls as number) < 1 || (calls as number) > MAX_RATE_LIMIT_CALLS)) {
       throw new TypeError(`rateLimit.calls must be an integer from 1 to ${MAX_RATE_LIMIT_CALLS}, got ${String(calls)}`);
     }
-    return this.transport.request<Policy>("PUT", this.path, { body: fields });
+    try {
+      return await this.transport.request<Policy>("PUT", this.path, { body: fields });
+    } finally {
+      this.changed();
+    }
   }
 
   get(): Promise<Policy> {
@@ -61,6 +67,10 @@ export class PolicyOperations {
 
   /** Removes every spend policy of the agent. */
   async clear(): Promise<void> {
-    await this.transport.request<void>("DELETE", this.path);
+    try {
+      await this.transport.request<void>("DELETE", this.path);
+    } finally {
+      this.changed();
+    }
   }
 }

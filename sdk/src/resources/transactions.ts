@@ -66,7 +66,12 @@ export class TransactionOperations {
       "GET",
       `/v1/transactions/${encodeURIComponent(checkTxHash(txHash))}/chain`,
     );
-    return chain.transactions;
+    // A payment in a chain was recorded on the ledger, so its policy check passed: rows without
+    // `policyCheck` read as list and get say it.
+    return chain.transactions.map((tx) => ({
+      ...tx,
+      policyCheck: typeof tx.policyCheck === "string" && tx.policyCheck !== "" ? tx.policyCheck : "passed",
+    }));
   }
 }
 

@@ -23,7 +23,7 @@ export interface WalletOperation {
   /** `failed` only from `wallet.operation` (a POST answers a failure as PaymentError). */
   status: "confirmed" | "pending" | "failed" | string;
   txHash: string | null;
-  /** From `wallet.operation`: the withdrawal's destination. */
+  /** A withdrawal's destination (from `wallet.withdraw` and `wallet.operation`). */
   to?: string;
   /** From `wallet.operation`: why a failed operation failed. */
   error?: string | null;
@@ -47,7 +47,7 @@ export class WalletOperations {
    * One operation as it stands now (a pending one is looked up on the chain by the gateway): how
    * a `pending` answer is followed up.
    */
-  operation(operationId: string): Promise<WalletOperation> {
+  async operation(operationId: string): Promise<WalletOperation> {
     if (typeof operationId !== "string" || !/^[1-9][0-9]{0,18}$/.test(operationId))
       throw new TypeError("operationId must be a wallet operation id");
     return this.transport.request<WalletOperation>("GET", `${this.agentPath}/wallet/operations/${operationId}`);
@@ -63,7 +63,9 @@ export class WalletOperations {
     if (typeof input?.to !== "string" || !/^[1-9A-HJ-NP-Za-km-z]{32,44}$/.test(input.to))
       throw new TypeError("to must be a base58 ledger address");
     const usdc = positiveUsdc({ usdc: input.usdc });
-    return this.perform(`${this.agentPath}/wallet/withdraw`, { to: input.to, usdc }, options.idempotencyKey);
+    const result = await this.perform(`${this.agentPath}/wallet/withdraw`, { to: input.to, usdc }, options.idempotencyKey);
+    // The destination is the one asked for; a gateway answer without it is completed from the request.
+    return { ...result, to: typeof result.to === "string" ? result.to : input.to };
   }
 
   /**

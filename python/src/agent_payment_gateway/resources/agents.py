@@ -14,9 +14,24 @@ from ..models import AgentEntry, InvocationResult, PaidResult, agent_from_wire
 from ..money import Usdc, UsdcAmount, to_units, usdc_from_wire
 from ..pay import PayExtras, PayFlow, pay_request
 from ..runner import AsyncRunner, SyncRunner
+from ..text_input import InvalidInputError, check_text
 from ..transport import QueryValue, Transport, segment
 
 _AGENT_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
+#: The gateway's rule for a new agent's id (docs/rest.md): checked here, so a bad id is never sent.
+_NEW_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+NAME_MAX = 200
+
+
+def _agent_id(agent_id: object, pattern: re.Pattern[str], rule: str) -> str:
+    if not isinstance(agent_id, str):
+        raise InvalidInputError("agent_id", "must be a string")
+    check_text("agent_id", agent_id)
+    if not pattern.fullmatch(agent_id):
+        raise InvalidInputError("agent_id", f"{agent_id!r} is not a valid agent id ({rule})")
+    return agent_id
+
+
 #: Page size ``agents.list`` asks for (the gateway's maximum).
 AGENTS_PAGE = 500
 #: Pages followed at most (500 000 agents): a gateway whose cursor never ends cannot loop forever.
@@ -30,6 +45,24 @@ class AgentFlows:
         self._transport = transport
         self._agent_id = agent_id
         self._pay = pay
+
+    def create(self, agent_id: str, name: str | None, idempotency_key: str | None) -> Flow[AgentEntry]:
+        rule = "1-128 characters: a letter or digit, then letters, digits, _ . : -"
+        checked = _agent_id(agent_id, _NEW_AGENT_ID, rule)
+        body: dict[str, object] = {"agentId": checked}
+        if name is not None:
+            if not isinstance(name, str):
+                raise InvalidInputError("name", "must be a string")
+            check_text("name", name)
+            if len(name) > NAME_MAX:
+                raise InvalidInputError("name", f"at most {NAME_MAX} characters")
+            body["name"] = name
+        answer = yield from self._transport.request("POST", "/v1/agents", body=body, idempotency_key=idempotency_key)
+        return agent_from_wire(answer)
+
+    def get(self, agent_id: str) -> Flow[AgentEntry]:
+        checked = _agent_id(agent_id, _AGENT_ID, "1-128 visible ASCII characters")
+        return agent_from_wire((yield from self._transport.request("GET", f"/v1/agents/{segment(checked)}")))
 
     def list(self, include_archived: bool) -> Flow[AgentEntries]:
         if not isinstance(include_archived, bool):
@@ -55,8 +88,7 @@ class AgentFlows:
         return agents
 
     def archive(self, agent_id: str, force: bool) -> Flow[AgentEntry]:
-        if not isinstance(agent_id, str) or not _AGENT_ID.match(agent_id):
-            raise TypeError("agent_id must be an agent id (1-128 visible ASCII characters)")
+        _agent_id(agent_id, _AGENT_ID, "1-128 visible ASCII characters")
         if not isinstance(force, bool):
             raise TypeError("force must be a bool")
         query: dict[str, QueryValue] = {"force": "true" if force else None}
@@ -105,6 +137,16 @@ class AgentsResource:
         self._flows = flows
         self._run = run
 
+    def create(self, agent_id: str, *, name: str | None = None, idempotency_key: str | None = None) -> AgentEntry:
+        """Registers an agent with a new custodial wallet (``POST /v1/agents``). A taken id is a
+        ``ServiceError`` with code ``AGENT_EXISTS`` (status 409); an invalid id an
+        ``InvalidInputError`` naming ``agent_id``, before any request."""
+        return self._run(self._flows.create(agent_id, name, idempotency_key))
+
+    def get(self, agent_id: str) -> AgentEntry:
+        """One agent of the account, archived ones too; an unknown id is ``ServiceError`` 404 ``NOT_FOUND``."""
+        return self._run(self._flows.get(agent_id))
+
     def list(self, *, include_archived: bool = False) -> AgentEntries:
         """Spec 2.5: every agent of the account with its balance, following the gateway's pages."""
         return self._run(self._flows.list(include_archived))
@@ -132,6 +174,14 @@ class AsyncAgentsResource:
     def __init__(self, flows: AgentFlows, run: AsyncRunner) -> None:
         self._flows = flows
         self._run = run
+
+    async def create(self, agent_id: str, *, name: str | None = None, idempotency_key: str | None = None) -> AgentEntry:
+        """Registers an agent (see ``AgentsResource.create``)."""
+        return await self._run(self._flows.create(agent_id, name, idempotency_key))
+
+    async def get(self, agent_id: str) -> AgentEntry:
+        """One agent of the account (see ``AgentsResource.get``)."""
+        return await self._run(self._flows.get(agent_id))
 
     async def list(self, *, include_archived: bool = False) -> AgentEntries:
         """Spec 2.5: every agent of the account with its balance, following the gateway's pages."""

@@ -7,7 +7,7 @@ mistake is a ``TypeError`` / ``MoneyFormatError`` naming the field rather than a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from ..effects import Flow
@@ -83,18 +83,26 @@ def _rate_limit(value: RateLimit | Mapping[str, object]) -> dict[str, object]:
 
 
 class PolicyFlows:
-    def __init__(self, transport: Transport, path: str) -> None:
+    def __init__(self, transport: Transport, path: str, changed: Callable[[], None] = lambda: None) -> None:
         self._transport = transport
         self._path = path
+        #: Called after the policy changed through this client (its cached domain rules are stale).
+        self._changed = changed
 
     def set(self, body: dict[str, object]) -> Flow[Policy]:
-        return policy_from_wire((yield from self._transport.request("PUT", self._path, body=body)))
+        try:
+            return policy_from_wire((yield from self._transport.request("PUT", self._path, body=body)))
+        finally:
+            self._changed()
 
     def get(self) -> Flow[Policy]:
         return policy_from_wire((yield from self._transport.request("GET", self._path)))
 
     def clear(self) -> Flow[None]:
-        yield from self._transport.request("DELETE", self._path)
+        try:
+            yield from self._transport.request("DELETE", self._path)
+        finally:
+            self._changed()
 
 
 class PoliciesResource:

@@ -9,6 +9,7 @@ same operation; a still-pending answer is returned as it is, to follow up with `
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 
@@ -50,7 +51,9 @@ class WalletFlows:
         if not isinstance(to, str) or not _ADDRESS.match(to):
             raise TypeError("to must be a base58 ledger address")
         amount = _positive(usdc)
-        return (yield from self._perform(f"{self._path}/withdraw", {"to": to, "usdc": amount}, idempotency_key))
+        result = yield from self._perform(f"{self._path}/withdraw", {"to": to, "usdc": amount}, idempotency_key)
+        # The destination is the one asked for; a gateway answer without it is completed from the request.
+        return result if result.to is not None else dataclasses.replace(result, to=to)
 
     def _perform(self, path: str, body: dict[str, object], idempotency_key: str | None) -> Flow[WalletOperation]:
         key = idempotency_key if idempotency_key is not None else str(uuid.uuid4())

@@ -4,7 +4,7 @@
  */
 import type { CommandContext } from "../context.js";
 import { list, record, text } from "../format.js";
-import { decimalNumberOption, durationOption, oneOf } from "../input.js";
+import { decimalNumberOption, durationOption, oneOf, percentOption } from "../input.js";
 import { formatFields, formatTable } from "../table.js";
 import { UsageError } from "../usage.js";
 
@@ -24,7 +24,7 @@ export function alertBody(options: CommandContext["options"]): Record<string, un
     case "budget_pct":
       if (options.threshold === undefined) throw new UsageError("budget_pct needs --threshold, a percent such as 80");
       if (options.window !== undefined) throw new UsageError("--window applies to spend_rate only");
-      body.threshold = decimalNumberOption(options.threshold, "threshold");
+      body.threshold = percentOption(options.threshold, "threshold");
       break;
     case "spend_rate":
       if (options.threshold === undefined) throw new UsageError("spend_rate needs --threshold, an amount in usdc");
@@ -50,6 +50,31 @@ export async function alertsCreate(context: CommandContext): Promise<void> {
   if (typeof alert.signingSecret === "string") {
     context.out(`Signing secret (shown once; verify deliveries with it): ${alert.signingSecret}`);
   }
+  for (const warning of warningsOf(alert)) context.err(`warning: ${warning}`);
+}
+
+/** The answer's `warnings` (e.g. an email alert while the server has no mail transport), as lines. */
+export function warningsOf(answer: Record<string, unknown>): string[] {
+  const warnings = answer.warnings;
+  if (typeof warnings === "string") return [warnings];
+  if (!Array.isArray(warnings)) return [];
+  return warnings.map((warning) =>
+    typeof warning === "string"
+      ? warning
+      : typeof warning === "object" && warning !== null && typeof (warning as { message?: unknown }).message === "string"
+        ? String((warning as { message: string }).message)
+        : JSON.stringify(warning),
+  );
+}
+
+/** `cli alerts delete <id>`: `DELETE /v1/alerts/{alertId}`. */
+export async function alertsDelete(context: CommandContext): Promise<void> {
+  const alertId = context.args.alertId!.trim();
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(alertId)) {
+    throw new UsageError(`<alertId> must be an alert id as "cli alerts list" prints it (a UUID), got "${alertId}"`);
+  }
+  await context.transport.request<void>("DELETE", `/v1/alerts/${encodeURIComponent(alertId)}`);
+  context.out(`Alert ${alertId} deleted.`);
 }
 
 export function thresholdText(alert: Record<string, unknown>): string {

@@ -88,6 +88,19 @@ export function renderSpend(summary: Record<string, unknown>): string {
     "By domain",
     byDomain.length === 0 ? "(no spend)" : shareTable("DOMAIN", byDomain, totalUnits),
   ];
+  // The gateway lists the largest domains only (at most 50): the rest is one more line, so the
+  // rows always add up to the total.
+  const domainSum = byDomain.reduce((sum, row) => sum + row.units, 0n);
+  const domainTxs = byDomain.reduce((sum, row) => sum + row.txCount, 0);
+  if (byDomain.length > 0 && domainSum < totalUnits) {
+    const restTxs = Number(summary.txCount ?? 0) - domainTxs;
+    const txs = restTxs > 0 ? ` in ${restTxs} transaction${restTxs === 1 ? "" : "s"}` : "";
+    lines.push(
+      `and more domains beyond these ${byDomain.length}: ${formatUnits(totalUnits - domainSum)}${txs} (${percentText(totalUnits - domainSum, totalUnits)})`,
+    );
+  } else if (domainSum > totalUnits) {
+    lines.push(`warning: the domain split sums to ${formatUnits(domainSum)}, more than the total`);
+  }
   // The parts must add up to the total; say so if the answer does not (never silently).
   const protocolSum = byProtocol.reduce((sum, row) => sum + row.units, 0n);
   if (protocolSum !== totalUnits) lines.push(`warning: the protocol split sums to ${formatUnits(protocolSum)}, not the total`);

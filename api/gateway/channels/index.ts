@@ -86,7 +86,10 @@ export class ChannelSessions {
    */
   async present(presentation: Presentation): Promise<PresentationResult> {
     await acceptPresentation(this.#deps, presentation);
-    await this.#queue.run(presentation.channel, () => settleAccepted(this.#deps, presentation.channel, true, MAX_BATCHES_PER_REQUEST));
+    await this.#queue.run(presentation.channel, async () => {
+      const report = await settleAccepted(this.#deps, presentation.channel, true, MAX_BATCHES_PER_REQUEST);
+      if (report.gone === true) await this.#finishEnded(presentation.channel);
+    });
     return {
       session: (await findSession(this.#deps.pool, presentation.channel))!,
       settlementTxs: await confirmedSettlementTxs(this.#deps.pool, presentation.channel),
@@ -99,6 +102,12 @@ export class ChannelSessions {
 
   settlementTxs(channel: string): Promise<string[]> {
     return confirmedSettlementTxs(this.#deps.pool, channel);
+  }
+
+  /** A session whose channel was ended on chain by someone else: recorded from the chain's close. */
+  async #finishEnded(channel: string): Promise<void> {
+    const current = (await findSession(this.#deps.pool, channel))!;
+    if (current.status === "open" || current.status === "closing") await advanceClose(this.#deps, current, false);
   }
 
   /**
@@ -115,7 +124,9 @@ export class ChannelSessions {
           if (current.status === "opening") await resolveOpening(this.#deps, current);
           else if (current.status === "closing") await advanceClose(this.#deps, current, false);
           else if (current.status === "open" && current.expiresAt.getTime() < Date.now()) await advanceClose(this.#deps, current, false);
-          else if (current.status === "open") await settleAccepted(this.#deps, current.channel, false);
+          else if (current.status === "open" && (await settleAccepted(this.#deps, current.channel, false)).gone === true) {
+            await this.#finishEnded(current.channel);
+          }
         });
       } catch (error) {
         onError(error, session.channel);

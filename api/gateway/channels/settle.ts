@@ -23,6 +23,7 @@
  * chain settled outside the gateway is adopted from the channel's history (history.ts): each
  * recorded settlement names the transaction that really paid its charges.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { ComputeBudgetProgram, PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { withTransaction } from "../../../indexer/db/database.js";
@@ -66,6 +67,9 @@ export const MAX_PRESENTED_CHARGES = 10_000;
 const MAX_BATCHES_PER_PASS = 400;
 /** Batches a presentation's request waits for (200 charges); the loop settles the rest. */
 export const MAX_BATCHES_PER_REQUEST = 8;
+
+/** How long a signed batch may reuse a cached blockhash (wallets/ledger.ts `recentBlockhash`), with a margin. */
+const BLOCKHASH_REUSE_MS = 1_200;
 
 export interface PresentedCharge {
   readonly sequence: bigint;
@@ -222,8 +226,12 @@ export async function settleAccepted(
     const accounts = sessionAccounts(session);
     // Ended on chain without the gateway (the payee closed and refunded): the close finishes it.
     if ((await readChannel(deps.ledger, accounts.channel)) === null) return { sent, confirmed, failed, pending: false, gone: true };
-    // The payee closed its token account: recreated, the charges settle in the next batch.
-    if (await ensurePayeeTokenAccount(deps.ledger, accounts.payee, accounts.mint)) continue;
+    // The payee closed its token account: recreated, the charges settle in the next batch (under
+    // a newer blockhash: the refused bytes, signed again with the same one, could never land).
+    if (await ensurePayeeTokenAccount(deps.ledger, accounts.payee, accounts.mint)) {
+      await delay(BLOCKHASH_REUSE_MS);
+      continue;
+    }
     break;
   }
   return { sent, confirmed, failed, pending: false };

@@ -180,12 +180,17 @@ export async function newPayeeKeypair(gateway: ChannelGateway): Promise<Keypair>
   return payee;
 }
 
-/** A real transaction of `signer` alone (its own fee payer), confirmed; throws when it fails. */
-export async function sendAs(gateway: ChannelGateway, signer: Keypair, instructions: readonly TransactionInstruction[]): Promise<string> {
+/** A transaction of `signer` alone (its own fee payer), signed, not sent. */
+export async function signAs(gateway: ChannelGateway, signer: Keypair, instructions: readonly TransactionInstruction[]) {
   const { blockhash, lastValidBlockHeight } = await gateway.ledger.connection.getLatestBlockhash("confirmed");
   const transaction = new Transaction({ feePayer: signer.publicKey, blockhash, lastValidBlockHeight }).add(...instructions);
   transaction.sign(signer);
-  const signed = { signature: bs58.encode(transaction.signature!), wire: transaction.serialize().toString("base64"), lastValidBlockHeight };
+  return { signature: bs58.encode(transaction.signature!), wire: transaction.serialize().toString("base64"), lastValidBlockHeight };
+}
+
+/** A real transaction of `signer` alone (its own fee payer), confirmed; throws when it fails. */
+export async function sendAs(gateway: ChannelGateway, signer: Keypair, instructions: readonly TransactionInstruction[]): Promise<string> {
+  const signed = await signAs(gateway, signer, instructions);
   const result = await submit(gateway.ledger, signed);
   if (result.status !== "confirmed")
     throw new Error(

@@ -8,7 +8,8 @@
  * | open: deposit reserved within the policy, open_channel sent and confirmed | open.ts |
  * | a charge: policy checks, payment id, voucher signed, row inserted | vouchers.ts |
  * | a payee's presentation, settlement batches, crash reconciliation | settle.ts |
- * | close: settle, close request, refund, reservation ended | close.ts |
+ * | close: settle, close request, refund or force close, reservation ended | close.ts |
+ * | the channel's money as the chain's events recorded it | history.ts |
  * | SQL | store.ts |
  *
  * `ChannelSessions` wires them with the per-process caches (signing keys, one queue per channel)

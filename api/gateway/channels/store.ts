@@ -5,7 +5,8 @@
  * Authority:
  * | state | truth |
  * |---|---|
- * | deposit, settled cumulative/sequence, existence of the channel | the chain (`Channel` account); the row follows it |
+ * | deposit, existence of the channel | the chain (`Channel` account); the row follows it |
+ * | settled cumulative/sequence, refunded, which charges a settlement paid | the program's events in the transactions that did them (history.ts); the row follows them |
  * | vouchers signed (signed_*, every `channel_charges` row) | this store: the chain never sees a voucher until it settles |
  * | what the payee accepted (accepted_*) | this store, from the payee's presentation |
  * | a settlement in flight | `channel_settlement_sends` (`pending`): written before the transaction is sent |

@@ -12,6 +12,7 @@ import { createCloseAccountInstruction, createTransferInstruction, getAssociated
 import { ComputeBudgetProgram, type Keypair, PublicKey, type TransactionInstruction } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readChannel } from "../../api/gateway/channels/chain.js";
 import { channelHistory } from "../../api/gateway/channels/history.js";
 import { tokenBalanceUnits } from "../../api/gateway/wallets/index.js";
 import { putPolicy } from "../../api/shared/policy/index.js";
@@ -29,6 +30,7 @@ import {
   settlementComputeUnits,
   voucherSignatureInstruction,
 } from "../../programs/payment_ledger/ts/index.js";
+import { mulberry32 } from "../support/random.js";
 import { type ChannelGateway, newPayeeKeypair, SERVICE, sendAs, signAs, startChannelGateway, USDC } from "./support/channel-gateway.js";
 
 let gateway: ChannelGateway;
@@ -421,4 +423,96 @@ describe("a payee acting on chain by itself", () => {
     const closed = await expectChainTruth(o, 10n * USDC);
     expect(closed).toMatchObject({ forced: true, settledUnits: 0n, refundedUnits: 100_000n });
   });
+});
+
+const SEEDS = [0xc4a1, 0xc4a2, 0xc4a3, 0xc4a4, 0xc4a6];
+
+describe("payee actions interleaved at random with the gateway's (seeded)", () => {
+  it(`${SEEDS.length} seeded sessions: whatever the payee does, the chain's record = tables = REST = indexer = usedToday, within budget and deposit`, async () => {
+    for (const seed of SEEDS) {
+      const random = mulberry32(seed);
+      const pick = (n: number) => Math.floor(random() * n);
+      const budget = 300_000n;
+      const o = await open(200_000n, { budget, extra: { withdrawDelaySeconds: random() < 0.5 ? 1 : 11 } });
+      const signed: any[] = [];
+      let given = 0n; // tokens the payee sent straight to the escrow
+      let ended = false;
+      const steps: string[] = [];
+      for (let step = 0; step < 10 && !ended; step += 1) {
+        const chain = await readChannel(gateway.ledger, o.accounts.channel);
+        const settledSeq = Number(chain?.settled.sequence ?? 0n);
+        // Vouchers most often; the ends (a close by either side) only after a few steps.
+        const action = [0, 0, 1, 2, 2, 3, 3, 4, 5, 6][pick(step < 4 ? 8 : 10)]!;
+        try {
+          if (action <= 1 && chain?.closeRequestedAtSeconds === null) {
+            const answer = await gateway.call("POST", `/v1/channels/${o.channel}/vouchers`, {
+              endpoint: `${SERVICE}/v1/search`,
+              amount: decimal(BigInt(1 + pick(20)) * 1_000n),
+            });
+            if (answer.status === 200) signed.push(answer.body);
+            steps.push("voucher");
+          } else if (action === 2 && signed.length > 0) {
+            const to = 1 + pick(signed.length);
+            await present(o, signed, 1, to);
+            steps.push(`present ${to}`);
+          } else if (action === 3 && signed.length > settledSeq) {
+            const to = settledSeq + 1 + pick(signed.length - settledSeq);
+            await payeeSettles(o, signed, settledSeq + 1, to);
+            steps.push(`self-settle ${to}`);
+          } else if (action === 4 && chain !== null) {
+            const held = await tokenBalanceUnits(gateway.ledger, o.payee.publicKey);
+            if (held > 0n) {
+              const payeeToken = getAssociatedTokenAddressSync(gateway.ledger.mint, o.payee.publicKey, true);
+              const amount = held / 2n + 1n;
+              await sendAs(gateway, o.payee, [
+                createTransferInstruction(payeeToken, escrowPda(o.accounts.channel).address, o.payee.publicKey, amount),
+              ]);
+              given += amount;
+              steps.push(`transfer ${amount}`);
+            }
+          } else if (action === 5) {
+            await gateway.call("POST", `/v1/channels/${o.channel}/close`);
+            steps.push("gateway close");
+          } else if (action === 6 && chain !== null) {
+            // The payee ends the channel: with its highest voucher when it holds one past the settled.
+            const final =
+              signed.length > settledSeq && chain.closeRequestedAtSeconds === null
+                ? payeeSettlement(o, signed, settledSeq + 1, signed.length)
+                : null;
+            const instructions: TransactionInstruction[] = [ComputeBudgetProgram.setComputeUnitLimit({ units: 1_000_000 })];
+            if (chain.closeRequestedAtSeconds === null) {
+              if (final !== null) instructions.push(final.check);
+              instructions.push(
+                await closeChannelInstruction({
+                  signer: o.payee.publicKey,
+                  channel: o.accounts,
+                  finalSettlement: final?.settlement ?? null,
+                }),
+              );
+            }
+            instructions.push(await payeeRefund(o));
+            await sendAs(gateway, o.payee, instructions);
+            ended = true;
+            steps.push("payee close+refund");
+          }
+        } catch (error) {
+          steps.push(`(refused: ${String(error).slice(0, 60)})`);
+        }
+      }
+      // The gateway finishes the session however it stands.
+      for (let pass = 0; pass < 40; pass += 1) {
+        const view = (await gateway.call("GET", `/v1/channels/${o.channel}`)).body;
+        if (view.status === "closed") break;
+        if (view.status === "open") await gateway.call("POST", `/v1/channels/${o.channel}/close`);
+        else await gateway.channels.runPass();
+        await delay(1_000);
+      }
+      const payeeHolds = await tokenBalanceUnits(gateway.ledger, o.payee.publicKey);
+      const closed = await expectChainTruth(o, 10n * USDC, { payeeUnits: payeeHolds });
+      // Landed money: what the payee received from the escrow, never above the deposit or the budget.
+      expect(payeeHolds + given, `seed ${seed.toString(16)}: ${steps.join(", ")}`).toBe(closed.settledUnits);
+      expect(closed.settledUnits).toBeLessThanOrEqual(o.depositUnits);
+      expect(closed.settledUnits).toBeLessThanOrEqual(budget);
+    }
+  }, 150_000);
 });

@@ -89,7 +89,8 @@ export class ChannelSessions {
     await acceptPresentation(this.#deps, presentation);
     await this.#queue.run(presentation.channel, async () => {
       const report = await settleAccepted(this.#deps, presentation.channel, true, MAX_BATCHES_PER_REQUEST);
-      if (report.gone === true) await this.#finishEnded(presentation.channel);
+      // Recorded now if the chain's record is readable; otherwise the loop finishes it.
+      if (report.gone === true) await this.#finishEnded(presentation.channel).catch(() => undefined);
     });
     return {
       session: (await findSession(this.#deps.pool, presentation.channel))!,

@@ -168,7 +168,8 @@ export async function readUsage(db: Db, agentId: string, policy: Policy & { read
                  ELSE (SELECT count(*) FROM spend_reservations
                        WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz)
                     + (SELECT count(*) FROM channel_charges c JOIN channel_sessions s ON s.channel = c.channel
-                       WHERE s.agent_id = $1 AND c.status <> 'void' AND c.created_at > $3::timestamptz) END::int AS rate_calls
+                       WHERE s.agent_id = $1 AND (s.closed_at IS NULL OR s.closed_at > $3::timestamptz)
+                         AND c.status <> 'void' AND c.created_at > $3::timestamptz) END::int AS rate_calls
      FROM open_period p`,
     [
       agentId,

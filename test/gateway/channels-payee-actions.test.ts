@@ -266,6 +266,11 @@ async function expectChainTruth(o: Opened, payerStartUnits: bigint, options: { p
     settled: closed.settledUnits.toString(),
     refunded: closed.refundedUnits.toString(),
   });
+  const indexedSettlements = await gateway.db.pool.query<{ tx_hash: string }>(
+    "SELECT tx_hash FROM channel_settlements WHERE channel = $1",
+    [o.channel],
+  );
+  expect(new Set(indexedSettlements.rows.map((r) => r.tx_hash))).toEqual(new Set(history.settlements.map((s) => s.signature)));
   return closed;
 }
 
@@ -405,6 +410,12 @@ describe("a payee acting on chain by itself", () => {
     const signed = await vouchers(o, 10_000n, 2);
     const settled = await present(o, signed, 1, 2);
     expect(settled.body).toMatchObject({ settledSequence: "2", settledCumulativeUnits: "20000" });
+    // One refused batch (the account was missing), then the account recreated and the batch landed.
+    const sends = await gateway.db.pool.query(
+      "SELECT status, count(*)::int AS n FROM channel_settlement_sends WHERE channel = $1 GROUP BY status",
+      [o.channel],
+    );
+    expect(Object.fromEntries(sends.rows.map((r) => [r.status, r.n]))).toEqual({ failed: 1, confirmed: 1 });
     const closed = await gateway.call("POST", `/v1/channels/${o.channel}/close`);
     expect(closed.body).toMatchObject({ status: "closed", refundedUnits: "80000" });
     await expectChainTruth(o, 10n * USDC);

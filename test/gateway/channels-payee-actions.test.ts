@@ -12,6 +12,7 @@ import { createCloseAccountInstruction, createTransferInstruction, getAssociated
 import { ComputeBudgetProgram, type Keypair, PublicKey, type TransactionInstruction } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ChannelError, ChannelSessions } from "../../api/gateway/channels/index.js";
 import { readChannel } from "../../api/gateway/channels/chain.js";
 import { channelHistory } from "../../api/gateway/channels/history.js";
 import { tokenBalanceUnits } from "../../api/gateway/wallets/index.js";
@@ -418,6 +419,30 @@ describe("a payee acting on chain by itself", () => {
     expect(Object.fromEntries(sends.rows.map((r) => [r.status, r.n]))).toEqual({ failed: 1, confirmed: 1 });
     const closed = await gateway.call("POST", `/v1/channels/${o.channel}/close`);
     expect(closed.body).toMatchObject({ status: "closed", refundedUnits: "80000" });
+    await expectChainTruth(o, 10n * USDC);
+  });
+
+  it("a close the program refuses is answered as refused (409), not as pending, and its signature is not kept", async () => {
+    const o = await open(100_000n);
+    // A gateway process whose key is not the program's authority: the program refuses its
+    // close_channel (NotChannelParty), a real refusal on the real ledger.
+    const stranger = await newPayeeKeypair(gateway);
+    const wrong = new ChannelSessions({
+      pool: gateway.db.pool,
+      ledger: { ...gateway.ledger, authority: stranger },
+      wallets: gateway.wallets,
+    });
+    const refused = await wrong.close(o.channel, gateway.accountId).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(ChannelError);
+    expect((refused as ChannelError).reason).toBe("channel_close_refused");
+    const { rows } = await gateway.db.pool.query("SELECT status, close_tx, failure FROM channel_sessions WHERE channel = $1", [o.channel]);
+    expect(rows[0]).toMatchObject({ status: "closing", close_tx: null });
+    expect(rows[0].failure).toMatch(/close_channel refused: NotChannelParty/);
+    // The gateway that is the authority closes it.
+    expect((await gateway.call("POST", `/v1/channels/${o.channel}/close`)).body).toMatchObject({
+      status: "closed",
+      refundedUnits: "100000",
+    });
     await expectChainTruth(o, 10n * USDC);
   });
 

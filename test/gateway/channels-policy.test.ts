@@ -185,6 +185,36 @@ describe("signing a charge", () => {
     expect(answers.filter((x) => x.status === 403).every((x) => x.body.reasonCode === "rate_limit_exceeded")).toBe(true);
   });
 
+  it("vouchers and ordinary payments racing one rate limit: admitted together never pass it, and rateUsage counts them all", async () => {
+    const agentId = await gateway.newAgent();
+    await putPolicy(gateway.db.pool, await internalId(agentId), { rateLimit: { calls: 10, window: "1m" } });
+    const opened = await open(agentId, "1");
+    const endpoint = `${SERVICE}/v1/data`;
+    const requirement = {
+      scheme: "exact",
+      network: gateway.ledger.network,
+      token: gateway.ledger.mint.toBase58(),
+      amount: "1000",
+      payTo: newPayee(),
+      resource: endpoint,
+    };
+    const authorize = () =>
+      gateway.call("POST", `/v1/agents/${agentId}/payments/authorize`, { endpoint, x402: requirement }, { idem: randomUUID() });
+    // The deposit is one call of the window; nine are left, whichever kind asks first.
+    const answers = await Promise.all(
+      Array.from({ length: 24 }, (_, i) => (i % 2 === 0 ? voucher(opened.body.channel, "0.001") : authorize())),
+    );
+    expect(answers.filter((x) => x.status === 200)).toHaveLength(9);
+    expect(answers.filter((x) => x.status !== 200).every((x) => x.status === 403 && x.body.reasonCode === "rate_limit_exceeded")).toBe(
+      true,
+    );
+    const usage = await gateway.call("GET", `/v1/policies/${agentId}`);
+    expect(usage.body.rateUsage).toMatchObject({ calls: 10, limit: 10 });
+    // And one after the other: the window is full for both kinds.
+    expect((await voucher(opened.body.channel, "0.001")).body.reasonCode).toBe("rate_limit_exceeded");
+    expect((await authorize()).body.reasonCode).toBe("rate_limit_exceeded");
+  });
+
   it("another account cannot sign on the channel or read it", async () => {
     const agentId = await gateway.newAgent();
     const opened = await open(agentId, "0.5");

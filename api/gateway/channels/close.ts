@@ -3,27 +3,41 @@
  * authority. The gateway does not hold the payee's key, so the close is the program's two-step one
  * (docs/ledger.md §5): first every accepted charge is settled (settle.ts batches), then
  * `close_channel` requests the close (the withdraw delay starts; the payee may still settle during
- * it, through the gateway), then, once the delay has passed, `refund_channel` returns
- * `deposit − settled` to the agent's wallet and deletes channel and escrow (rent back to the
- * authority). At the refund the session is `closed`: charges up to the chain's settled sequence
- * are settled, the rest `void` (signed, never accepted, never paid), and the deposit's reservation
- * ends at the settled amount (the unused deposit returns to the budget).
+ * it, through the gateway or itself), then, once the delay has passed, `refund_channel` returns the
+ * escrow's remainder to the agent's wallet and deletes channel and escrow (rent back to the
+ * authority). Past the channel's expiry the agent's own way out is used instead:
+ * `force_close_channel`, signed with the agent's (custodied) key, which needs nothing of the payee.
+ * A payee that closed its token account cannot block a close: it is recreated first.
  *
- * Every step is decided by the Channel account, so a crash anywhere is resumed by running the same
- * step again: no close request on chain → request it; requested and the delay passed → refund;
- * no account → it was refunded (closed). Requests and refunds are never double effects: the
- * program refuses a second close request (`ChannelClosing`) and a refund of a deleted channel.
+ * The close's figures are the chain's: the `ChannelClosed` event of the transaction that ended the
+ * channel (ours, or the payee's own close and refund) says what was settled and refunded, and every
+ * `ChannelSettled` before it (the payee's included) is adopted first, so each settled charge names
+ * the transaction that paid it (history.ts). Charges beyond the event's sequence are `void`, and
+ * the deposit's reservation ends at the event's settled amount: what really left the escrow to the
+ * payee, whoever settled it.
+ *
+ * Every step is decided by the chain, so a crash anywhere is resumed by running the same step
+ * again: no close request on chain → request it; requested and the delay passed → refund; no
+ * account → read how it ended. A close the program refuses is reported as refused
+ * (`channel_close_refused`), not as pending.
  */
 import { setTimeout as delay } from "node:timers/promises";
+import { PublicKey } from "@solana/web3.js";
 import { withTransaction } from "../../../indexer/db/database.js";
-import { closeChannelInstruction, refundChannelInstruction } from "../../../programs/payment_ledger/ts/index.js";
+import {
+  closeChannelInstruction,
+  forceCloseChannelInstruction,
+  refundChannelInstruction,
+} from "../../../programs/payment_ledger/ts/index.js";
 import { channelRef, endExposureReservation } from "../../shared/policy/store.js";
+import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
 import { submit } from "../wallets/ledger.js";
-import { readChannel, signChannelTransaction } from "./chain.js";
+import { ensurePayeeTokenAccount, readChannel, signChannelTransaction } from "./chain.js";
 import { type ChannelDeps, optionalKey, sessionAccounts } from "./deps.js";
-import { channelNotFound, channelNotOpen, channelPending } from "./errors.js";
-import { adoptChainSettlements, settleAccepted } from "./settle.js";
-import { findSession, lockSession, markClosed, markClosing, type SessionRow } from "./store.js";
+import { channelCloseRefused, channelNotFound, channelNotOpen, channelPending } from "./errors.js";
+import { channelHistory } from "./history.js";
+import { adoptChainSettlements, resolveSettlement, settleAccepted } from "./settle.js";
+import { findSession, lockSession, markClosed, markCloseRefused, markClosing, pendingSettlement, type SessionRow } from "./store.js";
 
 /** A close waits for the refund when the withdraw delay is at most this; longer ones finish in the loop. */
 export const SYNC_REFUND_MAX_SECONDS = 10;
@@ -44,11 +58,13 @@ export async function closeSession(deps: ChannelDeps, channel: string, accountId
 export async function advanceClose(deps: ChannelDeps, session: SessionRow, wait: boolean): Promise<SessionRow> {
   const channel = session.channel;
   const accounts = sessionAccounts(session);
+  let state = await readChannel(deps.ledger, accounts.channel);
+  if (state === null) return finishClosed(deps, session, wait);
   const settled = await settleAccepted(deps, channel, true);
   if (settled.pending) throw channelPending(channel, "a settlement");
-  let state = await readChannel(deps.ledger, accounts.channel);
-  if (state === null) return finishClosed(deps, channel, null);
+  if (Date.now() >= session.expiresAt.getTime()) return forceClose(deps, session);
   if (state.closeRequestedAtSeconds === null) {
+    await ensurePayeeTokenAccount(deps.ledger, accounts.payee, accounts.mint);
     const request = await signChannelTransaction(deps.ledger, [
       await closeChannelInstruction({
         signer: deps.ledger.authority.publicKey,
@@ -62,21 +78,29 @@ export async function advanceClose(deps: ChannelDeps, session: SessionRow, wait:
     const result = await submit(deps.ledger, request);
     if (result.status === "pending") throw channelPending(channel, "close_channel");
     state = await readChannel(deps.ledger, accounts.channel);
-    if (state === null) return finishClosed(deps, channel, null);
-    if (state.closeRequestedAtSeconds === null) throw channelPending(channel, "close_channel");
+    if (state === null) return finishClosed(deps, session, wait);
+    if (result.status !== "confirmed" && state.closeRequestedAtSeconds === null) {
+      // Refused by the program (or the RPC): recorded as such; the loop tries again, and past the
+      // expiry the force close needs nothing the payee controls.
+      const refusal = ledgerRefusal(submitFailure(result, request));
+      const reason = refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`;
+      await markCloseRefused(deps.pool, channel, `close_channel refused: ${reason}`);
+      throw channelCloseRefused(channel, reason, session.expiresAt);
+    }
+    // Requested by someone else meanwhile (the payee): its request stands, ours did not land.
+    if (result.status !== "confirmed") await markClosing(deps.pool, channel, null);
   } else if (session.status === "open") {
-    await markClosing(deps.pool, channel, session.closeTx ?? "unknown");
+    // The payee requested the close itself.
+    await markClosing(deps.pool, channel, null);
   }
-  const refundAt = (state.closeRequestedAtSeconds + state.withdrawDelaySeconds) * 1000;
+  const refundAt = (state.closeRequestedAtSeconds! + state.withdrawDelaySeconds) * 1000;
   if (Date.now() < refundAt) {
     if (!wait) return (await findSession(deps.pool, channel))!;
     await delay(refundAt - Date.now() + 1_000);
   }
-  // Charges the payee presented during the delay settle before the refund ends the channel; what
-  // it settled itself is adopted, so every charge the refund counts as paid has its transaction.
+  // Charges the payee presented during the delay settle before the refund ends the channel.
   const last = await settleAccepted(deps, channel, true);
   if (last.pending) throw channelPending(channel, "a settlement");
-  await adoptChainSettlements(deps, channel);
   return refund(deps, session, wait);
 }
 
@@ -86,46 +110,73 @@ async function refund(deps: ChannelDeps, session: SessionRow, wait: boolean): Pr
   const accounts = sessionAccounts(session);
   for (let attempt = 1; ; attempt += 1) {
     const state = await readChannel(deps.ledger, accounts.channel);
-    if (state === null) return finishClosed(deps, session.channel, null);
+    if (state === null) return finishClosed(deps, session, wait);
     const transaction = await signChannelTransaction(deps.ledger, [
       await refundChannelInstruction({ signer: deps.ledger.authority.publicKey, channel: accounts, rentPayer: state.rentPayer }),
     ]);
     const result = await submit(deps.ledger, transaction);
-    if (result.status === "confirmed") {
-      return finishClosed(deps, session.channel, {
-        refundTx: transaction.signature,
-        settledSequence: state.settled.sequence,
-        settledUnits: state.settled.cumulativeUnits,
-        refundedUnits: state.depositUnits - state.settled.cumulativeUnits,
-      });
-    }
+    if (result.status === "confirmed") return finishClosed(deps, session, wait);
     if (result.status === "pending") throw channelPending(session.channel, "refund_channel");
-    // The ledger's clock may trail ours by a moment (WithdrawDelayNotElapsed): try again shortly.
-    if (!wait || attempt >= REFUND_ATTEMPTS) return (await findSession(deps.pool, session.channel))!;
+    // The ledger's clock may trail ours by a moment (WithdrawDelayNotElapsed), or the payee ended
+    // the channel first (then the next read finds it gone): look again shortly.
+    if (!wait || attempt >= REFUND_ATTEMPTS) {
+      if ((await readChannel(deps.ledger, accounts.channel)) === null) return finishClosed(deps, session, wait);
+      return (await findSession(deps.pool, session.channel))!;
+    }
     await delay(1_000);
   }
 }
 
+/** Past the expiry: the payer's own close, signed with the agent's key; the payee's part is not needed. */
+async function forceClose(deps: ChannelDeps, session: SessionRow): Promise<SessionRow> {
+  const accounts = sessionAccounts(session);
+  const state = await readChannel(deps.ledger, accounts.channel);
+  if (state === null) return finishClosed(deps, session, false);
+  const payer = await deps.keys.get(session.agentId);
+  const transaction = await signChannelTransaction(
+    deps.ledger,
+    [await forceCloseChannelInstruction({ signer: payer.publicKey, channel: accounts, rentPayer: state.rentPayer })],
+    [payer],
+  );
+  if (session.status === "open") await markClosing(deps.pool, session.channel, null);
+  const result = await submit(deps.ledger, transaction);
+  if (result.status === "pending") throw channelPending(session.channel, "force_close_channel");
+  if (result.status !== "confirmed" && (await readChannel(deps.ledger, accounts.channel)) !== null) {
+    // The ledger's clock may trail ours (ChannelNotExpired): the loop tries again.
+    const refusal = ledgerRefusal(submitFailure(result, transaction));
+    if (refusal?.name === "ChannelNotExpired") return (await findSession(deps.pool, session.channel))!;
+    const reason = refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`;
+    await markCloseRefused(deps.pool, session.channel, `force_close_channel refused: ${reason}`);
+    throw channelCloseRefused(session.channel, reason, session.expiresAt);
+  }
+  return finishClosed(deps, session, false);
+}
+
 /**
- * The channel is gone from the chain: refunded. With the refund's own reading of the account, its
- * figures; without (it was refunded by an attempt whose answer was lost), the session's settled state.
+ * The channel is gone from the chain: its end is read from the `ChannelClosed` event of the
+ * transaction that did it, the settlements before it adopted, and the session closed with the
+ * event's figures; the deposit's reservation ends at the settled amount.
  */
-async function finishClosed(
-  deps: ChannelDeps,
-  channel: string,
-  refunded: { refundTx: string; settledSequence: bigint; settledUnits: bigint; refundedUnits: bigint } | null,
-): Promise<SessionRow> {
+async function finishClosed(deps: ChannelDeps, session: SessionRow, wait: boolean): Promise<SessionRow> {
+  const channel = session.channel;
+  const pending = await pendingSettlement(deps.pool, channel);
+  if (pending !== null && (await resolveSettlement(deps, pending, wait)) === "pending") throw channelPending(channel, "a settlement");
+  const history = await channelHistory(deps.ledger, new PublicKey(channel));
+  const closed = history.closed;
+  if (closed === null) throw channelPending(channel, "the channel's close record");
+  await adoptChainSettlements(deps, channel, history);
   await withTransaction(
     deps.pool,
     async (client) => {
-      const session = (await lockSession(client, channel))!;
-      if (session.status === "closed") return;
-      const sequence = refunded?.settledSequence ?? session.settledSequence;
-      const settledUnits = refunded?.settledUnits ?? session.settledCumulative;
-      const refundedUnits = refunded?.refundedUnits ?? session.depositUnits - settledUnits;
-      const refundTx = refunded?.refundTx ?? null;
-      await markClosed(client, channel, { sequence, cumulativeUnits: settledUnits, refundedUnits, refundTx });
-      await endExposureReservation(client, channelRef(channel), settledUnits, refundTx ?? session.closeTx ?? channel);
+      const locked = (await lockSession(client, channel))!;
+      if (locked.status === "closed") return;
+      await markClosed(client, channel, {
+        sequence: closed.sequence,
+        cumulativeUnits: closed.settledUnits,
+        refundedUnits: closed.refundedUnits,
+        refundTx: closed.signature,
+      });
+      await endExposureReservation(client, channelRef(channel), closed.settledUnits, closed.signature);
     },
     { isolation: "read committed" },
   );

@@ -16,7 +16,8 @@ export type ChannelRefusalReason =
   | "voucher_unknown"
   | "charges_mismatch"
   | "channel_open_failed"
-  | "channel_pending";
+  | "channel_pending"
+  | "channel_close_refused";
 
 export class ChannelError extends ServiceError {
   declare readonly reason: ChannelRefusalReason;
@@ -100,5 +101,16 @@ export function channelPending(channel: string, what: string): ChannelError {
   return new ChannelError("SERVICE_UNAVAILABLE", `channel ${channel}: ${what} is not confirmed yet; retry to read its outcome`, {
     reason: "channel_pending",
     extra: { channel, retryable: true },
+  });
+}
+
+/**
+ * The program refused the close (a refusal, not an unknown outcome): the session stays `closing`,
+ * the loop tries again, and from the channel's expiry the agent's force close needs no one else.
+ */
+export function channelCloseRefused(channel: string, detail: string, expiresAt: Date): ChannelError {
+  return new ChannelError("CONFLICT", `channel ${channel}: the close was refused by the ledger (${detail})`, {
+    reason: "channel_close_refused",
+    extra: { channel, refusal: detail, forceCloseAt: expiresAt.toISOString() },
   });
 }

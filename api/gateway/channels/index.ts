@@ -8,7 +8,8 @@
  * | open: deposit reserved within the policy, open_channel sent and confirmed | open.ts |
  * | a charge: policy checks, payment id, voucher signed, row inserted | vouchers.ts |
  * | a payee's presentation, settlement batches, crash reconciliation | settle.ts |
- * | close: settle, close request, refund, reservation ended | close.ts |
+ * | close: settle, close request, refund or force close, reservation ended | close.ts |
+ * | the channel's money as the chain's events recorded it | history.ts |
  * | SQL | store.ts |
  *
  * `ChannelSessions` wires them with the per-process caches (signing keys, one queue per channel)
@@ -86,7 +87,11 @@ export class ChannelSessions {
    */
   async present(presentation: Presentation): Promise<PresentationResult> {
     await acceptPresentation(this.#deps, presentation);
-    await this.#queue.run(presentation.channel, () => settleAccepted(this.#deps, presentation.channel, true, MAX_BATCHES_PER_REQUEST));
+    await this.#queue.run(presentation.channel, async () => {
+      const report = await settleAccepted(this.#deps, presentation.channel, true, MAX_BATCHES_PER_REQUEST);
+      // Recorded now if the chain's record is readable; otherwise the loop finishes it.
+      if (report.gone === true) await this.#finishEnded(presentation.channel).catch(() => undefined);
+    });
     return {
       session: (await findSession(this.#deps.pool, presentation.channel))!,
       settlementTxs: await confirmedSettlementTxs(this.#deps.pool, presentation.channel),
@@ -99,6 +104,12 @@ export class ChannelSessions {
 
   settlementTxs(channel: string): Promise<string[]> {
     return confirmedSettlementTxs(this.#deps.pool, channel);
+  }
+
+  /** A session whose channel was ended on chain by someone else: recorded from the chain's close. */
+  async #finishEnded(channel: string): Promise<void> {
+    const current = (await findSession(this.#deps.pool, channel))!;
+    if (current.status === "open" || current.status === "closing") await advanceClose(this.#deps, current, false);
   }
 
   /**
@@ -115,7 +126,9 @@ export class ChannelSessions {
           if (current.status === "opening") await resolveOpening(this.#deps, current);
           else if (current.status === "closing") await advanceClose(this.#deps, current, false);
           else if (current.status === "open" && current.expiresAt.getTime() < Date.now()) await advanceClose(this.#deps, current, false);
-          else if (current.status === "open") await settleAccepted(this.#deps, current.channel, false);
+          else if (current.status === "open" && (await settleAccepted(this.#deps, current.channel, false)).gone === true) {
+            await this.#finishEnded(current.channel);
+          }
         });
       } catch (error) {
         onError(error, session.channel);

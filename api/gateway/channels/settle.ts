@@ -16,18 +16,19 @@
  * the channel pending, the transaction is built and signed and its `channel_settlement_sends` row
  * (`pending`, with the wire bytes) committed; then it is sent. Confirmed → charges `settled` with
  * its signature and the session's settled state moves; refused or expired → `failed`, the charges
- * stay accepted for the next batch. After a crash the pending row is resolved first, from the
- * Channel account's settled sequence (the chain's truth: covered → confirmed) and the signature's
- * status (can never land → failed); a new batch is never signed while one is pending, so nothing
- * is settled twice and nothing accepted is lost.
+ * stay accepted for the next batch. After a crash the pending row is resolved first, by its own
+ * signature's status only (landed → confirmed, can never land → failed; that the chain's sequence
+ * covers it proves nothing, the payee may have settled those charges itself); a new batch is never
+ * signed while one is pending, so nothing is settled twice and nothing accepted is lost. What the
+ * chain settled outside the gateway is adopted from the channel's history (history.ts): each
+ * recorded settlement names the transaction that really paid its charges.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { ComputeBudgetProgram, PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { withTransaction } from "../../../indexer/db/database.js";
 import {
   type ChannelCharge,
-  decodeTransactionEvents,
-  eventsNamed,
   initialChargesDigest,
   nextChargesDigest,
   settleChannelInstruction,
@@ -39,8 +40,9 @@ import {
 } from "../../../programs/payment_ledger/ts/index.js";
 import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
 import { awaitOutcome, lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
-import { readChannel, signChannelTransaction } from "./chain.js";
+import { ensurePayeeTokenAccount, readChannel, signChannelTransaction } from "./chain.js";
 import { type ChannelDeps, optionalKey, sessionAccounts } from "./deps.js";
+import { type ChannelHistory, channelHistory } from "./history.js";
 import { chargesMismatch, channelClosed, channelNotFound, channelNotOpen, voucherInvalid, voucherUnknown } from "./errors.js";
 import {
   applyConfirmedSettlement,
@@ -65,6 +67,9 @@ export const MAX_PRESENTED_CHARGES = 10_000;
 const MAX_BATCHES_PER_PASS = 400;
 /** Batches a presentation's request waits for (200 charges); the loop settles the rest. */
 export const MAX_BATCHES_PER_REQUEST = 8;
+
+/** How long a signed batch may reuse a cached blockhash (wallets/ledger.ts `recentBlockhash`), with a margin. */
+const BLOCKHASH_REUSE_MS = 1_200;
 
 export interface PresentedCharge {
   readonly sequence: bigint;
@@ -178,6 +183,8 @@ export interface SettleReport {
   readonly failed: number;
   /** A settlement still pending (unknown outcome): resolved by a later pass. */
   readonly pending: boolean;
+  /** The channel account is gone (ended on chain): only its close remains to record. */
+  readonly gone?: boolean;
 }
 
 /**
@@ -210,16 +217,21 @@ export async function settleAccepted(
       continue;
     }
     if (result.status === "pending") return { sent, confirmed, failed, pending: true };
-    // The chain may have moved anyway (the payee settled a voucher itself): it decides.
     const refusal = ledgerRefusal(submitFailure(result, intentTransaction(intent)));
-    if ((await resolveFromChain(deps, intent)) === "confirmed") {
-      confirmed += 1;
-      continue;
-    }
     await markSettlementFailed(deps.pool, intent.signature, refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`);
     failed += 1;
     // Settled on chain by someone else (the payee with a voucher it holds): adopt it, go on.
     if ((await adoptChainSettlements(deps, channel)) > 0) continue;
+    const session = (await findSession(deps.pool, channel))!;
+    const accounts = sessionAccounts(session);
+    // Ended on chain without the gateway (the payee closed and refunded): the close finishes it.
+    if ((await readChannel(deps.ledger, accounts.channel)) === null) return { sent, confirmed, failed, pending: false, gone: true };
+    // The payee closed its token account: recreated, the charges settle in the next batch (under
+    // a newer blockhash: the refused bytes, signed again with the same one, could never land).
+    if (await ensurePayeeTokenAccount(deps.ledger, accounts.payee, accounts.mint)) {
+      await delay(BLOCKHASH_REUSE_MS);
+      continue;
+    }
     break;
   }
   return { sent, confirmed, failed, pending: false };
@@ -315,26 +327,17 @@ async function applyConfirmed(deps: ChannelDeps, intent: SettlementIntent, slot:
   );
 }
 
-/** The chain's settled sequence covers the intent: it landed (whatever the status lookup says). */
-async function resolveFromChain(deps: ChannelDeps, intent: SettlementIntent): Promise<"confirmed" | "not_covered"> {
-  const state = await readChannel(deps.ledger, new PublicKey(intent.channel));
-  if (state !== null && state.settled.sequence >= intent.toSequence) {
-    await applyConfirmed(deps, intent, null);
-    return "confirmed";
-  }
-  return "not_covered";
-}
-
 /**
- * A pending settlement after a crash or an unknown outcome: the chain's settled sequence first,
- * then the signature's status; failed only once it can never land and the chain does not cover it.
+ * A pending settlement after a crash or an unknown outcome, decided by its own signature's status
+ * only (another transaction settling the same charges proves nothing about this one): confirmed
+ * when it landed, failed once it can never land. What the chain settled otherwise is adopted from
+ * the channel's history (`adoptChainSettlements`).
  */
 export async function resolveSettlement(
   deps: ChannelDeps,
   intent: SettlementIntent,
   wait: boolean,
 ): Promise<"confirmed" | "failed" | "pending"> {
-  if ((await resolveFromChain(deps, intent)) === "confirmed") return "confirmed";
   // The same signed bytes again: a crash may have come before they were ever sent, and they land
   // at most once.
   await deps.ledger.connection
@@ -348,62 +351,55 @@ export async function resolveSettlement(
     return "confirmed";
   }
   if (outcome!.status === "pending") return "pending";
-  if ((await resolveFromChain(deps, intent)) === "confirmed") return "confirmed";
   await markSettlementFailed(
     deps.pool,
     intent.signature,
     outcome!.reason === "expired" ? "expired before it landed" : "included with an error",
   );
+  await adoptChainSettlements(deps, intent.channel);
   return "failed";
 }
 
-/** Transactions of a channel read when adopting settlements made outside the gateway. */
-const MAX_ADOPTION_SIGNATURES = 1_000;
-
 /**
- * The chain settled the channel further than the gateway's own settlements (the payee, which may
- * settle any voucher it holds itself, or an earlier gateway whose row is gone): each such
- * `settle_channel` / final `close_channel` is found among the channel's transactions by its
- * `ChannelSettled` event and recorded as a confirmed settlement covering its charges, so the
- * charges are `settled` with the transaction that paid them. Answers how many were adopted.
+ * The chain settled the channel further than the gateway's records (the payee, which may settle
+ * any voucher it holds itself, also in its own close; or an earlier gateway whose row is gone):
+ * each such `ChannelSettled` is read from the channel's history (also once the account is gone)
+ * and recorded as a confirmed settlement of exactly the charges it covered, so the charges are
+ * `settled` with the transaction that paid them. Answers how many were adopted.
  */
-export async function adoptChainSettlements(deps: ChannelDeps, channel: string): Promise<number> {
+export async function adoptChainSettlements(deps: ChannelDeps, channel: string, history?: ChannelHistory): Promise<number> {
   const session = await findSession(deps.pool, channel);
   if (session === null || (await pendingSettlement(deps.pool, channel)) !== null) return 0;
   const key = new PublicKey(channel);
-  const state = await readChannel(deps.ledger, key);
-  if (state === null || state.settled.sequence <= session.settledSequence) return 0;
-  const signatures = await deps.ledger.connection.getSignaturesForAddress(key, { limit: MAX_ADOPTION_SIGNATURES }, "confirmed");
-  let settledSequence = session.settledSequence;
+  if (history === undefined) {
+    const state = await readChannel(deps.ledger, key);
+    if (state !== null && state.settled.sequence <= session.settledSequence) return 0;
+  }
+  const settlements = (history ?? (await channelHistory(deps.ledger, key))).settlements;
   let adopted = 0;
-  for (const entry of signatures.reverse()) {
-    if (entry.err !== null) continue;
-    const tx = await deps.ledger.connection.getTransaction(entry.signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
-    if (tx === null) continue;
-    for (const event of eventsNamed(decodeTransactionEvents(tx), "ChannelSettled")) {
-      if (!event.channel.equals(key) || event.sequence <= settledSequence) continue;
-      const intent: SettlementIntent = {
-        signature: entry.signature,
-        channel,
-        fromSequence: settledSequence + 1n,
-        toSequence: event.sequence,
-        cumulativeUnits: event.cumulativeUnits,
-        wire: "",
-        lastValidBlockHeight: 0,
-      };
-      await withTransaction(
-        deps.pool,
-        async (client) => {
-          const locked = (await lockSession(client, channel))!;
-          if (locked.settledSequence >= event.sequence) return;
-          await insertAdoptedSettlement(client, intent, tx.slot);
-          await applyConfirmedSettlement(client, intent, tx.slot);
-        },
-        { isolation: "read committed" },
-      );
-      settledSequence = event.sequence;
-      adopted += 1;
-    }
+  for (const settlement of settlements) {
+    if (settlement.toSequence <= session.settledSequence) continue;
+    const intent: SettlementIntent = {
+      signature: settlement.signature,
+      channel,
+      fromSequence: settlement.fromSequence,
+      toSequence: settlement.toSequence,
+      cumulativeUnits: settlement.cumulativeUnits,
+      wire: "",
+      lastValidBlockHeight: 0,
+    };
+    const applied = await withTransaction(
+      deps.pool,
+      async (client) => {
+        const locked = (await lockSession(client, channel))!;
+        if (locked.settledSequence >= settlement.toSequence) return false;
+        await insertAdoptedSettlement(client, intent, settlement.slot);
+        await applyConfirmedSettlement(client, intent, settlement.slot);
+        return true;
+      },
+      { isolation: "read committed" },
+    );
+    if (applied) adopted += 1;
   }
   return adopted;
 }

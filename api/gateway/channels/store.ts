@@ -5,7 +5,8 @@
  * Authority:
  * | state | truth |
  * |---|---|
- * | deposit, settled cumulative/sequence, existence of the channel | the chain (`Channel` account); the row follows it |
+ * | deposit, existence of the channel | the chain (`Channel` account); the row follows it |
+ * | settled cumulative/sequence, refunded, which charges a settlement paid | the program's events in the transactions that did them (history.ts); the row follows them |
  * | vouchers signed (signed_*, every `channel_charges` row) | this store: the chain never sees a voucher until it settles |
  * | what the payee accepted (accepted_*) | this store, from the payee's presentation |
  * | a settlement in flight | `channel_settlement_sends` (`pending`): written before the transaction is sent |
@@ -445,11 +446,23 @@ export async function confirmedSettlementTxs(db: Db, channel: string): Promise<s
   return rows.map((row) => row.signature);
 }
 
-/** A close was requested on chain by `closeTx` (the withdraw delay runs from it). */
-export async function markClosing(client: Db, channel: string, closeTx: string): Promise<void> {
+/**
+ * The session is closing: our `close_channel` was signed as `closeTx` (written before it is sent),
+ * or the close was requested by someone else / is being forced (null: no transaction of ours to
+ * name, and a signature of ours that did not land is no longer named).
+ */
+export async function markClosing(client: Db, channel: string, closeTx: string | null): Promise<void> {
   await client.query(
     "UPDATE channel_sessions SET status = 'closing', close_tx = $2, updated_at = now() WHERE channel = $1 AND status IN ('open', 'closing')",
     [channel, closeTx],
+  );
+}
+
+/** The program refused our close: its signature never landed (not kept), the refusal recorded. */
+export async function markCloseRefused(client: Db, channel: string, failure: string): Promise<void> {
+  await client.query(
+    "UPDATE channel_sessions SET close_tx = NULL, failure = $2, updated_at = now() WHERE channel = $1 AND status = 'closing'",
+    [channel, failure.slice(0, 1_000)],
   );
 }
 
@@ -487,26 +500,4 @@ export async function sessionsNeedingWork(db: Db, limit: number): Promise<Sessio
     [limit],
   );
   return rows.map(fromRaw);
-}
-
-/** Key space of the per-agent lock that serializes rate-limited charges across its channels. */
-const CHARGE_RATE_LOCK_NAMESPACE = 7_240_016;
-
-/**
- * Serializes the charges of one agent across its channels until the transaction ends, so a rate
- * limit counts every charge committed before (taken after the channel's row lock; never the other
- * way round, so it cannot deadlock with it).
- */
-export async function lockAgentCharges(client: pg.ClientBase, agentId: string): Promise<void> {
-  await client.query("SELECT pg_advisory_xact_lock($1, hashtext($2))", [CHARGE_RATE_LOCK_NAMESPACE, agentId]);
-}
-
-/** Charges the agent's channels signed since `since` (the rate window of its policy). */
-export async function chargesInWindow(db: Db, agentId: string, since: Date): Promise<number> {
-  const { rows } = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM channel_charges c JOIN channel_sessions s ON s.channel = c.channel
-     WHERE s.agent_id = $1 AND s.status IN ('open', 'closing', 'closed') AND c.created_at > $2 AND c.status <> 'void'`,
-    [agentId, since],
-  );
-  return rows[0]!.n;
 }

@@ -24,13 +24,12 @@ import { badRequest } from "../../shared/errors.js";
 import { endpointHost } from "../../shared/policy/domains.js";
 import { evaluatePolicy, type PolicyRejected, type PolicyUsage } from "../../shared/policy/engine.js";
 import { EMPTY_POLICY } from "../../shared/policy/policy.js";
-import { getPolicy, readUsage } from "../../shared/policy/store.js";
-import { rateWindowStart } from "../../shared/policy/windows.js";
+import { getPolicy, lockAgentPolicy, readUsage } from "../../shared/policy/store.js";
 import { recordRefusedPayment } from "../rejections.js";
 import { allocatePaymentId } from "../settlement/store.js";
 import type { ChannelDeps } from "./deps.js";
 import { channelClosed, channelNotFound, depositExhausted, originMismatch } from "./errors.js";
-import { chargesInWindow, findSession, insertSignedCharge, lockAgentCharges, lockSessionForCharge, type SessionRow } from "./store.js";
+import { findSession, insertSignedCharge, lockSessionForCharge, type SessionRow } from "./store.js";
 import { refuseArchived } from "../../shared/http/input.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
 
@@ -162,9 +161,10 @@ function refuseUnusable(session: SessionRow, now: Date): void {
 
 /**
  * The agent's policy on one charge, without its budget (the deposit holds it): domains, the
- * per-call limit, the rate limit. The rate window counts the agent's reservations (`readUsage`)
- * and its channel charges, read under the agent's charge lock (its charges on all its channels
- * one at a time); only when the policy has a rate limit.
+ * per-call limit, the rate limit. The rate window (`readUsage`: the agent's reservations and its
+ * channel charges, one running count) is read under the agent's policy lock, the one every
+ * reservation takes, so vouchers and ordinary payments are admitted one at a time against the
+ * same count; only when the policy has a rate limit.
  */
 async function policyRefusal(
   client: pg.PoolClient,
@@ -175,10 +175,8 @@ async function policyRefusal(
   const policy = (await getPolicy(client, session.agentId)) ?? EMPTY_POLICY;
   let usage: PolicyUsage = { usedTodayUnits: 0n, windowStart: null, rateCalls: 0 };
   if (policy.rateLimit !== null) {
-    await lockAgentCharges(client, session.agentId);
-    const reservations = await readUsage(client, session.agentId, policy, now);
-    const charges = await chargesInWindow(client, session.agentId, rateWindowStart(policy.rateLimit.window, now));
-    usage = { ...usage, rateCalls: reservations.rateCalls + charges };
+    await lockAgentPolicy(client, session.agentId);
+    usage = { ...usage, rateCalls: (await readUsage(client, session.agentId, policy, now)).rateCalls };
   }
   const decision = evaluatePolicy(
     { ...policy, dailyBudgetUnits: null },

@@ -139,7 +139,9 @@ export async function clearPolicy(db: Db, agentId: string): Promise<boolean> {
 }
 
 /**
- * Spend in the open budget period and calls in the policy's rate window, at `now`.
+ * Spend in the open budget period and calls in the policy's rate window, at `now`. The rate
+ * window counts every call the policy let through: reservations not released, and the charges
+ * (vouchers) of the agent's channel sessions not void; both are admitted under `lockAgentPolicy`.
  *
  * The period is open while any reservation that still counts (reserved, settled, or released and
  * then landed anyway) started its period less than 24 h ago; usage sums all of them. Counting
@@ -164,7 +166,10 @@ export async function readUsage(db: Db, agentId: string, policy: Policy & { read
             ) AS exhausted,
             CASE WHEN $3::timestamptz IS NULL THEN 0
                  ELSE (SELECT count(*) FROM spend_reservations
-                       WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz) END::int AS rate_calls
+                       WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz)
+                    + (SELECT count(*) FROM channel_charges c JOIN channel_sessions s ON s.channel = c.channel
+                       WHERE s.agent_id = $1 AND (s.closed_at IS NULL OR s.closed_at > $3::timestamptz)
+                         AND c.status <> 'void' AND c.created_at > $3::timestamptz) END::int AS rate_calls
      FROM open_period p`,
     [
       agentId,
@@ -515,6 +520,16 @@ export async function releaseUnclaimedReservation(db: Db, paymentRef: string): P
     [paymentRef],
   );
   return done.rowCount ?? 0;
+}
+
+/**
+ * The agent's policy lock in the caller's READ COMMITTED transaction, for a write admitted by the
+ * rate limit outside a reservation (a channel voucher): it then counts in one running count with
+ * the agent's reservations, one at a time.
+ */
+export async function lockAgentPolicy(client: pg.ClientBase, agentId: string): Promise<void> {
+  assertAgentId(agentId);
+  await lockAgent(client, agentId);
 }
 
 async function lockAgent(client: pg.ClientBase, agentId: string, savepoint = false): Promise<void> {

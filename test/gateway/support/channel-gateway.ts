@@ -5,7 +5,8 @@
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
-import { Keypair, PublicKey } from "@solana/web3.js";
+import { Keypair, LAMPORTS_PER_SOL, PublicKey, SystemProgram, Transaction, type TransactionInstruction } from "@solana/web3.js";
+import bs58 from "bs58";
 import { expect } from "vitest";
 import { ChannelSessions } from "../../../api/gateway/channels/index.js";
 import { createGatewayHandler } from "../../../api/gateway/http/index.js";
@@ -20,6 +21,7 @@ import {
   type SettlementLedger,
   tokenBalanceUnits,
 } from "../../../api/gateway/wallets/index.js";
+import { submit } from "../../../api/gateway/wallets/ledger.js";
 import { SecretBox } from "../../../api/gateway/webhooks/index.js";
 import { createAccount, issueApiKey } from "../../../api/shared/keys.js";
 import { decodeChannelAccount, escrowPda } from "../../../programs/payment_ledger/ts/index.js";
@@ -167,4 +169,32 @@ export async function expectAgreement(gateway: ChannelGateway, channel: string, 
     expect(money.escrow).toBe(BigInt(row.deposit) - settled);
     expect(money.payer).toBe(payerStartUnits - BigInt(row.deposit));
   }
+}
+
+/** A payee with its own key, funded with SOL for its fees: it acts on chain by itself. */
+export async function newPayeeKeypair(gateway: ChannelGateway): Promise<Keypair> {
+  const payee = Keypair.generate();
+  await sendAs(gateway, gateway.ledger.authority, [
+    SystemProgram.transfer({ fromPubkey: gateway.ledger.authority.publicKey, toPubkey: payee.publicKey, lamports: LAMPORTS_PER_SOL / 10 }),
+  ]);
+  return payee;
+}
+
+/** A transaction of `signer` alone (its own fee payer), signed, not sent. */
+export async function signAs(gateway: ChannelGateway, signer: Keypair, instructions: readonly TransactionInstruction[]) {
+  const { blockhash, lastValidBlockHeight } = await gateway.ledger.connection.getLatestBlockhash("confirmed");
+  const transaction = new Transaction({ feePayer: signer.publicKey, blockhash, lastValidBlockHeight }).add(...instructions);
+  transaction.sign(signer);
+  return { signature: bs58.encode(transaction.signature!), wire: transaction.serialize().toString("base64"), lastValidBlockHeight };
+}
+
+/** A real transaction of `signer` alone (its own fee payer), confirmed; throws when it fails. */
+export async function sendAs(gateway: ChannelGateway, signer: Keypair, instructions: readonly TransactionInstruction[]): Promise<string> {
+  const signed = await signAs(gateway, signer, instructions);
+  const result = await submit(gateway.ledger, signed);
+  if (result.status !== "confirmed")
+    throw new Error(
+      `transaction ${signed.signature} did not land: ${JSON.stringify(result, (_, v) => (typeof v === "bigint" ? v.toString() : v))}`,
+    );
+  return signed.signature;
 }

@@ -197,6 +197,7 @@ export function startGateway(options: GatewayOptions): Gateway {
       ...(cosigned === null ? {} : { cosigned }),
       ...(options.explorerCluster === undefined ? {} : { explorerCluster: options.explorerCluster }),
       allowLoopbackWebhooks: options.allowLoopbackWebhooks ?? false,
+      mailConfigured: (options.mailer ?? null) !== null,
     },
     stop() {
       stopped ??= (async () => {

@@ -46,6 +46,12 @@ export interface GatewayDeps extends RouteDeps {
    * localhost); never other private or metadata addresses. Off by default.
    */
   readonly allowLoopbackWebhooks?: boolean | undefined;
+  /**
+   * An SMTP transport is configured (SMTP_URL), so `email:` alert targets can be delivered. When
+   * false or absent an e-mail alert is still stored (deliveries wait for a transport) and its create
+   * answer carries a warning.
+   */
+  readonly mailConfigured?: boolean | undefined;
 }
 
 export type Route = SharedRoute<GatewayDeps>;

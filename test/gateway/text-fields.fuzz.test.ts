@@ -307,7 +307,7 @@ describe("every REST route's text fields under random Unicode", () => {
       for (const target of targets) {
         for (let i = 0; i < PER_FIELD; i++) {
           // Bodies take very long strings; a URL longer than node's 16 KiB header limit is answered 431 by node itself.
-          const text = randomText(next, target.where === "body" ? 6_000 : 600);
+          const text = i === 0 ? "a\u0000b" : randomText(next, target.where === "body" ? 6_000 : 600);
           const mutated = target.apply(text);
           const label = `${route.method} ${route.path} ${target.field}=${JSON.stringify(text.slice(0, 40))}`;
           // A query value reaches the server as UTF-8: a lone surrogate arrives as U+FFFD.

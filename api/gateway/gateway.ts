@@ -17,7 +17,7 @@ import { CosignedTransfers } from "./cosigned/cosigned.js";
 import { pruneIdempotencyKeys } from "../shared/http/idempotency.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { MppGateway } from "./mpp/gateway.js";
-import { runReconciler, Settlement } from "./settlement/index.js";
+import { AgentTokenAccounts, runReconciler, Settlement } from "./settlement/index.js";
 import { runSweeper } from "./settlement/sweeper.js";
 import { ledgerNetworks, SignedTransfers } from "./transfers/index.js";
 import { AgentWallets, type FundingSource, type Keystore, type SettlementLedger } from "./wallets/index.js";
@@ -197,6 +197,13 @@ export function startGateway(options: GatewayOptions): Gateway {
       ...(cosigned === null ? {} : { cosigned }),
       ...(options.explorerCluster === undefined ? {} : { explorerCluster: options.explorerCluster }),
       allowLoopbackWebhooks: options.allowLoopbackWebhooks ?? false,
+      mailConfigured: (options.mailer ?? null) !== null,
+      tokenAccounts: new AgentTokenAccounts({
+        pool,
+        ledger,
+        logger: logger.child({ component: "token-accounts" }),
+        ...(options.payeeAccountQuota === undefined ? {} : { payeeAccountQuota: options.payeeAccountQuota }),
+      }),
     },
     stop() {
       stopped ??= (async () => {

@@ -1,7 +1,7 @@
 /**
  * How `/graphql` reads a request, before any parsing of the document: the same exact JSON as the
- * REST edge (api/shared/http/json.ts: duplicate keys, trailing text and lone surrogates refused) and
- * bounded sizes, so a body is never buffered or executed beyond what the service reads.
+ * REST edge (api/shared/http/json.ts: duplicate keys and trailing text refused), the REST edge's
+ * text rule for variables and argument literals (api/shared/text.ts), and bounded sizes, so a body is never buffered or executed beyond what the service reads.
  *
  * - POST: `application/json` (or `application/graphql+json`) only, at most
  *   `MAX_GRAPHQL_BODY_BYTES`, counted while it streams in (a body without Content-Length cannot
@@ -17,6 +17,8 @@ import type { GraphQLError } from "graphql";
 import type { GraphQLParams, Plugin } from "graphql-yoga";
 import { type ErrorCode, httpError, isServiceError } from "../shared/errors.js";
 import { isRecord, JsonNumber, type JsonValue, parseJson } from "../shared/http/json.js";
+import { findUnstorableText, InvalidTextError } from "../shared/text.js";
+import { textArgumentsRule } from "./text-arguments.js";
 
 /** POST bodies larger than this are refused (413) before parsing. */
 export const MAX_GRAPHQL_BODY_BYTES = 1024 * 1024;
@@ -89,7 +91,12 @@ function toParams(body: Record<string, unknown>): GraphQLParams {
   const extensions = objectOrNull(body.extensions, "extensions");
   if (query !== undefined) params.query = query;
   if (operationName !== undefined) params.operationName = operationName;
-  if (variables !== undefined) params.variables = variables;
+  if (variables !== undefined) {
+    // The text rule (api/shared/text.ts) for variables; literals are checked by textArgumentsRule.
+    const found = findUnstorableText(variables, "variables");
+    if (found !== null) throw new InvalidTextError(found.field, found.detail).toGraphQLError({ endsRequest: true });
+    params.variables = variables;
+  }
   if (extensions !== undefined) params.extensions = extensions;
   return params;
 }
@@ -160,9 +167,15 @@ function parseGet(request: Request): GraphQLParams {
   return toParams(body);
 }
 
-/** Replaces yoga's request parsers for `/graphql` with the bounded, strict ones above. */
+/**
+ * Replaces yoga's request parsers for `/graphql` with the bounded, strict ones above, and refuses
+ * unstorable text in argument literals.
+ */
 export function useGraphqlRequestLimits(): Plugin {
   return {
+    onValidate({ addValidationRule }) {
+      addValidationRule(textArgumentsRule());
+    },
     onRequestParse({ request, setRequestParser }) {
       if (request.method === "GET") setRequestParser(parseGet);
       else if (request.method === "POST") setRequestParser(parsePost);

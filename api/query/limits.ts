@@ -18,7 +18,7 @@ import {
   type ValidationRule,
 } from "graphql";
 import type { Plugin } from "graphql-yoga";
-import { apiError } from "../shared/errors.js";
+import { apiError, httpError } from "../shared/errors.js";
 import {
   CHANNELS_FIRST_DEFAULT,
   CHANNELS_FIRST_MAX,
@@ -203,7 +203,8 @@ export function useQueryLimits(): Plugin {
         try {
           return parse(source, { ...options, maxTokens: MAX_QUERY_TOKENS });
         } catch (error) {
-          throw apiError("GRAPHQL_PARSE_FAILED", (error as Error).message);
+          // Ends the request with the code's status (400): yoga answers a parse failure 500 otherwise.
+          throw httpError("GRAPHQL_PARSE_FAILED", (error as Error).message).toGraphQLError({ endsRequest: true });
         }
       });
     },

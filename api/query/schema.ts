@@ -245,7 +245,7 @@ export const typeDefs = /* GraphQL */ `
     decision: String!
     "e.g. per_call_limit_exceeded; null when allowed."
     reasonCode: String
-    "Spec 7: <reason_code>: requested <amount> <unit>, limit is <amount> <unit>."
+    "The refusal text (docs/policy.md Refusal texts): spec 7's <reason_code>: requested <amount> <unit>, limit is <amount> <unit> where a limit exists; the domain and the rule for domain refusals."
     reason: String
     "The spec 7 client error class the rejection maps to."
     errorClass: String

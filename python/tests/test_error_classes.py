@@ -81,7 +81,9 @@ async def test_the_daily_budget_consumed_is_a_daily_budget_exceeded_error(agent:
         await done(client.pay(f"{ready.paid_api}/x402/daily"))
 
     assert isinstance(raised.value, PolicyViolationError)
-    assert raised.value.reason == "daily_budget_exceeded: requested 0.03 usdc, limit is 0.02 usdc"
+    assert raised.value.reason == (
+        "daily_budget_exceeded: requested 0.03 usdc, limit is 0.05 usdc (used 0.03 usdc, left 0.02 usdc)"
+    )
     assert (await done(client.policies.get())).used_today == Usdc(Decimal("0.03"))
     assert await done(client.wallet.balance()) == Usdc(Decimal("0.97"))
 

@@ -705,7 +705,12 @@ describe("policy and checkPolicy: the policy engine's read view and dry run", ()
       const data: any = await client.ok(world.keys.A, CHECK, { agentId: "a-spender", endpoint, amount });
       expect(data.checkPolicy.reasonCode, `${endpoint} ${amount}`).toBe(reasonCode);
       expect(data.checkPolicy.allowed).toBe(reasonCode === null);
-      if (reasonCode !== null) expect(data.checkPolicy.reason).toMatch(new RegExp(`^${reasonCode}: requested `));
+      // Spec 7's form where a limit exists; a domain refusal names the host and the rule instead.
+      if (reasonCode === "domain_not_allowed") {
+        expect(data.checkPolicy.reason).toBe("domain_not_allowed: search.example.org is not on the policy's allowedDomains");
+      } else if (reasonCode !== null) {
+        expect(data.checkPolicy.reason).toMatch(new RegExp(`^${reasonCode}: requested `));
+      }
     }
     const after: any = await client.ok(world.keys.A, POLICY, { agentId: "a-spender" });
     expect(after.policy.usedTodayUnits).toBe("8000000");

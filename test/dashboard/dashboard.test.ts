@@ -293,9 +293,15 @@ describe("policies", () => {
       expect(await row.count()).toBe(1);
       const text = (await row.textContent())!;
       expect(text).toContain(rejection.agentId);
-      const shown = (value: string): string => (rejection.unit === "usdc" ? formatShort(value) : value);
-      expect(await row.getByTestId("requested").textContent()).toBe(shown(rejection.requested));
-      expect(await row.getByTestId("limit").textContent()).toBe(shown(rejection.limit));
+      const shown = (value: string | null): string => (rejection.unit === "usdc" ? formatShort(value!) : value!);
+      if (rejection.limit === null) {
+        // A domain rule has no limit: the row shows the server's refusal text.
+        expect(await row.getByTestId("limit").count()).toBe(0);
+        expect(text).toContain("is not on the policy's allowedDomains");
+      } else {
+        expect(await row.getByTestId("requested").textContent()).toBe(shown(rejection.requested));
+        expect(await row.getByTestId("limit").textContent()).toBe(shown(rejection.limit));
+      }
       expect(await row.locator("time").getAttribute("datetime")).toMatch(/^\d{4}-\d\d-\d\dT/);
       expect(text).toMatch(/127\.0\.0\.1|localhost/);
     }

@@ -228,7 +228,9 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
         // did not fit exhausted the period (spec 3): checked over all budget refusals below.
         expect(f.problem.errorClass).toBe("DailyBudgetExceededError");
         expect(f.problem.reason).toMatch(
-          new RegExp(`^daily_budget_exceeded: requested ${formatUsdcShort(f.amountUnits)} usdc, limit is [0-9.]+ usdc$`),
+          new RegExp(
+            `^daily_budget_exceeded: requested ${formatUsdcShort(f.amountUnits)} usdc, limit is [0-9.]+ usdc \\(used [0-9.]+ usdc, (left [0-9.]+ usdc|exhausted until \\S+)\\)$`,
+          ),
         );
       } else {
         // Refused by count only once the window held all of its calls.
@@ -298,7 +300,10 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
       problem: {
         code: "POLICY_VIOLATION",
         errorClass: "DailyBudgetExceededError",
-        reason: "daily_budget_exceeded: requested 0.000001 usdc, limit is 0 usdc",
+        reason: expect.stringMatching(
+          /^daily_budget_exceeded: requested 0\.000001 usdc, limit is 1\.5 usdc \(used 1\.5 usdc, exhausted until \d{4}-\d\d-\d\dT[\d:.]+Z\)$/,
+        ),
+        budget: { limit: "1.5", used: "1.5", left: "0", state: "exhausted" },
       },
     });
 
@@ -310,7 +315,8 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
       code: "POLICY_VIOLATION",
       reasonCode: "daily_budget_exceeded",
       errorClass: "DailyBudgetExceededError",
-      reason: "daily_budget_exceeded: requested 0.05 usdc, limit is 0.049999 usdc",
+      reason: "daily_budget_exceeded: requested 0.05 usdc, limit is 1.499999 usdc (used 1.45 usdc, left 0.049999 usdc)",
+      budget: { limit: "1.499999", used: "1.45", left: "0.049999", state: "warning" },
     });
 
     // 25 calls per hour: exactly 25 of 40 pass, the other 15 are refused by count.

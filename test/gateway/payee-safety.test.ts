@@ -18,7 +18,7 @@ import { keypairSigner } from "../../api/gateway/x402/signer.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 
 const ORIGIN = "https://shop.example";
-const QUOTA = 2;
+const QUOTA = 3;
 
 let test: TestSystem;
 let buyerKey: string;
@@ -177,22 +177,28 @@ describe("payees the chain shows are not wallets are refused at settlement, befo
 });
 
 describe("a wallet without a token account", () => {
-  it(`gets one at the service's expense, at most ${QUOTA} per paying account in 24 hours; a payee with one is always paid`, async () => {
-    const fresh = [0, 1, 2].map(() => Keypair.generate().publicKey.toBase58());
-    for (const payTo of fresh.slice(0, QUOTA)) {
+  it(`gets one at the service's expense, at most ${QUOTA} per paying account in 24 hours (its own agents' accounts included); a payee with one is always paid`, async () => {
+    // The buyer's own token account, opened when it was registered, took one slot of its account's quota.
+    const opened = await test.db.pool.query(
+      "SELECT count(*)::int AS n FROM agent_token_accounts WHERE account_id = (SELECT account_id FROM agents WHERE public_id = 'buyer')",
+    );
+    expect(opened.rows[0].n).toBe(1);
+    const left = QUOTA - 1;
+    const fresh = Array.from({ length: left + 1 }, () => Keypair.generate().publicKey.toBase58());
+    for (const payTo of fresh.slice(0, left)) {
       const settled = await payX402(payTo);
       expect(settled.body, settled.text).toMatchObject({ success: true });
       expect(await tokenBalanceUnits(test, payTo)).toBe(10_000n);
     }
     const { rows } = await test.db.pool.query("SELECT count(*)::int AS n FROM settlements WHERE payee_account_created");
-    expect(rows[0].n).toBe(QUOTA);
+    expect(rows[0].n).toBe(left);
 
-    const beyond = await payX402(fresh[QUOTA]!);
+    const beyond = await payX402(fresh[left]!);
     expect(beyond.body).toMatchObject({ success: false, reason: "settlement_failed" });
     expect(beyond.body.detail).toContain("payee_account_quota");
-    expect(await settlementsTo(fresh[QUOTA]!)).toBe(0);
+    expect(await settlementsTo(fresh[left]!)).toBe(0);
     expect(
-      await test.connection.getAccountInfo(getAssociatedTokenAddressSync(test.system.ledger.mint, new PublicKey(fresh[QUOTA]!))),
+      await test.connection.getAccountInfo(getAssociatedTokenAddressSync(test.system.ledger.mint, new PublicKey(fresh[left]!))),
     ).toBeNull();
 
     // A payee whose token account exists costs nothing and is paid past the quota.

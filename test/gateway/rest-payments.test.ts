@@ -191,6 +191,48 @@ describe("payment authorization", () => {
     expect((await call("GET", `/v1/transactions/${bs58.encode(randomBytes(64))}`)).status).toBe(404);
   });
 
+  it("refusal texts say what a person needs: the domain and its rule, the daily budget with what is used and left, then exhausted until the reset", async () => {
+    const agentId = await newPayer();
+    await putPolicy(db.pool, agentId, { dailyBudgetUnits: 100_000n, blockedDomains: ["blocked.example"] });
+    const authorize = (endpoint: string, units: string) =>
+      call("POST", `/v1/agents/${agentId}/payments/authorize`, { endpoint, x402: { ...requirement(units), resource: endpoint } });
+
+    const blocked = await authorize("https://api.blocked.example/x", "70000");
+    expect(blocked.status).toBe(403);
+    expect(blocked.body).toMatchObject({
+      errorClass: "DomainNotAllowedError",
+      reasonCode: "domain_blocked",
+      reason: "domain_blocked: api.blocked.example is blocked by the policy (blockedDomains entry blocked.example)",
+      limit: null,
+      matchedEntry: "blocked.example",
+    });
+    expect(blocked.body.detail).toBe(blocked.body.reason);
+
+    expect((await authorize(ENDPOINT, "80000")).status).toBe(200);
+    const over = await authorize(ENDPOINT, "40000");
+    expect(over.body).toMatchObject({
+      errorClass: "DailyBudgetExceededError",
+      reason: "daily_budget_exceeded: requested 0.04 usdc, limit is 0.1 usdc (used 0.08 usdc, left 0.02 usdc)",
+      limit: "0.1",
+      budget: { limit: "0.1", used: "0.08", left: "0.02", state: "warning" },
+    });
+    // The refusal exhausted the period (spec 3): even what would fit is refused, until the reset.
+    const exhausted = await authorize(ENDPOINT, "10000");
+    const resetsAt = exhausted.body.budget.resetsAt as string;
+    expect(Date.parse(resetsAt)).toBeGreaterThan(Date.now());
+    expect(exhausted.body).toMatchObject({
+      reason: `daily_budget_exceeded: requested 0.01 usdc, limit is 0.1 usdc (used 0.08 usdc, exhausted until ${resetsAt})`,
+      budget: { left: "0.02", state: "exhausted", resetsAt },
+    });
+
+    // The policy.violation events (webhooks, e-mail) carry the same texts.
+    const events = await db.pool.query<{ reason: string }>(
+      "SELECT payload->>'detail' AS reason FROM gateway_events WHERE agent_id = $1 AND type = 'policy.violation' ORDER BY created_at, id",
+      [agentId],
+    );
+    expect(events.rows.map((row) => row.reason)).toEqual([blocked.body.reason, over.body.reason, exhausted.body.reason]);
+  });
+
   it("bad input is 400 and reserves nothing", async () => {
     const before = await reservations("payer");
     for (const body of [

@@ -238,6 +238,31 @@ describe("alerts, webhooks and API keys", () => {
     expect(ok.body).toMatchObject({ threshold: 80, signingSecret: null });
   });
 
+  it("an e-mail alert on a server without a mail transport is stored with a warning; with one, or for a webhook target, there is none", async () => {
+    const agentId = await freshAgent("mailed");
+    const email = { agentId, type: "policy_violation", notify: "email:ops@example.com" };
+    const idem = randomUUID();
+    const warned = await call("POST", "/v1/alerts", { body: email, idem });
+    expect(warned.status).toBe(201);
+    expect(warned.body.warnings).toEqual([{ code: "email_transport_not_configured", message: expect.stringContaining("SMTP_URL") }]);
+    // A replay under the same key says it again; the alert is stored either way.
+    expect((await call("POST", "/v1/alerts", { body: email, idem })).body.warnings).toEqual(warned.body.warnings);
+    expect((await call("GET", `/v1/alerts/${warned.body.id}`)).status).toBe(200);
+
+    const webhook = await call("POST", "/v1/alerts", { body: { ...email, notify: "webhook:https://hooks.example.com/m" } });
+    expect(webhook.body.warnings).toEqual([]);
+
+    const withMail = createGatewayHandler({
+      pool: db.pool,
+      now: () => NOW,
+      secretBox: new SecretBox(randomBytes(32)),
+      mailConfigured: true,
+    });
+    const configured = await restCall(withMail, "POST", "/v1/alerts", { key: keyA, body: email });
+    expect(configured.status).toBe(201);
+    expect(configured.body.warnings).toEqual([]);
+  });
+
   it("webhook endpoints: create shows the secret once, rotate gives a new one, delete removes it", async () => {
     // An account of its own: other tests register endpoints in account A.
     const { key } = await freshAccount();

@@ -23,7 +23,7 @@ const AT = new Date("2026-03-01T12:00:00.000Z");
 const violation = policyViolationPayload({
   agentId: "agent-1",
   reasonCode: "domain_blocked",
-  reason: "domain_blocked: requested 0.000001 usdc, limit is 0 usdc",
+  reason: "domain_blocked: evil.example.com is blocked by the policy (blockedDomains entry evil.example.com)",
   endpoint: "https://evil.example.com/x",
   at: AT,
 });
@@ -103,7 +103,7 @@ describe("signing", () => {
 describe("rendering", () => {
   it("Slack gets { text } with the summary and the detail", () => {
     expect(JSON.parse(slackBody(violation))).toEqual({
-      text: "*policy.violation: agent agent-1 rejected (domain_blocked)*\ndomain_blocked: requested 0.000001 usdc, limit is 0 usdc\n2026-03-01T12:00:00.000Z",
+      text: "*policy.violation: agent agent-1 rejected (domain_blocked)*\ndomain_blocked: evil.example.com is blocked by the policy (blockedDomains entry evil.example.com)\n2026-03-01T12:00:00.000Z",
     });
   });
 

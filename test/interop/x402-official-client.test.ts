@@ -17,7 +17,7 @@ import { ExactSvmScheme } from "@x402/svm/exact/client";
 import { ExactSvmSchemeV1 } from "@x402/svm/exact/v1/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type NodeRequest, type X402Payment, x402Middleware } from "../../sdk/src/server/index.js";
-import { serve, type Served, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
+import { fundedAgent, serve, type Served, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import {
   recordingFetch,
   recordsReferencing,
@@ -145,6 +145,24 @@ describe("the official x402 client pays an API behind our x402Middleware", () =>
       seller: { apiKey: sellerKey, agentId: "till" },
       endpoint: `${new URL(api.origin).host}/report`,
     });
+  });
+
+  it("pays a seller registered a moment ago and never funded: its token account was opened at registration", async () => {
+    const newPayTo = await fundedAgent(test.system, sellerKey, "new-till", 0);
+    const newPaid: X402Payment[] = [];
+    const newApi = await serveBehind(
+      x402Middleware({ amount: PRICE, token: "usdc", payTo: newPayTo, facilitatorUrl: test.system.apiUrl, apiKey: sellerKey }),
+      newPaid,
+    );
+    try {
+      const { pay } = await officialClient();
+      const response = await pay(`${newApi.origin}/report`);
+      expect(response.status, await response.clone().text()).toBe(200);
+      expect(newPaid).toHaveLength(1);
+      expect(await tokenBalanceUnits(test, newPayTo)).toBe(PRICE);
+    } finally {
+      await newApi.close();
+    }
   });
 
   it("refuses a replayed payment: nothing moves, the handler does not run, nothing more is recorded", async () => {

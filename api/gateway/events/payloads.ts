@@ -30,7 +30,7 @@ export interface PolicyViolationPayload {
   readonly agentId: string;
   /** Machine code, e.g. `per_call_limit_exceeded`. */
   readonly reason: string;
-  /** `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>`. */
+  /** The refusal text as api/shared/policy/reasons.ts wrote it (docs/policy.md "Refusal texts"). */
   readonly detail: string;
   /** The URL that was called. */
   readonly endpoint: string;

@@ -8,6 +8,7 @@ import type { BalanceReader } from "../../shared/balances.js";
 import type { ChannelSessions } from "../channels/index.js";
 import type { CosignedTransfers } from "../cosigned/cosigned.js";
 import type { Invocations } from "../invocations/index.js";
+import type { AgentTokenAccounts } from "../settlement/payee-account.js";
 import type { MppGateway } from "../mpp/gateway.js";
 import type { AgentWallets, Keystore } from "../wallets/index.js";
 import type { SignedTransfers } from "../transfers/index.js";
@@ -46,6 +47,18 @@ export interface GatewayDeps extends RouteDeps {
    * localhost); never other private or metadata addresses. Off by default.
    */
   readonly allowLoopbackWebhooks?: boolean | undefined;
+  /**
+   * An SMTP transport is configured (SMTP_URL), so `email:` alert targets can be delivered. When
+   * false or absent an e-mail alert is still stored (deliveries wait for a transport) and its create
+   * answer carries a warning.
+   */
+  readonly mailConfigured?: boolean | undefined;
+  /**
+   * Opens a new agent's token account when it is registered (the service pays the rent, within
+   * the payee-token-account quota), so it can be paid at once; without it the account is opened
+   * by the agent's first funding or settlement.
+   */
+  readonly tokenAccounts?: AgentTokenAccounts | undefined;
 }
 
 export type Route = SharedRoute<GatewayDeps>;

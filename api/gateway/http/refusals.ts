@@ -5,6 +5,7 @@
  */
 import type { RouteResponse } from "../../shared/http/idempotency.js";
 import { httpError, problemResponse } from "../../shared/http/problem.js";
+import { formatUsdcShort } from "../../shared/money.js";
 import type { PolicyRejected } from "../../shared/policy/engine.js";
 import type { ReservationRefusal } from "../../shared/policy/store.js";
 
@@ -19,6 +20,8 @@ export function policyViolationAnswer(decision: PolicyRejected, rejectionId: str
       requested: decision.requested,
       limit: decision.limit,
       unit: decision.unit,
+      ...(decision.matchedEntry === undefined ? {} : { matchedEntry: decision.matchedEntry }),
+      ...(decision.reasonCode === "daily_budget_exceeded" ? { budget: budgetFigures(decision) } : {}),
       rejectionId,
     }),
   );
@@ -42,4 +45,17 @@ export function budgetExceededAnswer(
       rejectionId: context.rejectionId,
     }),
   );
+}
+
+/** The daily budget behind a daily_budget_exceeded refusal, as its text states it. */
+function budgetFigures(decision: PolicyRejected): Record<string, unknown> {
+  const { limitUnits, usedUnits, state, resetsAt } = decision.budget;
+  const left = limitUnits === null || usedUnits >= limitUnits ? 0n : limitUnits - usedUnits;
+  return {
+    limit: limitUnits === null ? null : formatUsdcShort(limitUnits),
+    used: formatUsdcShort(usedUnits),
+    left: formatUsdcShort(left),
+    state,
+    resetsAt: resetsAt?.toISOString() ?? null,
+  };
 }

@@ -9,6 +9,7 @@
  */
 import { formatUsdcShort } from "../../shared/money.js";
 import type { PolicyAllowed, PolicyRejected, ReasonCode } from "../../shared/policy/engine.js";
+import { limitReason } from "../../shared/policy/reasons.js";
 import { type Db, type ReservationRefusal, type ReserveOptions, unitsUnderParent } from "../../shared/policy/store.js";
 import { BudgetExceededError, PaymentError } from "../wallets/errors.js";
 import type { InvocationAccount } from "./ledger.js";
@@ -49,7 +50,7 @@ export async function invocationBudgetRefusal(
   const limit = formatUsdcShort(remaining);
   return {
     reasonCode: INVOCATION_BUDGET_EXCEEDED,
-    reason: `${INVOCATION_BUDGET_EXCEEDED}: requested ${requested} usdc, limit is ${limit} usdc`,
+    reason: limitReason(INVOCATION_BUDGET_EXCEEDED, requested, limit, "usdc"),
     requested,
     limit,
     unit: "usdc",

@@ -193,13 +193,19 @@ export async function lockPayeeAccountQuota(client: pg.ClientBase, agentId: stri
   await client.query("SELECT pg_advisory_xact_lock(hashtext('payee-accounts:' || account_id)) FROM agents WHERE agent_id = $1", [agentId]);
 }
 
-/** Payee token accounts the agent's account had created in the last 24 hours by settlements that did not fail. */
+/**
+ * Payee token accounts the agent's account had created in the last 24 hours: by settlements that
+ * did not fail, and for its own new agents (agent_token_accounts, ./payee-account.ts).
+ */
 export async function payeeAccountsCreatedToday(db: Db, agentId: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n
-     FROM settlements s JOIN agents a ON a.agent_id = s.agent_id
-     WHERE a.account_id = (SELECT account_id FROM agents WHERE agent_id = $1)
-       AND s.payee_account_created AND s.status <> 'failed' AND s.created_at > now() - interval '24 hours'`,
+    `WITH account AS (SELECT account_id FROM agents WHERE agent_id = $1)
+     SELECT (SELECT count(*)::int
+             FROM settlements s JOIN agents a ON a.agent_id = s.agent_id
+             WHERE a.account_id = (SELECT account_id FROM account)
+               AND s.payee_account_created AND s.status <> 'failed' AND s.created_at > now() - interval '24 hours')
+          + (SELECT count(*)::int FROM agent_token_accounts t
+             WHERE t.account_id = (SELECT account_id FROM account) AND t.created_at > now() - interval '24 hours') AS n`,
     [agentId],
   );
   return rows[0]?.n ?? 0;

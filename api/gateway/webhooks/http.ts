@@ -11,7 +11,8 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions, type LookupOneOptions } from "node:dns";
 import { type IncomingMessage, request as httpRequest, type RequestOptions } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { BlockList, isIP } from "node:net";
+import { isIP } from "node:net";
+import { isNonPublicAddress } from "./addresses.js";
 import { retryAfterMs } from "./backoff.js";
 
 export interface HttpOutcome {
@@ -27,48 +28,15 @@ export interface PostOptions {
   readonly timeoutMs: number;
   /** Deliver to loopback and private addresses too (default false). */
   readonly allowPrivateNetworks?: boolean;
+  /** Resolves a name to all its addresses; `dns.lookup` unless given (tests pass a stand-in DNS). */
+  readonly resolve?: Resolver;
 }
+
+export type Resolver = (hostname: string, callback: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) => void;
+
+const systemResolver: Resolver = (hostname, callback) => dnsLookup(hostname, { all: true }, callback);
 
 const USER_AGENT = "agent-payment-gateway-webhooks/1";
-
-const NOT_PUBLIC = new BlockList();
-for (const [network, prefix] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.0.0.0", 24],
-  ["192.0.2.0", 24],
-  ["192.168.0.0", 16],
-  ["198.18.0.0", 15],
-  ["198.51.100.0", 24],
-  ["203.0.113.0", 24],
-  ["224.0.0.0", 3],
-] as const) {
-  NOT_PUBLIC.addSubnet(network, prefix, "ipv4");
-}
-for (const [network, prefix] of [
-  ["::", 127],
-  ["64:ff9b::", 96],
-  ["100::", 64],
-  ["2001:db8::", 32],
-  ["fc00::", 7],
-  ["fe80::", 10],
-  ["ff00::", 8],
-] as const) {
-  NOT_PUBLIC.addSubnet(network, prefix, "ipv6");
-}
-
-/** True for any address a customer's webhook must not reach (IPv4-mapped IPv6 judged as IPv4). */
-export function isNonPublicAddress(address: string): boolean {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped !== null) return NOT_PUBLIC.check(mapped[1]!, "ipv4");
-  const family = isIP(address);
-  if (family === 0) return true;
-  return NOT_PUBLIC.check(address, family === 4 ? "ipv4" : "ipv6");
-}
 
 export class RefusedAddressError extends Error {
   override readonly name = "RefusedAddressError";
@@ -83,18 +51,24 @@ export class RefusedAddressError extends Error {
 
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
-/** `dns.lookup` that fails when any address of the name is not public. */
-function guardedLookup(hostname: string, options: LookupOneOptions | LookupAllOptions, callback: LookupCallback): void {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
-    if (error !== null) return callback(error, "");
-    const refused = addresses.find((entry) => isNonPublicAddress(entry.address));
-    if (refused !== undefined) return callback(new RefusedAddressError(hostname, refused.address), "");
-    if (options.all === true) return callback(null, addresses);
-    const first = addresses[0];
-    if (first === undefined) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: "ENOTFOUND" }), "");
-    callback(null, first.address, first.family);
-  });
-}
+/**
+ * A `lookup` for the connection that fails when any address of the name is not public: the
+ * connection only ever uses addresses this returned, so the check is on what is connected to.
+ */
+const guardedLookup =
+  (resolve: Resolver, guard: boolean) =>
+  (hostname: string, options: LookupOneOptions | LookupAllOptions, callback: LookupCallback): void =>
+    resolve(hostname, (error, resolved) => {
+      if (error !== null) return callback(error, "");
+      // Any internal address refuses the name, even one of a family this connection would not use.
+      const refused = guard ? resolved.find((entry) => isNonPublicAddress(entry.address)) : undefined;
+      if (refused !== undefined) return callback(new RefusedAddressError(hostname, refused.address), "");
+      const addresses = resolved.filter((entry) => options.family === undefined || options.family === 0 || entry.family === options.family);
+      if (options.all === true) return callback(null, addresses);
+      const first = addresses[0];
+      if (first === undefined) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: "ENOTFOUND" }), "");
+      callback(null, first.address, first.family);
+    });
 
 export function postWebhook(url: string, body: string, headers: Record<string, string>, options: PostOptions): Promise<HttpOutcome> {
   const failed = (error: string): HttpOutcome => ({ ok: false, status: null, error, retryAfterMs: null });
@@ -116,7 +90,7 @@ export function postWebhook(url: string, body: string, headers: Record<string, s
       "user-agent": USER_AGENT,
       ...headers,
     },
-    ...(options.allowPrivateNetworks === true ? {} : { lookup: guardedLookup as RequestOptions["lookup"] }),
+    lookup: guardedLookup(options.resolve ?? systemResolver, options.allowPrivateNetworks !== true) as RequestOptions["lookup"],
   };
   return new Promise<HttpOutcome>((resolve) => {
     let settled = false;

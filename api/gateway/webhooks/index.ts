@@ -1,3 +1,4 @@
+export * from "./addresses.js";
 export * from "./backoff.js";
 export * from "./deliveries.js";
 export * from "./dispatcher.js";

@@ -7,7 +7,7 @@
  */
 import { isIP } from "node:net";
 import { ServiceError } from "../../shared/errors.js";
-import { isNonPublicAddress } from "./http.js";
+import { classifyAddress } from "./addresses.js";
 
 export type Channel = "webhook" | "email";
 
@@ -124,24 +124,23 @@ export class WebhookTargetRefusedError extends ServiceError {
 const INTERNAL_NAMES = new Set(["metadata.google.internal", "metadata.goog", "instance-data", "metadata", "metadata.azure.com"]);
 const INTERNAL_SUFFIXES = [".internal", ".local", ".localdomain", ".lan", ".home.arpa", ".arpa", ".intranet", ".corp"];
 
-const LOOPBACK = /^(?:127\.\d+\.\d+\.\d+|::1|::ffff:127\.\d+\.\d+\.\d+|::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4})$/i;
-
 /**
  * Refuses a parsed webhook URL (from `parseWebhookUrl`) whose host is not a public destination.
  * The URL parser has already turned numeric obfuscations (`0x7f000001`, `2130706433`,
- * `0177.0.0.1`, `127.1`) into dotted IPv4 and IPv4-mapped IPv6 into its hex form, so the literal
- * checks see the real address. Names are judged by their text only: a public-looking name that
+ * `0177.0.0.1`, `127.1`) into dotted IPv4 and IPv6 into its compressed hex form; the literal is
+ * judged by `classifyAddress` (./addresses.ts), the same function delivery uses. Names are judged by their text only: a public-looking name that
  * resolves to an internal address is refused at delivery time, where the resolved address is known.
  */
 export function refuseInternalWebhookUrl(url: string, policy: WebhookTargetPolicy = {}): void {
   const hostname = new URL(url).hostname.toLowerCase();
   const literal = hostname.replace(/^\[|\]$/g, "");
   if (isIP(literal) !== 0) {
-    if (LOOPBACK.test(literal)) {
+    const kind = classifyAddress(literal);
+    if (kind === "loopback") {
       if (policy.allowLoopback === true) return;
       throw new WebhookTargetRefusedError(hostname, "loopback");
     }
-    if (isNonPublicAddress(literal)) throw new WebhookTargetRefusedError(hostname, "non_public_address");
+    if (kind !== "public") throw new WebhookTargetRefusedError(hostname, "non_public_address");
     return;
   }
   const name = hostname.replace(/\.+$/, "");

@@ -2,6 +2,7 @@
 import type { ApiContext } from "../context.js";
 import { apiError } from "../../shared/errors.js";
 import { formatUsdcFixed } from "../../shared/money.js";
+import { reasonTerms } from "../../shared/policy/reasons.js";
 import type { AgentRow, PaymentRow } from "../../shared/rows.js";
 import { parseAgentId } from "../../shared/validation.js";
 
@@ -38,16 +39,6 @@ export interface TransactionObject {
   readonly rejectionRequested: string | null;
   readonly rejectionLimit: string | null;
   readonly rejectionUnit: string | null;
-}
-
-/** Spec 7's reason text: `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>`. */
-const REASON = /^[a-z0-9_]+: requested (\S+) (\S+), limit is (\S+) (\S+)$/;
-
-/** The requested amount, the limit and their unit a rejection's reason names (nulls for another text). */
-export function reasonTerms(reason: string | null): { requested: string; limit: string; unit: string } | null {
-  const match = reason === null ? null : REASON.exec(reason);
-  if (match === null || match[2] !== match[4]) return null;
-  return { requested: match[1]!, limit: match[3]!, unit: match[2]! };
 }
 
 export function toTransaction(row: PaymentRow): TransactionObject {

@@ -23,7 +23,10 @@ function invalid(detail: string): ServiceError {
   return new ServiceError("INVALID_JSON", `request body is not valid JSON: ${detail}`);
 }
 
-/** Parses JSON text; duplicate keys, trailing text, lone surrogates in escapes are errors. */
+/**
+ * Parses JSON text; duplicate keys, trailing text and raw control characters are errors. Escaped
+ * ones (`\u0000`, lone surrogates) decode as JSON says: the text rule (api/shared/text.ts) judges them.
+ */
 export function parseJson(text: string): JsonValue {
   let at = 0;
   const ws = () => {

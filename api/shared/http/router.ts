@@ -1,8 +1,9 @@
 /**
  * The REST /v1 request pipeline: match the route (404 for unknown /v1 paths is left to the next
  * handler; a known path with another method is 405), authenticate, read and parse the JSON body
- * exactly (415 / 413 / 400 INVALID_JSON), derive the idempotency request of a POST, run the
- * handler, and answer problem JSON for every error.
+ * exactly (415 / 413 / 400 INVALID_JSON), refuse control characters and lone surrogates in every
+ * path parameter, query parameter and body string (400 BAD_USER_INPUT naming the field), derive
+ * the idempotency request of a POST, run the handler, and answer problem JSON for every error.
  */
 import type pg from "pg";
 import type { Logger } from "pino";
@@ -18,6 +19,7 @@ import {
 import { canonicalJson, type JsonValue, MAX_BODY_BYTES, parseJson, writeJson } from "./json.js";
 import { ServiceError, toServiceError } from "../errors.js";
 import { httpError, PROBLEM_CONTENT_TYPE, problemResponse } from "./problem.js";
+import { refuseUnstorableJson, refuseUnstorableText } from "../text.js";
 
 /** What every REST route needs: the database, a log, the clock and the box that seals stored secrets. */
 export interface RouteDeps {
@@ -130,6 +132,13 @@ export class Router<D extends RouteDeps> {
     }
     const caller = await authenticate(deps.primary ?? deps.pool, request.headers.get("authorization"));
     const body = await readBody(request);
+    // One check of every text input for every route (api/shared/text.ts): path, query, body.
+    for (const [name, value] of Object.entries(params)) refuseUnstorableText(name, value);
+    for (const [key, value] of url.searchParams) {
+      refuseUnstorableText("query", key);
+      refuseUnstorableText(key, value);
+    }
+    refuseUnstorableJson(body);
     const now = deps.now?.() ?? new Date();
     let idempotency: IdempotencyRequest | null = null;
     if (request.method === "POST") {

@@ -71,16 +71,26 @@ describe("daily budget", () => {
     expect(over).toMatchObject({
       decision: "reject",
       reasonCode: "daily_budget_exceeded",
-      reason: "daily_budget_exceeded: requested 1.000001 usdc, limit is 1 usdc",
+      reason: "daily_budget_exceeded: requested 1.000001 usdc, limit is 10 usdc (used 9 usdc, left 1 usdc)",
       errorClass: "DailyBudgetExceededError",
+      limit: "10",
     });
+  });
+
+  it("once a payment was refused for the budget, says the period is exhausted until it resets, whatever is left", () => {
+    const refusedBefore = { ...usage(9n * USDC), budgetExhausted: true };
+    expect(evaluatePolicy(budget, refusedBefore, pay(USDC / 2n), at(HOUR)).reason).toBe(
+      "daily_budget_exceeded: requested 0.5 usdc, limit is 10 usdc (used 9 usdc, exhausted until 2026-03-02T12:00:00.000Z)",
+    );
   });
 
   it("rejects every payment at 100 % until the window resets", () => {
     const exhausted = usage(10n * USDC);
     for (const ms of [0, HOUR, DAY - 1]) {
       const decision = evaluatePolicy(budget, exhausted, pay(1n), at(ms));
-      expect(decision.reason).toBe("daily_budget_exceeded: requested 0.000001 usdc, limit is 0 usdc");
+      expect(decision.reason).toBe(
+        "daily_budget_exceeded: requested 0.000001 usdc, limit is 10 usdc (used 10 usdc, exhausted until 2026-03-02T12:00:00.000Z)",
+      );
     }
   });
 
@@ -97,10 +107,10 @@ describe("daily budget", () => {
     expect(decision.budget).toMatchObject({ windowStart: T0, resetsAt: at(DAY), usedUnits: USDC });
   });
 
-  it("reports the remaining budget as the limit, 0 when a lowered budget is already overspent", () => {
+  it("names the budget as the limit and what is used, when a lowered budget is already overspent", () => {
     const lowered = policy({ dailyBudgetUnits: 5n * USDC });
     expect(evaluatePolicy(lowered, usage(7n * USDC), pay(USDC), at(HOUR)).reason).toBe(
-      "daily_budget_exceeded: requested 1 usdc, limit is 0 usdc",
+      "daily_budget_exceeded: requested 1 usdc, limit is 5 usdc (used 7 usdc, exhausted until 2026-03-02T12:00:00.000Z)",
     );
   });
 
@@ -202,7 +212,15 @@ describe("domains", () => {
       reasonCode: "domain_blocked",
       errorClass: "DomainNotAllowedError",
       domain: "ads.example.com",
-      reason: "domain_blocked: requested 1 usdc, limit is 0 usdc",
+      reason: "domain_blocked: ads.example.com is blocked by the policy (blockedDomains entry ads.example.com)",
+      limit: null,
+      matchedEntry: "ads.example.com",
+    });
+    expect(evaluatePolicy(both, NO_USAGE, pay(USDC, "https://other.example.org/x"), T0)).toMatchObject({
+      reasonCode: "domain_not_allowed",
+      reason: "domain_not_allowed: other.example.org is not on the policy's allowedDomains",
+      limit: null,
+      matchedEntry: null,
     });
     expect(evaluatePolicy(both, NO_USAGE, pay(USDC, "https://api.example.com/x"), T0).decision).toBe("allow");
   });

@@ -15,6 +15,7 @@ import { formatUsdcShort } from "../money.js";
 import { assertAmountUnits } from "./amounts.js";
 import { endpointHost, findMatch } from "./domains.js";
 import type { Policy, Protocol, ProtocolPreference } from "./policy.js";
+import { dailyBudgetReason, domainBlockedReason, domainNotAllowedReason, limitReason } from "./reasons.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow } from "./windows.js";
 
 export type ReasonCode =
@@ -96,12 +97,15 @@ export interface PolicyAllowed extends DecisionCommon {
 export interface PolicyRejected extends DecisionCommon {
   readonly decision: "reject";
   readonly reasonCode: ReasonCode;
-  /** `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>` (spec 7). */
+  /** The refusal text (./reasons.ts): spec 7's form where a limit exists, the domain and rule otherwise. */
   readonly reason: string;
   readonly errorClass: ErrorClassName;
   readonly requested: string;
-  readonly limit: string;
+  /** The limit the request broke; null for a domain rule, which has none. */
+  readonly limit: string | null;
   readonly unit: string;
+  /** For a domain refusal: the blockedDomains entry that matched, or null (not on allowedDomains). */
+  readonly matchedEntry?: string | null;
   readonly warnings: readonly [];
 }
 
@@ -118,10 +122,16 @@ export function evaluatePolicy(policy: Policy, usage: PolicyUsage, request: Paym
   const used = window === null ? 0n : usage.usedTodayUnits;
   const exhausted = window !== null && policy.dailyBudgetUnits !== null && usage.budgetExhausted === true;
   const before = budgetStatus(policy.dailyBudgetUnits, used, window, exhausted);
-  const reject = (reasonCode: ReasonCode, requested: string, limit: string, unit: string): PolicyRejected => ({
+  const reject = (
+    reasonCode: ReasonCode,
+    requested: string,
+    limit: string | null,
+    unit: string,
+    reason = limitReason(reasonCode, requested, limit ?? "", unit),
+  ): PolicyRejected => ({
     decision: "reject",
     reasonCode,
-    reason: `${reasonCode}: requested ${requested} ${unit}, limit is ${limit} ${unit}`,
+    reason,
     errorClass: ERROR_CLASS[reasonCode],
     requested,
     limit,
@@ -132,16 +142,30 @@ export function evaluatePolicy(policy: Policy, usage: PolicyUsage, request: Paym
     warnings: [],
   });
 
-  if (findMatch(policy.blockedDomains, domain) !== null) return reject("domain_blocked", formatUsdcShort(amount), "0", UNIT);
+  const blockedBy = findMatch(policy.blockedDomains, domain);
+  if (blockedBy !== null) {
+    return {
+      ...reject("domain_blocked", formatUsdcShort(amount), null, UNIT, domainBlockedReason(domain, blockedBy)),
+      matchedEntry: blockedBy,
+    };
+  }
   if (policy.allowedDomains !== null && findMatch(policy.allowedDomains, domain) === null) {
-    return reject("domain_not_allowed", formatUsdcShort(amount), "0", UNIT);
+    return { ...reject("domain_not_allowed", formatUsdcShort(amount), null, UNIT, domainNotAllowedReason(domain)), matchedEntry: null };
   }
   if (policy.perCallLimitUnits !== null && amount > policy.perCallLimitUnits) {
     return reject("per_call_limit_exceeded", formatUsdcShort(amount), formatUsdcShort(policy.perCallLimitUnits), UNIT);
   }
   const budget = policy.dailyBudgetUnits;
   if (budget !== null && (exhausted || used + amount > budget)) {
-    return reject("daily_budget_exceeded", formatUsdcShort(amount), formatUsdcShort(remaining(budget, used)), UNIT);
+    const text = dailyBudgetReason({
+      requested: formatUsdcShort(amount),
+      budget: formatUsdcShort(budget),
+      used: formatUsdcShort(used),
+      left: formatUsdcShort(remaining(budget, used)),
+      unit: UNIT,
+      exhaustedUntil: exhausted || used >= budget ? before.resetsAt : null,
+    });
+    return reject("daily_budget_exceeded", formatUsdcShort(amount), formatUsdcShort(budget), UNIT, text);
   }
   if (policy.rateLimit !== null && usage.rateCalls >= policy.rateLimit.calls) {
     const unit = rateUnit(policy.rateLimit.window);

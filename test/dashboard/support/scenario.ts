@@ -38,10 +38,10 @@ export interface Paid {
 export interface Rejected {
   readonly agentId: string;
   readonly reasonCode: string;
-  /** As the spec 7 reason gives them: "0.6", "0.15", "3"... */
-  readonly requested: string;
-  readonly limit: string;
-  readonly unit: string;
+  /** As the spec 7 reason gives them: "0.6", "0.15", "3"...; null for a domain refusal, whose text names no limit. */
+  readonly requested: string | null;
+  readonly limit: string | null;
+  readonly unit: string | null;
 }
 
 export interface Run {
@@ -262,10 +262,10 @@ export async function startScenario(): Promise<Scenario> {
     const reason = JSON.stringify(answer.body);
     if (answer.status !== 403 || !reason.includes("domain_not_allowed"))
       throw new Error(`limited: expected domain_not_allowed, got ${reason}`);
-    rejected.push({ agentId: "limited", reasonCode: "domain_not_allowed", requested: "0.1", limit: "0", unit: "usdc" });
+    rejected.push({ agentId: "limited", reasonCode: "domain_not_allowed", requested: null, limit: null, unit: null });
   }
   await pay("limited", searchUrl);
-  await refused("limited", searchUrl, { reasonCode: "daily_budget_exceeded", requested: "0.1", limit: "0.05", unit: "usdc" });
+  await refused("limited", searchUrl, { reasonCode: "daily_budget_exceeded", requested: "0.1", limit: "0.25", unit: "usdc" });
 
   // chatty: the rate limit.
   await clientOf("chatty").policies.set({ rateLimit: { calls: 2, window: "1h" } });

@@ -126,11 +126,28 @@ async function registerRoute(context: RouteContext): Promise<RouteResponse> {
       // A retried registration whose first answer was lost: the agent it created is the answer.
       if (!(resumed && error instanceof WalletExistsError)) throw error;
     }
+    await openTokenAccount(context, internalAgentId(context.caller.accountId, agentId));
     const agent = await requireAgent(context, agentId).catch(() => {
       throw httpError("AGENT_EXISTS", `agent ${agentId} already exists`);
     });
     return { response: json(201, agentJson(agent, 0n, network(context))), final: true };
   });
+}
+
+/**
+ * The new agent's token account, so it can be paid at once (api/gateway/settlement/payee-account.ts).
+ * Best effort: the agent exists either way, and its first funding or settlement opens the account
+ * when this could not (quota used up, ledger unreachable).
+ */
+async function openTokenAccount(context: RouteContext, agentId: string): Promise<void> {
+  const accounts = context.deps.tokenAccounts;
+  if (accounts === undefined) return;
+  try {
+    const opening = await accounts.open(agentId);
+    if (opening.status !== "open") context.deps.logger?.warn({ agentId, opening }, "new agent's token account not opened");
+  } catch (error) {
+    context.deps.logger?.warn({ err: error, agentId }, "opening a new agent's token account failed");
+  }
 }
 
 function wallets(context: RouteContext) {

@@ -31,6 +31,12 @@ export function alertJson(alert: Alert): Record<string, unknown> {
   };
 }
 
+/** The create answer's warning for an e-mail alert on a server that cannot send e-mail. */
+export const NO_MAIL_TRANSPORT = {
+  code: "email_transport_not_configured",
+  message: "no mail transport is configured on this server (SMTP_URL): the alert is stored, but its e-mails wait until one is",
+} as const;
+
 function box(context: RouteContext) {
   const secretBox = context.deps.secretBox;
   if (secretBox === undefined) throw httpError("SERVICE_UNAVAILABLE", "alerts need the secrets key (WEBHOOK_SECRETS_KEY)");
@@ -56,11 +62,12 @@ async function createRoute(context: RouteContext): Promise<RouteResponse> {
     refuseInternalWebhookUrl(target.destination, { allowLoopback: context.deps.allowLoopbackWebhooks === true });
   await requireAgent(context, agentId);
   const secretBox = box(context);
+  const warnings = target.channel === "email" && context.deps.mailConfigured !== true ? [NO_MAIL_TRANSPORT] : [];
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const created = await createAlert(client, secretBox, context.caller.accountId, input);
     // A signing secret is shown once: a replay under the same Idempotency-Key answers the alert without it.
     const alert = alertJson(created.alert);
-    return json(201, { ...alert, signingSecret: created.signingSecret }, { replay: { ...alert, signingSecret: null } });
+    return json(201, { ...alert, signingSecret: created.signingSecret, warnings }, { replay: { ...alert, signingSecret: null, warnings } });
   });
 }
 

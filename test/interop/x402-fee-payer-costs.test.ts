@@ -11,6 +11,7 @@
  *   expires; when it lands after all it is recorded and the seller sees it.
  * - Fresh-keypair self-payments stop at the quota of new payers whose state the authority pays.
  * - A 1.4M-unit compute limit is refused before anything is signed.
+ * - The low-balance alert reads the service keys' real balances.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -38,6 +39,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_COSIGNED_FEE_LAMPORTS, MEMO_PROGRAM } from "../../api/gateway/cosigned/check.js";
 import { CosignedTransfers } from "../../api/gateway/cosigned/cosigned.js";
 import { cosignedTransfer } from "../../api/gateway/cosigned/store.js";
+import { DEFAULT_LOW_BALANCE_FLOOR_LAMPORTS, LowBalanceAlerts } from "../../api/gateway/events/low-balance.js";
 import { payerStatePda } from "../../programs/payment_ledger/ts/index.js";
 import { fundedAgent, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import { pollUntil } from "../support/poll.js";
@@ -407,5 +409,31 @@ describe("bounded rent and compute", () => {
     expect(await serviceBalances()).toEqual(before);
     expect(await tokenBalanceUnits(test, payer.publicKey.toBase58())).toBe(PRICE);
     expect(MAX_COSIGNED_FEE_LAMPORTS).toBe(1_010_000n);
+  });
+});
+
+describe("the low-balance alert", () => {
+  it("fires once when a service key's SOL is below its floor, and again only after a refill above it", async () => {
+    const feePayer = await lamports(feePayerKey());
+    const authority = await lamports(authorityKey());
+    const alerts = new LowBalanceAlerts([
+      { key: "fee_payer", address: feePayerKey().toBase58(), floorLamports: feePayer + 1n },
+      { key: "authority", address: authorityKey().toBase58(), floorLamports: authority - 1_000_000n },
+    ]);
+    const read = async (address: string) => lamports(new PublicKey(address));
+    expect(await alerts.check(read)).toEqual([
+      {
+        event: "service.balance_low",
+        key: "fee_payer",
+        address: feePayerKey().toBase58(),
+        balanceLamports: feePayer,
+        floorLamports: feePayer + 1n,
+      },
+    ]);
+    expect(await alerts.check(read)).toEqual([]);
+    // Refilled above the floor, then below it again: a new alert.
+    expect(alerts.evaluate(new Map([["fee_payer", feePayer + 1n]]))).toEqual([]);
+    expect(alerts.evaluate(new Map([["fee_payer", feePayer]]))).toHaveLength(1);
+    expect(DEFAULT_LOW_BALANCE_FLOOR_LAMPORTS).toBe(1_000_000_000n);
   });
 });

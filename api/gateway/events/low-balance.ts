@@ -3,7 +3,9 @@
  * authority (fees and rent of every record) hold SOL; when either falls below its floor, nothing
  * it pays for can happen any more, so the operator is told before that. Fires once when a
  * balance crosses below its floor and again only after it was refilled above it (no alert storm
- * on every pass). Pure state machine; the gateway reads the balances each reconciler pass.
+ * on every pass). The gateway checks after each settlement reconciler pass (gateway.ts) and
+ * reports an alert as an error log `service.balance_low` and to its `onServiceAlert` hook: the
+ * account-scoped outbox (events.ts) has no operator account to deliver it to.
  */
 
 /** Default floor: 1 SOL, about 100 attested payer states' rent or 100,000 plain transfer fees. */
@@ -29,6 +31,13 @@ export class LowBalanceAlerts {
   readonly #below = new Set<ServiceKey>();
 
   constructor(private readonly keys: readonly WatchedKey[]) {}
+
+  /** Reads every watched key's balance (`readBalance`, lamports) and answers the alerts that fire. */
+  async check(readBalance: (address: string) => Promise<bigint>): Promise<LowBalanceAlert[]> {
+    const balances = new Map<ServiceKey, bigint>();
+    for (const watched of this.keys) balances.set(watched.key, await readBalance(watched.address));
+    return this.evaluate(balances);
+  }
 
   /** The alerts that fire for these balances (a key missing from `balances` keeps its state). */
   evaluate(balances: ReadonlyMap<ServiceKey, bigint>): LowBalanceAlert[] {

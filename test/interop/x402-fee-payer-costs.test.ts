@@ -247,6 +247,37 @@ describe("a refused settlement hands out nothing", () => {
   });
 });
 
+describe("concurrent payments of one price through a stock server", () => {
+  it("8 concurrent requests, funds for one: one 200, no failed answer names a transaction, the fee payer pays one fee", async () => {
+    const payer = await outsidePayer(test, PRICE);
+    const signer = await createKeyPairSignerFromBytes(payer.secretKey);
+    const client = new x402Client().register(DEVNET, new ExactSvmClientScheme(signer, { rpcUrl: test.system.localnet.info.rpcUrl }));
+    client.setSpendControls({ allowedAssets: [{ network: DEVNET, asset: test.system.token, maxAmountPerPayment: PRICE.toString() }] });
+    const pay = wrapFetchWithPayment(fetch, client);
+    const before = await serviceBalances();
+    const responses = await Promise.all(Array.from({ length: 8 }, () => pay(`${stock.origin}/report`)));
+    expect(responses.map((response) => response.status).sort()).toEqual([200, 402, 402, 402, 402, 402, 402, 402]);
+    const answers = responses.flatMap((response) => {
+      const header = response.headers.get("payment-response");
+      return header === null ? [] : [JSON.parse(Buffer.from(header, "base64").toString("utf8")) as Record<string, unknown>];
+    });
+    const succeeded = answers.filter((answer) => answer.success === true);
+    expect(succeeded).toHaveLength(1);
+    for (const answer of answers.filter((answer) => answer.success !== true)) expect(answer.transaction).toBe("");
+    const transfer = succeeded[0]!.transaction as string;
+    const { rows } = await test.system.pool.query<{ signature: string; status: string }>(
+      "SELECT signature, status FROM cosigned_transfers WHERE payer = $1",
+      [payer.publicKey.toBase58()],
+    );
+    // Whatever lost the race was refused by the simulation (nothing signed) or at the send (kept here, followed).
+    expect(rows.filter((row) => row.status === "confirmed").map((row) => row.signature)).toEqual([transfer]);
+    expect(await verifiedRecord(test, transfer)).toMatchObject({ agent: payer.publicKey.toBase58(), amountUnits: PRICE });
+    const after = await serviceBalances();
+    expect(before.feePayer - after.feePayer).toBe(OFFICIAL_SHAPE_FEE);
+    expect(before.authority - after.authority).toBe(await firstRecordCost(payer.publicKey));
+  });
+});
+
 describe("a co-signed transfer the node refused is followed until it can no longer land", () => {
   it("refused at the send, then landing late (its bytes taken from the gateway's row): recorded, and the seller sees it", async () => {
     // How this is built: the real settle path, paused between its simulation (passed) and its

@@ -19,6 +19,7 @@ import { pruneIdempotencyKeys } from "../shared/http/idempotency.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { MppGateway } from "./mpp/gateway.js";
 import { runReconciler, Settlement } from "./settlement/index.js";
+import { SolSpent } from "./settlement/sol-spent.js";
 import { runSweeper } from "./settlement/sweeper.js";
 import { ledgerNetworks, SignedTransfers } from "./transfers/index.js";
 import { AgentWallets, type FundingSource, type Keystore, type SettlementLedger } from "./wallets/index.js";
@@ -80,6 +81,8 @@ export interface Gateway {
   readonly transfers: SignedTransfers;
   /** Payers' own transfers co-signed as fee payer; null without a fee payer key. */
   readonly cosigned: CosignedTransfers | null;
+  /** SOL spent by the fee payer and the authority on co-signed payments, by kind (for a `/metrics` exporter). */
+  readonly solSpent: SolSpent;
   readonly dispatcher: Dispatcher;
   /** Base58 mint payments settle in (the x402 `token`). */
   readonly token: string;
@@ -118,6 +121,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     recorder: settlement,
     networks: ledgerNetworks(ledger.network, options.networkAliases ?? []),
   });
+  const solSpent = new SolSpent();
   const cosigned =
     options.feePayer === undefined
       ? null
@@ -127,6 +131,7 @@ export function startGateway(options: GatewayOptions): Gateway {
           feePayer: options.feePayer,
           agents: wallets,
           onWarning: (message, context) => logger.warn(context, message),
+          solSpent,
           ...(options.attestedPayerQuota === undefined ? {} : { attestedPayerQuota: options.attestedPayerQuota }),
         });
   const channels = new ChannelSessions({ pool, ledger, wallets, invocations: settlement });
@@ -222,6 +227,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     channels,
     transfers,
     cosigned,
+    solSpent,
     dispatcher,
     token,
     network: ledger.network,

@@ -207,6 +207,7 @@ describe("a refused settlement hands out nothing", () => {
     expect((await facilitator("verify", facilitatorBody(first))).json).toMatchObject({ isValid: true });
     expect((await facilitator("verify", facilitatorBody(second))).json).toMatchObject({ isValid: true });
     const before = await serviceBalances();
+    const counted = test.system.cosigned.spent.snapshot();
 
     const settled = await facilitator("settle", facilitatorBody(first));
     expect(settled.json).toMatchObject({ success: true, transaction: wouldBeSignature(first) });
@@ -221,6 +222,12 @@ describe("a refused settlement hands out nothing", () => {
     const after = await serviceBalances();
     expect(before.feePayer - after.feePayer).toBe(OFFICIAL_SHAPE_FEE);
     expect(before.authority - after.authority).toBe(await firstRecordCost(payer.publicKey));
+    // The gateway's counters say the same.
+    const spent = test.system.cosigned.spent.snapshot();
+    expect(spent.fee_payer_fee - counted.fee_payer_fee).toBe(OFFICIAL_SHAPE_FEE);
+    expect(spent.authority_fee + spent.authority_rent - counted.authority_fee - counted.authority_rent).toBe(
+      before.authority - after.authority,
+    );
   });
 
   it("through a stock @x402/express server: the failed settle's PAYMENT-RESPONSE carries no transaction", async () => {

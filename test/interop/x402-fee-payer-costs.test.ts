@@ -11,7 +11,7 @@
  *   expires; when it lands after all it is recorded and the seller sees it.
  * - Fresh-keypair self-payments stop at the quota of new payers whose state the authority pays.
  * - A 1.4M-unit compute limit is refused before anything is signed.
- * - The low-balance alert reads the service keys' real balances.
+ * - The low-balance alert reads the service keys' real balances, and a gateway raises it once per key.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -35,11 +35,16 @@ import { ExactSvmScheme as ExactSvmServerScheme } from "@x402/svm/exact/server";
 import bs58 from "bs58";
 import express from "express";
 import pg from "pg";
+import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_COSIGNED_FEE_LAMPORTS, MEMO_PROGRAM } from "../../api/gateway/cosigned/check.js";
 import { CosignedTransfers } from "../../api/gateway/cosigned/cosigned.js";
 import { cosignedTransfer } from "../../api/gateway/cosigned/store.js";
-import { DEFAULT_LOW_BALANCE_FLOOR_LAMPORTS, LowBalanceAlerts } from "../../api/gateway/events/low-balance.js";
+import { StandInCardProcessor } from "../../api/gateway/card/index.js";
+import { DEFAULT_LOW_BALANCE_FLOOR_LAMPORTS, type LowBalanceAlert, LowBalanceAlerts } from "../../api/gateway/events/low-balance.js";
+import { startGateway } from "../../api/gateway/gateway.js";
+import { LocalTreasuryFundingSource } from "../../api/gateway/wallets/index.js";
+import { createPool } from "../../indexer/db/database.js";
 import { payerStatePda } from "../../programs/payment_ledger/ts/index.js";
 import { fundedAgent, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import { pollUntil } from "../support/poll.js";
@@ -473,5 +478,32 @@ describe("the low-balance alert", () => {
     expect(alerts.evaluate(new Map([["fee_payer", feePayer + 1n]]))).toEqual([]);
     expect(alerts.evaluate(new Map([["fee_payer", feePayer]]))).toHaveLength(1);
     expect(DEFAULT_LOW_BALANCE_FLOOR_LAMPORTS).toBe(1_000_000_000n);
+  });
+  it("a gateway whose floor is above both balances raises service.balance_low for each key, once", async () => {
+    const pool = createPool(test.system.databaseUrl);
+    const fired: LowBalanceAlert[] = [];
+    const gateway = startGateway({
+      pool,
+      ledger: test.system.ledger,
+      keystore: test.system.keystore,
+      secretBox: test.system.secretBox,
+      fundingSource: LocalTreasuryFundingSource.fromLocalnet(test.system.ledger, test.system.localnet),
+      feePayer: test.system.feePayer,
+      cardProcessor: new StandInCardProcessor(),
+      logger: pino({ level: "silent" }),
+      mailer: null,
+      reconcileIntervalMs: 50,
+      lowBalanceFloorLamports: 10n ** 15n,
+      onServiceAlert: (alert) => fired.push(alert),
+    });
+    try {
+      await pollUntil(() => fired.length >= 2, { timeoutMs: 10_000, intervalMs: 20, what: "two low-balance alerts" });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(fired.map((alert) => alert.key).sort()).toEqual(["authority", "fee_payer"]);
+      expect(fired.every((alert) => alert.event === "service.balance_low" && alert.balanceLamports < alert.floorLamports)).toBe(true);
+    } finally {
+      await gateway.stop();
+      await pool.end();
+    }
   });
 });

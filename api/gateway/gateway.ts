@@ -7,17 +7,19 @@
  * Two composers call this: `scripts/system.ts` on the local ledger, and `api/gateway/main.ts` on
  * any cluster configured from the environment. Nothing here knows which.
  */
-import type { Keypair } from "@solana/web3.js";
+import { type Keypair, PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { SecretBox } from "../shared/secret-box.js";
 import type { CardProcessor } from "./card/processor.js";
 import { ChannelSessions, runChannelLoop } from "./channels/index.js";
 import { CosignedTransfers } from "./cosigned/cosigned.js";
+import { DEFAULT_LOW_BALANCE_FLOOR_LAMPORTS, type LowBalanceAlert, LowBalanceAlerts } from "./events/low-balance.js";
 import { pruneIdempotencyKeys } from "../shared/http/idempotency.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { MppGateway } from "./mpp/gateway.js";
 import { AgentTokenAccounts, runReconciler, Settlement } from "./settlement/index.js";
+import { SolSpent } from "./settlement/sol-spent.js";
 import { runSweeper } from "./settlement/sweeper.js";
 import { ledgerNetworks, SignedTransfers } from "./transfers/index.js";
 import { AgentWallets, type FundingSource, type Keystore, type SettlementLedger } from "./wallets/index.js";
@@ -47,6 +49,12 @@ export interface GatewayOptions {
   readonly allowLoopbackWebhooks?: boolean;
   /** New payee token accounts the authority funds per paying account in 24 h (settlement/payee.ts). */
   readonly payeeAccountQuota?: number;
+  /** New attested payers whose state's rent the authority pays, per account in 24 h (cosigned/cosigned.ts). */
+  readonly attestedPayerQuota?: number;
+  /** The fee payer's and the authority's SOL floor (events/low-balance.ts); 1 SOL when absent. */
+  readonly lowBalanceFloorLamports?: bigint;
+  /** Told when a service key's balance falls below the floor (besides the error log). */
+  readonly onServiceAlert?: (alert: LowBalanceAlert) => void;
   /** The explorer cluster answers link to (`mainnet-beta`, `devnet`, or an RPC URL). */
   readonly explorerCluster?: string;
   /**
@@ -73,6 +81,8 @@ export interface Gateway {
   readonly transfers: SignedTransfers;
   /** Payers' own transfers co-signed as fee payer; null without a fee payer key. */
   readonly cosigned: CosignedTransfers | null;
+  /** SOL spent by the fee payer and the authority on co-signed payments, by kind (for a `/metrics` exporter). */
+  readonly solSpent: SolSpent;
   readonly dispatcher: Dispatcher;
   /** Base58 mint payments settle in (the x402 `token`). */
   readonly token: string;
@@ -111,6 +121,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     recorder: settlement,
     networks: ledgerNetworks(ledger.network, options.networkAliases ?? []),
   });
+  const solSpent = new SolSpent();
   const cosigned =
     options.feePayer === undefined
       ? null
@@ -120,6 +131,8 @@ export function startGateway(options: GatewayOptions): Gateway {
           feePayer: options.feePayer,
           agents: wallets,
           onWarning: (message, context) => logger.warn(context, message),
+          solSpent,
+          ...(options.attestedPayerQuota === undefined ? {} : { attestedPayerQuota: options.attestedPayerQuota }),
         });
   const channels = new ChannelSessions({ pool, ledger, wallets, invocations: settlement });
   const interval = options.reconcileIntervalMs === undefined ? {} : { intervalMs: options.reconcileIntervalMs };
@@ -129,7 +142,40 @@ export function startGateway(options: GatewayOptions): Gateway {
     ...interval,
     onError: (error, channel) => logger.warn({ err: error, channel }, "channel pass failed"),
   });
-  const reconciling = runReconciler(settlement, wallets, {
+  // The service keys' SOL, checked after each settlement reconciler pass.
+  const floorLamports = options.lowBalanceFloorLamports ?? DEFAULT_LOW_BALANCE_FLOOR_LAMPORTS;
+  const balanceAlerts = new LowBalanceAlerts([
+    { key: "authority", address: ledger.authority.publicKey.toBase58(), floorLamports },
+    ...(options.feePayer === undefined
+      ? []
+      : [{ key: "fee_payer" as const, address: options.feePayer.publicKey.toBase58(), floorLamports }]),
+  ]);
+  const settlementAndBalances = {
+    async reconcilePending() {
+      const report = await settlement.reconcilePending();
+      const alerts = await balanceAlerts
+        .check(async (address) => BigInt(await ledger.connection.getBalance(new PublicKey(address), "confirmed")))
+        .catch((error: unknown) => {
+          logger.warn({ err: error }, "service balances not read");
+          return [];
+        });
+      for (const alert of alerts) {
+        logger.error(
+          {
+            event: alert.event,
+            key: alert.key,
+            address: alert.address,
+            balanceLamports: String(alert.balanceLamports),
+            floorLamports: String(alert.floorLamports),
+          },
+          "a service key's SOL balance is below its floor",
+        );
+        options.onServiceAlert?.(alert);
+      }
+      return report;
+    },
+  };
+  const reconciling = runReconciler(settlementAndBalances, wallets, {
     signal: controller.signal,
     ...interval,
     onError: (error) => logger.warn({ err: error }, "reconciler pass failed"),
@@ -181,6 +227,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     channels,
     transfers,
     cosigned,
+    solSpent,
     dispatcher,
     token,
     network: ledger.network,

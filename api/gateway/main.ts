@@ -18,6 +18,10 @@
  *   FEE_PAYER_KEYPAIR            optional: path of the dedicated key (SOL only) that co-signs payers'
  *                                own transfers as fee payer (standard x402 facilitator, MPP solana
  *                                charges; api/gateway/cosigned); without it those routes answer 503
+ *   ATTESTED_PAYER_QUOTA         new outside payers whose payment_ledger state the authority pays, per
+ *                                account in 24 h (default 100; docs/protocols.md "What the service pays")
+ *   LOW_BALANCE_FLOOR_LAMPORTS   the fee payer's and authority's SOL floor for the low-balance alert
+ *                                (default 1000000000)
  *   WALLET_ENCRYPTION_KEY        seals agent keys (api/gateway/wallets/keystore.ts)
  *   WEBHOOK_SECRETS_KEY          seals webhook, alert and stored-response secrets
  *   EXPLORER_CLUSTER             explorer links (mainnet-beta, devnet, or an RPC URL; default devnet)
@@ -76,6 +80,10 @@ async function main(): Promise<void> {
     mailer: process.env.SMTP_URL === undefined ? null : smtpMailer(process.env.SMTP_URL),
     explorerCluster: process.env.EXPLORER_CLUSTER ?? "devnet",
     ...(process.env.FEE_PAYER_KEYPAIR === undefined ? {} : { feePayer: await keypairFile("FEE_PAYER_KEYPAIR") }),
+    ...(process.env.ATTESTED_PAYER_QUOTA === undefined ? {} : { attestedPayerQuota: positiveInteger("ATTESTED_PAYER_QUOTA") }),
+    ...(process.env.LOW_BALANCE_FLOOR_LAMPORTS === undefined
+      ? {}
+      : { lowBalanceFloorLamports: BigInt(positiveInteger("LOW_BALANCE_FLOOR_LAMPORTS")) }),
   });
   const readPool = readReplicaPool();
   const server = createGatewayServer({
@@ -103,3 +111,10 @@ main().catch((error: unknown) => {
   console.error(error);
   process.exit(1);
 });
+
+/** A positive integer from the environment, or a start failure naming the variable. */
+function positiveInteger(name: string): number {
+  const text = process.env[name] ?? "";
+  if (!/^[1-9]\d{0,15}$/.test(text)) throw new Error(`${name} must be a positive integer`);
+  return Number(text);
+}

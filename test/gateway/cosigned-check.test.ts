@@ -64,6 +64,10 @@ describe("the x402 exact layout", () => {
     expect(checked).toMatchObject({ ok: true, payer: payer.publicKey.toBase58(), blockhash: BLOCKHASH });
   });
 
+  it("accepts a compute limit of exactly 200,000 units, the bound of both layouts", () => {
+    expect(checkTransferTransaction(wire([limit(200_000), price(5_000_000), transfer()]), terms, "x402-exact")).toMatchObject({ ok: true });
+  });
+
   it.each([
     [
       "no compute limit first",
@@ -75,6 +79,16 @@ describe("the x402 exact layout", () => {
       "a price over 5 lamports per unit",
       [limit(), price(5_000_001), transfer()],
       "invalid_exact_svm_payload_transaction_instructions_compute_price_instruction_too_high",
+    ],
+    [
+      "a compute limit over 200,000 units",
+      [limit(200_001), price(), transfer()],
+      "invalid_exact_svm_payload_transaction_instructions_compute_limit_instruction_too_high",
+    ],
+    [
+      "a 1.4M-unit compute limit",
+      [limit(1_400_000), price(), transfer()],
+      "invalid_exact_svm_payload_transaction_instructions_compute_limit_instruction_too_high",
     ],
     ["no transfer at index 2", [limit(), price(), memo("x"), transfer()], "invalid_exact_svm_payload_no_transfer_instruction"],
     [

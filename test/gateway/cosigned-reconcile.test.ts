@@ -78,6 +78,7 @@ describe("co-signed transfers left by a crash", () => {
     const signature = bs58.encode(transaction.signatures[0]!);
     const claimed = await claimCosignedTransfer(test.system.pool, {
       signature,
+      payerSignature: Buffer.from(transaction.signatures[1]!).toString("hex"),
       protocol: "x402",
       accountId,
       payer: payer.publicKey.toBase58(),
@@ -106,7 +107,12 @@ describe("co-signed transfers left by a crash", () => {
 
     // Another pass finds nothing left to do; the same transaction presented again is consumed.
     await test.system.cosigned.reconcilePending();
-    expect(await test.system.cosigned.settle(payment)).toMatchObject({ ok: false, reason: "duplicate_settlement", signature });
+    expect(await test.system.cosigned.settle(payment)).toEqual({
+      ok: false,
+      reason: "duplicate_settlement",
+      detail: "this transaction was already settled",
+      payer: payer.publicKey.toBase58(),
+    });
     expect(await test.system.cosigned.verify(payment)).toMatchObject({ ok: false, reason: "duplicate_settlement" });
     expect(await recordsReferencing(test, signature)).toBe(1);
     expect(await tokenBalanceUnits(test, payTo)).toBe(PRICE);

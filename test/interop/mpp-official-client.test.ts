@@ -24,6 +24,8 @@ import {
   expectAttestedRecord,
   sellerAndBuyer,
   serveBehind,
+  expectServiceSolSpentOnLandedOnly,
+  serviceSol,
 } from "./official-client-support.js";
 
 const PRICE = 40_000n;
@@ -35,6 +37,9 @@ let payTo: string;
 let api: Served;
 let payer: Keypair;
 const paid: MppPayment[] = [];
+
+/** The service keys' SOL once set up: the last test checks what the suite's payments cost them. */
+let startSol: { readonly feePayer: bigint; readonly authority: bigint };
 
 beforeAll(async () => {
   test = await startTestSystem();
@@ -49,6 +54,7 @@ beforeAll(async () => {
     challengeSecret: SECRET,
   });
   api = await serveBehind(middleware, paid);
+  startSol = await serviceSol(test);
 }, 180_000);
 
 afterAll(async () => {
@@ -215,5 +221,11 @@ describe("the official MPP client (mppx + @solana/mpp) pays an API behind our mp
     await expect(pay(`${api.origin}/report`)).rejects.toThrow(/blocked domain/);
     expect(requests.some((r) => r.headers.has("authorization"))).toBe(false);
     expect(await tokenBalanceUnits(test, payer.publicKey.toBase58())).toBe(before);
+  });
+});
+
+describe("the service's own SOL", () => {
+  it("the fee payer and the authority paid exactly the fees and rent of the transactions that landed", async () => {
+    await expectServiceSolSpentOnLandedOnly(test, startSol);
   });
 });

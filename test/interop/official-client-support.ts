@@ -12,6 +12,7 @@ import {
   getAssociatedTokenAddressSync,
 } from "@solana/spl-token";
 import { Keypair, PublicKey, sendAndConfirmTransaction, Transaction } from "@solana/web3.js";
+import { lamportsSpent } from "../../api/gateway/settlement/sol-spent.js";
 import { createClient } from "../api/client.js";
 import { pollUntil } from "../support/poll.js";
 import type { NodeMiddleware, NodeRequest } from "../../sdk/src/server/index.js";
@@ -214,4 +215,36 @@ export function serveBehind<P extends { readonly txHash: string }>(middleware: N
       res.end(JSON.stringify({ data: "paid content", txHash: payment.txHash }));
     });
   });
+}
+
+/** The service keys' SOL now: the fee payer (co-signed transfers) and the ledger authority. */
+export async function serviceSol(test: TestSystem): Promise<{ readonly feePayer: bigint; readonly authority: bigint }> {
+  const read = async (key: PublicKey) => BigInt(await test.connection.getBalance(key, "confirmed"));
+  return { feePayer: await read(test.system.feePayer.publicKey), authority: await read(test.system.ledger.authority.publicKey) };
+}
+
+/**
+ * End-of-suite agreement for the service's own SOL: since `start`, the fee payer's balance fell by
+ * exactly the fees of the co-signed transfers that landed, and the authority's by exactly the fees
+ * and rent of the attested records that landed (both read from the chain's transaction metadata
+ * for the signatures in `cosigned_transfers`). Valid when nothing else used either key meanwhile.
+ */
+export async function expectServiceSolSpentOnLandedOnly(
+  test: TestSystem,
+  start: { readonly feePayer: bigint; readonly authority: bigint },
+): Promise<void> {
+  const { rows } = await test.system.pool.query<{ signature: string; record_signature: string | null }>(
+    "SELECT signature, record_signature FROM cosigned_transfers",
+  );
+  let feePayer = 0n;
+  let authority = 0n;
+  for (const row of rows) {
+    const transfer = await lamportsSpent(test.connection, row.signature, test.system.feePayer.publicKey);
+    feePayer += transfer === null ? 0n : transfer.fee + transfer.other;
+    if (row.record_signature === null) continue;
+    const record = await lamportsSpent(test.connection, row.record_signature, test.system.ledger.authority.publicKey);
+    authority += record === null ? 0n : record.fee + record.other;
+  }
+  const now = await serviceSol(test);
+  expect({ feePayer: start.feePayer - now.feePayer, authority: start.authority - now.authority }).toEqual({ feePayer, authority });
 }

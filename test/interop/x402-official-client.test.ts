@@ -26,6 +26,8 @@ import {
   expectAttestedRecord,
   sellerAndBuyer,
   serveBehind,
+  expectServiceSolSpentOnLandedOnly,
+  serviceSol,
 } from "./official-client-support.js";
 
 const PRICE = 50_000n;
@@ -38,11 +40,15 @@ let api: Served;
 let payer: Keypair;
 const paid: X402Payment[] = [];
 
+/** The service keys' SOL once set up: the last test checks what the suite's payments cost them. */
+let startSol: { readonly feePayer: bigint; readonly authority: bigint };
+
 beforeAll(async () => {
   test = await startTestSystem();
   ({ sellerKey, payTo, payer } = await sellerAndBuyer(test));
   const middleware = x402Middleware({ amount: PRICE, token: "usdc", payTo, facilitatorUrl: test.system.apiUrl, apiKey: sellerKey });
   api = await serveBehind(middleware, paid);
+  startSol = await serviceSol(test);
 }, 180_000);
 
 afterAll(async () => {
@@ -282,5 +288,11 @@ describe("the official x402 client pays an API behind our x402Middleware", () =>
       isValid: false,
       invalidReason: "invalid_exact_svm_fee_payer_not_managed_by_facilitator",
     });
+  });
+});
+
+describe("the service's own SOL", () => {
+  it("the fee payer and the authority paid exactly the fees and rent of the transactions that landed", async () => {
+    await expectServiceSolSpentOnLandedOnly(test, startSol);
   });
 });

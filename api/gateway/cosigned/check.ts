@@ -6,9 +6,9 @@
  * The fee payer signs whatever it co-signs, so the rules are about what its signature could be
  * abused for: it must be the transaction's fee payer and nothing else (in no instruction's
  * accounts, not the transfer authority), the transaction may hold only compute-budget
- * instructions with bounded limits, exactly one SPL `TransferChecked` of exactly the price from
- * the payer's own token account to the payee's associated token account of the settlement mint,
- * and memos; and it is signed by exactly one other key, the payer, whose signature is valid.
+ * instructions with a bounded limit and price (on both layouts), exactly one SPL
+ * `TransferChecked` of exactly the price from the payer's own token account to the payee's
+ * associated token account of the settlement mint, and memos; and it is signed by exactly one other key, the payer, whose signature is valid.
  * Two layouts: x402 `exact` is positional (compute limit, compute price, transfer, then memos or
  * Lighthouse assertions, 3 to 7 instructions) as the official facilitator requires; an MPP
  * charge is a set (the `@solana/mpp` client orders price before limit and adds a memo only for
@@ -33,8 +33,15 @@ export const LIGHTHOUSE_PROGRAM = "L2TExMFKdjpN9kozasaurPirfHy9P8sbXoAN1qA3S95";
 export const MAX_TRANSACTION_BYTES = 1_232;
 /** 5 lamports per compute unit, as the x402 SVM spec bounds the priority fee (micro-lamports). */
 export const MAX_COMPUTE_UNIT_PRICE_MICROLAMPORTS = 5_000_000n;
-/** The MPP charge's bound on the compute limit (what `@solana/mpp` servers accept). */
+/**
+ * The bound on the compute-unit limit, on both layouts (what `@solana/mpp` servers accept; the
+ * official x402 client asks for 20,000). With the price bound it caps the fee the fee payer can
+ * be made to pay for one transaction: 2 signatures × 5,000 + 200,000 × 5 lamports = 1,010,000
+ * lamports (`MAX_COSIGNED_FEE_LAMPORTS`).
+ */
 export const MAX_COMPUTE_UNIT_LIMIT = 200_000;
+/** The most one co-signed transaction can cost the fee payer, in lamports (see `MAX_COMPUTE_UNIT_LIMIT`). */
+export const MAX_COSIGNED_FEE_LAMPORTS = 2n * 5_000n + (BigInt(MAX_COMPUTE_UNIT_LIMIT) * MAX_COMPUTE_UNIT_PRICE_MICROLAMPORTS) / 1_000_000n;
 const MAX_MEMO_BYTES = 566;
 const SET_COMPUTE_UNIT_LIMIT = 2;
 const SET_COMPUTE_UNIT_PRICE = 3;
@@ -215,7 +222,7 @@ function isTransferChecked(ix: Instruction): boolean {
 }
 
 /** A compute-budget instruction within bounds, or the refusal. */
-function checkComputeBudget(ix: Instruction, expected: "limit" | "price" | "either", limitCap: number | null): RefusedTransfer | null {
+function checkComputeBudget(ix: Instruction, expected: "limit" | "price" | "either", limitCap: number): RefusedTransfer | null {
   const limitReason = "invalid_exact_svm_payload_transaction_instructions_compute_limit_instruction";
   const priceReason = "invalid_exact_svm_payload_transaction_instructions_compute_price_instruction";
   const isLimit = ix.data[0] === SET_COMPUTE_UNIT_LIMIT && ix.data.length === 5;
@@ -225,7 +232,7 @@ function checkComputeBudget(ix: Instruction, expected: "limit" | "price" | "eith
   }
   if (expected === "limit" && !isLimit) return refuse(limitReason, "instruction 0 must be SetComputeUnitLimit");
   if (expected === "price" && !isPrice) return refuse(priceReason, "instruction 1 must be SetComputeUnitPrice");
-  if (isLimit && limitCap !== null && u32(ix.data, 1) > limitCap) {
+  if (isLimit && u32(ix.data, 1) > limitCap) {
     return refuse(`${limitReason}_too_high`, `more than ${limitCap} compute units`);
   }
   if (isPrice && u64(ix.data, 1) > MAX_COMPUTE_UNIT_PRICE_MICROLAMPORTS) {
@@ -239,9 +246,9 @@ function checkExactLayout(instructions: readonly Instruction[]): LayoutResult {
   if (instructions.length < 3 || instructions.length > 7) {
     return refuse("invalid_exact_svm_payload_transaction_instructions_length", `${instructions.length} instructions; 3 to 7 expected`);
   }
-  const limit = checkComputeBudget(instructions[0]!, "limit", null);
+  const limit = checkComputeBudget(instructions[0]!, "limit", MAX_COMPUTE_UNIT_LIMIT);
   if (limit !== null) return limit;
-  const price = checkComputeBudget(instructions[1]!, "price", null);
+  const price = checkComputeBudget(instructions[1]!, "price", MAX_COMPUTE_UNIT_LIMIT);
   if (price !== null) return price;
   const transfer = instructions[2]!;
   if (!isTransferChecked(transfer) || transfer.accounts.length !== 4) {

@@ -4,18 +4,29 @@
  * facilitator, x402/exact.ts) or an MPP `solana` charge credential (mpp/solana-charge.ts).
  *
  * `settle`:
- *   1. check the transaction (check.ts) and the payee (settlement/payee.ts rule 1), co-sign it
- *      with the fee payer key (its id, the fee payer's signature, is then known and fixed);
- *   2. claim that id in `cosigned_transfers` (committed before anything is sent): a transaction
+ *   1. check the transaction (check.ts) and the payee (settlement/payee.ts rule 1); a transaction
+ *      presented before (found by the payer's signature) is `duplicate_settlement`;
+ *   2. simulate it without the fee payer's signature (the payer's was verified in check.ts): a
+ *      refusal signs nothing;
+ *   3. admit a new attested payer against the presenting account's quota (the authority pays
+ *      its payer state's rent on the first record): over the quota nothing is signed;
+ *   4. co-sign it with the fee payer key (its id, the fee payer's signature, is then fixed) and
+ *      claim that id in `cosigned_transfers` (committed before anything is sent): a transaction
  *      is settled at most once, every replay is `duplicate_settlement`;
- *   3. send it with preflight (the node simulates it; a refusal sent nothing) and wait for the
- *      outcome; an unknown outcome is `settlement_pending`, the reconciler resolves it;
- *   4. record the payment on payment_ledger, in a second transaction naming the transfer as its
+ *   5. send it with preflight and wait for the outcome; an unknown outcome is
+ *      `settlement_pending`, the reconciler resolves it. A transaction the node refused before
+ *      sending is failed but still followed (`watch`) until its blockhash expires: if it lands
+ *      anyway, it is confirmed and recorded;
+ *   6. record the payment on payment_ledger, in a second transaction naming the transfer as its
  *      settlement reference: `record_attested_payment`, signed by the authority alone. When the
  *      payer is one of the gateway's agents the agent's side records it (with the agent's
  *      signature, api/gateway/transfers), so nothing is recorded here: one record per payment.
  *      The payment stands once the transfer landed: a failed or unknown record does not turn it
  *      into an error; the reconciler records it later (under a new payment id if it failed).
+ *
+ * No answer but a success names the transfer's id: the id is the fee payer's signature, and a
+ * signed transaction that was not sent must never leave the gateway (anyone holding it could
+ * broadcast it, with preflight skipped, and have the fee payer pay for its failure).
  *
  * The fee payer is a dedicated key, not the ledger authority: the key that signs transactions
  * strangers built holds only SOL for fees and can sign nothing on payment_ledger, so a rule
@@ -30,6 +41,7 @@ import { endpointHash, endpointText, recordAttestedPaymentInstruction } from "..
 import { endpointHost } from "../../shared/policy/domains.js";
 import type { ReconcileReport } from "../settlement/reconciliation.js";
 import { payeeRefusal } from "../settlement/payee.js";
+import { lamportsSpent, SolSpent } from "../settlement/sol-spent.js";
 import { COMMITMENT, lookUpOutcomes, recentBlockhash, type SettlementLedger, signTransaction, submit } from "../wallets/ledger.js";
 import type { AgentDirectory } from "../x402/settler.js";
 import {
@@ -41,14 +53,23 @@ import {
   transactionId,
 } from "./check.js";
 import {
+  admitAttestedPayer,
   claimCosignedTransfer,
   cosignedTransfer,
+  cosignedTransferByPayerSignature,
+  type CosignedRow,
+  endWatch,
+  markLateLanding,
   markRecord,
   markTransfer,
   openCosignedTransfers,
   prepareRecord,
   rememberEndpoint,
+  watchedCosignedTransfers,
 } from "./store.js";
+
+/** Default bound on new attested payers (payer states whose rent the authority pays) per account in 24 hours. */
+export const DEFAULT_ATTESTED_PAYER_QUOTA = 100;
 
 export interface CosignedDeps {
   readonly pool: pg.Pool;
@@ -59,6 +80,10 @@ export interface CosignedDeps {
   readonly agents: AgentDirectory;
   /** Told about work left for the reconciler (a record not landed). Never secrets. */
   readonly onWarning?: (message: string, context: Record<string, unknown>) => void;
+  /** New attested payers per presenting account in any 24 hours; `DEFAULT_ATTESTED_PAYER_QUOTA` when absent. */
+  readonly attestedPayerQuota?: number;
+  /** Where the SOL spent by the fee payer and the authority is counted; a fresh one when absent. */
+  readonly solSpent?: SolSpent;
 }
 
 /** A payer's transaction presented to the gateway, and what it must pay. */
@@ -82,10 +107,11 @@ export type CosignedFailure =
   | "invalid_exact_svm_transaction_simulation_failed"
   | "invalid_exact_svm_transaction_failed"
   | "duplicate_settlement"
+  | "attested_payer_quota_exceeded"
   | "settlement_pending";
 
 export type CosignedVerify =
-  | { readonly ok: true; readonly payer: string; readonly signature: string }
+  | { readonly ok: true; readonly payer: string }
   | { readonly ok: false; readonly reason: CosignedFailure; readonly detail: string; readonly payer: string };
 
 export interface CosignedRecord {
@@ -108,17 +134,18 @@ export type CosignedSettle =
       readonly reason: CosignedFailure;
       readonly detail: string;
       readonly payer: string;
-      /** Set when the transaction was claimed (sent, or refused by the node). */
-      readonly signature?: string;
     };
 
 const RECONCILE_BATCH = 128;
 
 export class CosignedTransfers {
   readonly #feePayer: string;
+  /** SOL spent by the fee payer and the authority on co-signed payments, by kind. */
+  readonly spent: SolSpent;
 
   constructor(private readonly deps: CosignedDeps) {
     this.#feePayer = deps.feePayer.publicKey.toBase58();
+    this.spent = deps.solSpent ?? new SolSpent();
   }
 
   /** The fee payer's address: what x402 `extra.feePayer` and MPP `feePayerKey` name. */
@@ -135,36 +162,46 @@ export class CosignedTransfers {
     return this.deps.ledger.network;
   }
 
-  /** Every check but the claim, and a simulation of the co-signed transaction. Nothing is sent. */
+  /** Every check but the claim, and a simulation without the fee payer's signature. Nothing is signed or sent. */
   async verify(payment: CosignedPayment): Promise<CosignedVerify> {
     const checked = this.#check(payment);
     if (!checked.ok) return checked;
-    if ((await cosignedTransfer(this.deps.pool, checked.signature)) !== null) {
+    if ((await cosignedTransferByPayerSignature(this.deps.pool, checked.payerSignature)) !== null) {
       return { ok: false, reason: "duplicate_settlement", detail: "this transaction was already presented", payer: checked.payer };
     }
-    const simulated = await this.deps.ledger.connection.simulateTransaction(checked.transaction, {
-      sigVerify: true,
-      commitment: COMMITMENT,
-    });
-    if (simulated.value.err !== null) {
-      const detail = `${JSON.stringify(simulated.value.err)} ${(simulated.value.logs ?? []).slice(-3).join(" | ")}`;
-      return { ok: false, reason: "invalid_exact_svm_transaction_simulation_failed", detail, payer: checked.payer };
-    }
-    return { ok: true, payer: checked.payer, signature: checked.signature };
+    const refused = await this.#simulate(checked.transaction, checked.payer);
+    if (refused !== null) return refused;
+    return { ok: true, payer: checked.payer };
   }
 
-  /** Checks, claims, sends, records (see the header). At most one success per transaction. */
+  /** Checks, simulates, admits, co-signs, claims, sends, records (see the header). At most one success per transaction. */
   async settle(payment: CosignedPayment, signal?: AbortSignal): Promise<CosignedSettle> {
     const checked = this.#check(payment);
     if (!checked.ok) return checked;
     const { pool, ledger } = this.deps;
-    const { signature, payer } = checked;
-    const wire = Buffer.from(checked.transaction.serialize()).toString("base64");
+    const { payer, transaction } = checked;
+    const duplicate = { ok: false, reason: "duplicate_settlement", detail: "this transaction was already settled", payer } as const;
+    if ((await cosignedTransferByPayerSignature(pool, checked.payerSignature)) !== null) return duplicate;
+    const refused = await this.#simulate(transaction, payer);
+    if (refused !== null) return refused;
+    const agent = await this.deps.agents.agentIdForAddress(payer);
+    if (agent === null) {
+      const quota = this.deps.attestedPayerQuota ?? DEFAULT_ATTESTED_PAYER_QUOTA;
+      const admission = await admitAttestedPayer(pool, { payer, accountId: payment.accountId, quota });
+      if (admission === "quota_exceeded") {
+        const detail = `${payer} has no payment_ledger state yet, and this account's quota of ${quota} new payers per 24 hours is used up`;
+        return { ok: false, reason: "attested_payer_quota_exceeded", detail, payer };
+      }
+    }
     // The client's blockhash is no newer than the latest: the latest's height bounds its validity.
     const { lastValidBlockHeight } = await recentBlockhash(ledger);
-    const agent = await this.deps.agents.agentIdForAddress(payer);
+    // The last step before the claim and the send: the co-signed bytes exist only from here on.
+    transaction.sign([this.deps.feePayer]);
+    const signature = transactionId(transaction);
+    const wire = Buffer.from(transaction.serialize()).toString("base64");
     const claimed = await claimCosignedTransfer(pool, {
       signature,
+      payerSignature: checked.payerSignature,
       protocol: payment.protocol,
       accountId: payment.accountId,
       payer,
@@ -176,24 +213,27 @@ export class CosignedTransfers {
       lastValidBlockHeight,
       record: agent === null ? "attest" : "payer",
     });
-    if (!claimed) return { ok: false, reason: "duplicate_settlement", detail: "this transaction was already settled", payer, signature };
+    if (!claimed) return duplicate;
 
     const outcome = await submit(ledger, { signature, wire, lastValidBlockHeight }, signal);
     if (outcome.status === "pending") {
-      return { ok: false, reason: "settlement_pending", detail: "sent; its outcome is not known yet", payer, signature };
+      return { ok: false, reason: "settlement_pending", detail: "sent; its outcome is not known yet", payer };
     }
     if (outcome.status === "rejected") {
+      // Refused before sending; the bytes stay here, yet the row is followed until they expire.
       const detail = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
-      await markTransfer(pool, signature, "failed", null, detail.slice(0, 1_000));
-      return { ok: false, reason: "invalid_exact_svm_transaction_simulation_failed", detail, payer, signature };
+      await markTransfer(pool, signature, "failed", null, detail.slice(0, 1_000), true);
+      return { ok: false, reason: "invalid_exact_svm_transaction_simulation_failed", detail, payer };
     }
     if (outcome.status === "failed") {
       const detail = outcome.reason === "expired" ? "expired" : `included: ${JSON.stringify(outcome.err)}`;
       await markTransfer(pool, signature, "failed", outcome.reason === "included" ? outcome.slot : null, detail);
-      return { ok: false, reason: "invalid_exact_svm_transaction_failed", detail, payer, signature };
+      if (outcome.reason === "included") await this.#countFee(signature);
+      return { ok: false, reason: "invalid_exact_svm_transaction_failed", detail, payer };
     }
     // The tokens moved: from here on the answer is a success whatever the bookkeeping does.
     await markTransfer(pool, signature, "confirmed", outcome.slot, null).catch(() => undefined);
+    await this.#countFee(signature);
     const record = agent === null ? await this.#record(signature, signal) : ({ signature: null, status: "by_payer" } as const);
     return { ok: true, payer, signature, slot: outcome.slot, record };
   }
@@ -207,42 +247,33 @@ export class CosignedTransfers {
   async outcomeOf(payment: CosignedPayment): Promise<CosignedSettle | null> {
     const checked = this.#check(payment);
     if (!checked.ok) return null;
-    const { pool, ledger } = this.deps;
-    let row = await cosignedTransfer(pool, checked.signature);
+    const { pool } = this.deps;
+    let row = await cosignedTransferByPayerSignature(pool, checked.payerSignature);
     if (row === null) return null;
-    if (row.status === "pending") {
-      const [outcome] = await lookUpOutcomes(ledger, [row]);
-      if (outcome!.status === "confirmed") await markTransfer(pool, row.signature, "confirmed", outcome!.slot, null);
-      if (outcome!.status === "failed") await markTransfer(pool, row.signature, "failed", null, outcome!.reason);
-      row = (await cosignedTransfer(pool, checked.signature))!;
+    if (row.status === "pending" || (row.status === "failed" && row.watch)) {
+      await this.#follow([row]);
+      row = (await cosignedTransfer(pool, row.signature))!;
     }
     const { payer, signature } = row;
-    if (row.status === "pending")
-      return { ok: false, reason: "settlement_pending", detail: "sent; its outcome is not known yet", payer, signature };
-    if (row.status === "failed")
-      return { ok: false, reason: "invalid_exact_svm_transaction_failed", detail: "the transfer failed", payer, signature };
+    if (row.status === "pending") return { ok: false, reason: "settlement_pending", detail: "sent; its outcome is not known yet", payer };
+    if (row.status === "failed") return { ok: false, reason: "invalid_exact_svm_transaction_failed", detail: "the transfer failed", payer };
     const record = row.record === "payer" ? ({ signature: null, status: "by_payer" } as const) : await this.#record(signature);
     return { ok: true, payer, signature, slot: row.slot ?? 0, record };
   }
 
   /**
-   * Resolves what `settle` left open (a crash, an unknown outcome, a record that failed): pending
-   * transfers by their signature, then records of confirmed attested transfers. Bounded batch.
+   * Resolves what `settle` left open (a crash, an unknown outcome, a record that failed, a
+   * refused transfer whose bytes could still land): pending and watched transfers by their
+   * signature, then records of confirmed attested transfers. Bounded batch.
    */
   async reconcilePending(): Promise<ReconcileReport> {
     const report = { confirmed: [] as string[], failed: [] as string[], pending: [] as string[] };
     const rows = await openCosignedTransfers(this.deps.pool, RECONCILE_BATCH);
-    const pendingTransfers = rows.filter((row) => row.status === "pending");
-    const outcomes = await lookUpOutcomes(this.deps.ledger, pendingTransfers);
-    for (const [i, outcome] of outcomes.entries()) {
-      const row = pendingTransfers[i]!;
-      if (outcome.status === "pending") report.pending.push(row.signature);
-      else if (outcome.status === "confirmed") await markTransfer(this.deps.pool, row.signature, "confirmed", outcome.slot, null);
-      else {
-        const detail = outcome.reason === "expired" ? "expired" : `included: ${JSON.stringify(outcome.err)}`;
-        await markTransfer(this.deps.pool, row.signature, "failed", outcome.reason === "included" ? outcome.slot : null, detail);
-        report.failed.push(row.signature);
-      }
+    const watched = await watchedCosignedTransfers(this.deps.pool, RECONCILE_BATCH);
+    const followed = await this.#follow([...rows.filter((row) => row.status === "pending"), ...watched]);
+    for (const [signature, status] of followed) {
+      if (status === "pending") report.pending.push(signature);
+      else if (status === "failed") report.failed.push(signature);
     }
     const recordable = await openCosignedTransfers(this.deps.pool, RECONCILE_BATCH);
     for (const row of recordable) {
@@ -258,6 +289,7 @@ export class CosignedTransfers {
         const failure = outcome!.status === "failed" ? (outcome!.reason === "expired" ? "expired" : JSON.stringify(outcome!.err)) : null;
         await markRecord(this.deps.pool, row.recordSignature, outcome!.status, failure);
         if (outcome!.status === "confirmed") {
+          await this.#countRecord(row.recordSignature);
           report.confirmed.push(row.signature);
           continue;
         }
@@ -268,9 +300,65 @@ export class CosignedTransfers {
     return report;
   }
 
+  /**
+   * Looks pending and watched transfers up on the ledger and writes what it learned: landed →
+   * confirmed (a watched failed row included: the chain is the truth), included with an error or
+   * expired → failed for good. Returns each row's status after the lookup.
+   */
+  async #follow(rows: readonly CosignedRow[]): Promise<Map<string, "pending" | "confirmed" | "failed">> {
+    const { pool, ledger } = this.deps;
+    const statuses = new Map<string, "pending" | "confirmed" | "failed">();
+    const outcomes = await lookUpOutcomes(ledger, rows);
+    for (const [i, outcome] of outcomes.entries()) {
+      const row = rows[i]!;
+      if (outcome.status === "pending") {
+        statuses.set(row.signature, row.status === "failed" ? "failed" : "pending");
+        continue;
+      }
+      if (outcome.status === "confirmed") {
+        if (row.status === "failed") {
+          if (await markLateLanding(pool, row.signature, outcome.slot)) {
+            this.deps.onWarning?.("a transfer marked failed landed later; recorded now", { signature: row.signature });
+          }
+        } else await markTransfer(pool, row.signature, "confirmed", outcome.slot, null);
+        await this.#countFee(row.signature);
+        statuses.set(row.signature, "confirmed");
+        continue;
+      }
+      const detail = outcome.reason === "expired" ? "expired" : `included: ${JSON.stringify(outcome.err)}`;
+      if (row.status === "failed") await endWatch(pool, row.signature, detail);
+      else await markTransfer(pool, row.signature, "failed", outcome.reason === "included" ? outcome.slot : null, detail);
+      if (outcome.reason === "included") await this.#countFee(row.signature);
+      statuses.set(row.signature, "failed");
+    }
+    return statuses;
+  }
+
+  /** The fee payer's fee of a landed transfer, into the counters (best effort: a lookup error counts nothing). */
+  async #countFee(signature: string): Promise<void> {
+    const spent = await lamportsSpent(this.deps.ledger.connection, signature, this.deps.feePayer.publicKey).catch(() => null);
+    if (spent !== null) this.spent.add("fee_payer_fee", spent.fee + spent.other);
+  }
+
+  /** The authority's fee and the rent of a landed record (a new payer state's), into the counters. */
+  async #countRecord(signature: string): Promise<void> {
+    const spent = await lamportsSpent(this.deps.ledger.connection, signature, this.deps.ledger.authority.publicKey).catch(() => null);
+    if (spent === null) return;
+    this.spent.add("authority_fee", spent.fee);
+    this.spent.add("authority_rent", spent.other);
+  }
+
+  /** Simulates the transaction as the payer signed it (no fee payer signature); null when it would succeed. */
+  async #simulate(transaction: VersionedTransaction, payer: string): Promise<(CosignedVerify & { ok: false }) | null> {
+    const simulated = await this.deps.ledger.connection.simulateTransaction(transaction, { sigVerify: false, commitment: COMMITMENT });
+    if (simulated.value.err === null) return null;
+    const detail = `${JSON.stringify(simulated.value.err)} ${(simulated.value.logs ?? []).slice(-3).join(" | ")}`;
+    return { ok: false, reason: "invalid_exact_svm_transaction_simulation_failed", detail, payer };
+  }
+
   #check(
     payment: CosignedPayment,
-  ): { ok: true; transaction: VersionedTransaction; payer: string; signature: string } | (CosignedVerify & { ok: false }) {
+  ): { ok: true; transaction: VersionedTransaction; payer: string; payerSignature: string } | (CosignedVerify & { ok: false }) {
     const asset = this.asset;
     const terms: TransferTerms = {
       feePayer: this.#feePayer,
@@ -285,9 +373,9 @@ export class CosignedTransfers {
     if (!checked.ok) return { ok: false, reason: checked.reason, detail: checked.detail, payer: checked.payer };
     const payee = payeeRefusal(payment.payTo, [asset.mint]);
     if (payee !== null) return { ok: false, reason: "payee_refused", detail: payee.message, payer: checked.payer };
-    // The fee payer's signature is deterministic (ed25519): the same message always gets the same id.
-    checked.transaction.sign([this.deps.feePayer]);
-    return { ok: true, transaction: checked.transaction, payer: checked.payer, signature: transactionId(checked.transaction) };
+    // check.ts verified it: the second signature is the payer's, over this message.
+    const payerSignature = Buffer.from(checked.transaction.signatures[1]!).toString("hex");
+    return { ok: true, transaction: checked.transaction, payer: checked.payer, payerSignature };
   }
 
   /** Prepares (if needed), sends and awaits the attested record of a confirmed transfer. */
@@ -320,6 +408,7 @@ export class CosignedTransfers {
       const outcome = await submit(ledger, prepared, signal);
       if (outcome.status === "confirmed") {
         await markRecord(pool, prepared.signature, "confirmed", null);
+        await this.#countRecord(prepared.signature);
         return { signature: prepared.signature, status: "confirmed" };
       }
       if (outcome.status === "failed" || outcome.status === "rejected") {

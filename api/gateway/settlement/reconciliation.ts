@@ -3,13 +3,24 @@
  * left between "committed as pending" and "marked". The chain decides: landed → confirmed (or
  * failed if it landed with an error); absent once its blockhash can no longer land → failed
  * (nothing moved). Still-valid absent ones stay pending; they are not re-sent, so a payment whose
- * caller saw a crash either already landed or expires. `reconciler.ts` runs this in a loop.
+ * caller saw a crash either already landed or expires. Rows refused before sending (failed,
+ * `watch`) are followed the same way until their blockhash expires: one that lands after all is
+ * confirmed (record_payment recorded it in the same transaction) and its reservation counts
+ * (`landLinkedReservation`). `reconciler.ts` runs this in a loop.
  */
 import { Transaction } from "@solana/web3.js";
 import type pg from "pg";
 import { lookUpOutcomes, type SettlementLedger } from "../wallets/ledger.js";
 import { ledgerRefusal } from "./ledger-errors.js";
-import { markSettlement, pendingSettlements, settlementTransaction } from "./store.js";
+import { landLinkedReservation } from "../../shared/policy/store.js";
+import {
+  endSettlementWatch,
+  markSettlement,
+  markSettlementLanded,
+  pendingSettlements,
+  settlementTransaction,
+  watchedSettlements,
+} from "./store.js";
 
 const RECONCILE_BATCH = 256;
 
@@ -35,6 +46,22 @@ export async function reconcilePendingSettlements(deps: {
       const error = outcome.reason === "expired" ? "expired" : await includedError(deps.pool, signature, outcome.err);
       await markSettlement(deps.pool, signature, "failed", error, outcome.reason === "included" ? outcome.slot : null);
     }
+  }
+  const watched = await watchedSettlements(deps.pool, RECONCILE_BATCH);
+  const late = await lookUpOutcomes(deps.ledger, watched);
+  for (const [i, outcome] of late.entries()) {
+    const row = watched[i]!;
+    if (outcome.status === "pending") continue;
+    if (outcome.status === "failed") {
+      await endSettlementWatch(
+        deps.pool,
+        row.signature,
+        outcome.reason === "expired" ? "expired" : await includedError(deps.pool, row.signature, outcome.err),
+      );
+      continue;
+    }
+    if (await markSettlementLanded(deps.pool, row.signature, outcome.slot)) report.confirmed.push(row.signature);
+    if (row.paymentRef !== null) await landLinkedReservation(deps.pool, row.paymentRef, row.signature);
   }
   return report;
 }

@@ -179,7 +179,15 @@ export class Settlement implements Settler {
     }
     if (result.status === "pending") throw new PaymentPendingError(signed.signature);
     const refusal = ledgerRefusal(submitFailure(result, signed));
-    await markSettlement(this.deps.pool, signed.signature, "failed", refusal?.name ?? failureText(result), null);
+    // Refused before sending: failed, but followed until the signed bytes can no longer land.
+    await markSettlement(
+      this.deps.pool,
+      signed.signature,
+      "failed",
+      refusal?.name ?? failureText(result),
+      null,
+      result.status === "rejected",
+    );
     const invocation = input.invocation;
     throw await refusalError(refusal, failureText(result), {
       agentId: input.agentId,

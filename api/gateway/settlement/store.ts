@@ -25,18 +25,57 @@ export interface SettlementRecord {
   readonly slot: number | null;
 }
 
-/** Resolves a pending row; a row already resolved (by the reconciler or the sender) is left as it is. */
+/**
+ * Resolves a pending row; a row already resolved (by the reconciler or the sender) is left as it
+ * is. `watch`: a failure that is not final (refused before sending: the signed bytes could still
+ * land until the blockhash expires), so the reconciler keeps following it.
+ */
 export async function markSettlement(
   pool: pg.Pool,
   signature: string,
   status: "confirmed" | "failed",
   error: string | null,
   slot: number | null,
+  watch = false,
 ): Promise<void> {
   await pool.query(
-    `UPDATE settlements SET status = $2, error = $3, slot = $4, updated_at = now()
+    `UPDATE settlements SET status = $2, error = $3, slot = $4, watch = $5, updated_at = now()
      WHERE signature = $1 AND status = 'pending'`,
-    [signature, status, error, slot],
+    [signature, status, error, slot, status === "failed" && watch],
+  );
+}
+
+/** Failed rows still followed, oldest first, with their last valid block height and payment reference. */
+export async function watchedSettlements(
+  pool: pg.Pool,
+  limit: number,
+): Promise<{ signature: string; lastValidBlockHeight: number; paymentRef: string | null }[]> {
+  const rows = await pool.query<{ signature: string; last_valid_block_height: string; payment_ref: string | null }>(
+    `SELECT signature, last_valid_block_height, payment_ref FROM settlements WHERE status = 'failed' AND watch
+     ORDER BY created_at LIMIT ${limit}`,
+  );
+  return rows.rows.map((row) => ({
+    signature: row.signature,
+    lastValidBlockHeight: Number(row.last_valid_block_height),
+    paymentRef: row.payment_ref,
+  }));
+}
+
+/** A watched failed row whose transaction landed after all (the chain is the truth): confirmed. True when changed. */
+export async function markSettlementLanded(pool: pg.Pool, signature: string, slot: number): Promise<boolean> {
+  const result = await pool.query(
+    `UPDATE settlements SET status = 'confirmed', error = NULL, slot = $2, watch = false, updated_at = now()
+     WHERE signature = $1 AND status = 'failed' AND watch`,
+    [signature, slot],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+/** A watched failed row that can no longer land, or landed failed: no longer followed. */
+export async function endSettlementWatch(pool: pg.Pool, signature: string, error: string): Promise<void> {
+  await pool.query(
+    `UPDATE settlements SET watch = false, error = $2, updated_at = now() WHERE signature = $1 AND status = 'failed' AND watch`,
+    [signature, error],
   );
 }
 

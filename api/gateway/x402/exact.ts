@@ -210,7 +210,9 @@ function settleAnswer(outcome: CosignedSettle, terms: Terms): SettleResponse {
     errorReason: outcome.reason,
     errorMessage: outcome.detail,
     payer: outcome.payer,
-    transaction: outcome.signature ?? "",
+    // The official contract of a failed settle: no transaction. A refused one was never sent, and
+    // its co-signed bytes must not leave the gateway (cosigned/cosigned.ts).
+    transaction: "",
     network: terms.network,
   };
 }

@@ -47,8 +47,13 @@ const BODY = { description: "Request body: JSON, or a string sent as it is (not 
 /** A decimal USDC amount with at most 6 decimals. */
 const DECIMAL_PATTERN = "^(0|[1-9][0-9]{0,12})(\\.[0-9]{1,6})?$";
 
+/** Six decimals, as GraphQL writes every amount (`0.050000`), so results of different tools compare as text. */
+export function fixedDecimal(units: bigint): string {
+  return `${units / 1_000_000n}.${(units % 1_000_000n).toString().padStart(6, "0")}`;
+}
+
 const money = (units: bigint): { amount: string; amountUnits: string } => ({
-  amount: unitsToDecimal(units),
+  amount: fixedDecimal(units),
   amountUnits: units.toString(),
 });
 

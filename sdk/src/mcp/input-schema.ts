@@ -85,8 +85,8 @@ function checkProperty(name: string, schema: PropertySchema, value: unknown): vo
     if (schema.maximum !== undefined && value > schema.maximum) throw new InvalidArgumentsError(name, `must be at most ${schema.maximum}`);
     return;
   }
-  if (schema.additionalProperties !== undefined) {
-    if (!isRecord(value)) throw new InvalidArgumentsError(name, "must be an object");
+  if (schema.type === "object" && !isRecord(value)) throw new InvalidArgumentsError(name, "must be an object");
+  if (schema.additionalProperties !== undefined && isRecord(value)) {
     for (const [key, item] of Object.entries(value)) {
       if (typeof item !== "string") throw new InvalidArgumentsError(`${name}.${key}`, "must be a string");
     }

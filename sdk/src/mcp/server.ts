@@ -20,12 +20,13 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { Client } from "../client.js";
 import type { FetchFunction } from "../transport.js";
+import { PaidToolCaller } from "./paid-tools.js";
 import { guardedFetch } from "./price-guard.js";
 import { refusal } from "./refusals.js";
+import { SERVER_NAME, SERVER_VERSION } from "./version.js";
 import { findTool, readPolicy, readTransactions, runTool, TOOLS, type ToolContext } from "./tools.js";
 
-export const SERVER_NAME = "agent-payment-gateway";
-export const SERVER_VERSION = "0.1.0";
+export { SERVER_NAME, SERVER_VERSION };
 /** How many payments the recent-transactions resource lists. */
 export const RECENT_TRANSACTIONS = 20;
 
@@ -74,6 +75,7 @@ export function createPaymentsMcpServer(options: PaymentsMcpOptions): Server {
     client,
     agentId: options.agentId,
     fetch: inner,
+    paidTools: new PaidToolCaller(client.transport, options.agentId, inner),
     onBudgetState: (policy) => {
       server
         .sendLoggingMessage({

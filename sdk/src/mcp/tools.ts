@@ -17,6 +17,7 @@ import { offeredPrices } from "./offer-price.js";
 import type { ObjectSchema } from "./input-schema.js";
 import { checkArguments } from "./input-schema.js";
 import type { FetchFunction } from "../transport.js";
+import type { PaidToolCaller } from "./paid-tools.js";
 
 /** What every tool works with: the agent's client (its transport carries the API key). */
 export interface ToolContext {
@@ -24,6 +25,8 @@ export interface ToolContext {
   readonly agentId: string;
   /** The fetch for paid APIs (`quote`'s unpaid call; `pay` goes through the client's own). */
   readonly fetch: FetchFunction;
+  /** Pays MCP tools that ask for payment (`call_paid_tool`). */
+  readonly paidTools: PaidToolCaller;
   /** Told after a payment when the daily budget is at its warning level or exhausted. */
   readonly onBudgetState?: (policy: Record<string, unknown>) => void;
 }
@@ -308,8 +311,40 @@ const policy: ToolDefinition = {
   },
 };
 
+const callPaidTool: ToolDefinition = {
+  name: "call_paid_tool",
+  title: "Call a paid MCP tool",
+  description:
+    "Calls a tool of another MCP server (Streamable HTTP) and, when it asks for payment (x402 or MPP over MCP), pays it within " +
+    "the agent's spend policy (the domain is that server's host) and calls it again with the payment. maxPrice as in pay.",
+  inputSchema: {
+    type: "object",
+    properties: {
+      server: { type: "string", description: "The MCP server's URL (Streamable HTTP).", maxLength: 2048 },
+      tool: { type: "string", description: "The tool's name.", maxLength: 128, pattern: "^[A-Za-z0-9_.-]{1,128}$" },
+      arguments: { type: "object", description: "The tool's arguments." },
+      maxPrice: { type: "string", description: "Highest price accepted, decimal USDC.", pattern: DECIMAL_PATTERN },
+    },
+    required: ["server", "tool"],
+    additionalProperties: false,
+  },
+  async run(context, args) {
+    const call = {
+      server: args.server as string,
+      tool: args.tool as string,
+      arguments: (args.arguments as Record<string, unknown> | undefined) ?? {},
+    };
+    const maxPrice = args.maxPrice as string | undefined;
+    const answer = await (maxPrice === undefined
+      ? context.paidTools.call(call)
+      : withMaxPrice(maxPrice, () => context.paidTools.call(call)));
+    if (answer.payment !== undefined) watchBudget(context);
+    return { ...answer };
+  },
+};
+
 /** Every tool of the server, in the order `tools/list` answers them. */
-export const TOOLS: readonly ToolDefinition[] = [pay, quote, balance, wallet, spend, transactions, paymentTree, policy];
+export const TOOLS: readonly ToolDefinition[] = [pay, quote, balance, wallet, spend, transactions, paymentTree, policy, callPaidTool];
 
 export function findTool(name: string): ToolDefinition | undefined {
   return TOOLS.find((tool) => tool.name === name);

@@ -36,6 +36,7 @@ export function createGatewayServer(options: GatewayServerOptions): ApiServer {
   const dashboard = useDashboard({ pool: options.pool, ...(options.dashboardDir === undefined ? {} : { dir: options.dashboardDir }) });
   // The payments MCP server at /mcp calls this same server's routes in process.
   const mcp = useMcp(() => ({
+    pool: options.pool,
     dispatch: (request) => Promise.resolve(server.yoga.fetch(request)),
     allowPrivateNetworks: options.mcpAllowPrivateNetworks === true,
     logger: options.logger,

@@ -17,11 +17,14 @@ import { fileURLToPath } from "node:url";
 import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { Keypair, type PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
 import { startSystem, type System } from "../../scripts/system.js";
+import { createPaymentsMcpServer } from "../../sdk/src/mcp/server.js";
 import { type PaidApi, startPaidApi } from "../gateway/support/paid-api.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { agentKey } from "../support/agent-keys.js";
@@ -193,6 +196,28 @@ describe("stdio, started as the README configures it", () => {
   });
 });
 
+describe("budget warnings", () => {
+  it("a payment that brings the daily budget to its warning level sends a log notification (a transport with a stream)", async () => {
+    await agent("warned", 1, { dailyBudget: { usdc: 0.06 } });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await createPaymentsMcpServer({ agentId: "warned", apiKey, baseUrl: system.apiUrl }).connect(serverSide);
+    const client = new McpClient({ name: "test-host", version: "1.0.0" });
+    const warnings: unknown[] = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
+      warnings.push(notification.params);
+    });
+    await client.connect(clientSide);
+    open.push(client);
+    expect((await call(client, "pay", { endpoint: endpoint("/x402/warned") })).isError).toBeFalsy();
+    const warning = await pollUntil(() => warnings[0], { timeoutMs: 10_000, intervalMs: 50, what: "the budget warning" });
+    expect(warning).toMatchObject({
+      level: "warning",
+      logger: "budget",
+      data: { event: "budget.warning", agentId: "warned", budgetState: "warning", usedToday: "0.050000", dailyBudget: "0.060000" },
+    });
+  });
+});
+
 describe("Streamable HTTP at /mcp", () => {
   it("lists exactly the read and pay tools: none changes the policy, funds, withdraws or manages keys", async () => {
     await agent("lister", 0);
@@ -207,6 +232,7 @@ describe("Streamable HTTP at /mcp", () => {
       "transactions",
       "payment_tree",
       "policy",
+      "call_paid_tool",
     ]);
     for (const tool of tools) expect(tool.inputSchema.type).toBe("object");
     const answer = await client.callTool({ name: "set_policy", arguments: { dailyBudget: "1000" } }).catch((error: unknown) => error);

@@ -7,8 +7,8 @@
  * any gateway process answers any request. The server's tools reach the gateway through its own
  * REST /v1 and GraphQL handlers, in process (`dispatch`), with the caller's bearer key: the same
  * authentication, account isolation, validation, body limits and payment path as a REST client,
- * and no second way to pay. Before a server is made, the key and the agent are checked by the
- * agent's REST read (401 / 404 problem JSON as REST answers them).
+ * and no second way to pay. Before a server is made, the key is authenticated as REST does it and
+ * the agent looked up in the key's account (401 / 404 problem JSON).
  *
  * The paid APIs `pay` and `quote` call are reached from the gateway's network: a name resolving
  * to a loopback, private or link-local address is refused unless `allowPrivateNetworks` (local
@@ -19,10 +19,13 @@ import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import type { Plugin } from "graphql-yoga";
+import type pg from "pg";
 import type { Logger } from "pino";
 import { PaymentError } from "../../../sdk/src/errors.js";
 import { createPaymentsMcpServer } from "../../../sdk/src/mcp/server.js";
 import type { FetchFunction } from "../../../sdk/src/transport.js";
+import { agentOfAccount } from "../../shared/agents.js";
+import { authenticate, BEARER_CHALLENGE, INVALID_TOKEN_CHALLENGE } from "../../shared/auth.js";
 import { isNonPublicAddress } from "../webhooks/http.js";
 
 export const MCP_PATH = "/mcp";
@@ -31,6 +34,8 @@ const INTERNAL_ORIGIN = "http://gateway.internal";
 const AGENT_ID = /^[\x21-\x7e]{1,128}$/;
 
 export interface McpMountOptions {
+  /** Where API keys and agents are read (the primary). */
+  readonly pool: pg.Pool;
   /** The gateway's whole HTTP handler (REST /v1, GraphQL), called in process. */
   readonly dispatch: (request: Request) => Promise<Response>;
   /** Let `pay` / `quote` reach loopback and private addresses (local systems, tests); false in production. */
@@ -66,16 +71,23 @@ async function refusePrivate(url: URL): Promise<void> {
   }
 }
 
-/** Checks the key and the agent with the agent's REST read: null when both are good, else its problem answer. */
+function isAuthenticationError(error: unknown): boolean {
+  return (error as { extensions?: { code?: unknown } } | null)?.extensions?.code === "AUTHENTICATION_ERROR";
+}
+
+/** The key (as REST authenticates it) and the agent (of the key's account): null when both are good, else the problem answer. */
 async function checkCaller(options: McpMountOptions, authorization: string, agentId: string): Promise<Response | null> {
-  const answer = await options.dispatch(
-    new Request(`http://localhost/v1/agents/${encodeURIComponent(agentId)}`, { headers: { authorization } }),
-  );
-  if (answer.ok) {
-    await answer.body?.cancel();
-    return null;
+  let accountId: string;
+  try {
+    accountId = (await authenticate(options.pool, authorization)).accountId;
+  } catch (error) {
+    if (!isAuthenticationError(error)) throw error;
+    return problem(401, "AUTHENTICATION_ERROR", "invalid API key", { "www-authenticate": INVALID_TOKEN_CHALLENGE });
   }
-  return answer;
+  if ((await agentOfAccount(options.pool, accountId, agentId)) === null) {
+    return problem(404, "NOT_FOUND", `no agent ${agentId} in this account`);
+  }
+  return null;
 }
 
 export async function handleMcp(options: McpMountOptions, request: Request): Promise<Response> {
@@ -83,7 +95,7 @@ export async function handleMcp(options: McpMountOptions, request: Request): Pro
   const apiKey = authorization === null ? undefined : /^Bearer\s+(\S+)$/i.exec(authorization)?.[1];
   if (authorization === null || apiKey === undefined) {
     return problem(401, "AUTHENTICATION_ERROR", "send the API key as Authorization: Bearer <key>", {
-      "www-authenticate": 'Bearer realm="agent-payment-gateway"',
+      "www-authenticate": BEARER_CHALLENGE,
     });
   }
   const agentId = new URL(request.url).searchParams.get("agent");
@@ -99,6 +111,8 @@ export async function handleMcp(options: McpMountOptions, request: Request): Pro
     baseUrl: INTERNAL_ORIGIN,
     fetch: routingFetch(options),
     onUnexpectedError: (error) => options.logger?.error({ err: error, agentId }, "mcp tool failed"),
+    // No stream to send them on in stateless mode: `policy` shows the budget state.
+    budgetNotifications: false,
   });
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await server.connect(transport);

@@ -42,6 +42,8 @@ export interface PaymentsMcpOptions {
   readonly timeout?: number;
   readonly maxRetries?: number;
   readonly explorerRpcUrl?: string;
+  /** Budget warnings as MCP log notifications after payments (default true; off where no stream carries them). */
+  readonly budgetNotifications?: boolean;
   /** Told of a failure that is this server's bug, not a refusal (the host gets a generic tool error). */
   readonly onUnexpectedError?: (error: unknown) => void;
 }
@@ -76,21 +78,7 @@ export function createPaymentsMcpServer(options: PaymentsMcpOptions): Server {
     agentId: options.agentId,
     fetch: inner,
     paidTools: new PaidToolCaller(client.transport, options.agentId, inner),
-    onBudgetState: (policy) => {
-      server
-        .sendLoggingMessage({
-          level: "warning",
-          logger: "budget",
-          data: {
-            event: "budget.warning",
-            agentId: policy.agentId,
-            budgetState: policy.budgetState,
-            usedToday: policy.usedToday,
-            dailyBudget: policy.dailyBudget,
-          },
-        })
-        .catch(() => undefined);
-    },
+    ...(options.budgetNotifications === false ? {} : { onBudgetState: (policy: Record<string, unknown>) => warnBudget(server, policy) }),
   };
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({
@@ -135,6 +123,23 @@ export function createPaymentsMcpServer(options: PaymentsMcpOptions): Server {
   });
 
   return server;
+}
+
+/** A budget at warning or exhausted, told to the host as an MCP log notification (never awaited). */
+function warnBudget(server: Server, policy: Record<string, unknown>): void {
+  server
+    .sendLoggingMessage({
+      level: "warning",
+      logger: "budget",
+      data: {
+        event: "budget.warning",
+        agentId: policy.agentId,
+        budgetState: policy.budgetState,
+        usedToday: policy.usedToday,
+        dailyBudget: policy.dailyBudget,
+      },
+    })
+    .catch(() => undefined);
 }
 
 /** MCP's code for a resource that does not exist (specification, "Resources: error handling"). */

@@ -359,6 +359,18 @@ describe("Streamable HTTP at /mcp", () => {
       expect(answer.content[0]!.text).toContain(message);
       expect(answer.structuredContent).toMatchObject({ code: "BAD_USER_INPUT" });
     }
+    // REST's body limit holds for MCP messages too.
+    const oversized = await fetch(`${system.apiUrl}/mcp?agent=careless`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "tools/call",
+        params: { name: "pay", arguments: { endpoint: "x".repeat(70_000) } },
+      }),
+    });
+    expect(oversized.status).toBe(413);
     expect(await reservationCount("careless")).toBe(0);
     expect((await call(client, "balance")).isError).toBeFalsy();
   });

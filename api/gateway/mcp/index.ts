@@ -7,7 +7,7 @@
  * any gateway process answers any request. The server's tools reach the gateway through its own
  * REST /v1 and GraphQL handlers, in process (`dispatch`), with the caller's bearer key: the same
  * authentication, account isolation, validation, body limits and payment path as a REST client,
- * and no second way to pay. Before a server is made, the key is authenticated as REST does it and
+ * and no second way to pay; a message above REST's body limit is answered 413. Before a server is made, the key is authenticated as REST does it and
  * the agent looked up in the key's account (401 / 404 problem JSON).
  *
  * The paid APIs `pay` and `quote` call are reached from the gateway's network: a name resolving
@@ -25,6 +25,7 @@ import { PaymentError } from "../../../sdk/src/errors.js";
 import { createPaymentsMcpServer } from "../../../sdk/src/mcp/server.js";
 import type { FetchFunction } from "../../../sdk/src/transport.js";
 import { agentOfAccount } from "../../shared/agents.js";
+import { MAX_BODY_BYTES } from "../../shared/http/json.js";
 import { authenticate, BEARER_CHALLENGE, INVALID_TOKEN_CHALLENGE } from "../../shared/auth.js";
 import { isNonPublicAddress } from "../webhooks/http.js";
 
@@ -114,7 +115,12 @@ export async function handleMcp(options: McpMountOptions, request: Request): Pro
     // No stream to send them on in stateless mode: `policy` shows the budget state.
     budgetNotifications: false,
   });
-  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  const transport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: true,
+    // REST's body limit: a larger JSON-RPC message is answered 413 before it is parsed.
+    maxRequestBodySize: MAX_BODY_BYTES,
+  });
   await server.connect(transport);
   try {
     return await transport.handleRequest(request);

@@ -229,6 +229,18 @@ describe("paidTool on an official-SDK MCP server", () => {
     expect(thrifty.content[0]!.text).toBe("max_price_exceeded: requested 0.03 usdc, limit is 0.02 usdc");
     expect(await tokens(setup, address)).toBe(1_000_000n);
     expect(handled.length).toBe(before);
+
+    // An MCP server that is not there (a refusal), and a tool the server does not have (its own tool error).
+    const unreachable = await callPaid(await paymentsServer("mcp-thrifty"), { server: "http://127.0.0.1:9/mcp", tool: "forecast" });
+    expect(unreachable.isError).toBe(true);
+    expect(unreachable.structuredContent).toMatchObject({ errorClass: "PaymentError" });
+    expect(unreachable.content[0]!.text).toContain("could not be reached");
+    const unknown = await callPaid(await paymentsServer("mcp-thrifty"), { server: `${paidOrigin}/mcp`, tool: "no_such_tool" });
+    // The official McpServer answers an unknown tool with a tool error: passed through as the result, nothing paid.
+    expect(unknown.isError).toBeFalsy();
+    expect(unknown.structuredContent!.result.isError).toBe(true);
+    expect(unknown.structuredContent!.payment).toBeUndefined();
+    expect(await tokens(setup, address)).toBe(1_000_000n);
   });
 
   it("mppx's MCP client (McpClient.wrap, @solana/mpp's solana charge) pays it, unmodified", async () => {

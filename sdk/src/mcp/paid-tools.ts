@@ -17,7 +17,7 @@ import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { parseAuthorization, type TransferAuthorization } from "../authorization.js";
-import { PaymentError, PaymentProtocolError } from "../errors.js";
+import { PaymentError, PaymentProtocolError, ServiceError } from "../errors.js";
 import { usdcToUnits } from "../money.js";
 import type { MppChallengeParams, PaymentOffer } from "../payment-required.js";
 import { canonicalJson } from "../server/standard.js";
@@ -165,7 +165,14 @@ export class PaidToolCaller {
     if (server.protocol !== "http:" && server.protocol !== "https:") throw new TypeError(`server must be http(s): ${call.server}`);
     const endpoint = `${server.origin}${server.pathname}#${call.tool}`;
     const client = new McpClient({ name: SERVER_NAME, version: SERVER_VERSION });
-    await client.connect(new StreamableHTTPClientTransport(server, this.#fetch === undefined ? {} : { fetch: this.#fetch }));
+    try {
+      await client.connect(new StreamableHTTPClientTransport(server, this.#fetch === undefined ? {} : { fetch: this.#fetch }));
+    } catch (error) {
+      if (error instanceof ServiceError) throw error;
+      throw new PaymentError(`the MCP server ${server.origin}${server.pathname} could not be reached: ${messageOf(error)}`, {
+        cause: error,
+      });
+    }
     try {
       const params = { name: call.tool, arguments: call.arguments ?? {} };
       let first: ToolResult | undefined;
@@ -177,15 +184,18 @@ export class PaidToolCaller {
       }
       const offer = paymentRequiredOffer(first, failure);
       if (offer === undefined) {
-        if (first === undefined) throw failure;
-        return { result: resultOf(first) };
+        if (first !== undefined) return { result: resultOf(first) };
+        // A JSON-RPC error that asks for no payment (an unknown tool, bad arguments): the server's answer, as a refusal.
+        throw failure instanceof McpError
+          ? new ServiceError(`${endpoint} answered ${failure.code}: ${failure.message}`, { detail: failure.data })
+          : new PaymentError(`the call of ${endpoint} failed: ${messageOf(failure)}`, { cause: failure });
       }
       const authorization = await this.#authorize(endpoint, offer);
       let paid: ToolResult;
       try {
         paid = (await client.callTool({ ...params, _meta: paymentMeta(authorization) })) as ToolResult;
       } catch (error) {
-        throw await this.#failed(authorization, `the paid call of ${endpoint} failed: ${(error as Error).message}`);
+        throw await this.#failed(authorization, `the paid call of ${endpoint} failed: ${messageOf(error)}`);
       }
       const settlement = receiptTransaction(paid);
       if (settlement === undefined) throw await this.#failed(authorization, `${endpoint} did not accept the payment`);
@@ -252,6 +262,10 @@ export class PaidToolCaller {
     }
     return new PaymentError(message);
   }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 function resultOf(result: ToolResult): PaidToolAnswer["result"] {

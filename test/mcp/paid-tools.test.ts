@@ -23,6 +23,9 @@ import { McpClient as MppxMcpClient } from "mppx/mcp-sdk/client";
 import { Transport as MppxTransport } from "mppx/mcp-sdk/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import type { TransferAuthorization } from "../../sdk/src/authorization.js";
+import { parseAuthorization } from "../../sdk/src/authorization.js";
+import { paymentMeta, paymentRequiredOffer } from "../../sdk/src/mcp/paid-tools.js";
 import { paidTool, type X402Payment } from "../../sdk/src/server/index.js";
 import { fundTokens, sellerAndBuyer, verifiedRecord } from "../interop/official-client-support.js";
 import { feePayer, type InteropSetup, listen, payeeWallet, rest, startInterop, stopInterop, tokens } from "../interop/support.js";
@@ -241,6 +244,33 @@ describe("paidTool on an official-SDK MCP server", () => {
     expect(unknown.structuredContent!.result.isError).toBe(true);
     expect(unknown.structuredContent!.payment).toBeUndefined();
     expect(await tokens(setup, address)).toBe(1_000_000n);
+  });
+
+  it("one payment replayed, even concurrently, runs the tool once and moves the money once", async () => {
+    await agent("mcp-replayer", 1);
+    const probe = new McpClient({ name: "replayer", version: "1.0.0" });
+    await probe.connect(new StreamableHTTPClientTransport(new URL(`${paidOrigin}/mcp`)));
+    open.push(probe);
+    const unpaid = (await probe.callTool({ name: "forecast", arguments: { city: "Evora" } })) as ToolAnswer;
+    const offer = paymentRequiredOffer(unpaid)!;
+    const endpoint = `${paidOrigin}/mcp#forecast`;
+    const authorized = await rest(setup.test.system, setup.apiKey, "POST", "/v1/agents/mcp-replayer/payments/authorize", {
+      endpoint,
+      x402v2: offer.x402v2,
+    });
+    expect(authorized.status, authorized.text).toBe(200);
+    const meta = paymentMeta(parseAuthorization(authorized.body, endpoint) as TransferAuthorization);
+    const before = { payee: await tokens(setup, payTo), handled: handled.length };
+    const answers = (await Promise.all(
+      [1, 2, 3].map(() => probe.callTool({ name: "forecast", arguments: { city: "Evora" }, _meta: meta })),
+    )) as ToolAnswer[];
+    expect(answers.filter((answer) => answer.isError !== true)).toHaveLength(1);
+    expect(handled.length).toBe(before.handled + 1);
+    expect(await tokens(setup, payTo)).toBe(before.payee + PRICE);
+    const again = (await probe.callTool({ name: "forecast", arguments: { city: "Evora" }, _meta: meta })) as ToolAnswer;
+    expect(again.isError).toBe(true);
+    expect(again.structuredContent).toMatchObject({ x402Version: 2 });
+    expect(handled.length).toBe(before.handled + 1);
   });
 
   it("mppx's MCP client (McpClient.wrap, @solana/mpp's solana charge) pays it, unmodified", async () => {

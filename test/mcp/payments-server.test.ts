@@ -325,6 +325,26 @@ describe("Streamable HTTP at /mcp", () => {
     expect(funds.structuredContent).toMatchObject({ errorClass: "InsufficientFundsError", code: "INSUFFICIENT_FUNDS" });
   });
 
+  it("two concurrent MCP payments against a budget that holds one: exactly one is paid, once", async () => {
+    await agent("racer", 1, { dailyBudget: { usdc: 0.05 } });
+    const [first, second] = [await overHttp("racer"), await overHttp("racer")];
+    const before = await tokenBalanceUnits(system.ledger, payee);
+    const answers = await Promise.all([
+      call(first!, "pay", { endpoint: endpoint("/x402/race") }),
+      call(second!, "pay", { endpoint: endpoint("/x402/race") }),
+    ]);
+    const paidOnes = answers.filter((answer) => answer.isError !== true);
+    expect(paidOnes).toHaveLength(1);
+    const refused = answers.find((answer) => answer.isError === true)!;
+    expect(refused.structuredContent).toMatchObject({ errorClass: "DailyBudgetExceededError", code: "POLICY_VIOLATION" });
+    expect(await tokenBalanceUnits(system.ledger, payee)).toBe(before + PRICE_UNITS);
+    const { rows } = await system.pool.query<{ status: string }>("SELECT status FROM spend_reservations WHERE agent_id = $1", [
+      await agentKey(system.pool, "racer"),
+    ]);
+    expect(rows.map((row) => row.status)).toEqual(["settled"]);
+    expect((await call(first!, "policy")).structuredContent).toMatchObject({ usedTodayUnits: "50000", budgetState: "exhausted" });
+  });
+
   it("maxPrice below the price refuses before anything is authorized", async () => {
     await agent("thrifty", 1);
     const client = await overHttp("thrifty");

@@ -6,3 +6,4 @@ export { createPaymentsMcpServer, type PaymentsMcpOptions, RECENT_TRANSACTIONS, 
 export { TOOLS, type ToolDefinition } from "./tools.js";
 export { MaxPriceExceededError, refusal, type ToolRefusal } from "./refusals.js";
 export { type KeyScope, keyScope, parseScope } from "./key-scope.js";
+export { type PaidToolAnswer, type PaidToolCall, PaidToolCaller } from "./paid-tools.js";

@@ -24,11 +24,11 @@ export function withMaxPrice<T>(maxPrice: string, call: () => Promise<T>): Promi
   return ceiling.run(decimalToUnits(maxPrice), call);
 }
 
-/** The price the offer asks, or the refusal when it is above the ceiling. */
+/** Throws the refusal when the offer's highest price is above the ceiling, or no price can be read. */
 export function checkCeiling(offer: PaymentOffer, limitUnits: bigint): void {
   const prices = offeredPrices(offer).map((price) => price.amountUnits);
   const highest = prices.reduce<bigint | undefined>((max, price) => (max === undefined || price > max ? price : max), undefined);
-  if (highest === undefined) throw new MaxPriceExceededError("an unreadable amount", unitsToDecimal(limitUnits));
+  if (highest === undefined) throw new MaxPriceExceededError(null, unitsToDecimal(limitUnits));
   if (highest > limitUnits) throw new MaxPriceExceededError(unitsToDecimal(highest), unitsToDecimal(limitUnits));
 }
 

@@ -28,8 +28,10 @@ export interface ToolRefusal {
 
 /** The caller's own `maxPrice` was below the price: refused before anything was authorized. */
 export class MaxPriceExceededError extends PolicyViolationError {
-  constructor(requested: string, limit: string) {
-    super(`max_price_exceeded: requested ${requested} usdc, limit is ${limit} usdc`, {
+  /** `requested` null: the offer named no price that could be read (refused rather than guessed). */
+  constructor(requested: string | null, limit: string) {
+    const asked = requested === null ? "an unreadable price" : `${requested} usdc`;
+    super(`max_price_exceeded: requested ${asked}, limit is ${limit} usdc`, {
       code: "POLICY_VIOLATION",
       reasonCode: "max_price_exceeded",
     });

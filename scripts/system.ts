@@ -186,6 +186,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     balances: rpcBalanceReader(new Connection(info.rpcUrl, "confirmed"), info.mint),
     network: ledger.network,
     gateway: gateway.routes,
+    mcpAllowPrivateNetworks: options.allowPrivateNetworks ?? false,
   });
   const host = options.host ?? "127.0.0.1";
   const port = await api.listen(options.port ?? 0, host);

@@ -9,12 +9,15 @@ import { rpcBalanceReader } from "../shared/balances.js";
 import { useDashboard } from "./dashboard/index.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { useGatewayRoutes } from "./http/routes.js";
+import { useMcp } from "./mcp/index.js";
 
 export interface GatewayServerOptions extends Omit<ApiServerOptions, "plugins"> {
   /** The gateway's services behind the REST /v1 routes; a route whose service is absent answers 503. */
   readonly gateway?: Omit<GatewayDeps, "pool" | "logger" | "now" | "network" | "balances">;
   /** The built dashboard it serves at /dashboard/; dashboard/dist of this repository by default. */
   readonly dashboardDir?: string;
+  /** `/mcp` may pay APIs on loopback and private addresses (local systems, tests); false by default. */
+  readonly mcpAllowPrivateNetworks?: boolean;
 }
 
 export function createGatewayServer(options: GatewayServerOptions): ApiServer {
@@ -31,5 +34,13 @@ export function createGatewayServer(options: GatewayServerOptions): ApiServer {
     ...options.gateway,
   });
   const dashboard = useDashboard({ pool: options.pool, ...(options.dashboardDir === undefined ? {} : { dir: options.dashboardDir }) });
-  return createApiServer({ ...options, ...(balances === undefined ? {} : { balances }), plugins: [dashboard, routes] });
+  // The payments MCP server at /mcp calls this same server's routes in process.
+  const mcp = useMcp(() => ({
+    pool: options.pool,
+    dispatch: (request) => Promise.resolve(server.yoga.fetch(request)),
+    allowPrivateNetworks: options.mcpAllowPrivateNetworks === true,
+    logger: options.logger,
+  }));
+  const server = createApiServer({ ...options, ...(balances === undefined ? {} : { balances }), plugins: [dashboard, mcp, routes] });
+  return server;
 }

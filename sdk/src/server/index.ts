@@ -2,7 +2,8 @@
  * `<sdk>/server`: accept agent payments on your own API (spec 4.5). `x402Middleware` /
  * `x402Handler` for x402, `mppMiddleware` / `mppHandler` for MPP, each verifying and settling
  * through the gateway before your handler runs; both also accept the official x402 (v1, v2) and
- * MPP (`solana` charge) clients (standard.ts). Zero dependencies: node builtins and global fetch.
+ * MPP (`solana` charge) clients (standard.ts). `paidTool` charges for a tool of an MCP server the
+ * same way (mcp.ts, MPP's and x402's MCP bindings). Zero dependencies: node builtins and global fetch.
  * Wire contract: docs/sdk-server.md.
  */
 export { GatewayUnavailableError, type GatewayConfig, type FetchLike } from "./gateway.js";
@@ -38,6 +39,18 @@ export {
   type X402Options,
   type X402Payment,
 } from "./x402.js";
+export {
+  MPP_CREDENTIAL_META,
+  MPP_PAYMENT_REQUIRED_META,
+  MPP_RECEIPT_META,
+  type PaidToolHandler,
+  type PaidToolOptions,
+  paidTool,
+  type ToolCallExtra,
+  type ToolResult,
+  X402_PAYMENT_META,
+  X402_PAYMENT_RESPONSE_META,
+} from "./mcp.js";
 export { ChannelBook, type ChannelBookOptions, type PresentedVoucher, type SettlementPolicy } from "./channel/book.js";
 export { type ChannelAccount, decodeChannel, type LedgerRpc, readChannelAccount } from "./channel/account.js";
 export { SESSION_ERRORS, SESSION_PROBLEM_BASE, type SessionErrorCode, SessionVoucherError } from "./channel/errors.js";

@@ -155,7 +155,8 @@ function decodeHeaders(request: GateRequest): Decoded {
   return { ok: true, payment, header: encoded };
 }
 
-function x402Gate(options: X402Options): Gate<X402Payment> {
+/** The gate both `x402Middleware` and `paidTool` (mcp.ts) put in front of a paid handler. */
+export function x402Gate(options: X402Options): Gate<X402Payment> {
   const amountUnits = checkOptions(options);
   const terms = termsResolver(options);
   const standard = new StandardPayments(options);

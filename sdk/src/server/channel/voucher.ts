@@ -38,12 +38,15 @@ function sha256(...parts: Uint8Array[]): Uint8Array {
   return new Uint8Array(hash.digest());
 }
 
-/** `api.example.com/v1/quote` for `https://api.example.com/v1/quote?x=1` (spec 2.2; the program hashes this). */
+/**
+ * `api.example.com/v1/quote` for `https://api.example.com/v1/quote?x=1` (spec 2.2; the program
+ * hashes this); a fragment (an MCP tool, `host/mcp#tool`) is kept, as the gateway keeps it.
+ */
 export function endpointText(endpoint: string): string {
   if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(endpoint)) return endpoint;
   try {
     const url = new URL(endpoint);
-    return `${url.host}${url.pathname}`;
+    return `${url.host}${url.pathname}${url.hash}`;
   } catch {
     // Not a URL after all: kept as written, so it matches no request's endpoint.
     return endpoint;

@@ -27,7 +27,7 @@ import type { FetchFunction } from "../../../sdk/src/transport.js";
 import { agentOfAccount } from "../../shared/agents.js";
 import { MAX_BODY_BYTES } from "../../shared/http/json.js";
 import { authenticate, BEARER_CHALLENGE, INVALID_TOKEN_CHALLENGE } from "../../shared/auth.js";
-import { isNonPublicAddress } from "../webhooks/http.js";
+import { isNonPublicAddress } from "../webhooks/addresses.js";
 
 export const MCP_PATH = "/mcp";
 /** The origin the in-process client addresses; never resolved, only matched. */

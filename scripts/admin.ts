@@ -3,8 +3,9 @@
  * revoke-key, register-agent) on the local system's database, whether the system is running (its
  * embedded server is shared) or not (the server runs for this command only).
  */
-import { createPool } from "../indexer/db/database.js";
 import { runAdmin } from "../api/gateway/admin.js";
+import { adminDatabaseConfig, configOrExit } from "../indexer/config/index.js";
+import { createPool } from "../indexer/db/database.js";
 import { openLocalDatabase } from "./local-database.js";
 import { localState } from "./local-state.js";
 
@@ -14,8 +15,13 @@ const USAGE = `usage:
   npm run admin -- revoke-key <apiKey>
   npm run admin -- register-agent <accountId> <agentId> <walletAddress> [name]`;
 
-async function main(argv: readonly string[]): Promise<number> {
-  const database = await openLocalDatabase({ env: process.env, dataDir: localState(process.env).postgresDir, mode: "share" });
+async function main(commandLine: readonly string[]): Promise<number> {
+  const { config, argv } = configOrExit("admin", commandLine, adminDatabaseConfig);
+  const env = {
+    ...(config.databaseUrl === undefined ? {} : { DATABASE_URL: config.databaseUrl }),
+    ...(config.dataDir === undefined ? {} : { APG_DATA_DIR: config.dataDir }),
+  };
+  const database = await openLocalDatabase({ env, dataDir: localState(env).postgresDir, mode: "share" });
   const pool = createPool(database.url);
   try {
     return await runAdmin(pool, argv, USAGE);

@@ -60,31 +60,39 @@ export async function checkDatabase(url: string, problems: string[], facts: stri
   }
 }
 
-/** The checks against the cluster, each failure one line. */
-export async function checkCluster(cluster: Cluster, feePayer: Keypair | undefined, problems: string[], facts: string[]): Promise<void> {
-  const connection = new Connection(cluster.rpcUrl, "confirmed");
+/** The RPC endpoint answers and serves the configured network: its genesis hash, or the one problem. */
+export async function checkNetwork(cluster: Cluster, connection: Connection): Promise<{ genesis: string } | { problem: string }> {
   let genesis: string;
   try {
     genesis = await withTimeout(connection.getGenesisHash(), "getGenesisHash");
   } catch (error) {
-    problems.push(
-      `SOLANA_RPC_URL: ${cluster.rpcUrl} is not reachable (${reason(error)}); expected the JSON-RPC endpoint of ${cluster.network}`,
-    );
-    return;
+    return {
+      problem: `SOLANA_RPC_URL: ${cluster.rpcUrl} is not reachable (${reason(error)}); expected the JSON-RPC endpoint of ${cluster.network}`,
+    };
   }
   if (cluster.network === "solana-localnet") {
     if (genesis !== cluster.genesisHash) {
-      problems.push(
-        `SOLANA_GENESIS_HASH: ${cluster.rpcUrl} serves the cluster ${genesis}, not ${cluster.genesisHash}; expected the hash of the cluster it serves`,
-      );
-      return;
+      return {
+        problem: `SOLANA_GENESIS_HASH: ${cluster.rpcUrl} serves the cluster ${genesis}, not ${cluster.genesisHash}; expected the hash of the cluster it serves`,
+      };
     }
   } else if (!genesis.startsWith(PUBLIC_GENESIS_PREFIX[cluster.network])) {
-    problems.push(
-      `SOLANA_NETWORK: ${cluster.network} but ${cluster.rpcUrl} serves the cluster ${genesis}; expected an RPC endpoint of ${cluster.network}`,
-    );
+    return {
+      problem: `SOLANA_NETWORK: ${cluster.network} but ${cluster.rpcUrl} serves the cluster ${genesis}; expected an RPC endpoint of ${cluster.network}`,
+    };
+  }
+  return { genesis };
+}
+
+/** The checks against the cluster, each failure one line. */
+export async function checkCluster(cluster: Cluster, feePayer: Keypair | undefined, problems: string[], facts: string[]): Promise<void> {
+  const connection = new Connection(cluster.rpcUrl, "confirmed");
+  const network = await checkNetwork(cluster, connection);
+  if ("problem" in network) {
+    problems.push(network.problem);
     return;
   }
+  const { genesis } = network;
   facts.push(`cluster: ${cluster.network}, genesis ${genesis}, at ${cluster.rpcUrl}`);
 
   const config = configPda(cluster.programId).address;

@@ -60,6 +60,8 @@ export interface Cluster {
   readonly decimals: number;
   readonly authority: Keypair;
   readonly treasury: Keypair;
+  /** Where the two keypairs were read from (printed by init-cluster, never their contents). */
+  readonly keyFiles: { readonly authority: string; readonly treasury: string };
   readonly minFeePayerLamports: bigint;
 }
 
@@ -165,6 +167,7 @@ function cluster(reader: ConfigReader): Cluster | undefined {
     decimals,
     authority: authority!.keypair,
     treasury: treasury!.keypair,
+    keyFiles: { authority: authority!.path, treasury: treasury!.path },
     minFeePayerLamports,
   };
 }

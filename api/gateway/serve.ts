@@ -10,12 +10,16 @@ import { createPool } from "../../indexer/db/database.js";
 import { migrate } from "../../indexer/db/migrate.js";
 import { claimChain } from "../../indexer/store/chain-identity.js";
 import { rpcBalanceReader } from "../shared/balances.js";
+import { createOpsMetrics, useOpsRoutes } from "../shared/ops/index.js";
 import { SecretBox } from "../shared/secret-box.js";
 import { StandInCardProcessor } from "./card/index.js";
 import { startGateway } from "./gateway.js";
 import { createGatewayServer } from "./server.js";
 import { COMMITMENT, keystoreFromEnv, LocalTreasuryFundingSource, type SettlementLedger } from "./wallets/index.js";
 import { smtpMailer } from "./webhooks/index.js";
+
+/** How long in-flight requests get to finish after SIGTERM (systemd's TimeoutStopSec is 30 s). */
+export const SHUTDOWN_GRACE_MS = 20_000;
 
 /** Migrates, composes and serves the gateway until SIGINT/SIGTERM (then exits 0). */
 export async function serveGateway(config: GatewayConfig): Promise<void> {
@@ -46,7 +50,12 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
     ...(config.feePayer === undefined ? {} : { feePayer: config.feePayer }),
   });
   const readPool = config.databaseReadUrl === undefined ? undefined : createPool(config.databaseReadUrl);
+  const ops = useOpsRoutes({
+    metrics: createOpsMetrics({ pool, connection: ledger.connection }),
+    readiness: { pool, connection: ledger.connection, programId: cluster.programId },
+  });
   const server = createGatewayServer({
+    plugins: [ops.plugin],
     pool,
     ...(readPool === undefined ? {} : { readPool }),
     logger: logger.child({ component: "api" }),
@@ -57,7 +66,13 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
   });
   const port = await server.listen(config.port, config.host);
   logger.info({ port, network: ledger.network, mint: gateway.token }, "gateway listening: /v1, /graphql");
+  // SIGTERM: new payments answer 503 at once, the ones in flight get SHUTDOWN_GRACE_MS to finish;
+  // one still running then is parked as it stands (its reservation and claim are rows the
+  // reconciler resumes at the next start), never half-written.
   const stop = async (): Promise<void> => {
+    ops.drain();
+    const idle = await ops.idle(SHUTDOWN_GRACE_MS);
+    logger.info({ idle, inFlight: ops.inFlight() }, "draining done; stopping");
     await gateway.stop();
     await server.close();
     await Promise.all([pool.end(), readPool?.end()]);

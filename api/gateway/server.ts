@@ -10,7 +10,7 @@ import { useDashboard } from "./dashboard/index.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { useGatewayRoutes } from "./http/routes.js";
 
-export interface GatewayServerOptions extends Omit<ApiServerOptions, "plugins"> {
+export interface GatewayServerOptions extends ApiServerOptions {
   /** The gateway's services behind the REST /v1 routes; a route whose service is absent answers 503. */
   readonly gateway?: Omit<GatewayDeps, "pool" | "logger" | "now" | "network" | "balances">;
   /** The built dashboard it serves at /dashboard/; dashboard/dist of this repository by default. */
@@ -31,5 +31,9 @@ export function createGatewayServer(options: GatewayServerOptions): ApiServer {
     ...options.gateway,
   });
   const dashboard = useDashboard({ pool: options.pool, ...(options.dashboardDir === undefined ? {} : { dir: options.dashboardDir }) });
-  return createApiServer({ ...options, ...(balances === undefined ? {} : { balances }), plugins: [dashboard, routes] });
+  return createApiServer({
+    ...options,
+    ...(balances === undefined ? {} : { balances }),
+    plugins: [...(options.plugins ?? []), dashboard, routes],
+  });
 }

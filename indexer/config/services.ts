@@ -138,11 +138,15 @@ function programId(reader: ConfigReader, required: boolean): PublicKey | undefin
   return given;
 }
 
-function cluster(reader: ConfigReader): Cluster | undefined {
+/**
+ * `requireCustomGenesis`: a custom cluster (solana-localnet) must name its genesis hash, except
+ * for init-cluster, which prints it.
+ */
+function cluster(reader: ConfigReader, requireCustomGenesis = true): Cluster | undefined {
   const rpcUrl = reader.required("SOLANA_RPC_URL", httpUrl);
   const network = reader.required("SOLANA_NETWORK", oneOf(NETWORKS));
   const genesis = reader.optional("SOLANA_GENESIS_HASH", genesisHash);
-  if (network === "solana-localnet" && genesis === undefined && reader.raw("SOLANA_GENESIS_HASH") === undefined) {
+  if (requireCustomGenesis && network === "solana-localnet" && reader.raw("SOLANA_GENESIS_HASH") === undefined) {
     reader.problem("SOLANA_GENESIS_HASH", "not set (required for the custom cluster solana-localnet)", "the cluster's genesis hash");
   }
   if (network !== undefined && network !== "solana-localnet" && genesis !== undefined) {
@@ -260,7 +264,7 @@ export function indexerConfig(env: Env): Loaded<IndexerConfig> {
 /** `npm run admin -- init-cluster`: the cluster, without the gateway's database and keys. */
 export function adminClusterConfig(env: Env): Loaded<Cluster> {
   const reader = new ConfigReader(env, "admin");
-  const chain = cluster(reader);
+  const chain = cluster(reader, false);
   return finish(reader, () => chain!);
 }
 

@@ -50,7 +50,8 @@ export const VARIABLES: readonly Variable[] = [
   {
     name: "SOLANA_GENESIS_HASH",
     readBy: { gateway: "optional", admin: "optional" },
-    describe: "the cluster's genesis hash (solana genesis-hash); required for solana-localnet, checked by the preflight",
+    describe:
+      "the cluster's genesis hash (solana genesis-hash; init-cluster prints it); required for solana-localnet, checked by the preflight",
     example: "",
   },
   {

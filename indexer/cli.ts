@@ -16,6 +16,7 @@ import { parseArgs } from "node:util";
 import { Connection } from "@solana/web3.js";
 import { pino } from "pino";
 import { configSource, indexerConfig, refuse } from "./config/index.js";
+import { indexerPreflight } from "./config/preflight.js";
 import { createPool, withTransaction } from "./db/database.js";
 import { migrate } from "./db/migrate.js";
 import { IngestPipeline } from "./pipeline.js";
@@ -62,6 +63,11 @@ export async function main(commandLine: readonly string[]): Promise<number> {
   if (!loaded.ok) refuse("indexer", loaded.problems);
   const { rpcUrl, programId, explorerCluster: cluster, yellowstone } = loaded.config;
   const logger = pino({ name: "indexer", level: loaded.config.logLevel }, pino.destination(2));
+  // Following the chain needs it reachable and the program there: checked before any write.
+  if (command === "run" || command === "backfill") {
+    const checked = await indexerPreflight(rpcUrl, programId);
+    if (checked.problems.length > 0) refuse("indexer", checked.problems);
+  }
   const pool = createPool(loaded.config.databaseUrl);
   try {
     await migrate(pool);

@@ -7,7 +7,7 @@
  * The database answers. Each failure is one line naming the variable to fix; only reads.
  */
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
-import { Connection, type Keypair, LAMPORTS_PER_SOL } from "@solana/web3.js";
+import { Connection, type Keypair, LAMPORTS_PER_SOL, type PublicKey } from "@solana/web3.js";
 import pg from "pg";
 import { decodeConfigAccount } from "../../programs/payment_ledger/ts/config-account.js";
 import { configPda } from "../../programs/payment_ledger/ts/pda.js";
@@ -176,4 +176,26 @@ export async function preflight(target: {
     checkCluster(target.cluster, target.feePayer, problems, facts),
   ]);
   return { problems: [...databaseProblems, ...problems], facts: [...databaseFacts, ...facts] };
+}
+
+/** The indexer's preflight: the RPC endpoint answers and the program it follows is deployed there. */
+export async function indexerPreflight(rpcUrl: string, programId: PublicKey): Promise<PreflightResult> {
+  const connection = new Connection(rpcUrl, "confirmed");
+  try {
+    const program = await withTimeout(connection.getAccountInfo(programId), "getAccountInfo");
+    if (program === null || !program.executable) {
+      return {
+        problems: [
+          `PROGRAM_ID: no executable program at ${programId.toBase58()} on ${rpcUrl}; expected the deployed payment_ledger program`,
+        ],
+        facts: [],
+      };
+    }
+    return { problems: [], facts: [`program: ${programId.toBase58()} is deployed and executable`] };
+  } catch (error) {
+    return {
+      problems: [`SOLANA_RPC_URL: ${rpcUrl} is not reachable (${reason(error)}); expected the cluster's JSON-RPC endpoint`],
+      facts: [],
+    };
+  }
 }

@@ -96,6 +96,29 @@ afterAll(async () => {
   }
 });
 
+describe("indexer/cli.ts run", () => {
+  it("refuses an RPC endpoint that does not answer before writing anything: one line, exit 2", async () => {
+    const closedPort = await freePort();
+    const result = await new Promise<{ code: number | null; stderr: string }>((resolveRun) => {
+      execFile(
+        process.execPath,
+        ["--import", "tsx", "indexer/cli.ts", "run", "--rpc-url", `http://127.0.0.1:${closedPort}`],
+        { cwd: ROOT, env: { PATH: env.PATH!, HOME: env.HOME!, DATABASE_URL: databaseUrl }, timeout: 60_000 },
+        (error, _stdout, stderr) => resolveRun({ code: error === null ? 0 : ((error as { code?: number }).code ?? null), stderr }),
+      );
+    });
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr.split("\n").filter((line) => line.startsWith("indexer: "))).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^indexer: SOLANA_RPC_URL: http://127\\.0\\.0\\.1:${closedPort} is not reachable \\(.+\\); expected the cluster's JSON-RPC endpoint$`,
+        ),
+      ),
+      "indexer: 1 configuration problem(s); nothing was started (see .env.example, docs/deploy.md)",
+    ]);
+  });
+});
+
 describe("api/gateway/main.ts --check", () => {
   it("passes on a configuration that matches the cluster, saying what it found", async () => {
     const result = await run(["--check"], env);

@@ -4,16 +4,19 @@
  *   backfill --from-slot N [--to-slot M] ingest a slot range
  *   rebuild                             rebuild every projection from the event store
  *   verify --from-slot N [--to-slot M]  compare Postgres with the chain; exit 1 on any difference
- * Options: --rpc-url (RPC_URL, default http://127.0.0.1:8899), --program-id (PROGRAM_ID),
- * --yellowstone-endpoint (YELLOWSTONE_ENDPOINT; `run` then follows that gRPC feed, with the RPC
- * source as fallback for what it cannot replay) and --x-token (YELLOWSTONE_X_TOKEN),
- * --cluster (EXPLORER_CLUSTER: mainnet-beta | devnet | testnet | a custom RPC URL; default the RPC
- * URL), DATABASE_URL for Postgres. Migrations are applied first.
+ * Options (each overrides its variable): --rpc-url (SOLANA_RPC_URL, required), --program-id
+ * (PROGRAM_ID, default the address the build declares), --yellowstone-endpoint
+ * (YELLOWSTONE_ENDPOINT; `run` then follows that gRPC feed, with the RPC source as fallback for
+ * what it cannot replay) and --x-token (YELLOWSTONE_X_TOKEN), --cluster (EXPLORER_CLUSTER:
+ * mainnet-beta | devnet | testnet | a custom RPC URL; default the RPC URL), --env-file PATH;
+ * DATABASE_URL (required) for Postgres. The configuration is checked first (indexer/config: a
+ * refused one exits 2 with one line per problem), then migrations are applied.
  */
 import { parseArgs } from "node:util";
-import { Connection, PublicKey } from "@solana/web3.js";
+import { Connection } from "@solana/web3.js";
 import { pino } from "pino";
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../programs/payment_ledger/ts/index.js";
+import { configSource, indexerConfig, refuse } from "./config/index.js";
+import { indexerPreflight } from "./config/preflight.js";
 import { createPool, withTransaction } from "./db/database.js";
 import { migrate } from "./db/migrate.js";
 import { IngestPipeline } from "./pipeline.js";
@@ -31,9 +34,11 @@ function slotArg(value: string | undefined, name: string): bigint | undefined {
   return BigInt(value);
 }
 
-export async function main(argv: readonly string[]): Promise<number> {
+export async function main(commandLine: readonly string[]): Promise<number> {
+  const source = configSource(commandLine);
+  if ("problems" in source) refuse("indexer", source.problems);
   const { positionals, values } = parseArgs({
-    args: [...argv],
+    args: [...source.argv],
     allowPositionals: true,
     options: {
       "from-slot": { type: "string" },
@@ -46,20 +51,33 @@ export async function main(argv: readonly string[]): Promise<number> {
     },
   });
   const command = positionals[0];
-  const logger = pino({ name: "indexer" }, pino.destination(2));
-  const rpcUrl = values["rpc-url"] ?? process.env.RPC_URL ?? "http://127.0.0.1:8899";
-  const programId = new PublicKey(values["program-id"] ?? process.env.PROGRAM_ID ?? PAYMENT_LEDGER_PROGRAM_ID.toBase58());
-  const cluster = values.cluster ?? process.env.EXPLORER_CLUSTER ?? rpcUrl;
-  const pool = createPool();
+  const flags: Record<string, string | undefined> = {
+    SOLANA_RPC_URL: values["rpc-url"],
+    PROGRAM_ID: values["program-id"],
+    EXPLORER_CLUSTER: values.cluster,
+    YELLOWSTONE_ENDPOINT: values["yellowstone-endpoint"],
+    YELLOWSTONE_X_TOKEN: values["x-token"],
+  };
+  const given = Object.fromEntries(Object.entries(flags).filter((entry) => entry[1] !== undefined));
+  const loaded = indexerConfig({ ...source.env, ...given });
+  if (!loaded.ok) refuse("indexer", loaded.problems);
+  const { rpcUrl, programId, explorerCluster: cluster, yellowstone } = loaded.config;
+  const logger = pino({ name: "indexer", level: loaded.config.logLevel }, pino.destination(2));
+  // Following the chain needs it reachable and the program there: checked before any write.
+  if (command === "run" || command === "backfill") {
+    const checked = await indexerPreflight(rpcUrl, programId);
+    if (checked.problems.length > 0) refuse("indexer", checked.problems);
+  }
+  const pool = createPool(loaded.config.databaseUrl);
   try {
     await migrate(pool);
-    const source = new RpcSource({ rpcUrl, programId });
+    const rpc = new RpcSource({ rpcUrl, programId });
     const pipeline = new IngestPipeline({
       pool,
       programId,
       cluster,
       logger,
-      lookup: (signature) => source.transaction(signature),
+      lookup: (signature) => rpc.transaction(signature),
     });
     const progress = (p: { transactions: number; events: number; slot: bigint }): void =>
       logger.info({ transactions: p.transactions, events: p.events, slot: p.slot.toString() }, "progress");
@@ -71,20 +89,19 @@ export async function main(argv: readonly string[]): Promise<number> {
         const controller = new AbortController();
         process.once("SIGINT", () => controller.abort());
         process.once("SIGTERM", () => controller.abort());
-        const endpoint = values["yellowstone-endpoint"] ?? process.env.YELLOWSTONE_ENDPOINT;
-        if (endpoint === undefined) {
-          await pipeline.run(source, controller.signal, progress);
+        if (yellowstone === undefined) {
+          await pipeline.run(rpc, controller.signal, progress);
           return 0;
         }
-        const xToken = values["x-token"] ?? process.env.YELLOWSTONE_X_TOKEN;
+        const { endpoint, xToken } = yellowstone;
         const live = new YellowstoneSource({ endpoint, programId: programId.toBase58(), ...(xToken === undefined ? {} : { xToken }) });
-        await pipeline.run(live, controller.signal, progress, { fallback: source });
+        await pipeline.run(live, controller.signal, progress, { fallback: rpc });
         return 0;
       }
       case "backfill": {
         const fromSlot = slotArg(values["from-slot"], "from-slot") ?? 0n;
         const toSlot = slotArg(values["to-slot"], "to-slot");
-        const done = await pipeline.backfill(source, { fromSlot, ...(toSlot === undefined ? {} : { toSlot }) }, progress);
+        const done = await pipeline.backfill(rpc, { fromSlot, ...(toSlot === undefined ? {} : { toSlot }) }, progress);
         logger.info({ transactions: done.transactions, events: done.events }, "backfill done");
         return 0;
       }
@@ -97,9 +114,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       }
       case "verify": {
         const fromSlot = slotArg(values["from-slot"], "from-slot") ?? 0n;
-        const toSlot = slotArg(values["to-slot"], "to-slot") ?? (await source.currentSlot("confirmed"));
+        const toSlot = slotArg(values["to-slot"], "to-slot") ?? (await rpc.currentSlot("confirmed"));
         const differences = [
-          ...(await verifyChainAgainstStore(pool, source, pipeline, { fromSlot, toSlot }, (n) =>
+          ...(await verifyChainAgainstStore(pool, rpc, pipeline, { fromSlot, toSlot }, (n) =>
             logger.info({ transactions: n }, "verify progress"),
           )),
           ...(await verifyProjections(pool, { cluster })),

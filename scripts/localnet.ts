@@ -74,6 +74,11 @@ export interface LocalnetOptions {
   readonly readyTimeoutMs?: number;
   /** Copy the ledger's stderr, and its stdout once ready, to ours (also with LOCALNET_LOG=1). */
   readonly inheritOutput?: boolean;
+  /**
+   * A new ledger without the program config (`--uninitialized`), as a cluster the program was
+   * just deployed on: `npm run admin -- init-cluster` creates it. Default false.
+   */
+  readonly uninitialized?: boolean;
 }
 
 const READY = /^localnet ready (\S+)/;
@@ -250,6 +255,7 @@ export async function startLocalnet(options: LocalnetOptions = {}): Promise<Loca
     String(process.pid),
   ];
   if (options.slotMs !== undefined) args.push("--slot-ms", String(options.slotMs));
+  if (options.uninitialized === true) args.push("--uninitialized");
 
   const inheritOutput = options.inheritOutput ?? process.env.LOCALNET_LOG === "1";
   // Its own process group: a Ctrl-C in the terminal reaches the system, which stops the ledger

@@ -15,11 +15,14 @@
  * Keys: WALLET_ENCRYPTION_KEY and WEBHOOK_SECRETS_KEY when set; otherwise the ones made at the
  * first start and kept in `.data/keys.json` (scripts/local-state.ts).
  *
- * Environment: DATABASE_URL (a server instead of the embedded one), PORT, HOST, SMTP_URL,
- * APG_DATA_DIR (another state directory than `.data/`), LOCALNET_RPC_PORT (8899; websocket +1).
+ * Environment (also from `--env-file PATH`; checked first by indexer/config, a refused one exits
+ * 2 with one line per problem): DATABASE_URL (a server instead of the embedded one), PORT, HOST,
+ * SMTP_URL, LOG_LEVEL, APG_DATA_DIR (another state directory than `.data/`), LOCALNET_RPC_PORT
+ * (8899; websocket +1).
  */
 import { pino } from "pino";
 import { accountNamed } from "../api/shared/keys.js";
+import { configOrExit, type LocalConfig, localConfig } from "../indexer/config/index.js";
 import { ChainMismatch } from "../indexer/store/chain-identity.js";
 import { ensureDashboardBuilt } from "./dashboard-build.js";
 import { type LocalDatabase, openLocalDatabase } from "./local-database.js";
@@ -27,7 +30,7 @@ import { claimSystem, localKeys, localState, RESET_COMMAND, resetLocalState, Sys
 import { smtpMailer, startSystem } from "./system.js";
 
 const DEMO_ACCOUNT = "demo";
-const USAGE = "usage: npm start [-- --reset]";
+const USAGE = "usage: npm start [-- --reset] [--env-file PATH]";
 
 /**
  * Resolves at the first SIGINT or SIGTERM. Later ones are ignored while the system stops: a
@@ -42,7 +45,10 @@ function untilSignalled(): Promise<void> {
   });
 }
 
-async function main(argv: readonly string[]): Promise<number> {
+async function main(commandLine: readonly string[]): Promise<number> {
+  const { config, argv } = configOrExit("start", commandLine, localConfig);
+  // The helpers below read the same variables (DATABASE_URL, APG_DATA_DIR, keys) from this record.
+  const env = { ...process.env, ...configEnv(config) };
   const unknown = argv.filter((arg) => arg !== "--reset");
   if (unknown.length > 0) {
     console.error(`unknown option ${unknown[0]}\n${USAGE}`);
@@ -51,24 +57,24 @@ async function main(argv: readonly string[]): Promise<number> {
   // Listening from the start: a signal that arrives while the system starts (or just as the
   // banner is printed) stops it once it has started, instead of killing the process midway.
   const signalled = untilSignalled();
-  const state = localState(process.env);
-  const rpcPort = Number(process.env.LOCALNET_RPC_PORT ?? 8899);
+  const state = localState(env);
+  const rpcPort = config.localnetRpcPort;
   if (argv.includes("--reset")) {
-    for (const removed of await resetLocalState(state, process.env)) console.log(`reset: removed ${removed}`);
+    for (const removed of await resetLocalState(state, env)) console.log(`reset: removed ${removed}`);
   }
   const release = await claimSystem(state);
   await ensureDashboardBuilt((line) => process.stdout.write(`${line}\n`));
   let database: LocalDatabase | null = null;
   try {
-    database = await openLocalDatabase({ env: process.env, dataDir: state.postgresDir, mode: "own" });
+    database = await openLocalDatabase({ env, dataDir: state.postgresDir, mode: "own" });
     const system = await startSystem({
       databaseUrl: database.url,
-      port: Number(process.env.PORT ?? 4000),
-      host: process.env.HOST ?? "127.0.0.1",
+      port: config.port,
+      host: config.host,
       localnet: { ledgerDir: state.ledgerDir, rpcPort, wsPort: rpcPort + 1 },
-      logger: pino({ name: "apg" }),
-      env: { ...process.env, ...(await localKeys(state, process.env)) },
-      mailer: process.env.SMTP_URL === undefined ? null : smtpMailer(process.env.SMTP_URL),
+      logger: pino({ name: "apg", level: config.logLevel }),
+      env: { ...env, ...(await localKeys(state, env)) },
+      mailer: config.smtpUrl === undefined ? null : smtpMailer(config.smtpUrl),
       // A local system: webhooks to receivers on this machine are what a developer tries first.
       allowPrivateNetworks: true,
       // ... and registering them: loopback only (WEBHOOK_ALLOW_LOOPBACK), never other private ranges.
@@ -104,6 +110,15 @@ async function main(argv: readonly string[]): Promise<number> {
     await database?.stop();
     await release();
   }
+}
+
+/** The parsed variables as the local helpers read them (an env file's ones included). */
+function configEnv(config: LocalConfig): Record<string, string> {
+  return {
+    ...config.keys,
+    ...(config.databaseUrl === undefined ? {} : { DATABASE_URL: config.databaseUrl }),
+    ...(config.dataDir === undefined ? {} : { APG_DATA_DIR: config.dataDir }),
+  };
 }
 
 main(process.argv.slice(2)).then(

@@ -11,7 +11,7 @@ import type { GatewayDeps } from "./http/deps.js";
 import { useGatewayRoutes } from "./http/routes.js";
 import { useMcp } from "./mcp/index.js";
 
-export interface GatewayServerOptions extends Omit<ApiServerOptions, "plugins"> {
+export interface GatewayServerOptions extends ApiServerOptions {
   /** The gateway's services behind the REST /v1 routes; a route whose service is absent answers 503. */
   readonly gateway?: Omit<GatewayDeps, "pool" | "logger" | "now" | "network" | "balances">;
   /** The built dashboard it serves at /dashboard/; dashboard/dist of this repository by default. */
@@ -41,6 +41,10 @@ export function createGatewayServer(options: GatewayServerOptions): ApiServer {
     allowPrivateNetworks: options.mcpAllowPrivateNetworks === true,
     logger: options.logger,
   }));
-  const server = createApiServer({ ...options, ...(balances === undefined ? {} : { balances }), plugins: [dashboard, mcp, routes] });
+  const server = createApiServer({
+    ...options,
+    ...(balances === undefined ? {} : { balances }),
+    plugins: [...(options.plugins ?? []), dashboard, mcp, routes],
+  });
   return server;
 }

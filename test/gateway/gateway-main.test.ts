@@ -3,7 +3,8 @@
  * against any cluster: a separate process configured only by the environment its header lists,
  * here pointed at a local ledger and a fresh database. An account made with `api/gateway/admin.ts`
  * creates an agent, funds it from the treasury, reads the balance over REST and over GraphQL on the
- * same port, and SIGTERM stops the process with exit code 0; without a cluster it exits 1.
+ * same port, and SIGTERM stops the process with exit code 0; without a cluster it exits 2, naming
+ * the missing variable (test/ops/misconfiguration.test.ts has the whole table).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -60,6 +61,7 @@ beforeAll(async () => {
     DATABASE_URL: db.url,
     SOLANA_RPC_URL: localnet.rpcUrl,
     SOLANA_NETWORK: "solana-localnet",
+    SOLANA_GENESIS_HASH: localnet.info.genesisHash,
     SETTLEMENT_MINT: localnet.info.mint.toBase58(),
     SETTLEMENT_MINT_DECIMALS: String(localnet.info.decimals),
     LEDGER_AUTHORITY_KEYPAIR: await writeKeypairFile(keyDir, "authority", localnet.keypairs.authority),
@@ -142,7 +144,7 @@ describe("api/gateway/main.ts on a cluster given by the environment", () => {
     expect(code, `exit after SIGTERM; output:\n${tail()}`).toBe(0);
   });
 
-  it("refuses to start without a cluster: exit code 1, naming the missing variable", async () => {
+  it("refuses to start without a cluster: exit code 2, naming the missing variable", async () => {
     const { SOLANA_RPC_URL: _omitted, ...withoutCluster } = env;
     const failed = await promisify(execFile)(process.execPath, ["--import", "tsx", "api/gateway/main.ts"], {
       cwd: ROOT,
@@ -151,7 +153,7 @@ describe("api/gateway/main.ts on a cluster given by the environment", () => {
       () => ({ code: 0, stderr: "" }),
       (error: { code?: number; stderr?: string }) => ({ code: error.code, stderr: error.stderr ?? "" }),
     );
-    expect(failed.code).toBe(1);
-    expect(failed.stderr).toContain("SOLANA_RPC_URL is not set");
+    expect(failed.code).toBe(2);
+    expect(failed.stderr).toContain("gateway: SOLANA_RPC_URL: not set; expected an http(s):// URL");
   });
 });

@@ -73,6 +73,8 @@ beforeAll(async () => {
     DATABASE_URL: db.url,
     SOLANA_RPC_URL: localnet.rpcUrl,
     SOLANA_NETWORK: system.network,
+    SOLANA_GENESIS_HASH: localnet.info.genesisHash,
+    PROGRAM_ID: localnet.info.programId.toBase58(),
     SETTLEMENT_MINT: localnet.info.mint.toBase58(),
     SETTLEMENT_MINT_DECIMALS: String(localnet.info.decimals),
     LEDGER_AUTHORITY_KEYPAIR: await writeKeypairFile(keyDir, "authority", localnet.keypairs.authority),

@@ -1,5 +1,6 @@
 /** The TypeScript binding of the payment_ledger program. */
 export * from "./channel-account.js";
+export * from "./config-account.js";
 export * from "./endpoint-hash.js";
 export * from "./enums.js";
 export * from "./errors.js";

@@ -121,6 +121,12 @@ impl Ledger {
     /// Creates the settlement mint, funds a treasury with `treasury_units` of it and initializes
     /// the program's config.
     pub fn bootstrap(&mut self, treasury_units: u64) -> Result<LedgerSetup, FailedTransactionMetadata> {
+        self.bootstrap_with(treasury_units, true)
+    }
+
+    /// `bootstrap` that leaves the program config for the operator to create when `initialize`
+    /// is false: a cluster as a new deployment finds it (`npm run admin -- init-cluster`).
+    pub fn bootstrap_with(&mut self, treasury_units: u64, initialize: bool) -> Result<LedgerSetup, FailedTransactionMetadata> {
         let authority = Keypair::new();
         let mint_authority = Keypair::new();
         let treasury = Keypair::new();
@@ -132,7 +138,9 @@ impl Ledger {
         if treasury_units > 0 {
             self.mint_to(&mint_authority, &mint, &treasury_token, treasury_units)?;
         }
-        self.initialize(&authority, &mint, &treasury.pubkey())?;
+        if initialize {
+            self.initialize(&authority, &mint, &treasury.pubkey())?;
+        }
         Ok(LedgerSetup { authority, mint_authority, mint, treasury, treasury_token })
     }
 

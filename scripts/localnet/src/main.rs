@@ -40,12 +40,14 @@ struct Options {
     ledger_dir: PathBuf,
     slot_ms: u64,
     treasury_units: u64,
+    uninitialized: bool,
     exit_with_parent: Option<u32>,
 }
 
 const USAGE: &str = "usage: localnet [--rpc-port 8899] [--ws-port <rpc-port + 1>] [--bind 127.0.0.1] \
 [--ledger-dir .data/localnet] [--slot-ms 50] [--treasury-units 1000000000000 (a new ledger only)] \
-[--exit-with-parent <pid of the parent>]";
+[--exit-with-parent <pid of the parent>] [--uninitialized (a new ledger only: no program config, \
+as a cluster the program was just deployed on)]";
 
 fn parse_options() -> Result<Options, String> {
     let mut options = Options {
@@ -55,12 +57,17 @@ fn parse_options() -> Result<Options, String> {
         ledger_dir: PathBuf::from(".data/localnet"),
         slot_ms: 50,
         treasury_units: 1_000_000 * 1_000_000,
+        uninitialized: false,
         exit_with_parent: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--help" || flag == "-h" {
             return Err(USAGE.into());
+        }
+        if flag == "--uninitialized" {
+            options.uninitialized = true;
+            continue;
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
         let number = |name: &str| value.parse::<u64>().map_err(|_| format!("{name} must be a whole number, got {value:?}"));
@@ -216,9 +223,10 @@ async fn main() {
     let (events, _) = broadcast::channel::<ChainEvent>(4_096);
     let chain_events = events.clone();
     let treasury_units = options.treasury_units;
+    let initialize = !options.uninitialized;
     let ledger_dir = options.ledger_dir.clone();
     let opened = ChainHandle::try_spawn(move || {
-        let opened = persistence::open(&ledger_dir, treasury_units, chain_events)?;
+        let opened = persistence::open_with(&ledger_dir, treasury_units, initialize, chain_events)?;
         let start = StartInfo { genesis_hash: opened.chain.genesis_hash().to_string(), resumed: opened.resumed, slot: opened.chain.slot() };
         Ok::<_, persistence::OpenError>((opened.chain, (opened.setup, start)))
     });

@@ -69,19 +69,24 @@ impl std::fmt::Display for OpenError {
 /// Replays the log in `dir`, or creates a new ledger there (bootstrapped with `treasury_units`)
 /// when it has none.
 pub fn open(dir: &Path, treasury_units: u64, events: broadcast::Sender<ChainEvent>) -> Result<Opened, OpenError> {
+    open_with(dir, treasury_units, true, events)
+}
+
+/// `open` whose new ledger leaves the program config uninitialized when `initialize` is false.
+pub fn open_with(dir: &Path, treasury_units: u64, initialize: bool, events: broadcast::Sender<ChainEvent>) -> Result<Opened, OpenError> {
     let path = dir.join(wal::FILE_NAME);
     match std::fs::read(&path) {
         Ok(bytes) => replay(&path, &bytes, events),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => create(&path, treasury_units, events),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => create(&path, treasury_units, initialize, events),
         Err(error) => Err(OpenError::Io { path, error }),
     }
 }
 
-fn create(path: &Path, treasury_units: u64, events: broadcast::Sender<ChainEvent>) -> Result<Opened, OpenError> {
+fn create(path: &Path, treasury_units: u64, initialize: bool, events: broadcast::Sender<ChainEvent>) -> Result<Opened, OpenError> {
     let faucet = Keypair::new();
     let unix_timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
     let mut ledger = Ledger::with_genesis(faucet.insecure_clone(), unix_timestamp);
-    let setup = ledger.bootstrap(treasury_units).map_err(|failed| OpenError::Bootstrap(format!("{:?}", failed.err)))?;
+    let setup = ledger.bootstrap_with(treasury_units, initialize).map_err(|failed| OpenError::Bootstrap(format!("{:?}", failed.err)))?;
     let mut records = vec![wal::encode_genesis(&faucet, unix_timestamp), wal::encode_setup(&setup)];
     records.extend(ledger.history.iter().map(wal::encode_executed));
     let log = WalWriter::create(path, &records).map_err(|error| OpenError::Io { path: path.to_path_buf(), error })?;

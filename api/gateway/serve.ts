@@ -1,0 +1,85 @@
+/**
+ * The gateway process once its configuration is accepted (api/gateway/main.ts checks it first):
+ * migrations, the chain claim, the gateway's services and loops, and the HTTP server.
+ */
+import { getAssociatedTokenAddressSync } from "@solana/spl-token";
+import { Connection } from "@solana/web3.js";
+import { pino } from "pino";
+import type { GatewayConfig } from "../../indexer/config/index.js";
+import { createPool } from "../../indexer/db/database.js";
+import { migrate } from "../../indexer/db/migrate.js";
+import { claimChain } from "../../indexer/store/chain-identity.js";
+import { rpcBalanceReader } from "../shared/balances.js";
+import { createOpsMetrics, useOpsRoutes } from "../shared/ops/index.js";
+import { SecretBox } from "../shared/secret-box.js";
+import { StandInCardProcessor } from "./card/index.js";
+import { startGateway } from "./gateway.js";
+import { createGatewayServer } from "./server.js";
+import { COMMITMENT, keystoreFromEnv, LocalTreasuryFundingSource, type SettlementLedger } from "./wallets/index.js";
+import { smtpMailer } from "./webhooks/index.js";
+
+/** How long in-flight requests get to finish after SIGTERM (systemd's TimeoutStopSec is 30 s). */
+export const SHUTDOWN_GRACE_MS = 20_000;
+
+/** Migrates, composes and serves the gateway until SIGINT/SIGTERM (then exits 0). */
+export async function serveGateway(config: GatewayConfig): Promise<void> {
+  const { cluster } = config;
+  const logger = pino({ name: "gateway", level: config.logLevel });
+  const ledger: SettlementLedger = {
+    connection: new Connection(cluster.rpcUrl, { commitment: COMMITMENT }),
+    mint: cluster.mint,
+    decimals: cluster.decimals,
+    authority: cluster.authority,
+    network: cluster.network,
+  };
+  const pool = createPool(config.databaseUrl);
+  await migrate(pool);
+  // A database holds one chain's history: refuse a cluster other than the one it was built from.
+  await claimChain(pool, await ledger.connection.getGenesisHash());
+  const treasuryToken = getAssociatedTokenAddressSync(ledger.mint, cluster.treasury.publicKey, true);
+  const gateway = startGateway({
+    pool,
+    ledger,
+    keystore: keystoreFromEnv(config.keys),
+    secretBox: SecretBox.fromEnv(config.keys),
+    fundingSource: new LocalTreasuryFundingSource(ledger, cluster.treasury, treasuryToken),
+    cardProcessor: new StandInCardProcessor(),
+    logger,
+    mailer: config.smtpUrl === undefined ? null : smtpMailer(config.smtpUrl),
+    explorerCluster: config.explorerCluster,
+    ...(config.feePayer === undefined ? {} : { feePayer: config.feePayer }),
+    ...(config.attestedPayerQuota === undefined ? {} : { attestedPayerQuota: config.attestedPayerQuota }),
+    ...(config.lowBalanceFloorLamports === undefined ? {} : { lowBalanceFloorLamports: config.lowBalanceFloorLamports }),
+  });
+  const readPool = config.databaseReadUrl === undefined ? undefined : createPool(config.databaseReadUrl);
+  const ops = useOpsRoutes({
+    metrics: createOpsMetrics({ pool, connection: ledger.connection }),
+    readiness: { pool, connection: ledger.connection, programId: cluster.programId },
+  });
+  const server = createGatewayServer({
+    plugins: [ops.plugin],
+    pool,
+    ...(readPool === undefined ? {} : { readPool }),
+    logger: logger.child({ component: "api" }),
+    databaseUrl: config.databaseUrl,
+    balances: rpcBalanceReader(ledger.connection, ledger.mint),
+    network: ledger.network,
+    gateway: gateway.routes,
+  });
+  const port = await server.listen(config.port, config.host);
+  logger.info({ port, network: ledger.network, mint: gateway.token }, "gateway listening: /v1, /graphql");
+  // SIGTERM: new payments answer 503 at once, the ones in flight get SHUTDOWN_GRACE_MS to finish;
+  // one still running then is parked as it stands (its reservation and claim are rows the
+  // reconciler resumes at the next start), never half-written.
+  const stop = async (): Promise<void> => {
+    ops.drain();
+    const idle = await ops.idle(SHUTDOWN_GRACE_MS);
+    logger.info({ idle, inFlight: ops.inFlight() }, "draining done; stopping");
+    await gateway.stop();
+    await server.close();
+    await Promise.all([pool.end(), readPool?.end()]);
+    process.exit(0);
+  };
+  process.once("SIGINT", () => void stop());
+  process.once("SIGTERM", () => void stop());
+}

@@ -1,0 +1,47 @@
+/** The query service process once its configuration is accepted (api/query/main.ts checks it first). */
+import { Connection } from "@solana/web3.js";
+import { pino } from "pino";
+import type { QueryConfig } from "../../indexer/config/index.js";
+import { createPool } from "../../indexer/db/database.js";
+import { migrate } from "../../indexer/db/migrate.js";
+import { rpcBalanceReader } from "../shared/balances.js";
+import { createOpsMetrics, useOpsRoutes } from "../shared/ops/index.js";
+import { createApiServer } from "./server.js";
+
+/** How long in-flight requests get to finish after SIGTERM. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
+/** Migrates and serves the query service until SIGINT/SIGTERM (then exits 0). */
+export async function serveQuery(config: QueryConfig): Promise<void> {
+  const logger = pino({ name: "api", level: config.logLevel });
+  const pool = createPool(config.databaseUrl);
+  await migrate(pool);
+  const connection = config.balances === undefined ? undefined : new Connection(config.balances.rpcUrl, "confirmed");
+  const balances =
+    connection === undefined || config.balances === undefined ? undefined : rpcBalanceReader(connection, config.balances.mint);
+  const readPool = config.databaseReadUrl === undefined ? undefined : createPool(config.databaseReadUrl);
+  const ops = useOpsRoutes({
+    metrics: createOpsMetrics({ pool, ...(connection === undefined ? {} : { connection }) }),
+    readiness: { pool, ...(connection === undefined ? {} : { connection }) },
+  });
+  const server = createApiServer({
+    plugins: [ops.plugin],
+    pool,
+    ...(readPool === undefined ? {} : { readPool }),
+    logger,
+    databaseUrl: config.databaseUrl,
+    ...(balances === undefined ? {} : { balances }),
+    ...(config.network === undefined ? {} : { network: config.network }),
+  });
+  const port = await server.listen(config.port, config.host);
+  logger.info({ port }, "query service listening: /graphql, /v1/agents/{agentId}/metrics");
+  const stop = async (): Promise<void> => {
+    ops.drain();
+    await ops.idle(SHUTDOWN_GRACE_MS);
+    await server.close();
+    await Promise.all([pool.end(), readPool?.end()]);
+    process.exit(0);
+  };
+  process.once("SIGINT", () => void stop());
+  process.once("SIGTERM", () => void stop());
+}

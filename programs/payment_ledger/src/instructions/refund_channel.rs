@@ -27,7 +27,7 @@ pub struct FinishChannel<'info> {
     pub escrow: InterfaceAccount<'info, TokenAccount>,
     pub mint: InterfaceAccount<'info, Mint>,
     /// Receives the refund: the payer's associated token account for the channel's mint (checked),
-    /// the one account of the payer's every wallet reads, so no one can strand a refund elsewhere.
+    /// the account wallets read, so a refund cannot be stranded in another account of the payer.
     #[account(mut)]
     pub payer_token: InterfaceAccount<'info, TokenAccount>,
     /// CHECK: must be the channel's `rent_payer` (checked); receives the rent of channel and escrow.

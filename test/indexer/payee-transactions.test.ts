@@ -288,6 +288,14 @@ describe("a payee's own transactions", () => {
       service,
       [table],
     );
+    // The payee's token account came from the table: its balances are reported under its place in
+    // the full key list (static ++ loaded writable ++ loaded read-only).
+    const landed = await ledger.provider.connection.getTransaction(both, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
+    const txKeys = landed!.transaction.message.getAccountKeys({ accountKeysFromLookups: landed!.meta!.loadedAddresses! });
+    expect(txKeys.staticAccountKeys.some((key) => key.equals(service.tokenAccount))).toBe(false);
+    const payeeBalance = landed!.meta!.postTokenBalances!.find((b) => txKeys.get(b.accountIndex)!.equals(service.tokenAccount));
+    expect(payeeBalance?.uiTokenAmount.amount).toBe("30000");
+
     const range = { fromSlot: await slotOf(x.opened), toSlot: await source.currentSlot("confirmed") };
     await pipeline.backfill(source, range);
 

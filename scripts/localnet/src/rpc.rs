@@ -889,6 +889,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn token_accounts_by_owner_lists_every_account_of_the_owner_by_mint_or_program() {
+        let local = local();
+        let owner = local.agent.pubkey().to_string();
+        let by_mint = local.call("getTokenAccountsByOwner", json!([owner, { "mint": local.mint.to_string() }, { "encoding": "jsonParsed" }])).await.unwrap();
+        let listed = by_mint["value"].as_array().unwrap();
+        assert_eq!(listed.len(), 1, "the payee's account in the same mint is not the agent's");
+        assert_eq!(listed[0]["pubkey"], local.agent_token.to_string());
+        assert_eq!(listed[0]["account"]["data"]["parsed"]["info"]["tokenAmount"]["amount"], "1000000");
+        let by_program = local.call("getTokenAccountsByOwner", json!([owner, { "programId": spl_token_interface::ID.to_string() }])).await.unwrap();
+        assert_eq!(by_program["value"][0]["pubkey"], local.agent_token.to_string());
+        let other_mint = local.call("getTokenAccountsByOwner", json!([owner, { "mint": Pubkey::new_unique().to_string() }])).await.unwrap();
+        assert_eq!(other_mint["value"], json!([]));
+        let unfiltered = local.call("getTokenAccountsByOwner", json!([owner, {}])).await.unwrap_err();
+        assert_eq!(unfiltered.code, -32602);
+    }
+
+    #[tokio::test]
     async fn the_finalized_blockhash_is_the_one_32_slots_back() {
         let local = local();
         local

@@ -1,18 +1,20 @@
 /**
  * Transactions a payee builds itself, on the real program and ledger, signed with its own key:
  * a final settlement, close and refund in one v0 transaction whose event authority comes from an
- * address lookup table the payee made, and one transaction settling the channels of two agents
- * of two accounts. Each ends with chain = event store = read models, `verify` reporting exactly
- * what the store misses, and GraphQL naming each payment's own channel.
+ * address lookup table the payee made, a refund aimed at another token account of the agent, and
+ * one transaction settling the channels of two agents of two accounts. Each ends with chain =
+ * event store = read models, `verify` reporting exactly what the store misses, and GraphQL naming
+ * each payment's own channel.
  */
 import { randomBytes } from "node:crypto";
-import { TOKEN_PROGRAM_ID } from "@solana/spl-token";
+import { ACCOUNT_SIZE, createInitializeAccount3Instruction, TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import {
   type AddressLookupTableAccount,
   AddressLookupTableProgram,
   ComputeBudgetProgram,
-  type Keypair,
+  Keypair,
   type PublicKey,
+  SystemProgram,
   SYSVAR_INSTRUCTIONS_PUBKEY,
   Transaction,
   type TransactionInstruction,
@@ -22,6 +24,7 @@ import {
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, createApiServer } from "../../api/query/server.js";
+import { heldBalanceUnits, localSettlementLedger, tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
 import { createAccount, issueApiKey, registerAgent } from "../../api/shared/keys.js";
 import { IngestPipeline } from "../../indexer/pipeline.js";
 import { RpcSource, toRawTransaction } from "../../indexer/sources/rpc.js";
@@ -254,6 +257,51 @@ describe("a payee's own transactions", () => {
     // The chain's money: the payee got the voucher, the agent the rest.
     const balance = async (wallet: AgentWallet) => (await connection.getTokenAccountBalance(wallet.tokenAccount, "confirmed")).value.amount;
     expect([await balance(agent), await balance(service)]).toEqual(["4400000", "600000"]);
+    expect(await verifyChainAgainstStore(db.pool, source, pipeline, range)).toEqual([]);
+    expect(await verifyProjections(db.pool, { cluster: localnet.rpcUrl })).toEqual([]);
+  }, 120_000);
+
+  it("a payee cannot strand the refund in another token account of the agent", async () => {
+    const { connection } = ledger.provider;
+    const agent = await createAgentWallet(ledger, { usdcUnits: 2n * USDC });
+    const service = await createAgentWallet(ledger);
+    const channel = await openChannel(agent, service, 2n * USDC);
+    // The payee creates a second token account owned by the agent: no owner signature needed.
+    const stray = Keypair.generate();
+    const rent = await connection.getMinimumBalanceForRentExemption(ACCOUNT_SIZE);
+    await send(
+      [
+        SystemProgram.createAccount({
+          fromPubkey: service.publicKey,
+          newAccountPubkey: stray.publicKey,
+          lamports: rent,
+          space: ACCOUNT_SIZE,
+          programId: TOKEN_PROGRAM_ID,
+        }),
+        createInitializeAccount3Instruction(stray.publicKey, localnet.info.mint, agent.publicKey),
+      ],
+      [service.keypair, stray],
+    );
+    const last = channel.sign([600_000n]);
+    const close = await closeChannelInstruction({ signer: service.publicKey, channel: channel.accounts, finalSettlement: last.settlement });
+    const refund = (payerToken?: PublicKey) =>
+      refundChannelInstruction({ signer: service.publicKey, channel: channel.accounts, rentPayer: localnet.info.authority, payerToken });
+    const stranded = await send([last.verify, close, await refund(stray.publicKey)], [service.keypair]).catch((e: unknown) => e);
+    expect(String(stranded)).toMatch(/custom program error: 0x1793\b[\s\S]*RefundNotToPayerAssociatedAccount/);
+    const done = await send([last.verify, close, await refund()], [service.keypair]);
+
+    const wallet = localSettlementLedger(localnet);
+    expect(await heldBalanceUnits(wallet, agent.publicKey)).toBe(1_400_000n);
+    expect(await tokenBalanceUnits(wallet, agent.publicKey)).toBe(1_400_000n);
+    expect((await connection.getTokenAccountBalance(stray.publicKey, "confirmed")).value.amount).toBe("0");
+    const range = { fromSlot: await slotOf(channel.opened), toSlot: await source.currentSlot("confirmed") };
+    await pipeline.backfill(source, range);
+    expect(await channelRow(channel.accounts)).toEqual({
+      status: "closed",
+      settled_units: "600000",
+      refunded_units: "1400000",
+      close_tx: done,
+    });
     expect(await verifyChainAgainstStore(db.pool, source, pipeline, range)).toEqual([]);
     expect(await verifyProjections(db.pool, { cluster: localnet.rpcUrl })).toEqual([]);
   }, 120_000);

@@ -2,7 +2,8 @@
  * Idempotent batch ingest: the transactions a source yielded, their events, the settlement
  * transfers they name, every projection and the checkpoint, in ONE Postgres transaction. Events
  * are keyed by their place in the chain (ON CONFLICT DO NOTHING), and projections are fed only
- * the events this call inserted (INSERT ... RETURNING), so re-ingesting anything changes nothing.
+ * the events this call inserted (INSERT ... RETURNING), so re-ingesting anything changes nothing,
+ * except a transaction seen `unresolved`: read again with its keys, its row and events come in.
  */
 import type pg from "pg";
 import { withTransaction } from "../db/database.js";

@@ -114,7 +114,10 @@ export class IngestPipeline {
       this.options,
     );
     for (const tx of decoded) {
-      if (tx.outcome !== "indexed" && tx.outcome !== "no_events") {
+      if (tx.outcome === "unresolved") {
+        // Stored as such and reported by `verify` until a later read resolves its keys.
+        this.options.logger?.warn({ signature: tx.signature, detail: tx.detail }, "transaction keys unresolved");
+      } else if (tx.outcome !== "indexed" && tx.outcome !== "no_events") {
         this.options.logger?.debug({ signature: tx.signature, outcome: tx.outcome, detail: tx.detail }, "transaction skipped");
       }
     }

@@ -2,7 +2,8 @@
  * The auditor's tool: re-read the chain for a slot range and report every difference with
  * Postgres. Two checks:
  *   1. chain -> event store: every event the chain holds in the range is stored, byte for byte,
- *      and the store holds no event the chain does not;
+ *      and the store holds no event the chain does not; a transaction whose keys cannot be
+ *      resolved (on chain now, or recorded so at ingest) is reported, since its events are unknown;
  *   2. event store -> projections: every read model equals a rebuild from the event store. The
  *      rebuild runs inside a transaction that is rolled back, so verify changes nothing.
  */
@@ -15,7 +16,13 @@ import { PROJECTION_TABLES, type ProjectionOptions } from "./store/projections.j
 import { rebuildProjections } from "./store/rebuild.js";
 
 export interface Difference {
-  readonly kind: "missing_event" | "extra_event" | "changed_event" | "projection_row_missing" | "projection_row_extra";
+  readonly kind:
+    | "missing_event"
+    | "extra_event"
+    | "changed_event"
+    | "unresolved_transaction"
+    | "projection_row_missing"
+    | "projection_row_extra";
   readonly where: string;
   readonly detail: string;
 }
@@ -52,10 +59,16 @@ export async function verifyChainAgainstStore(
   onProgress?: (transactions: number) => void,
 ): Promise<Difference[]> {
   const expected = new Map<string, DecodedEvent>();
+  const differences: Difference[] = [];
+  const unresolved = new Set<string>();
   let seen = 0;
   for await (const raw of source.backfill(range)) {
     for (const tx of pipeline.decode([raw])) {
       for (const event of tx.events) expected.set(key(event.signature, event.instructionIndex, event.innerIndex, event.ordinal), event);
+      if (tx.outcome === "unresolved") {
+        unresolved.add(tx.signature);
+        differences.push({ kind: "unresolved_transaction", where: tx.signature, detail: `on chain at slot ${tx.slot}: ${tx.detail}` });
+      }
     }
     seen += 1;
     if (seen % 1_000 === 0) onProgress?.(seen);
@@ -65,7 +78,19 @@ export async function verifyChainAgainstStore(
      FROM chain_events WHERE slot BETWEEN $1 AND $2`,
     [range.fromSlot.toString(), range.toSlot.toString()],
   );
-  const differences: Difference[] = [];
+  const recorded = await pool.query<{ signature: string; slot: string; detail: string | null }>(
+    `SELECT signature, slot, detail FROM chain_transactions_seen
+     WHERE outcome = 'unresolved' AND slot BETWEEN $1 AND $2 ORDER BY slot, signature`,
+    [range.fromSlot.toString(), range.toSlot.toString()],
+  );
+  for (const row of recorded.rows) {
+    if (unresolved.has(row.signature)) continue;
+    differences.push({
+      kind: "unresolved_transaction",
+      where: row.signature,
+      detail: `stored unresolved at slot ${row.slot}: ${row.detail}`,
+    });
+  }
   const storedKeys = new Set<string>();
   for (const row of stored.rows) {
     const k = key(row.signature, row.instruction_index, row.inner_index, row.event_ordinal);

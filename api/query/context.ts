@@ -9,7 +9,7 @@ import { agentsByIds, agentsByWallets, endpointsByHashes } from "../shared/agent
 import type { LiveFeed } from "./live-feed.js";
 import type { BalanceReader } from "../shared/balances.js";
 import type { AgentRow, PaymentRow } from "../shared/rows.js";
-import { type ChannelRow, channelAddressesBySettlementTx, channelsByAddresses } from "./read/channels.js";
+import { type ChannelRow, channelAddressesByPaymentEvent, channelsByAddresses } from "./read/channels.js";
 import { childCountsByHashes, runRootsOf } from "./read/runs.js";
 import { transactionsByHashes } from "./read/transactions.js";
 
@@ -47,8 +47,8 @@ export interface Loaders {
   readonly runRootByHash: DataLoader<string, string>;
   /** A channel the account sees (its payer is one of the account's agents), by address. */
   readonly channelByAddress: DataLoader<string, ChannelRow | null>;
-  /** The channel a settlement transaction paid (Transaction.channel), before the account check. */
-  readonly channelAddressBySettlementTx: DataLoader<string, string | null>;
+  /** The channel a payment was settled from, by its event id (Transaction.channel), before the account check. */
+  readonly channelAddressByPaymentEvent: DataLoader<string, string | null>;
 }
 
 export interface ApiContext {
@@ -70,7 +70,7 @@ export function createLoaders(deps: ApiDependencies, caller: Caller): Loaders {
     childCountByHash: new DataLoader((hashes) => childCountsByHashes(pool, caller.accountId, hashes)),
     runRootByHash: new DataLoader((hashes) => runRootsOf(pool, caller.accountId, hashes)),
     channelByAddress: new DataLoader((addresses) => channelsByAddresses(pool, caller.accountId, addresses)),
-    channelAddressBySettlementTx: new DataLoader((hashes) => channelAddressesBySettlementTx(pool, hashes)),
+    channelAddressByPaymentEvent: new DataLoader((ids) => channelAddressesByPaymentEvent(pool, ids)),
   };
 }
 

@@ -79,6 +79,24 @@ describe("decodeRawTransaction", () => {
     expect(decodeRawTransaction(forged).outcome).toBe("no_events");
   });
 
+  it("an event authority loaded from a lookup table (after the static keys) signs events like a static one", () => {
+    // Static keys: fee payer, program; loaded readonly: the event authority (index 2).
+    const decoded = decodeRawTransaction(transaction({ accountKeys: [key(), programId, authority], unresolvedKeys: 0 }));
+    expect(decoded.outcome).toBe("indexed");
+  });
+
+  it("a transaction whose looked-up keys the source did not report is unresolved, never no_events", () => {
+    // The event instruction points at index 2, a key the node left out.
+    const blind = transaction({ accountKeys: [key(), programId], unresolvedKeys: 1 });
+    const decoded = decodeRawTransaction(blind);
+    expect(decoded).toMatchObject({ outcome: "unresolved", events: [] });
+    expect(decoded.detail).toMatch(/1 account key/);
+    // Even when the program itself is not among the keys it has (a CPI through a looked-up id).
+    expect(decodeRawTransaction(transaction({ accountKeys: [key()], unresolvedKeys: 2 })).outcome).toBe("unresolved");
+    // A failed transaction stays failed: it has no events whatever its keys.
+    expect(decodeRawTransaction(transaction({ err: { InstructionError: [0, "Custom"] }, unresolvedKeys: 1 })).outcome).toBe("failed");
+  });
+
   it("without inner instructions, events are read from Program data logs of the program itself", () => {
     const data = `Program data: ${Buffer.from(payment).toString("base64")}`;
     const decoded = decodeRawTransaction(

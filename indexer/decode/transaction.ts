@@ -5,7 +5,9 @@
  * Events are read from `emit_cpi!` inner instructions (instructions to the program whose first
  * account is the event-authority PDA: only the program can sign for it, and log truncation
  * cannot lose them). `Program data:` logs are the fallback when a source reports no inner
- * instructions; truncated logs are flagged, since events may then be missing.
+ * instructions; truncated logs are flagged, since events may then be missing. Keys are the
+ * static ones followed by those loaded from lookup tables; a transaction whose loaded keys the
+ * source did not report is `unresolved`, never `no_events`.
  */
 import type { PublicKey } from "@solana/web3.js";
 import {
@@ -20,7 +22,15 @@ import type { RawTransaction } from "../sources/source.js";
 import { type ReadEvent, readEvent } from "./event-reader.js";
 import type { EventPayload } from "./payload.js";
 
-export type TransactionOutcome = "indexed" | "no_events" | "failed" | "foreign" | "malformed" | "unknown_event" | "truncated";
+export type TransactionOutcome =
+  | "indexed"
+  | "no_events"
+  | "failed"
+  | "foreign"
+  | "malformed"
+  | "unknown_event"
+  | "truncated"
+  | "unresolved";
 
 export interface DecodedEvent {
   readonly signature: string;
@@ -134,6 +144,10 @@ export function decodeRawTransaction(tx: RawTransaction, programId: PublicKey = 
     if (tx.err !== null && tx.err !== undefined) {
       return outcome(tx, "failed", JSON.stringify(tx.err), []);
     }
+    // Without every looked-up key, an index may point past (or at the wrong) key: neither the
+    // program nor its event authority can be told apart, so "no events" would be a guess.
+    const unresolved = tx.unresolvedKeys ?? 0;
+    if (unresolved > 0) return outcome(tx, "unresolved", `${unresolved} account key(s) from address lookup tables not reported`, []);
     const { id, authority } = keysOf(programId);
     const programIndex = tx.accountKeys.indexOf(id);
     if (programIndex < 0) return outcome(tx, "foreign", null, []);

@@ -13,7 +13,16 @@ import {
   type VersionedTransactionResponse,
 } from "@solana/web3.js";
 import bs58 from "bs58";
-import type { ChainSource, Commitment, RawInstruction, RawTokenBalance, RawTransaction, SlotRange, SourceUpdate } from "./source.js";
+import {
+  type ChainSource,
+  type Commitment,
+  type RawInstruction,
+  type RawTokenBalance,
+  type RawTransaction,
+  type SlotRange,
+  type SourceUpdate,
+  unresolvedKeyCount,
+} from "./source.js";
 
 export interface RpcSourceOptions {
   readonly rpcUrl: string;
@@ -31,6 +40,9 @@ export const SIGNATURE_PAGE_LIMIT = 1_000;
 export const MAX_SIGNATURE_PAGES = 100_000;
 const DEFAULT_POLL_MS = 200;
 const DEFAULT_FETCH_CONCURRENCY = 8;
+/** Reads of a transaction whose looked-up keys the node did not report, before giving up. */
+const UNRESOLVED_ATTEMPTS = 3;
+const UNRESOLVED_RETRY_MS = 100;
 
 function tokenBalances(list: readonly TokenBalance[] | null | undefined): RawTokenBalance[] {
   return (list ?? []).map((b) => ({
@@ -56,6 +68,8 @@ export function toRawTransaction(
     ...(loaded?.writable ?? []).map((k) => k.toBase58()),
     ...(loaded?.readonly ?? []).map((k) => k.toBase58()),
   ];
+  const looked = message.addressTableLookups.reduce((n, l) => n + l.writableIndexes.length + l.readonlyIndexes.length, 0);
+  const loadedCount = (loaded?.writable.length ?? 0) + (loaded?.readonly.length ?? 0);
   const instructions: RawInstruction[] = message.compiledInstructions.map((ix) => ({
     programIdIndex: ix.programIdIndex,
     accounts: [...ix.accountKeyIndexes],
@@ -79,6 +93,7 @@ export function toRawTransaction(
     commitment,
     err: tx.meta === null ? "no meta" : tx.meta.err,
     accountKeys,
+    unresolvedKeys: unresolvedKeyCount(looked, loadedCount),
     instructions,
     innerInstructions,
     logs: tx.meta?.logMessages ?? null,
@@ -104,13 +119,22 @@ export class RpcSource implements ChainSource {
     this.name = options.name ?? `rpc:${options.rpcUrl}`;
   }
 
-  /** One transaction by signature (settlement lookups); null when the node does not have it. */
+  /**
+   * One transaction by signature; null when the node does not have it. An answer whose lookups
+   * did not resolve (no `loadedAddresses`) is asked again a few times, then handed over as it is
+   * (the decoder marks it `unresolved` rather than reading it without its keys).
+   */
   async transaction(signature: string): Promise<RawTransaction | null> {
-    const tx = await this.connection.getTransaction(signature, {
-      commitment: this.commitment,
-      maxSupportedTransactionVersion: 0,
-    });
-    return tx === null ? null : toRawTransaction(tx, this.commitment);
+    for (let attempt = 1; ; attempt += 1) {
+      const tx = await this.connection.getTransaction(signature, {
+        commitment: this.commitment,
+        maxSupportedTransactionVersion: 0,
+      });
+      if (tx === null) return null;
+      const raw = toRawTransaction(tx, this.commitment);
+      if ((raw.unresolvedKeys ?? 0) === 0 || attempt >= UNRESOLVED_ATTEMPTS) return raw;
+      await delay(UNRESOLVED_RETRY_MS * attempt);
+    }
   }
 
   async currentSlot(commitment: Commitment = this.commitment): Promise<bigint> {

@@ -38,6 +38,12 @@ export interface RawTransaction {
   readonly err: unknown;
   /** Static keys, then loaded writable, then loaded readonly (address lookup tables). */
   readonly accountKeys: readonly string[];
+  /**
+   * How many keys the message's address-table lookups name that the source did not report as
+   * loaded (a node answering without `loadedAddresses`): instructions may then point at keys
+   * missing from `accountKeys`, so the transaction cannot be decoded. Absent or 0: all resolved.
+   */
+  readonly unresolvedKeys?: number;
   readonly instructions: readonly RawInstruction[];
   /** Inner instructions grouped by the top-level instruction index that produced them. */
   readonly innerInstructions: readonly { readonly index: number; readonly instructions: readonly RawInstruction[] }[];
@@ -45,6 +51,14 @@ export interface RawTransaction {
   readonly logs: readonly string[] | null;
   readonly preTokenBalances: readonly RawTokenBalance[];
   readonly postTokenBalances: readonly RawTokenBalance[];
+}
+
+/**
+ * The `unresolvedKeys` of a transaction: the lookups name `looked` keys and the source reported
+ * `loaded`. A count that differs either way leaves the indexes of `accountKeys` unknown.
+ */
+export function unresolvedKeyCount(looked: number, loaded: number): number {
+  return looked === loaded ? 0 : Math.max(1, looked - loaded);
 }
 
 export type SlotStatus = "confirmed" | "finalized" | "dead";

@@ -35,6 +35,7 @@ import {
   type SlotStatus as RawSlotStatus,
   type SlotUpdate,
   type SourceUpdate,
+  unresolvedKeyCount,
 } from "./source.js";
 
 // The package runs as ESM (its `exports` map has an `import` entry, whose default export is the
@@ -96,6 +97,9 @@ export function normalizeTransaction(info: SubscribeUpdateTransactionInfo, slot:
   const accountKeys = [...message.accountKeys, ...(meta?.loadedWritableAddresses ?? []), ...(meta?.loadedReadonlyAddresses ?? [])].map(
     (key) => bs58.encode(key),
   );
+  // The meta carries what the lookups resolved to, as getTransaction's `loadedAddresses` does.
+  const looked = (message.addressTableLookups ?? []).reduce((n, l) => n + l.writableIndexes.length + l.readonlyIndexes.length, 0);
+  const loaded = (meta?.loadedWritableAddresses?.length ?? 0) + (meta?.loadedReadonlyAddresses?.length ?? 0);
   const instructions: RawInstruction[] = message.instructions.map((ix) => ({
     programIdIndex: ix.programIdIndex,
     accounts: Array.from(ix.accounts),
@@ -110,6 +114,7 @@ export function normalizeTransaction(info: SubscribeUpdateTransactionInfo, slot:
     commitment: "confirmed",
     err: decodeTransactionError(meta?.err),
     accountKeys,
+    unresolvedKeys: unresolvedKeyCount(looked, loaded),
     instructions,
     innerInstructions: (meta?.innerInstructions ?? []).map((group) => ({
       index: group.index,

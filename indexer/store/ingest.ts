@@ -2,7 +2,8 @@
  * Idempotent batch ingest: the transactions a source yielded, their events, the settlement
  * transfers they name, every projection and the checkpoint, in ONE Postgres transaction. Events
  * are keyed by their place in the chain (ON CONFLICT DO NOTHING), and projections are fed only
- * the events this call inserted (INSERT ... RETURNING), so re-ingesting anything changes nothing.
+ * the events this call inserted (INSERT ... RETURNING), so re-ingesting anything changes nothing,
+ * except a transaction seen `unresolved`: read again with its keys, its row and events come in.
  */
 import type pg from "pg";
 import { withTransaction } from "../db/database.js";
@@ -52,7 +53,10 @@ export const MAX_BATCH_TRANSACTIONS = 5_000;
 
 async function insertSeen(client: pg.ClientBase, transactions: readonly DecodedTransaction[]): Promise<number> {
   if (transactions.length === 0) return 0;
-  const rows = transactions.map((t) => ({
+  // One row per signature (an upsert may not touch a row twice); a transaction once `unresolved`
+  // is replaced when it is read again with its keys, any other outcome is final.
+  const latest = new Map(transactions.map((t) => [t.signature, t]));
+  const rows = [...latest.values()].map((t) => ({
     signature: t.signature,
     slot: t.slot.toString(),
     outcome: t.outcome,
@@ -62,7 +66,9 @@ async function insertSeen(client: pg.ClientBase, transactions: readonly DecodedT
   const result = await client.query(
     `INSERT INTO chain_transactions_seen (signature, slot, outcome, event_count, detail)
      SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(signature text, slot bigint, outcome text, event_count int, detail text)
-     ON CONFLICT (signature) DO NOTHING`,
+     ON CONFLICT (signature) DO UPDATE
+       SET slot = excluded.slot, outcome = excluded.outcome, event_count = excluded.event_count, detail = excluded.detail, seen_at = now()
+       WHERE chain_transactions_seen.outcome = 'unresolved'`,
     [JSON.stringify(rows)],
   );
   return result.rowCount ?? 0;

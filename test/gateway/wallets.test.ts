@@ -3,11 +3,14 @@
  * treasury, balances read from the chain, withdrawals and their refusals.
  */
 import {
+  ACCOUNT_SIZE,
   createAssociatedTokenAccountIdempotentInstruction,
+  createInitializeAccount3Instruction,
   createTransferCheckedInstruction,
   getAssociatedTokenAddressSync,
+  TOKEN_PROGRAM_ID,
 } from "@solana/spl-token";
-import { Keypair, Transaction } from "@solana/web3.js";
+import { Keypair, PublicKey, SystemProgram, sendAndConfirmTransaction, Transaction } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAccount } from "../../api/shared/keys.js";
 import {
@@ -175,6 +178,46 @@ describe("agent wallets", () => {
     const replay = await wallets.withdraw("w-out", destination.toBase58(), 2n * USDC + 1n, { clientReference: "out-1" });
     expect(replay).toEqual({ ...done, replayed: true });
     expect(await tokenBalanceUnits(ledger, destination)).toBe(2n * USDC + 1n);
+  });
+
+  it("tokens in another token account the wallet owns count in its balance, and a withdrawal moves them", async () => {
+    const { address } = await createAgentWallet(db.pool, keystore, { accountId, agentId: "w-stray" });
+    await wallets.fund("w-stray", USDC);
+    // Someone else creates a second token account owned by the wallet (no owner signature needed)
+    // and sends tokens there, where only the associated account used to be read.
+    const owner = new PublicKey(address);
+    const stray = Keypair.generate();
+    const { authority, mint, decimals } = ledger;
+    const treasury = localnet.keypairs.treasury;
+    const space = ACCOUNT_SIZE;
+    const rent = await ledger.connection.getMinimumBalanceForRentExemption(space);
+    const setup = new Transaction().add(
+      SystemProgram.createAccount({
+        fromPubkey: authority.publicKey,
+        newAccountPubkey: stray.publicKey,
+        lamports: rent,
+        space,
+        programId: TOKEN_PROGRAM_ID,
+      }),
+      createInitializeAccount3Instruction(stray.publicKey, mint, owner),
+      createTransferCheckedInstruction(localnet.info.treasuryToken, mint, stray.publicKey, treasury.publicKey, 2n * USDC, decimals),
+    );
+    await sendAndConfirmTransaction(ledger.connection, setup, [authority, stray, treasury], { commitment: "confirmed" });
+    expect(await tokenBalanceUnits(ledger, owner)).toBe(USDC);
+    expect(await wallets.balance("w-stray")).toBe(3n * USDC);
+    expect((await wallets.wallet("w-stray")).balanceUnits).toBe(3n * USDC);
+
+    // More than the associated account holds: the withdrawal empties the other account into it first.
+    const destination = Keypair.generate().publicKey;
+    const done = await wallets.withdraw("w-stray", destination.toBase58(), 2n * USDC + 500_000n);
+    expect(done.status).toBe("confirmed");
+    expect(await tokenBalanceUnits(ledger, destination)).toBe(2n * USDC + 500_000n);
+    expect(await wallets.balance("w-stray")).toBe(500_000n);
+    expect(await tokenBalanceUnits(ledger, owner)).toBe(500_000n);
+    expect((await ledger.connection.getTokenAccountBalance(stray.publicKey, "confirmed")).value.amount).toBe("0");
+    const more = await wallets.withdraw("w-stray", destination.toBase58(), 500_001n).catch((e: unknown) => e);
+    expect(more).toBeInstanceOf(InsufficientFundsError);
+    expect((more as InsufficientFundsError).currentBalanceUnits).toBe(500_000n);
   });
 
   it("withdrawing more than the balance is InsufficientFundsError with the balance, and nothing moves", async () => {

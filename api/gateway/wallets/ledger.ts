@@ -92,7 +92,41 @@ export function parseAddress(text: string, what = "address"): PublicKey {
   return key;
 }
 
-/** Settlement-mint balance of `owner`'s associated token account; 0 when it has none. */
+/** One token account of the settlement mint that a wallet owns. */
+export interface WalletTokenAccount {
+  readonly address: PublicKey;
+  readonly units: bigint;
+  /** The owner's associated token account: where payments are sent from and refunds go to. */
+  readonly associated: boolean;
+}
+
+/**
+ * Every token account of the settlement mint whose owner is `owner` (`getTokenAccountsByOwner`,
+ * `confirmed`): its associated one and any other, which anyone may create for it without its
+ * signature and fill. Sorted associated first, then by amount, largest first.
+ */
+export async function walletTokenAccounts(ledger: SettlementLedger, owner: PublicKey): Promise<WalletTokenAccount[]> {
+  const associated = getAssociatedTokenAddressSync(ledger.mint, owner, true);
+  const { value } = await ledger.connection.getTokenAccountsByOwner(owner, { mint: ledger.mint }, COMMITMENT);
+  const accounts = value.map(({ pubkey, account }) => ({
+    address: pubkey,
+    units: unpackAccount(pubkey, account, account.owner).amount,
+    associated: pubkey.equals(associated),
+  }));
+  return accounts.sort((a, b) =>
+    a.associated !== b.associated ? (a.associated ? -1 : 1) : a.units > b.units ? -1 : a.units < b.units ? 1 : 0,
+  );
+}
+
+/** What `owner` holds of the settlement mint: the sum over all its token accounts (0 with none). */
+export async function heldBalanceUnits(ledger: SettlementLedger, owner: PublicKey): Promise<bigint> {
+  return (await walletTokenAccounts(ledger, owner)).reduce((sum, account) => sum + account.units, 0n);
+}
+
+/**
+ * Settlement-mint balance of `owner`'s associated token account (what a payment's transfer can
+ * spend); 0 when it has none.
+ */
 export async function tokenBalanceUnits(ledger: SettlementLedger, owner: PublicKey): Promise<bigint> {
   const tokenAccount = getAssociatedTokenAddressSync(ledger.mint, owner, true);
   const info = await ledger.connection.getAccountInfo(tokenAccount, COMMITMENT);

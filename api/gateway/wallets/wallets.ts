@@ -40,12 +40,16 @@ import {
   type SettlementLedger,
   signTransaction,
   submit,
-  tokenBalanceUnits,
+  type WalletTokenAccount,
   walletOperationMemo,
+  walletTokenAccounts,
+  heldBalanceUnits,
 } from "./ledger.js";
 
 const U64_MAX = (1n << 64n) - 1n;
 const RECONCILE_BATCH = 100;
+/** Other token accounts a withdrawal empties into the associated one at most (a transaction's size). */
+export const MAX_SWEPT_ACCOUNTS = 6;
 const CLIENT_REFERENCE_SHAPE = /^[A-Za-z0-9_:.-]{1,128}$/;
 
 export interface NewAgentWallet {
@@ -225,15 +229,19 @@ export class AgentWallets {
     );
   }
 
-  /** Settlement-mint balance of the agent's wallet, from the chain (`confirmed`). */
+  /**
+   * Settlement-mint balance of the agent's wallet, from the chain (`confirmed`): every token
+   * account of the mint it owns, not only the associated one, so tokens sent to another account
+   * of the wallet are counted (and a withdrawal can move them).
+   */
   async balance(agentId: string): Promise<bigint> {
-    return tokenBalanceUnits(this.deps.ledger, await this.address(agentId));
+    return heldBalanceUnits(this.deps.ledger, await this.address(agentId));
   }
 
-  /** Spec 2.4 Wallet, with the balance in base units. */
+  /** Spec 2.4 Wallet, with the balance in base units (as `balance`). */
   async wallet(agentId: string): Promise<{ agentId: string; address: string; balanceUnits: bigint; network: string }> {
     const address = await this.address(agentId);
-    const balanceUnits = await tokenBalanceUnits(this.deps.ledger, address);
+    const balanceUnits = await heldBalanceUnits(this.deps.ledger, address);
     return { agentId, address: address.toBase58(), balanceUnits, network: this.deps.ledger.network };
   }
 
@@ -316,8 +324,12 @@ export class AgentWallets {
     const replay = await this.#replay(agentId, "withdraw", units, destination.toBase58(), options.clientReference);
     if (replay !== null) return replay;
 
-    const balanceUnits = await tokenBalanceUnits(this.deps.ledger, keypair.publicKey);
-    if (units > balanceUnits) throw new InsufficientFundsError(agentId, units, balanceUnits);
+    // What the withdrawal can move: the associated account, topped up from the wallet's other
+    // accounts of the mint (largest first) when it alone does not hold enough.
+    const held = await walletTokenAccounts(this.deps.ledger, keypair.publicKey);
+    const sweep = sweepFor(held, units);
+    const spendable = spendableUnits(held, sweep);
+    if (units > spendable) throw new InsufficientFundsError(agentId, units, spendable);
 
     // The id before the row: it is signed into the transaction, and the row is written once, with
     // the signature (an id lost to a crash or a reference conflict is a harmless gap).
@@ -325,7 +337,7 @@ export class AgentWallets {
       "SELECT nextval(pg_get_serial_sequence('wallet_operations', 'id'))::text AS id",
     );
     const id = allocated.rows[0]!.id;
-    const transaction = withdrawalTransaction(this.deps.ledger, keypair.publicKey, destination, units, id);
+    const transaction = withdrawalTransaction(this.deps.ledger, keypair.publicKey, destination, units, id, sweep);
     const signed = signTransaction(this.deps.ledger, transaction, await recentBlockhash(this.deps.ledger), [keypair]);
     const inserted = await this.deps.pool.query<{ id: string }>(
       `INSERT INTO wallet_operations
@@ -358,7 +370,7 @@ export class AgentWallets {
     const reason = result.status === "rejected" ? (result.error as Error).message : result.reason;
     await this.#finish(id, "failed", reason, signed.signature);
     // A concurrent payment may have spent the funds between the check and the send.
-    const nowUnits = await tokenBalanceUnits(this.deps.ledger, keypair.publicKey);
+    const nowUnits = await heldBalanceUnits(this.deps.ledger, keypair.publicKey);
     if (units > nowUnits) throw new InsufficientFundsError(agentId, units, nowUnits);
     throw new PaymentError(`withdrawal failed: ${reason}`, { signature: signed.signature });
   }
@@ -488,13 +500,44 @@ export function withdrawalTransaction(
   destination: PublicKey,
   units: bigint,
   operationId: string,
+  sweep: readonly WalletTokenAccount[] = [],
 ): Transaction {
   const { mint, decimals, authority } = ledger;
   const source = getAssociatedTokenAddressSync(mint, owner, true);
   const target = getAssociatedTokenAddressSync(mint, destination, true);
-  return new Transaction().add(
+  const transaction = new Transaction();
+  if (sweep.length > 0) transaction.add(createAssociatedTokenAccountIdempotentInstruction(authority.publicKey, source, owner, mint));
+  for (const account of sweep) {
+    transaction.add(createTransferCheckedInstruction(account.address, mint, source, owner, account.units, decimals));
+  }
+  return transaction.add(
     createAssociatedTokenAccountIdempotentInstruction(authority.publicKey, target, destination, mint),
     createTransferCheckedInstruction(source, mint, target, owner, units, decimals),
     walletOperationMemo(operationId),
   );
+}
+
+/**
+ * The wallet's other token accounts a withdrawal of `units` empties into its associated one
+ * first: none when the associated account holds enough, else the largest, up to
+ * `MAX_SWEPT_ACCOUNTS`, until the sum covers `units`.
+ */
+export function sweepFor(held: readonly WalletTokenAccount[], units: bigint): WalletTokenAccount[] {
+  let covered = held.find((account) => account.associated)?.units ?? 0n;
+  const sweep: WalletTokenAccount[] = [];
+  const others = held
+    .filter((account) => !account.associated && account.units > 0n)
+    .sort((a, b) => (a.units > b.units ? -1 : a.units < b.units ? 1 : 0));
+  for (const account of others) {
+    if (covered >= units || sweep.length >= MAX_SWEPT_ACCOUNTS) break;
+    sweep.push(account);
+    covered += account.units;
+  }
+  return sweep;
+}
+
+/** What a withdrawal sweeping `sweep` can send: the associated account's units plus the swept. */
+function spendableUnits(held: readonly WalletTokenAccount[], sweep: readonly WalletTokenAccount[]): bigint {
+  const associated = held.find((account) => account.associated)?.units ?? 0n;
+  return sweep.reduce((sum, account) => sum + account.units, associated);
 }

@@ -136,14 +136,18 @@ export async function channelsByAddresses(pool: pg.Pool, accountId: string, addr
   return addresses.map((address) => byAddress.get(address) ?? null);
 }
 
-/** The channel a settlement transaction paid, for Transaction.channel (null when none is visible). */
-export async function channelAddressesBySettlementTx(pool: pg.Pool, txHashes: readonly string[]): Promise<(string | null)[]> {
-  const { rows } = await pool.query<{ tx_hash: string; channel: string }>(
-    "SELECT DISTINCT tx_hash, channel FROM channel_settlements WHERE tx_hash = ANY($1::text[])",
-    [[...txHashes]],
+/**
+ * The channel each payment was settled from, by the payment's event (`channel_payments.event_id`),
+ * for Transaction.channel; null for a payment no settlement carried. Keyed by event, not by
+ * transaction: one transaction may settle several channels, of several agents or accounts.
+ */
+export async function channelAddressesByPaymentEvent(pool: pg.Pool, eventIds: readonly string[]): Promise<(string | null)[]> {
+  const { rows } = await pool.query<{ event_id: string; channel: string }>(
+    "SELECT event_id::text, channel FROM channel_payments WHERE event_id = ANY($1::bigint[])",
+    [[...eventIds]],
   );
-  const byTx = new Map(rows.map((row) => [row.tx_hash, row.channel]));
-  return txHashes.map((hash) => byTx.get(hash) ?? null);
+  const byEvent = new Map(rows.map((row) => [row.event_id, row.channel]));
+  return eventIds.map((id) => byEvent.get(id) ?? null);
 }
 
 export interface SettlementRow {

@@ -168,14 +168,14 @@ export async function channel(_: unknown, args: { address: string }, context: Ap
   return row === null ? null : toChannel(row, context.now);
 }
 
-/** Transaction.channel: the channel a settlement transaction paid, when the account sees it. */
+/** Transaction.channel: the channel this payment was settled from, when the account sees it. */
 export async function transactionChannel(
-  parent: { txHash: string | null },
+  parent: { eventId: string | null },
   _args: unknown,
   context: ApiContext,
 ): Promise<ChannelObject | null> {
-  if (parent.txHash === null) return null;
-  const address = await context.loaders.channelAddressBySettlementTx.load(parent.txHash);
+  if (parent.eventId === null) return null;
+  const address = await context.loaders.channelAddressByPaymentEvent.load(parent.eventId);
   if (address === null) return null;
   const row = await context.loaders.channelByAddress.load(address);
   return row === null ? null : toChannel(row, context.now);

@@ -20,6 +20,8 @@ export async function requireAgent(context: ApiContext, argument: string, agentI
 export interface TransactionObject {
   readonly id: string;
   readonly txHash: string | null;
+  /** The payment's event in the store (`transactions.event_id`); null for a rejection. Not in the schema. */
+  readonly eventId: string | null;
   readonly agentId: string;
   readonly protocol: string | null;
   readonly rail: string | null;
@@ -47,6 +49,7 @@ export function toTransaction(row: PaymentRow): TransactionObject {
   return {
     id: row.kind === 0 ? row.tx_hash! : `rejection:${row.id}`,
     txHash: row.tx_hash,
+    eventId: row.kind === 0 ? row.id : null,
     agentId: row.agent_id,
     protocol: row.protocol,
     rail: row.rail,

@@ -23,7 +23,9 @@ function apiContext(context: RouteContext) {
 }
 
 function transactionJson(tx: TransactionObject): Record<string, unknown> {
-  return { ...tx, amountPaid: usdcJson(BigInt(tx.amountPaidUnits)) };
+  // The store's event id is internal: not part of the answer.
+  const { eventId: _eventId, ...fields } = tx;
+  return { ...fields, amountPaid: usdcJson(BigInt(tx.amountPaidUnits)) };
 }
 
 function oneOf<T extends string>(value: string | null, field: string, allowed: readonly T[]): T | null {

@@ -75,4 +75,6 @@ pub enum LedgerError {
     ChannelNotExpired,
     #[msg("account does not belong to this channel")]
     ChannelAccountMismatch,
+    #[msg("a refund goes only to the payer's associated token account for the channel's mint")]
+    RefundNotToPayerAssociatedAccount,
 }

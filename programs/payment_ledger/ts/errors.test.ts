@@ -33,9 +33,10 @@ describe("program errors", () => {
     expect(ledgerErrorCode("WithdrawDelayNotElapsed")).toBe(6032);
     expect(ledgerErrorCode("ChannelNotExpired")).toBe(6033);
     expect(ledgerErrorCode("ChannelAccountMismatch")).toBe(6034);
-    expect(LEDGER_ERRORS.size).toBe(35);
+    expect(ledgerErrorCode("RefundNotToPayerAssociatedAccount")).toBe(6035);
+    expect(LEDGER_ERRORS.size).toBe(36);
     const codes = [...LEDGER_ERRORS.keys()].sort((a, b) => a - b);
-    expect(codes).toEqual(Array.from({ length: 35 }, (_, i) => 6000 + i));
+    expect(codes).toEqual(Array.from({ length: 36 }, (_, i) => 6000 + i));
   });
 
   it("an unknown error name is a programming error", () => {

@@ -533,7 +533,10 @@ interface FinishInput {
   readonly channel: ChannelAccounts;
   /** The channel's rent payer (the service authority that opened it). */
   readonly rentPayer: PublicKey;
-  /** The payer's token account receiving the refund (its associated account unless given). */
+  /**
+   * The account receiving the refund: the payer's associated token account unless given. The
+   * program refuses any other (`RefundNotToPayerAssociatedAccount`).
+   */
   readonly payerToken?: PublicKey;
 }
 

@@ -5,6 +5,9 @@
 
 use anchor_lang::solana_program::pubkey::Pubkey;
 use litesvm::{types::TransactionMetadata, LiteSVM};
+use solana_address_lookup_table_interface::state::AddressLookupTable;
+use solana_message::VersionedMessage;
+use solana_slot_hashes::SlotHashes;
 use sha2::{Digest, Sha256};
 use solana_account::Account;
 use solana_transaction::versioned::VersionedTransaction;
@@ -24,7 +27,11 @@ pub struct TokenBalance {
 #[derive(Debug, Clone)]
 pub struct ExecutedTx {
     pub transaction: VersionedTransaction,
+    /// Every key the instructions index into: the message's static keys, then the addresses
+    /// loaded from lookup tables (writable, then read-only), the order the runtime uses.
     pub account_keys: Vec<Pubkey>,
+    /// The addresses a v0 message's lookups resolved to when it was loaded (empty for legacy).
+    pub loaded: LoadedKeys,
     pub slot: u64,
     pub block_time: i64,
     /// `Err` for a transaction that was included (fee charged) but failed.
@@ -34,6 +41,41 @@ pub struct ExecutedTx {
     pub post_balances: Vec<u64>,
     pub pre_token_balances: Vec<TokenBalance>,
     pub post_token_balances: Vec<TokenBalance>,
+}
+
+/// Addresses loaded from address lookup tables, as `getTransaction` reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadedKeys {
+    pub writable: Vec<Pubkey>,
+    pub readonly: Vec<Pubkey>,
+}
+
+impl LoadedKeys {
+    pub fn is_empty(&self) -> bool {
+        self.writable.is_empty() && self.readonly.is_empty()
+    }
+}
+
+/// Resolves a message's lookups against the lookup tables as they are now, the way the runtime
+/// loads them before executing (active tables only, at the clock's slot). None when a lookup
+/// cannot be resolved: the runtime then refuses the transaction before running it.
+pub fn loaded_keys(svm: &LiteSVM, message: &VersionedMessage) -> Option<LoadedKeys> {
+    let mut loaded = LoadedKeys::default();
+    let Some(lookups) = message.address_table_lookups() else {
+        return Some(loaded);
+    };
+    let slot = svm.get_sysvar::<solana_clock::Clock>().slot;
+    let slot_hashes = svm.get_sysvar::<SlotHashes>();
+    for lookup in lookups {
+        let table_account = svm.get_account(&lookup.account_key)?;
+        if table_account.owner != solana_address_lookup_table_interface::program::ID {
+            return None;
+        }
+        let table = AddressLookupTable::deserialize(&table_account.data).ok()?;
+        loaded.writable.extend(table.lookup(slot, &lookup.writable_indexes, &slot_hashes).ok()?);
+        loaded.readonly.extend(table.lookup(slot, &lookup.readonly_indexes, &slot_hashes).ok()?);
+    }
+    Some(loaded)
 }
 
 impl ExecutedTx {

@@ -162,7 +162,16 @@ impl Ledger {
     /// success, and on failures that still charge the fee (an instruction error), as a
     /// validator would put them in a block.
     pub fn execute(&mut self, transaction: VersionedTransaction) -> TxResult {
-        let account_keys = transaction.message.static_account_keys().to_vec();
+        // A lookup that does not resolve makes the runtime refuse the transaction unrecorded.
+        let loaded = history::loaded_keys(&self.svm, &transaction.message).unwrap_or_default();
+        let account_keys: Vec<Pubkey> = transaction
+            .message
+            .static_account_keys()
+            .iter()
+            .chain(&loaded.writable)
+            .chain(&loaded.readonly)
+            .copied()
+            .collect();
         let (pre_balances, pre_token_balances) = history::balances(&self.svm, &account_keys);
         let clock = self.svm.get_sysvar::<solana_clock::Clock>();
         let result = self.svm.send_transaction(transaction.clone());
@@ -175,6 +184,7 @@ impl Ledger {
         self.history.push(ExecutedTx {
             transaction,
             account_keys: account_keys.clone(),
+            loaded,
             slot: clock.slot,
             block_time: clock.unix_timestamp,
             status,

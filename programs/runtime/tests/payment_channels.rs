@@ -712,6 +712,79 @@ fn the_payer_gets_the_remainder_only_after_the_withdraw_delay_and_the_payee_may_
     world.assert_conserved();
 }
 
+/// A token account of `owner` in `mint` that is not its associated one, created and paid by
+/// `creator` without `owner`'s signature (the SPL Token program needs none).
+fn second_token_account(world: &mut World, creator: &Keypair, owner: &Pubkey) -> Pubkey {
+    use anchor_lang::solana_program::program_pack::Pack;
+    let account = Keypair::new();
+    let space = spl_token_interface::state::Account::LEN;
+    let lamports = world.ledger.svm.minimum_balance_for_rent_exemption(space);
+    let create = solana_system_interface::instruction::create_account(
+        &creator.pubkey(),
+        &account.pubkey(),
+        lamports,
+        space as u64,
+        &spl_token_interface::ID,
+    );
+    let init = spl_token_interface::instruction::initialize_account3(&spl_token_interface::ID, &account.pubkey(), &world.setup.mint, owner)
+        .unwrap();
+    world.send(&[create, init], &[creator, &account]).expect("a second token account of the payer");
+    account.pubkey()
+}
+
+/// `ix` (a refund or force close) with its refund destination replaced.
+fn refunding_to(mut ix: Instruction, destination: Pubkey) -> Instruction {
+    // FinishChannel: signer, config, channel, escrow, mint, payer_token, ...
+    ix.accounts[5].pubkey = destination;
+    ix
+}
+
+#[test]
+fn a_refund_goes_only_to_the_payers_associated_token_account() {
+    let mut world = World::with_channel(2 * USDC);
+    world.charges(&[1_000]);
+    let service = world.service.insecure_clone();
+    let agent = world.agent.insecure_clone();
+    let authority = world.setup.authority.pubkey();
+    let stray = second_token_account(&mut world, &service, &agent.pubkey());
+    world.send(&[close_channel_ix(&service.pubkey(), &world.keys, None, None)], &[&service]).expect("the payee asks to close");
+
+    // The payee refunds to a token account the payer owns but no wallet reads.
+    let before = world.snapshot();
+    let ix = refunding_to(refund_channel_ix(&service.pubkey(), &world.keys, &authority), stray);
+    let result = world.send(&[ix], &[&service]);
+    world.assert_refused(result, code(LedgerError::RefundNotToPayerAssociatedAccount), &before);
+    assert_eq!(world.ledger.token_balance(&stray), Some(0));
+
+    // The payer's own refund after the delay is held to the same destination.
+    world.advance(WITHDRAW_DELAY);
+    let ix = refunding_to(refund_channel_ix(&agent.pubkey(), &world.keys, &authority), stray);
+    let result = world.send(&[ix], &[&agent]);
+    world.assert_refused(result, code(LedgerError::RefundNotToPayerAssociatedAccount), &before);
+
+    let executed = world.send(&[refund_channel_ix(&service.pubkey(), &world.keys, &authority)], &[&service]).expect("refund to the ATA");
+    assert_eq!(executed.events::<ChannelClosed>()[0].refunded, 2 * USDC);
+    assert_eq!(world.agent_balance(), AGENT_FUNDS);
+    assert_eq!(world.ledger.token_balance(&stray), Some(0));
+    world.assert_conserved();
+}
+
+#[test]
+fn a_force_close_refunds_only_to_the_payers_associated_token_account() {
+    let mut world = World::with_channel(USDC);
+    let agent = world.agent.insecure_clone();
+    let authority = world.setup.authority.pubkey();
+    let stray = second_token_account(&mut world, &agent, &agent.pubkey());
+    world.advance(2 * HOUR);
+    let before = world.snapshot();
+    let ix = refunding_to(force_close_channel_ix(&agent.pubkey(), &world.keys, &authority), stray);
+    let result = world.send(&[ix], &[&agent]);
+    world.assert_refused(result, code(LedgerError::RefundNotToPayerAssociatedAccount), &before);
+    world.send(&[force_close_channel_ix(&agent.pubkey(), &world.keys, &authority)], &[&agent]).expect("force close to the ATA");
+    assert_eq!(world.agent_balance(), AGENT_FUNDS);
+    world.assert_conserved();
+}
+
 #[test]
 fn nobody_but_the_parties_may_close_or_refund_a_channel() {
     let mut world = World::with_channel(USDC);

@@ -25,6 +25,9 @@ use crate::wal::{self, WalWriter};
 pub const MAX_BLOCKHASH_AGE: u64 = 150;
 /// Slots after which a confirmed slot counts as finalized (Tower BFT's lockout depth).
 pub const FINALITY_DEPTH: u64 = 32;
+/// SPL token account and mint sizes (Token-2022 accounts with extensions are longer).
+const TOKEN_ACCOUNT_LEN: usize = 165;
+const MINT_LEN: usize = 82;
 /// Largest `limit` of `getSignaturesForAddress`, as on a validator.
 pub const MAX_SIGNATURES_LIMIT: usize = 1_000;
 
@@ -295,11 +298,23 @@ impl Chain {
         });
     }
 
+    /// Sets the Clock to the open slot and SlotHashes to the newest closed slots (at most 512,
+    /// newest first), as a bank does when it opens a slot: the Address Lookup Table program
+    /// derives a table's address from a recent slot found there, and a table's freshly extended
+    /// addresses become usable once their slot is past.
     fn set_clock(&mut self) {
         let mut clock = self.ledger.svm.get_sysvar::<solana_clock::Clock>();
         clock.slot = self.slot;
         clock.unix_timestamp = self.slot_unix_timestamp;
         self.ledger.svm.set_sysvar(&clock);
+        let recent: Vec<(u64, Hash)> = self
+            .blocks
+            .values()
+            .rev()
+            .take(solana_slot_hashes::MAX_ENTRIES)
+            .map(|block| (block.slot, block.blockhash))
+            .collect();
+        self.ledger.svm.set_sysvar(&solana_slot_hashes::SlotHashes::new(&recent));
     }
 
     /// Runs `tx` against the current state without keeping anything, after the checks a bank
@@ -422,6 +437,31 @@ impl Chain {
             .take(limit)
             .map(|&i| &self.ledger.history[i])
             .collect()
+    }
+
+    /// Every SPL Token or Token-2022 account whose owner field is `owner`, by address. A scan of
+    /// the accounts (a validator keeps a secondary index; a local ledger holds few accounts).
+    pub fn token_accounts_of(&self, owner: &Pubkey) -> Vec<(Pubkey, solana_account::Account)> {
+        use solana_account::ReadableAccount;
+        let token_programs = [spl_token_interface::ID, Pubkey::from_str_const("TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb")];
+        let mut found: Vec<(Pubkey, solana_account::Account)> = self
+            .ledger
+            .svm
+            .accounts_db()
+            .inner
+            .iter()
+            .filter(|(_, account)| {
+                token_programs.contains(account.owner())
+                    && account.data().len() >= TOKEN_ACCOUNT_LEN
+                    && account.data().len() != MINT_LEN
+                    // Token-2022 with extensions: the account-type byte after the base layout says account (2), not mint (1).
+                    && account.data().get(TOKEN_ACCOUNT_LEN).is_none_or(|kind| *kind == 2)
+                    && account.data().get(32..64) == Some(owner.as_ref())
+            })
+            .map(|(address, account)| (*address, solana_account::Account::from(account.clone())))
+            .collect();
+        found.sort_by_key(|(address, _)| *address);
+        found
     }
 
     pub fn transaction_count(&self) -> usize {
@@ -659,6 +699,50 @@ mod tests {
         assert_eq!(page(2, None, None), vec![sent[4], sent[3]]);
         assert_eq!(page(2, Some(&sent[3]), None), vec![sent[2], sent[1]]);
         assert_eq!(page(10, None, Some(&sent[1])), vec![sent[4], sent[3], sent[2]]);
+    }
+
+    /// A lookup table made by the Address Lookup Table program, holding `addresses`, usable
+    /// from the next slot on.
+    fn lookup_table(chain: &mut Chain, authority: &Keypair, addresses: Vec<Pubkey>) -> Pubkey {
+        use solana_address_lookup_table_interface::instruction::{create_lookup_table, extend_lookup_table};
+        chain.tick();
+        let recent_slot = chain.slot() - 1;
+        let (create, table) = create_lookup_table(authority.pubkey(), authority.pubkey(), recent_slot);
+        let extend = extend_lookup_table(table, authority.pubkey(), Some(authority.pubkey()), addresses);
+        let blockhash = chain.latest_blockhash().0;
+        let tx = Transaction::new(&[authority], Message::new_with_blockhash(&[create, extend], Some(&authority.pubkey()), &blockhash), blockhash);
+        let signature = chain.submit(tx.into(), true).expect("the table is created from a slot in SlotHashes");
+        assert!(chain.transaction(&signature).unwrap().status.is_ok());
+        chain.tick();
+        table
+    }
+
+    #[test]
+    fn addresses_loaded_from_a_lookup_table_are_reported_and_indexed() {
+        use solana_address_lookup_table_interface::state::AddressLookupTable;
+        use solana_message::{v0, AddressLookupTableAccount, VersionedMessage};
+        let mut chain = chain();
+        let payer = funded(&mut chain);
+        let (hidden, read_only) = (Pubkey::new_unique(), Pubkey::new_unique());
+        let table = lookup_table(&mut chain, &payer, vec![hidden, read_only]);
+        let account = chain.ledger.svm.get_account(&table).unwrap();
+        let addresses = AddressLookupTable::deserialize(&account.data).unwrap().addresses.to_vec();
+        let mut ix = anchor_lang::solana_program::system_instruction::transfer(&payer.pubkey(), &hidden, 5_000_000);
+        ix.accounts.push(anchor_lang::solana_program::instruction::AccountMeta::new_readonly(read_only, false));
+        let blockhash = chain.latest_blockhash().0;
+        let message = v0::Message::try_compile(&payer.pubkey(), &[ix], &[AddressLookupTableAccount { key: table, addresses }], blockhash).unwrap();
+        assert_eq!(message.account_keys.len(), 2, "only the payer and the program are static");
+        let tx = VersionedTransaction::try_new(VersionedMessage::V0(message), &[&payer]).unwrap();
+        let signature = chain.submit(tx, true).expect("lands");
+        let executed = chain.transaction(&signature).unwrap();
+        assert_eq!(executed.status, Ok(()));
+        assert_eq!(executed.loaded.writable, vec![hidden]);
+        assert_eq!(executed.loaded.readonly, vec![read_only]);
+        let system = anchor_lang::solana_program::system_program::ID;
+        assert_eq!(executed.account_keys, vec![payer.pubkey(), system, hidden, read_only]);
+        assert_eq!(executed.post_balances[2], 5_000_000, "balances cover looked-up accounts");
+        let found: Vec<Signature> = chain.signatures_for(&hidden, 10, None, None).iter().map(|t| t.transaction.signatures[0]).collect();
+        assert_eq!(found, vec![signature], "a looked-up address has the transaction in its history");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use anchor_lang::solana_program::pubkey::Pubkey;
 use base64::{engine::general_purpose::STANDARD as BASE64, Engine};
-use ledger_runtime::history::{ExecutedTx, TokenBalance};
+use ledger_runtime::history::{ExecutedTx, LoadedKeys, TokenBalance};
 use serde_json::{json, Value};
 use solana_account::Account;
 use solana_message::{inner_instruction::InnerInstructionsList, VersionedMessage};
@@ -201,9 +201,15 @@ pub fn meta(executed: &ExecutedTx, encoding: TxEncoding) -> Value {
     });
     // `jsonParsed` shows looked-up addresses among the account keys instead.
     if !parsed {
-        meta["loadedAddresses"] = json!({ "writable": [], "readonly": [] });
+        meta["loadedAddresses"] = loaded_addresses(&executed.loaded);
     }
     meta
+}
+
+/// `loadedAddresses`: what a v0 message's lookups resolved to, writable then read-only.
+pub fn loaded_addresses(loaded: &LoadedKeys) -> Value {
+    let text = |keys: &[Pubkey]| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+    json!({ "writable": text(&loaded.writable), "readonly": text(&loaded.readonly) })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -222,7 +228,7 @@ pub fn transaction(executed: &ExecutedTx, encoding: TxEncoding) -> Value {
         }),
         TxEncoding::JsonParsed => json!({
             "signatures": tx.signatures.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-            "message": parse::message(&tx.message),
+            "message": parse::message(&tx.message, &executed.loaded),
         }),
         TxEncoding::Base64 => json!([BASE64.encode(bincode::serialize(tx).unwrap_or_default()), "base64"]),
     };

@@ -20,9 +20,10 @@ use solana_system_interface::instruction::SystemInstruction;
 use spl_token_interface::instruction::{AuthorityType, TokenInstruction};
 
 use crate::encode::token_amount;
+use ledger_runtime::history::LoadedKeys;
 
 const SPL_TOKEN: Pubkey = Pubkey::from_str_const("TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA");
-const SPL_TOKEN_2022: Pubkey = Pubkey::from_str_const("TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb");
+pub const SPL_TOKEN_2022: Pubkey = Pubkey::from_str_const("TokenzQdBNbLqP5VEhdkAS6EPFLC1PHnBqCXEpPxuEb");
 const ASSOCIATED_TOKEN: Pubkey = Pubkey::from_str_const("ATokenGPvbdGVxr1b2hvZbsiqW5xWH25efTNsLJA8knL");
 const MEMO_V1: Pubkey = Pubkey::from_str_const("Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo");
 const MEMO_V3: Pubkey = Pubkey::from_str_const("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr");
@@ -37,11 +38,11 @@ const EXTENSION_IMMUTABLE_OWNER: u16 = 7;
 /// whatever the message header says.
 static RESERVED: LazyLock<ReservedAccountKeys> = LazyLock::new(ReservedAccountKeys::new_all_activated);
 
-/// A message as `jsonParsed`: account keys with their flags, parsed instructions and, for a
-/// versioned message, its lookups.
-pub fn message(message: &VersionedMessage) -> Value {
-    let keys = message.static_account_keys();
-    let account_keys: Vec<Value> = keys
+/// A message as `jsonParsed`: account keys with their flags (the static ones, then those
+/// `loaded` from lookup tables), parsed instructions and, for a versioned message, its lookups.
+pub fn message(message: &VersionedMessage, loaded: &LoadedKeys) -> Value {
+    let statics = message.static_account_keys();
+    let mut account_keys: Vec<Value> = statics
         .iter()
         .enumerate()
         .map(|(index, key)| {
@@ -53,7 +54,18 @@ pub fn message(message: &VersionedMessage) -> Value {
             })
         })
         .collect();
-    let instructions: Vec<Value> = message.instructions().iter().map(|ix| instruction(ix, keys, None)).collect();
+    for (keys, writable) in [(&loaded.writable, true), (&loaded.readonly, false)] {
+        for key in keys {
+            account_keys.push(json!({
+                "pubkey": key.to_string(),
+                "writable": writable && !RESERVED.is_reserved(key),
+                "signer": false,
+                "source": "lookupTable",
+            }));
+        }
+    }
+    let keys: Vec<Pubkey> = statics.iter().chain(&loaded.writable).chain(&loaded.readonly).copied().collect();
+    let instructions: Vec<Value> = message.instructions().iter().map(|ix| instruction(ix, &keys, None)).collect();
     let mut value = json!({
         "accountKeys": account_keys,
         "recentBlockhash": message.recent_blockhash().to_string(),
@@ -671,7 +683,7 @@ mod tests {
         );
         let blockhash = solana_hash::Hash::new_from_array([7; 32]);
         let message = VersionedMessage::V0(v0::Message::try_compile(&payer, &[ix], &[], blockhash).unwrap());
-        let parsed = super::message(&message);
+        let parsed = super::message(&message, &LoadedKeys::default());
         let flags: Vec<(String, bool, bool)> = parsed["accountKeys"]
             .as_array()
             .unwrap()

@@ -252,6 +252,32 @@ mod tests {
             tick(chain);
         }
         assert!(chain.transaction(&sent[5]).unwrap().status.is_err(), "payment 3 is above the balance: included, failed");
+
+        // A version 0 transfer whose destination is loaded from a lookup table made the slot before.
+        use solana_address_lookup_table_interface::{instruction as alt, state::AddressLookupTable};
+        let service_token = ledger_runtime::ledger::associated_token_address(&service.pubkey(), &setup.mint);
+        let (create, table) = alt::create_lookup_table(agent.pubkey(), agent.pubkey(), chain.slot() - 1);
+        let extend = alt::extend_lookup_table(table, agent.pubkey(), Some(agent.pubkey()), vec![service_token]);
+        sent.push(chain.submit(sign(chain, &[&agent], &[create, extend]), true).unwrap());
+        tick(chain);
+        let addresses = AddressLookupTable::deserialize(&chain.ledger.svm.get_account(&table).unwrap().data).unwrap().addresses.to_vec();
+        let pay = spl_token_interface::instruction::transfer_checked(
+            &spl_token_interface::ID,
+            &agent_token,
+            &setup.mint,
+            &service_token,
+            &agent.pubkey(),
+            &[],
+            1_000,
+            USDC_DECIMALS,
+        )
+        .unwrap();
+        let tables = [solana_message::AddressLookupTableAccount { key: table, addresses }];
+        let message = solana_message::v0::Message::try_compile(&agent.pubkey(), &[pay], &tables, chain.latest_blockhash().0).unwrap();
+        let v0 = VersionedTransaction::try_new(solana_message::VersionedMessage::V0(message), &[&agent]).unwrap();
+        sent.push(chain.submit(v0, true).unwrap());
+        assert_eq!(chain.transaction(sent.last().unwrap()).unwrap().loaded.writable, vec![service_token]);
+        tick(chain);
         sent
     }
 
@@ -273,7 +299,7 @@ mod tests {
             for tx in transactions {
                 touched.extend(tx.account_keys.iter().copied());
                 out += &format!(
-                    "  tx {} slot {} time {} status {:?} fee {} units {} logs {:?} balances {:?} {:?} tokens {:?} {:?}\n",
+                    "  tx {} slot {} time {} status {:?} fee {} units {} logs {:?} loaded {:?} balances {:?} {:?} tokens {:?} {:?}\n",
                     tx.transaction.signatures[0],
                     tx.slot,
                     tx.block_time,
@@ -281,6 +307,7 @@ mod tests {
                     tx.meta.fee,
                     tx.meta.compute_units_consumed,
                     tx.meta.logs,
+                    tx.loaded,
                     tx.pre_balances,
                     tx.post_balances,
                     tx.pre_token_balances,

@@ -150,6 +150,23 @@ pub async fn call(chain: &ChainHandle, method: &str, params: Value) -> RpcResult
             };
             Ok(with_context(slot, encode::token_amount(amount, decimals)))
         }
+        "getTokenAccountsByOwner" => {
+            let owner = params.pubkey(0)?;
+            let filter = token_account_filter(params.get(1)?)?;
+            let encoding = params.account_encoding(2)?;
+            let (slot, accounts) = chain
+                .call(move |c| {
+                    let found: Vec<Value> = c
+                        .token_accounts_of(&owner)
+                        .into_iter()
+                        .filter(|(_, account)| filter.matches(account))
+                        .map(|(address, _)| json!({ "pubkey": address.to_string(), "account": encoded_account(c, &address, encoding) }))
+                        .collect();
+                    (c.slot(), found)
+                })
+                .await;
+            Ok(with_context(slot, json!(accounts)))
+        }
         "requestAirdrop" => {
             let address = params.pubkey(0)?;
             let lamports = params.u64(1)?;
@@ -355,6 +372,40 @@ fn account_encoding(encoding: Option<&Value>) -> Result<AccountEncoding, RpcErro
     }
 }
 
+/// `getTokenAccountsByOwner`'s required filter: one mint, or one token program.
+enum TokenAccountFilter {
+    Mint(Pubkey),
+    Program(Pubkey),
+}
+
+impl TokenAccountFilter {
+    fn matches(&self, account: &solana_account::Account) -> bool {
+        match self {
+            TokenAccountFilter::Mint(mint) => account.data.get(0..32) == Some(mint.as_ref()),
+            TokenAccountFilter::Program(program) => account.owner == *program,
+        }
+    }
+}
+
+fn token_account_filter(value: &Value) -> Result<TokenAccountFilter, RpcError> {
+    let key = |text: &Value| {
+        text.as_str()
+            .and_then(|t| t.parse::<Pubkey>().ok())
+            .ok_or_else(|| RpcError::invalid_params("Invalid param: not a base58 public key"))
+    };
+    match (value.get("mint"), value.get("programId")) {
+        (Some(mint), None) => Ok(TokenAccountFilter::Mint(key(mint)?)),
+        (None, Some(program)) => {
+            let program = key(program)?;
+            if program != spl_token_interface::ID && program != parse::SPL_TOKEN_2022 {
+                return Err(RpcError::invalid_params("Invalid param: unrecognized Token program id"));
+            }
+            Ok(TokenAccountFilter::Program(program))
+        }
+        _ => Err(RpcError::invalid_params("Invalid param: expected one of mint or programId")),
+    }
+}
+
 /// An account as `getAccountInfo` shows it, null when it does not exist.
 fn encoded_account(chain: &Chain, address: &Pubkey, encoding: AccountEncoding) -> Value {
     chain.ledger.svm.get_account(address).map_or(Value::Null, |account| {
@@ -390,7 +441,10 @@ impl SimulateOptions {
             Some(accounts) => {
                 let encoding = account_encoding(accounts.get("encoding"))?;
                 let addresses = Params(vec![accounts.get("addresses").cloned().unwrap_or(Value::Null)]).pubkeys(0)?;
-                let limit = tx.message.static_account_keys().len();
+                let limit = tx.message.static_account_keys().len()
+                    + tx.message.address_table_lookups().map_or(0, |lookups| {
+                        lookups.iter().map(|l| l.writable_indexes.len() + l.readonly_indexes.len()).sum()
+                    });
                 if addresses.len() > limit {
                     return Err(RpcError::invalid_params(format!("Too many accounts provided; max {limit}")));
                 }
@@ -409,7 +463,9 @@ fn simulate(chain: &Chain, mut tx: VersionedTransaction, options: SimulateOption
         tx.message.set_recent_blockhash(hash);
         replacement = json!({ "blockhash": hash.to_string(), "lastValidBlockHeight": last_valid });
     }
-    let keys = tx.message.static_account_keys().to_vec();
+    let loaded = ledger_runtime::history::loaded_keys(&chain.ledger.svm, &tx.message).unwrap_or_default();
+    let keys: Vec<Pubkey> =
+        tx.message.static_account_keys().iter().chain(&loaded.writable).chain(&loaded.readonly).copied().collect();
     let (pre_balances, pre_tokens) = ledger_runtime::history::balances(&chain.ledger.svm, &keys);
     let (err, meta, post_accounts) = match chain.simulate(&tx, options.sig_verify) {
         Ok(info) => (None, info.meta, Some(info.post_accounts)),
@@ -430,7 +486,7 @@ fn simulate(chain: &Chain, mut tx: VersionedTransaction, options: SimulateOption
         "postBalances": null,
         "preTokenBalances": null,
         "postTokenBalances": null,
-        "loadedAddresses": { "writable": [], "readonly": [] },
+        "loadedAddresses": encode::loaded_addresses(&loaded),
     });
     if options.inner_instructions && executed {
         value["innerInstructions"] = encode::inner_instructions(&meta.inner_instructions, &keys, true);
@@ -830,6 +886,23 @@ mod tests {
         assert_eq!(mint["value"][0]["data"]["parsed"]["info"]["decimals"], 6);
         let wallet = local.call("getAccountInfo", json!([local.sponsor.pubkey().to_string(), { "encoding": "jsonParsed" }])).await.unwrap();
         assert_eq!(wallet["value"]["data"], json!(["", "base64"]));
+    }
+
+    #[tokio::test]
+    async fn token_accounts_by_owner_lists_every_account_of_the_owner_by_mint_or_program() {
+        let local = local();
+        let owner = local.agent.pubkey().to_string();
+        let by_mint = local.call("getTokenAccountsByOwner", json!([owner, { "mint": local.mint.to_string() }, { "encoding": "jsonParsed" }])).await.unwrap();
+        let listed = by_mint["value"].as_array().unwrap();
+        assert_eq!(listed.len(), 1, "the payee's account in the same mint is not the agent's");
+        assert_eq!(listed[0]["pubkey"], local.agent_token.to_string());
+        assert_eq!(listed[0]["account"]["data"]["parsed"]["info"]["tokenAmount"]["amount"], "1000000");
+        let by_program = local.call("getTokenAccountsByOwner", json!([owner, { "programId": spl_token_interface::ID.to_string() }])).await.unwrap();
+        assert_eq!(by_program["value"][0]["pubkey"], local.agent_token.to_string());
+        let other_mint = local.call("getTokenAccountsByOwner", json!([owner, { "mint": Pubkey::new_unique().to_string() }])).await.unwrap();
+        assert_eq!(other_mint["value"], json!([]));
+        let unfiltered = local.call("getTokenAccountsByOwner", json!([owner, {}])).await.unwrap_err();
+        assert_eq!(unfiltered.code, -32602);
     }
 
     #[tokio::test]

@@ -1,5 +1,8 @@
 use anchor_lang::prelude::*;
-use anchor_spl::token_interface::{Mint, TokenAccount, TokenInterface};
+use anchor_spl::{
+    associated_token::get_associated_token_address_with_program_id,
+    token_interface::{Mint, TokenAccount, TokenInterface},
+};
 
 use crate::{channel, errors::LedgerError, events::ChannelClosed, state::*};
 
@@ -23,7 +26,8 @@ pub struct FinishChannel<'info> {
     #[account(mut, seeds = [ESCROW_SEED, channel.key().as_ref()], bump = channel.escrow_bump)]
     pub escrow: InterfaceAccount<'info, TokenAccount>,
     pub mint: InterfaceAccount<'info, Mint>,
-    /// Receives the refund: a token account of the payer in the channel's mint.
+    /// Receives the refund: the payer's associated token account for the channel's mint (checked),
+    /// the account wallets read, so a refund cannot be stranded in another account of the payer.
     #[account(mut)]
     pub payer_token: InterfaceAccount<'info, TokenAccount>,
     /// CHECK: must be the channel's `rent_payer` (checked); receives the rent of channel and escrow.
@@ -69,6 +73,12 @@ pub fn handle_force_close_channel(ctx: Context<FinishChannel>) -> Result<()> {
 fn finish(ctx: Context<FinishChannel>, forced: bool) -> Result<()> {
     let clock = Clock::get()?;
     let accounts = &ctx.accounts;
+    let payer_ata = get_associated_token_address_with_program_id(
+        &accounts.channel.payer,
+        &accounts.channel.mint,
+        &accounts.token_program.key(),
+    );
+    require_keys_eq!(accounts.payer_token.key(), payer_ata, LedgerError::RefundNotToPayerAssociatedAccount);
     let refunded = channel::empty_escrow(
         &accounts.channel,
         &accounts.escrow,

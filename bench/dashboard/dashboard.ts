@@ -29,7 +29,7 @@ import { startSystem } from "../../scripts/system.js";
 import { launchBrowser } from "../../test/dashboard/support/browser.js";
 import { signIn } from "../../test/dashboard/support/page.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
-import { seedPayments } from "./seed.js";
+import { seedScale } from "./seed.js";
 
 const { values: flags } = parseArgs({
   options: {
@@ -85,7 +85,7 @@ async function run(): Promise<void> {
   const accountId = await createAccount(db.pool, "bench");
   const { apiKey } = await issueApiKey(db.pool, accountId);
   console.log(`seeding ${PAYMENTS.toLocaleString("en-US")} payments by ${AGENTS} agents through decode + ingestBatch…`);
-  const seeded = await seedPayments(db.pool, accountId, { payments: PAYMENTS, agents: AGENTS });
+  const seeded = await seedScale(db.pool, accountId, { payments: PAYMENTS, agents: AGENTS, longIds: 20, rejections: 2_000, budgets: 60 });
   console.log(`seeded in ${(seeded.ms / 1000).toFixed(1)} s`);
 
   // As npm start runs it (the indexer's default poll interval).

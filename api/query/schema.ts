@@ -135,8 +135,8 @@ export const typeDefs = /* GraphQL */ `
     failed: Int!
     "Deliveries pending after at least one failed attempt."
     retrying: Int!
+    "The error of the newest of them."
     lastError: String
-    lastFailureAt: String
   }
 
   type IndexerStatus {

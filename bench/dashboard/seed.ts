@@ -199,15 +199,20 @@ export async function seedScale(pool: pg.Pool, accountId: string, shape: SeedSha
       postTokenBalances: [],
     };
   };
+  // Batches are ingested in order, one at a time; the next batch is encoded and decoded while
+  // the database writes the previous one.
+  let writing: Promise<unknown> = Promise.resolve();
   for (let start = 0; start < shape.payments; start += BATCH) {
     const decoded = Array.from({ length: Math.min(BATCH, shape.payments - start) }, (_, k) => decodeRawTransaction(raw(start + k)));
     if (decoded.some((d) => d.outcome !== "indexed")) throw new Error("a seeded payment did not decode");
-    await ingestBatch(
+    await writing;
+    writing = ingestBatch(
       pool,
       { transactions: decoded, checkpoint: { source: "seed-scale", slot: decoded.at(-1)!.slot, blockhash: null } },
       { cluster: "devnet" },
     );
   }
+  await writing;
 
   // Rejections through the gateway's writer: every reason, on ordinary and long ids and endpoints.
   const rejections = shape.rejections ?? 0;
@@ -217,8 +222,8 @@ export async function seedScale(pool: pg.Pool, accountId: string, shape: SeedSha
         const n = start + k;
         const reasonCode = REASON_CODES[n % REASON_CODES.length]!;
         const endpoint = n % 7 === 0 ? LONG_ENDPOINT : endpoints[n % 10]!;
-        // A tenth in the last hour, the rest over the day before.
-        const ageMs = n % 10 === 0 ? 60_000 + ((n * 9_973) % 3_000_000) : 3_600_000 + ((n * 7_919_000) % 82_800_000);
+        // A tenth in the last hour (five in a row: every reason), the rest over the day before.
+        const ageMs = Math.floor(n / 5) % 10 === 0 ? 60_000 + ((n * 9_973) % 3_000_000) : 3_600_000 + ((n * 7_919_000) % 82_800_000);
         return recordRejection(pool, {
           agentId: internalAgentId(accountId, agents[(n * 13) % agents.length]!.id),
           amountUnits: 250_000n + BigInt(n),
@@ -257,9 +262,11 @@ export async function seedScale(pool: pg.Pool, accountId: string, shape: SeedSha
      events AS (
        INSERT INTO gateway_events (id, account_id, type, payload)
        SELECT 'evt_' || md5(random()::text || g::text), $1, 'policy.violation', '{}'::json FROM generate_series(1, 3) g RETURNING id)
-     INSERT INTO event_deliveries (event_id, channel, destination, endpoint_id, secret_ciphertext, status, attempts, last_status, last_error)
+     INSERT INTO event_deliveries (event_id, channel, destination, endpoint_id, secret_ciphertext, status, attempts, last_status, last_error,
+                                   next_attempt_at)
      SELECT e.id, 'webhook', 'https://hooks.example.com/apg', (SELECT id FROM endpoint), '\\x00',
-            CASE WHEN row_number() OVER () <= 2 THEN 'failed' ELSE 'pending' END, 8, 503, 'HTTP 503 from the receiver'
+            CASE WHEN row_number() OVER () <= 2 THEN 'failed' ELSE 'pending' END, 8, 503, 'HTTP 503 from the receiver',
+            now() + interval '6 hours'
      FROM events e`,
     [accountId],
   );

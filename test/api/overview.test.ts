@@ -103,7 +103,8 @@ describe("rejections", () => {
     const listed = await api.ok(keyA, '{ transactions(status: rejected, since: "1h", limit: 200) { nodes { rejectionCode endpoint } } }');
     const expected = new Map<string, number>();
     for (const node of listed.transactions.nodes) expected.set(node.rejectionCode, (expected.get(node.rejectionCode) ?? 0) + 1);
-    expect(listed.transactions.nodes.length).toBe(12);
+    expect(listed.transactions.nodes.length).toBe(15);
+    expect(expected.size).toBe(5);
     expect(new Map(rejectionCounts.map((r: { reasonCode: string; count: number }) => [r.reasonCode, r.count]))).toEqual(expected);
     const byReason = await api.ok(keyA, '{ transactions(reason: "domain_blocked", limit: 200) { nodes { status rejectionCode } } }');
     expect(byReason.transactions.nodes.length).toBe(24);

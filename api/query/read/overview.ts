@@ -118,34 +118,33 @@ export interface WebhookFailures {
   readonly failed: number;
   /** Deliveries still pending after at least one failed attempt. */
   readonly retrying: number;
+  /** The error of the newest such delivery. */
   readonly lastError: string | null;
-  readonly lastFailureAt: Date | null;
 }
 
 /** The account's webhook deliveries that failed (given up) or are being retried, since `since`. */
 export async function webhookFailures(pool: pg.Pool, accountId: string, since: Date): Promise<WebhookFailures> {
-  const { rows } = await pool.query<{ failed: string; retrying: string; last_error: string | null; last_at: Date | null }>(
+  const { rows } = await pool.query<{ failed: string; retrying: string; last_error: string | null }>(
     `WITH bad AS (
-       SELECT d.status, d.last_error, coalesce(d.next_attempt_at, d.created_at) AS at
+       SELECT d.id, d.status, d.last_error
        FROM event_deliveries d JOIN gateway_events g ON g.id = d.event_id
        WHERE g.account_id = $1 AND d.channel = 'webhook' AND d.created_at >= $2
          AND (d.status = 'failed' OR (d.status = 'pending' AND d.attempts > 0 AND d.last_error IS NOT NULL)))
      SELECT count(*) FILTER (WHERE status = 'failed')::text AS failed,
             count(*) FILTER (WHERE status = 'pending')::text AS retrying,
-            (SELECT last_error FROM bad ORDER BY at DESC LIMIT 1) AS last_error,
-            max(at) AS last_at
+            (SELECT last_error FROM bad ORDER BY id DESC LIMIT 1) AS last_error
      FROM bad`,
     [accountId, since],
   );
   const row = rows[0]!;
-  return { failed: Number(row.failed), retrying: Number(row.retrying), lastError: row.last_error, lastFailureAt: row.last_at };
+  return { failed: Number(row.failed), retrying: Number(row.retrying), lastError: row.last_error };
 }
 
-/** The indexer's most recently advanced checkpoint, and the newest payment time it has stored. */
+/** The indexer's most recently advanced checkpoint, and the block time of the newest payment it has stored. */
 export async function indexerCheckpoint(pool: pg.Pool): Promise<{ slot: string; updated_at: Date; latest_block_time: Date | null } | null> {
   const { rows } = await pool.query<{ slot: string; updated_at: Date; latest_block_time: Date | null }>(
     `SELECT c.slot::text AS slot, c.updated_at,
-            (SELECT max(t."timestamp") FROM transactions t WHERE t.slot <= c.slot) AS latest_block_time
+            (SELECT max(t."timestamp") FROM transactions t) AS latest_block_time
      FROM checkpoints c ORDER BY c.updated_at DESC LIMIT 1`,
   );
   return rows[0] ?? null;

@@ -100,7 +100,6 @@ export async function webhookHealth(_: unknown, args: { since?: string | null },
     failed: result.failed,
     retrying: result.retrying,
     lastError: result.lastError,
-    lastFailureAt: result.lastFailureAt?.toISOString() ?? null,
   };
 }
 

@@ -3,7 +3,8 @@
  * shows a list's state (error with retry, loading before the first answer, empty, or the list).
  */
 import type { CombinedError } from "@urql/core";
-import type { ReactNode } from "react";
+import { type ReactNode, useEffect } from "react";
+import { markOnce } from "../perf";
 
 export function Loading({ what }: { what: string }): ReactNode {
   return (
@@ -70,6 +71,10 @@ export function TableState({
   retry?: (() => void) | undefined;
   children: ReactNode;
 }): ReactNode {
+  // The bench's "first rows drawn" moment of every list (dashboard/src/perf.ts).
+  useEffect(() => {
+    if (loaded) markOnce(`apg:loaded:${what}`);
+  }, [loaded, what]);
   return (
     <>
       {error !== undefined && error !== null ? <ErrorBox error={error} retry={retry} /> : null}

@@ -490,7 +490,7 @@ export interface OverviewData {
   readonly yesterday: DaySpend;
   readonly budgetUse: BudgetUseData["budgetUse"];
   readonly rejectionCounts: { reasonCode: string; count: number }[];
-  readonly webhookHealth: { since: string; failed: number; retrying: number; lastError: string | null; lastFailureAt: string | null };
+  readonly webhookHealth: { since: string; failed: number; retrying: number; lastError: string | null };
   readonly indexerStatus: { slot: string; checkpointAt: string; secondsSinceCheckpoint: number; latestPaymentAt: string | null } | null;
 }
 
@@ -509,7 +509,7 @@ export const OVERVIEW = `
       totalCount warningCount exhaustedCount
     }
     rejectionCounts(since: "1h") { reasonCode count }
-    webhookHealth(since: "24h") { since failed retrying lastError lastFailureAt }
+    webhookHealth(since: "24h") { since failed retrying lastError }
     indexerStatus { slot checkpointAt secondsSinceCheckpoint latestPaymentAt }
   }`;
 

@@ -7,6 +7,7 @@
  */
 import { type ReactNode, useEffect, useState } from "react";
 import { useQuery } from "urql";
+import { markOnce } from "../perf";
 import { AgentFilter } from "../components/filters";
 import { Link } from "../components/link";
 import { Empty, ErrorBox, Loading, TableState } from "../components/states";
@@ -152,6 +153,9 @@ export function ChannelsView({ params }: { params: URLSearchParams }): ReactNode
 function ChannelPage(props: { agentId: string | null; after: string | null; last: boolean; more: (cursor: string) => void }): ReactNode {
   const variables: ChannelsVariables = { agentId: props.agentId, first: PAGE, after: props.after };
   const [{ data, error, fetching }] = useQuery<ChannelsData, ChannelsVariables>({ query: CHANNELS, variables });
+  useEffect(() => {
+    if (data !== undefined) markOnce("apg:loaded:channels");
+  }, [data]);
   const nodes = data?.channels.nodes ?? [];
   const page = data?.channels.pageInfo;
   return (

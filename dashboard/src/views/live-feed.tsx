@@ -187,7 +187,8 @@ export function LiveFeedView({ params }: { params: URLSearchParams }): ReactNode
   const { state, connection, error } = useLiveFeed(agentId);
   useEffect(() => {
     if (connection === "live") markOnce("apg:feed-live");
-  }, [connection]);
+    if (state.rows.length > 0) markOnce("apg:feed-rows");
+  }, [connection, state.rows.length]);
   return (
     <section aria-labelledby="view-title">
       <div className="view-head">

@@ -28,13 +28,13 @@ export function dayRanges(now: Date): OverviewVariables {
   return { today: { from: iso(midnight), to: iso(to) }, yesterday: { from: iso(midnight - DAY_MS), to: iso(to - DAY_MS) } };
 }
 
-/** "+12 %", "−3 %", "new" or "same", comparing exact integers. */
+/** "+12.5 % vs yesterday by now", "−0.3 % …", "same …", comparing exact integers (tenths of a percent, toward zero). */
 function change(today: bigint, yesterday: bigint): string {
-  if (yesterday === 0n) return today === 0n ? "same as yesterday" : "none yesterday by now";
+  if (yesterday === 0n) return today === 0n ? "same as yesterday by now" : "none yesterday by now";
   const diff = today - yesterday;
-  const percent = (diff * 100n) / yesterday;
   if (diff === 0n) return "same as yesterday by now";
-  return `${diff > 0n ? "+" : "−"}${(percent < 0n ? -percent : percent).toString()} % vs yesterday by now`;
+  const tenths = ((diff < 0n ? -diff : diff) * 1000n) / yesterday;
+  return `${diff > 0n ? "+" : "−"}${tenths / 10n}.${tenths % 10n} % vs yesterday by now`;
 }
 
 function Card({
@@ -81,7 +81,11 @@ export function OverviewView(): ReactNode {
         emptyText=""
         retry={() => refetch({ requestPolicy: "network-only" })}
       >
-        {data === undefined ? null : <Cards data={data} />}
+        {data === undefined ? null : (
+          <div data-testid="overview" data-today={JSON.stringify(variables.today)} data-yesterday={JSON.stringify(variables.yesterday)}>
+            <Cards data={data} />
+          </div>
+        )}
       </TableState>
     </section>
   );
@@ -173,13 +177,7 @@ function Cards({ data }: { data: OverviewData }): ReactNode {
           in the last 24 h
           {webhooks.lastError !== null ? (
             <>
-              ; last: <span title={webhooks.lastError}>{webhooks.lastError}</span>
-              {webhooks.lastFailureAt !== null ? (
-                <>
-                  {" "}
-                  (<Time iso={webhooks.lastFailureAt} />)
-                </>
-              ) : null}
+              ; last error: <span title={webhooks.lastError}>{webhooks.lastError}</span>
             </>
           ) : null}
           . Endpoints and retries: GET /v1/webhooks.

@@ -74,7 +74,7 @@ export function BudgetMeter({
   return (
     <div className={`meter meter-${state}`}>
       <div className="meter-text">
-        <Amount value={used} /> of <Amount value={budget} unit /> ({percent} %)
+        <Amount value={used} /> of <Amount value={budget} unit /> used today ({percent} %)
         {state === "warning" ? (
           <strong className="badge badge-warning" data-testid="budget-warning">
             ⚠ over 80 %
@@ -129,7 +129,7 @@ function Rejections({ agentId, reason, domain }: { agentId: string | null; reaso
               <col className="w-time" />
               <col className="w-agent" />
               <col className="w-reason" />
-              <col className="w-terms" />
+              <col className="w-terms opt" />
               <col />
             </colgroup>
             <thead>
@@ -137,7 +137,9 @@ function Rejections({ agentId, reason, domain }: { agentId: string | null; reaso
                 <th scope="col">Time</th>
                 <th scope="col">Agent</th>
                 <th scope="col">Reason</th>
-                <th scope="col">Requested vs limit</th>
+                <th scope="col" className="opt">
+                  Requested vs limit
+                </th>
                 <th scope="col">Endpoint</th>
               </tr>
             </thead>
@@ -155,7 +157,7 @@ function Rejections({ agentId, reason, domain }: { agentId: string | null; reaso
                       {REASONS[tx.rejectionCode ?? ""] ?? tx.rejectionCode}
                     </span>
                   </td>
-                  <td>
+                  <td className="opt">
                     <Terms tx={tx} />
                   </td>
                   <td>
@@ -215,8 +217,8 @@ function BudgetUseTable({ state, order }: { state: BudgetStateName | null; order
             <colgroup>
               <col className="w-agent-wide" />
               <col />
-              <col className="w-state" />
-              <col className="w-time" />
+              <col className="w-state opt" />
+              <col className="w-time opt" />
             </colgroup>
             <thead>
               <tr>
@@ -231,8 +233,12 @@ function BudgetUseTable({ state, order }: { state: BudgetStateName | null; order
                     Used today {order === "use" ? "▼ (highest first)" : "(sort by use)"}
                   </button>
                 </th>
-                <th scope="col">State</th>
-                <th scope="col">Resets</th>
+                <th scope="col" className="opt">
+                  State
+                </th>
+                <th scope="col" className="opt">
+                  Resets
+                </th>
               </tr>
             </thead>
             <tbody>
@@ -252,8 +258,10 @@ function BudgetUseTable({ state, order }: { state: BudgetStateName | null; order
                       state={row.budgetState}
                     />
                   </td>
-                  <td>{row.budgetState}</td>
-                  <td>{row.windowResetsAt === null ? <span className="muted">—</span> : <Time iso={row.windowResetsAt} />}</td>
+                  <td className="opt">{row.budgetState}</td>
+                  <td className="opt">
+                    {row.windowResetsAt === null ? <span className="muted">—</span> : <Time iso={row.windowResetsAt} />}
+                  </td>
                 </tr>
               ))}
             </tbody>

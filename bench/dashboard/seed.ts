@@ -231,7 +231,10 @@ export async function seedScale(pool: pg.Pool, accountId: string, shape: SeedSha
           domain: endpoint.slice(0, endpoint.indexOf("/")),
           protocol: reasonCode.startsWith("domain") ? null : "x402",
           reasonCode,
-          reason: `${reasonCode}: requested 0.25 USDC, limit is 0.10 USDC`,
+          reason:
+            reasonCode === "rate_limit_exceeded"
+              ? `${reasonCode}: requested 61 calls/1h, limit is 60 calls/1h`
+              : `${reasonCode}: requested 0.25 USDC, limit is 0.10 USDC`,
           at: new Date(Date.now() - ageMs),
         });
       }),

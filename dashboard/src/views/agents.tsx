@@ -7,7 +7,7 @@ import { useQuery } from "urql";
 import { Link } from "../components/link";
 import { TextFilter } from "../components/filters";
 import { Pager } from "../components/pager";
-import { Empty, ErrorBox, Loading, TableState } from "../components/states";
+import { TableState } from "../components/states";
 import { Truncated } from "../components/truncated";
 import { AgentLink, Amount, Time } from "../components/values";
 import { AGENT_LIST, AGENT_PAGE, type AgentListData, type AgentListVariables, type WalletData } from "../graphql/queries";

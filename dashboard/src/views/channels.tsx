@@ -10,7 +10,7 @@ import { useQuery } from "urql";
 import { markOnce } from "../perf";
 import { AgentFilter } from "../components/filters";
 import { Link } from "../components/link";
-import { Empty, ErrorBox, Loading, TableState } from "../components/states";
+import { Empty, TableState } from "../components/states";
 import { Truncated } from "../components/truncated";
 import { AgentLink, Amount, ProtocolBadge, Time, TxHash } from "../components/values";
 import { subscribeLive } from "../graphql/client";
@@ -160,24 +160,19 @@ function ChannelPage(props: { agentId: string | null; after: string | null; last
   const page = data?.channels.pageInfo;
   return (
     <tbody>
-      {error !== undefined ? (
+      {error !== undefined || data == null || (nodes.length === 0 && props.after === null) ? (
         <tr>
           <td colSpan={9}>
-            <ErrorBox error={error} />
-          </td>
-        </tr>
-      ) : null}
-      {fetching && data == null ? (
-        <tr>
-          <td colSpan={9}>
-            <Loading what="channels" />
-          </td>
-        </tr>
-      ) : null}
-      {data != null && nodes.length === 0 && props.after === null ? (
-        <tr>
-          <td colSpan={9}>
-            <Empty>No payment channel yet.</Empty>
+            <TableState
+              what="channels"
+              error={error}
+              fetching={fetching}
+              loaded={data != null}
+              empty={nodes.length === 0}
+              emptyText="No payment channel yet."
+            >
+              {null}
+            </TableState>
           </td>
         </tr>
       ) : null}

@@ -14,7 +14,7 @@ import {
   WindowPicker,
   windowVariables,
 } from "../components/filters";
-import { Empty, ErrorBox, Loading, TableState } from "../components/states";
+import { Empty, TableState } from "../components/states";
 import { Amount } from "../components/values";
 import { type MetricsData, PROTOCOLS, type WindowVariables } from "../graphql/queries";
 import { percentOf, sumUnits, unitsToDecimal } from "../money";

@@ -11,7 +11,7 @@ import { AgentFilter } from "../components/filters";
 import { Link } from "../components/link";
 import { Truncated } from "../components/truncated";
 import { plural, Pager } from "../components/pager";
-import { Empty, ErrorBox, Loading, TableState } from "../components/states";
+import { TableState } from "../components/states";
 import { AgentLink, Amount, ProtocolBadge, shortHash, Time, TxHash } from "../components/values";
 import {
   INVOCATIONS,
@@ -100,9 +100,20 @@ function Run({ rootTxHash, current }: { rootTxHash: string; current: string | nu
     return [...byAgent.entries()].sort((a, b) => (a[1].units === b[1].units ? a[0].localeCompare(b[0]) : a[1].units > b[1].units ? -1 : 1));
   }, [tree]);
 
-  if (error !== undefined) return <ErrorBox error={error} />;
-  if (data == null) return fetching ? <Loading what="the run" /> : null;
-  if (tree === null || root === null) return <Empty>No run of this account starts at {shortHash(rootTxHash)}.</Empty>;
+  if (error !== undefined || data == null || tree === null || root === null) {
+    return (
+      <TableState
+        what="the run"
+        error={error}
+        fetching={fetching}
+        loaded={data != null}
+        empty
+        emptyText={`No run of this account starts at ${shortHash(rootTxHash)}.`}
+      >
+        {null}
+      </TableState>
+    );
+  }
   const budgets = invocations.data?.invocations ?? [];
   return (
     <>
@@ -238,10 +249,28 @@ function Run({ rootTxHash, current }: { rootTxHash: string; current: string | nu
 
 function RunOf({ txHash }: { txHash: string }): ReactNode {
   const [{ data, fetching, error }] = useQuery<RunRootData>({ query: RUN_ROOT, variables: { txHash } });
-  if (error !== undefined) return <ErrorBox error={error} />;
-  if (data == null) return fetching ? <Loading what="the run" /> : null;
+  if (error !== undefined || data == null) {
+    return (
+      <TableState what="the run" error={error} fetching={fetching} loaded={data != null} empty={false} emptyText="">
+        {null}
+      </TableState>
+    );
+  }
   const root = data.transaction?.runRootTxHash ?? null;
-  if (root === null) return <Empty>No payment of this account has the hash {shortHash(txHash)}.</Empty>;
+  if (root === null) {
+    return (
+      <TableState
+        what="the run"
+        error={undefined}
+        fetching={false}
+        loaded
+        empty
+        emptyText={`No payment of this account has the hash ${shortHash(txHash)}.`}
+      >
+        {null}
+      </TableState>
+    );
+  }
   return <Run rootTxHash={root} current={txHash} />;
 }
 
@@ -258,7 +287,7 @@ function OpenRun(): ReactNode {
     >
       <div className="field">
         <label htmlFor={id}>Transaction hash</label>
-        <input id={id} type="text" value={hash} onChange={(event) => setHash(event.target.value)} size={60} />
+        <input id={id} type="text" className="hash-input" value={hash} onChange={(event) => setHash(event.target.value)} />
       </div>
       <button type="submit">Open its run</button>
     </form>
@@ -288,7 +317,7 @@ function RunList({ agentId, order, offset }: { agentId: string | null; order: "r
           <table className="data" data-testid="runs-table">
             <caption className="visually-hidden">Runs, {order === "cost" ? "costliest" : "newest"} first</caption>
             <colgroup>
-              <col className="w-hash" />
+              <col className="w-runhash" />
               <col className="w-agent" />
               <col className="w-time opt" />
               <col className="w-amount" />

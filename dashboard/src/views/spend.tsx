@@ -9,7 +9,7 @@ import { Truncated } from "../components/truncated";
 import { useQuery } from "urql";
 import { type ChartSeries, TimeChart } from "../components/chart";
 import { AgentFilter, readResolution, useViewWindow, type ViewWindow, WindowPicker, windowVariables } from "../components/filters";
-import { Empty, ErrorBox, Loading, TableState } from "../components/states";
+import { Empty, TableState } from "../components/states";
 import { AgentLink, Amount, ProtocolBadge, Time } from "../components/values";
 import { type MetricsData, SPEND, type Share, type SpendSummaryData, type WindowVariables } from "../graphql/queries";
 import { markOnce } from "../perf";
@@ -27,7 +27,7 @@ function ShareTable({
   const shown = rows.slice(offset, offset + SHARE_PAGE);
   return (
     <div className="table-wrap">
-      <table className="data compact" data-testid={`spend-by-${head.toLowerCase()}`}>
+      <table className="data compact shares" data-testid={`spend-by-${head.toLowerCase()}`}>
         <colgroup>
           <col />
           <col className="w-amount" />

@@ -228,13 +228,20 @@ export function fitWindow(hourlyCounts: readonly { timestamp: string; count: num
   return { window: null, range: { from: new Date(from).toISOString(), to: new Date(to).toISOString() }, lengthMs: to - from, auto: true };
 }
 
-/** The view's window: the URL's, else fitted to the account's (or the agent's) activity; null while that is read. */
-export function useViewWindow(params: URLSearchParams, agentId: string | null): { window: ViewWindow | null; error: unknown } {
+/** The fitted window's widest case, shown while the activity is read (no second wait when it is the answer). */
+const AUTO_30D: ViewWindow = { window: "30d", range: null, lengthMs: WINDOW_MS["30d"]!, auto: true };
+
+/**
+ * The view's window: the URL's, else fitted to the account's (or the agent's) activity. While the
+ * activity is read, the view already reads the 30-day window: when the activity spans it (an
+ * account in use) that is the answer and nothing is read twice; otherwise the view narrows.
+ */
+export function useViewWindow(params: URLSearchParams, agentId: string | null): ViewWindow {
   const named = readWindow(params);
-  const [{ data, error }] = useQuery<ActivityData>({ query: ACTIVITY, variables: { agentId }, pause: named !== null });
+  const [{ data }] = useQuery<ActivityData>({ query: ACTIVITY, variables: { agentId }, pause: named !== null });
   const points = data?.metrics.metrics.tx_count ?? null;
   const fitted = useMemo(() => (points === null ? null : fitWindow(points, new Date())), [points]);
-  return { window: named ?? fitted, error };
+  return named ?? fitted ?? AUTO_30D;
 }
 
 /** Named windows as radio buttons, and "Custom" with two datetime inputs in the viewer's zone. */

@@ -21,17 +21,7 @@ import { percentOf, sumUnits, unitsToDecimal } from "../money";
 
 export function ProtocolsView({ params }: { params: URLSearchParams }): ReactNode {
   const agentId = params.get("agent");
-  const { window, error } = useViewWindow(params, agentId);
-  if (window === null) {
-    return (
-      <section aria-labelledby="view-title">
-        <h1 id="view-title">Protocols</h1>
-        <TableState what="the account's activity" error={error as Error | undefined} fetching loaded={false} empty={false} emptyText="">
-          {null}
-        </TableState>
-      </section>
-    );
-  }
+  const window = useViewWindow(params, agentId);
   return <ProtocolsViewIn params={params} agentId={agentId} window={window} />;
 }
 

@@ -80,17 +80,7 @@ const SHARE_PAGE = 10;
 
 export function SpendView({ params }: { params: URLSearchParams }): ReactNode {
   const agentId = params.get("agent");
-  const { window, error } = useViewWindow(params, agentId);
-  if (window === null) {
-    return (
-      <section aria-labelledby="view-title">
-        <h1 id="view-title">Spend</h1>
-        <TableState what="the account's activity" error={error as Error | undefined} fetching loaded={false} empty={false} emptyText="">
-          {null}
-        </TableState>
-      </section>
-    );
-  }
+  const window = useViewWindow(params, agentId);
   return <SpendViewIn params={params} agentId={agentId} window={window} />;
 }
 

@@ -62,6 +62,10 @@ const LIST_SIZES: Record<string, ListSize> = {
   "Query.channels": { argument: "first", fallback: CHANNELS_FIRST_DEFAULT, max: CHANNELS_FIRST_MAX },
   "Channel.charges": { argument: "first", fallback: CHARGES_FIRST_DEFAULT, max: CHARGES_FIRST_MAX },
   "Channel.settlements": { argument: "first", fallback: SETTLEMENTS_FIRST_DEFAULT, max: SETTLEMENTS_FIRST_MAX },
+  "Query.agentList": { argument: "first", fallback: 50, max: 100 },
+  "Query.budgetUse": { argument: "first", fallback: 50, max: 100 },
+  "Query.runs": { argument: "first", fallback: 50, max: 100 },
+  "Query.rejectionCounts": { fallback: 50, max: 50 },
 };
 
 /**

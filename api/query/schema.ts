@@ -40,6 +40,8 @@ export const typeDefs = /* GraphQL */ `
       since: String
       status: TransactionStatus
       after: String
+      "Only rejected payments with this spec 7 reason code (implies status rejected)."
+      reason: String
     ): TransactionConnection!
     "Payments whose payee is one of the account's agents, whoever paid (payers of the official x402 and MPP clients included), newest first. limit 1..200 (default 50)."
     receivedPayments(agentId: ID, limit: Int): [ReceivedPayment!]!
@@ -63,6 +65,112 @@ export const typeDefs = /* GraphQL */ `
     channels(agentId: ID, status: ChannelStatus, first: Int, after: String): ChannelConnection!
     "One channel by its address; null when its payer is not one of the account's agents."
     channel(address: String!): Channel
+    "A page of the account's agents by id (archived last, only with includeArchived), those whose id or name contains search (at most 128 characters). first 1..100 (default 50), offset 0..100000."
+    agentList(search: String, includeArchived: Boolean = false, first: Int, offset: Int): AgentConnection!
+    "Daily-budget use of the account's active agents that have a daily budget (as Query.policy reads it), with the number in each state. order use (default): highest share first. first 1..100 (default 50), offset 0..100000."
+    budgetUse(state: BudgetState, order: BudgetOrder, first: Int, offset: Int): BudgetUseConnection!
+    "The account's rejected payments since a window ago (default 1h, at most 366d), counted by reason code, most frequent first."
+    rejectionCounts(since: String): [RejectionCount!]!
+    "The account's webhook deliveries created since a window ago (default 24h) that failed for good or are being retried."
+    webhookHealth(since: String): WebhookHealth!
+    "How far the indexer has come; null before its first checkpoint."
+    indexerStatus: IndexerStatus
+    "Runs (spec 4.7): the account's top-level payments with payments invoked under them, each with its tree's totals. order recent (default) or cost. first 1..100 (default 50), offset 0..100000."
+    runs(agentId: ID, order: RunOrder, first: Int, offset: Int): RunConnection!
+  }
+
+  enum BudgetState {
+    open
+    warning
+    exhausted
+  }
+
+  enum BudgetOrder {
+    use
+    agent
+  }
+
+  enum RunOrder {
+    recent
+    cost
+  }
+
+  type AgentConnection {
+    nodes: [Agent!]!
+    "How many agents match (every page)."
+    totalCount: Int!
+  }
+
+  "One agent's daily-budget use now."
+  type BudgetUse {
+    agentId: ID!
+    dailyBudget: String!
+    dailyBudgetUnits: String!
+    usedToday: String!
+    usedTodayUnits: String!
+    "usedToday / dailyBudget in percent, rounded down to two decimals."
+    percent: String!
+    "open, warning (80 %) or exhausted (spec 3)."
+    budgetState: BudgetState!
+    windowResetsAt: String
+  }
+
+  type BudgetUseConnection {
+    nodes: [BudgetUse!]!
+    "Agents with a daily budget (every state)."
+    totalCount: Int!
+    warningCount: Int!
+    exhaustedCount: Int!
+  }
+
+  type RejectionCount {
+    "Spec 7 reason code, e.g. daily_budget_exceeded."
+    reasonCode: String!
+    count: Int!
+  }
+
+  type WebhookHealth {
+    since: String!
+    "Deliveries given up on after their last attempt."
+    failed: Int!
+    "Deliveries pending after at least one failed attempt."
+    retrying: Int!
+    "The error of the newest of them."
+    lastError: String
+  }
+
+  type IndexerStatus {
+    "The slot the indexer's most recent checkpoint reached."
+    slot: String!
+    "When that checkpoint was committed."
+    checkpointAt: String!
+    "Seconds from checkpointAt to now: how long since the indexer last committed."
+    secondsSinceCheckpoint: Int!
+    "Block time of the newest payment the indexer has stored."
+    latestPaymentAt: String
+  }
+
+  "A run: a top-level payment of the account and everything invoked under it (the account's payments)."
+  type Run {
+    rootTxHash: String!
+    "The agent that made the root payment."
+    agentId: ID!
+    timestamp: String!
+    "Total cost: every payment of the tree, the root's included."
+    total: String!
+    totalUnits: String!
+    paymentCount: Int!
+    agentCount: Int!
+    "Sum of the agents.invoke budgets opened in the run, and what they consumed; null without any."
+    budget: String
+    budgetUnits: String
+    budgetSpent: String
+    budgetSpentUnits: String
+  }
+
+  type RunConnection {
+    nodes: [Run!]!
+    totalCount: Int!
   }
 
   "opening / failed: the gateway's, before the chain has the channel; open, closing (close requested, refund pending), closed: as the chain recorded them."

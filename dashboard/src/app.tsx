@@ -9,6 +9,7 @@ import { AgentsView, AgentView } from "./views/agents";
 import { ChannelsView, ChannelView } from "./views/channels";
 import { LedgerView } from "./views/ledger";
 import { LiveFeedView } from "./views/live-feed";
+import { OverviewView } from "./views/overview";
 import { PoliciesView } from "./views/policies";
 import { ProtocolsView } from "./views/protocols";
 import { RunsView } from "./views/runs";
@@ -16,6 +17,7 @@ import { SignInView } from "./views/sign-in";
 import { SpendView } from "./views/spend";
 
 const NAV: readonly { view: Route["view"]; path: string; label: string }[] = [
+  { view: "overview", path: "overview", label: "Overview" },
   { view: "live", path: "live", label: "Live feed" },
   { view: "spend", path: "spend", label: "Spend" },
   { view: "protocols", path: "protocols", label: "Protocols" },
@@ -28,6 +30,8 @@ const NAV: readonly { view: Route["view"]; path: string; label: string }[] = [
 
 function View({ route, params }: { route: Route; params: URLSearchParams }): ReactNode {
   switch (route.view) {
+    case "overview":
+      return <OverviewView />;
     case "live":
       return <LiveFeedView params={params} />;
     case "spend":
@@ -39,13 +43,13 @@ function View({ route, params }: { route: Route; params: URLSearchParams }): Rea
     case "ledger":
       return <LedgerView params={params} />;
     case "runs":
-      return <RunsView txHash={route.txHash} agentId={params.get("agent")} />;
+      return <RunsView txHash={route.txHash} params={params} />;
     case "channels":
       return <ChannelsView params={params} />;
     case "channel":
       return <ChannelView address={route.address} />;
     case "agents":
-      return <AgentsView />;
+      return <AgentsView params={params} />;
     case "agent":
       return <AgentView agentId={route.agentId} />;
     case "not-found":
@@ -53,7 +57,7 @@ function View({ route, params }: { route: Route; params: URLSearchParams }): Rea
         <section aria-labelledby="view-title">
           <h1 id="view-title">Not found</h1>
           <p>
-            There is no such page. <Link to={href("live")}>Go to the live feed</Link>.
+            There is no such page. <Link to={href("overview")}>Go to the overview</Link>.
           </p>
         </section>
       );

@@ -8,6 +8,7 @@ import { useSyncExternalStore } from "react";
 export const BASE = "/dashboard";
 
 export type Route =
+  | { readonly view: "overview" }
   | { readonly view: "live" }
   | { readonly view: "spend" }
   | { readonly view: "protocols" }
@@ -24,7 +25,8 @@ export function parseRoute(pathname: string): Route {
   const path = pathname.startsWith(BASE) ? pathname.slice(BASE.length) : pathname;
   const parts = path.split("/").filter((part) => part !== "");
   const [first, second] = parts.map((part) => decodeURIComponent(part));
-  if (first === undefined || first === "live") return { view: "live" };
+  if (first === undefined || (first === "overview" && parts.length === 1)) return { view: "overview" };
+  if (first === "live" && parts.length === 1) return { view: "live" };
   if (
     parts.length === 1 &&
     (first === "spend" || first === "protocols" || first === "policies" || first === "ledger" || first === "agents" || first === "channels")

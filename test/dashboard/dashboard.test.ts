@@ -183,7 +183,6 @@ describe("live feed", () => {
     for (const paid of scenario.paid) expect(hashes).toContain(paid.txHash);
     expect(hashes).not.toContain(scenario.rivalTxHash);
     expect(await accessibilityViolations(page)).toEqual([]);
-    await screenshot(page, "live-feed");
   });
 
   it("resumes after a dropped connection and re-reads the payments it missed", async () => {
@@ -244,7 +243,6 @@ describe("spend", () => {
     expect(await accessibilityViolations(page)).toEqual([]);
     await open(page, scenario.dashboardUrl, "spend?window=1h");
     await page.locator("[data-testid=spend-chart][data-chart-drawn]").waitFor();
-    await screenshot(page, "spend");
   });
 
   it("shows nothing spent in a custom range before any payment, and one agent's spend alone", async () => {
@@ -280,7 +278,6 @@ describe("protocols", () => {
     expect(await accessibilityViolations(page)).toEqual([]);
     await open(page, scenario.dashboardUrl, "protocols?window=1h&resolution=1m");
     await page.locator("[data-testid=protocols-chart][data-chart-drawn]").waitFor();
-    await screenshot(page, "protocols");
   });
 });
 
@@ -320,13 +317,15 @@ describe("policies", () => {
     const limited = page.locator("[data-testid=policy-table] tr[data-agent=limited]");
     expect(await limited.getAttribute("data-budget-state")).toBe("exhausted");
     await expect(limited.getByTestId("budget-exhausted").isVisible()).resolves.toBe(true);
-    const text = (await limited.textContent())!;
-    expect(text).toContain("0.20 of 0.25 USDC used today (80.00 %)");
-    expect(text).toContain("only 127.0.0.1");
-    const chatty = page.locator("[data-testid=policy-table] tr[data-agent=chatty]");
-    expect(await chatty.textContent()).toContain("2 of 2 calls per 1h");
+    expect(await limited.textContent()).toContain("0.20 of 0.25 USDC used today (80.00 %)");
+    // The whole policy of one agent, with the agent chosen.
+    await open(page, scenario.dashboardUrl, "policies?agent=limited");
+    await page.getByTestId("agent-policy").waitFor();
+    expect(await page.getByTestId("agent-policy").textContent()).toContain("only 127.0.0.1");
+    await open(page, scenario.dashboardUrl, "policies?agent=chatty");
+    await page.getByTestId("agent-policy").waitFor();
+    expect(await page.getByTestId("agent-policy").textContent()).toContain("2 of 2 calls per 1h");
     expect(await accessibilityViolations(page)).toEqual([]);
-    await screenshot(page, "policies");
   });
 });
 
@@ -382,7 +381,6 @@ describe("ledger", () => {
     expect(await accessibilityViolations(page)).toEqual([]);
     await open(page, scenario.dashboardUrl, "ledger?size=25");
     await page.locator("[data-testid=ledger-row]").first().waitFor();
-    await screenshot(page, "ledger");
   });
 });
 
@@ -425,21 +423,32 @@ describe("runs", () => {
     expect(await budget("researcher")).toEqual(["0.45", "0.30", "0.15"]);
     expect(await budget("summarizer")).toEqual(["0.15", "0.10", "0.05"]);
     expect(await accessibilityViolations(page)).toEqual([]);
-    await screenshot(page, "runs");
   });
 
-  it("lists runs, and one agent's payments in runs, each opening its run", async () => {
+  it("lists runs with their cost, payments and agents, and the runs one agent started, each opening its run", async () => {
     await open(page, scenario.dashboardUrl, "runs");
-    await page.getByTestId("recent-runs").waitFor();
+    await page.getByTestId("runs-table").waitFor();
     const roots = await page
-      .getByTestId("recent-runs")
+      .getByTestId("runs-table")
       .getByRole("link")
       .evaluateAll((as) => as.map((a) => a.getAttribute("href")));
     expect(roots.filter((link) => link?.startsWith("/dashboard/runs/"))).toEqual([`/dashboard/runs/${scenario.run.rootTxHash}`]);
+    const tree = (
+      await scenario.graphql(`{ paymentTree(rootTxHash: "${scenario.run.rootTxHash}") { totals { amount transactionCount agentCount } } }`)
+    ).paymentTree as { totals: { amount: string; transactionCount: number; agentCount: number } };
+    const row = page.locator(`[data-testid=run-row][data-root="${scenario.run.rootTxHash}"]`);
+    expect(await amountOf(page, `[data-testid=run-row][data-root="${scenario.run.rootTxHash}"] [data-testid=run-cost]`)).toBe(
+      tree.totals.amount,
+    );
+    const cells = await row.locator("td").allTextContents();
+    expect(cells).toContain(String(tree.totals.transactionCount));
+    expect(cells).toContain(String(tree.totals.agentCount));
     await open(page, scenario.dashboardUrl, "runs?agent=summarizer");
-    await page.getByTestId("recent-runs").getByRole("link", { name: /…/ }).first().click();
+    await page.getByTestId("empty").waitFor();
+    await open(page, scenario.dashboardUrl, "runs?agent=orchestrator&sort=cost");
+    await page.getByTestId("runs-table").getByRole("link", { name: /…/ }).first().click();
     await page.getByTestId("run-tree").waitFor();
-    expect(await page.locator('[aria-current="true"]').getAttribute("data-tx-hash")).toBe(scenario.run.summarizerPaymentTxHash);
+    expect(await page.locator('[aria-current="true"]').getAttribute("data-tx-hash")).toBe(scenario.run.rootTxHash);
   });
 });
 
@@ -453,7 +462,6 @@ describe("agents", () => {
       expect(await amountOf(page, `[data-testid=agents-table] tr[data-agent="${agent.agentId}"]`)).toBe(agent.balance);
     }
     expect(await accessibilityViolations(page)).toEqual([]);
-    await screenshot(page, "agents");
     await page.getByRole("link", { name: "limited", exact: true }).first().click();
     await page.getByTestId("agent-facts").waitFor();
     const links = await page
@@ -474,7 +482,7 @@ describe("isolation", () => {
       ["spend?window=24h", "[data-testid=spend-chart][data-chart-drawn]"],
       ["policies", "[data-testid=rejection-row]"],
       ["agents", "[data-testid=agents-table]"],
-      ["runs", "[data-testid=recent-runs]"],
+      ["runs", "[data-testid=runs-table]"],
     ];
     for (const [path, drawn] of loaded) {
       await open(page, scenario.dashboardUrl, path);
@@ -605,11 +613,11 @@ describe("errors and keyboard", () => {
     await page.keyboard.press("Tab");
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content");
     const reached: string[] = [];
-    for (let i = 0; i < 8; i += 1) {
+    for (let i = 0; i < 9; i += 1) {
       await page.keyboard.press("Tab");
       reached.push((await page.evaluate(() => document.activeElement?.textContent)) ?? "");
     }
-    expect(reached).toEqual(["Live feed", "Spend", "Protocols", "Policies", "Ledger", "Runs", "Channels", "Agents"]);
+    expect(reached).toEqual(["Overview", "Live feed", "Spend", "Protocols", "Policies", "Ledger", "Runs", "Channels", "Agents"]);
     await page.keyboard.press("Enter");
     await page.waitForURL(/\/dashboard\/agents$/);
     await page.getByTestId("agents-table").waitFor();

@@ -19,6 +19,8 @@ export interface TransactionFilter {
   readonly domain?: string | undefined;
   readonly since?: Date | undefined;
   readonly status?: TransactionStatus | undefined;
+  /** Only rejections with this reason code (no chain payments). */
+  readonly reasonCode?: string | undefined;
   readonly after?: ListCursor | undefined;
   readonly limit: number;
 }
@@ -110,7 +112,7 @@ export async function listTransactions(pool: pg.Pool, filter: TransactionFilter)
   const limit = param(filter.limit + 1);
 
   const branches: string[] = [];
-  if (filter.status !== "rejected") {
+  if (filter.status !== "rejected" && filter.reasonCode === undefined) {
     const where = rowWhere(`t."timestamp"`, "t");
     if (filter.status !== undefined) where.push(`t.status = ${param(filter.status)}`);
     if (filter.domain !== undefined) where.push(domainMatch("e.domain"));
@@ -121,9 +123,12 @@ export async function listTransactions(pool: pg.Pool, filter: TransactionFilter)
   if (filter.status === undefined || filter.status === "rejected") {
     const where = [...agentWhere, ...rowWhere("r.created_at", "r")];
     if (filter.domain !== undefined) where.push(domainMatch("r.domain"));
+    if (filter.reasonCode !== undefined) where.push(`r.reason_code = ${param(filter.reasonCode)}`);
     if (filter.after !== undefined) where.push(afterCursor("r.created_at", 1, "r.id"));
     branches.push(`(${REJECTION_SELECT} WHERE ${where.join(" AND ")} ORDER BY r.created_at DESC, r.id DESC LIMIT ${limit})`);
   }
+  // A reason filter with a chain status (confirmed, finalized) matches nothing.
+  if (branches.length === 0) return [];
   const sql = `SELECT * FROM (${branches.join(" UNION ALL ")}) x
                ORDER BY "timestamp" DESC, kind DESC, id::bigint DESC LIMIT ${limit}`;
   const result = await pool.query<PaymentRow>(sql, params);

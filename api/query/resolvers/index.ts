@@ -10,6 +10,7 @@ import { agents, Agent, invocation, invocations, wallet } from "./agents.js";
 import { agentField, childCountField, parentField, requireAgent, toTransaction, type TransactionObject } from "./common.js";
 import { Channel, type ChannelObject, channel, channels, toChannel, transactionChannel } from "./channels.js";
 import { checkPolicy, policies, policy } from "./policy.js";
+import { agentList, budgetUse, indexerStatus, rejectionCounts, runs, webhookHealth } from "./overview.js";
 import { receivedPayments, transaction, transactions } from "./transactions.js";
 import { nodeEndpoint, paymentTree } from "./tree.js";
 
@@ -101,6 +102,12 @@ export const resolvers = {
     checkPolicy,
     channels,
     channel,
+    agentList,
+    budgetUse,
+    rejectionCounts,
+    webhookHealth,
+    indexerStatus,
+    runs,
   },
   Subscription: {
     transactionRecorded: { subscribe: transactionRecorded },

@@ -23,9 +23,17 @@ interface TransactionsArgs {
   since?: string | null;
   status?: TransactionStatus | null;
   after?: string | null;
+  reason?: string | null;
 }
 
 const DOMAIN = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/** A spec 7 reason code filter: lower-case words joined by underscores. */
+function reasonCode(value: string | null | undefined): string | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (!/^[a-z][a-z_]{0,63}$/.test(value)) throw badInput("reason", `not a reason code: "${value}"`);
+  return value;
+}
 
 export async function transaction(_: unknown, args: { txHash: string }, context: ApiContext): Promise<TransactionObject | null> {
   const row = await getTransaction(context.deps.pool, context.caller.accountId, parseTxHash("txHash", args.txHash));
@@ -53,6 +61,7 @@ export async function transactions(
     since: args.since === null || args.since === undefined ? undefined : parseSince("since", args.since, context.now),
     status: args.status ?? undefined,
     after: args.after === null || args.after === undefined ? undefined : parseCursor("after", args.after),
+    reasonCode: reasonCode(args.reason),
     limit,
   });
   const page = rows.slice(0, limit);

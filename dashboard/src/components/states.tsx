@@ -1,6 +1,10 @@
-/** Loading, empty and error states, written plainly. */
+/**
+ * Loading, empty and error states, written plainly, and `TableState`: the one way every view
+ * shows a list's state (error with retry, loading before the first answer, empty, or the list).
+ */
 import type { CombinedError } from "@urql/core";
-import type { ReactNode } from "react";
+import { type ReactNode, useEffect } from "react";
+import { markOnce } from "../perf";
 
 export function Loading({ what }: { what: string }): ReactNode {
   return (
@@ -30,7 +34,7 @@ export function errorMessage(error: CombinedError | Error | unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-export function ErrorBox({ error, retry }: { error: CombinedError | Error | unknown; retry?: () => void }): ReactNode {
+export function ErrorBox({ error, retry }: { error: CombinedError | Error | unknown; retry?: (() => void) | undefined }): ReactNode {
   return (
     <div className="error" role="alert">
       <p>{errorMessage(error)}</p>
@@ -40,5 +44,41 @@ export function ErrorBox({ error, retry }: { error: CombinedError | Error | unkn
         </button>
       ) : null}
     </div>
+  );
+}
+
+/**
+ * A list's state: the error (with a retry) when the read failed, "Loading <what>…" until the first
+ * answer, the empty text when it has no row, else the list itself (`children`). An error after an
+ * answer keeps the answer on screen under the message.
+ */
+export function TableState({
+  what,
+  error,
+  fetching,
+  loaded,
+  empty,
+  emptyText,
+  retry,
+  children,
+}: {
+  what: string;
+  error: CombinedError | Error | undefined | null;
+  fetching: boolean;
+  loaded: boolean;
+  empty: boolean;
+  emptyText: ReactNode;
+  retry?: (() => void) | undefined;
+  children: ReactNode;
+}): ReactNode {
+  // The bench's "first rows drawn" moment of every list (dashboard/src/perf.ts).
+  useEffect(() => {
+    if (loaded) markOnce(`apg:loaded:${what}`);
+  }, [loaded, what]);
+  return (
+    <>
+      {error !== undefined && error !== null ? <ErrorBox error={error} retry={retry} /> : null}
+      {!loaded ? fetching ? <Loading what={what} /> : null : empty ? <Empty>{emptyText}</Empty> : children}
+    </>
   );
 }

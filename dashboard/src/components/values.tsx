@@ -62,6 +62,11 @@ export function StatusBadge({ status, settlement }: { status: string; settlement
   );
 }
 
+/** An agent's id linking to its page; cut with an ellipsis in a narrow cell, whole on hover. */
 export function AgentLink({ agentId }: { agentId: string }): ReactNode {
-  return <Link to={href(`agents/${encodeURIComponent(agentId)}`)}>{agentId}</Link>;
+  return (
+    <Link to={href(`agents/${encodeURIComponent(agentId)}`)} className="trunc" title={agentId}>
+      {agentId}
+    </Link>
+  );
 }

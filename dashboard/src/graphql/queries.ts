@@ -75,11 +75,6 @@ export interface AgentsData {
   readonly agents: AgentRow[];
 }
 
-/** Agent ids only (filters); no balance, so no chain read. */
-export const AGENT_IDS = `query AgentIds { agents(includeArchived: true) { agentId archivedAt } }`;
-
-export const AGENTS = `query Agents { agents(includeArchived: true) { agentId name walletAddress createdAt balance archivedAt } }`;
-
 export interface Share {
   readonly amount: string;
   readonly amountUnits: string;
@@ -370,4 +365,164 @@ export const CHANNEL = `
 export const CHANNEL_UPDATED = `
   subscription ChannelUpdated {
     channelUpdated { event txHash channel { address } }
+  }`;
+
+export interface AgentListData {
+  readonly agentList: { readonly nodes: AgentRow[]; readonly totalCount: number };
+}
+
+export interface AgentListVariables extends Record<string, unknown> {
+  search?: string | null;
+  first?: number;
+  offset?: number;
+}
+
+/** The agent picker's options: ids only, no balance (no chain read). */
+export const AGENT_OPTIONS = `
+  query AgentOptions($search: String, $first: Int) {
+    agentList(search: $search, includeArchived: true, first: $first) { nodes { agentId archivedAt } totalCount }
+  }`;
+
+export const AGENT_LIST = `
+  query AgentList($search: String, $first: Int, $offset: Int) {
+    agentList(search: $search, includeArchived: true, first: $first, offset: $offset) {
+      nodes { agentId name walletAddress createdAt balance archivedAt }
+      totalCount
+    }
+  }`;
+
+export type BudgetStateName = "open" | "warning" | "exhausted";
+
+export interface BudgetUseRow {
+  readonly agentId: string;
+  readonly dailyBudget: string;
+  readonly dailyBudgetUnits: string;
+  readonly usedToday: string;
+  readonly usedTodayUnits: string;
+  readonly percent: string;
+  readonly budgetState: BudgetStateName;
+  readonly windowResetsAt: string | null;
+}
+
+export interface BudgetUseData {
+  readonly budgetUse: {
+    readonly nodes: BudgetUseRow[];
+    readonly totalCount: number;
+    readonly warningCount: number;
+    readonly exhaustedCount: number;
+  };
+}
+
+export interface BudgetUseVariables extends Record<string, unknown> {
+  state?: BudgetStateName | null;
+  order?: "use" | "agent";
+  first?: number;
+  offset?: number;
+}
+
+export const BUDGET_USE = `
+  query BudgetUse($state: BudgetState, $order: BudgetOrder, $first: Int, $offset: Int) {
+    budgetUse(state: $state, order: $order, first: $first, offset: $offset) {
+      nodes { agentId dailyBudget dailyBudgetUnits usedToday usedTodayUnits percent budgetState windowResetsAt }
+      totalCount warningCount exhaustedCount
+    }
+  }`;
+
+export interface RejectionsVariables extends Record<string, unknown> {
+  agentId?: string | null;
+  reason?: string | null;
+  domain?: string | null;
+  limit?: number;
+  after?: string | null;
+}
+
+export const REJECTIONS = `
+  query Rejections($agentId: ID, $reason: String, $domain: String, $limit: Int, $after: String) {
+    transactions(agentId: $agentId, status: rejected, reason: $reason, domain: $domain, limit: $limit, after: $after) {
+      nodes { ${TRANSACTION_FIELDS} }
+      pageInfo { hasNextPage endCursor }
+    }
+  }`;
+
+export interface RunListRow {
+  readonly rootTxHash: string;
+  readonly agentId: string;
+  readonly timestamp: string;
+  readonly total: string;
+  readonly totalUnits: string;
+  readonly paymentCount: number;
+  readonly agentCount: number;
+  readonly budget: string | null;
+  readonly budgetUnits: string | null;
+  readonly budgetSpent: string | null;
+  readonly budgetSpentUnits: string | null;
+}
+
+export interface RunsData {
+  readonly runs: { readonly nodes: RunListRow[]; readonly totalCount: number };
+}
+
+export interface RunsVariables extends Record<string, unknown> {
+  agentId?: string | null;
+  order?: "recent" | "cost";
+  first?: number;
+  offset?: number;
+}
+
+export const RUNS = `
+  query Runs($agentId: ID, $order: RunOrder, $first: Int, $offset: Int) {
+    runs(agentId: $agentId, order: $order, first: $first, offset: $offset) {
+      nodes { rootTxHash agentId timestamp total totalUnits paymentCount agentCount budget budgetUnits budgetSpent budgetSpentUnits }
+      totalCount
+    }
+  }`;
+
+export interface DaySpend {
+  readonly from: string;
+  readonly to: string;
+  readonly total: string;
+  readonly totalUnits: string;
+  readonly txCount: number;
+}
+
+export interface OverviewData {
+  readonly today: DaySpend;
+  readonly yesterday: DaySpend;
+  readonly budgetUse: BudgetUseData["budgetUse"];
+  readonly rejectionCounts: { reasonCode: string; count: number }[];
+  readonly webhookHealth: { since: string; failed: number; retrying: number; lastError: string | null };
+  readonly indexerStatus: { slot: string; checkpointAt: string; secondsSinceCheckpoint: number; latestPaymentAt: string | null } | null;
+}
+
+export interface OverviewVariables extends Record<string, unknown> {
+  today: { from: string; to: string };
+  yesterday: { from: string; to: string };
+}
+
+/** The overview's one request: today against yesterday by the same time, and what needs attention. */
+export const OVERVIEW = `
+  query Overview($today: TimeRangeInput!, $yesterday: TimeRangeInput!) {
+    today: spendSummary(range: $today) { from to total totalUnits txCount }
+    yesterday: spendSummary(range: $yesterday) { from to total totalUnits txCount }
+    budgetUse(order: use, first: 5) {
+      nodes { agentId dailyBudget dailyBudgetUnits usedToday usedTodayUnits percent budgetState windowResetsAt }
+      totalCount warningCount exhaustedCount
+    }
+    rejectionCounts(since: "1h") { reasonCode count }
+    webhookHealth(since: "24h") { since failed retrying lastError }
+    indexerStatus { slot checkpointAt secondsSinceCheckpoint latestPaymentAt }
+  }`;
+
+export interface ActivityData {
+  readonly metrics: {
+    readonly from: string;
+    readonly to: string;
+    readonly metrics: { readonly tx_count: { timestamp: string; count: number }[] | null };
+  };
+}
+
+/** Hourly payment counts over the last 30 days: where the account's activity starts (chart windows adapt to it). */
+export const ACTIVITY = `
+  query Activity($agentId: ID) {
+    metrics(agentId: $agentId, window: "30d", resolution: "1h", metrics: ["tx_count"]) { from to metrics { tx_count { timestamp count } } }
   }`;

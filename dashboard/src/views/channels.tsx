@@ -7,9 +7,11 @@
  */
 import { type ReactNode, useEffect, useState } from "react";
 import { useQuery } from "urql";
+import { markOnce } from "../perf";
 import { AgentFilter } from "../components/filters";
 import { Link } from "../components/link";
-import { Empty, ErrorBox, Loading } from "../components/states";
+import { Empty, TableState } from "../components/states";
+import { Truncated } from "../components/truncated";
 import { AgentLink, Amount, ProtocolBadge, Time, TxHash } from "../components/values";
 import { subscribeLive } from "../graphql/client";
 import {
@@ -151,28 +153,26 @@ export function ChannelsView({ params }: { params: URLSearchParams }): ReactNode
 function ChannelPage(props: { agentId: string | null; after: string | null; last: boolean; more: (cursor: string) => void }): ReactNode {
   const variables: ChannelsVariables = { agentId: props.agentId, first: PAGE, after: props.after };
   const [{ data, error, fetching }] = useQuery<ChannelsData, ChannelsVariables>({ query: CHANNELS, variables });
+  useEffect(() => {
+    if (data !== undefined) markOnce("apg:loaded:channels");
+  }, [data]);
   const nodes = data?.channels.nodes ?? [];
   const page = data?.channels.pageInfo;
   return (
     <tbody>
-      {error !== undefined ? (
+      {error !== undefined || data == null || (nodes.length === 0 && props.after === null) ? (
         <tr>
           <td colSpan={9}>
-            <ErrorBox error={error} />
-          </td>
-        </tr>
-      ) : null}
-      {fetching && data == null ? (
-        <tr>
-          <td colSpan={9}>
-            <Loading what="channels" />
-          </td>
-        </tr>
-      ) : null}
-      {data != null && nodes.length === 0 && props.after === null ? (
-        <tr>
-          <td colSpan={9}>
-            <Empty>No payment channel yet.</Empty>
+            <TableState
+              what="channels"
+              error={error}
+              fetching={fetching}
+              loaded={data != null}
+              empty={nodes.length === 0}
+              emptyText="No payment channel yet."
+            >
+              {null}
+            </TableState>
           </td>
         </tr>
       ) : null}
@@ -186,7 +186,13 @@ function ChannelPage(props: { agentId: string | null; after: string | null; last
           <td>
             <AgentLink agentId={channel.agentId} />
           </td>
-          <td className="endpoint">{channel.serviceOrigin ?? <code title={channel.payee}>{channel.payee.slice(0, 8)}…</code>}</td>
+          <td>
+            {channel.serviceOrigin !== null ? (
+              <Truncated text={channel.serviceOrigin} className="endpoint" />
+            ) : (
+              <code title={channel.payee}>{channel.payee.slice(0, 8)}…</code>
+            )}
+          </td>
           <td>
             <ProtocolBadge protocol={channel.protocol} />
           </td>
@@ -232,161 +238,166 @@ export function ChannelView({ address }: { address: string }): ReactNode {
       <p>
         <Link to={href("channels")}>All channels</Link>
       </p>
-      {error !== undefined ? <ErrorBox error={error} retry={() => refetch({ requestPolicy: "network-only" })} /> : null}
-      {data == null ? (
-        fetching ? (
-          <Loading what="the channel" />
-        ) : null
-      ) : channel == null ? (
-        <Empty>No channel of this account has this address.</Empty>
-      ) : (
-        <>
-          <div className="totals" data-testid="channel-totals">
-            <Total label="Deposit" value={channel.deposit} testid="channel-deposit" />
-            <Total label="Accepted by the payee" value={channel.accepted} testid="channel-accepted" />
-            <Total label="Settled on the ledger" value={channel.settled} testid="channel-settled" />
-            <Total label="Accepted, not on chain yet" value={channel.acceptedUnsettled} testid="channel-unsettled" />
-            {channel.refunded !== null ? <Total label="Refunded" value={channel.refunded} testid="channel-refunded" /> : null}
-          </div>
-          <dl className="facts">
-            <dt>Status</dt>
-            <dd>
-              <ChannelStatusBadge channel={channel} />
-              {channel.forced ? <span className="badge badge-warning">force-closed</span> : null}
-            </dd>
-            <dt>Agent</dt>
-            <dd>
-              <AgentLink agentId={channel.agentId} />
-            </dd>
-            <dt>Service</dt>
-            <dd>{channel.serviceOrigin ?? <span className="muted">not opened through the gateway</span>}</dd>
-            <dt>Payee</dt>
-            <dd>
-              <code>{channel.payee}</code>
-            </dd>
-            <dt>Opened</dt>
-            <dd>
-              <Time iso={channel.openedAt} /> · <TxHash hash={channel.openTx} />
-            </dd>
-            <dt>Expires</dt>
-            <dd>
-              <Time iso={channel.expiresAt} />
-            </dd>
-            {channel.closeTx !== null ? (
-              <>
-                <dt>Closed</dt>
-                <dd>
-                  {channel.closedAt !== null ? <Time iso={channel.closedAt} /> : null} · <TxHash hash={channel.closeTx} />
-                </dd>
-              </>
-            ) : null}
-          </dl>
-          <h2>Charges</h2>
-          {channel.charges.nodes.length === 0 ? (
-            <Empty>No charge on this channel yet.</Empty>
-          ) : (
-            <table className="data" data-testid="charges-table">
-              <caption className="visually-hidden">Charges of the channel, newest first</caption>
-              <thead>
-                <tr>
-                  <th scope="col" className="num">
-                    #
-                  </th>
-                  <th scope="col">Endpoint</th>
-                  <th scope="col" className="num">
-                    Amount (USDC)
-                  </th>
-                  <th scope="col" className="num">
-                    Cumulative
-                  </th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Settlement</th>
-                </tr>
-              </thead>
-              <tbody>
-                {channel.charges.nodes.map((charge) => (
-                  <tr key={charge.paymentId} data-testid="charge-row" data-payment-id={charge.paymentId} data-status={charge.status}>
-                    <td className="num">{charge.sequence ?? <span className="muted">—</span>}</td>
-                    <td className="endpoint">{charge.endpoint}</td>
-                    <td className="num">
-                      <Amount value={charge.amount} />
-                    </td>
-                    <td className="num">
-                      {charge.cumulative === null ? <span className="muted">—</span> : <Amount value={charge.cumulative} />}
-                    </td>
-                    <td>
-                      <ChargeBadge charge={charge} />
-                    </td>
-                    <td>
-                      {charge.settlementTx === null ? (
-                        <span className="muted">not on chain</span>
-                      ) : (
-                        <TxHash hash={charge.settlementTx} explorer={charge.solanaExplorer} />
-                      )}
-                    </td>
+      <TableState
+        what="the channel"
+        error={error}
+        fetching={fetching}
+        loaded={data != null}
+        empty={channel == null}
+        emptyText="No channel of this account has this address."
+        retry={() => refetch({ requestPolicy: "network-only" })}
+      >
+        {channel == null ? null : (
+          <>
+            <div className="totals" data-testid="channel-totals">
+              <Total label="Deposit" value={channel.deposit} testid="channel-deposit" />
+              <Total label="Accepted by the payee" value={channel.accepted} testid="channel-accepted" />
+              <Total label="Settled on the ledger" value={channel.settled} testid="channel-settled" />
+              <Total label="Accepted, not on chain yet" value={channel.acceptedUnsettled} testid="channel-unsettled" />
+              {channel.refunded !== null ? <Total label="Refunded" value={channel.refunded} testid="channel-refunded" /> : null}
+            </div>
+            <dl className="facts">
+              <dt>Status</dt>
+              <dd>
+                <ChannelStatusBadge channel={channel} />
+                {channel.forced ? <span className="badge badge-warning">force-closed</span> : null}
+              </dd>
+              <dt>Agent</dt>
+              <dd>
+                <AgentLink agentId={channel.agentId} />
+              </dd>
+              <dt>Service</dt>
+              <dd>{channel.serviceOrigin ?? <span className="muted">not opened through the gateway</span>}</dd>
+              <dt>Payee</dt>
+              <dd>
+                <Truncated text={channel.payee} />
+              </dd>
+              <dt>Opened</dt>
+              <dd>
+                <Time iso={channel.openedAt} /> · <TxHash hash={channel.openTx} />
+              </dd>
+              <dt>Expires</dt>
+              <dd>
+                <Time iso={channel.expiresAt} />
+              </dd>
+              {channel.closeTx !== null ? (
+                <>
+                  <dt>Closed</dt>
+                  <dd>
+                    {channel.closedAt !== null ? <Time iso={channel.closedAt} /> : null} · <TxHash hash={channel.closeTx} />
+                  </dd>
+                </>
+              ) : null}
+            </dl>
+            <h2>Charges</h2>
+            {channel.charges.nodes.length === 0 ? (
+              <Empty>No charge on this channel yet.</Empty>
+            ) : (
+              <table className="data" data-testid="charges-table">
+                <caption className="visually-hidden">Charges of the channel, newest first</caption>
+                <thead>
+                  <tr>
+                    <th scope="col" className="num">
+                      #
+                    </th>
+                    <th scope="col">Endpoint</th>
+                    <th scope="col" className="num">
+                      Amount (USDC)
+                    </th>
+                    <th scope="col" className="num">
+                      Cumulative
+                    </th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Settlement</th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
-          <div className="pager">
-            {after !== null ? (
-              <button type="button" onClick={() => setAfter(null)}>
-                Newest charges
-              </button>
-            ) : null}
-            {channel.charges.pageInfo.hasNextPage && channel.charges.pageInfo.endCursor !== null ? (
-              <button type="button" onClick={() => setAfter(channel.charges.pageInfo.endCursor)}>
-                Older charges
-              </button>
-            ) : null}
-          </div>
-          <h2>Settlements</h2>
-          {channel.settlements.length === 0 ? (
-            <Empty>Nothing settled on the ledger yet.</Empty>
-          ) : (
-            <table className="data" data-testid="settlements-table">
-              <caption className="visually-hidden">Settlements of the channel, newest first</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Time</th>
-                  <th scope="col">Transaction</th>
-                  <th scope="col" className="num">
-                    Charges
-                  </th>
-                  <th scope="col" className="num">
-                    Paid (USDC)
-                  </th>
-                  <th scope="col" className="num">
-                    Cumulative
-                  </th>
-                  <th scope="col">Status</th>
-                </tr>
-              </thead>
-              <tbody>
-                {channel.settlements.map((settlement) => (
-                  <tr key={settlement.txHash} data-testid="settlement-row">
-                    <td>{settlement.timestamp === null ? <span className="muted">—</span> : <Time iso={settlement.timestamp} />}</td>
-                    <td>
-                      <TxHash hash={settlement.txHash} />
-                    </td>
-                    <td className="num">{settlement.chargeCount}</td>
-                    <td className="num">
-                      <Amount value={settlement.delta} />
-                    </td>
-                    <td className="num">
-                      <Amount value={settlement.cumulative} />
-                    </td>
-                    <td>
-                      <span className={`badge badge-${settlement.status}`}>{settlement.status}</span>
-                    </td>
+                </thead>
+                <tbody>
+                  {channel.charges.nodes.map((charge) => (
+                    <tr key={charge.paymentId} data-testid="charge-row" data-payment-id={charge.paymentId} data-status={charge.status}>
+                      <td className="num">{charge.sequence ?? <span className="muted">—</span>}</td>
+                      <td>
+                        <Truncated text={charge.endpoint} className="endpoint" />
+                      </td>
+                      <td className="num">
+                        <Amount value={charge.amount} />
+                      </td>
+                      <td className="num">
+                        {charge.cumulative === null ? <span className="muted">—</span> : <Amount value={charge.cumulative} />}
+                      </td>
+                      <td>
+                        <ChargeBadge charge={charge} />
+                      </td>
+                      <td>
+                        {charge.settlementTx === null ? (
+                          <span className="muted">not on chain</span>
+                        ) : (
+                          <TxHash hash={charge.settlementTx} explorer={charge.solanaExplorer} />
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            )}
+            <div className="pager">
+              {after !== null ? (
+                <button type="button" onClick={() => setAfter(null)}>
+                  Newest charges
+                </button>
+              ) : null}
+              {channel.charges.pageInfo.hasNextPage && channel.charges.pageInfo.endCursor !== null ? (
+                <button type="button" onClick={() => setAfter(channel.charges.pageInfo.endCursor)}>
+                  Older charges
+                </button>
+              ) : null}
+            </div>
+            <h2>Settlements</h2>
+            {channel.settlements.length === 0 ? (
+              <Empty>Nothing settled on the ledger yet.</Empty>
+            ) : (
+              <table className="data" data-testid="settlements-table">
+                <caption className="visually-hidden">Settlements of the channel, newest first</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Time</th>
+                    <th scope="col">Transaction</th>
+                    <th scope="col" className="num">
+                      Charges
+                    </th>
+                    <th scope="col" className="num">
+                      Paid (USDC)
+                    </th>
+                    <th scope="col" className="num">
+                      Cumulative
+                    </th>
+                    <th scope="col">Status</th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
-        </>
-      )}
+                </thead>
+                <tbody>
+                  {channel.settlements.map((settlement) => (
+                    <tr key={settlement.txHash} data-testid="settlement-row">
+                      <td>{settlement.timestamp === null ? <span className="muted">—</span> : <Time iso={settlement.timestamp} />}</td>
+                      <td>
+                        <TxHash hash={settlement.txHash} />
+                      </td>
+                      <td className="num">{settlement.chargeCount}</td>
+                      <td className="num">
+                        <Amount value={settlement.delta} />
+                      </td>
+                      <td className="num">
+                        <Amount value={settlement.cumulative} />
+                      </td>
+                      <td>
+                        <span className={`badge badge-${settlement.status}`}>{settlement.status}</span>
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            )}
+          </>
+        )}
+      </TableState>
     </section>
   );
 }

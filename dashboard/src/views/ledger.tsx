@@ -5,78 +5,18 @@
  * (or rejected by a policy), and verified / unverified for records that name a separate
  * settlement transfer. A payment in a run (it has a parent or children) links to the run.
  */
-import { type ReactNode, useEffect, useId, useState } from "react";
+import { type ReactNode, useEffect, useState } from "react";
 import { useQuery } from "urql";
 import { Link } from "../components/link";
-import { AgentFilter } from "../components/filters";
-import { Empty, ErrorBox, Loading } from "../components/states";
+import { AgentFilter, SelectFilter, TextFilter } from "../components/filters";
+import { TableState } from "../components/states";
+import { Truncated } from "../components/truncated";
 import { AgentLink, Amount, ProtocolBadge, StatusBadge, Time, TxHash } from "../components/values";
 import { type Protocol, TRANSACTIONS, type TransactionStatus, type TransactionsData, type TransactionsVariables } from "../graphql/queries";
 import { markOnce } from "../perf";
-import { href, setParams } from "../router";
+import { href } from "../router";
 
 const PAGE_SIZES = [10, 25, 50, 100, 200] as const;
-
-function TextFilter({
-  label,
-  name,
-  value,
-  placeholder,
-}: {
-  label: string;
-  name: string;
-  value: string | null;
-  placeholder: string;
-}): ReactNode {
-  const id = useId();
-  const [text, setText] = useState(value ?? "");
-  useEffect(() => setText(value ?? ""), [value]);
-  return (
-    <form
-      className="field"
-      onSubmit={(event) => {
-        event.preventDefault();
-        setParams({ [name]: text.trim() });
-      }}
-    >
-      <label htmlFor={id}>{label}</label>
-      <input
-        id={id}
-        type="text"
-        value={text}
-        placeholder={placeholder}
-        onChange={(event) => setText(event.target.value)}
-        onBlur={() => setParams({ [name]: text.trim() })}
-      />
-    </form>
-  );
-}
-
-function SelectFilter({
-  label,
-  name,
-  value,
-  options,
-}: {
-  label: string;
-  name: string;
-  value: string | null;
-  options: readonly [string, string][];
-}): ReactNode {
-  const id = useId();
-  return (
-    <div className="field">
-      <label htmlFor={id}>{label}</label>
-      <select id={id} value={value ?? ""} onChange={(event) => setParams({ [name]: event.target.value })}>
-        {options.map(([optionValue, text]) => (
-          <option key={optionValue} value={optionValue}>
-            {text}
-          </option>
-        ))}
-      </select>
-    </div>
-  );
-}
 
 export function LedgerView({ params }: { params: URLSearchParams }): ReactNode {
   const agentId = params.get("agent");
@@ -136,67 +76,90 @@ export function LedgerView({ params }: { params: URLSearchParams }): ReactNode {
           options={PAGE_SIZES.map((n) => [String(n), String(n)] as [string, string])}
         />
       </div>
-      {error !== undefined ? <ErrorBox error={error} retry={() => refetch({ requestPolicy: "network-only" })} /> : null}
-      {data == null ? (
-        fetching ? (
-          <Loading what="transactions" />
-        ) : null
-      ) : nodes.length === 0 ? (
-        <Empty>{cursors.length === 0 ? "No transactions match these filters." : "No more transactions."}</Empty>
-      ) : (
-        <table className="data" data-testid="ledger-table">
-          <caption className="visually-hidden">Transactions, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">Time</th>
-              <th scope="col">Agent</th>
-              <th scope="col">Protocol</th>
-              <th scope="col" className="num">
-                Amount (USDC)
-              </th>
-              <th scope="col">Endpoint</th>
-              <th scope="col">Status</th>
-              <th scope="col">Transaction</th>
-              <th scope="col">Run</th>
-            </tr>
-          </thead>
-          <tbody>
-            {nodes.map((tx) => (
-              <tr key={tx.id} data-testid="ledger-row" data-tx-hash={tx.txHash ?? ""} data-status={tx.status}>
-                <td>
-                  <Time iso={tx.timestamp} />
-                </td>
-                <td>
-                  <AgentLink agentId={tx.agentId} />
-                </td>
-                <td>
-                  <ProtocolBadge protocol={tx.protocol} />
-                </td>
-                <td className="num">
-                  <Amount value={tx.amountPaid} />
-                </td>
-                <td className="endpoint">{tx.endpoint}</td>
-                <td>
-                  <StatusBadge status={tx.status} settlement={tx.settlementStatus} />
-                  {tx.rejectionCode !== null ? <span className="muted"> {tx.rejectionCode}</span> : null}
-                </td>
-                <td>
-                  <TxHash hash={tx.txHash} explorer={tx.solanaExplorer} />
-                </td>
-                <td>
-                  {tx.txHash !== null && (tx.parentTxHash !== null || tx.childCount > 0) ? (
-                    <Link to={href(`runs/${tx.txHash}`)}>
-                      {tx.childCount > 0 ? `run (${tx.childCount} under it)` : `run (depth ${tx.depth})`}
-                    </Link>
-                  ) : (
-                    <span className="muted">—</span>
-                  )}
-                </td>
+      <TableState
+        what="transactions"
+        error={error}
+        fetching={fetching}
+        loaded={data != null}
+        empty={nodes.length === 0}
+        emptyText={cursors.length === 0 ? "No transactions match these filters." : "No more transactions."}
+        retry={() => refetch({ requestPolicy: "network-only" })}
+      >
+        <div className="table-wrap">
+          <table className="data" data-testid="ledger-table">
+            <colgroup>
+              <col className="w-time" />
+              <col className="w-agent" />
+              <col className="w-protocol opt" />
+              <col className="w-amount" />
+              <col />
+              <col className="w-status opt" />
+              <col className="w-hash opt" />
+              <col className="w-run opt" />
+            </colgroup>
+            <caption className="visually-hidden">Transactions, newest first</caption>
+            <thead>
+              <tr>
+                <th scope="col">Time</th>
+                <th scope="col">Agent</th>
+                <th scope="col" className="opt">
+                  Protocol
+                </th>
+                <th scope="col" className="num">
+                  Amount (USDC)
+                </th>
+                <th scope="col">Endpoint</th>
+                <th scope="col" className="opt">
+                  Status
+                </th>
+                <th scope="col" className="opt">
+                  Transaction
+                </th>
+                <th scope="col" className="opt">
+                  Run
+                </th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {nodes.map((tx) => (
+                <tr key={tx.id} data-testid="ledger-row" data-tx-hash={tx.txHash ?? ""} data-status={tx.status}>
+                  <td>
+                    <Time iso={tx.timestamp} />
+                  </td>
+                  <td>
+                    <AgentLink agentId={tx.agentId} />
+                  </td>
+                  <td className="opt">
+                    <ProtocolBadge protocol={tx.protocol} />
+                  </td>
+                  <td className="num">
+                    <Amount value={tx.amountPaid} />
+                  </td>
+                  <td>
+                    <Truncated text={tx.endpoint} className="endpoint" />
+                  </td>
+                  <td className="opt">
+                    <StatusBadge status={tx.status} settlement={tx.settlementStatus} />
+                    {tx.rejectionCode !== null ? <span className="muted"> {tx.rejectionCode}</span> : null}
+                  </td>
+                  <td className="opt">
+                    <TxHash hash={tx.txHash} explorer={tx.solanaExplorer} />
+                  </td>
+                  <td className="opt">
+                    {tx.txHash !== null && (tx.parentTxHash !== null || tx.childCount > 0) ? (
+                      <Link to={href(`runs/${tx.txHash}`)}>
+                        {tx.childCount > 0 ? `run (${tx.childCount} under it)` : `run (depth ${tx.depth})`}
+                      </Link>
+                    ) : (
+                      <span className="muted">—</span>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </TableState>
       <nav className="pager" aria-label="Ledger pages">
         <button type="button" disabled={cursors.length === 0} onClick={() => setCursors((current) => current.slice(0, -1))}>
           ← Newer

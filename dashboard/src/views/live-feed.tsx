@@ -10,6 +10,7 @@ import { useClient } from "urql";
 import { AgentFilter } from "../components/filters";
 import { Link } from "../components/link";
 import { Empty, ErrorBox } from "../components/states";
+import { Truncated } from "../components/truncated";
 import { AgentLink, Amount, ProtocolBadge, Time, TxHash } from "../components/values";
 import { EMPTY_FEED, FEED_MAX, type FeedRow, type FeedState, mergeFeed } from "../feed-state";
 import { failedStatus, queryOnce, subscribeLive } from "../graphql/client";
@@ -152,17 +153,19 @@ function FeedRowView({ row }: { row: FeedRow }): ReactNode {
       <td>
         <AgentLink agentId={tx.agentId} />
       </td>
-      <td>
+      <td className="opt">
         <ProtocolBadge protocol={tx.protocol} />
       </td>
       <td className="num">
         <Amount value={tx.amountPaid} />
       </td>
-      <td className="endpoint">{tx.endpoint}</td>
       <td>
+        <Truncated text={tx.endpoint} className="endpoint" />
+      </td>
+      <td className="opt">
         <TxHash hash={tx.txHash} explorer={tx.solanaExplorer} />
       </td>
-      <td>
+      <td className="opt">
         {tx.txHash !== null && (tx.parentTxHash !== null || tx.childCount > 0) ? (
           <Link to={href(`runs/${tx.txHash}`)}>run</Link>
         ) : (
@@ -184,7 +187,8 @@ export function LiveFeedView({ params }: { params: URLSearchParams }): ReactNode
   const { state, connection, error } = useLiveFeed(agentId);
   useEffect(() => {
     if (connection === "live") markOnce("apg:feed-live");
-  }, [connection]);
+    if (state.rows.length > 0) markOnce("apg:feed-rows");
+  }, [connection, state.rows.length]);
   return (
     <section aria-labelledby="view-title">
       <div className="view-head">
@@ -201,27 +205,44 @@ export function LiveFeedView({ params }: { params: URLSearchParams }): ReactNode
       {state.rows.length === 0 ? (
         <Empty>{connection === "live" ? "No payments yet. New ones appear here as they are recorded." : "Waiting for the feed…"}</Empty>
       ) : (
-        <table className="data" data-testid="feed-table">
-          <caption className="visually-hidden">Live feed of payments</caption>
-          <thead>
-            <tr>
-              <th scope="col">Time</th>
-              <th scope="col">Agent</th>
-              <th scope="col">Protocol</th>
-              <th scope="col" className="num">
-                Amount (USDC)
-              </th>
-              <th scope="col">Endpoint</th>
-              <th scope="col">Transaction</th>
-              <th scope="col">Run</th>
-            </tr>
-          </thead>
-          <tbody>
-            {state.rows.map((row) => (
-              <FeedRowView key={row.tx.txHash ?? row.tx.id} row={row} />
-            ))}
-          </tbody>
-        </table>
+        <div className="table-wrap">
+          <table className="data" data-testid="feed-table">
+            <colgroup>
+              <col className="w-time" />
+              <col className="w-agent" />
+              <col className="w-protocol opt" />
+              <col className="w-amount" />
+              <col />
+              <col className="w-hash opt" />
+              <col className="w-run opt" />
+            </colgroup>
+            <caption className="visually-hidden">Live feed of payments</caption>
+            <thead>
+              <tr>
+                <th scope="col">Time</th>
+                <th scope="col">Agent</th>
+                <th scope="col" className="opt">
+                  Protocol
+                </th>
+                <th scope="col" className="num">
+                  Amount (USDC)
+                </th>
+                <th scope="col">Endpoint</th>
+                <th scope="col" className="opt">
+                  Transaction
+                </th>
+                <th scope="col" className="opt">
+                  Run
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {state.rows.map((row) => (
+                <FeedRowView key={row.tx.txHash ?? row.tx.id} row={row} />
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
     </section>
   );

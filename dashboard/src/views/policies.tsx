@@ -1,24 +1,32 @@
 /**
- * Policies (spec 4.9 Policies tab, spec 6 "Policy Events"): every rejected payment with its reason
- * (daily budget exceeded, per-call limit, domain not allowed, rate limit, ...), endpoint, the
- * requested amount against the limit, agent and time; and each agent's current policy with
- * `usedToday` against its daily budget (the 80 % warning of spec 3 shown as such).
+ * Policies (spec 4.9 Policies tab, spec 6 "Policy Events"). First the rejected payments, newest
+ * first, paged, filtered by agent, reason and domain: reason (daily budget exceeded, per-call
+ * limit, domain not allowed, rate limit, ...), endpoint, the requested amount against the limit,
+ * agent and time. Below, each agent's daily-budget use (spec 3's 80 % warning and the exhausted
+ * state), paged and ranked by use; with one agent chosen, that agent's whole policy.
  */
 import { type ReactNode, useState } from "react";
 import { useQuery } from "urql";
-import { AgentFilter } from "../components/filters";
-import { Empty, ErrorBox, Loading } from "../components/states";
+import { AgentFilter, SelectFilter, TextFilter } from "../components/filters";
+import { Pager } from "../components/pager";
+import { TableState } from "../components/states";
+import { Truncated } from "../components/truncated";
 import { AgentLink, Amount, Time } from "../components/values";
 import {
-  POLICIES,
-  type PoliciesData,
+  BUDGET_USE,
+  type BudgetStateName,
+  type BudgetUseData,
+  type BudgetUseRow,
+  type BudgetUseVariables,
+  POLICY_FIELDS,
   type PolicyRow,
-  TRANSACTIONS,
+  REJECTIONS,
+  type RejectionsVariables,
   type TransactionRow,
   type TransactionsData,
-  type TransactionsVariables,
 } from "../graphql/queries";
-import { formatAmount, percentOf } from "../money";
+import { formatAmount } from "../money";
+import { setParams } from "../router";
 
 /** Spec 7 reason codes, in words. */
 export const REASONS: Record<string, string> = {
@@ -40,35 +48,41 @@ function Terms({ tx }: { tx: TransactionRow }): ReactNode {
     <span className="terms" title={tx.rejectionReason ?? undefined}>
       <span data-testid="requested">{show(tx.rejectionRequested)}</span> {unit} requested, limit{" "}
       <span data-testid="limit">{show(tx.rejectionLimit)}</span> {unit}
-      {domain ? <span className="muted"> (nothing may be paid to {tx.domain ?? "this domain"})</span> : null}
+      {domain ? <span className="muted"> (nothing may be paid to this domain)</span> : null}
     </span>
   );
 }
 
-function BudgetMeter({ policy }: { policy: PolicyRow }): ReactNode {
-  if (policy.dailyBudgetUnits === null) {
-    return (
-      <span>
-        <Amount value={policy.usedToday} unit /> used today, no daily budget
-      </span>
-    );
-  }
-  const used = BigInt(policy.usedTodayUnits);
-  const budget = BigInt(policy.dailyBudgetUnits);
-  const percent = percentOf(used, budget);
-  const width = Number(budget === 0n ? 100n : (used * 100n) / budget);
+export function BudgetMeter({
+  agentId,
+  used,
+  budget,
+  usedUnits,
+  budgetUnits,
+  percent,
+  state,
+}: {
+  agentId: string;
+  used: string;
+  budget: string;
+  usedUnits: string;
+  budgetUnits: string;
+  percent: string;
+  state: BudgetStateName;
+}): ReactNode {
+  const width = BigInt(budgetUnits) === 0n ? 100 : Number((BigInt(usedUnits) * 100n) / BigInt(budgetUnits));
   return (
-    <div className={`meter meter-${policy.budgetState}`}>
+    <div className={`meter meter-${state}`}>
       <div className="meter-text">
-        <Amount value={policy.usedToday} /> of <Amount value={policy.dailyBudget ?? "0"} unit /> used today ({percent} %)
-        {policy.budgetState === "warning" ? (
+        <Amount value={used} /> of <Amount value={budget} unit /> used today ({percent} %)
+        {state === "warning" ? (
           <strong className="badge badge-warning" data-testid="budget-warning">
-            ⚠ over 80 % of the daily budget
+            ⚠ over 80 %
           </strong>
         ) : null}
-        {policy.budgetState === "exhausted" ? (
+        {state === "exhausted" ? (
           <strong className="badge badge-rejected" data-testid="budget-exhausted">
-            budget exhausted
+            exhausted
           </strong>
         ) : null}
       </div>
@@ -80,7 +94,7 @@ function BudgetMeter({ policy }: { policy: PolicyRow }): ReactNode {
         high={99.99}
         optimum={0}
         value={Math.min(100, width)}
-        aria-label={`${policy.agentId}: percent of the daily budget used`}
+        aria-label={`${agentId}: percent of the daily budget used`}
       >
         {percent} %
       </meter>
@@ -88,167 +102,286 @@ function BudgetMeter({ policy }: { policy: PolicyRow }): ReactNode {
   );
 }
 
-function PolicyTable({ policies }: { policies: readonly PolicyRow[] }): ReactNode {
-  return (
-    <table className="data" data-testid="policy-table">
-      <caption>Current policy of each agent</caption>
-      <thead>
-        <tr>
-          <th scope="col">Agent</th>
-          <th scope="col">Daily budget</th>
-          <th scope="col" className="num">
-            Per call (USDC)
-          </th>
-          <th scope="col">Rate limit</th>
-          <th scope="col">Domains</th>
-          <th scope="col">Protocol</th>
-        </tr>
-      </thead>
-      <tbody>
-        {policies.map((policy) => (
-          <tr key={policy.agentId} data-agent={policy.agentId} data-budget-state={policy.budgetState}>
-            <th scope="row">
-              <AgentLink agentId={policy.agentId} />
-            </th>
-            <td>
-              <BudgetMeter policy={policy} />
-            </td>
-            <td className="num">
-              {policy.perCallLimit === null ? <span className="muted">none</span> : <Amount value={policy.perCallLimit} />}
-            </td>
-            <td>
-              {policy.rateLimit === null ? (
-                <span className="muted">none</span>
-              ) : (
-                <>
-                  {policy.rateUsage.calls} of {policy.rateLimit.calls} calls per {policy.rateLimit.window}
-                </>
-              )}
-            </td>
-            <td>
-              {policy.allowedDomains === null ? "any" : `only ${policy.allowedDomains.join(", ") || "(none)"}`}
-              {policy.blockedDomains.length > 0 ? `; blocked ${policy.blockedDomains.join(", ")}` : ""}
-            </td>
-            <td>{policy.protocolPreference}</td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
-  );
-}
+const PAGE = 25;
 
-const PAGE = 50;
-
-function Rejections({ agentId }: { agentId: string | null }): ReactNode {
-  const [pages, setPages] = useState<(string | null)[]>([null]);
-  return (
-    <table className="data" data-testid="rejections-table">
-      <caption>Rejected payments (policy events), newest first</caption>
-      <thead>
-        <tr>
-          <th scope="col">Time</th>
-          <th scope="col">Agent</th>
-          <th scope="col">Reason</th>
-          <th scope="col">Requested vs limit</th>
-          <th scope="col">Endpoint</th>
-        </tr>
-      </thead>
-      {pages.map((after, index) => (
-        <RejectionPage
-          key={after ?? "first"}
-          agentId={agentId}
-          after={after}
-          last={index === pages.length - 1}
-          more={(cursor) => setPages((current) => [...current, cursor])}
-        />
-      ))}
-    </table>
-  );
-}
-
-function RejectionPage(props: { agentId: string | null; after: string | null; last: boolean; more: (cursor: string) => void }): ReactNode {
-  const variables: TransactionsVariables = { agentId: props.agentId, status: "rejected", limit: PAGE, after: props.after };
-  const [{ data, error, fetching }] = useQuery<TransactionsData, TransactionsVariables>({ query: TRANSACTIONS, variables });
+function Rejections({ agentId, reason, domain }: { agentId: string | null; reason: string | null; domain: string | null }): ReactNode {
+  const [cursors, setCursors] = useState<string[]>([]);
+  const variables: RejectionsVariables = { agentId, reason, domain, limit: PAGE, after: cursors.at(-1) ?? null };
+  const [{ data, error, fetching }, refetch] = useQuery<TransactionsData, RejectionsVariables>({ query: REJECTIONS, variables });
   const nodes = data?.transactions.nodes ?? [];
   const page = data?.transactions.pageInfo;
+  const first = cursors.length * PAGE + 1;
   return (
-    <tbody>
-      {error !== undefined ? (
-        <tr>
-          <td colSpan={5}>
-            <ErrorBox error={error} />
-          </td>
-        </tr>
-      ) : null}
-      {fetching && data == null ? (
-        <tr>
-          <td colSpan={5}>
-            <Loading what="rejected payments" />
-          </td>
-        </tr>
-      ) : null}
-      {data != null && nodes.length === 0 && props.after === null ? (
-        <tr>
-          <td colSpan={5}>
-            <Empty>No payment was rejected.</Empty>
-          </td>
-        </tr>
-      ) : null}
-      {nodes.map((tx) => (
-        <tr key={tx.id} data-testid="rejection-row" data-reason={tx.rejectionCode ?? ""}>
-          <td>
-            <Time iso={tx.timestamp} />
-          </td>
-          <td>
-            <AgentLink agentId={tx.agentId} />
-          </td>
-          <td>
-            <span className="badge badge-rejected" title={tx.rejectionCode ?? undefined}>
-              {REASONS[tx.rejectionCode ?? ""] ?? tx.rejectionCode}
-            </span>
-          </td>
-          <td>
-            <Terms tx={tx} />
-          </td>
-          <td className="endpoint">{tx.endpoint}</td>
-        </tr>
-      ))}
-      {props.last && page?.hasNextPage === true && page.endCursor !== null ? (
-        <tr>
-          <td colSpan={5}>
-            <button type="button" onClick={() => props.more(page.endCursor!)}>
-              Show older rejections
-            </button>
-          </td>
-        </tr>
-      ) : null}
-    </tbody>
+    <>
+      <TableState
+        what="rejected payments"
+        error={error}
+        fetching={fetching}
+        loaded={data !== undefined}
+        empty={nodes.length === 0}
+        emptyText={cursors.length === 0 ? "No payment was rejected (with these filters)." : "No older rejections."}
+        retry={() => refetch({ requestPolicy: "network-only" })}
+      >
+        <div className="table-wrap">
+          <table className="data" data-testid="rejections-table">
+            <caption>Rejected payments (policy events), newest first</caption>
+            <colgroup>
+              <col className="w-time" />
+              <col className="w-agent" />
+              <col className="w-reason" />
+              <col className="w-terms opt" />
+              <col />
+            </colgroup>
+            <thead>
+              <tr>
+                <th scope="col">Time</th>
+                <th scope="col">Agent</th>
+                <th scope="col">Reason</th>
+                <th scope="col" className="opt">
+                  Requested vs limit
+                </th>
+                <th scope="col">Endpoint</th>
+              </tr>
+            </thead>
+            <tbody>
+              {nodes.map((tx) => (
+                <tr key={tx.id} data-testid="rejection-row" data-reason={tx.rejectionCode ?? ""}>
+                  <td>
+                    <Time iso={tx.timestamp} />
+                  </td>
+                  <td>
+                    <AgentLink agentId={tx.agentId} />
+                  </td>
+                  <td>
+                    <span className="badge badge-rejected" title={tx.rejectionCode ?? undefined}>
+                      {REASONS[tx.rejectionCode ?? ""] ?? tx.rejectionCode}
+                    </span>
+                  </td>
+                  <td className="opt">
+                    <Terms tx={tx} />
+                  </td>
+                  <td>
+                    <Truncated text={tx.endpoint} className="endpoint" />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </TableState>
+      <nav className="pager" aria-label="Rejected payments: pages">
+        <button type="button" disabled={cursors.length === 0} onClick={() => setCursors((current) => current.slice(0, -1))}>
+          ← Newer
+        </button>
+        <span aria-live="polite" data-testid="rejections-range">
+          {nodes.length === 0 ? "" : `Rows ${first}–${first + nodes.length - 1}`}
+        </span>
+        <button
+          type="button"
+          disabled={page?.hasNextPage !== true || page.endCursor === null}
+          onClick={() => page?.endCursor && setCursors((current) => [...current, page.endCursor!])}
+        >
+          Older →
+        </button>
+      </nav>
+    </>
   );
 }
+
+function BudgetUseTable({ state, order }: { state: BudgetStateName | null; order: "use" | "agent" }): ReactNode {
+  const [offset, setOffset] = useState(0);
+  const variables: BudgetUseVariables = { state, order, first: PAGE, offset };
+  const [{ data, error, fetching }, refetch] = useQuery<BudgetUseData, BudgetUseVariables>({ query: BUDGET_USE, variables });
+  const use = data?.budgetUse;
+  const rows: BudgetUseRow[] = use?.nodes ?? [];
+  return (
+    <>
+      {use !== undefined ? (
+        <p className="muted" data-testid="budget-counts">
+          {use.totalCount.toLocaleString("en-GB")} agents with a daily budget: {use.warningCount.toLocaleString("en-GB")} over 80 %,{" "}
+          {use.exhaustedCount.toLocaleString("en-GB")} exhausted.
+        </p>
+      ) : null}
+      <TableState
+        what="budget use"
+        error={error}
+        fetching={fetching}
+        loaded={use !== undefined}
+        empty={rows.length === 0}
+        emptyText={state === null ? "No agent has a daily budget." : `No agent is in the ${state} state.`}
+        retry={() => refetch({ requestPolicy: "network-only" })}
+      >
+        <div className="table-wrap">
+          <table className="data" data-testid="policy-table">
+            <caption>Daily budget use per agent</caption>
+            <colgroup>
+              <col className="w-agent-wide" />
+              <col />
+              <col className="w-state opt" />
+              <col className="w-time opt" />
+            </colgroup>
+            <thead>
+              <tr>
+                <th scope="col">Agent</th>
+                <th scope="col" aria-sort={order === "use" ? "descending" : "none"}>
+                  <button
+                    type="button"
+                    className="sort"
+                    onClick={() => setParams({ sort: order === "use" ? "agent" : null })}
+                    data-testid="sort-by-use"
+                  >
+                    Used today {order === "use" ? "▼ (highest first)" : "(sort by use)"}
+                  </button>
+                </th>
+                <th scope="col" className="opt">
+                  State
+                </th>
+                <th scope="col" className="opt">
+                  Resets
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((row) => (
+                <tr key={row.agentId} data-agent={row.agentId} data-budget-state={row.budgetState} data-percent={row.percent}>
+                  <th scope="row">
+                    <AgentLink agentId={row.agentId} />
+                  </th>
+                  <td>
+                    <BudgetMeter
+                      agentId={row.agentId}
+                      used={row.usedToday}
+                      budget={row.dailyBudget}
+                      usedUnits={row.usedTodayUnits}
+                      budgetUnits={row.dailyBudgetUnits}
+                      percent={row.percent}
+                      state={row.budgetState}
+                    />
+                  </td>
+                  <td className="opt">{row.budgetState}</td>
+                  <td className="opt">
+                    {row.windowResetsAt === null ? <span className="muted">—</span> : <Time iso={row.windowResetsAt} />}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </TableState>
+      {use !== undefined ? (
+        <Pager
+          label="Budget use: pages"
+          offset={offset}
+          size={PAGE}
+          shown={rows.length}
+          total={
+            state === null
+              ? use.totalCount
+              : state === "warning"
+                ? use.warningCount
+                : state === "exhausted"
+                  ? use.exhaustedCount
+                  : use.totalCount - use.warningCount - use.exhaustedCount
+          }
+          onPage={setOffset}
+        />
+      ) : null}
+    </>
+  );
+}
+
+interface OnePolicyData {
+  readonly policy: PolicyRow;
+}
+
+const ONE_POLICY = `query OnePolicy($agentId: ID!) { policy(agentId: $agentId) { ${POLICY_FIELDS} } }`;
+
+/** One agent's whole policy (limits, rate usage, domains). */
+function AgentPolicy({ agentId }: { agentId: string }): ReactNode {
+  const [{ data, error, fetching }] = useQuery<OnePolicyData>({ query: ONE_POLICY, variables: { agentId } });
+  const policy = data?.policy;
+  return (
+    <TableState what="the policy" error={error} fetching={fetching} loaded={policy !== undefined} empty={false} emptyText="">
+      {policy === undefined ? null : (
+        <dl className="facts" data-testid="agent-policy">
+          <dt>Agent</dt>
+          <dd>
+            <Truncated text={policy.agentId} />
+          </dd>
+          <dt>Daily budget</dt>
+          <dd>
+            {policy.dailyBudget === null ? (
+              <>
+                none (<Amount value={policy.usedToday} unit /> used today)
+              </>
+            ) : (
+              <>
+                <Amount value={policy.usedToday} /> of <Amount value={policy.dailyBudget} unit /> used today ({policy.budgetState})
+              </>
+            )}
+          </dd>
+          <dt>Per call</dt>
+          <dd>{policy.perCallLimit === null ? "none" : <Amount value={policy.perCallLimit} unit />}</dd>
+          <dt>Rate limit</dt>
+          <dd>
+            {policy.rateLimit === null
+              ? "none"
+              : `${policy.rateUsage.calls} of ${policy.rateLimit.calls} calls per ${policy.rateLimit.window}`}
+          </dd>
+          <dt>Domains</dt>
+          <dd>
+            {policy.allowedDomains === null ? "any" : `only ${policy.allowedDomains.join(", ") || "(none)"}`}
+            {policy.blockedDomains.length > 0 ? `; blocked ${policy.blockedDomains.join(", ")}` : ""}
+          </dd>
+          <dt>Protocol</dt>
+          <dd>{policy.protocolPreference}</dd>
+        </dl>
+      )}
+    </TableState>
+  );
+}
+
+const BUDGET_STATES: readonly BudgetStateName[] = ["open", "warning", "exhausted"];
 
 export function PoliciesView({ params }: { params: URLSearchParams }): ReactNode {
   const agentId = params.get("agent");
-  const [{ data, fetching, error }, refetch] = useQuery<PoliciesData>({ query: POLICIES });
-  const policies = (data?.policies ?? []).filter((p) => agentId === null || p.agentId === agentId);
+  const reasonParam = params.get("reason");
+  const reason = reasonParam !== null && reasonParam in REASONS ? reasonParam : null;
+  const domain = params.get("domain");
+  const stateParam = params.get("state");
+  const state = BUDGET_STATES.find((s) => s === stateParam) ?? null;
+  const order = params.get("sort") === "agent" ? "agent" : "use";
   return (
     <section aria-labelledby="view-title">
       <h1 id="view-title">Policies</h1>
+      <h2 id="rejections">Rejected payments</h2>
       <div className="filters">
         <AgentFilter value={agentId} />
+        <SelectFilter label="Reason" name="reason" value={reason ?? ""} options={[["", "Any"], ...Object.entries(REASONS)]} />
+        <TextFilter label="Domain" name="domain" value={domain ?? ""} placeholder="api.example.com" />
       </div>
-      <h2>Agents' policies</h2>
-      {error !== undefined ? <ErrorBox error={error} retry={() => refetch({ requestPolicy: "network-only" })} /> : null}
-      {data == null ? (
-        fetching ? (
-          <Loading what="policies" />
-        ) : null
-      ) : policies.length === 0 ? (
-        <Empty>No agents yet.</Empty>
-      ) : (
-        <PolicyTable policies={policies} />
-      )}
-      <h2>Policy events</h2>
-      <Rejections key={agentId ?? ""} agentId={agentId} />
+      <Rejections key={`${agentId}|${reason}|${domain}`} agentId={agentId} reason={reason} domain={domain} />
+      {agentId !== null ? (
+        <>
+          <h2>Policy of this agent</h2>
+          <AgentPolicy agentId={agentId} />
+        </>
+      ) : null}
+      <h2 id="budgets">Budget use per agent</h2>
+      <div className="filters">
+        <SelectFilter
+          label="State"
+          name="state"
+          value={state ?? ""}
+          options={[
+            ["", "Any"],
+            ["warning", "over 80 %"],
+            ["exhausted", "exhausted"],
+            ["open", "open"],
+          ]}
+        />
+      </div>
+      <BudgetUseTable key={`${state}|${order}`} state={state} order={order} />
     </section>
   );
 }

@@ -5,15 +5,27 @@
 import { type ReactNode, useMemo } from "react";
 import { useQuery } from "urql";
 import { type ChartSeries, TimeChart } from "../components/chart";
-import { AgentFilter, ResolutionSelect, readResolution, readWindow, WindowPicker, windowVariables } from "../components/filters";
-import { Empty, ErrorBox, Loading } from "../components/states";
+import {
+  AgentFilter,
+  ResolutionSelect,
+  readResolution,
+  useViewWindow,
+  type ViewWindow,
+  WindowPicker,
+  windowVariables,
+} from "../components/filters";
+import { Empty, TableState } from "../components/states";
 import { Amount } from "../components/values";
 import { type MetricsData, PROTOCOLS, type WindowVariables } from "../graphql/queries";
 import { percentOf, sumUnits, unitsToDecimal } from "../money";
 
 export function ProtocolsView({ params }: { params: URLSearchParams }): ReactNode {
   const agentId = params.get("agent");
-  const window = readWindow(params, "7d");
+  const window = useViewWindow(params, agentId);
+  return <ProtocolsViewIn params={params} agentId={agentId} window={window} />;
+}
+
+function ProtocolsViewIn({ params, agentId, window }: { params: URLSearchParams; agentId: string | null; window: ViewWindow }): ReactNode {
   const resolution = readResolution(params, window);
   const variables: WindowVariables = { agentId, ...windowVariables(window), resolution };
   const [{ data, fetching, error }, refetch] = useQuery<MetricsData, WindowVariables>({ query: PROTOCOLS, variables });
@@ -40,53 +52,58 @@ export function ProtocolsView({ params }: { params: URLSearchParams }): ReactNod
         <WindowPicker value={window} />
         <ResolutionSelect value={resolution} window={window} />
       </div>
-      {error !== undefined ? <ErrorBox error={error} retry={() => refetch({ requestPolicy: "network-only" })} /> : null}
-      {metrics === undefined ? (
-        fetching ? (
-          <Loading what="protocol volume" />
-        ) : null
-      ) : (
-        <>
-          <table className="data compact split" data-testid="protocol-split">
-            <caption>Volume by protocol in this window</caption>
-            <thead>
-              <tr>
-                <th scope="col">Protocol</th>
-                <th scope="col" className="num">
-                  Volume (USDC)
-                </th>
-                <th scope="col" className="num">
-                  Share
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              <tr data-key="x402">
-                <th scope="row">x402</th>
-                <td className="num">
-                  <Amount value={unitsToDecimal(x402)} />
-                </td>
-                <td className="num">{percentOf(x402, volume)} %</td>
-              </tr>
-              <tr data-key="mpp">
-                <th scope="row">MPP</th>
-                <td className="num">
-                  <Amount value={unitsToDecimal(mpp)} />
-                </td>
-                <td className="num">{percentOf(mpp, volume)} %</td>
-              </tr>
-            </tbody>
-          </table>
-          {volume === 0n ? <Empty>No x402 or MPP volume in this window.</Empty> : null}
-          <TimeChart
-            title={`x402 and MPP volume per ${resolution}`}
-            timestamps={timestamps}
-            series={series}
-            mark="apg:protocols-chart"
-            testId="protocols-chart"
-          />
-        </>
-      )}
+      <TableState
+        what="protocol volume"
+        error={error}
+        fetching={fetching}
+        loaded={metrics !== undefined}
+        empty={false}
+        emptyText=""
+        retry={() => refetch({ requestPolicy: "network-only" })}
+      >
+        {metrics === undefined ? null : (
+          <>
+            <table className="data compact split" data-testid="protocol-split">
+              <caption>Volume by protocol in this window</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Protocol</th>
+                  <th scope="col" className="num">
+                    Volume (USDC)
+                  </th>
+                  <th scope="col" className="num">
+                    Share
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                <tr data-key="x402">
+                  <th scope="row">x402</th>
+                  <td className="num">
+                    <Amount value={unitsToDecimal(x402)} />
+                  </td>
+                  <td className="num">{percentOf(x402, volume)} %</td>
+                </tr>
+                <tr data-key="mpp">
+                  <th scope="row">MPP</th>
+                  <td className="num">
+                    <Amount value={unitsToDecimal(mpp)} />
+                  </td>
+                  <td className="num">{percentOf(mpp, volume)} %</td>
+                </tr>
+              </tbody>
+            </table>
+            {volume === 0n ? <Empty>No x402 or MPP volume in this window.</Empty> : null}
+            <TimeChart
+              title={`x402 and MPP volume per ${resolution}`}
+              timestamps={timestamps}
+              series={series}
+              mark="apg:protocols-chart"
+              testId="protocols-chart"
+            />
+          </>
+        )}
+      </TableState>
     </section>
   );
 }

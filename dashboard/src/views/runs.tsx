@@ -9,7 +9,9 @@ import { type ReactNode, useId, useMemo, useState } from "react";
 import { useQuery } from "urql";
 import { AgentFilter } from "../components/filters";
 import { Link } from "../components/link";
-import { Empty, ErrorBox, Loading } from "../components/states";
+import { Truncated } from "../components/truncated";
+import { plural, Pager } from "../components/pager";
+import { TableState } from "../components/states";
 import { AgentLink, Amount, ProtocolBadge, shortHash, Time, TxHash } from "../components/values";
 import {
   INVOCATIONS,
@@ -18,13 +20,13 @@ import {
   RUN_ROOT,
   type RunData,
   type RunRootData,
-  TRANSACTIONS,
-  type TransactionsData,
-  type TransactionsVariables,
+  RUNS,
+  type RunsData,
+  type RunsVariables,
   type TreeNode,
 } from "../graphql/queries";
-import { sumUnits, unitsToDecimal } from "../money";
-import { href, navigate } from "../router";
+import { percentOf, sumUnits, unitsToDecimal } from "../money";
+import { href, navigate, setParams } from "../router";
 
 interface Branch {
   readonly node: TreeNode;
@@ -59,7 +61,7 @@ function BranchView({ branch, current }: { branch: Branch; current: string | nul
         data-depth={node.depth}
       >
         <span className="depth">depth {node.depth}</span> <AgentLink agentId={node.agentId} /> paid <Amount value={node.amount} unit />{" "}
-        <ProtocolBadge protocol={node.protocol} /> <span className="endpoint">{node.endpoint}</span> <Time iso={node.timestamp} />{" "}
+        <ProtocolBadge protocol={node.protocol} /> <Truncated text={node.endpoint} className="endpoint" /> <Time iso={node.timestamp} />{" "}
         <TxHash hash={node.txHash} explorer={node.solanaExplorer} />
         {branch.children.length > 0 ? (
           <span className="muted">
@@ -98,9 +100,20 @@ function Run({ rootTxHash, current }: { rootTxHash: string; current: string | nu
     return [...byAgent.entries()].sort((a, b) => (a[1].units === b[1].units ? a[0].localeCompare(b[0]) : a[1].units > b[1].units ? -1 : 1));
   }, [tree]);
 
-  if (error !== undefined) return <ErrorBox error={error} />;
-  if (data == null) return fetching ? <Loading what="the run" /> : null;
-  if (tree === null || root === null) return <Empty>No run of this account starts at {shortHash(rootTxHash)}.</Empty>;
+  if (error !== undefined || data == null || tree === null || root === null) {
+    return (
+      <TableState
+        what="the run"
+        error={error}
+        fetching={fetching}
+        loaded={data != null}
+        empty
+        emptyText={`No run of this account starts at ${shortHash(rootTxHash)}.`}
+      >
+        {null}
+      </TableState>
+    );
+  }
   const budgets = invocations.data?.invocations ?? [];
   return (
     <>
@@ -236,10 +249,28 @@ function Run({ rootTxHash, current }: { rootTxHash: string; current: string | nu
 
 function RunOf({ txHash }: { txHash: string }): ReactNode {
   const [{ data, fetching, error }] = useQuery<RunRootData>({ query: RUN_ROOT, variables: { txHash } });
-  if (error !== undefined) return <ErrorBox error={error} />;
-  if (data == null) return fetching ? <Loading what="the run" /> : null;
+  if (error !== undefined || data == null) {
+    return (
+      <TableState what="the run" error={error} fetching={fetching} loaded={data != null} empty={false} emptyText="">
+        {null}
+      </TableState>
+    );
+  }
   const root = data.transaction?.runRootTxHash ?? null;
-  if (root === null) return <Empty>No payment of this account has the hash {shortHash(txHash)}.</Empty>;
+  if (root === null) {
+    return (
+      <TableState
+        what="the run"
+        error={undefined}
+        fetching={false}
+        loaded
+        empty
+        emptyText={`No payment of this account has the hash ${shortHash(txHash)}.`}
+      >
+        {null}
+      </TableState>
+    );
+  }
   return <Run rootTxHash={root} current={txHash} />;
 }
 
@@ -256,47 +287,131 @@ function OpenRun(): ReactNode {
     >
       <div className="field">
         <label htmlFor={id}>Transaction hash</label>
-        <input id={id} type="text" value={hash} onChange={(event) => setHash(event.target.value)} size={60} />
+        <input id={id} type="text" className="hash-input" value={hash} onChange={(event) => setHash(event.target.value)} />
       </div>
       <button type="submit">Open its run</button>
     </form>
   );
 }
 
-/** The latest runs: root payments with payments under them; for one agent, its payments that are part of a run. */
-function RecentRuns({ agentId }: { agentId: string | null }): ReactNode {
-  const variables: TransactionsVariables = { agentId, limit: 200 };
-  const [{ data, fetching, error }] = useQuery<TransactionsData, TransactionsVariables>({ query: TRANSACTIONS, variables });
-  if (error !== undefined) return <ErrorBox error={error} />;
-  if (data == null) return fetching ? <Loading what="recent runs" /> : null;
-  const inRuns = data.transactions.nodes.filter(
-    (tx) =>
-      tx.txHash !== null &&
-      (agentId === null ? tx.parentTxHash === null && tx.childCount > 0 : tx.parentTxHash !== null || tx.childCount > 0),
-  );
-  if (inRuns.length === 0) {
-    return (
-      <Empty>
-        No run among the latest 200 payments{agentId === null ? "" : ` of ${agentId}`} (a run is a payment that invoked other agents).
-      </Empty>
-    );
-  }
+const RUN_PAGE = 25;
+
+/** Runs of the account (or started by one agent), newest or costliest first, with their totals. */
+function RunList({ agentId, order, offset }: { agentId: string | null; order: "recent" | "cost"; offset: number }): ReactNode {
+  const variables: RunsVariables = { agentId, order, first: RUN_PAGE, offset };
+  const [{ data, fetching, error }, refetch] = useQuery<RunsData, RunsVariables>({ query: RUNS, variables });
+  const runs = data?.runs;
+  const rows = runs?.nodes ?? [];
   return (
-    <ul className="plain" data-testid="recent-runs">
-      {inRuns.map((tx) => (
-        <li key={tx.txHash}>
-          <Link to={href(`runs/${tx.txHash}`)}>
-            <code>{shortHash(tx.txHash!)}</code>
-          </Link>{" "}
-          by <AgentLink agentId={tx.agentId} />, <Time iso={tx.timestamp} />,{" "}
-          {tx.parentTxHash === null ? `${tx.childCount} payments directly under it` : `at depth ${tx.depth} of a run`}
-        </li>
-      ))}
-    </ul>
+    <>
+      <TableState
+        what="runs"
+        error={error}
+        fetching={fetching}
+        loaded={runs !== undefined}
+        empty={rows.length === 0}
+        emptyText={`No run${agentId === null ? "" : ` started by ${agentId}`} yet (a run is a payment that invoked other agents).`}
+        retry={() => refetch({ requestPolicy: "network-only" })}
+      >
+        <div className="table-wrap">
+          <table className="data" data-testid="runs-table">
+            <caption className="visually-hidden">Runs, {order === "cost" ? "costliest" : "newest"} first</caption>
+            <colgroup>
+              <col className="w-runhash" />
+              <col className="w-agent" />
+              <col className="w-time opt" />
+              <col className="w-amount" />
+              <col className="w-count" />
+              <col className="w-count opt" />
+              <col className="w-budget opt" />
+            </colgroup>
+            <thead>
+              <tr>
+                <th scope="col">Run</th>
+                <th scope="col">Started by</th>
+                <th scope="col" className="opt" aria-sort={order === "recent" ? "descending" : "none"}>
+                  <button type="button" className="sort" onClick={() => setParams({ sort: null, offset: null })}>
+                    Time{order === "recent" ? " ▼" : ""}
+                  </button>
+                </th>
+                <th scope="col" className="num" aria-sort={order === "cost" ? "descending" : "none"}>
+                  <button
+                    type="button"
+                    className="sort"
+                    data-testid="sort-by-cost"
+                    onClick={() => setParams({ sort: "cost", offset: null })}
+                  >
+                    Total cost{order === "cost" ? " ▼" : ""}
+                  </button>
+                </th>
+                <th scope="col" className="num">
+                  Payments
+                </th>
+                <th scope="col" className="num opt">
+                  Agents
+                </th>
+                <th scope="col" className="num opt">
+                  Budget used
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((run) => (
+                <tr key={run.rootTxHash} data-testid="run-row" data-root={run.rootTxHash} data-total={run.total}>
+                  <td>
+                    <Link to={href(`runs/${run.rootTxHash}`)} title={run.rootTxHash}>
+                      <code>{shortHash(run.rootTxHash)}</code>
+                    </Link>
+                  </td>
+                  <td>
+                    <AgentLink agentId={run.agentId} />
+                  </td>
+                  <td className="opt">
+                    <Time iso={run.timestamp} />
+                  </td>
+                  <td className="num" data-testid="run-cost">
+                    <Amount value={run.total} />
+                  </td>
+                  <td className="num" title={plural(run.paymentCount, "payment")}>
+                    {run.paymentCount}
+                  </td>
+                  <td className="num opt" title={plural(run.agentCount, "agent")}>
+                    {run.agentCount}
+                  </td>
+                  <td className="num opt">
+                    {run.budget === null || run.budgetSpent === null || run.budgetUnits === null || run.budgetSpentUnits === null ? (
+                      <span className="muted">no budget</span>
+                    ) : (
+                      <span title={`${run.budgetSpent} of ${run.budget} USDC`}>
+                        {percentOf(BigInt(run.budgetSpentUnits), BigInt(run.budgetUnits))} % of <Amount value={run.budget} />
+                      </span>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </TableState>
+      {runs !== undefined ? (
+        <Pager
+          label="Runs: pages"
+          offset={offset}
+          size={RUN_PAGE}
+          shown={rows.length}
+          total={runs.totalCount}
+          onPage={(next) => setParams({ offset: next === 0 ? null : String(next) })}
+        />
+      ) : null}
+    </>
   );
 }
 
-export function RunsView({ txHash, agentId }: { txHash: string | null; agentId: string | null }): ReactNode {
+export function RunsView({ txHash, params }: { txHash: string | null; params: URLSearchParams }): ReactNode {
+  const agentId = params.get("agent");
+  const order = params.get("sort") === "cost" ? "cost" : "recent";
+  const offsetParam = Number(params.get("offset") ?? "0");
+  const offset = Number.isInteger(offsetParam) && offsetParam >= 0 ? offsetParam : 0;
   return (
     <section aria-labelledby="view-title">
       <h1 id="view-title">Runs</h1>
@@ -307,8 +422,8 @@ export function RunsView({ txHash, agentId }: { txHash: string | null; agentId: 
           <div className="filters">
             <AgentFilter value={agentId} />
           </div>
-          <h2>{agentId === null ? "Recent runs" : `Recent payments of ${agentId} in runs`}</h2>
-          <RecentRuns agentId={agentId} />
+          <h2>{agentId === null ? "Runs" : "Runs started by this agent"}</h2>
+          <RunList agentId={agentId} order={order} offset={offset} />
         </>
       ) : (
         <RunOf txHash={txHash} />

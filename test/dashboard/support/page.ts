@@ -32,12 +32,13 @@ export async function open(page: Page, dashboardUrl: string, path: string): Prom
   await page.goto(new URL(path, dashboardUrl).toString());
 }
 
-export async function screenshot(page: Page, name: string): Promise<string> {
+/** The whole page, or (`fullPage: false`) the first screen of a long list. */
+export async function screenshot(page: Page, name: string, options: { fullPage?: boolean } = {}): Promise<string> {
   await mkdir(SCREENSHOT_DIR, { recursive: true });
   const path = join(SCREENSHOT_DIR, `${name}.png`);
   // The pointer away from the charts, so no hover legend is captured.
   await page.mouse.move(0, 0);
-  await page.screenshot({ path, fullPage: true, animations: "disabled" });
+  await page.screenshot({ path, fullPage: options.fullPage ?? true, animations: "disabled" });
   return path;
 }
 

@@ -5,7 +5,8 @@
   network (a recording ``httpx.MockTransport`` stands in for the gateway there: only what leaves
   the client is under test);
 - against the whole system: ``pay`` applies the domain rules before the first request leaves (a
-  loopback server counts what arrives), ``agents.create|get|archive`` with typed errors,
+  loopback server counts what arrives) and the gateway, asked after a local refusal, records it
+  as a rejected payment or allows a host the policy no longer refuses; ``agents.create|get|archive`` with typed errors,
   ``wallet.withdraw`` answers its destination, ``protocol_preference`` defaults to ``auto``, and
   ``PaymentError.code`` when the paid API is unreachable.
 """
@@ -188,14 +189,42 @@ async def test_a_blocked_host_receives_nothing(
     assert raised.value.reason_code == "domain_blocked"
     assert raised.value.reason == "domain_blocked: 127.0.0.1 is blocked by the policy (blockedDomains entry 127.0.0.1)"
     assert len(arrivals) == before
+    # The gateway decided and recorded the refusal: listed as rejected, with no amount requested.
+    assert isinstance(raised.value.detail, dict)
+    assert raised.value.detail["requested"] is None
+    assert isinstance(raised.value.detail["rejectionId"], str)
+    rejected = await done(client.transactions.list(status="rejected"))
+    assert [(tx.status, tx.agent_id, tx.endpoint) for tx in rejected] == [("rejected", agent_id, f"{origin[7:]}/data")]
     # Down: still the domain refusal, not PaymentError.
     with pytest.raises(DomainNotAllowedError):
         await done(client.pay(f"http://127.0.0.1:{_closed_port()}/gone"))
+    assert len(await done(client.transactions.list(status="rejected"))) == 2
     # The policy changed through this client: the next call sees it at once.
     await done(client.policies.set(blocked_domains=[]))
     answer = await done(client.pay(f"{origin}/data"))
     assert answer.status == 200
     assert len(arrivals) == before + 1
+
+
+@pytest.mark.anyio
+async def test_a_policy_changed_elsewhere_is_decided_by_the_gateway(
+    rest: Rest, make_client: MakeClient, counted: tuple[str, list[str]]
+) -> None:
+    origin, arrivals = counted
+    agent_id, _ = rest.register("stale-read")
+    client = make_client(agent_id, max_retries=0)
+    other = make_client(agent_id, max_retries=0)
+    await done(client.policies.set(blocked_domains=["127.0.0.1"]))
+    # A call to an allowed host caches the policy (2 s) that blocks 127.0.0.1.
+    await done(client.pay(f"{origin.replace('127.0.0.1', 'localhost')}/data"))
+    # Another client lifts the block: this one refuses from its cached read, asks the gateway,
+    # which allows, and the request goes out once; nothing is recorded.
+    await done(other.policies.set(blocked_domains=[]))
+    before = len(arrivals)
+    answer = await done(client.pay(f"{origin}/data"))
+    assert answer.status == 200
+    assert len(arrivals) == before + 1
+    assert await done(client.transactions.list(status="rejected")) == []
 
 
 @pytest.mark.anyio

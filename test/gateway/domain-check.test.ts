@@ -1,7 +1,8 @@
 /**
  * `POST /v1/agents/{agentId}/payments/domain-check` against a real Postgres: the gateway's word on a
  * host a client refused by its own domain check. A refusal is recorded once (a retry with the same
- * Idempotency-Key answers the same), listed with status `rejected` and emits `policy.violation`,
+ * Idempotency-Key answers the same), listed with status `rejected` and emits `policy.violation`
+ * (delivered to the account's webhook),
  * exactly like an authorization's domain refusal; an allowed host is answered 200 and leaves nothing;
  * another account's agent is 404; an endpoint that is not an http(s) URL is 400.
  */
@@ -72,6 +73,8 @@ describe("domain-check", () => {
   it("a blocked host: recorded once as rejected, with policy.violation, answered as the authorization answers", async () => {
     const agentId = await newAgent();
     await putPolicy(db.pool, agentId, { blockedDomains: ["blocked.example"] });
+    const hook = await call("POST", "/v1/webhooks", { url: "https://hooks.example.com/w", eventTypes: ["policy.violation"] });
+    expect(hook.status).toBe(201);
     const endpoint = "https://api.blocked.example/v1/data?q=1";
     const idem = randomUUID();
     const refused = await check(agentId, endpoint, idem);
@@ -94,6 +97,16 @@ describe("domain-check", () => {
     expect(replay.status).toBe(403);
     expect(replay.text).toBe(refused.text);
     expect(await counts(agentId)).toEqual({ rejections: 1, violations: 1, reservations: 0 });
+    // The policy.violation goes to the account's webhook (one delivery in the outbox).
+    const deliveries = await db.pool.query<{ channel: string; destination: string; type: string; detail: string }>(
+      `SELECT d.channel, d.destination, e.type, e.payload->>'detail' AS detail FROM event_deliveries d
+       JOIN gateway_events e ON e.id = d.event_id WHERE e.agent_id = $1`,
+      [agentId],
+    );
+    expect(deliveries.rows).toEqual([
+      { channel: "webhook", destination: "https://hooks.example.com/w", type: "policy.violation", detail: refused.body.reason },
+    ]);
+    expect((await call("DELETE", `/v1/webhooks/${hook.body.id}`)).status).toBe(204);
 
     // The authorization's refusal of the same host gives the same problem (but for the amount).
     const authorized = await call("POST", `/v1/agents/${agentId}/payments/authorize`, {

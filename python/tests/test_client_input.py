@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import random
 import socket
 import threading
@@ -128,6 +129,121 @@ def test_random_unicode_never_crashes_and_unstorable_text_never_leaves() -> None
         assert find_unstorable(str(request.url)) is None
         assert find_unstorable(request.content.decode("utf-8")) is None
     http.close()
+
+
+# ------------------------------------------------------------------ after a local domain refusal
+# A stand-in gateway (httpx.MockTransport): what the client sends and what it raises for each of the
+# gateway's answers, sync and async. The real gateway's answers are tested below and in
+# test/gateway/domain-check.test.ts.
+
+_BLOCKED_REASON = "domain_blocked: blocked.example is blocked by the policy (blockedDomains entry blocked.example)"
+
+
+def _stand_in_gateway(
+    check: tuple[int, dict[str, Any]] | Exception,
+) -> tuple[list[httpx.Request], Callable[..., httpx.Response]]:
+    """The gateway's policy read, and ``domain-check`` answering ``check`` (status and body, or an error)."""
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.url.path.endswith("/payments/domain-check"):
+            if isinstance(check, Exception):
+                raise check
+            return httpx.Response(check[0], json=check[1])
+        if request.url.path.startswith("/v1/policies/"):
+            return httpx.Response(
+                200, json={"agentId": "a1", "allowedDomains": None, "blockedDomains": ["blocked.example"]}
+            )
+        return httpx.Response(200, json={"free": True})
+
+    return sent, handle
+
+
+async def _pay_through(kind: str, handle: Callable[..., httpx.Response], endpoint: str) -> Any:
+    if kind == "sync":
+        client = Client(
+            agent_id="a1",
+            api_key="k" * 16,
+            max_retries=0,
+            http_client=httpx.Client(transport=httpx.MockTransport(handle)),
+        )
+        return client.pay(endpoint)
+    async_client = AsyncClient(
+        agent_id="a1",
+        api_key="k" * 16,
+        max_retries=0,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handle)),
+    )
+    return await async_client.pay(endpoint)
+
+
+_PROBLEM = {
+    "code": "POLICY_VIOLATION",
+    "errorClass": "DomainNotAllowedError",
+    "reasonCode": "domain_blocked",
+    "reason": _BLOCKED_REASON,
+    "detail": _BLOCKED_REASON,
+    "domain": "blocked.example",
+    "requested": None,
+    "rejectionId": "7",
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_local_refusal_is_put_to_the_gateway_whose_refusal_is_raised(kind: str) -> None:
+    sent, handle = _stand_in_gateway((403, _PROBLEM))
+    with pytest.raises(DomainNotAllowedError) as raised:
+        await _pay_through(kind, handle, "https://blocked.example/x?q=1")
+    assert (raised.value.status, raised.value.reason_code, raised.value.domain) == (
+        403,
+        "domain_blocked",
+        "blocked.example",
+    )
+    assert isinstance(raised.value.detail, dict)
+    assert raised.value.detail["rejectionId"] == "7"
+    assert [(r.method, r.url.path) for r in sent] == [
+        ("GET", "/v1/policies/a1"),
+        ("POST", "/v1/agents/a1/payments/domain-check"),
+    ]
+    assert json.loads(sent[1].read()) == {"endpoint": "https://blocked.example/x?q=1"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_the_gateway_allowing_lets_the_call_go_on(kind: str) -> None:
+    sent, handle = _stand_in_gateway((200, {"agentId": "a1", "allowed": True}))
+    answer = await _pay_through(kind, handle, "https://blocked.example/x")
+    assert answer.status == 200
+    assert [(r.method, r.url.host) for r in sent][-1] == ("GET", "blocked.example")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize(
+    "check",
+    [(503, {"code": "SERVICE_UNAVAILABLE"}), httpx.ConnectError("refused")],
+    ids=["503", "no answer"],
+)
+async def test_without_the_gateways_answer_the_local_refusal_stands(
+    kind: str, check: tuple[int, dict[str, Any]] | Exception
+) -> None:
+    sent, handle = _stand_in_gateway(check)
+    with pytest.raises(DomainNotAllowedError) as raised:
+        await _pay_through(kind, handle, "https://blocked.example/x")
+    assert (raised.value.status, raised.value.reason) == (None, _BLOCKED_REASON)
+    assert all(r.url.host != "blocked.example" for r in sent)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_another_4xx_is_raised_as_the_gateways(kind: str) -> None:
+    _, handle = _stand_in_gateway((409, {"code": "AGENT_ARCHIVED", "detail": "agent a1 is archived"}))
+    with pytest.raises(ServiceError) as raised:
+        await _pay_through(kind, handle, "https://blocked.example/x")
+    assert not isinstance(raised.value, DomainNotAllowedError)
+    assert (raised.value.status, raised.value.code) == (409, "AGENT_ARCHIVED")
 
 
 # ------------------------------------------------------------------ against the whole system

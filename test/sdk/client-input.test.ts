@@ -147,14 +147,18 @@ describe("pay checks the domain rules before the first request leaves", () => {
     });
     await sdk.policies.set({ blockedDomains: ["127.0.0.1"] });
     // A call to an allowed host caches the policy (2 s) that blocks 127.0.0.1.
+    const cachedAt = Date.now();
     await sdk.pay({ endpoint: `${countedOrigin.replace("127.0.0.1", "localhost")}/data` });
     expect(asked).toHaveLength(0);
     // Another client lifts the block; this one's cached read still refuses locally, asks the
     // gateway, which allows, and the request goes out once.
     await client("stale-read").policies.set({ blockedDomains: [] });
     const before = arrivals;
+    const stillCached = Date.now() - cachedAt < 1_500;
     const answer = await sdk.pay({ endpoint: `${countedOrigin}/data` });
-    expect(asked).toHaveLength(1);
+    // On a machine so slow that the 2 s cache ran out, the fresh read allows without asking
+    // (test/sdk/domain-rules.test.ts covers the gateway's allow with a controlled clock).
+    if (stillCached) expect(asked).toHaveLength(1);
     expect(answer).toMatchObject({ paid: false, status: 200, data: { free: true } });
     expect(arrivals).toBe(before + 1);
     expect(outside.count).toBe(2);

@@ -45,7 +45,7 @@ export async function recordRejection(pool: Db, rejection: Rejection): Promise<s
  */
 export async function recordRefusedPayment(
   client: pg.ClientBase,
-  input: { agentId: string; amountUnits: bigint; endpoint: string; protocol: "x402" | "mpp"; rejected: PolicyRejected; at: Date },
+  input: { agentId: string; amountUnits: bigint; endpoint: string; protocol: "x402" | "mpp" | null; rejected: PolicyRejected; at: Date },
 ): Promise<string> {
   const { agentId, rejected, endpoint, at } = input;
   const rejectionId = await recordRejection(client, {

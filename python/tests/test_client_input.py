@@ -5,7 +5,8 @@
   network (a recording ``httpx.MockTransport`` stands in for the gateway there: only what leaves
   the client is under test);
 - against the whole system: ``pay`` applies the domain rules before the first request leaves (a
-  loopback server counts what arrives), ``agents.create|get|archive`` with typed errors,
+  loopback server counts what arrives) and the gateway, asked after a local refusal, records it
+  as a rejected payment or allows a host the policy no longer refuses; ``agents.create|get|archive`` with typed errors,
   ``wallet.withdraw`` answers its destination, ``protocol_preference`` defaults to ``auto``, and
   ``PaymentError.code`` when the paid API is unreachable.
 """
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import random
 import socket
 import threading
@@ -129,6 +131,121 @@ def test_random_unicode_never_crashes_and_unstorable_text_never_leaves() -> None
     http.close()
 
 
+# ------------------------------------------------------------------ after a local domain refusal
+# A stand-in gateway (httpx.MockTransport): what the client sends and what it raises for each of the
+# gateway's answers, sync and async. The real gateway's answers are tested below and in
+# test/gateway/domain-check.test.ts.
+
+_BLOCKED_REASON = "domain_blocked: blocked.example is blocked by the policy (blockedDomains entry blocked.example)"
+
+
+def _stand_in_gateway(
+    check: tuple[int, dict[str, Any]] | Exception,
+) -> tuple[list[httpx.Request], Callable[..., httpx.Response]]:
+    """The gateway's policy read, and ``domain-check`` answering ``check`` (status and body, or an error)."""
+    sent: list[httpx.Request] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        if request.url.path.endswith("/payments/domain-check"):
+            if isinstance(check, Exception):
+                raise check
+            return httpx.Response(check[0], json=check[1])
+        if request.url.path.startswith("/v1/policies/"):
+            return httpx.Response(
+                200, json={"agentId": "a1", "allowedDomains": None, "blockedDomains": ["blocked.example"]}
+            )
+        return httpx.Response(200, json={"free": True})
+
+    return sent, handle
+
+
+async def _pay_through(kind: str, handle: Callable[..., httpx.Response], endpoint: str) -> Any:
+    if kind == "sync":
+        client = Client(
+            agent_id="a1",
+            api_key="k" * 16,
+            max_retries=0,
+            http_client=httpx.Client(transport=httpx.MockTransport(handle)),
+        )
+        return client.pay(endpoint)
+    async_client = AsyncClient(
+        agent_id="a1",
+        api_key="k" * 16,
+        max_retries=0,
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handle)),
+    )
+    return await async_client.pay(endpoint)
+
+
+_PROBLEM = {
+    "code": "POLICY_VIOLATION",
+    "errorClass": "DomainNotAllowedError",
+    "reasonCode": "domain_blocked",
+    "reason": _BLOCKED_REASON,
+    "detail": _BLOCKED_REASON,
+    "domain": "blocked.example",
+    "requested": None,
+    "rejectionId": "7",
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_local_refusal_is_put_to_the_gateway_whose_refusal_is_raised(kind: str) -> None:
+    sent, handle = _stand_in_gateway((403, _PROBLEM))
+    with pytest.raises(DomainNotAllowedError) as raised:
+        await _pay_through(kind, handle, "https://blocked.example/x?q=1")
+    assert (raised.value.status, raised.value.reason_code, raised.value.domain) == (
+        403,
+        "domain_blocked",
+        "blocked.example",
+    )
+    assert isinstance(raised.value.detail, dict)
+    assert raised.value.detail["rejectionId"] == "7"
+    assert [(r.method, r.url.path) for r in sent] == [
+        ("GET", "/v1/policies/a1"),
+        ("POST", "/v1/agents/a1/payments/domain-check"),
+    ]
+    assert json.loads(sent[1].read()) == {"endpoint": "https://blocked.example/x?q=1"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_the_gateway_allowing_lets_the_call_go_on(kind: str) -> None:
+    sent, handle = _stand_in_gateway((200, {"agentId": "a1", "allowed": True}))
+    answer = await _pay_through(kind, handle, "https://blocked.example/x")
+    assert answer.status == 200
+    assert [(r.method, r.url.host) for r in sent][-1] == ("GET", "blocked.example")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize(
+    "check",
+    [(503, {"code": "SERVICE_UNAVAILABLE"}), httpx.ConnectError("refused")],
+    ids=["503", "no answer"],
+)
+async def test_without_the_gateways_answer_the_local_refusal_stands(
+    kind: str, check: tuple[int, dict[str, Any]] | Exception
+) -> None:
+    sent, handle = _stand_in_gateway(check)
+    with pytest.raises(DomainNotAllowedError) as raised:
+        await _pay_through(kind, handle, "https://blocked.example/x")
+    assert (raised.value.status, raised.value.reason) == (None, _BLOCKED_REASON)
+    assert all(r.url.host != "blocked.example" for r in sent)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_another_4xx_is_raised_as_the_gateways(kind: str) -> None:
+    _, handle = _stand_in_gateway((409, {"code": "AGENT_ARCHIVED", "detail": "agent a1 is archived"}))
+    with pytest.raises(ServiceError) as raised:
+        await _pay_through(kind, handle, "https://blocked.example/x")
+    assert not isinstance(raised.value, DomainNotAllowedError)
+    assert (raised.value.status, raised.value.code) == (409, "AGENT_ARCHIVED")
+
+
 # ------------------------------------------------------------------ against the whole system
 
 
@@ -188,14 +305,42 @@ async def test_a_blocked_host_receives_nothing(
     assert raised.value.reason_code == "domain_blocked"
     assert raised.value.reason == "domain_blocked: 127.0.0.1 is blocked by the policy (blockedDomains entry 127.0.0.1)"
     assert len(arrivals) == before
+    # The gateway decided and recorded the refusal: listed as rejected, with no amount requested.
+    assert isinstance(raised.value.detail, dict)
+    assert raised.value.detail["requested"] is None
+    assert isinstance(raised.value.detail["rejectionId"], str)
+    rejected = await done(client.transactions.list(status="rejected"))
+    assert [(tx.status, tx.agent_id, tx.endpoint) for tx in rejected] == [("rejected", agent_id, f"{origin[7:]}/data")]
     # Down: still the domain refusal, not PaymentError.
     with pytest.raises(DomainNotAllowedError):
         await done(client.pay(f"http://127.0.0.1:{_closed_port()}/gone"))
+    assert len(await done(client.transactions.list(status="rejected"))) == 2
     # The policy changed through this client: the next call sees it at once.
     await done(client.policies.set(blocked_domains=[]))
     answer = await done(client.pay(f"{origin}/data"))
     assert answer.status == 200
     assert len(arrivals) == before + 1
+
+
+@pytest.mark.anyio
+async def test_a_policy_changed_elsewhere_is_decided_by_the_gateway(
+    rest: Rest, make_client: MakeClient, counted: tuple[str, list[str]]
+) -> None:
+    origin, arrivals = counted
+    agent_id, _ = rest.register("stale-read")
+    client = make_client(agent_id, max_retries=0)
+    other = make_client(agent_id, max_retries=0)
+    await done(client.policies.set(blocked_domains=["127.0.0.1"]))
+    # A call to an allowed host caches the policy (2 s) that blocks 127.0.0.1.
+    await done(client.pay(f"{origin.replace('127.0.0.1', 'localhost')}/data"))
+    # Another client lifts the block: this one refuses from its cached read, asks the gateway,
+    # which allows, and the request goes out once; nothing is recorded.
+    await done(other.policies.set(blocked_domains=[]))
+    before = len(arrivals)
+    answer = await done(client.pay(f"{origin}/data"))
+    assert answer.status == 200
+    assert len(arrivals) == before + 1
+    assert await done(client.transactions.list(status="rejected")) == []
 
 
 @pytest.mark.anyio

@@ -106,7 +106,12 @@ async def test_a_blocked_or_unlisted_domain_is_a_domain_not_allowed_error_with_t
     assert unlisted.value.reason_code == "domain_not_allowed"
     assert unlisted.value.domain == "127.0.0.1"
     assert path not in rest.counters()["paymentAttempts"]
+    # Refused before the first request: the blocked API received nothing.
+    assert path not in rest.counters()["hits"]
     assert await done(client.wallet.balance()) == Usdc(Decimal(1))
+    # The gateway, asked after each local refusal, recorded both (spec 3: listed as rejected).
+    rejected = await done(client.transactions.list(status="rejected"))
+    assert sorted(tx.extra.get("rejectionCode") or "" for tx in rejected) == ["domain_blocked", "domain_not_allowed"]
 
 
 async def test_a_rate_limit_breach_is_a_policy_violation(agent: Agent, ready: Ready) -> None:

@@ -14,11 +14,14 @@
  *
  * The refusal texts are the gateway's (api/shared/policy/reasons.ts), word for word.
  *
+ * The gateway has the last word: a host refused here is put to it (`check`), and it records the
+ * refusal as a rejected payment, as it does for an authorization's.
+ *
  * The policy is read from the gateway (`GET /v1/policies/{agentId}`) and kept for a short time,
  * shared by a client and its `withParent` copies; `policies.set` / `clear` through the same
  * client forget it at once.
  */
-import { DomainNotAllowedError } from "./errors.js";
+import { DomainNotAllowedError, ServiceError } from "./errors.js";
 import type { Transport } from "./transport.js";
 
 /** Second-level public suffixes under which a registrable domain has three labels. */
@@ -159,9 +162,28 @@ export class DomainRuleCache {
     this.#entries.delete(agentId);
   }
 
-  /** Throws `DomainNotAllowedError` when `url`'s host may not be called by `agentId`. */
+  /**
+   * Throws `DomainNotAllowedError` when `url`'s host may not be called by `agentId`. A local
+   * refusal is put to the gateway (`POST /v1/agents/{agentId}/payments/domain-check`), which
+   * decides on the policy as it stands: it records the refusal (a `rejected` transaction and
+   * `policy.violation`) and answers the problem this throws, or, when the policy changed since it
+   * was read, allows the host, and the payment goes on. Nothing is sent to the host either way
+   * before this returns.
+   */
   async check(agentId: string, url: URL, signal?: AbortSignal): Promise<void> {
-    const refusal = domainRefusal(await this.rules(agentId, signal), hostOf(url));
-    if (refusal !== null) throw refusal;
+    const local = domainRefusal(await this.rules(agentId, signal), hostOf(url));
+    if (local === null) return;
+    this.forget(agentId);
+    try {
+      await this.transport.request<unknown>("POST", `/v1/agents/${encodeURIComponent(agentId)}/payments/domain-check`, {
+        body: { endpoint: url.href },
+        ...(signal === undefined ? {} : { signal }),
+      });
+    } catch (error) {
+      // The gateway's answer (its DomainNotAllowedError, or a 4xx such as an archived agent) is
+      // thrown as it is; without one (unreachable, 5xx) the local refusal stands.
+      if (error instanceof ServiceError && error.status !== undefined && error.status < 500) throw error;
+      throw local;
+    }
   }
 }

@@ -7,8 +7,8 @@
  * - the researcher pays an x402 API and an MPP API (the MPP session is reused on the second call)
  *   and invokes its own sub-agent ("summarizer"), which pays the x402 API: depths 0, 1 and 2;
  * - a payment over `perCallLimit`, one to a blocked domain and one over the invocation budget are
- *   rejected with the spec's error classes; the two the gateway judged are listed as `rejected`
- *   (the blocked domain is refused by the client before any request, so no amount is known);
+ *   rejected with the spec's error classes and listed as `rejected` (the blocked domain is refused
+ *   by the client before any request and recorded by the gateway it asks, with no amount);
  * - the researcher's daily budget reaches 80 % and `budget.warning` reaches a webhook receiver,
  *   signed;
  * - `transactions.getChain` and `cli transactions tree` show the tree with the right totals.
@@ -51,7 +51,7 @@ let research: ResearchLog | null = null;
 /** The orchestrator's `agents.invoke` of the researcher, made once in `beforeAll`. */
 let invocation: Awaited<ReturnType<Client["agents"]["invoke"]>>;
 let summarizerPaid: PaidResult | null = null;
-const counters = { x402Challenges: 0, mppChallenges: 0, mppSessionRequests: 0 };
+const counters = { x402Challenges: 0, mppChallenges: 0, mppSessionRequests: 0, blockedHostRequests: 0 };
 
 /** A REST call that must succeed; its JSON body ({} when empty). */
 async function rest(apiKey: string, method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
@@ -162,6 +162,7 @@ beforeAll(async () => {
     (req, res) => sendJson(res, 200, { results: ["a", "b"], paidBy: (req.payment as X402Payment).payer }),
     (req, res, next) => {
       if (!req.headers["x-payment"]) counters.x402Challenges += 1;
+      if (req.headers.host?.startsWith("localhost")) counters.blockedHostRequests += 1;
       (req.url?.startsWith("/premium") ? premiumGate : searchGate)(req, res, next);
     },
   );
@@ -313,10 +314,16 @@ describe("an orchestrator, its sub-agents and their paid APIs", () => {
     for (const error of [perCall, domain, budget]) expect(error).toBeInstanceOf(ServiceError);
 
     const rejected = (await clientOf("researcher").transactions.list({ limit: 50 })).filter((tx) => tx.status === "rejected");
-    // The blocked domain never reached the gateway's authorization (the client refused it first).
-    expect(rejected).toHaveLength(2);
-    expect(rejected.map((tx) => tx.amountPaid.usdc).sort()).toEqual([0.1, 0.6]);
+    // The blocked domain is refused by the client before any request and recorded by the gateway
+    // it then asks: no 402 was read, so no amount (0) and no protocol.
+    expect(rejected).toHaveLength(3);
+    expect(rejected.map((tx) => tx.amountPaid.usdc).sort()).toEqual([0, 0.1, 0.6]);
     for (const tx of rejected) expect(tx.txHash).toBeNull();
+    const domainRow = rejected.find((tx) => tx.amountPaid.usdc === 0);
+    expect(domainRow).toMatchObject({ protocol: null, rejectionCode: "domain_blocked" });
+    expect(domainRow!.endpoint.startsWith("localhost:")).toBe(true);
+    // The blocked host received nothing.
+    expect(counters.blockedHostRequests).toBe(0);
   });
 
   it("resolves the whole tree from the root: depths 0–2 and the right totals", async () => {

@@ -165,6 +165,12 @@ const ROUTES: readonly RouteCase[] = [
   },
   {
     method: "POST",
+    path: "/v1/agents/:agentId/payments/domain-check",
+    params: { agentId: AGENT },
+    body: { endpoint: "https://evil.example.com/a" },
+  },
+  {
+    method: "POST",
     path: "/v1/agents/:agentId/payments/:reservationId/complete",
     params: { agentId: AGENT, reservationId: UUID },
     body: { txHash: HASH },

@@ -140,6 +140,16 @@ export async function reservationsOf(setup: InteropSetup, agentId: string) {
   return rows;
 }
 
+/** The agent's recorded rejections (listed as `rejected` transactions), oldest first. */
+export async function rejectionsOf(setup: InteropSetup, agentId: string) {
+  const { rows } = await setup.test.system.pool.query<{ reason_code: string; amount_units: string }>(
+    `SELECT p.reason_code, p.amount_units::text FROM payment_rejections p
+     JOIN agents a ON a.agent_id = p.agent_id WHERE a.public_id = $1 ORDER BY p.id`,
+    [agentId],
+  );
+  return rows;
+}
+
 export async function transfersOf(setup: InteropSetup, agentId: string) {
   const { rows } = await setup.test.system.pool.query<{
     status: string;
@@ -196,8 +206,8 @@ export const paymentHeaders = (request: Seen): string[] =>
 
 /**
  * The agent's policy refuses the call to `endpoint` before anything is signed: `refused` accepts
- * the client's error, only the unpaid request reached the API, and no transfer, reservation or
- * token moved (the agent was funded with 1 USDC).
+ * the client's error, at most the unpaid request reached the API, the gateway recorded the
+ * rejection once, and no transfer, reservation or token moved (the agent was funded with 1 USDC).
  */
 export async function expectRefusedBeforeSigning(
   setup: InteropSetup,
@@ -216,6 +226,9 @@ export async function expectRefusedBeforeSigning(
   // At most the unpaid first request left, without payment headers (a refused domain: none at all).
   expect(seen.length).toBeLessThanOrEqual(1);
   expect(seen.flatMap((request) => paymentHeaders(request))).toEqual([]);
+  // The gateway recorded the refusal once (a domain refused by the client too: the client asks it).
+  const reasonCode = (error as { reasonCode?: string }).reasonCode;
+  expect((await rejectionsOf(setup, agentId)).map((row) => row.reason_code)).toEqual([reasonCode]);
   expect(await transfersOf(setup, agentId)).toEqual([]);
   expect(await reservationsOf(setup, agentId)).toEqual([]);
   expect(await tokens(setup, payer.address)).toBe(1_000_000n);

@@ -4,7 +4,8 @@
  *
  * - `pay` applies the agent's domain rules before the first request to the endpoint: a blocked or
  *   unlisted host receives nothing (a loopback server counts what arrives), and a host that is
- *   down still answers `DomainNotAllowedError`;
+ *   down still answers `DomainNotAllowedError`; the gateway, asked after the local refusal,
+ *   records it as a rejected payment, or allows a host the policy no longer refuses;
  * - `agents.create|get|archive` and `cli agents ...`, `cli alerts delete` with their typed errors;
  * - `wallet.withdraw` answers its destination.
  */
@@ -90,6 +91,16 @@ describe("pay checks the domain rules before the first request leaves", () => {
     });
     expect(arrivals).toBe(before);
     expect(outside.count).toBe(0);
+    // The gateway decided and recorded the refusal (spec 3: listed as rejected, policy.violation).
+    const rejected = await sdk.transactions.list({ status: "rejected" });
+    expect(rejected).toHaveLength(1);
+    expect(rejected[0]).toMatchObject({
+      agentId: "guarded",
+      status: "rejected",
+      rejectionCode: "domain_blocked",
+      endpoint: `${countedOrigin.slice(7)}/data`,
+    });
+    expect((error as DomainNotAllowedError).detail).toMatchObject({ rejectionId: expect.any(String), requested: null });
 
     // The policy changed through this client: the next call sees it at once (no stale cache).
     await sdk.policies.set({ blockedDomains: [] });
@@ -117,6 +128,41 @@ describe("pay checks the domain rules before the first request leaves", () => {
     const reached = await sdk.pay({ endpoint: `${countedOrigin.replace("127.0.0.1", "localhost")}/data` });
     expect(reached).toMatchObject({ paid: false, status: 200 });
     expect(outside.count).toBe(1);
+  });
+
+  it("a policy changed elsewhere since the client read it: the gateway allows the host, the call goes on, nothing is recorded", async () => {
+    await account().agents.create({ agentId: "stale-read" });
+    const asked: string[] = [];
+    const outside = { count: 0 };
+    const counting = countingFetch(outside);
+    const sdk = new Client({
+      agentId: "stale-read",
+      apiKey,
+      baseUrl: system.apiUrl,
+      maxRetries: 0,
+      fetch: (input, init) => {
+        if (String(input).endsWith("/payments/domain-check")) asked.push(String(input));
+        return counting(input, init);
+      },
+    });
+    await sdk.policies.set({ blockedDomains: ["127.0.0.1"] });
+    // A call to an allowed host caches the policy (2 s) that blocks 127.0.0.1.
+    const cachedAt = Date.now();
+    await sdk.pay({ endpoint: `${countedOrigin.replace("127.0.0.1", "localhost")}/data` });
+    expect(asked).toHaveLength(0);
+    // Another client lifts the block; this one's cached read still refuses locally, asks the
+    // gateway, which allows, and the request goes out once.
+    await client("stale-read").policies.set({ blockedDomains: [] });
+    const before = arrivals;
+    const stillCached = Date.now() - cachedAt < 1_500;
+    const answer = await sdk.pay({ endpoint: `${countedOrigin}/data` });
+    // On a machine so slow that the 2 s cache ran out, the fresh read allows without asking
+    // (test/sdk/domain-rules.test.ts covers the gateway's allow with a controlled clock).
+    if (stillCached) expect(asked).toHaveLength(1);
+    expect(answer).toMatchObject({ paid: false, status: 200, data: { free: true } });
+    expect(arrivals).toBe(before + 1);
+    expect(outside.count).toBe(2);
+    expect(await sdk.transactions.list({ status: "rejected" })).toHaveLength(0);
   });
 
   it("a blocked host that is down is still DomainNotAllowedError, not PaymentError", async () => {

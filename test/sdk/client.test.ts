@@ -308,8 +308,14 @@ describe("policy rejections come before any payment", () => {
     expect(error).toBeInstanceOf(DomainNotAllowedError);
     expect(error).toBeInstanceOf(PolicyViolationError);
     expect((error as DomainNotAllowedError).domain).toBe("127.0.0.1");
-    expect(seen.filter((request) => request.headers["x-payment"] !== undefined)).toEqual([]);
+    // Refused before the first request: the blocked API received nothing.
+    expect(seen).toEqual([]);
     expect(await sdk.wallet.balance()).toEqual({ usdc: 1 });
+    // The gateway, asked after the client's refusal, recorded it (spec 3: listed as rejected).
+    const rejected = await sdk.transactions.list({ status: "rejected" });
+    expect(rejected.map((tx) => [tx.status, tx.rejectionCode, tx.endpoint])).toEqual([
+      ["rejected", "domain_blocked", `${paid.origin.slice("http://".length)}/x402/blocked`],
+    ]);
   });
 
   it("the rejection is listed with status rejected", async () => {

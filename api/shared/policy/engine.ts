@@ -100,7 +100,8 @@ export interface PolicyRejected extends DecisionCommon {
   /** The refusal text (./reasons.ts): spec 7's form where a limit exists, the domain and rule otherwise. */
   readonly reason: string;
   readonly errorClass: ErrorClassName;
-  readonly requested: string;
+  /** The amount asked for; null for a domain refusal made before any amount was known. */
+  readonly requested: string | null;
   /** The limit the request broke; null for a domain rule, which has none. */
   readonly limit: string | null;
   readonly unit: string;
@@ -142,15 +143,10 @@ export function evaluatePolicy(policy: Policy, usage: PolicyUsage, request: Paym
     warnings: [],
   });
 
-  const blockedBy = findMatch(policy.blockedDomains, domain);
-  if (blockedBy !== null) {
-    return {
-      ...reject("domain_blocked", formatUsdcShort(amount), null, UNIT, domainBlockedReason(domain, blockedBy)),
-      matchedEntry: blockedBy,
-    };
-  }
-  if (policy.allowedDomains !== null && findMatch(policy.allowedDomains, domain) === null) {
-    return { ...reject("domain_not_allowed", formatUsdcShort(amount), null, UNIT, domainNotAllowedReason(domain)), matchedEntry: null };
+  const domainRefusal = evaluateDomain(policy, domain);
+  if (domainRefusal !== null) {
+    const { reasonCode, reason, matchedEntry } = domainRefusal;
+    return { ...reject(reasonCode, formatUsdcShort(amount), null, UNIT, reason), matchedEntry };
   }
   if (policy.perCallLimitUnits !== null && amount > policy.perCallLimitUnits) {
     return reject("per_call_limit_exceeded", formatUsdcShort(amount), formatUsdcShort(policy.perCallLimitUnits), UNIT);
@@ -182,6 +178,52 @@ export function evaluatePolicy(policy: Policy, usage: PolicyUsage, request: Paym
     protocol,
     budget: after,
     warnings: budget !== null && crossesWarning(budget, used, used + amount) ? ["budget.warning"] : [],
+  };
+}
+
+/** A refusal by the domain rules (rules 1 and 2): the reason code, its text and the matched entry. */
+export interface DomainRefusal {
+  readonly reasonCode: "domain_blocked" | "domain_not_allowed";
+  readonly reason: string;
+  /** The blockedDomains entry that matched, or null (not on allowedDomains). */
+  readonly matchedEntry: string | null;
+}
+
+/**
+ * Rules 1 and 2 alone, for a normalized host: what `evaluatePolicy` applies first, and what the
+ * gateway's domain check answers when a client refused a host before any request left it.
+ */
+export function evaluateDomain(policy: Policy, domain: string): DomainRefusal | null {
+  const blockedBy = findMatch(policy.blockedDomains, domain);
+  if (blockedBy !== null) return { reasonCode: "domain_blocked", reason: domainBlockedReason(domain, blockedBy), matchedEntry: blockedBy };
+  if (policy.allowedDomains !== null && findMatch(policy.allowedDomains, domain) === null) {
+    return { reasonCode: "domain_not_allowed", reason: domainNotAllowedReason(domain), matchedEntry: null };
+  }
+  return null;
+}
+
+/**
+ * The domain rules alone, before any amount is known (a client refused the host locally and asks
+ * the gateway, which decides): the same refusal `evaluatePolicy` gives, with `requested` null.
+ */
+export function evaluateDomainOnly(policy: Policy, usage: PolicyUsage, endpoint: string, now: Date): PolicyRejected | null {
+  const domain = endpointHost(endpoint);
+  const refusal = evaluateDomain(policy, domain);
+  if (refusal === null) return null;
+  const window = openBudgetWindow(usage.windowStart, now);
+  const used = window === null ? 0n : usage.usedTodayUnits;
+  const exhausted = window !== null && policy.dailyBudgetUnits !== null && usage.budgetExhausted === true;
+  return {
+    decision: "reject",
+    ...refusal,
+    errorClass: ERROR_CLASS[refusal.reasonCode],
+    requested: null,
+    limit: null,
+    unit: UNIT,
+    domain,
+    protocol: null,
+    budget: budgetStatus(policy.dailyBudgetUnits, used, window, exhausted),
+    warnings: [],
   };
 }
 

@@ -10,7 +10,9 @@ TypeScript client's ``domain-rules.ts`` does the same.
 "Registrable" as the gateway decides it: two labels, or three under the second-level suffixes
 below. Hosts are compared lower-cased in ASCII (IDNA) without a trailing dot. The policy is read
 from the gateway (``GET /v1/policies/{agentId}``) and kept for ``POLICY_CACHE_SECONDS``, shared by
-a client and its ``with_parent`` copies; ``policies.set`` through the same client forgets it.
+a client and its ``with_parent`` copies; ``policies.set`` through the same client forgets it. The
+gateway has the last word: a host refused here is put to it (``DomainRuleCache.check``), and it
+records the refusal as a rejected payment, as it does for an authorization's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .effects import Flow
-from .errors import DomainNotAllowedError
+from .errors import DomainNotAllowedError, ServiceError
 from .transport import Transport, segment
 
 MULTI_LABEL_SUFFIXES: frozenset[str] = frozenset(
@@ -124,8 +126,24 @@ class DomainRuleCache:
         self._entries[agent_id] = (self._clock(), rules)
         return rules
 
-    def check(self, agent_id: str, host: str) -> Flow[None]:
-        """Raises ``DomainNotAllowedError`` when ``host`` may not be called by ``agent_id``."""
-        refusal = domain_refusal((yield from self.rules(agent_id)), normalize_host(host))
-        if refusal is not None:
-            raise refusal
+    def check(self, agent_id: str, host: str, endpoint: str) -> Flow[None]:
+        """Raises ``DomainNotAllowedError`` when ``host`` (``endpoint``'s) may not be called by
+        ``agent_id``. A local refusal is put to the gateway
+        (``POST /v1/agents/{agentId}/payments/domain-check``), which decides on the policy as it
+        stands: it records the refusal (a ``rejected`` transaction and ``policy.violation``) and
+        answers the problem raised here, or, when the policy changed since it was read, allows the
+        host and the payment goes on. Nothing is sent to the host before this returns."""
+        local = domain_refusal((yield from self.rules(agent_id)), normalize_host(host))
+        if local is None:
+            return
+        self.forget(agent_id)
+        try:
+            yield from self._transport.request(
+                "POST", f"/v1/agents/{segment(agent_id)}/payments/domain-check", body={"endpoint": endpoint}
+            )
+        except ServiceError as error:
+            # The gateway's answer (its DomainNotAllowedError, or a 4xx such as an archived agent)
+            # is raised as it is; without one (unreachable, 5xx) the local refusal stands.
+            if error.status is not None and error.status < 500:
+                raise
+            raise local from error

@@ -178,7 +178,7 @@ class PayFlow:
     def pay(self, context: _Context, idempotency_key: str | None, extras: PayExtras) -> Flow[PaymentResult]:
         """Steps 1-7; ``extras`` only from ``agents.invoke``."""
         # Spec 2.1's domain rules before anything is sent: a refused host receives nothing.
-        yield from self._shared.domain_rules.check(self._agent_id, context.host)
+        yield from self._shared.domain_rules.check(self._agent_id, context.host, context.endpoint)
         sessions = self._shared.sessions
         scope = self._session_scope
         reusable = sessions.get(scope, context.origin) if extras.invocation_budget is None else None

@@ -11,8 +11,7 @@
  *   0.15), each sub-agent paying under its parent;
  * - limited (allowed domains 127.0.0.1, per call 0.15, daily budget 0.25): paid 0.20, refused over
  *   the per-call limit, to localhost (domain not allowed: the SDK refuses that host before any
- *   request, so this one is asked of the gateway's authorize route with the API's 402 offer, as a
- *   caller without the SDK would), and over the daily budget (exhausted);
+ *   request and the gateway it then asks records the refusal), and over the daily budget (exhausted);
  * - careful (daily budget 0.25): paid 0.20, 80 % of its budget (the warning);
  * - chatty (rate limit 2 calls per 1h): paid twice, refused the third time (rate limit).
  * Account "rival": one payment by its own agent, which the buyer must never see.
@@ -20,7 +19,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Client, type PaidResult } from "../../../sdk/src/client.js";
 import { usdcToUnits } from "../../../sdk/src/money.js";
-import { readPaymentOffer } from "../../../sdk/src/payment-required.js";
 import { mppMiddleware, type NodeMiddleware, type NodeRequest, x402Middleware, type X402Payment } from "../../../sdk/src/server/index.js";
 import { pollUntil } from "../../support/poll.js";
 import { fundedAgent, rest, type Served, serve, startTestSystem, type TestSystem } from "../../sdk/server-support.js";
@@ -251,19 +249,8 @@ export async function startScenario(): Promise<Scenario> {
   };
   await pay("limited", searchUrl);
   await refused("limited", premiumUrl, { reasonCode: "per_call_limit_exceeded", requested: "0.6", limit: "0.15", unit: "usdc" });
-  {
-    // The gateway's own domain check: the 402 offer of the unlisted host, sent to authorize.
-    const unpaid = await fetch(localSearchUrl);
-    const offer = readPaymentOffer(await unpaid.json().catch(() => null), localSearchUrl, unpaid.headers);
-    const answer = await rest(system, buyer.apiKey, "POST", "/v1/agents/limited/payments/authorize", {
-      endpoint: localSearchUrl,
-      ...offer,
-    });
-    const reason = JSON.stringify(answer.body);
-    if (answer.status !== 403 || !reason.includes("domain_not_allowed"))
-      throw new Error(`limited: expected domain_not_allowed, got ${reason}`);
-    rejected.push({ agentId: "limited", reasonCode: "domain_not_allowed", requested: null, limit: null, unit: null });
-  }
+  // The client refuses the unlisted host before any request and the gateway it asks records it.
+  await refused("limited", localSearchUrl, { reasonCode: "domain_not_allowed", requested: null, limit: null, unit: null });
   await pay("limited", searchUrl);
   await refused("limited", searchUrl, { reasonCode: "daily_budget_exceeded", requested: "0.1", limit: "0.25", unit: "usdc" });
 

@@ -36,6 +36,9 @@
  * (api/gateway/transfers). Such a reservation cannot be released: the signed transfer may land
  * until its blockhash expires; the sweeper closes it with the outcome.
  *
+ * `POST /v1/agents/{agentId}/payments/domain-check` (`{ endpoint }`): the gateway's decision on a host
+ * a client's own domain check refused; a refusal is recorded like an authorization's.
+ *
  * `POST /v1/agents/{agentId}/payments/{reservationId}/complete` (`{ txHash }`) and `.../release`
  * close the reservation when the payment was settled elsewhere (a third-party facilitator); both
  * are idempotent with the facilitator's own closing. `release` revokes the signed payment: once
@@ -49,6 +52,7 @@ import { parseTxHash } from "../../../shared/validation.js";
 import {
   type AuthorizeResult,
   authorizeInTransaction,
+  checkDomainInTransaction,
   completeReservation,
   type Offer,
   prepareAuthorization,
@@ -127,6 +131,24 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
   return runDatabaseEffect(context.store, context.idempotency, async (client) =>
     authorizeAnswer(agent.public_id, await authorizeInTransaction(client, prepared, context.now)),
   );
+}
+
+/**
+ * `POST /v1/agents/{agentId}/payments/domain-check` with `{ endpoint }`: a client refused the host
+ * by its own domain check and asks the gateway, which decides on the policy as it stands. Refused:
+ * recorded (status `rejected`, `policy.violation`) and answered 403 as the authorization answers a
+ * domain refusal; allowed: 200 `{ allowed: true }`, nothing recorded.
+ */
+async function domainCheckRoute(context: RouteContext): Promise<RouteResponse> {
+  const agent = await requireActiveAgent(context, context.params.agentId!);
+  const body = objectBody(context.body, ["endpoint"], []);
+  const endpoint = stringField(body.endpoint, "endpoint");
+  hostOf(endpoint, "endpoint");
+  return runDatabaseEffect(context.store, context.idempotency, async (client) => {
+    const result = await checkDomainInTransaction(client, agent, endpoint, context.now);
+    if (result.outcome === "allowed") return json(200, { agentId: agent.public_id, endpoint, allowed: true });
+    return policyViolationAnswer(result.decision, result.rejectionId);
+  });
 }
 
 /**
@@ -280,6 +302,7 @@ async function releaseRoute(context: RouteContext): Promise<RouteResponse> {
 
 export const paymentRoutes: readonly Route[] = [
   { method: "POST", path: "/v1/agents/:agentId/payments/authorize", handler: authorizeRoute },
+  { method: "POST", path: "/v1/agents/:agentId/payments/domain-check", handler: domainCheckRoute },
   { method: "POST", path: "/v1/agents/:agentId/payments/:reservationId/complete", handler: completeRoute },
   { method: "POST", path: "/v1/agents/:agentId/payments/:reservationId/release", handler: releaseRoute },
 ];

@@ -10,7 +10,7 @@ import { localState } from "./local-state.js";
 
 const USAGE = `usage:
   npm run admin -- create-account <name>
-  npm run admin -- issue-key <accountId>
+  npm run admin -- issue-key <accountId> [--scope admin|approver|agent:<agentId>]
   npm run admin -- revoke-key <apiKey>
   npm run admin -- register-agent <accountId> <agentId> <walletAddress> [name]`;
 

@@ -20,6 +20,7 @@ const BRAND = Symbol.for("agent-payment-gateway.sdk.error");
 export const GATEWAY_ERROR_CODES = [
   // Both surfaces.
   "AUTHENTICATION_ERROR",
+  "FORBIDDEN_SCOPE",
   "BAD_USER_INPUT",
   "NOT_FOUND",
   "INVALID_JSON",

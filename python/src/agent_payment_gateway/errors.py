@@ -34,6 +34,7 @@ from .money import Usdc, usdc_from_wire
 GATEWAY_ERROR_CODES: Final = (
     # Both surfaces.
     "AUTHENTICATION_ERROR",
+    "FORBIDDEN_SCOPE",
     "BAD_USER_INPUT",
     "NOT_FOUND",
     "INVALID_JSON",

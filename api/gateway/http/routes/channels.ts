@@ -76,6 +76,12 @@ function optionalSeconds(value: JsonValue | undefined, field: string, fallback: 
   return seconds;
 }
 
+/** The public id of the agent paying through the addressed channel, or null when the account has no such channel. */
+async function channelAgent(context: RouteContext): Promise<string | null> {
+  const session = await requireChannels(context).session(channelParam(context), context.caller.accountId);
+  return session === null ? null : publicAgentId(session.agentId);
+}
+
 function channelParam(context: RouteContext): string {
   const channel = context.params.channel!;
   if (!ADDRESS.test(channel)) throw channelNotFound(channel);
@@ -250,9 +256,9 @@ async function closeRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const channelRoutes: readonly Route[] = [
-  { method: "POST", path: "/v1/agents/:agentId/channels", handler: openRoute },
-  { method: "GET", path: "/v1/channels/:channel", handler: getRoute },
-  { method: "POST", path: "/v1/channels/:channel/vouchers", handler: voucherRoute },
-  { method: "POST", path: "/v1/channels/:channel/settlements", handler: settlementRoute },
-  { method: "POST", path: "/v1/channels/:channel/close", handler: closeRoute },
+  { method: "POST", path: "/v1/agents/:agentId/channels", scope: "agent", handler: openRoute },
+  { method: "GET", path: "/v1/channels/:channel", scope: "read", agentOf: channelAgent, handler: getRoute },
+  { method: "POST", path: "/v1/channels/:channel/vouchers", scope: "agent", agentOf: channelAgent, handler: voucherRoute },
+  { method: "POST", path: "/v1/channels/:channel/settlements", scope: "agent", agentOf: channelAgent, handler: settlementRoute },
+  { method: "POST", path: "/v1/channels/:channel/close", scope: "agent", agentOf: channelAgent, handler: closeRoute },
 ];

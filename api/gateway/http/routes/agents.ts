@@ -97,7 +97,10 @@ async function listRoute(context: RouteContext): Promise<RouteResponse> {
   const after = afterText === null ? null : parseAgentId("after", afterText);
   const includeArchived = booleanParam(context.query.get("includeArchived"), "includeArchived");
   const own = boundAgent(context.caller.scope);
-  const page = own === null ? await listAgentsPage(context.deps.pool, context.caller.accountId, { limit, after, includeArchived }) : await ownAgentPage(context, own, after, includeArchived);
+  const page =
+    own === null
+      ? await listAgentsPage(context.deps.pool, context.caller.accountId, { limit, after, includeArchived })
+      : await ownAgentPage(context, own, after, includeArchived);
   const balances = await balancesOf(context, page.rows);
   return json(200, {
     agents: page.rows.map((row, i) => agentJson(row, balances[i] ?? null, network(context))),

@@ -16,6 +16,7 @@
  */
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../../../../programs/payment_ledger/ts/index.js";
 import { publicAgentId } from "../../../shared/agent-ids.js";
+import { findSession } from "../../channels/store.js";
 import { badRequest, httpError } from "../../../shared/http/problem.js";
 import { runExternalEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
 import { budgetExceededAnswer, policyViolationAnswer } from "../refusals.js";
@@ -78,8 +79,8 @@ function optionalSeconds(value: JsonValue | undefined, field: string, fallback: 
 
 /** The public id of the agent paying through the addressed channel, or null when the account has no such channel. */
 async function channelAgent(context: RouteContext): Promise<string | null> {
-  const session = await requireChannels(context).session(channelParam(context), context.caller.accountId);
-  return session === null ? null : publicAgentId(session.agentId);
+  const session = await findSession(context.deps.pool, channelParam(context));
+  return session === null || session.accountId !== context.caller.accountId ? null : publicAgentId(session.agentId);
 }
 
 function channelParam(context: RouteContext): string {

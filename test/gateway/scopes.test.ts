@@ -14,6 +14,12 @@ import { handleSession } from "../../api/gateway/dashboard/session.js";
 import { createGatewayHandler, GATEWAY_ROUTES } from "../../api/gateway/http/index.js";
 import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
+import { parse } from "graphql";
+import { createSchema } from "graphql-yoga";
+import { FIELD_SCOPES } from "../../api/query/field-scopes.js";
+import { resolvers } from "../../api/query/resolvers/index.js";
+import { typeDefs } from "../../api/query/schema.js";
+import { type ApiServer, createApiServer } from "../../api/query/server.js";
 import { QUERY_ROUTES } from "../../api/query/rest/index.js";
 import { Router } from "../../api/shared/http/router.js";
 import { createAccount, issueApiKey, registerAgent } from "../../api/shared/keys.js";
@@ -91,6 +97,7 @@ const OTHER = "scout";
 const NOW = new Date("2026-03-01T12:00:00.000Z");
 
 let db: FreshDatabase;
+let api: ApiServer;
 let handle: (request: Request) => Promise<Response | null>;
 let accountId: string;
 let keys: Record<Subject, string>;
@@ -118,6 +125,7 @@ beforeAll(async () => {
     keystore: keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() }),
     secretBox: new SecretBox(randomBytes(32)),
   });
+  api = createApiServer({ pool: db.pool, now: () => NOW, liveFeed: false });
   accountId = await createAccount(db.pool, "scopes");
   const ownWallet = bs58.encode(randomBytes(32));
   const otherWallet = bs58.encode(randomBytes(32));
@@ -144,6 +152,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await api?.close();
   await db?.drop();
 });
 
@@ -346,5 +355,138 @@ describe("route declarations", () => {
       /only apply to read and agent routes/,
     );
     expect(() => new Router([{ method: "GET", path: "/v1/agents/:agentId/things", scope: "agent", handler }])).not.toThrow();
+  });
+});
+
+/**
+ * GraphQL: every root field of the schema (read from the schema itself), with every key kind. The
+ * fields are reads: admin, approver and the agent's own key are answered; another agent's key is
+ * refused (403 FORBIDDEN_SCOPE) when it names the agent, answered null for an object of the agent,
+ * or given a list without the agent's items.
+ */
+const GRAPHQL_OTHER: Record<string, "forbidden" | "null" | "filtered"> = {
+  "Query.agents": "filtered",
+  "Query.wallet": "forbidden",
+  "Query.transaction": "null",
+  "Query.transactions": "forbidden",
+  "Query.receivedPayments": "forbidden",
+  "Query.paymentTree": "null",
+  "Query.spendSummary": "forbidden",
+  "Query.metrics": "forbidden",
+  "Query.invocation": "null",
+  "Query.invocations": "filtered",
+  "Query.policy": "forbidden",
+  "Query.policies": "filtered",
+  "Query.checkPolicy": "forbidden",
+  "Query.channels": "forbidden",
+  "Query.channel": "null",
+  "Subscription.transactionRecorded": "forbidden",
+  "Subscription.channelUpdated": "forbidden",
+};
+
+async function graphql(
+  subject: Subject,
+  query: string,
+  accept = "application/graphql-response+json",
+): Promise<{ status: number; text: string; body: any }> {
+  const response = await api.yoga.fetch("http://query.test/graphql", {
+    method: "POST",
+    headers: { authorization: `Bearer ${keys[subject]}`, "content-type": "application/json", accept },
+    body: JSON.stringify({ query }),
+  });
+  const text = await response.text();
+  let body: any = null;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = null;
+  }
+  return { status: response.status, text, body };
+}
+
+/** A call of the field naming the own agent (and its payment, channel) wherever an argument allows. */
+function fieldCall(field: { name: string; args: readonly { name: string }[] }): string {
+  const values: Record<string, string> = {
+    agentId: JSON.stringify(OWN),
+    txHash: JSON.stringify(txHash),
+    rootTxHash: JSON.stringify(txHash),
+    txHashes: JSON.stringify([txHash]),
+    address: JSON.stringify(channel),
+    endpoint: JSON.stringify("api.example.com/v1/quote"),
+    amount: JSON.stringify("0.5"),
+  };
+  const args = field.args.filter((arg) => values[arg.name] !== undefined).map((arg) => `${arg.name}: ${values[arg.name]}`);
+  const selection: Record<string, string> = { agents: "agentId", policies: "agentId", invocations: "parentTxHash" };
+  return `${field.name}${args.length === 0 ? "" : `(${args.join(", ")})`} { __typename ${selection[field.name] ?? ""} }`;
+}
+
+describe("every GraphQL root field with every scope", () => {
+  const schema = createSchema({ typeDefs, resolvers });
+  const roots = [schema.getQueryType(), schema.getMutationType(), schema.getSubscriptionType()].filter((type) => type != null);
+  const fields = roots.flatMap((type) =>
+    Object.values(type.getFields()).map((field) => ({ key: `${type.name}.${field.name}`, field, type: type.name })),
+  );
+
+  it("every root field of the schema declares its scope, and the expected table covers exactly them", () => {
+    expect(fields.map((f) => f.key).sort()).toEqual(Object.keys(FIELD_SCOPES).sort());
+    expect(Object.keys(GRAPHQL_OTHER).sort()).toEqual(Object.keys(FIELD_SCOPES).sort());
+  });
+
+  it("a resolver map with an undeclared root field does not build", async () => {
+    const { withFieldScopes } = await import("../../api/query/field-scopes.js");
+    expect(() => withFieldScopes({ Query: { secrets: () => [] } })).toThrow(/declares no scope/);
+  });
+
+  it("admin, approver and the own agent are answered; another agent's key is refused, nulled or filtered, nothing changed", async () => {
+    for (const { key, field, type } of fields) {
+      const operation = type === "Subscription" ? "subscription" : "query";
+      const document = `${operation} { ${fieldCall(field)} }`;
+      parse(document);
+      const accept = type === "Subscription" ? "text/event-stream" : "application/graphql-response+json";
+      for (const subject of SUBJECTS) {
+        const before = await snapshot();
+        const answer = await graphql(subject, document, accept);
+        expect(await snapshot(), `${subject} ${key} changed a table`).toEqual(before);
+        const refused = answer.text.includes('"FORBIDDEN_SCOPE"');
+        if (subject !== "other") {
+          expect(refused, `${subject} ${key}: ${answer.text}`).toBe(false);
+          expect(answer.status, `${subject} ${key}`).not.toBe(401);
+          continue;
+        }
+        const expected = GRAPHQL_OTHER[key];
+        if (expected === "forbidden") {
+          expect(refused, `${subject} ${key}: ${answer.text}`).toBe(true);
+          if (type !== "Subscription") expect(answer.body.data?.[field.name] ?? null, key).toBeNull();
+        } else {
+          expect(refused, `${subject} ${key}: ${answer.text}`).toBe(false);
+          const value = answer.body.data[field.name];
+          if (expected === "null") expect(value, `${key}: ${answer.text}`).toBeNull();
+          else {
+            // A list: nothing of the own agent (its agent row, policy, or a budget its payment opened).
+            expect(Array.isArray(value), key).toBe(true);
+            for (const item of value) {
+              if (item.agentId !== undefined) expect(item.agentId, `${key}: ${answer.text}`).not.toBe(OWN);
+              if (item.parentTxHash !== undefined) expect(item.parentTxHash, `${key}: ${answer.text}`).not.toBe(txHash);
+            }
+          }
+        }
+      }
+    }
+  });
+
+  it("an agent key is answered its own agent only, with the agent filled in when omitted", async () => {
+    const agents = await graphql("own", "{ agents { agentId } policies { agentId } }");
+    expect(agents.body.data).toEqual({ agents: [{ agentId: OWN }], policies: [{ agentId: OWN }] });
+    const txs = await graphql(
+      "own",
+      "{ transactions { nodes { txHash } } transaction(txHash: " + JSON.stringify(txHash) + ") { agentId } }",
+    );
+    expect(txs.body.data).toEqual({ transactions: { nodes: [{ txHash }] }, transaction: { agentId: OWN } });
+    const all = await graphql("approver", "{ transactions { nodes { txHash } } }");
+    expect(all.body.data.transactions.nodes.map((n: { txHash: string }) => n.txHash).sort()).toEqual([txHash, otherTxHash].sort());
+    const other = await graphql("other", "{ transactions { nodes { txHash } } }");
+    expect(other.body.data.transactions.nodes).toEqual([{ txHash: otherTxHash }]);
+    const refused = await graphql("own", `{ policy(agentId: "${OTHER}") { agentId } }`);
+    expect(refused.body.errors[0].extensions).toMatchObject({ code: "FORBIDDEN_SCOPE", scope: `agent:${OWN}` });
   });
 });

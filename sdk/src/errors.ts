@@ -20,8 +20,8 @@ const BRAND = Symbol.for("agent-payment-gateway.sdk.error");
 export const GATEWAY_ERROR_CODES = [
   // Both surfaces.
   "AUTHENTICATION_ERROR",
-  "FORBIDDEN_SCOPE",
   "BAD_USER_INPUT",
+  "FORBIDDEN_SCOPE",
   "NOT_FOUND",
   "INVALID_JSON",
   "PAYLOAD_TOO_LARGE",

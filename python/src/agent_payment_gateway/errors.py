@@ -34,8 +34,8 @@ from .money import Usdc, usdc_from_wire
 GATEWAY_ERROR_CODES: Final = (
     # Both surfaces.
     "AUTHENTICATION_ERROR",
-    "FORBIDDEN_SCOPE",
     "BAD_USER_INPUT",
+    "FORBIDDEN_SCOPE",
     "NOT_FOUND",
     "INVALID_JSON",
     "PAYLOAD_TOO_LARGE",

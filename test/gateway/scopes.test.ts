@@ -1,5 +1,6 @@
 /**
- * Key scopes on REST /v1 (api/shared/scopes.ts, docs/rest.md "Scopes"): every route the gateway
+ * Key scopes on REST /v1 and GraphQL, over real HTTP on loopback (api/shared/scopes.ts, docs/rest.md
+ * "Scopes"): every route the gateway
  * serves, taken from the router's own tables, called with every kind of key (admin, approver, the
  * agent key of the path's agent, another agent's key). Each call is either allowed (any answer but
  * 401 or 403 FORBIDDEN_SCOPE) or refused with its typed answer and every table unchanged. A route
@@ -11,7 +12,7 @@ import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runAdmin } from "../../api/gateway/admin.js";
 import { handleSession } from "../../api/gateway/dashboard/session.js";
-import { createGatewayHandler, GATEWAY_ROUTES } from "../../api/gateway/http/index.js";
+import { GATEWAY_ROUTES, useGatewayRoutes } from "../../api/gateway/http/index.js";
 import { generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { parse } from "graphql";
@@ -98,7 +99,8 @@ const NOW = new Date("2026-03-01T12:00:00.000Z");
 
 let db: FreshDatabase;
 let api: ApiServer;
-let handle: (request: Request) => Promise<Response | null>;
+/** The gateway's base URL: REST /v1 and GraphQL on one server, over real HTTP on loopback. */
+let handle: string;
 let accountId: string;
 let keys: Record<Subject, string>;
 let spareKeyId: string;
@@ -119,13 +121,14 @@ async function seedPayment(hash: string, eventId: number, wallet: string): Promi
 
 beforeAll(async () => {
   db = await createFreshDatabase();
-  handle = createGatewayHandler({
+  const routes = useGatewayRoutes({
     pool: db.pool,
     now: () => NOW,
     keystore: keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() }),
     secretBox: new SecretBox(randomBytes(32)),
   });
-  api = createApiServer({ pool: db.pool, now: () => NOW, liveFeed: false });
+  api = createApiServer({ pool: db.pool, now: () => NOW, liveFeed: false, plugins: [routes] });
+  handle = `http://127.0.0.1:${await api.listen(0)}`;
   accountId = await createAccount(db.pool, "scopes");
   const ownWallet = bs58.encode(randomBytes(32));
   const otherWallet = bs58.encode(randomBytes(32));
@@ -389,7 +392,7 @@ async function graphql(
   query: string,
   accept = "application/graphql-response+json",
 ): Promise<{ status: number; text: string; body: any }> {
-  const response = await api.yoga.fetch("http://query.test/graphql", {
+  const response = await fetch(`${handle}/graphql`, {
     method: "POST",
     headers: { authorization: `Bearer ${keys[subject]}`, "content-type": "application/json", accept },
     body: JSON.stringify({ query }),

@@ -1,7 +1,6 @@
 /**
  * Key scopes on REST /v1 and GraphQL, over real HTTP on loopback (api/shared/scopes.ts, docs/rest.md
- * "Scopes"): every route the gateway
- * serves, taken from the router's own tables, called with every kind of key (admin, approver, the
+ * "Scopes"): every route the gateway serves, taken from the router's own tables, called with every kind of key (admin, approver, the
  * agent key of the path's agent, another agent's key). Each call is either allowed (any answer but
  * 401 or 403 FORBIDDEN_SCOPE) or refused with its typed answer and every table unchanged. A route
  * missing from the expected table below, or a route in it the router no longer has, fails the
@@ -480,10 +479,7 @@ describe("every GraphQL root field with every scope", () => {
   it("an agent key is answered its own agent only, with the agent filled in when omitted", async () => {
     const agents = await graphql("own", "{ agents { agentId } policies { agentId } }");
     expect(agents.body.data).toEqual({ agents: [{ agentId: OWN }], policies: [{ agentId: OWN }] });
-    const txs = await graphql(
-      "own",
-      "{ transactions { nodes { txHash } } transaction(txHash: " + JSON.stringify(txHash) + ") { agentId } }",
-    );
+    const txs = await graphql("own", `{ transactions { nodes { txHash } } transaction(txHash: ${JSON.stringify(txHash)}) { agentId } }`);
     expect(txs.body.data).toEqual({ transactions: { nodes: [{ txHash }] }, transaction: { agentId: OWN } });
     const all = await graphql("approver", "{ transactions { nodes { txHash } } }");
     expect(all.body.data.transactions.nodes.map((n: { txHash: string }) => n.txHash).sort()).toEqual([txHash, otherTxHash].sort());

@@ -61,7 +61,7 @@ const EXPECTED: Record<string, { allowed: Subject[]; otherGets?: "NOT_FOUND" }> 
   "POST /v1/agents/:agentId/channels": { allowed: PAYERS },
   "GET /v1/channels/:channel": { allowed: READERS, otherGets: "NOT_FOUND" },
   "POST /v1/channels/:channel/vouchers": { allowed: PAYERS, otherGets: "NOT_FOUND" },
-  "POST /v1/channels/:channel/settlements": { allowed: PAYERS, otherGets: "NOT_FOUND" },
+  "POST /v1/channels/:channel/settlements": { allowed: ADMIN },
   "POST /v1/channels/:channel/close": { allowed: PAYERS, otherGets: "NOT_FOUND" },
   "GET /v1/x402/supported": { allowed: EVERYONE },
   "POST /v1/x402/verify": { allowed: ADMIN },

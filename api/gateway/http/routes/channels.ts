@@ -260,6 +260,6 @@ export const channelRoutes: readonly Route[] = [
   { method: "POST", path: "/v1/agents/:agentId/channels", scope: "agent", handler: openRoute },
   { method: "GET", path: "/v1/channels/:channel", scope: "read", agentOf: channelAgent, handler: getRoute },
   { method: "POST", path: "/v1/channels/:channel/vouchers", scope: "agent", agentOf: channelAgent, handler: voucherRoute },
-  { method: "POST", path: "/v1/channels/:channel/settlements", scope: "agent", agentOf: channelAgent, handler: settlementRoute },
+  { method: "POST", path: "/v1/channels/:channel/settlements", scope: "admin", handler: settlementRoute },
   { method: "POST", path: "/v1/channels/:channel/close", scope: "agent", agentOf: channelAgent, handler: closeRoute },
 ];

@@ -253,6 +253,17 @@ describe("agent keys", () => {
     expect(await snapshot()).toEqual(before);
   });
 
+  it("are refused before the body is read: a malformed body still answers 403 FORBIDDEN_SCOPE", async () => {
+    const before = await snapshot();
+    for (const raw of ["{not json", '{"dailyBudget":{"usdc":1},"dailyBudget":{"usdc":2}}']) {
+      const answer = await call("own", "PUT", `/v1/policies/${OWN}`, { raw });
+      expect(answer.status, raw).toBe(403);
+      expect(answer.body.code).toBe("FORBIDDEN_SCOPE");
+    }
+    expect((await call("admin", "PUT", `/v1/policies/${OWN}`, { raw: "{not json" })).body.code).toBe("INVALID_JSON");
+    expect(await snapshot()).toEqual(before);
+  });
+
   it("see only their own agent in lists and lookups", async () => {
     const agents = await call("own", "GET", "/v1/agents");
     expect(agents.body.agents.map((a: { agentId: string }) => a.agentId)).toEqual([OWN]);

@@ -1,10 +1,11 @@
 /**
  * The REST /v1 request pipeline: match the route (404 for unknown /v1 paths is left to the next
- * handler; a known path with another method is 405), authenticate, read and parse the JSON body
- * exactly (415 / 413 / 400 INVALID_JSON), refuse control characters and lone surrogates in every
- * path parameter, query parameter and body string (400 BAD_USER_INPUT naming the field), check
- * the key's scope against the route's declaration (`checkScope`, the one place REST does), derive
- * the idempotency request of a POST, run the handler, and answer problem JSON for every error.
+ * handler; a known path with another method is 405), authenticate, refuse control characters and
+ * lone surrogates in every path and query parameter and body string (400 BAD_USER_INPUT naming the
+ * field), check the key's scope against the route's declaration (`checkScope`, the one place REST
+ * does, before the body is read), read and parse the JSON body exactly (415 / 413 / 400
+ * INVALID_JSON), derive the idempotency request of a POST, run the handler, and answer problem
+ * JSON for every error.
  */
 import type pg from "pg";
 import type { Logger } from "pino";
@@ -182,15 +183,18 @@ export class Router<D extends RouteDeps> {
       }
     }
     const caller = await authenticate(deps.primary ?? deps.pool, request.headers.get("authorization"));
-    const body = await readBody(request);
     // One check of every text input for every route (api/shared/text.ts): path, query, body.
     for (const [name, value] of Object.entries(params)) refuseUnstorableText(name, value);
     for (const [key, value] of url.searchParams) {
       refuseUnstorableText("query", key);
       refuseUnstorableText(key, value);
     }
-    refuseUnstorableJson(body);
     const now = deps.now?.() ?? new Date();
+    const store: IdempotencyStore = { pool: deps.primary ?? deps.pool, box: deps.secretBox, now: () => deps.now?.() ?? new Date() };
+    // The scope is checked before the body is read: a refused key is told so whatever it sent.
+    await checkScope(route, { deps, caller, params, query: url.searchParams, body: undefined, idempotency: null, store, now });
+    const body = await readBody(request);
+    refuseUnstorableJson(body);
     let idempotency: IdempotencyRequest | null = null;
     if (request.method === "POST") {
       const key = parseIdempotencyKey(request.headers.get("idempotency-key"));
@@ -204,10 +208,7 @@ export class Router<D extends RouteDeps> {
         };
       }
     }
-    const store: IdempotencyStore = { pool: deps.primary ?? deps.pool, box: deps.secretBox, now: () => deps.now?.() ?? new Date() };
-    const context: RouteContext<D> = { deps, caller, params, query: url.searchParams, body, idempotency, store, now };
-    await checkScope(route, context);
-    return route.handler(context);
+    return route.handler({ deps, caller, params, query: url.searchParams, body, idempotency, store, now });
   }
 }
 

@@ -15,7 +15,7 @@ import { localState } from "./local-state.js";
 const USAGE = `usage (each also takes --env-file PATH):
   npm run admin -- init-cluster
   npm run admin -- create-account <name>
-  npm run admin -- issue-key <accountId>
+  npm run admin -- issue-key <accountId> [--scope admin|approver|agent:<agentId>]
   npm run admin -- revoke-key <apiKey>
   npm run admin -- register-agent <accountId> <agentId> <walletAddress> [name]`;
 

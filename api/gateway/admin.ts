@@ -2,12 +2,15 @@
  * Local administration from a shell, straight against the database (no gateway, no API key):
  *
  *   tsx api/gateway/admin.ts create-account <name>                      → account id and its first API key
- *   tsx api/gateway/admin.ts issue-key <accountId>                      → a new API key (shown once)
+ *   tsx api/gateway/admin.ts issue-key <accountId> [--scope <scope>]    → a new API key (shown once)
  *   tsx api/gateway/admin.ts revoke-key <apiKey>                        → exit 1 if no such active key
  *   tsx api/gateway/admin.ts register-agent <accountId> <agentId> <walletAddress> [name]
  *
  * `create-account` is the only way to make an account and its first key: every REST route needs a
  * key already. Once a key exists, `POST/DELETE /v1/api-keys` do what `issue-key`/`revoke-key` do.
+ * `--scope` is `admin` (the default), `approver` or `agent:<agentId>` (an agent of the account):
+ * what the key may do (api/shared/scopes.ts, docs/rest.md "Scopes"); an unknown scope or agent is
+ * refused with exit 2 and no key.
  * `register-agent` differs from `POST /v1/agents`: it records a wallet address the caller already
  * controls and creates no custodial wallet; `agentId` is the public id, scoped to the account as
  * the route scopes it (api/shared/agent-ids.ts).
@@ -23,11 +26,12 @@ import type pg from "pg";
 import { createPool } from "../../indexer/db/database.js";
 import { migrate } from "../../indexer/db/migrate.js";
 import { internalAgentId } from "../shared/agent-ids.js";
-import { createAccount, issueApiKey, registerAgent, revokeApiKey } from "../shared/keys.js";
+import { accountExists, createAccount, issueApiKey, registerAgent, revokeApiKey, scopeAgentExists } from "../shared/keys.js";
+import { ADMIN_SCOPE, formatScope, parseScope } from "../shared/scopes.js";
 
 const USAGE = `usage:
   tsx api/gateway/admin.ts create-account <name>
-  tsx api/gateway/admin.ts issue-key <accountId>
+  tsx api/gateway/admin.ts issue-key <accountId> [--scope admin|approver|agent:<agentId>]
   tsx api/gateway/admin.ts revoke-key <apiKey>
   tsx api/gateway/admin.ts register-agent <accountId> <agentId> <walletAddress> [name]`;
 
@@ -44,8 +48,20 @@ export async function runAdmin(pool: pg.Pool, argv: readonly string[], usage = U
       return 0;
     }
     case "issue-key": {
-      if (args.length !== 1) break;
-      console.log(JSON.stringify(await issueApiKey(pool, args[0]!), null, 2));
+      const scoped = args.length === 3 && args[1] === "--scope";
+      if (args.length !== 1 && !scoped) break;
+      const accountId = args[0]!;
+      const scope = scoped ? parseScope(args[2]!) : ADMIN_SCOPE;
+      if (scope === null) {
+        console.error(`unknown scope ${JSON.stringify(args[2])}: use admin, approver or agent:<agentId>`);
+        return 2;
+      }
+      if (!(await accountExists(pool, accountId)) || !(await scopeAgentExists(pool, accountId, scope))) {
+        console.error(`no ${scope.kind === "agent" ? `agent ${scope.agentId} in account` : "account"} ${accountId}`);
+        return 2;
+      }
+      const issued = await issueApiKey(pool, accountId, scope);
+      console.log(JSON.stringify({ ...issued, scope: formatScope(issued.scope) }, null, 2));
       return 0;
     }
     case "revoke-key": {

@@ -14,6 +14,7 @@
 import type pg from "pg";
 import { ServiceError } from "./errors.js";
 import { apiKeyOf, isWellFormedApiKey } from "./keys.js";
+import type { Scope } from "./scopes.js";
 import { csrfRefusal, readCookie, SESSION_COOKIE } from "./session-cookie.js";
 import { sessionIsLive, sessionOfToken } from "./sessions.js";
 
@@ -24,6 +25,8 @@ export interface Caller {
   readonly accountId: string;
   /** Absent for callers made in process (tests, the gateway's own calls). */
   readonly credential?: Credential;
+  /** What the key (or the key a session was made with) may do; absent in process, which is admin. */
+  readonly scope?: Scope;
 }
 
 export const AUTH_REALM = "agent-payment-gateway";
@@ -57,7 +60,7 @@ export async function authenticate(pool: pg.Pool, authorization: string | null):
   if (!isWellFormedApiKey(key)) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
   const live = await apiKeyOf(pool, key);
   if (live === null) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
-  return { accountId: live.accountId, credential: { kind: "api_key", keyId: live.id } };
+  return { accountId: live.accountId, credential: { kind: "api_key", keyId: live.id }, scope: live.scope };
 }
 
 /**
@@ -73,7 +76,7 @@ export async function authenticateGraphql(pool: pg.Pool, headers: Headers): Prom
   const session = await sessionOfToken(pool, token);
   if (session === null)
     throw refused("the session has expired, was signed out, or its API key was revoked: sign in again", BEARER_CHALLENGE);
-  return { accountId: session.accountId, credential: { kind: "session", sessionId: session.sessionId } };
+  return { accountId: session.accountId, credential: { kind: "session", sessionId: session.sessionId }, scope: session.scope };
 }
 
 /** Whether what authenticated `caller` still would (long-lived streams ask between events). */

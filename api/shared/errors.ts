@@ -41,6 +41,8 @@ export const ERROR_CODES = {
   AUTHENTICATION_ERROR: { status: 401, errorClass: "AuthenticationError" },
   /** An argument or field failed validation: window, limit, hash, amount, cursor, range, body field. */
   BAD_USER_INPUT: { status: 400 },
+  /** The API key's scope does not allow the route or field (api/shared/scopes.ts); `requiredScopes` names what would. */
+  FORBIDDEN_SCOPE: { status: 403 },
   /** The agent (alert, endpoint, key, ...) does not exist, or belongs to another account: the same answer. */
   NOT_FOUND: { status: 404 },
   /** The request body is not JSON, not UTF-8, or repeats a key (api/shared/http/json.ts). */

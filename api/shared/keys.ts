@@ -9,6 +9,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import type pg from "pg";
 import type { Db } from "../../indexer/db/database.js";
+import { ADMIN_SCOPE, formatScope, type Scope, storedScope } from "./scopes.js";
 
 const KEY_PREFIX = "apg_";
 /** `apg_` + 43 base64url characters (32 bytes). */
@@ -28,11 +29,19 @@ export interface IssuedKey {
   /** Shown once; not recoverable from the database. */
   readonly apiKey: string;
   readonly prefix: string;
+  readonly scope: Scope;
 }
 
 export async function createAccount(pool: pg.Pool, name: string): Promise<string> {
   const result = await pool.query<{ id: string }>("INSERT INTO accounts (name) VALUES ($1) RETURNING id", [name]);
   return result.rows[0]!.id;
+}
+
+/** Whether `accountId` names an account (a text that is no uuid names none). */
+export async function accountExists(db: Db, accountId: string): Promise<boolean> {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(accountId)) return false;
+  const { rows } = await db.query("SELECT 1 FROM accounts WHERE id = $1", [accountId]);
+  return rows.length > 0;
 }
 
 /** The oldest account called `name`, or null (the local system finds its demo account so). */
@@ -41,26 +50,46 @@ export async function accountNamed(db: Db, name: string): Promise<string | null>
   return rows[0]?.id ?? null;
 }
 
-export async function issueApiKey(pool: pg.Pool, accountId: string): Promise<IssuedKey> {
+/** A new key of `scope` (admin by default); an agent scope's agent is not checked here (see `agentScopeTarget`). */
+export async function issueApiKey(pool: pg.Pool, accountId: string, scope: Scope = ADMIN_SCOPE): Promise<IssuedKey> {
   const apiKey = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
   const prefix = apiKey.slice(0, DISPLAY_PREFIX_CHARS);
-  await pool.query("INSERT INTO api_keys (account_id, key_sha256, prefix) VALUES ($1, $2, $3)", [accountId, hashApiKey(apiKey), prefix]);
-  return { accountId, apiKey, prefix };
+  await pool.query("INSERT INTO api_keys (account_id, key_sha256, prefix, scope) VALUES ($1, $2, $3, $4)", [
+    accountId,
+    hashApiKey(apiKey),
+    prefix,
+    formatScope(scope),
+  ]);
+  return { accountId, apiKey, prefix, scope };
 }
 
-/** A live (unrevoked) key's id and account, or null. */
-export async function apiKeyOf(db: Db, apiKey: string): Promise<{ readonly id: string; readonly accountId: string } | null> {
-  const { rows } = await db.query<{ id: string; account_id: string }>(
-    "SELECT id::text, account_id FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL",
+/** A live (unrevoked) key's id, account and scope, or null. */
+export async function apiKeyOf(
+  db: Db,
+  apiKey: string,
+): Promise<{ readonly id: string; readonly accountId: string; readonly scope: Scope } | null> {
+  const { rows } = await db.query<{ id: string; account_id: string; scope: string }>(
+    "SELECT id::text, account_id, scope FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL",
     [hashApiKey(apiKey)],
   );
-  return rows[0] === undefined ? null : { id: rows[0].id, accountId: rows[0].account_id };
+  return rows[0] === undefined ? null : { id: rows[0].id, accountId: rows[0].account_id, scope: storedScope(rows[0].scope) };
+}
+
+/**
+ * Whether an agent scope names an agent of the account (archived ones included: a key may keep
+ * reading an archived agent's history). Admin and approver scopes need no agent.
+ */
+export async function scopeAgentExists(db: Db, accountId: string, scope: Scope): Promise<boolean> {
+  if (scope.kind !== "agent") return true;
+  const { rows } = await db.query("SELECT 1 FROM agents WHERE account_id = $1 AND public_id = $2", [accountId, scope.agentId]);
+  return rows.length > 0;
 }
 
 /** An API key as its account lists it: never the key itself. */
 export interface ApiKeyRecord {
   readonly id: string;
   readonly prefix: string;
+  readonly scope: Scope;
   readonly createdAt: Date;
   readonly revokedAt: Date | null;
 }
@@ -68,12 +97,13 @@ export interface ApiKeyRecord {
 interface ApiKeyRow {
   id: string;
   prefix: string;
+  scope: string;
   created_at: Date;
   revoked_at: Date | null;
 }
 
 function fromKeyRow(row: ApiKeyRow): ApiKeyRecord {
-  return { id: row.id, prefix: row.prefix, createdAt: row.created_at, revokedAt: row.revoked_at };
+  return { id: row.id, prefix: row.prefix, scope: storedScope(row.scope), createdAt: row.created_at, revokedAt: row.revoked_at };
 }
 
 /**
@@ -84,13 +114,14 @@ export async function issueAccountApiKey(
   db: Db,
   accountId: string,
   maxActive: number,
+  scope: Scope = ADMIN_SCOPE,
 ): Promise<{ readonly record: ApiKeyRecord; readonly apiKey: string } | null> {
   const apiKey = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;
   const { rows } = await db.query<ApiKeyRow>(
-    `INSERT INTO api_keys (account_id, key_sha256, prefix)
-     SELECT $1, $2, $3 WHERE (SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL) < $4
-     RETURNING id, prefix, created_at, revoked_at`,
-    [accountId, hashApiKey(apiKey), apiKey.slice(0, DISPLAY_PREFIX_CHARS), maxActive],
+    `INSERT INTO api_keys (account_id, key_sha256, prefix, scope)
+     SELECT $1, $2, $3, $5 WHERE (SELECT count(*) FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL) < $4
+     RETURNING id, prefix, scope, created_at, revoked_at`,
+    [accountId, hashApiKey(apiKey), apiKey.slice(0, DISPLAY_PREFIX_CHARS), maxActive, formatScope(scope)],
   );
   return rows[0] === undefined ? null : { record: fromKeyRow(rows[0]), apiKey };
 }
@@ -98,7 +129,7 @@ export async function issueAccountApiKey(
 /** The account's keys, revoked ones included, oldest first (at most `limit`). */
 export async function listApiKeys(db: Db, accountId: string, limit: number): Promise<ApiKeyRecord[]> {
   const { rows } = await db.query<ApiKeyRow>(
-    "SELECT id, prefix, created_at, revoked_at FROM api_keys WHERE account_id = $1 ORDER BY id LIMIT $2",
+    "SELECT id, prefix, scope, created_at, revoked_at FROM api_keys WHERE account_id = $1 ORDER BY id LIMIT $2",
     [accountId, limit],
   );
   return rows.map(fromKeyRow);

@@ -13,6 +13,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { Db } from "../../indexer/db/database.js";
 import { hashApiKey } from "./keys.js";
+import { type Scope, storedScope } from "./scopes.js";
 
 const TOKEN_PREFIX = "apgs_";
 const TOKEN_SHAPE = /^apgs_[A-Za-z0-9_-]{43}$/;
@@ -37,6 +38,8 @@ export interface DashboardSession {
   readonly apiKeyId: string;
   /** The key's display prefix (`apg_1a2b3c4d`), never the key. */
   readonly keyPrefix: string;
+  /** The scope of the key the session was made with: what the session may do. */
+  readonly scope: Scope;
   readonly expiresAt: Date;
 }
 
@@ -51,6 +54,7 @@ interface SessionRow {
   account_name: string;
   api_key_id: string;
   prefix: string;
+  scope: string;
   expires_at: Date;
 }
 
@@ -61,6 +65,7 @@ function fromRow(row: SessionRow): DashboardSession {
     accountName: row.account_name,
     apiKeyId: row.api_key_id,
     keyPrefix: row.prefix,
+    scope: storedScope(row.scope),
     expiresAt: row.expires_at,
   };
 }
@@ -73,13 +78,13 @@ export async function createSession(db: Db, apiKey: string, ttlMs: number = SESS
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
   const { rows } = await db.query<SessionRow>(
     `WITH key AS (
-       SELECT k.id, k.account_id, k.prefix, a.name FROM api_keys k JOIN accounts a ON a.id = k.account_id
+       SELECT k.id, k.account_id, k.prefix, k.scope, a.name FROM api_keys k JOIN accounts a ON a.id = k.account_id
        WHERE k.key_sha256 = $1 AND k.revoked_at IS NULL),
      created AS (
        INSERT INTO dashboard_sessions (token_sha256, api_key_id, account_id, expires_at)
        SELECT $2, key.id, key.account_id, now() + make_interval(secs => $3::double precision / 1000) FROM key
        RETURNING id, api_key_id, account_id, expires_at)
-     SELECT c.id::text, c.account_id, key.name AS account_name, c.api_key_id::text, key.prefix, c.expires_at
+     SELECT c.id::text, c.account_id, key.name AS account_name, c.api_key_id::text, key.prefix, key.scope, c.expires_at
      FROM created c JOIN key ON key.id = c.api_key_id`,
     [hashApiKey(apiKey), hashSessionToken(token), ttlMs],
   );
@@ -93,7 +98,7 @@ export async function createSession(db: Db, apiKey: string, ttlMs: number = SESS
 export async function sessionOfToken(db: Db, token: string): Promise<DashboardSession | null> {
   if (!isWellFormedSessionToken(token)) return null;
   const { rows } = await db.query<SessionRow>(
-    `SELECT s.id::text, s.account_id, a.name AS account_name, s.api_key_id::text, k.prefix, s.expires_at
+    `SELECT s.id::text, s.account_id, a.name AS account_name, s.api_key_id::text, k.prefix, k.scope, s.expires_at
      FROM dashboard_sessions s
      JOIN api_keys k ON k.id = s.api_key_id
      JOIN accounts a ON a.id = s.account_id

@@ -86,7 +86,7 @@ function Shell({ session, apiReachable }: { session: SessionInfo; apiReachable: 
           </ul>
         </nav>
         <div className="account" data-testid="account">
-          <span title={`account ${session.accountId}, signed in with key ${session.keyPrefix}…`}>
+          <span title={`account ${session.accountId}, signed in with key ${session.keyPrefix}… (scope ${session.scope})`}>
             {session.accountName || "account"} · <code>{session.keyPrefix}…</code>
           </span>
           <button type="button" onClick={() => void signOut()}>

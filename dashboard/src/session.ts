@@ -18,6 +18,8 @@ export interface SessionInfo {
   readonly accountId: string;
   readonly accountName: string;
   readonly keyPrefix: string;
+  /** The key's scope: `admin` or `approver` (agent keys cannot sign in). */
+  readonly scope: string;
   readonly expiresAt: string;
 }
 

@@ -78,7 +78,7 @@ describe("GraphQL authentication with the session cookie", () => {
   it("takes the cookie with the CSRF header, from a same-origin request or one without fetch metadata", async () => {
     const session = (await createSession(db.pool, await freshKey()))!;
     const caller = await authenticateGraphql(db.pool, cookieHeaders(session.token));
-    expect(caller).toEqual({ accountId, credential: { kind: "session", sessionId: session.sessionId } });
+    expect(caller).toEqual({ accountId, credential: { kind: "session", sessionId: session.sessionId }, scope: { kind: "admin" } });
     expect((await authenticateGraphql(db.pool, cookieHeaders(session.token, { "sec-fetch-site": "same-origin" }))).accountId).toBe(
       accountId,
     );

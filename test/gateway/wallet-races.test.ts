@@ -390,7 +390,7 @@ describe("an outcome the gateway did not learn is pending, never failed", () => 
       status: "confirmed",
       txHash: operation!.signature,
     });
-    expect(() => sdk.wallet.operation("1; drop")).toThrow(TypeError);
+    await expect(sdk.wallet.operation("1; drop")).rejects.toThrow(TypeError);
   });
 
   /**

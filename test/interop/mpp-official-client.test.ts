@@ -39,7 +39,7 @@ let payer: Keypair;
 const paid: MppPayment[] = [];
 
 /** The service keys' SOL once set up: the last test checks what the suite's payments cost them. */
-let startSol: { readonly feePayer: bigint; readonly authority: bigint };
+let startSol: Awaited<ReturnType<typeof serviceSol>>;
 
 beforeAll(async () => {
   test = await startTestSystem();

@@ -218,20 +218,22 @@ export function serveBehind<P extends { readonly txHash: string }>(middleware: N
 }
 
 /** The service keys' SOL now: the fee payer (co-signed transfers) and the ledger authority. */
-export async function serviceSol(test: TestSystem): Promise<{ readonly feePayer: bigint; readonly authority: bigint }> {
+export async function serviceSol(test: TestSystem): Promise<{ readonly feePayer: bigint; readonly authority: bigint; readonly at: Date }> {
   const read = async (key: PublicKey) => BigInt(await test.connection.getBalance(key, "confirmed"));
-  return { feePayer: await read(test.system.feePayer.publicKey), authority: await read(test.system.ledger.authority.publicKey) };
+  const at = new Date();
+  return { feePayer: await read(test.system.feePayer.publicKey), authority: await read(test.system.ledger.authority.publicKey), at };
 }
 
 /**
  * End-of-suite agreement for the service's own SOL: since `start`, the fee payer's balance fell by
  * exactly the fees of the co-signed transfers that landed, and the authority's by exactly the fees
  * and rent of the attested records that landed (both read from the chain's transaction metadata
- * for the signatures in `cosigned_transfers`). Valid when nothing else used either key meanwhile.
+ * for the signatures in `cosigned_transfers`), plus the token accounts it opened for agents
+ * registered since `start` (`agent_token_accounts`). Valid when nothing else used either key.
  */
 export async function expectServiceSolSpentOnLandedOnly(
   test: TestSystem,
-  start: { readonly feePayer: bigint; readonly authority: bigint },
+  start: { readonly feePayer: bigint; readonly authority: bigint; readonly at: Date },
 ): Promise<void> {
   const { rows } = await test.system.pool.query<{ signature: string; record_signature: string | null }>(
     "SELECT signature, record_signature FROM cosigned_transfers",
@@ -244,6 +246,14 @@ export async function expectServiceSolSpentOnLandedOnly(
     if (row.record_signature === null) continue;
     const record = await lamportsSpent(test.connection, row.record_signature, test.system.ledger.authority.publicKey);
     authority += record === null ? 0n : record.fee + record.other;
+  }
+  const opened = await test.system.pool.query<{ signature: string }>(
+    "SELECT signature FROM agent_token_accounts WHERE signature IS NOT NULL AND created_at >= $1",
+    [start.at],
+  );
+  for (const row of opened.rows) {
+    const opening = await lamportsSpent(test.connection, row.signature, test.system.ledger.authority.publicKey);
+    authority += opening === null ? 0n : opening.fee + opening.other;
   }
   const now = await serviceSol(test);
   expect({ feePayer: start.feePayer - now.feePayer, authority: start.authority - now.authority }).toEqual({ feePayer, authority });

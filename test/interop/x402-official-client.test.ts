@@ -41,7 +41,7 @@ let payer: Keypair;
 const paid: X402Payment[] = [];
 
 /** The service keys' SOL once set up: the last test checks what the suite's payments cost them. */
-let startSol: { readonly feePayer: bigint; readonly authority: bigint };
+let startSol: Awaited<ReturnType<typeof serviceSol>>;
 
 beforeAll(async () => {
   test = await startTestSystem();

@@ -318,7 +318,9 @@ describe("Streamable HTTP at /mcp", () => {
     const budget = await call(budgeted, "pay", { endpoint: endpoint() });
     expect(budget.isError).toBe(true);
     expect(budget.structuredContent).toMatchObject({ errorClass: "DailyBudgetExceededError", code: "POLICY_VIOLATION" });
-    expect(budget.content[0]!.text).toMatch(/^daily_budget_exceeded: requested 0.05 usdc, limit is 0.03 usdc$/);
+    expect(budget.content[0]!.text).toMatch(
+      /^daily_budget_exceeded: requested 0.05 usdc, limit is 0.08 usdc \(used 0.05 usdc, left 0.03 usdc\)$/,
+    );
 
     const funds = await call(await overHttp("broke"), "pay", { endpoint: endpoint() });
     expect(funds.isError).toBe(true);

@@ -3,14 +3,16 @@
  * browser surface, authenticated by its cookie):
  *
  * - `POST` with `Authorization: Bearer <API_KEY>` (no body): exchanges the key once for a session
- *   (api/shared/sessions.ts) and answers 201 `{ accountId, accountName, keyPrefix, expiresAt }`
+ *   (api/shared/sessions.ts) and answers 201 `{ accountId, accountName, keyPrefix, scope, expiresAt }`
  *   with the HttpOnly, SameSite=Strict cookie (api/shared/session-cookie.ts). The key travels in a
  *   header, never in a URL or a body that could be logged, and is not kept by the page.
  * - `GET` with the cookie: the same JSON while the session is live, else 401.
  * - `DELETE` with the cookie and the CSRF header: signs out (the stored session ends, the cookie is
  *   cleared); 204 even without a live session, so signing out twice is not an error.
  *
- * Errors are problem JSON with the registry's codes (401 AUTHENTICATION_ERROR, 405).
+ * Signing in needs an `admin` or `approver` key (`SIGN_IN_REQUIREMENT`): an agent key answers 403
+ * FORBIDDEN_SCOPE and makes no session. Errors are problem JSON with the registry's codes (401
+ * AUTHENTICATION_ERROR, 403 FORBIDDEN_SCOPE, 405).
  */
 import type pg from "pg";
 import { authenticate } from "../../shared/auth.js";
@@ -18,9 +20,12 @@ import { ServiceError, toServiceError } from "../../shared/errors.js";
 import { writeJson } from "../../shared/http/json.js";
 import { PROBLEM_CONTENT_TYPE } from "../../shared/http/problem.js";
 import { clearedSessionCookie, csrfRefusal, readCookie, SESSION_COOKIE, sessionCookie } from "../../shared/session-cookie.js";
+import { forbiddenScope, formatScope, kindAllows, type Requirement } from "../../shared/scopes.js";
 import { createSession, type DashboardSession, endSession, SESSION_TTL_MS, sessionOfToken } from "../../shared/sessions.js";
 
 export const SESSION_PATH = "/dashboard/api/session";
+/** What signing in needs: the dashboard reads the whole account (api/shared/scopes.ts). */
+export const SIGN_IN_REQUIREMENT: Requirement = "account";
 
 const NO_STORE = { "cache-control": "no-store" };
 
@@ -29,6 +34,7 @@ function sessionJson(session: DashboardSession): Record<string, unknown> {
     accountId: session.accountId,
     accountName: session.accountName,
     keyPrefix: session.keyPrefix,
+    scope: formatScope(session.scope),
     expiresAt: session.expiresAt.toISOString(),
   };
 }
@@ -48,7 +54,11 @@ const signedOut = (message: string): ServiceError => new ServiceError("AUTHENTIC
 
 async function signIn(pool: pg.Pool, request: Request): Promise<Response> {
   // The key is checked exactly as every API request checks it (same answers, same challenge).
-  await authenticate(pool, request.headers.get("authorization"));
+  const caller = await authenticate(pool, request.headers.get("authorization"));
+  // The dashboard shows the whole account: admin and approver keys sign in, agent keys do not.
+  if (caller.scope !== undefined && !kindAllows(caller.scope, SIGN_IN_REQUIREMENT)) {
+    throw forbiddenScope(caller.scope, SIGN_IN_REQUIREMENT, "sign in to the dashboard");
+  }
   const key = /^Bearer +(\S+)$/i.exec(request.headers.get("authorization")!.trim())![1]!;
   const session = await createSession(pool, key);
   // Revoked between the two statements: the same answer as any revoked key.

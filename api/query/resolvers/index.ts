@@ -4,6 +4,7 @@ import { agentMetrics, type MetricsArgs, spendSummary, type WindowArgs } from ".
 import type { ChannelEventName, FeedEvent } from "../live-feed.js";
 import { channelsByAddresses } from "../read/channels.js";
 import { getTransaction } from "../read/transactions.js";
+import { withFieldScopes } from "../field-scopes.js";
 import { credentialIsLive } from "../../shared/auth.js";
 import { apiError } from "../../shared/errors.js";
 import { agents, Agent, invocation, invocations, wallet } from "./agents.js";
@@ -85,7 +86,8 @@ async function* channelUpdated(
   }
 }
 
-export const resolvers = {
+/** Every root field behind its scope check (api/query/field-scopes.ts). */
+export const resolvers = withFieldScopes({
   Query: {
     agents,
     wallet,
@@ -125,4 +127,4 @@ export const resolvers = {
   },
   ReceivedPayment: { agent: agentField },
   PaymentTreeNode: { agent: agentField, endpoint: nodeEndpoint },
-};
+});

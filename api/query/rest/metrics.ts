@@ -43,4 +43,6 @@ async function metricsRoute({ deps, caller, query, params, now }: QueryRouteCont
   return { status: 200, body: specMetricsJson(body) };
 }
 
-export const metricsRoutes: readonly QueryRoute[] = [{ method: "GET", path: "/v1/agents/:agentId/metrics", handler: metricsRoute }];
+export const metricsRoutes: readonly QueryRoute[] = [
+  { method: "GET", path: "/v1/agents/:agentId/metrics", scope: "read", handler: metricsRoute },
+];

@@ -12,6 +12,8 @@ import type { RouteResponse } from "../../shared/http/idempotency.js";
 import { badRequest, httpError } from "../../shared/http/problem.js";
 import { json } from "../../shared/http/router.js";
 import { usdcJson } from "../../shared/money.js";
+import { publicAgentId } from "../../shared/agent-ids.js";
+import { boundAgent, forbiddenScope } from "../../shared/scopes.js";
 import type { QueryRoute, QueryRouteContext as RouteContext } from "./deps.js";
 
 const PROTOCOLS = ["x402", "mpp"] as const;
@@ -34,6 +36,22 @@ function oneOf<T extends string>(value: string | null, field: string, allowed: r
   return value as T;
 }
 
+/** The public id of the agent that made the addressed payment, or null when the account has none. */
+async function transactionAgent(context: RouteContext): Promise<string | null> {
+  const tx = await transaction(null, { txHash: context.params.txHash! }, apiContext(context));
+  return tx === null ? null : publicAgentId(tx.agentId);
+}
+
+/** The `agentId` filter: an agent key lists its own agent only (another agent is 403 FORBIDDEN_SCOPE). */
+function agentFilter(context: RouteContext): string | null {
+  const asked = context.query.get("agentId");
+  const scope = context.caller.scope;
+  const own = boundAgent(scope);
+  if (own === null || scope === undefined) return asked;
+  if (asked !== null && asked !== own) throw forbiddenScope(scope, "read", `list transactions of agent ${asked}`, asked);
+  return own;
+}
+
 async function listRoute(context: RouteContext): Promise<RouteResponse> {
   const q = context.query;
   const limitText = q.get("limit");
@@ -41,7 +59,7 @@ async function listRoute(context: RouteContext): Promise<RouteResponse> {
   const page = await transactions(
     null,
     {
-      agentId: q.get("agentId"),
+      agentId: agentFilter(context),
       limit: limitText === null ? null : Number(limitText),
       protocol: oneOf(q.get("protocol"), "protocol", PROTOCOLS),
       domain: q.get("domain"),
@@ -98,7 +116,7 @@ async function chainRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const transactionRoutes: readonly QueryRoute[] = [
-  { method: "GET", path: "/v1/transactions", handler: listRoute },
-  { method: "GET", path: "/v1/transactions/:txHash", handler: getRoute },
-  { method: "GET", path: "/v1/transactions/:txHash/chain", handler: chainRoute },
+  { method: "GET", path: "/v1/transactions", scope: "read", filtersByAgent: true, handler: listRoute },
+  { method: "GET", path: "/v1/transactions/:txHash", scope: "read", agentOf: transactionAgent, handler: getRoute },
+  { method: "GET", path: "/v1/transactions/:txHash/chain", scope: "read", agentOf: transactionAgent, handler: chainRoute },
 ];

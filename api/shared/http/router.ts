@@ -1,9 +1,11 @@
 /**
  * The REST /v1 request pipeline: match the route (404 for unknown /v1 paths is left to the next
- * handler; a known path with another method is 405), authenticate, read and parse the JSON body
- * exactly (415 / 413 / 400 INVALID_JSON), refuse control characters and lone surrogates in every
- * path parameter, query parameter and body string (400 BAD_USER_INPUT naming the field), derive
- * the idempotency request of a POST, run the handler, and answer problem JSON for every error.
+ * handler; a known path with another method is 405), authenticate, refuse control characters and
+ * lone surrogates in every path and query parameter and body string (400 BAD_USER_INPUT naming the
+ * field), check the key's scope against the route's declaration (`checkScope`, the one place REST
+ * does, before the body is read), read and parse the JSON body exactly (415 / 413 / 400
+ * INVALID_JSON), derive the idempotency request of a POST, run the handler, and answer problem
+ * JSON for every error.
  */
 import type pg from "pg";
 import type { Logger } from "pino";
@@ -20,6 +22,7 @@ import { canonicalJson, type JsonValue, MAX_BODY_BYTES, parseJson, writeJson } f
 import { ServiceError, toServiceError } from "../errors.js";
 import { httpError, PROBLEM_CONTENT_TYPE, problemResponse } from "./problem.js";
 import { refuseUnstorableJson, refuseUnstorableText } from "../text.js";
+import { ADMIN_SCOPE, boundAgent, forbiddenScope, kindAllows, type Requirement } from "../scopes.js";
 
 /** What every REST route needs: the database, a log, the clock and the box that seals stored secrets. */
 export interface RouteDeps {
@@ -56,7 +59,55 @@ export interface Route<D extends RouteDeps = RouteDeps> {
   readonly method: Method;
   /** `/v1/policies/:agentId` */
   readonly path: string;
+  /** What the caller's key must allow (api/shared/scopes.ts); checked before the handler runs. */
+  readonly scope: Requirement;
+  /**
+   * For `read` and `agent` routes without an `:agentId` path parameter: the public id of the agent
+   * the addressed object belongs to, or null when the account has no such object. An agent key
+   * asking for another agent's object is answered 404 NOT_FOUND, as for an object that does not exist.
+   */
+  readonly agentOf?: (context: RouteContext<D>) => Promise<string | null>;
+  /** For `read` list routes: the handler itself narrows the list to an agent key's agent (`boundAgent`). */
+  readonly filtersByAgent?: true;
   readonly handler: (context: RouteContext<D>) => Promise<RouteResponse>;
+}
+
+/**
+ * A route's declaration is complete: a `read` or `agent` route says how an agent key is held to its
+ * own agent (the `:agentId` parameter, `agentOf`, or a list the handler narrows). Thrown when a
+ * router is built, so a route declared without it never serves.
+ */
+export function checkRouteDeclaration(route: Route<never>): void {
+  const agentBound = route.scope === "read" || route.scope === "agent";
+  const ways = [route.path.includes("/:agentId"), route.agentOf !== undefined, route.filtersByAgent === true].filter(Boolean).length;
+  if (agentBound && ways !== 1) {
+    throw new Error(`${route.method} ${route.path}: a ${route.scope} route needs exactly one of :agentId, agentOf, filtersByAgent`);
+  }
+  if (!agentBound && (route.agentOf !== undefined || route.filtersByAgent === true)) {
+    throw new Error(`${route.method} ${route.path}: agentOf / filtersByAgent only apply to read and agent routes`);
+  }
+}
+
+/**
+ * The one scope check of REST: the key's kind must allow the route's requirement, and an agent
+ * key may touch only its own agent: another agent in the path is 403 FORBIDDEN_SCOPE, another
+ * agent's object (by `agentOf`) is 404 NOT_FOUND. Nothing has run when it throws.
+ */
+async function checkScope<D extends RouteDeps>(route: Route<D>, context: RouteContext<D>): Promise<void> {
+  const scope = context.caller.scope ?? ADMIN_SCOPE;
+  const what = `${route.method} ${route.path}`;
+  if (!kindAllows(scope, route.scope)) throw forbiddenScope(scope, route.scope, what);
+  const own = boundAgent(scope);
+  if (own === null || (route.scope !== "read" && route.scope !== "agent")) return;
+  const pathAgent = context.params.agentId;
+  if (pathAgent !== undefined) {
+    if (pathAgent !== own) throw forbiddenScope(scope, route.scope, `${what} for agent ${pathAgent}`, pathAgent);
+    return;
+  }
+  if (route.agentOf !== undefined) {
+    const owner = await route.agentOf(context);
+    if (owner !== own) throw httpError("NOT_FOUND", "no such object of this agent in this account");
+  }
 }
 
 interface CompiledRoute<D extends RouteDeps> extends Route<D> {
@@ -85,6 +136,7 @@ export class Router<D extends RouteDeps> {
 
   constructor(routes: readonly Route<D>[]) {
     this.#routes = routes.map((route) => {
+      checkRouteDeclaration(route as Route<never>);
       const names: string[] = [];
       const source = route.path
         .split("/")
@@ -131,15 +183,18 @@ export class Router<D extends RouteDeps> {
       }
     }
     const caller = await authenticate(deps.primary ?? deps.pool, request.headers.get("authorization"));
-    const body = await readBody(request);
     // One check of every text input for every route (api/shared/text.ts): path, query, body.
     for (const [name, value] of Object.entries(params)) refuseUnstorableText(name, value);
     for (const [key, value] of url.searchParams) {
       refuseUnstorableText("query", key);
       refuseUnstorableText(key, value);
     }
-    refuseUnstorableJson(body);
     const now = deps.now?.() ?? new Date();
+    const store: IdempotencyStore = { pool: deps.primary ?? deps.pool, box: deps.secretBox, now: () => deps.now?.() ?? new Date() };
+    // The scope is checked before the body is read: a refused key is told so whatever it sent.
+    await checkScope(route, { deps, caller, params, query: url.searchParams, body: undefined, idempotency: null, store, now });
+    const body = await readBody(request);
+    refuseUnstorableJson(body);
     let idempotency: IdempotencyRequest | null = null;
     if (request.method === "POST") {
       const key = parseIdempotencyKey(request.headers.get("idempotency-key"));
@@ -153,7 +208,6 @@ export class Router<D extends RouteDeps> {
         };
       }
     }
-    const store: IdempotencyStore = { pool: deps.primary ?? deps.pool, box: deps.secretBox, now: () => deps.now?.() ?? new Date() };
     return route.handler({ deps, caller, params, query: url.searchParams, body, idempotency, store, now });
   }
 }

@@ -35,6 +35,7 @@ GATEWAY_ERROR_CODES: Final = (
     # Both surfaces.
     "AUTHENTICATION_ERROR",
     "BAD_USER_INPUT",
+    "FORBIDDEN_SCOPE",
     "NOT_FOUND",
     "INVALID_JSON",
     "PAYLOAD_TOO_LARGE",

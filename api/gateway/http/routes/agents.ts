@@ -19,7 +19,8 @@
 import { PublicKey } from "@solana/web3.js";
 import { AgentNotEmptyError, archiveAgent } from "../../agent-archive.js";
 import { internalAgentId } from "../../../shared/agent-ids.js";
-import { listAgentsPage } from "../../../shared/agents.js";
+import { agentOfAccount, listAgentsPage } from "../../../shared/agents.js";
+import { boundAgent } from "../../../shared/scopes.js";
 import { type BalanceReader, rpcBalanceReader } from "../../../shared/balances.js";
 import type { AgentRow } from "../../../shared/rows.js";
 import { parseAgentId } from "../../../shared/validation.js";
@@ -95,12 +96,28 @@ async function listRoute(context: RouteContext): Promise<RouteResponse> {
   const afterText = context.query.get("after");
   const after = afterText === null ? null : parseAgentId("after", afterText);
   const includeArchived = booleanParam(context.query.get("includeArchived"), "includeArchived");
-  const page = await listAgentsPage(context.deps.pool, context.caller.accountId, { limit, after, includeArchived });
+  const own = boundAgent(context.caller.scope);
+  const page =
+    own === null
+      ? await listAgentsPage(context.deps.pool, context.caller.accountId, { limit, after, includeArchived })
+      : await ownAgentPage(context, own, after, includeArchived);
   const balances = await balancesOf(context, page.rows);
   return json(200, {
     agents: page.rows.map((row, i) => agentJson(row, balances[i] ?? null, network(context))),
     nextCursor: page.nextCursor,
   });
+}
+
+/** An agent key's listing: its own agent alone, under the same filters, on one page. */
+async function ownAgentPage(
+  context: RouteContext,
+  own: string,
+  after: string | null,
+  includeArchived: boolean,
+): Promise<{ rows: AgentRow[]; nextCursor: string | null }> {
+  const agent = await agentOfAccount(context.deps.pool, context.caller.accountId, own);
+  const listed = agent !== null && (includeArchived || agent.archived_at === null) && (after === null || own > after);
+  return { rows: listed ? [agent] : [], nextCursor: null };
 }
 
 async function getRoute(context: RouteContext): Promise<RouteResponse> {
@@ -272,13 +289,13 @@ async function archiveRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const agentRoutes: readonly Route[] = [
-  { method: "GET", path: "/v1/agents", handler: listRoute },
-  { method: "POST", path: "/v1/agents", handler: registerRoute },
-  { method: "GET", path: "/v1/agents/:agentId", handler: getRoute },
-  { method: "DELETE", path: "/v1/agents/:agentId", handler: archiveRoute },
-  { method: "GET", path: "/v1/agents/:agentId/wallet", handler: walletRoute },
-  { method: "GET", path: "/v1/agents/:agentId/wallet/balance", handler: balanceRoute },
-  { method: "POST", path: "/v1/agents/:agentId/wallet/fund", handler: fundRoute },
-  { method: "POST", path: "/v1/agents/:agentId/wallet/withdraw", handler: withdrawRoute },
-  { method: "GET", path: "/v1/agents/:agentId/wallet/operations/:operationId", handler: operationRoute },
+  { method: "GET", path: "/v1/agents", scope: "read", filtersByAgent: true, handler: listRoute },
+  { method: "POST", path: "/v1/agents", scope: "admin", handler: registerRoute },
+  { method: "GET", path: "/v1/agents/:agentId", scope: "read", handler: getRoute },
+  { method: "DELETE", path: "/v1/agents/:agentId", scope: "admin", handler: archiveRoute },
+  { method: "GET", path: "/v1/agents/:agentId/wallet", scope: "read", handler: walletRoute },
+  { method: "GET", path: "/v1/agents/:agentId/wallet/balance", scope: "read", handler: balanceRoute },
+  { method: "POST", path: "/v1/agents/:agentId/wallet/fund", scope: "admin", handler: fundRoute },
+  { method: "POST", path: "/v1/agents/:agentId/wallet/withdraw", scope: "admin", handler: withdrawRoute },
+  { method: "GET", path: "/v1/agents/:agentId/wallet/operations/:operationId", scope: "read", handler: operationRoute },
 ];

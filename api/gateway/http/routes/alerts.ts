@@ -91,8 +91,8 @@ async function deleteRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const alertRoutes: readonly Route[] = [
-  { method: "POST", path: "/v1/alerts", handler: createRoute },
-  { method: "GET", path: "/v1/alerts", handler: listRoute },
-  { method: "GET", path: "/v1/alerts/:alertId", handler: getRoute },
-  { method: "DELETE", path: "/v1/alerts/:alertId", handler: deleteRoute },
+  { method: "POST", path: "/v1/alerts", scope: "admin", handler: createRoute },
+  { method: "GET", path: "/v1/alerts", scope: "account", handler: listRoute },
+  { method: "GET", path: "/v1/alerts/:alertId", scope: "account", handler: getRoute },
+  { method: "DELETE", path: "/v1/alerts/:alertId", scope: "admin", handler: deleteRoute },
 ];

@@ -16,6 +16,7 @@
  */
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../../../../programs/payment_ledger/ts/index.js";
 import { publicAgentId } from "../../../shared/agent-ids.js";
+import { findSession } from "../../channels/store.js";
 import { badRequest, httpError } from "../../../shared/http/problem.js";
 import { runExternalEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
 import { budgetExceededAnswer, policyViolationAnswer } from "../refusals.js";
@@ -74,6 +75,12 @@ function optionalSeconds(value: JsonValue | undefined, field: string, fallback: 
   const seconds = Number(u64Field(value, field, 1n));
   if (seconds > max) throw badRequest(field, `must be at most ${max}`);
   return seconds;
+}
+
+/** The public id of the agent paying through the addressed channel, or null when the account has no such channel. */
+async function channelAgent(context: RouteContext): Promise<string | null> {
+  const session = await findSession(context.deps.pool, channelParam(context));
+  return session === null || session.accountId !== context.caller.accountId ? null : publicAgentId(session.agentId);
 }
 
 function channelParam(context: RouteContext): string {
@@ -250,9 +257,9 @@ async function closeRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const channelRoutes: readonly Route[] = [
-  { method: "POST", path: "/v1/agents/:agentId/channels", handler: openRoute },
-  { method: "GET", path: "/v1/channels/:channel", handler: getRoute },
-  { method: "POST", path: "/v1/channels/:channel/vouchers", handler: voucherRoute },
-  { method: "POST", path: "/v1/channels/:channel/settlements", handler: settlementRoute },
-  { method: "POST", path: "/v1/channels/:channel/close", handler: closeRoute },
+  { method: "POST", path: "/v1/agents/:agentId/channels", scope: "agent", handler: openRoute },
+  { method: "GET", path: "/v1/channels/:channel", scope: "read", agentOf: channelAgent, handler: getRoute },
+  { method: "POST", path: "/v1/channels/:channel/vouchers", scope: "agent", agentOf: channelAgent, handler: voucherRoute },
+  { method: "POST", path: "/v1/channels/:channel/settlements", scope: "admin", handler: settlementRoute },
+  { method: "POST", path: "/v1/channels/:channel/close", scope: "agent", agentOf: channelAgent, handler: closeRoute },
 ];

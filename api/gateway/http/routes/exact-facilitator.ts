@@ -76,7 +76,7 @@ async function withRequestErrors<T>(run: () => Promise<T>): Promise<T> {
 }
 
 export const exactFacilitatorRoutes: readonly Route[] = [
-  { method: "GET", path: "/v1/x402/facilitator/supported", handler: supportedRoute },
-  { method: "POST", path: "/v1/x402/facilitator/verify", handler: verifyRoute },
-  { method: "POST", path: "/v1/x402/facilitator/settle", handler: settleRoute },
+  { method: "GET", path: "/v1/x402/facilitator/supported", scope: "any", handler: supportedRoute },
+  { method: "POST", path: "/v1/x402/facilitator/verify", scope: "admin", handler: verifyRoute },
+  { method: "POST", path: "/v1/x402/facilitator/settle", scope: "admin", handler: settleRoute },
 ];

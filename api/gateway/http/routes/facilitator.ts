@@ -92,7 +92,7 @@ async function supportedRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const facilitatorRoutes: readonly Route[] = [
-  { method: "GET", path: "/v1/x402/supported", handler: supportedRoute },
-  { method: "POST", path: "/v1/x402/verify", handler: verifyRoute },
-  { method: "POST", path: "/v1/x402/settle", handler: settleRoute },
+  { method: "GET", path: "/v1/x402/supported", scope: "any", handler: supportedRoute },
+  { method: "POST", path: "/v1/x402/verify", scope: "admin", handler: verifyRoute },
+  { method: "POST", path: "/v1/x402/settle", scope: "admin", handler: settleRoute },
 ];

@@ -40,5 +40,5 @@ async function invocationRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const invocationRoutes: readonly Route[] = [
-  { method: "GET", path: "/v1/agents/:agentId/invocations/:parentTxHash", handler: invocationRoute },
+  { method: "GET", path: "/v1/agents/:agentId/invocations/:parentTxHash", scope: "read", handler: invocationRoute },
 ];

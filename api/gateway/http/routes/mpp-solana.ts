@@ -87,6 +87,6 @@ function answer(outcome: CosignedSettle): ExternalOutcome {
 }
 
 export const mppSolanaRoutes: readonly Route[] = [
-  { method: "GET", path: "/v1/mpp/solana/supported", handler: supportedRoute },
-  { method: "POST", path: "/v1/mpp/solana/charge", handler: chargeRoute },
+  { method: "GET", path: "/v1/mpp/solana/supported", scope: "any", handler: supportedRoute },
+  { method: "POST", path: "/v1/mpp/solana/charge", scope: "admin", handler: chargeRoute },
 ];

@@ -187,6 +187,6 @@ async function redeemRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const mppRoutes: readonly Route[] = [
-  { method: "POST", path: "/v1/mpp/payments", handler: paymentsRoute },
-  { method: "POST", path: "/v1/mpp/sessions/redeem", handler: redeemRoute },
+  { method: "POST", path: "/v1/mpp/payments", scope: "admin", handler: paymentsRoute },
+  { method: "POST", path: "/v1/mpp/sessions/redeem", scope: "admin", handler: redeemRoute },
 ];

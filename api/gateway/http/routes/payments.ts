@@ -301,8 +301,8 @@ async function releaseRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const paymentRoutes: readonly Route[] = [
-  { method: "POST", path: "/v1/agents/:agentId/payments/authorize", handler: authorizeRoute },
-  { method: "POST", path: "/v1/agents/:agentId/payments/domain-check", handler: domainCheckRoute },
-  { method: "POST", path: "/v1/agents/:agentId/payments/:reservationId/complete", handler: completeRoute },
-  { method: "POST", path: "/v1/agents/:agentId/payments/:reservationId/release", handler: releaseRoute },
+  { method: "POST", path: "/v1/agents/:agentId/payments/authorize", scope: "agent", handler: authorizeRoute },
+  { method: "POST", path: "/v1/agents/:agentId/payments/domain-check", scope: "agent", handler: domainCheckRoute },
+  { method: "POST", path: "/v1/agents/:agentId/payments/:reservationId/complete", scope: "agent", handler: completeRoute },
+  { method: "POST", path: "/v1/agents/:agentId/payments/:reservationId/release", scope: "agent", handler: releaseRoute },
 ];

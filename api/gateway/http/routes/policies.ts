@@ -82,7 +82,7 @@ async function deleteRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const policyRoutes: readonly Route[] = [
-  { method: "GET", path: "/v1/policies/:agentId", handler: getRoute },
-  { method: "PUT", path: "/v1/policies/:agentId", handler: putRoute },
-  { method: "DELETE", path: "/v1/policies/:agentId", handler: deleteRoute },
+  { method: "GET", path: "/v1/policies/:agentId", scope: "read", handler: getRoute },
+  { method: "PUT", path: "/v1/policies/:agentId", scope: "admin", handler: putRoute },
+  { method: "DELETE", path: "/v1/policies/:agentId", scope: "admin", handler: deleteRoute },
 ];

@@ -76,8 +76,8 @@ async function rotateRoute(context: RouteContext): Promise<RouteResponse> {
 }
 
 export const webhookRoutes: readonly Route[] = [
-  { method: "POST", path: "/v1/webhooks", handler: createRoute },
-  { method: "GET", path: "/v1/webhooks", handler: listRoute },
-  { method: "DELETE", path: "/v1/webhooks/:endpointId", handler: deleteRoute },
-  { method: "POST", path: "/v1/webhooks/:endpointId/rotate-secret", handler: rotateRoute },
+  { method: "POST", path: "/v1/webhooks", scope: "admin", handler: createRoute },
+  { method: "GET", path: "/v1/webhooks", scope: "account", handler: listRoute },
+  { method: "DELETE", path: "/v1/webhooks/:endpointId", scope: "admin", handler: deleteRoute },
+  { method: "POST", path: "/v1/webhooks/:endpointId/rotate-secret", scope: "admin", handler: rotateRoute },
 ];

@@ -117,11 +117,14 @@ async function mppxServer(): Promise<() => McpServer> {
   };
 }
 
+/** The payments server of `agentId` at `/mcp`, opened with a key scoped to that agent (as an agent runs it). */
 async function paymentsServer(agentId: string): Promise<McpClient> {
+  const issued = await rest(setup.test.system, setup.apiKey, "POST", "/v1/api-keys", { scope: `agent:${agentId}` });
+  expect(issued.status).toBe(201);
   const client = new McpClient({ name: "agent-host", version: "1.0.0" });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${setup.test.system.apiUrl}/mcp?agent=${agentId}`), {
-      requestInit: { headers: { authorization: `Bearer ${setup.apiKey}` } },
+      requestInit: { headers: { authorization: `Bearer ${issued.body.apiKey}` } },
     }),
   );
   open.push(client);

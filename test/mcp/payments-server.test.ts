@@ -3,12 +3,14 @@
  * ledger, Postgres, the indexer, the gateway) and a paid x402 API on loopback settling through
  * the system's facilitator, driven by the official SDK's `Client`:
  *
- * - over stdio, spawned exactly as the README's MCP host configuration says (read from the README);
- * - over Streamable HTTP at the gateway's `/mcp`.
+ * - over stdio, spawned exactly as the README's MCP host configuration says (read from the README),
+ *   with a key scoped to the agent as the README issues it;
+ * - over Streamable HTTP at the gateway's `/mcp`, each opened with a key scoped to its agent.
  *
  * Every tool, every refusal (per-call limit, domain, daily budget, insufficient funds, max price),
- * bad arguments, isolation between accounts, and a payment made through MCP being on the chain
- * and in GraphQL.
+ * bad arguments, isolation between accounts and between agents (an agent key reaches its own agent
+ * only, and cannot raise its limits or withdraw), and a payment made through MCP being on the
+ * chain and in GraphQL.
  */
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -55,7 +57,17 @@ async function agent(agentId: string, fundUsdc: number, policy?: Record<string, 
   if (policy !== undefined) expect((await rest("PUT", `/v1/policies/${agentId}`, policy, key)).status).toBe(200);
 }
 
-async function overHttp(agentId: string, key = apiKey): Promise<McpClient> {
+/** A new key of `scope` in the account of `key` (POST /v1/api-keys, as an admin issues one). */
+async function scopedKey(scope: string, key = apiKey): Promise<string> {
+  const issued = await rest("POST", "/v1/api-keys", { scope }, key);
+  expect(issued.status, issued.text).toBe(201);
+  expect(issued.body.scope).toBe(scope);
+  return issued.body.apiKey as string;
+}
+
+/** The server of `agentId` at `/mcp`, opened with a key scoped to that agent unless `key` is given. */
+async function overHttp(agentId: string, key?: string): Promise<McpClient> {
+  key ??= await scopedKey(`agent:${agentId}`);
   const client = new McpClient({ name: "test-host", version: "1.0.0" });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${system.apiUrl}/mcp?agent=${encodeURIComponent(agentId)}`), {
@@ -81,6 +93,17 @@ function readmeConfiguration(agentId: string, key: string): { command: string; a
 
 async function call(client: McpClient, name: string, args: Record<string, unknown> = {}): Promise<ToolAnswer> {
   return (await client.callTool({ name, arguments: args })) as ToolAnswer;
+}
+
+/** Runs a command that is expected to exit by itself: its exit code and stderr. */
+async function exitOf(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString("utf8");
+  });
+  const code = await new Promise<number | null>((done) => child.on("exit", done));
+  return { code, stderr };
 }
 
 async function reservationCount(agentId: string): Promise<number> {
@@ -114,39 +137,61 @@ afterAll(async () => {
 });
 
 describe("stdio, started as the README configures it", () => {
-  it("refuses to start with an admin key unless --allow-admin-key, and never prints the key", async () => {
+  it("the README issues the key with one command, scoped to the agent, and passes no --allow-admin-key", () => {
+    const readme = readFileSync(resolve(ROOT, "README.md"), "utf8");
+    const section = readme.slice(readme.indexOf("### Pay from an MCP host"), readme.indexOf("### Works with"));
+    expect(section).toContain("npm run admin -- issue-key <accountId> --scope agent:researcher");
+    expect(readmeConfiguration("researcher", "k").args).not.toContain("--allow-admin-key");
+  });
+
+  it("refuses to start with an admin key (exit 2) unless --allow-admin-key, and never prints the key", async () => {
     await agent("stdio-strict", 0);
     const config = readmeConfiguration("stdio-strict", apiKey);
-    const args = config.args.filter((arg) => arg !== "--allow-admin-key");
-    const child = spawn(config.command, args, { env: { ...process.env, ...config.env }, stdio: ["pipe", "pipe", "pipe"] });
-    let stderr = "";
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString("utf8");
-    });
-    const code = await new Promise<number | null>((done) => child.on("exit", done));
-    expect(code).toBe(1);
-    expect(stderr).toContain("admin key");
-    expect(stderr).not.toContain(apiKey);
+    const refused = await exitOf(config.command, config.args, config.env);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("admin key");
+    expect(refused.stderr).toContain("--scope agent:stdio-strict");
+    expect(refused.stderr).not.toContain(apiKey);
+
+    // With --allow-admin-key it serves: it answers tools/list on stdio.
+    const transport = new StdioClientTransport({ ...config, args: [...config.args, "--allow-admin-key"], stderr: "pipe" });
+    const client = new McpClient({ name: "test-host", version: "1.0.0" });
+    await client.connect(transport);
+    open.push(client);
+    expect((await client.listTools()).tools.length).toBeGreaterThan(0);
+  });
+
+  it("refuses a key scoped to another agent and an approver key (exit 2, a message naming the scope)", async () => {
+    await agent("stdio-other", 0);
+    const config = readmeConfiguration("stdio-strict", apiKey);
+    const otherAgentsKey = await scopedKey("agent:stdio-other");
+    const wrongAgent = await exitOf(config.command, config.args, { ...config.env, APG_API_KEY: otherAgentsKey });
+    expect(wrongAgent.code).toBe(2);
+    expect(wrongAgent.stderr).toContain("scoped to agent:stdio-other, not to agent:stdio-strict");
+    expect(wrongAgent.stderr).not.toContain(otherAgentsKey);
+    // --allow-admin-key allows an admin key, never another agent's.
+    expect((await exitOf(config.command, [...config.args, "--allow-admin-key"], { ...config.env, APG_API_KEY: otherAgentsKey })).code).toBe(
+      2,
+    );
+
+    const approverKey = await scopedKey("approver");
+    const approver = await exitOf(config.command, config.args, { ...config.env, APG_API_KEY: approverKey });
+    expect(approver.code).toBe(2);
+    expect(approver.stderr).toContain("approver key: it cannot pay");
   });
 
   it("refuses a key given on the command line (exit 2)", async () => {
     const config = readmeConfiguration("stdio-strict", apiKey);
-    const child = spawn(config.command, [...config.args, "--api-key", apiKey], {
-      env: { ...process.env, ...config.env },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let stderr = "";
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString("utf8");
-    });
-    expect(await new Promise<number | null>((done) => child.on("exit", done))).toBe(2);
+    const { code, stderr } = await exitOf(config.command, [...config.args, "--api-key", apiKey], config.env);
+    expect(code).toBe(2);
     expect(stderr).toContain("APG_API_KEY");
     expect(stderr).not.toContain(apiKey);
   });
 
-  it("pays a paid API: the payment is on the chain and in GraphQL, and the resources show it", async () => {
+  it("pays a paid API with a key scoped to the agent: the payment is on the chain and in GraphQL, and the resources show it", async () => {
     await agent("researcher", 1);
-    const config = readmeConfiguration("researcher", apiKey);
+    const researcherKey = await scopedKey("agent:researcher");
+    const config = readmeConfiguration("researcher", researcherKey);
     const transport = new StdioClientTransport({ ...config, stderr: "pipe" });
     let stderr = "";
     transport.stderr?.on("data", (chunk: Buffer) => {
@@ -192,7 +237,7 @@ describe("stdio, started as the README configures it", () => {
     expect(JSON.parse((recent.contents[0] as { text: string }).text).transactions[0].txHash).toBe(result.txHash);
     const policy = await client.readResource({ uri: "apg://agents/researcher/policy" });
     expect(JSON.parse((policy.contents[0] as { text: string }).text)).toMatchObject({ agentId: "researcher", usedToday: "0.050000" });
-    expect(stderr).not.toContain(apiKey);
+    expect(stderr).not.toContain(researcherKey);
   });
 });
 
@@ -200,7 +245,8 @@ describe("budget warnings", () => {
   it("a payment that brings the daily budget to its warning level sends a log notification (a transport with a stream)", async () => {
     await agent("warned", 1, { dailyBudget: { usdc: 0.06 } });
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await createPaymentsMcpServer({ agentId: "warned", apiKey, baseUrl: system.apiUrl }).connect(serverSide);
+    const warnedKey = await scopedKey("agent:warned");
+    await createPaymentsMcpServer({ agentId: "warned", apiKey: warnedKey, baseUrl: system.apiUrl }).connect(serverSide);
     const client = new McpClient({ name: "test-host", version: "1.0.0" });
     const warnings: unknown[] = [];
     client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => {
@@ -424,5 +470,81 @@ describe("Streamable HTTP at /mcp", () => {
     expect(tree).toEqual({ rootTxHash: payment.txHash, found: false, tree: null });
     expect((await call(theirs, "transactions")).structuredContent!.transactions).toEqual([]);
     expect((await call(theirs, "spend")).structuredContent!.totalUnits).toBe("0");
+  });
+});
+
+describe("an agent key over MCP: its own agent only, read-only limits", () => {
+  const mcpPost = (agentId: string, key: string): Promise<Response> =>
+    fetch(`${system.apiUrl}/mcp?agent=${agentId}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }),
+    });
+
+  it("/mcp opens the key's own agent only: another agent, or an approver key, is 403 FORBIDDEN_SCOPE", async () => {
+    await agent("scoped-self", 1);
+    await agent("scoped-neighbour", 1);
+    const key = await scopedKey("agent:scoped-self");
+    const other = await mcpPost("scoped-neighbour", key);
+    expect(other.status).toBe(403);
+    expect(other.headers.get("content-type")).toContain("application/problem+json");
+    expect(await other.json()).toMatchObject({ status: 403, code: "FORBIDDEN_SCOPE", scope: "agent:scoped-self" });
+    expect((await mcpPost("scoped-self", key)).status).toBe(200);
+
+    const approver = await mcpPost("scoped-self", await scopedKey("approver"));
+    expect(approver.status).toBe(403);
+    expect((await approver.json()).code).toBe("FORBIDDEN_SCOPE");
+  });
+
+  it("cannot raise its limits or withdraw: no such tool, and the REST calls under them are 403 for its key", async () => {
+    await agent("scoped-limits", 1, { dailyBudget: { usdc: 0.1 }, perCallLimit: { usdc: 0.06 } });
+    const key = await scopedKey("agent:scoped-limits");
+    const client = await overHttp("scoped-limits", key);
+    const names = (await client.listTools()).tools.map((tool) => tool.name);
+    for (const name of names) expect(name).not.toMatch(/policy_(set|update)|set_|update|withdraw|fund|key|limit/);
+    for (const name of ["set_policy", "withdraw"]) {
+      expect(String(await client.callTool({ name, arguments: {} }).catch((error: unknown) => error))).toContain("no tool named");
+    }
+    const raise = await rest("PUT", "/v1/policies/scoped-limits", { dailyBudget: { usdc: 1000 } }, key);
+    expect(raise.status).toBe(403);
+    expect(raise.body.code).toBe("FORBIDDEN_SCOPE");
+    const withdraw = await rest("POST", "/v1/agents/scoped-limits/wallet/withdraw", { usdc: 0.5, to: payee.toBase58() }, key);
+    expect(withdraw.status).toBe(403);
+    expect(withdraw.body.code).toBe("FORBIDDEN_SCOPE");
+    // Nothing changed: the policy and the balance are as the admin set them.
+    expect((await call(client, "policy")).structuredContent).toMatchObject({ dailyBudget: "0.100000", perCallLimit: "0.060000" });
+    expect((await call(client, "balance")).structuredContent!.balanceUnits).toBe("1000000");
+  });
+
+  it("sees no other agent: the tools of a server for another agent are refused by the gateway, and no tool takes an agent", async () => {
+    await agent("scoped-me", 1);
+    await agent("scoped-them", 1, { dailyBudget: { usdc: 3 } });
+    const theirs = await overHttp("scoped-them");
+    expect((await call(theirs, "pay", { endpoint: endpoint("/x402/theirs") })).isError).toBeFalsy();
+    const myKey = await scopedKey("agent:scoped-me");
+    const mine = await overHttp("scoped-me", myKey);
+    const sneaky = await call(mine, "transactions", { agentId: "scoped-them" });
+    expect(sneaky.isError).toBe(true);
+    expect(sneaky.content[0]!.text).toContain("agentId: is not an argument");
+
+    // A server for the other agent, run with this key (as a host could): every read is 403 at the gateway.
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await createPaymentsMcpServer({ agentId: "scoped-them", apiKey: myKey, baseUrl: system.apiUrl }).connect(serverSide);
+    const wrong = new McpClient({ name: "test-host", version: "1.0.0" });
+    await wrong.connect(clientSide);
+    open.push(wrong);
+    for (const [name, args] of [
+      ["transactions", {}],
+      ["policy", {}],
+      ["balance", {}],
+      ["spend", {}],
+      ["pay", { endpoint: endpoint("/x402/not-mine") }],
+    ] as const) {
+      const answer = await call(wrong, name, args);
+      expect(answer.isError, `${name}: ${JSON.stringify(answer)}`).toBe(true);
+      expect(answer.structuredContent!.code, name).toBe("FORBIDDEN_SCOPE");
+      expect(JSON.stringify(answer)).not.toContain("3.000000");
+    }
+    expect(await reservationCount("scoped-them")).toBe(1);
   });
 });

@@ -7,8 +7,11 @@
  * any gateway process answers any request. The server's tools reach the gateway through its own
  * REST /v1 and GraphQL handlers, in process (`dispatch`), with the caller's bearer key: the same
  * authentication, account isolation, validation, body limits and payment path as a REST client,
- * and no second way to pay; a message above REST's body limit is answered 413. Before a server is made, the key is authenticated as REST does it and
- * the agent looked up in the key's account (401 / 404 problem JSON).
+ * and no second way to pay, and every key scope check of those routes and fields applies to every
+ * tool; a message above REST's body limit is answered 413. Before a server is made, the key is
+ * authenticated as REST does it, its scope must be one that pays as the agent (admin, or
+ * `agent:<that agent>`; 403 problem JSON otherwise),
+ * and the agent looked up in the key's account (401 / 404 problem JSON).
  *
  * The paid APIs `pay` and `quote` call are reached from the gateway's network: a name resolving
  * to a loopback, private or link-local address is refused unless `allowPrivateNetworks` (local
@@ -26,7 +29,8 @@ import { createPaymentsMcpServer } from "../../../sdk/src/mcp/server.js";
 import type { FetchFunction } from "../../../sdk/src/transport.js";
 import { agentOfAccount } from "../../shared/agents.js";
 import { MAX_BODY_BYTES } from "../../shared/http/json.js";
-import { authenticate, BEARER_CHALLENGE, INVALID_TOKEN_CHALLENGE } from "../../shared/auth.js";
+import { authenticate, BEARER_CHALLENGE, type Caller, INVALID_TOKEN_CHALLENGE } from "../../shared/auth.js";
+import { ADMIN_SCOPE, boundAgent, forbiddenScope, kindAllows } from "../../shared/scopes.js";
 import { isNonPublicAddress } from "../webhooks/addresses.js";
 
 export const MCP_PATH = "/mcp";
@@ -76,14 +80,30 @@ function isAuthenticationError(error: unknown): boolean {
   return (error as { extensions?: { code?: unknown } } | null)?.extensions?.code === "AUTHENTICATION_ERROR";
 }
 
-/** The key (as REST authenticates it) and the agent (of the key's account): null when both are good, else the problem answer. */
+/**
+ * The key (as REST authenticates it), its scope and the agent (of the key's account): null when
+ * all are good, else the problem answer. The server acts as the agent, so its scope needs what
+ * paying needs (`agent`): an admin key, or an `agent:` key for this very agent; an approver key
+ * (cannot pay) or another agent's key is 403 FORBIDDEN_SCOPE. The gateway's own scope checks still
+ * hold for every tool call, which runs with this key.
+ */
 async function checkCaller(options: McpMountOptions, authorization: string, agentId: string): Promise<Response | null> {
-  let accountId: string;
+  let caller: Caller;
   try {
-    accountId = (await authenticate(options.pool, authorization)).accountId;
+    caller = await authenticate(options.pool, authorization);
   } catch (error) {
     if (!isAuthenticationError(error)) throw error;
     return problem(401, "AUTHENTICATION_ERROR", "invalid API key", { "www-authenticate": INVALID_TOKEN_CHALLENGE });
+  }
+  const accountId = caller.accountId;
+  const scope = caller.scope ?? ADMIN_SCOPE;
+  const own = boundAgent(scope);
+  if (!kindAllows(scope, "agent") || (own !== null && own !== agentId)) {
+    const refused = forbiddenScope(scope, "agent", `open the MCP server of agent ${agentId}`, agentId);
+    return new Response(JSON.stringify(refused.toProblem()), {
+      status: refused.status,
+      headers: { "content-type": "application/problem+json" },
+    });
   }
   if ((await agentOfAccount(options.pool, accountId, agentId)) === null) {
     return problem(404, "NOT_FOUND", `no agent ${agentId} in this account`);

@@ -1,17 +1,17 @@
 /**
- * Which scope the API key has, as far as the gateway tells it. The payments server is meant to run
- * with a key scoped to its agent (`agent:<id>`); an admin key can change policies and withdraw, so
- * `apg-mcp` refuses it unless told otherwise (`--allow-admin-key`).
+ * Which scope the API key has, as the gateway tells it (docs/rest.md "Scopes"): `admin`,
+ * `approver` or `agent:<agentId>`. `apg-mcp` serves one agent and is meant to run with a key
+ * scoped to it; what it does with each scope is `refusalOfScope` in main.ts.
  *
- * Key scopes are introduced by the gateway's "human in the loop" work (`admin`, `approver`,
- * `agent:<id>`). Until a gateway names them, every key is an admin key, and so is any key whose
- * scope cannot be read. How it is read: the key's own entry in `GET /v1/api-keys` (found by its
- * prefix) and its `scope` field; a gateway that refuses the listing with 403 has said the key is
- * not an admin key (only admin keys manage keys).
+ * How it is read: `GET /v1/keys/current` (any key; `{ id, scope, accountId }`). A gateway older
+ * than that route answers 404; then the key's own entry in `GET /v1/api-keys` (found by its
+ * prefix) is read, where a key without a `scope` field is an admin key (every key was one before
+ * scopes existed), and a 403 on the listing says the key is not an admin key.
  */
 import { ServiceError } from "../errors.js";
 import type { Transport } from "../transport.js";
 
+/** `restricted`: a key the gateway says is no admin key but names no scope this client knows. */
 export type KeyScope = { kind: "admin" } | { kind: "approver" } | { kind: "agent"; agentId: string } | { kind: "restricted" };
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -27,6 +27,18 @@ export function parseScope(scope: string): KeyScope {
 }
 
 export async function keyScope(transport: Transport, apiKey: string): Promise<KeyScope> {
+  let current: unknown;
+  try {
+    current = await transport.request("GET", "/v1/keys/current");
+  } catch (error) {
+    if (error instanceof ServiceError && error.status === 404) return scopeFromListing(transport, apiKey);
+    throw error;
+  }
+  return isRecord(current) && typeof current.scope === "string" ? parseScope(current.scope) : { kind: "restricted" };
+}
+
+/** A gateway without `/v1/keys/current`: the key's entry in the listing. */
+async function scopeFromListing(transport: Transport, apiKey: string): Promise<KeyScope> {
   let listing: unknown;
   try {
     listing = await transport.request("GET", "/v1/api-keys");

@@ -7,20 +7,22 @@
  * The API key comes from the environment only (`APG_API_KEY`); a key on the command line is
  * refused, because arguments are visible to every process of the machine. `APG_BASE_URL` is
  * the gateway (default http://127.0.0.1:4000). Before serving, the key's scope is read from the
- * gateway (`key-scope.ts`): an admin key is refused unless `--allow-admin-key` is given, a key
- * scoped to another agent always. stdout carries the protocol only; messages go to stderr and
- * never contain the key.
+ * gateway (`key-scope.ts`) and `refusalOfScope` decides: a key scoped to this agent is served, an
+ * admin key only with `--allow-admin-key`, an approver key or one scoped to another agent never
+ * (exit 2). stdout carries the protocol only; messages go to stderr and never contain the key.
  */
 import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { Transport } from "../transport.js";
-import { keyScope } from "./key-scope.js";
+import { type KeyScope, keyScope } from "./key-scope.js";
 import { createPaymentsMcpServer } from "./server.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:4000";
+/** Bad arguments, no key, or a key of the wrong scope for the agent: fix the configuration. */
 export const EXIT_USAGE = 2;
-export const EXIT_REFUSED = 1;
+/** The gateway could not be asked about the key. */
+export const EXIT_UNREACHABLE = 1;
 
 export const USAGE = `usage: apg-mcp --agent <agentId> [--base-url <url>] [--allow-admin-key]
   The API key is read from APG_API_KEY (never from the command line); APG_BASE_URL sets the gateway.`;
@@ -61,15 +63,36 @@ export interface McpIo {
   readonly stderr: (line: string) => void;
 }
 
-/** The reason to refuse this key for this agent, or null to serve. */
-export async function refusalOfKey(line: McpCommandLine, apiKey: string, baseUrl: string): Promise<string | null> {
-  const scope = await keyScope(new Transport({ baseUrl, apiKey, maxRetries: 1 }), apiKey);
-  if (scope.kind === "admin" && !line.allowAdminKey) {
-    return "the API key is an admin key (it can change policies and withdraw): use a key scoped to this agent, or pass --allow-admin-key";
+/**
+ * What `apg-mcp --agent X` does with each scope: `agent:X` is served; `agent:Y` (another agent) is
+ * refused, since every tool would be refused by the gateway; `approver` is refused, since it cannot
+ * pay; `admin` is refused unless `--allow-admin-key` (it could change policies and withdraw, which
+ * the agent must not reach, even though no tool does either). A key the gateway names no known
+ * scope for is served: the gateway checks every call it makes.
+ */
+export function refusalOfScope(line: McpCommandLine, scope: KeyScope): string | null {
+  const scoped = `agent:${line.agentId}`;
+  switch (scope.kind) {
+    case "admin":
+      if (line.allowAdminKey) return null;
+      return (
+        `the API key is an admin key (it can change policies and withdraw): use a key scoped to ${scoped} ` +
+        `(POST /v1/api-keys {"scope":"${scoped}"} or npm run admin -- issue-key <accountId> --scope ${scoped}), ` +
+        "or pass --allow-admin-key"
+      );
+    case "approver":
+      return `the API key is an approver key: it cannot pay; use a key scoped to ${scoped}`;
+    case "agent":
+      if (scope.agentId === line.agentId) return null;
+      return `the API key is scoped to agent:${scope.agentId}, not to ${scoped}: use a key scoped to ${scoped} (or --agent ${scope.agentId})`;
+    case "restricted":
+      return null;
   }
-  if (scope.kind === "agent" && scope.agentId !== line.agentId) return `the API key is scoped to another agent than ${line.agentId}`;
-  if (scope.kind === "approver") return "the API key is an approver key, not an agent's";
-  return null;
+}
+
+/** The reason to refuse this key for this agent, or null to serve; throws when the gateway cannot be asked. */
+export async function refusalOfKey(line: McpCommandLine, apiKey: string, baseUrl: string): Promise<string | null> {
+  return refusalOfScope(line, await keyScope(new Transport({ baseUrl, apiKey, maxRetries: 1 }), apiKey));
 }
 
 /** Starts serving on stdio; resolves with an exit status only when it refuses to start. */
@@ -91,11 +114,11 @@ export async function runMcp(argv: readonly string[], io: McpIo): Promise<number
     const refused = await refusalOfKey(line, apiKey, baseUrl);
     if (refused !== null) {
       io.stderr(`apg-mcp: ${refused}`);
-      return EXIT_REFUSED;
+      return EXIT_USAGE;
     }
   } catch (error) {
     io.stderr(`apg-mcp: the gateway at ${baseUrl} could not be asked about the key: ${redact((error as Error).message, apiKey)}`);
-    return EXIT_REFUSED;
+    return EXIT_UNREACHABLE;
   }
   const server = createPaymentsMcpServer({
     agentId: line.agentId,

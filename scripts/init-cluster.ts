@@ -7,7 +7,7 @@
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { createAssociatedTokenAccountIdempotentInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
-import { Connection, Transaction } from "@solana/web3.js";
+import { Connection, Transaction, type TransactionInstruction } from "@solana/web3.js";
 import type { Cluster } from "../indexer/config/index.js";
 import { checkNetwork } from "../indexer/config/preflight.js";
 import { decodeConfigAccount, initializeInstruction } from "../programs/payment_ledger/ts/index.js";
@@ -35,6 +35,18 @@ async function confirm(connection: Connection, signature: string): Promise<void>
   throw new Error(`transaction ${signature} not confirmed within ${CONFIRM_TIMEOUT_MS} ms`);
 }
 
+/** Signs `instructions` with the authority (the fee payer), sends them and waits for confirmation. */
+async function sendAsAuthority(connection: Connection, cluster: Cluster, ...instructions: TransactionInstruction[]): Promise<string> {
+  const transaction = new Transaction().add(...instructions);
+  const { blockhash } = await connection.getLatestBlockhash();
+  transaction.feePayer = cluster.authority.publicKey;
+  transaction.recentBlockhash = blockhash;
+  transaction.sign(cluster.authority);
+  const signature = await connection.sendRawTransaction(transaction.serialize());
+  await confirm(connection, signature);
+  return signature;
+}
+
 export async function initCluster(cluster: Cluster): Promise<InitClusterResult> {
   const connection = new Connection(cluster.rpcUrl, "confirmed");
   const network = await checkNetwork(cluster, connection);
@@ -42,6 +54,8 @@ export async function initCluster(cluster: Cluster): Promise<InitClusterResult> 
   const { genesis } = network;
   const config = configPda(cluster.programId).address;
   const treasuryToken = getAssociatedTokenAddressSync(cluster.mint, cluster.treasury.publicKey, true);
+  const createTreasuryToken = (): TransactionInstruction =>
+    createAssociatedTokenAccountIdempotentInstruction(cluster.authority.publicKey, treasuryToken, cluster.treasury.publicKey, cluster.mint);
   const program = await connection.getAccountInfo(cluster.programId);
   if (program === null || !program.executable) {
     return {
@@ -56,25 +70,16 @@ export async function initCluster(cluster: Cluster): Promise<InitClusterResult> 
   const lines: string[] = [];
   let outcome: InitClusterResult["outcome"];
   if (existing === null) {
-    const transaction = new Transaction().add(
+    const signature = await sendAsAuthority(
+      connection,
+      cluster,
       await initializeInstruction({
         authority: cluster.authority.publicKey,
         settlementMint: cluster.mint,
         treasury: cluster.treasury.publicKey,
       }),
-      createAssociatedTokenAccountIdempotentInstruction(
-        cluster.authority.publicKey,
-        treasuryToken,
-        cluster.treasury.publicKey,
-        cluster.mint,
-      ),
+      createTreasuryToken(),
     );
-    const { blockhash } = await connection.getLatestBlockhash();
-    transaction.feePayer = cluster.authority.publicKey;
-    transaction.recentBlockhash = blockhash;
-    transaction.sign(cluster.authority);
-    const signature = await connection.sendRawTransaction(transaction.serialize());
-    await confirm(connection, signature);
     lines.push(`initialized: config ${config.toBase58()} created by ${signature}`);
     outcome = "initialized";
   } else {
@@ -99,20 +104,7 @@ export async function initCluster(cluster: Cluster): Promise<InitClusterResult> 
   if (problems.length > 0) return { outcome, lines, problems };
 
   if ((await connection.getAccountInfo(treasuryToken)) === null) {
-    const transaction = new Transaction().add(
-      createAssociatedTokenAccountIdempotentInstruction(
-        cluster.authority.publicKey,
-        treasuryToken,
-        cluster.treasury.publicKey,
-        cluster.mint,
-      ),
-    );
-    const { blockhash } = await connection.getLatestBlockhash();
-    transaction.feePayer = cluster.authority.publicKey;
-    transaction.recentBlockhash = blockhash;
-    transaction.sign(cluster.authority);
-    const signature = await connection.sendRawTransaction(transaction.serialize());
-    await confirm(connection, signature);
+    const signature = await sendAsAuthority(connection, cluster, createTreasuryToken());
     lines.push(`  treasury token account ${treasuryToken.toBase58()} created by ${signature}`);
   } else {
     lines.push(`  treasury token account ${treasuryToken.toBase58()}`);

@@ -33,21 +33,14 @@ import { registerExactSvmScheme as registerFacilitatorScheme } from "@x402/svm/e
 import { ExactSvmScheme as ExactSvmServerScheme } from "@x402/svm/exact/server";
 import express from "express";
 import type { AddressInfo } from "node:net";
-import { availableParallelism, loadavg } from "node:os";
-import { parseArgs } from "node:util";
-import { pino } from "pino";
 import { airdrop, createAgentWallet, ledgerAccess } from "../../scripts/agent-wallets.js";
-import { startSystem, type System } from "../../scripts/system.js";
-import { Client, type PaymentResult } from "../../sdk/src/client.js";
+import type { System } from "../../scripts/system.js";
+import type { PaymentResult } from "../../sdk/src/client.js";
 import { mppMiddleware, type NodeMiddleware, type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";
-import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
-import { row, type Stats, stats, TABLE_HEADER, timed } from "../gateway/latency.js";
+import { row, type Stats, stats, TABLE_HEADER } from "../gateway/latency.js";
+import { interleaved, roundsFlags, runPayBench } from "./pay-bench.js";
 
-const { values: flags } = parseArgs({ options: { rounds: { type: "string", default: "200" }, warmup: { type: "string", default: "10" } } });
-const ROUNDS = Number(flags.rounds);
-const WARMUP = Number(flags.warmup);
-if (!Number.isInteger(ROUNDS) || ROUNDS <= 0) throw new Error("--rounds must be a positive integer");
-if (!Number.isInteger(WARMUP) || WARMUP < 0) throw new Error("--warmup must be a non-negative integer");
+const ROUNDS = roundsFlags({ rounds: 200, warmup: 10 });
 
 const PRICE_UNITS = 1_000n; // 0.001 USDC per call: thousands of calls fit a small wallet.
 
@@ -127,118 +120,61 @@ async function officialServers(system: System): Promise<{ x402: string; mpp: str
   };
 }
 
-async function main(): Promise<void> {
-  const db = await createFreshDatabase();
-  const system = await startSystem({ databaseUrl: db.url, allowPrivateNetworks: true, logger: pino({ level: "warn" }) });
-  const wrong: string[] = [];
-  try {
-    console.log(
-      `client pay overhead on ${availableParallelism()} cores, load average ${loadavg()
-        .map((x) => x.toFixed(1))
-        .join(" / ")}`,
-    );
-    const buyer = await system.createAccount("bench buyer");
-    const seller = await system.createAccount("bench seller");
-    const register = async (apiKey: string, agentId: string): Promise<string> => {
-      const headers = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" };
-      const created = await fetch(`${system.apiUrl}/v1/agents`, { method: "POST", headers, body: JSON.stringify({ agentId }) });
-      if (created.status !== 201) throw new Error(`register ${agentId}: ${created.status} ${await created.text()}`);
-      const wallet = (await (await fetch(`${system.apiUrl}/v1/agents/${agentId}/wallet`, { headers })).json()) as { address: string };
-      return wallet.address;
-    };
-    await register(buyer.apiKey, "payer");
-    const payTo = await register(seller.apiKey, "api");
-    const client = new Client({ agentId: "payer", apiKey: buyer.apiKey, baseUrl: system.apiUrl });
-    await client.wallet.fund({ usdc: 50 });
+void runPayBench("client pay overhead", 50, async ({ system, seller, payTo, client, wrong }) => {
+  const gateway = { facilitatorUrl: system.apiUrl, apiKey: seller.apiKey };
+  const gates: Record<string, NodeMiddleware> = {
+    "/x402": x402Middleware({ ...gateway, amount: PRICE_UNITS, token: "usdc", network: system.network, payTo }),
+    "/mpp": mppMiddleware({ ...gateway, amount: PRICE_UNITS, paymentMethods: ["stablecoin"], sessionSupported: true, payTo }),
+  };
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const gate = Object.entries(gates).find(([prefix]) => req.url?.startsWith(prefix))?.[1];
+    if (gate === undefined) return answer(res); // the direct route: no payment gate
+    gate(req as NodeRequest, res, () => answer(res));
+  });
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
-    const gateway = { facilitatorUrl: system.apiUrl, apiKey: seller.apiKey };
-    const gates: Record<string, NodeMiddleware> = {
-      "/x402": x402Middleware({ ...gateway, amount: PRICE_UNITS, token: "usdc", network: system.network, payTo }),
-      "/mpp": mppMiddleware({ ...gateway, amount: PRICE_UNITS, paymentMethods: ["stablecoin"], sessionSupported: true, payTo }),
-    };
-    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-      const gate = Object.entries(gates).find(([prefix]) => req.url?.startsWith(prefix))?.[1];
-      if (gate === undefined) return answer(res); // the direct route: no payment gate
-      gate(req as NodeRequest, res, () => answer(res));
-    });
-    await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
-    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const check = (result: PaymentResult, protocol: string): void => {
+    if (result.status !== 200 || !result.paid || result.protocol !== protocol) wrong.push(`${protocol}: ${JSON.stringify(result.status)}`);
+  };
+  const direct = async (): Promise<void> => {
+    const response = await fetch(`${origin}/quote`);
+    await response.json();
+    if (response.status !== 200) wrong.push(`direct: ${response.status}`);
+  };
+  const x402 = async (): Promise<void> => check(await client.pay({ endpoint: `${origin}/x402/quote` }), "x402");
+  const mpp = async (): Promise<void> => check(await client.pay({ endpoint: `${origin}/mpp/quote` }), "mpp");
+  const official = await officialServers(system);
+  const officialX402 = async (): Promise<void> => check(await client.pay({ endpoint: official.x402 }), "x402");
+  const mppx = async (): Promise<void> => check(await client.pay({ endpoint: official.mpp }), "mpp");
 
-    const check = (result: PaymentResult, protocol: string): void => {
-      if (result.status !== 200 || !result.paid || result.protocol !== protocol)
-        wrong.push(`${protocol}: ${JSON.stringify(result.status)}`);
-    };
-    const direct = async (): Promise<void> => {
-      const response = await fetch(`${origin}/quote`);
-      await response.json();
-      if (response.status !== 200) wrong.push(`direct: ${response.status}`);
-    };
-    const x402 = async (): Promise<void> => check(await client.pay({ endpoint: `${origin}/x402/quote` }), "x402");
-    const mpp = async (): Promise<void> => check(await client.pay({ endpoint: `${origin}/mpp/quote` }), "mpp");
-    const official = await officialServers(system);
-    const officialX402 = async (): Promise<void> => check(await client.pay({ endpoint: official.x402 }), "x402");
-    const mppx = async (): Promise<void> => check(await client.pay({ endpoint: official.mpp }), "mpp");
+  await mpp(); // negotiates the session every later MPP call reuses
+  const samples = await interleaved({ direct, x402, mpp, officialX402, mppx }, ROUNDS);
+  server.closeAllConnections();
+  server.close();
+  official.close();
 
-    await mpp(); // negotiates the session every later MPP call reuses
-    for (let i = 0; i < WARMUP; i += 1) {
-      await direct();
-      await x402();
-      await mpp();
-      await officialX402();
-      await mppx();
-    }
-    const samples = {
-      direct: [] as number[],
-      x402: [] as number[],
-      mpp: [] as number[],
-      officialX402: [] as number[],
-      mppx: [] as number[],
-    };
-    for (let i = 0; i < ROUNDS; i += 1) {
-      samples.direct.push((await timed(direct))[1]);
-      samples.x402.push((await timed(x402))[1]);
-      samples.mpp.push((await timed(mpp))[1]);
-      samples.officialX402.push((await timed(officialX402))[1]);
-      samples.mppx.push((await timed(mppx))[1]);
-    }
-    server.closeAllConnections();
-    server.close();
-    official.close();
-
-    const s = {
-      direct: stats(samples.direct),
-      x402: stats(samples.x402),
-      mpp: stats(samples.mpp),
-      officialX402: stats(samples.officialX402),
-      mppx: stats(samples.mppx),
-    };
-    const over = (paid: Stats, base: Stats): string =>
-      `p50 +${(paid.p50 - base.p50).toFixed(2)} ms, p99 +${(paid.p99 - base.p99).toFixed(2)} ms`;
-    console.log(TABLE_HEADER);
-    console.log(row("direct fetch of the resource (baseline)", s.direct));
-    console.log(row("client.pay, x402 (402 → authorize → settle on ledger → 200)", s.x402));
-    console.log(row("client.pay, MPP on a reused session", s.mpp));
-    console.log(row("client.pay → official x402 middleware + facilitator", s.officialX402));
-    console.log(row("client.pay → mppx server, @solana/mpp charge", s.mppx));
-    console.log(`x402 pay overhead over direct fetch: ${over(s.x402, s.direct)}`);
-    console.log(`MPP session pay overhead over direct fetch: ${over(s.mpp, s.direct)}`);
-    console.log(`official x402 pay overhead over direct fetch: ${over(s.officialX402, s.direct)}`);
-    console.log(`mppx pay overhead over direct fetch: ${over(s.mppx, s.direct)}`);
-    console.log("spec targets: x402 settlement < 400 ms (4.5), MPP < 100 ms; see bench/client/README.md");
-  } finally {
-    await system.stop();
-    await db.drop();
-  }
-  if (wrong.length > 0) {
-    console.error(`wrong answers (${wrong.length}): ${wrong.slice(0, 5).join("; ")}`);
-    process.exit(1);
-  }
-  // The official packages' RPC websocket clients keep reconnecting to the stopped ledger and
-  // offer no way to close them from their public API: end the process explicitly.
-  process.exit(0);
-}
-
-main().catch((error: unknown) => {
+  const s = {
+    direct: stats(samples.direct),
+    x402: stats(samples.x402),
+    mpp: stats(samples.mpp),
+    officialX402: stats(samples.officialX402),
+    mppx: stats(samples.mppx),
+  };
+  const over = (paid: Stats, base: Stats): string =>
+    `p50 +${(paid.p50 - base.p50).toFixed(2)} ms, p99 +${(paid.p99 - base.p99).toFixed(2)} ms`;
+  console.log(TABLE_HEADER);
+  console.log(row("direct fetch of the resource (baseline)", s.direct));
+  console.log(row("client.pay, x402 (402 → authorize → settle on ledger → 200)", s.x402));
+  console.log(row("client.pay, MPP on a reused session", s.mpp));
+  console.log(row("client.pay → official x402 middleware + facilitator", s.officialX402));
+  console.log(row("client.pay → mppx server, @solana/mpp charge", s.mppx));
+  console.log(`x402 pay overhead over direct fetch: ${over(s.x402, s.direct)}`);
+  console.log(`MPP session pay overhead over direct fetch: ${over(s.mpp, s.direct)}`);
+  console.log(`official x402 pay overhead over direct fetch: ${over(s.officialX402, s.direct)}`);
+  console.log(`mppx pay overhead over direct fetch: ${over(s.mppx, s.direct)}`);
+  console.log("spec targets: x402 settlement < 400 ms (4.5), MPP < 100 ms; see bench/client/README.md");
+}).catch((error: unknown) => {
   console.error(error);
   process.exit(1);
 });

@@ -18,134 +18,77 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { availableParallelism, loadavg } from "node:os";
-import { parseArgs } from "node:util";
 import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
-import { pino } from "pino";
-import { startSystem } from "../../scripts/system.js";
-import { Client } from "../../sdk/src/client.js";
 import { createPaymentsMcpServer } from "../../sdk/src/mcp/server.js";
 import { type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";
-import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
-import { row, stats, TABLE_HEADER, timed } from "../gateway/latency.js";
+import { interleaved, roundsFlags, runPayBench } from "../client/pay-bench.js";
+import { row, stats, TABLE_HEADER } from "../gateway/latency.js";
 
-const { values: flags } = parseArgs({ options: { rounds: { type: "string", default: "40" }, warmup: { type: "string", default: "5" } } });
-const ROUNDS = Number(flags.rounds);
-const WARMUP = Number(flags.warmup);
-if (!Number.isInteger(ROUNDS) || ROUNDS <= 0) throw new Error("--rounds must be a positive integer");
-if (!Number.isInteger(WARMUP) || WARMUP < 0) throw new Error("--warmup must be a non-negative integer");
-
+const ROUNDS = roundsFlags({ rounds: 40, warmup: 5 });
 const PRICE_UNITS = 1_000n;
 const GOAL_MS = 5;
 
-async function main(): Promise<void> {
-  const db = await createFreshDatabase();
-  const system = await startSystem({ databaseUrl: db.url, allowPrivateNetworks: true, logger: pino({ level: "warn" }) });
-  const wrong: string[] = [];
-  try {
-    console.log(
-      `MCP pay overhead on ${availableParallelism()} cores, load average ${loadavg()
-        .map((x) => x.toFixed(1))
-        .join(" / ")}`,
-    );
-    const buyer = await system.createAccount("bench buyer");
-    const seller = await system.createAccount("bench seller");
-    const register = async (apiKey: string, agentId: string): Promise<string> => {
-      const headers = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" };
-      const created = await fetch(`${system.apiUrl}/v1/agents`, { method: "POST", headers, body: JSON.stringify({ agentId }) });
-      if (created.status !== 201) throw new Error(`register ${agentId}: ${created.status} ${await created.text()}`);
-      return ((await (await fetch(`${system.apiUrl}/v1/agents/${agentId}/wallet`, { headers })).json()) as { address: string }).address;
+void runPayBench("MCP pay overhead", 20, async ({ system, buyer, seller, payTo, client, wrong }) => {
+  const gate = x402Middleware({
+    facilitatorUrl: system.apiUrl,
+    apiKey: seller.apiKey,
+    amount: PRICE_UNITS,
+    token: "usdc",
+    network: system.network,
+    payTo,
+  });
+  const api = createServer((req: IncomingMessage, res: ServerResponse) =>
+    gate(req as NodeRequest, res, () => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ quote: 42 }));
+    }),
+  );
+  await new Promise<void>((done) => api.listen(0, "127.0.0.1", done));
+  const endpoint = `http://127.0.0.1:${(api.address() as AddressInfo).port}/quote`;
+
+  const inMemory = new McpClient({ name: "bench", version: "1.0.0" });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await createPaymentsMcpServer({ agentId: "payer", apiKey: buyer.apiKey, baseUrl: system.apiUrl }).connect(serverSide);
+  await inMemory.connect(clientSide);
+  const overHttp = new McpClient({ name: "bench", version: "1.0.0" });
+  await overHttp.connect(
+    new StreamableHTTPClientTransport(new URL(`${system.apiUrl}/mcp?agent=payer`), {
+      requestInit: { headers: { authorization: `Bearer ${buyer.apiKey}` } },
+    }),
+  );
+
+  const direct = async (): Promise<void> => {
+    const result = await client.pay({ endpoint });
+    if (!result.paid || result.status !== 200) wrong.push(`client.pay: ${result.status}`);
+  };
+  const viaMcp = (mcp: McpClient, label: string) => async (): Promise<void> => {
+    const result = (await mcp.callTool({ name: "pay", arguments: { endpoint } })) as {
+      isError?: boolean;
+      structuredContent?: { paid?: boolean };
     };
-    await register(buyer.apiKey, "payer");
-    const payTo = await register(seller.apiKey, "api");
-    const client = new Client({ agentId: "payer", apiKey: buyer.apiKey, baseUrl: system.apiUrl });
-    await client.wallet.fund({ usdc: 20 });
+    if (result.isError === true || result.structuredContent?.paid !== true) wrong.push(`${label}: ${JSON.stringify(result).slice(0, 200)}`);
+  };
+  const samples = await interleaved({ direct, memory: viaMcp(inMemory, "in memory"), http: viaMcp(overHttp, "/mcp") }, ROUNDS);
+  await inMemory.close();
+  await overHttp.close();
+  api.closeAllConnections();
+  api.close();
 
-    const gate = x402Middleware({
-      facilitatorUrl: system.apiUrl,
-      apiKey: seller.apiKey,
-      amount: PRICE_UNITS,
-      token: "usdc",
-      network: system.network,
-      payTo,
-    });
-    const api = createServer((req: IncomingMessage, res: ServerResponse) =>
-      gate(req as NodeRequest, res, () => {
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ quote: 42 }));
-      }),
-    );
-    await new Promise<void>((done) => api.listen(0, "127.0.0.1", done));
-    const endpoint = `http://127.0.0.1:${(api.address() as AddressInfo).port}/quote`;
-
-    const inMemory = new McpClient({ name: "bench", version: "1.0.0" });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await createPaymentsMcpServer({ agentId: "payer", apiKey: buyer.apiKey, baseUrl: system.apiUrl }).connect(serverSide);
-    await inMemory.connect(clientSide);
-    const overHttp = new McpClient({ name: "bench", version: "1.0.0" });
-    await overHttp.connect(
-      new StreamableHTTPClientTransport(new URL(`${system.apiUrl}/mcp?agent=payer`), {
-        requestInit: { headers: { authorization: `Bearer ${buyer.apiKey}` } },
-      }),
-    );
-
-    const direct = async (): Promise<void> => {
-      const result = await client.pay({ endpoint });
-      if (!result.paid || result.status !== 200) wrong.push(`client.pay: ${result.status}`);
-    };
-    const viaMcp = (mcp: McpClient, label: string) => async (): Promise<void> => {
-      const result = (await mcp.callTool({ name: "pay", arguments: { endpoint } })) as {
-        isError?: boolean;
-        structuredContent?: { paid?: boolean };
-      };
-      if (result.isError === true || result.structuredContent?.paid !== true)
-        wrong.push(`${label}: ${JSON.stringify(result).slice(0, 200)}`);
-    };
-    const memory = viaMcp(inMemory, "in memory");
-    const http = viaMcp(overHttp, "/mcp");
-
-    for (let i = 0; i < WARMUP; i += 1) {
-      await direct();
-      await memory();
-      await http();
-    }
-    const samples = { direct: [] as number[], memory: [] as number[], http: [] as number[] };
-    for (let i = 0; i < ROUNDS; i += 1) {
-      samples.direct.push((await timed(direct))[1]);
-      samples.memory.push((await timed(memory))[1]);
-      samples.http.push((await timed(http))[1]);
-    }
-    await inMemory.close();
-    await overHttp.close();
-    api.closeAllConnections();
-    api.close();
-
-    const s = { direct: stats(samples.direct), memory: stats(samples.memory), http: stats(samples.http) };
-    console.log(TABLE_HEADER);
-    console.log(row("client.pay, x402 (baseline)", s.direct));
-    console.log(row("MCP pay, in-memory transport", s.memory));
-    console.log(row("MCP pay, Streamable HTTP at /mcp", s.http));
-    for (const [label, measured] of [
-      ["MCP pay (in memory) over client.pay", s.memory],
-      ["MCP pay (/mcp) over client.pay", s.http],
-    ] as const) {
-      const over_ms = measured.p50 - s.direct.p50;
-      console.log(`${label}: p50 +${over_ms.toFixed(2)} ms, goal <= ${GOAL_MS} ms: ${over_ms <= GOAL_MS ? "met" : "NOT met"}`);
-    }
-  } finally {
-    await system.stop();
-    await db.drop();
+  const s = { direct: stats(samples.direct), memory: stats(samples.memory), http: stats(samples.http) };
+  console.log(TABLE_HEADER);
+  console.log(row("client.pay, x402 (baseline)", s.direct));
+  console.log(row("MCP pay, in-memory transport", s.memory));
+  console.log(row("MCP pay, Streamable HTTP at /mcp", s.http));
+  for (const [label, measured] of [
+    ["MCP pay (in memory) over client.pay", s.memory],
+    ["MCP pay (/mcp) over client.pay", s.http],
+  ] as const) {
+    const over_ms = measured.p50 - s.direct.p50;
+    console.log(`${label}: p50 +${over_ms.toFixed(2)} ms, goal <= ${GOAL_MS} ms: ${over_ms <= GOAL_MS ? "met" : "NOT met"}`);
   }
-  if (wrong.length > 0) {
-    console.error(`wrong answers (${wrong.length}): ${wrong.slice(0, 5).join("; ")}`);
-    process.exit(1);
-  }
-  process.exit(0);
-}
-
-main().catch((error: unknown) => {
+}).catch((error: unknown) => {
   console.error(error);
   process.exit(1);
 });

@@ -6,21 +6,29 @@ import type { ReactNode } from "react";
 import { useQuery } from "urql";
 import { Link } from "../components/link";
 import { TextFilter } from "../components/filters";
-import { Pager } from "../components/pager";
+import { offsetParam, Pager } from "../components/pager";
 import { TableState } from "../components/states";
+import { type Column, DataTable } from "../components/table";
 import { Truncated } from "../components/truncated";
 import { AgentLink, Amount, Time } from "../components/values";
 import { AGENT_LIST, AGENT_PAGE, type AgentListData, type AgentListVariables, type WalletData } from "../graphql/queries";
 import { percentOf } from "../money";
-import { href, setParams } from "../router";
+import { href } from "../router";
 
 const PAGE = 50;
+
+const COLUMNS: readonly Column[] = [
+  { head: "Agent", width: "w-agent-wide" },
+  { head: "Name", width: "w-name", opt: true },
+  { head: "Wallet", width: "" },
+  { head: "Balance (USDC)", width: "w-amount", num: true },
+  { head: "Registered", width: "w-time", opt: true },
+];
 
 /** The account's agents, 50 a page, searchable by id or name; balances read for the page shown only. */
 export function AgentsView({ params }: { params: URLSearchParams }): ReactNode {
   const search = params.get("q") ?? "";
-  const offsetParam = Number(params.get("offset") ?? "0");
-  const offset = Number.isInteger(offsetParam) && offsetParam >= 0 ? offsetParam : 0;
+  const offset = offsetParam(params);
   const variables: AgentListVariables = { search: search === "" ? null : search, first: PAGE, offset };
   const [{ data, fetching, error }, refetch] = useQuery<AgentListData, AgentListVariables>({ query: AGENT_LIST, variables });
   const list = data?.agentList;
@@ -40,64 +48,26 @@ export function AgentsView({ params }: { params: URLSearchParams }): ReactNode {
         emptyText={search === "" ? "This account has no agents yet (POST /v1/agents registers one)." : `No agent matches "${search}".`}
         retry={() => refetch({ requestPolicy: "network-only" })}
       >
-        <div className="table-wrap">
-          <table className="data" data-testid="agents-table">
-            <caption className="visually-hidden">Agents of the account</caption>
-            <colgroup>
-              <col className="w-agent-wide" />
-              <col className="w-name opt" />
-              <col />
-              <col className="w-amount" />
-              <col className="w-time opt" />
-            </colgroup>
-            <thead>
-              <tr>
-                <th scope="col">Agent</th>
-                <th scope="col" className="opt">
-                  Name
-                </th>
-                <th scope="col">Wallet</th>
-                <th scope="col" className="num">
-                  Balance (USDC)
-                </th>
-                <th scope="col" className="opt">
-                  Registered
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((agent) => (
-                <tr key={agent.agentId} data-agent={agent.agentId}>
-                  <th scope="row">
-                    <AgentLink agentId={agent.agentId} />
-                    {agent.archivedAt ? <span className="badge">archived</span> : null}
-                  </th>
-                  <td className="opt">{agent.name ? <Truncated text={agent.name} /> : <span className="muted">—</span>}</td>
-                  <td>
-                    <Truncated text={agent.walletAddress} className="address" />
-                  </td>
-                  <td className="num">
-                    {agent.balance === null ? <span className="muted">unknown</span> : <Amount value={agent.balance} />}
-                  </td>
-                  <td className="opt">
-                    <Time iso={agent.createdAt} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable testId="agents-table" caption="Agents of the account" captionHidden columns={COLUMNS}>
+          {rows.map((agent) => (
+            <tr key={agent.agentId} data-agent={agent.agentId}>
+              <th scope="row">
+                <AgentLink agentId={agent.agentId} />
+                {agent.archivedAt ? <span className="badge">archived</span> : null}
+              </th>
+              <td className="opt">{agent.name ? <Truncated text={agent.name} /> : <span className="muted">—</span>}</td>
+              <td>
+                <Truncated text={agent.walletAddress} className="address" />
+              </td>
+              <td className="num">{agent.balance === null ? <span className="muted">unknown</span> : <Amount value={agent.balance} />}</td>
+              <td className="opt">
+                <Time iso={agent.createdAt} />
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       </TableState>
-      {list !== undefined ? (
-        <Pager
-          label="Agents: pages"
-          offset={offset}
-          size={PAGE}
-          shown={rows.length}
-          total={list.totalCount}
-          onPage={(next) => setParams({ offset: next === 0 ? null : String(next) })}
-        />
-      ) : null}
+      <Pager label="Agents: pages" offset={offset} size={PAGE} shown={rows.length} total={list?.totalCount} />
     </section>
   );
 }

@@ -11,6 +11,7 @@ import { markOnce } from "../perf";
 import { AgentFilter } from "../components/filters";
 import { Link } from "../components/link";
 import { Empty, TableState } from "../components/states";
+import { DataTable } from "../components/table";
 import { Truncated } from "../components/truncated";
 import { AgentLink, Amount, ProtocolBadge, Time, TxHash } from "../components/values";
 import { subscribeLive } from "../graphql/client";
@@ -293,51 +294,45 @@ export function ChannelView({ address }: { address: string }): ReactNode {
             {channel.charges.nodes.length === 0 ? (
               <Empty>No charge on this channel yet.</Empty>
             ) : (
-              <table className="data" data-testid="charges-table">
-                <caption className="visually-hidden">Charges of the channel, newest first</caption>
-                <thead>
-                  <tr>
-                    <th scope="col" className="num">
-                      #
-                    </th>
-                    <th scope="col">Endpoint</th>
-                    <th scope="col" className="num">
-                      Amount (USDC)
-                    </th>
-                    <th scope="col" className="num">
-                      Cumulative
-                    </th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Settlement</th>
+              <DataTable
+                testId="charges-table"
+                caption="Charges of the channel, newest first"
+                captionHidden
+                wrap={false}
+                columns={[
+                  { head: "#", num: true },
+                  { head: "Endpoint" },
+                  { head: "Amount (USDC)", num: true },
+                  { head: "Cumulative", num: true },
+                  { head: "Status" },
+                  { head: "Settlement" },
+                ]}
+              >
+                {channel.charges.nodes.map((charge) => (
+                  <tr key={charge.paymentId} data-testid="charge-row" data-payment-id={charge.paymentId} data-status={charge.status}>
+                    <td className="num">{charge.sequence ?? <span className="muted">—</span>}</td>
+                    <td>
+                      <Truncated text={charge.endpoint} className="endpoint" />
+                    </td>
+                    <td className="num">
+                      <Amount value={charge.amount} />
+                    </td>
+                    <td className="num">
+                      {charge.cumulative === null ? <span className="muted">—</span> : <Amount value={charge.cumulative} />}
+                    </td>
+                    <td>
+                      <ChargeBadge charge={charge} />
+                    </td>
+                    <td>
+                      {charge.settlementTx === null ? (
+                        <span className="muted">not on chain</span>
+                      ) : (
+                        <TxHash hash={charge.settlementTx} explorer={charge.solanaExplorer} />
+                      )}
+                    </td>
                   </tr>
-                </thead>
-                <tbody>
-                  {channel.charges.nodes.map((charge) => (
-                    <tr key={charge.paymentId} data-testid="charge-row" data-payment-id={charge.paymentId} data-status={charge.status}>
-                      <td className="num">{charge.sequence ?? <span className="muted">—</span>}</td>
-                      <td>
-                        <Truncated text={charge.endpoint} className="endpoint" />
-                      </td>
-                      <td className="num">
-                        <Amount value={charge.amount} />
-                      </td>
-                      <td className="num">
-                        {charge.cumulative === null ? <span className="muted">—</span> : <Amount value={charge.cumulative} />}
-                      </td>
-                      <td>
-                        <ChargeBadge charge={charge} />
-                      </td>
-                      <td>
-                        {charge.settlementTx === null ? (
-                          <span className="muted">not on chain</span>
-                        ) : (
-                          <TxHash hash={charge.settlementTx} explorer={charge.solanaExplorer} />
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
+                ))}
+              </DataTable>
             )}
             <div className="pager">
               {after !== null ? (
@@ -355,45 +350,39 @@ export function ChannelView({ address }: { address: string }): ReactNode {
             {channel.settlements.length === 0 ? (
               <Empty>Nothing settled on the ledger yet.</Empty>
             ) : (
-              <table className="data" data-testid="settlements-table">
-                <caption className="visually-hidden">Settlements of the channel, newest first</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Time</th>
-                    <th scope="col">Transaction</th>
-                    <th scope="col" className="num">
-                      Charges
-                    </th>
-                    <th scope="col" className="num">
-                      Paid (USDC)
-                    </th>
-                    <th scope="col" className="num">
-                      Cumulative
-                    </th>
-                    <th scope="col">Status</th>
+              <DataTable
+                testId="settlements-table"
+                caption="Settlements of the channel, newest first"
+                captionHidden
+                wrap={false}
+                columns={[
+                  { head: "Time" },
+                  { head: "Transaction" },
+                  { head: "Charges", num: true },
+                  { head: "Paid (USDC)", num: true },
+                  { head: "Cumulative", num: true },
+                  { head: "Status" },
+                ]}
+              >
+                {channel.settlements.map((settlement) => (
+                  <tr key={settlement.txHash} data-testid="settlement-row">
+                    <td>{settlement.timestamp === null ? <span className="muted">—</span> : <Time iso={settlement.timestamp} />}</td>
+                    <td>
+                      <TxHash hash={settlement.txHash} />
+                    </td>
+                    <td className="num">{settlement.chargeCount}</td>
+                    <td className="num">
+                      <Amount value={settlement.delta} />
+                    </td>
+                    <td className="num">
+                      <Amount value={settlement.cumulative} />
+                    </td>
+                    <td>
+                      <span className={`badge badge-${settlement.status}`}>{settlement.status}</span>
+                    </td>
                   </tr>
-                </thead>
-                <tbody>
-                  {channel.settlements.map((settlement) => (
-                    <tr key={settlement.txHash} data-testid="settlement-row">
-                      <td>{settlement.timestamp === null ? <span className="muted">—</span> : <Time iso={settlement.timestamp} />}</td>
-                      <td>
-                        <TxHash hash={settlement.txHash} />
-                      </td>
-                      <td className="num">{settlement.chargeCount}</td>
-                      <td className="num">
-                        <Amount value={settlement.delta} />
-                      </td>
-                      <td className="num">
-                        <Amount value={settlement.cumulative} />
-                      </td>
-                      <td>
-                        <span className={`badge badge-${settlement.status}`}>{settlement.status}</span>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
+                ))}
+              </DataTable>
             )}
           </>
         )}

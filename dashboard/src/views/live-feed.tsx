@@ -8,10 +8,10 @@ import type { Client } from "@urql/core";
 import { type ReactNode, useEffect, useReducer, useState } from "react";
 import { useClient } from "urql";
 import { AgentFilter } from "../components/filters";
-import { Link } from "../components/link";
 import { Empty, ErrorBox } from "../components/states";
-import { Truncated } from "../components/truncated";
-import { AgentLink, Amount, ProtocolBadge, Time, TxHash } from "../components/values";
+import { type Column, DataTable } from "../components/table";
+import { RunCell, TRANSACTION_COLUMNS, TransactionCells } from "../components/transaction-cells";
+import { TxHash } from "../components/values";
 import { EMPTY_FEED, FEED_MAX, type FeedRow, type FeedState, mergeFeed } from "../feed-state";
 import { failedStatus, queryOnce, subscribeLive } from "../graphql/client";
 import {
@@ -22,7 +22,6 @@ import {
   type TransactionsVariables,
 } from "../graphql/queries";
 import { markOnce } from "../perf";
-import { href } from "../router";
 import { reportUnauthenticated } from "../session";
 
 type Connection = "connecting" | "live" | "reconnecting";
@@ -147,34 +146,20 @@ function FeedRowView({ row }: { row: FeedRow }): ReactNode {
   }, [row.live, tx.txHash]);
   return (
     <tr data-testid="feed-row" data-tx-hash={tx.txHash ?? ""}>
-      <td>
-        <Time iso={tx.timestamp} />
-      </td>
-      <td>
-        <AgentLink agentId={tx.agentId} />
-      </td>
-      <td className="opt">
-        <ProtocolBadge protocol={tx.protocol} />
-      </td>
-      <td className="num">
-        <Amount value={tx.amountPaid} />
-      </td>
-      <td>
-        <Truncated text={tx.endpoint} className="endpoint" />
-      </td>
+      <TransactionCells tx={tx} />
       <td className="opt">
         <TxHash hash={tx.txHash} explorer={tx.solanaExplorer} />
       </td>
-      <td className="opt">
-        {tx.txHash !== null && (tx.parentTxHash !== null || tx.childCount > 0) ? (
-          <Link to={href(`runs/${tx.txHash}`)}>run</Link>
-        ) : (
-          <span className="muted">—</span>
-        )}
-      </td>
+      <RunCell tx={tx}>run</RunCell>
     </tr>
   );
 }
+
+const COLUMNS: readonly Column[] = [
+  ...TRANSACTION_COLUMNS,
+  { head: "Transaction", width: "w-hash", opt: true },
+  { head: "Run", width: "w-run", opt: true },
+];
 
 const CONNECTION_TEXT: Record<Connection, string> = {
   connecting: "Connecting…",
@@ -205,44 +190,11 @@ export function LiveFeedView({ params }: { params: URLSearchParams }): ReactNode
       {state.rows.length === 0 ? (
         <Empty>{connection === "live" ? "No payments yet. New ones appear here as they are recorded." : "Waiting for the feed…"}</Empty>
       ) : (
-        <div className="table-wrap">
-          <table className="data" data-testid="feed-table">
-            <colgroup>
-              <col className="w-time" />
-              <col className="w-agent" />
-              <col className="w-protocol opt" />
-              <col className="w-amount" />
-              <col />
-              <col className="w-hash opt" />
-              <col className="w-run opt" />
-            </colgroup>
-            <caption className="visually-hidden">Live feed of payments</caption>
-            <thead>
-              <tr>
-                <th scope="col">Time</th>
-                <th scope="col">Agent</th>
-                <th scope="col" className="opt">
-                  Protocol
-                </th>
-                <th scope="col" className="num">
-                  Amount (USDC)
-                </th>
-                <th scope="col">Endpoint</th>
-                <th scope="col" className="opt">
-                  Transaction
-                </th>
-                <th scope="col" className="opt">
-                  Run
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {state.rows.map((row) => (
-                <FeedRowView key={row.tx.txHash ?? row.tx.id} row={row} />
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable testId="feed-table" caption="Live feed of payments" captionHidden columns={COLUMNS}>
+          {state.rows.map((row) => (
+            <FeedRowView key={row.tx.txHash ?? row.tx.id} row={row} />
+          ))}
+        </DataTable>
       )}
     </section>
   );

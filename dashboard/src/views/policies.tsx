@@ -7,9 +7,11 @@
  */
 import { type ReactNode, useState } from "react";
 import { useQuery } from "urql";
+import { CursorPager, useCursorPages } from "../components/cursor-pager";
 import { AgentFilter, SelectFilter, TextFilter } from "../components/filters";
 import { Pager } from "../components/pager";
 import { TableState } from "../components/states";
+import { type Column, DataTable } from "../components/table";
 import { Truncated } from "../components/truncated";
 import { AgentLink, Amount, Time } from "../components/values";
 import {
@@ -104,13 +106,19 @@ export function BudgetMeter({
 
 const PAGE = 25;
 
+const REJECTION_COLUMNS: readonly Column[] = [
+  { head: "Time", width: "w-time" },
+  { head: "Agent", width: "w-agent" },
+  { head: "Reason", width: "w-reason" },
+  { head: "Requested vs limit", width: "w-terms", opt: true },
+  { head: "Endpoint", width: "" },
+];
+
 function Rejections({ agentId, reason, domain }: { agentId: string | null; reason: string | null; domain: string | null }): ReactNode {
-  const [cursors, setCursors] = useState<string[]>([]);
-  const variables: RejectionsVariables = { agentId, reason, domain, limit: PAGE, after: cursors.at(-1) ?? null };
+  const pages = useCursorPages("");
+  const variables: RejectionsVariables = { agentId, reason, domain, limit: PAGE, after: pages.after };
   const [{ data, error, fetching }, refetch] = useQuery<TransactionsData, RejectionsVariables>({ query: REJECTIONS, variables });
   const nodes = data?.transactions.nodes ?? [];
-  const page = data?.transactions.pageInfo;
-  const first = cursors.length * PAGE + 1;
   return (
     <>
       <TableState
@@ -119,71 +127,41 @@ function Rejections({ agentId, reason, domain }: { agentId: string | null; reaso
         fetching={fetching}
         loaded={data !== undefined}
         empty={nodes.length === 0}
-        emptyText={cursors.length === 0 ? "No payment was rejected (with these filters)." : "No older rejections."}
+        emptyText={pages.cursors.length === 0 ? "No payment was rejected (with these filters)." : "No older rejections."}
         retry={() => refetch({ requestPolicy: "network-only" })}
       >
-        <div className="table-wrap">
-          <table className="data" data-testid="rejections-table">
-            <caption>Rejected payments (policy events), newest first</caption>
-            <colgroup>
-              <col className="w-time" />
-              <col className="w-agent" />
-              <col className="w-reason" />
-              <col className="w-terms opt" />
-              <col />
-            </colgroup>
-            <thead>
-              <tr>
-                <th scope="col">Time</th>
-                <th scope="col">Agent</th>
-                <th scope="col">Reason</th>
-                <th scope="col" className="opt">
-                  Requested vs limit
-                </th>
-                <th scope="col">Endpoint</th>
-              </tr>
-            </thead>
-            <tbody>
-              {nodes.map((tx) => (
-                <tr key={tx.id} data-testid="rejection-row" data-reason={tx.rejectionCode ?? ""}>
-                  <td>
-                    <Time iso={tx.timestamp} />
-                  </td>
-                  <td>
-                    <AgentLink agentId={tx.agentId} />
-                  </td>
-                  <td>
-                    <span className="badge badge-rejected" title={tx.rejectionCode ?? undefined}>
-                      {REASONS[tx.rejectionCode ?? ""] ?? tx.rejectionCode}
-                    </span>
-                  </td>
-                  <td className="opt">
-                    <Terms tx={tx} />
-                  </td>
-                  <td>
-                    <Truncated text={tx.endpoint} className="endpoint" />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable testId="rejections-table" caption="Rejected payments (policy events), newest first" columns={REJECTION_COLUMNS}>
+          {nodes.map((tx) => (
+            <tr key={tx.id} data-testid="rejection-row" data-reason={tx.rejectionCode ?? ""}>
+              <td>
+                <Time iso={tx.timestamp} />
+              </td>
+              <td>
+                <AgentLink agentId={tx.agentId} />
+              </td>
+              <td>
+                <span className="badge badge-rejected" title={tx.rejectionCode ?? undefined}>
+                  {REASONS[tx.rejectionCode ?? ""] ?? tx.rejectionCode}
+                </span>
+              </td>
+              <td className="opt">
+                <Terms tx={tx} />
+              </td>
+              <td>
+                <Truncated text={tx.endpoint} className="endpoint" />
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       </TableState>
-      <nav className="pager" aria-label="Rejected payments: pages">
-        <button type="button" disabled={cursors.length === 0} onClick={() => setCursors((current) => current.slice(0, -1))}>
-          ← Newer
-        </button>
-        <span aria-live="polite" data-testid="rejections-range">
-          {nodes.length === 0 ? "" : `Rows ${first}–${first + nodes.length - 1}`}
-        </span>
-        <button
-          type="button"
-          disabled={page?.hasNextPage !== true || page.endCursor === null}
-          onClick={() => page?.endCursor && setCursors((current) => [...current, page.endCursor!])}
-        >
-          Older →
-        </button>
-      </nav>
+      <CursorPager
+        label="Rejected payments: pages"
+        testId="rejections-range"
+        pages={pages}
+        size={PAGE}
+        shown={nodes.length}
+        pageInfo={data?.transactions.pageInfo}
+      />
     </>
   );
 }
@@ -211,81 +189,69 @@ function BudgetUseTable({ state, order }: { state: BudgetStateName | null; order
         emptyText={state === null ? "No agent has a daily budget." : `No agent is in the ${state} state.`}
         retry={() => refetch({ requestPolicy: "network-only" })}
       >
-        <div className="table-wrap">
-          <table className="data" data-testid="policy-table">
-            <caption>Daily budget use per agent</caption>
-            <colgroup>
-              <col className="w-agent-wide" />
-              <col />
-              <col className="w-state opt" />
-              <col className="w-time opt" />
-            </colgroup>
-            <thead>
-              <tr>
-                <th scope="col">Agent</th>
-                <th scope="col" aria-sort={order === "use" ? "descending" : "none"}>
-                  <button
-                    type="button"
-                    className="sort"
-                    onClick={() => setParams({ sort: order === "use" ? "agent" : null })}
-                    data-testid="sort-by-use"
-                  >
-                    Used today {order === "use" ? "▼ (highest first)" : "(sort by use)"}
-                  </button>
-                </th>
-                <th scope="col" className="opt">
-                  State
-                </th>
-                <th scope="col" className="opt">
-                  Resets
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((row) => (
-                <tr key={row.agentId} data-agent={row.agentId} data-budget-state={row.budgetState} data-percent={row.percent}>
-                  <th scope="row">
-                    <AgentLink agentId={row.agentId} />
-                  </th>
-                  <td>
-                    <BudgetMeter
-                      agentId={row.agentId}
-                      used={row.usedToday}
-                      budget={row.dailyBudget}
-                      usedUnits={row.usedTodayUnits}
-                      budgetUnits={row.dailyBudgetUnits}
-                      percent={row.percent}
-                      state={row.budgetState}
-                    />
-                  </td>
-                  <td className="opt">{row.budgetState}</td>
-                  <td className="opt">
-                    {row.windowResetsAt === null ? <span className="muted">—</span> : <Time iso={row.windowResetsAt} />}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          testId="policy-table"
+          caption="Daily budget use per agent"
+          columns={[
+            { head: "Agent", width: "w-agent-wide" },
+            {
+              head: (
+                <button
+                  type="button"
+                  className="sort"
+                  onClick={() => setParams({ sort: order === "use" ? "agent" : null })}
+                  data-testid="sort-by-use"
+                >
+                  Used today {order === "use" ? "▼ (highest first)" : "(sort by use)"}
+                </button>
+              ),
+              width: "",
+              sort: order === "use" ? "descending" : "none",
+            },
+            { head: "State", width: "w-state", opt: true },
+            { head: "Resets", width: "w-time", opt: true },
+          ]}
+        >
+          {rows.map((row) => (
+            <tr key={row.agentId} data-agent={row.agentId} data-budget-state={row.budgetState} data-percent={row.percent}>
+              <th scope="row">
+                <AgentLink agentId={row.agentId} />
+              </th>
+              <td>
+                <BudgetMeter
+                  agentId={row.agentId}
+                  used={row.usedToday}
+                  budget={row.dailyBudget}
+                  usedUnits={row.usedTodayUnits}
+                  budgetUnits={row.dailyBudgetUnits}
+                  percent={row.percent}
+                  state={row.budgetState}
+                />
+              </td>
+              <td className="opt">{row.budgetState}</td>
+              <td className="opt">{row.windowResetsAt === null ? <span className="muted">—</span> : <Time iso={row.windowResetsAt} />}</td>
+            </tr>
+          ))}
+        </DataTable>
       </TableState>
-      {use !== undefined ? (
-        <Pager
-          label="Budget use: pages"
-          offset={offset}
-          size={PAGE}
-          shown={rows.length}
-          total={
-            state === null
+      <Pager
+        label="Budget use: pages"
+        offset={offset}
+        size={PAGE}
+        shown={rows.length}
+        total={
+          use === undefined
+            ? undefined
+            : state === null
               ? use.totalCount
               : state === "warning"
                 ? use.warningCount
                 : state === "exhausted"
                   ? use.exhaustedCount
                   : use.totalCount - use.warningCount - use.exhaustedCount
-          }
-          onPage={setOffset}
-        />
-      ) : null}
+        }
+        onPage={setOffset}
+      />
     </>
   );
 }

@@ -15,6 +15,7 @@ import {
   windowVariables,
 } from "../components/filters";
 import { Empty, TableState } from "../components/states";
+import { DataTable } from "../components/table";
 import { Amount } from "../components/values";
 import { type MetricsData, PROTOCOLS, type WindowVariables } from "../graphql/queries";
 import { percentOf, sumUnits, unitsToDecimal } from "../money";
@@ -63,36 +64,28 @@ function ProtocolsViewIn({ params, agentId, window }: { params: URLSearchParams;
       >
         {metrics === undefined ? null : (
           <>
-            <table className="data compact split" data-testid="protocol-split">
-              <caption>Volume by protocol in this window</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Protocol</th>
-                  <th scope="col" className="num">
-                    Volume (USDC)
-                  </th>
-                  <th scope="col" className="num">
-                    Share
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                <tr data-key="x402">
-                  <th scope="row">x402</th>
+            <DataTable
+              testId="protocol-split"
+              className="data compact split"
+              wrap={false}
+              caption="Volume by protocol in this window"
+              columns={[{ head: "Protocol" }, { head: "Volume (USDC)", num: true }, { head: "Share", num: true }]}
+            >
+              {(
+                [
+                  ["x402", "x402", x402],
+                  ["mpp", "MPP", mpp],
+                ] as const
+              ).map(([key, name, units]) => (
+                <tr key={key} data-key={key}>
+                  <th scope="row">{name}</th>
                   <td className="num">
-                    <Amount value={unitsToDecimal(x402)} />
+                    <Amount value={unitsToDecimal(units)} />
                   </td>
-                  <td className="num">{percentOf(x402, volume)} %</td>
+                  <td className="num">{percentOf(units, volume)} %</td>
                 </tr>
-                <tr data-key="mpp">
-                  <th scope="row">MPP</th>
-                  <td className="num">
-                    <Amount value={unitsToDecimal(mpp)} />
-                  </td>
-                  <td className="num">{percentOf(mpp, volume)} %</td>
-                </tr>
-              </tbody>
-            </table>
+              ))}
+            </DataTable>
             {volume === 0n ? <Empty>No x402 or MPP volume in this window.</Empty> : null}
             <TimeChart
               title={`x402 and MPP volume per ${resolution}`}

@@ -10,8 +10,9 @@ import { useQuery } from "urql";
 import { AgentFilter } from "../components/filters";
 import { Link } from "../components/link";
 import { Truncated } from "../components/truncated";
-import { plural, Pager } from "../components/pager";
+import { offsetParam, Pager, plural } from "../components/pager";
 import { TableState } from "../components/states";
+import { DataTable } from "../components/table";
 import { AgentLink, Amount, ProtocolBadge, shortHash, Time, TxHash } from "../components/values";
 import {
   INVOCATIONS,
@@ -149,33 +150,13 @@ function Run({ rootTxHash, current }: { rootTxHash: string; current: string | nu
         <BranchView branch={root} current={current} />
       </ul>
       <div className="grid-2">
-        <table className="data compact" data-testid="run-by-agent">
-          <caption>Cost per agent</caption>
-          <thead>
-            <tr>
-              <th scope="col">Agent</th>
-              <th scope="col" className="num">
-                Spent (USDC)
-              </th>
-              <th scope="col" className="num">
-                Payments
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {perAgent.map(([agentId, entry]) => (
-              <tr key={agentId} data-agent={agentId}>
-                <th scope="row">
-                  <AgentLink agentId={agentId} />
-                </th>
-                <td className="num">
-                  <Amount value={unitsToDecimal(entry.units)} />
-                </td>
-                <td className="num">{entry.count}</td>
-              </tr>
-            ))}
-          </tbody>
-          <tfoot>
+        <DataTable
+          testId="run-by-agent"
+          className="data compact"
+          wrap={false}
+          caption="Cost per agent"
+          columns={[{ head: "Agent" }, { head: "Spent (USDC)", num: true }, { head: "Payments", num: true }]}
+          foot={
             <tr>
               <th scope="row">Total</th>
               <td className="num">
@@ -183,65 +164,71 @@ function Run({ rootTxHash, current }: { rootTxHash: string; current: string | nu
               </td>
               <td className="num">{tree.totals.transactionCount}</td>
             </tr>
-          </tfoot>
-        </table>
-        <table className="data compact" data-testid="run-budgets">
-          <caption>Invocation budgets (agents.invoke) against spent</caption>
-          <thead>
-            <tr>
-              <th scope="col">Invoked by</th>
-              <th scope="col">Sub-agent</th>
-              <th scope="col" className="num">
-                Budget
+          }
+        >
+          {perAgent.map(([agentId, entry]) => (
+            <tr key={agentId} data-agent={agentId}>
+              <th scope="row">
+                <AgentLink agentId={agentId} />
               </th>
-              <th scope="col" className="num">
-                Spent
-              </th>
-              <th scope="col" className="num">
-                Left
-              </th>
+              <td className="num">
+                <Amount value={unitsToDecimal(entry.units)} />
+              </td>
+              <td className="num">{entry.count}</td>
             </tr>
-          </thead>
-          <tbody>
-            {budgets.length === 0 ? (
-              <tr>
-                <td colSpan={5} className="muted">
-                  {invocations.fetching ? "Loading…" : "No invocation budget in this run."}
-                </td>
-              </tr>
-            ) : (
-              budgets.flatMap((invocation) =>
-                invocation.subAgents.map((sub) => (
-                  <tr key={sub.invocation} data-sub-agent={sub.subAgentId ?? sub.subAgentAddress}>
-                    <td>
-                      {sub.invokerAgentId === null ? (
-                        <span className="muted">another account</span>
-                      ) : (
-                        <AgentLink agentId={sub.invokerAgentId} />
-                      )}
-                    </td>
-                    <td>
-                      {sub.subAgentId === null ? (
-                        <code title={sub.subAgentAddress}>{shortHash(sub.subAgentAddress)}</code>
-                      ) : (
-                        <AgentLink agentId={sub.subAgentId} />
-                      )}
-                    </td>
-                    <td className="num">
-                      <Amount value={sub.budget} />
-                    </td>
-                    <td className="num">
-                      <Amount value={sub.spent} />
-                    </td>
-                    <td className="num">
-                      <Amount value={sub.remaining} />
-                    </td>
-                  </tr>
-                )),
-              )
-            )}
-          </tbody>
-        </table>
+          ))}
+        </DataTable>
+        <DataTable
+          testId="run-budgets"
+          className="data compact"
+          wrap={false}
+          caption="Invocation budgets (agents.invoke) against spent"
+          columns={[
+            { head: "Invoked by" },
+            { head: "Sub-agent" },
+            { head: "Budget", num: true },
+            { head: "Spent", num: true },
+            { head: "Left", num: true },
+          ]}
+        >
+          {budgets.length === 0 ? (
+            <tr>
+              <td colSpan={5} className="muted">
+                {invocations.fetching ? "Loading…" : "No invocation budget in this run."}
+              </td>
+            </tr>
+          ) : (
+            budgets.flatMap((invocation) =>
+              invocation.subAgents.map((sub) => (
+                <tr key={sub.invocation} data-sub-agent={sub.subAgentId ?? sub.subAgentAddress}>
+                  <td>
+                    {sub.invokerAgentId === null ? (
+                      <span className="muted">another account</span>
+                    ) : (
+                      <AgentLink agentId={sub.invokerAgentId} />
+                    )}
+                  </td>
+                  <td>
+                    {sub.subAgentId === null ? (
+                      <code title={sub.subAgentAddress}>{shortHash(sub.subAgentAddress)}</code>
+                    ) : (
+                      <AgentLink agentId={sub.subAgentId} />
+                    )}
+                  </td>
+                  <td className="num">
+                    <Amount value={sub.budget} />
+                  </td>
+                  <td className="num">
+                    <Amount value={sub.spent} />
+                  </td>
+                  <td className="num">
+                    <Amount value={sub.remaining} />
+                  </td>
+                </tr>
+              )),
+            )
+          )}
+        </DataTable>
       </div>
     </>
   );
@@ -313,96 +300,74 @@ function RunList({ agentId, order, offset }: { agentId: string | null; order: "r
         emptyText={`No run${agentId === null ? "" : ` started by ${agentId}`} yet (a run is a payment that invoked other agents).`}
         retry={() => refetch({ requestPolicy: "network-only" })}
       >
-        <div className="table-wrap">
-          <table className="data" data-testid="runs-table">
-            <caption className="visually-hidden">Runs, {order === "cost" ? "costliest" : "newest"} first</caption>
-            <colgroup>
-              <col className="w-runhash" />
-              <col className="w-agent" />
-              <col className="w-time opt" />
-              <col className="w-amount" />
-              <col className="w-count" />
-              <col className="w-count opt" />
-              <col className="w-budget opt" />
-            </colgroup>
-            <thead>
-              <tr>
-                <th scope="col">Run</th>
-                <th scope="col">Started by</th>
-                <th scope="col" className="opt" aria-sort={order === "recent" ? "descending" : "none"}>
-                  <button type="button" className="sort" onClick={() => setParams({ sort: null, offset: null })}>
-                    Time{order === "recent" ? " ▼" : ""}
-                  </button>
-                </th>
-                <th scope="col" className="num" aria-sort={order === "cost" ? "descending" : "none"}>
-                  <button
-                    type="button"
-                    className="sort"
-                    data-testid="sort-by-cost"
-                    onClick={() => setParams({ sort: "cost", offset: null })}
-                  >
-                    Total cost{order === "cost" ? " ▼" : ""}
-                  </button>
-                </th>
-                <th scope="col" className="num">
-                  Payments
-                </th>
-                <th scope="col" className="num opt">
-                  Agents
-                </th>
-                <th scope="col" className="num opt">
-                  Budget used
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((run) => (
-                <tr key={run.rootTxHash} data-testid="run-row" data-root={run.rootTxHash} data-total={run.total}>
-                  <td>
-                    <Link to={href(`runs/${run.rootTxHash}`)} title={run.rootTxHash}>
-                      <code>{shortHash(run.rootTxHash)}</code>
-                    </Link>
-                  </td>
-                  <td>
-                    <AgentLink agentId={run.agentId} />
-                  </td>
-                  <td className="opt">
-                    <Time iso={run.timestamp} />
-                  </td>
-                  <td className="num" data-testid="run-cost">
-                    <Amount value={run.total} />
-                  </td>
-                  <td className="num" title={plural(run.paymentCount, "payment")}>
-                    {run.paymentCount}
-                  </td>
-                  <td className="num opt" title={plural(run.agentCount, "agent")}>
-                    {run.agentCount}
-                  </td>
-                  <td className="num opt">
-                    {run.budget === null || run.budgetSpent === null || run.budgetUnits === null || run.budgetSpentUnits === null ? (
-                      <span className="muted">no budget</span>
-                    ) : (
-                      <span title={`${run.budgetSpent} of ${run.budget} USDC`}>
-                        {percentOf(BigInt(run.budgetSpentUnits), BigInt(run.budgetUnits))} % of <Amount value={run.budget} />
-                      </span>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          testId="runs-table"
+          caption={`Runs, ${order === "cost" ? "costliest" : "newest"} first`}
+          captionHidden
+          columns={[
+            { head: "Run", width: "w-runhash" },
+            { head: "Started by", width: "w-agent" },
+            {
+              head: (
+                <button type="button" className="sort" onClick={() => setParams({ sort: null, offset: null })}>
+                  Time{order === "recent" ? " ▼" : ""}
+                </button>
+              ),
+              width: "w-time",
+              opt: true,
+              sort: order === "recent" ? "descending" : "none",
+            },
+            {
+              head: (
+                <button type="button" className="sort" data-testid="sort-by-cost" onClick={() => setParams({ sort: "cost", offset: null })}>
+                  Total cost{order === "cost" ? " ▼" : ""}
+                </button>
+              ),
+              width: "w-amount",
+              num: true,
+              sort: order === "cost" ? "descending" : "none",
+            },
+            { head: "Payments", width: "w-count", num: true },
+            { head: "Agents", width: "w-count", num: true, opt: true },
+            { head: "Budget used", width: "w-budget", num: true, opt: true },
+          ]}
+        >
+          {rows.map((run) => (
+            <tr key={run.rootTxHash} data-testid="run-row" data-root={run.rootTxHash} data-total={run.total}>
+              <td>
+                <Link to={href(`runs/${run.rootTxHash}`)} title={run.rootTxHash}>
+                  <code>{shortHash(run.rootTxHash)}</code>
+                </Link>
+              </td>
+              <td>
+                <AgentLink agentId={run.agentId} />
+              </td>
+              <td className="opt">
+                <Time iso={run.timestamp} />
+              </td>
+              <td className="num" data-testid="run-cost">
+                <Amount value={run.total} />
+              </td>
+              <td className="num" title={plural(run.paymentCount, "payment")}>
+                {run.paymentCount}
+              </td>
+              <td className="num opt" title={plural(run.agentCount, "agent")}>
+                {run.agentCount}
+              </td>
+              <td className="num opt">
+                {run.budget === null || run.budgetSpent === null || run.budgetUnits === null || run.budgetSpentUnits === null ? (
+                  <span className="muted">no budget</span>
+                ) : (
+                  <span title={`${run.budgetSpent} of ${run.budget} USDC`}>
+                    {percentOf(BigInt(run.budgetSpentUnits), BigInt(run.budgetUnits))} % of <Amount value={run.budget} />
+                  </span>
+                )}
+              </td>
+            </tr>
+          ))}
+        </DataTable>
       </TableState>
-      {runs !== undefined ? (
-        <Pager
-          label="Runs: pages"
-          offset={offset}
-          size={RUN_PAGE}
-          shown={rows.length}
-          total={runs.totalCount}
-          onPage={(next) => setParams({ offset: next === 0 ? null : String(next) })}
-        />
-      ) : null}
+      <Pager label="Runs: pages" offset={offset} size={RUN_PAGE} shown={rows.length} total={runs?.totalCount} />
     </>
   );
 }
@@ -410,8 +375,7 @@ function RunList({ agentId, order, offset }: { agentId: string | null; order: "r
 export function RunsView({ txHash, params }: { txHash: string | null; params: URLSearchParams }): ReactNode {
   const agentId = params.get("agent");
   const order = params.get("sort") === "cost" ? "cost" : "recent";
-  const offsetParam = Number(params.get("offset") ?? "0");
-  const offset = Number.isInteger(offsetParam) && offsetParam >= 0 ? offsetParam : 0;
+  const offset = offsetParam(params);
   return (
     <section aria-labelledby="view-title">
       <h1 id="view-title">Runs</h1>

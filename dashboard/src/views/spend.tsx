@@ -10,6 +10,7 @@ import { useQuery } from "urql";
 import { type ChartSeries, TimeChart } from "../components/chart";
 import { AgentFilter, readResolution, useViewWindow, type ViewWindow, WindowPicker, windowVariables } from "../components/filters";
 import { Empty, TableState } from "../components/states";
+import { DataTable } from "../components/table";
 import { AgentLink, Amount, ProtocolBadge, Time } from "../components/values";
 import { type MetricsData, SPEND, type Share, type SpendSummaryData, type WindowVariables } from "../graphql/queries";
 import { markOnce } from "../perf";
@@ -27,49 +28,37 @@ function ShareTable({
   const shown = rows.slice(offset, offset + SHARE_PAGE);
   return (
     <div className="table-wrap">
-      <table className="data compact shares" data-testid={`spend-by-${head.toLowerCase()}`}>
-        <colgroup>
-          <col />
-          <col className="w-amount" />
-          <col className="w-share" />
-          <col className="w-count" />
-        </colgroup>
-        <caption>{caption}</caption>
-        <thead>
+      <DataTable
+        testId={`spend-by-${head.toLowerCase()}`}
+        className="data compact shares"
+        wrap={false}
+        caption={caption}
+        columns={[
+          { head, width: "" },
+          { head: "Amount (USDC)", width: "w-amount", num: true },
+          { head: "Share", width: "w-share", num: true },
+          { head: "Payments", width: "w-count", num: true },
+        ]}
+      >
+        {rows.length === 0 ? (
           <tr>
-            <th scope="col">{head}</th>
-            <th scope="col" className="num">
-              Amount (USDC)
-            </th>
-            <th scope="col" className="num">
-              Share
-            </th>
-            <th scope="col" className="num">
-              Payments
-            </th>
+            <td colSpan={4} className="muted">
+              None in this window
+            </td>
           </tr>
-        </thead>
-        <tbody>
-          {rows.length === 0 ? (
-            <tr>
-              <td colSpan={4} className="muted">
-                None in this window
+        ) : (
+          shown.map((row) => (
+            <tr key={row.key} data-key={row.key}>
+              <th scope="row">{row.label}</th>
+              <td className="num">
+                <Amount value={row.share.amount} />
               </td>
+              <td className="num">{row.share.percent} %</td>
+              <td className="num">{row.share.txCount}</td>
             </tr>
-          ) : (
-            shown.map((row) => (
-              <tr key={row.key} data-key={row.key}>
-                <th scope="row">{row.label}</th>
-                <td className="num">
-                  <Amount value={row.share.amount} />
-                </td>
-                <td className="num">{row.share.percent} %</td>
-                <td className="num">{row.share.txCount}</td>
-              </tr>
-            ))
-          )}
-        </tbody>
-      </table>
+          ))
+        )}
+      </DataTable>
       <Pager label={`${caption}: pages`} offset={offset} size={SHARE_PAGE} shown={shown.length} total={rows.length} onPage={setOffset} />
     </div>
   );

@@ -7,9 +7,8 @@
  * Configuration: `--api-key` / `APG_API_KEY`, `--base-url` / `APG_BASE_URL`
  * (default http://127.0.0.1:4000). The key is sent only as the Bearer header and never printed.
  */
-import { realpathSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { AuthenticationError, ServiceError } from "../errors.js";
+import { isMainModule } from "../is-main.js";
 import { Transport } from "../transport.js";
 import { parseCommandLine } from "./args.js";
 import { InvalidInputError } from "../text-input.js";
@@ -120,17 +119,7 @@ function report(error: unknown, err: (text: string) => void): number {
   return exitStatusOf(error);
 }
 
-function isMain(): boolean {
-  const entry = process.argv[1];
-  if (entry === undefined) return false;
-  try {
-    return realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isMain()) {
+if (isMainModule(import.meta.url)) {
   runCli(process.argv.slice(2), { env: process.env, stdout: process.stdout, stderr: process.stderr }).then(
     (status) => {
       process.exitCode = status;

@@ -11,9 +11,8 @@
  * admin key only with `--allow-admin-key`, an approver key or one scoped to another agent never
  * (exit 2). stdout carries the protocol only; messages go to stderr and never contain the key.
  */
-import { realpathSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { isMainModule } from "../is-main.js";
 import { Transport } from "../transport.js";
 import { type KeyScope, keyScope } from "./key-scope.js";
 import { createPaymentsMcpServer } from "./server.js";
@@ -134,17 +133,7 @@ function redact(text: string, secret: string): string {
   return text.split(secret).join("[redacted]");
 }
 
-function isMain(): boolean {
-  const entry = process.argv[1];
-  if (entry === undefined) return false;
-  try {
-    return realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isMain()) {
+if (isMainModule(import.meta.url)) {
   runMcp(process.argv.slice(2), { env: process.env, stderr: (line) => process.stderr.write(`${line}\n`) }).then(
     (status) => {
       if (status !== null) process.exit(status);

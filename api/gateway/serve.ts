@@ -53,7 +53,15 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
   });
   const readPool = config.databaseReadUrl === undefined ? undefined : createPool(config.databaseReadUrl);
   const ops = useOpsRoutes({
-    metrics: createOpsMetrics({ pool, connection: ledger.connection }),
+    metrics: createOpsMetrics({
+      pool,
+      connection: ledger.connection,
+      solSpent: () => gateway.solSpent.snapshot(),
+      serviceKeys: [
+        { name: "authority", key: cluster.authority.publicKey },
+        ...(config.feePayer === undefined ? [] : [{ name: "fee_payer", key: config.feePayer.publicKey }]),
+      ],
+    }),
     readiness: { pool, connection: ledger.connection, programId: cluster.programId },
   });
   const server = createGatewayServer({

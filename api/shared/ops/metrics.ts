@@ -8,7 +8,7 @@
  * Labels never carry an agent, an account or an id: route templates, protocols, outcomes and
  * refusal codes are bounded sets.
  */
-import type { Connection } from "@solana/web3.js";
+import type { Connection, PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 
@@ -23,6 +23,10 @@ export interface OpsMetricsOptions {
   readonly connection?: Connection;
   /** Default process metrics (memory, CPU, event loop lag); true unless a test says otherwise. */
   readonly processMetrics?: boolean;
+  /** The gateway's SOL spent by its own keys since start, by kind (api/gateway/settlement/sol-spent.ts). */
+  readonly solSpent?: () => Readonly<Record<string, bigint>>;
+  /** The service keys whose SOL balance is exported (fee payer, ledger authority), read at scrape time. */
+  readonly serviceKeys?: readonly { readonly name: string; readonly key: PublicKey }[];
 }
 
 export interface OpsMetrics {
@@ -128,6 +132,35 @@ export function createOpsMetrics(options: OpsMetricsOptions): OpsMetrics {
       this.set({ state: "waiting" }, pool.waitingCount);
     },
   });
+  if (options.solSpent !== undefined) {
+    const spent = options.solSpent;
+    new Gauge({
+      name: "apg_service_sol_spent_lamports",
+      help: "Lamports the service's own keys spent since this process started, by kind (fees, rent)",
+      labelNames: ["kind"] as const,
+      registers: [registry],
+      collect() {
+        for (const [kind, lamports] of Object.entries(spent())) this.set({ kind }, Number(lamports));
+      },
+    });
+  }
+  if (options.connection !== undefined && options.serviceKeys !== undefined && options.serviceKeys.length > 0) {
+    const connection = options.connection;
+    const keys = options.serviceKeys;
+    new Gauge({
+      name: "apg_service_sol_balance_lamports",
+      help: "SOL balance of the service's own keys (the fee payer, the ledger authority), in lamports",
+      labelNames: ["key"] as const,
+      registers: [registry],
+      async collect() {
+        const balances = await Promise.all(keys.map(({ key }) => timed(connection.getBalance(key, "confirmed")).catch(() => null)));
+        keys.forEach(({ name }, i) => {
+          const lamports = balances[i];
+          if (lamports !== null && lamports !== undefined) this.set({ key: name }, lamports);
+        });
+      },
+    });
+  }
   if (options.connection !== undefined) {
     const connection = options.connection;
     new Gauge({

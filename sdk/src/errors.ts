@@ -150,7 +150,7 @@ export class ServiceError extends Error {
 /** A spend policy rejected the payment (spec 7). */
 export class PolicyViolationError extends ServiceError {
   static override readonly className: ErrorClassName = "PolicyViolationError";
-  /** `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>` (spec 7). */
+  /** The gateway's refusal text: spec 7's `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>` where a limit exists (docs/policy.md "Refusal texts"). */
   readonly reason: string;
   /** The machine code before the colon, e.g. `per_call_limit_exceeded`. */
   readonly reasonCode: string;

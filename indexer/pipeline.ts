@@ -168,25 +168,53 @@ export class IngestPipeline {
     onProgress?: (progress: Progress) => void,
     options: RunOptions = {},
   ): Promise<Progress> {
-    // Exactly one writer per program: a standby blocks here until the active one goes away.
+    // Exactly one writer per program: a standby blocks here until the active one goes away. The
+    // lock lives on one connection; when the database drops it (a restart), the lock is gone too:
+    // following stops, and the lock is taken again on a new connection once the database is back.
     const lockKey = `indexer:${this.options.programId.toBase58()}`;
-    const lock = await this.options.pool.connect();
-    try {
-      const deadline = this.options.writerLockWaitMs === undefined ? Infinity : Date.now() + this.options.writerLockWaitMs;
-      for (;;) {
-        const got = await lock.query<{ ok: boolean }>("SELECT pg_try_advisory_lock(hashtext($1)) AS ok", [lockKey]);
-        if (got.rows[0]?.ok === true) break;
-        if (signal.aborted || Date.now() >= deadline) throw new WriterLockedError(this.options.programId.toBase58());
+    const deadline = this.options.writerLockWaitMs === undefined ? Infinity : Date.now() + this.options.writerLockWaitMs;
+    const total = { transactions: 0, events: 0, slot: 0n };
+    while (!signal.aborted) {
+      const lock = await this.options.pool.connect().catch((error: unknown) => {
+        this.options.logger?.warn({ err: error }, "indexer: database unreachable; retrying");
+        return null;
+      });
+      if (lock === null) {
+        await delay(LOCK_POLL_MS);
+        continue;
+      }
+      const lost = new AbortController();
+      const onAbort = (): void => lost.abort();
+      signal.addEventListener("abort", onAbort, { once: true });
+      let broken: Error | undefined;
+      lock.on("error", (error) => {
+        broken = error;
+        lost.abort();
+      });
+      try {
+        for (;;) {
+          const got = await lock.query<{ ok: boolean }>("SELECT pg_try_advisory_lock(hashtext($1)) AS ok", [lockKey]);
+          if (got.rows[0]?.ok === true) break;
+          if (signal.aborted || Date.now() >= deadline) throw new WriterLockedError(this.options.programId.toBase58());
+          await delay(LOCK_POLL_MS);
+        }
+        const progress = await this.followResilient(source, lost.signal, onProgress, options);
+        total.transactions += progress.transactions;
+        total.events += progress.events;
+        if (progress.slot > 0n) total.slot = progress.slot;
+        if (broken === undefined) await lock.query("SELECT pg_advisory_unlock(hashtext($1))", [lockKey]);
+      } catch (error) {
+        if (error instanceof WriterLockedError || broken === undefined) throw error;
+      } finally {
+        signal.removeEventListener("abort", onAbort);
+        lock.release(broken);
+      }
+      if (broken !== undefined) {
+        this.options.logger?.warn({ err: broken }, "indexer: lost the database connection holding the writer lock; taking it again");
         await delay(LOCK_POLL_MS);
       }
-      try {
-        return await this.followResilient(source, signal, onProgress, options);
-      } finally {
-        await lock.query("SELECT pg_advisory_unlock(hashtext($1))", [lockKey]);
-      }
-    } finally {
-      lock.release();
     }
+    return total;
   }
 
   /**

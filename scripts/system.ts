@@ -32,6 +32,7 @@ import { type Dispatcher, type Mailer, smtpMailer } from "../api/gateway/webhook
 import type { X402Facilitator } from "../api/gateway/x402/index.js";
 import type { ApiServer } from "../api/query/server.js";
 import { rpcBalanceReader } from "../api/shared/balances.js";
+import { requestIdMixin } from "../api/shared/ops/index.js";
 import { createAccount, issueApiKey } from "../api/shared/keys.js";
 import { SecretBox } from "../api/shared/secret-box.js";
 import { createPool } from "../indexer/db/database.js";
@@ -113,7 +114,7 @@ export interface System {
 }
 
 export async function startSystem(options: SystemOptions): Promise<System> {
-  const logger = options.logger ?? pino({ name: "apg", level: process.env.LOG_LEVEL ?? "info" });
+  const logger = options.logger ?? pino({ name: "apg", level: process.env.LOG_LEVEL ?? "info", mixin: requestIdMixin });
   const localnet = await startLocalnet(options.localnet ?? {});
   const { info } = localnet;
   logger.info({ rpcUrl: info.rpcUrl, programId: info.programId.toBase58(), mint: info.mint.toBase58() }, "local ledger ready");

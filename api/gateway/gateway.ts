@@ -102,6 +102,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     pool,
     wallets,
     ledger,
+    logger: logger.child({ component: "settlement" }),
     ...(options.payeeAccountQuota === undefined ? {} : { payeeAccountQuota: options.payeeAccountQuota }),
   });
   const token = ledger.mint.toBase58();

@@ -10,7 +10,7 @@ import { createPool } from "../../indexer/db/database.js";
 import { migrate } from "../../indexer/db/migrate.js";
 import { claimChain } from "../../indexer/store/chain-identity.js";
 import { rpcBalanceReader } from "../shared/balances.js";
-import { createOpsMetrics, useOpsRoutes } from "../shared/ops/index.js";
+import { createOpsMetrics, requestIdMixin, useOpsRoutes } from "../shared/ops/index.js";
 import { SecretBox } from "../shared/secret-box.js";
 import { StandInCardProcessor } from "./card/index.js";
 import { startGateway } from "./gateway.js";
@@ -24,7 +24,7 @@ export const SHUTDOWN_GRACE_MS = 20_000;
 /** Migrates, composes and serves the gateway until SIGINT/SIGTERM (then exits 0). */
 export async function serveGateway(config: GatewayConfig): Promise<void> {
   const { cluster } = config;
-  const logger = pino({ name: "gateway", level: config.logLevel });
+  const logger = pino({ name: "gateway", level: config.logLevel, mixin: requestIdMixin });
   const ledger: SettlementLedger = {
     connection: new Connection(cluster.rpcUrl, { commitment: COMMITMENT }),
     mint: cluster.mint,

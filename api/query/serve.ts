@@ -5,7 +5,7 @@ import type { QueryConfig } from "../../indexer/config/index.js";
 import { createPool } from "../../indexer/db/database.js";
 import { migrate } from "../../indexer/db/migrate.js";
 import { rpcBalanceReader } from "../shared/balances.js";
-import { createOpsMetrics, useOpsRoutes } from "../shared/ops/index.js";
+import { createOpsMetrics, requestIdMixin, useOpsRoutes } from "../shared/ops/index.js";
 import { createApiServer } from "./server.js";
 
 /** How long in-flight requests get to finish after SIGTERM. */
@@ -13,7 +13,7 @@ const SHUTDOWN_GRACE_MS = 10_000;
 
 /** Migrates and serves the query service until SIGINT/SIGTERM (then exits 0). */
 export async function serveQuery(config: QueryConfig): Promise<void> {
-  const logger = pino({ name: "api", level: config.logLevel });
+  const logger = pino({ name: "api", level: config.logLevel, mixin: requestIdMixin });
   const pool = createPool(config.databaseUrl);
   await migrate(pool);
   const connection = config.balances === undefined ? undefined : new Connection(config.balances.rpcUrl, "confirmed");

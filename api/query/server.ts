@@ -7,6 +7,7 @@
  * `createApiServer` returns the yoga instance (a fetch handler) and a node http server around it.
  */
 import { createServer, type Server } from "node:http";
+import { requestIdHandler } from "../shared/ops/request-id.js";
 import { createSchema, createYoga, maskError, type Plugin, type YogaServerInstance } from "graphql-yoga";
 import type pg from "pg";
 import type { Logger } from "pino";
@@ -84,7 +85,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     landingPage: false,
     logging: false,
   });
-  const http = createServer(yoga);
+  const http = createServer(requestIdHandler(yoga));
   return {
     yoga,
     http,

@@ -33,6 +33,10 @@ export function createPool(url: string = databaseUrl()): pg.Pool {
   // next query opens a new connection, so there is nothing to do here; callers that want a log
   // line add their own listener (api/gateway/webhooks/dispatcher-main.ts does).
   pool.on("error", () => undefined);
+  // The same for a client checked out when its connection ends (between the statements of a
+  // transaction, or held for a lock): the pool only listens on idle ones. Its next query fails
+  // with an error its caller handles, and the pool discards it when it is released.
+  pool.on("connect", (client) => client.on("error", () => undefined));
   return pool;
 }
 

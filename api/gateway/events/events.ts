@@ -6,6 +6,7 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { writeJson } from "../../shared/http/json.js";
+import { currentRequestId } from "../../shared/ops/request-id.js";
 import type { NotifyTarget } from "../webhooks/targets.js";
 import { type EventType, isEventType, type PayloadOf } from "./payloads.js";
 
@@ -62,9 +63,11 @@ export async function emitEvent<T extends EventType>(
   await client.query("SAVEPOINT emit_event");
   try {
     await client.query(
-      `INSERT INTO gateway_events (id, account_id, agent_id, type, payload, alert_id) VALUES ($1, $2, $3, $4, $5::json, $6)`,
+      `INSERT INTO gateway_events (id, account_id, agent_id, type, payload, alert_id, request_id)
+       VALUES ($1, $2, $3, $4, $5::json, $6, $7)`,
       // The payload's public agent id (api/shared/agent-ids.ts); with account_id it names the agent.
-      [id, accountId, payload.agentId, type, body, options.alertId ?? null],
+      // The request that caused the event, so its deliveries log the same id.
+      [id, accountId, payload.agentId, type, body, options.alertId ?? null, currentRequestId() ?? null],
     );
     let deliveries = 0;
     if (options.toEndpoints !== false) {

@@ -28,6 +28,7 @@ import { createAssociatedTokenAccountIdempotentInstruction, getAssociatedTokenAd
 import { type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
 import bs58 from "bs58";
 import type pg from "pg";
+import type { Logger } from "pino";
 import { associatedTransferAccounts, recordPaymentInstruction } from "../../../programs/payment_ledger/ts/index.js";
 import { withTransaction } from "../../../indexer/db/database.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
@@ -84,6 +85,8 @@ export interface SettlementDeps {
    * (api/gateway/settlement/payee.ts); `DEFAULT_PAYEE_ACCOUNT_QUOTA` when absent.
    */
   readonly payeeAccountQuota?: number;
+  /** One line per payment settled or refused (with the request's id when a request caused it). */
+  readonly logger?: Logger;
 }
 
 /** Implements the protocol layer's `Settler` (api/gateway/x402/settler.ts) for x402 and MPP. */
@@ -175,10 +178,18 @@ export class Settlement implements Settler {
       // marks the row later), so a database error here does not turn success into an error.
       await markSettlement(this.deps.pool, signed.signature, "confirmed", null, result.slot).catch(() => undefined);
       this.#payeeAccounts.add(input.payee);
+      this.deps.logger?.info(
+        { paymentId: String(prepared.paymentId), signature: signed.signature, protocol: input.protocol, rail: input.rail },
+        "payment settled",
+      );
       return { txHash: signed.signature, slot: result.slot, paymentId: prepared.paymentId };
     }
     if (result.status === "pending") throw new PaymentPendingError(signed.signature);
     const refusal = ledgerRefusal(submitFailure(result, signed));
+    this.deps.logger?.warn(
+      { paymentId: String(prepared.paymentId), signature: signed.signature, refusal: refusal?.name ?? failureText(result) },
+      "payment not settled",
+    );
     // Refused before sending: failed, but followed until the signed bytes can no longer land.
     await markSettlement(
       this.deps.pool,

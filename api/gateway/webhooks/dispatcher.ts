@@ -85,6 +85,8 @@ interface ClaimedRow {
   attempts: number;
   lease_token: string;
   body: string;
+  /** The id of the HTTP request that caused the event (api/shared/ops/request-id.ts), if one did. */
+  request_id: string | null;
 }
 
 interface Attempt {
@@ -345,7 +347,7 @@ export class Dispatcher {
          FROM locked, gateway_events e
          WHERE d.id = locked.id AND e.id = d.event_id
          RETURNING d.id, d.event_id, d.channel, d.destination, d.endpoint_id, d.secret_ciphertext, d.attempts, d.lease_token,
-                   e.payload::text AS body`,
+                   e.payload::text AS body, e.request_id`,
         [limit, randomUUID(), this.#leaseMs, this.#perEndpoint, this.#perAccount],
       );
       return rows;
@@ -353,7 +355,13 @@ export class Dispatcher {
   }
 
   async #deliver(row: ClaimedRow): Promise<DeliveryOutcome> {
-    const context = { deliveryId: row.id, eventId: row.event_id, channel: row.channel, attempt: row.attempts };
+    const context = {
+      deliveryId: row.id,
+      eventId: row.event_id,
+      channel: row.channel,
+      attempt: row.attempts,
+      ...(row.request_id === null ? {} : { requestId: row.request_id }),
+    };
     let attempt: Attempt;
     try {
       attempt = row.channel === "webhook" ? await this.#sendWebhook(row) : await this.#sendEmail(row);

@@ -191,6 +191,9 @@ async function lockConnection(store: IdempotencyStore): Promise<pg.PoolClient> {
     // and never keeps the process alive.
     pool = new pg.Pool({ ...options, max: IDEMPOTENCY_LOCK_CONNECTIONS, idleTimeoutMillis: 1_000, allowExitOnIdle: true });
     pool.on("error", () => undefined);
+    // A held lock connection that the server drops (a restart) must not kill the process: the
+    // request's own statements fail on the dead database, and the pool discards the client.
+    pool.on("connect", (client) => client.on("error", () => undefined));
     lockPools.set(store.pool, pool);
   }
   return pool.connect();

@@ -2,3 +2,4 @@
 export * from "./metrics.js";
 export * from "./plugin.js";
 export * from "./readiness.js";
+export * from "./request-id.js";

@@ -71,7 +71,7 @@ export async function readiness(options: ReadinessOptions): Promise<Readiness> {
     }
     const bound = options.maxIndexerLagSlots ?? DEFAULT_MAX_INDEXER_LAG_SLOTS;
     work.push(
-      indexerSlotLag(options.pool, connection).then(
+      bounded(indexerSlotLag(options.pool, connection)).then(
         (lag) =>
           void (checks.indexerLag =
             lag === null

@@ -13,16 +13,8 @@
  * Any other span (`2 per 10m`) is refused with the list: silently rounding a limit to a nearby
  * window would enforce a policy the user did not write.
  */
+import { MAX_RATE_LIMIT_CALLS, type RateLimit, type RateWindow } from "../rate-limits.js";
 import { UsageError } from "./usage.js";
-
-export type RateWindow = "1m" | "5m" | "15m" | "1h" | "24h";
-export const RATE_WINDOWS: readonly RateWindow[] = ["1m", "5m", "15m", "1h", "24h"];
-export const MAX_RATE_LIMIT_CALLS = 1_000_000;
-
-export interface RateLimit {
-  readonly calls: number;
-  readonly window: RateWindow;
-}
 
 const SECONDS_PER_UNIT: Readonly<Record<string, number>> = {
   s: 1,

@@ -3,7 +3,7 @@
  * Amounts and the rate-limit count are checked here, before the request, so a caller's mistake is
  * a `TypeError` naming the field rather than a round trip.
  */
-import { MAX_RATE_LIMIT_CALLS } from "../cli/rate-limit.js";
+import { MAX_RATE_LIMIT_CALLS } from "../rate-limits.js";
 import { moneyToUnits, type Usdc } from "../money.js";
 import type { ProtocolPreference } from "../pay.js";
 import type { Transport } from "../transport.js";

@@ -37,7 +37,8 @@ export interface ChannelHistory {
 }
 
 const PAGE = 1_000;
-const MAX_PAGES = 20;
+/** A history longer than this is refused loudly rather than read in part (its oldest events lost). */
+const MAX_PAGES = 1_000;
 
 /** Every successful transaction of the channel's address, oldest first, with the channel's events. */
 export async function channelHistory(ledger: SettlementLedger, channel: PublicKey): Promise<ChannelHistory> {
@@ -51,6 +52,7 @@ export async function channelHistory(ledger: SettlementLedger, channel: PublicKe
     );
     for (const entry of batch) if (entry.err === null) signatures.push(entry.signature);
     if (batch.length < PAGE) break;
+    if (page === MAX_PAGES - 1) throw new Error(`channel ${channel.toBase58()} has more than ${PAGE * MAX_PAGES} transactions`);
     before = batch[batch.length - 1]!.signature;
   }
   const settlements: ChainSettlement[] = [];

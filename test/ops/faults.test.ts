@@ -12,14 +12,12 @@
  * again as a new payment. Then the chain, the tables, REST, GraphQL (the indexer caught up) and
  * the /metrics payment counters agree: nothing lost, nothing paid twice.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import { type AddressInfo, createServer as createTcpServer, type Server as TcpServer, type Socket, connect } from "node:net";
 import { appendFile, chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Connection, Keypair, PublicKey } from "@solana/web3.js";
 import pg from "pg";
@@ -29,21 +27,13 @@ import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { Client, PaymentError, ServiceError } from "../../sdk/src/index.js";
 import { type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";
 import { pollUntil } from "../support/poll.js";
+import { healthy, runEntry, type Service, startService } from "./support/services.js";
 import { freePort, writeKeypairFile } from "../support/process-env.js";
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const HOST = "127.0.0.1";
-const START_TIMEOUT_MS = 60_000;
 const PRICE_UNITS = 10_000n;
 const PAYER_UNITS = 5_000_000n;
 const WORKERS = 2;
-
-interface Service {
-  readonly name: string;
-  child: ChildProcess;
-  output: string;
-  exited: Promise<number | null>;
-}
 
 let localnet: Localnet;
 let dir: string;
@@ -123,43 +113,7 @@ class RpcProxy {
 let rpcProxy: RpcProxy;
 
 function start(name: string, args: readonly string[], env: Record<string, string> = {}): Service {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args, "--env-file", envFile], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const service: Service = { name, child, output: "", exited: new Promise((done) => child.once("exit", (code) => done(code))) };
-  const collect = (chunk: Buffer): void => {
-    service.output = (service.output + chunk.toString("utf8")).slice(-20_000);
-  };
-  child.stdout!.on("data", collect);
-  child.stderr!.on("data", collect);
-  services.push(service);
-  return service;
-}
-
-async function healthy(service: Service, port: number): Promise<void> {
-  await pollUntil(
-    async () => {
-      if (service.child.exitCode !== null) throw new Error(`${service.name} exited ${service.child.exitCode}:\n${service.output}`);
-      return fetch(`http://${HOST}:${port}/healthz`).then(
-        (response) => response.status === 200,
-        () => false,
-      );
-    },
-    { timeoutMs: START_TIMEOUT_MS, intervalMs: 200, what: () => `${service.name} /healthz; its output:\n${service.output}` },
-  );
-}
-
-function run(args: readonly string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    execFile(
-      process.execPath,
-      ["--import", "tsx", ...args],
-      { cwd: ROOT, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env }, timeout: 90_000 },
-      (error, stdout, stderr) => done({ code: error === null ? 0 : ((error as { code?: number }).code ?? null), stdout, stderr }),
-    );
-  });
+  return startService(services, envFile, name, args, env);
 }
 
 async function rest(method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
@@ -239,7 +193,7 @@ beforeAll(async () => {
       "",
     ].join("\n"),
   );
-  const init = await run(["scripts/admin.ts", "init-cluster", "--env-file", envFile]);
+  const init = await runEntry(["scripts/admin.ts", "init-cluster", "--env-file", envFile]);
   expect(init.code, init.stderr).toBe(0);
   const printed = init.stdout.split("\n").filter((line) => /^(SOLANA_GENESIS_HASH|SETTLEMENT_MINT_DECIMALS)=/.test(line));
   await appendFile(envFile, `${printed.join("\n")}\n`);
@@ -250,14 +204,14 @@ beforeAll(async () => {
   const query = start("query", ["api/query/main.ts"], { PORT: String(queryPort) });
   await healthy(query, queryPort);
 
-  const created = await run(["api/gateway/admin.ts", "create-account", "faults"], { DATABASE_URL: databaseUrl });
+  const created = await runEntry(["api/gateway/admin.ts", "create-account", "faults"], { DATABASE_URL: databaseUrl });
   expect(created.code, created.stderr).toBe(0);
   apiKey = (JSON.parse(created.stdout) as { apiKey: string }).apiKey;
   const payer = await rest("POST", "/v1/agents", { agentId: "payer" });
   expect(payer.status, payer.text).toBe(201);
   payerAddress = (JSON.parse(payer.text) as { address: string }).address;
   expect((await rest("POST", "/v1/agents/payer/wallet/fund", { usdc: 5 })).status).toBe(200);
-  const seller = await run(["api/gateway/admin.ts", "create-account", "seller"], { DATABASE_URL: databaseUrl });
+  const seller = await runEntry(["api/gateway/admin.ts", "create-account", "seller"], { DATABASE_URL: databaseUrl });
   expect(seller.code, seller.stderr).toBe(0);
   const gate = x402Middleware({
     facilitatorUrl: `http://${HOST}:${gatewayPort}`,

@@ -10,14 +10,13 @@
  * retried with their idempotency keys and the chain, the tables, the REST answers, GraphQL on the
  * query service and the /metrics payment counters agree: nothing lost, nothing twice.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { execFile } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { appendFile, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join, resolve } from "node:path";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Connection, Keypair, PublicKey } from "@solana/web3.js";
 import pg from "pg";
@@ -27,11 +26,10 @@ import { Client, PaymentError } from "../../sdk/src/index.js";
 import { type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";
 import { testServerUrl } from "../support/database-server.js";
 import { pollUntil } from "../support/poll.js";
+import { healthy, ROOT, runEntry, type Service, startService } from "./support/services.js";
 import { freePort, writeKeypairFile } from "../support/process-env.js";
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const HOST = "127.0.0.1";
-const START_TIMEOUT_MS = 60_000;
 const FUNDINGS_IN_FLIGHT = 6;
 /** 0.1 USDC per funding in flight, 1 USDC first. */
 const FIRST_UNITS = 1_000_000n;
@@ -41,13 +39,6 @@ const PRICE_UNITS = 10_000n;
 const PAYER_UNITS = 1_000_000n;
 const PAYMENTS_IN_FLIGHT = 6;
 const PYTHON = resolve(ROOT, "python/.venv/bin/python");
-
-interface Service {
-  readonly name: string;
-  child: ChildProcess;
-  output: string;
-  exited: Promise<number | null>;
-}
 
 let localnet: Localnet;
 let dir: string;
@@ -75,53 +66,8 @@ let settlesSent = 0;
 /** Payments that succeeded (SDK and Python), each by its ledger transaction. */
 const paid = new Set<string>();
 
-const baseEnv = (): Record<string, string> => ({ PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" });
-
 function start(name: string, args: readonly string[], env: Record<string, string> = {}): Service {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args, "--env-file", envFile], {
-    cwd: ROOT,
-    env: { ...baseEnv(), ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const service: Service = {
-    name,
-    child,
-    output: "",
-    exited: new Promise((resolveExit) => child.once("exit", (code) => resolveExit(code))),
-  };
-  const collect = (chunk: Buffer): void => {
-    service.output = (service.output + chunk.toString("utf8")).slice(-20_000);
-  };
-  child.stdout!.on("data", collect);
-  child.stderr!.on("data", collect);
-  services.push(service);
-  return service;
-}
-
-async function healthy(service: Service, port: number): Promise<void> {
-  await pollUntil(
-    async () => {
-      if (service.child.exitCode !== null) throw new Error(`${service.name} exited ${service.child.exitCode}:\n${service.output}`);
-      return fetch(`http://${HOST}:${port}/healthz`).then(
-        (response) => response.status === 200,
-        () => false,
-      );
-    },
-    { timeoutMs: START_TIMEOUT_MS, intervalMs: 200, what: () => `${service.name} /healthz; its output:\n${service.output}` },
-  );
-}
-
-function run(args: readonly string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolveRun) => {
-    execFile(
-      process.execPath,
-      ["--import", "tsx", ...args],
-      { cwd: ROOT, env: { ...baseEnv(), ...env }, timeout: 90_000 },
-      (error, stdout, stderr) => {
-        resolveRun({ code: error === null ? 0 : ((error as { code?: number }).code ?? null), stdout, stderr });
-      },
-    );
-  });
+  return startService(services, envFile, name, args, env);
 }
 
 async function call(
@@ -284,7 +230,7 @@ afterAll(async () => {
 
 describe("the operator's path: init-cluster, three processes from one env file, probes, metrics, SIGTERM", () => {
   it("init-cluster initializes the cluster and prints the variables the env file still lacks", async () => {
-    const init = await run(["scripts/admin.ts", "init-cluster", "--env-file", envFile]);
+    const init = await runEntry(["scripts/admin.ts", "init-cluster", "--env-file", envFile]);
     expect(init.code, init.stderr).toBe(0);
     const printed = init.stdout.split("\n").filter((line) => /^(SOLANA_GENESIS_HASH|SETTLEMENT_MINT_DECIMALS)=/.test(line));
     expect(printed).toEqual([`SOLANA_GENESIS_HASH=${localnet.info.genesisHash}`, `SETTLEMENT_MINT_DECIMALS=${localnet.info.decimals}`]);
@@ -298,7 +244,7 @@ describe("the operator's path: init-cluster, three processes from one env file, 
     const query = start("query", ["api/query/main.ts"], { PORT: String(queryPort) });
     await healthy(query, queryPort);
 
-    const created = await run(["api/gateway/admin.ts", "create-account", "operator"], { DATABASE_URL: databaseUrl });
+    const created = await runEntry(["api/gateway/admin.ts", "create-account", "operator"], { DATABASE_URL: databaseUrl });
     expect(created.code, created.stderr).toBe(0);
     apiKey = (JSON.parse(created.stdout) as { apiKey: string }).apiKey;
     const agent = await call(gatewayPort, "POST", "/v1/agents", { agentId: "ops-agent" });
@@ -312,7 +258,7 @@ describe("the operator's path: init-cluster, three processes from one env file, 
     expect(payer.status, payer.text).toBe(201);
     payerAddress = (JSON.parse(payer.text) as { address: string }).address;
     expect((await call(gatewayPort, "POST", "/v1/agents/payer/wallet/fund", { usdc: 1 })).status).toBe(200);
-    const seller = await run(["api/gateway/admin.ts", "create-account", "seller"], { DATABASE_URL: databaseUrl });
+    const seller = await runEntry(["api/gateway/admin.ts", "create-account", "seller"], { DATABASE_URL: databaseUrl });
     expect(seller.code, seller.stderr).toBe(0);
     await startPaidApi((JSON.parse(seller.stdout) as { apiKey: string }).apiKey);
   });

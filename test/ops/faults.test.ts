@@ -12,10 +12,10 @@
  * again as a new payment. Then the chain, the tables, REST, GraphQL (the indexer caught up) and
  * the /metrics payment counters agree: nothing lost, nothing paid twice.
  */
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import { type AddressInfo, createServer as createTcpServer, type Server as TcpServer, type Socket, connect } from "node:net";
-import { appendFile, chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { appendFile, chmod, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
@@ -27,8 +27,8 @@ import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { Client, PaymentError, ServiceError } from "../../sdk/src/index.js";
 import { type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";
 import { pollUntil } from "../support/poll.js";
-import { healthy, runEntry, type Service, startService } from "./support/services.js";
-import { freePort, writeKeypairFile } from "../support/process-env.js";
+import { healthy, runEntry, type Service, startService, writeEnvFile } from "./support/services.js";
+import { freePort } from "../support/process-env.js";
 
 const HOST = "127.0.0.1";
 const PRICE_UNITS = 10_000n;
@@ -175,24 +175,7 @@ beforeAll(async () => {
   const proxied = await RpcProxy.start(new URL(localnet.rpcUrl));
   rpcProxy = proxied.proxy;
   [gatewayPort, queryPort] = [await freePort(), await freePort()];
-  envFile = join(dir, "apg.env");
-  await writeFile(
-    envFile,
-    [
-      `DATABASE_URL=${databaseUrl}`,
-      `SOLANA_RPC_URL=${proxied.url}`,
-      "SOLANA_NETWORK=solana-localnet",
-      `PROGRAM_ID=${localnet.info.programId.toBase58()}`,
-      `SETTLEMENT_MINT=${localnet.info.mint.toBase58()}`,
-      `LEDGER_AUTHORITY_KEYPAIR=${await writeKeypairFile(dir, "authority", localnet.keypairs.authority)}`,
-      `TREASURY_KEYPAIR=${await writeKeypairFile(dir, "treasury", localnet.keypairs.treasury)}`,
-      `WALLET_ENCRYPTION_KEY=${randomBytes(32).toString("base64")}`,
-      `WEBHOOK_SECRETS_KEY=${randomBytes(32).toString("base64")}`,
-      `HOST=${HOST}`,
-      "LOG_LEVEL=warn",
-      "",
-    ].join("\n"),
-  );
+  envFile = await writeEnvFile(dir, { databaseUrl, rpcUrl: proxied.url, localnet, logLevel: "warn" });
   const init = await runEntry(["scripts/admin.ts", "init-cluster", "--env-file", envFile]);
   expect(init.code, init.stderr).toBe(0);
   const printed = init.stdout.split("\n").filter((line) => /^(SOLANA_GENESIS_HASH|SETTLEMENT_MINT_DECIMALS)=/.test(line));

@@ -14,7 +14,7 @@ import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { execFile } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { appendFile, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { appendFile, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
@@ -26,8 +26,8 @@ import { Client, PaymentError } from "../../sdk/src/index.js";
 import { type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";
 import { testServerUrl } from "../support/database-server.js";
 import { pollUntil } from "../support/poll.js";
-import { healthy, ROOT, runEntry, type Service, startService } from "./support/services.js";
-import { freePort, writeKeypairFile } from "../support/process-env.js";
+import { healthy, ROOT, runEntry, type Service, startService, writeEnvFile } from "./support/services.js";
+import { freePort } from "../support/process-env.js";
 
 const HOST = "127.0.0.1";
 const FUNDINGS_IN_FLIGHT = 6;
@@ -189,24 +189,7 @@ beforeAll(async () => {
   databaseUrl = url.toString();
   [gatewayPort, queryPort] = [await freePort(), await freePort()];
   // docs/deploy.md: the env file from .env.example's variables; init-cluster prints the rest.
-  envFile = join(dir, "apg.env");
-  await writeFile(
-    envFile,
-    [
-      `DATABASE_URL=${databaseUrl}`,
-      `SOLANA_RPC_URL=${localnet.rpcUrl}`,
-      "SOLANA_NETWORK=solana-localnet",
-      `PROGRAM_ID=${localnet.info.programId.toBase58()}`,
-      `SETTLEMENT_MINT=${localnet.info.mint.toBase58()}`,
-      `LEDGER_AUTHORITY_KEYPAIR=${await writeKeypairFile(dir, "authority", localnet.keypairs.authority)}`,
-      `TREASURY_KEYPAIR=${await writeKeypairFile(dir, "treasury", localnet.keypairs.treasury)}`,
-      `WALLET_ENCRYPTION_KEY=${randomBytes(32).toString("base64")}`,
-      `WEBHOOK_SECRETS_KEY=${randomBytes(32).toString("base64")}`,
-      `HOST=${HOST}`,
-      "LOG_LEVEL=info",
-      "",
-    ].join("\n"),
-  );
+  envFile = await writeEnvFile(dir, { databaseUrl, rpcUrl: localnet.rpcUrl, localnet, logLevel: "info" });
 }, 120_000);
 
 afterAll(async () => {

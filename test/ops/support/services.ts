@@ -4,9 +4,13 @@
  * PATH and HOME, its output kept for the failure message, up once `/healthz` answers.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { dirname, resolve } from "node:path";
+import { randomBytes } from "node:crypto";
+import { writeFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Localnet } from "../../../scripts/localnet.js";
 import { pollUntil } from "../../support/poll.js";
+import { writeKeypairFile } from "../../support/process-env.js";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 const HOST = "127.0.0.1";
@@ -74,4 +78,31 @@ export function runEntry(
       (error, stdout, stderr) => done({ code: error === null ? 0 : ((error as { code?: number }).code ?? null), stdout, stderr }),
     );
   });
+}
+
+/** The env file of docs/deploy.md for a local ledger treated as a remote cluster; its path. */
+export async function writeEnvFile(
+  dir: string,
+  target: { readonly databaseUrl: string; readonly rpcUrl: string; readonly localnet: Localnet; readonly logLevel: string },
+): Promise<string> {
+  const { localnet } = target;
+  const envFile = join(dir, "apg.env");
+  await writeFile(
+    envFile,
+    [
+      `DATABASE_URL=${target.databaseUrl}`,
+      `SOLANA_RPC_URL=${target.rpcUrl}`,
+      "SOLANA_NETWORK=solana-localnet",
+      `PROGRAM_ID=${localnet.info.programId.toBase58()}`,
+      `SETTLEMENT_MINT=${localnet.info.mint.toBase58()}`,
+      `LEDGER_AUTHORITY_KEYPAIR=${await writeKeypairFile(dir, "authority", localnet.keypairs.authority)}`,
+      `TREASURY_KEYPAIR=${await writeKeypairFile(dir, "treasury", localnet.keypairs.treasury)}`,
+      `WALLET_ENCRYPTION_KEY=${randomBytes(32).toString("base64")}`,
+      `WEBHOOK_SECRETS_KEY=${randomBytes(32).toString("base64")}`,
+      `HOST=${HOST}`,
+      `LOG_LEVEL=${target.logLevel}`,
+      "",
+    ].join("\n"),
+  );
+  return envFile;
 }

@@ -50,7 +50,11 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
     ...(config.feePayer === undefined ? {} : { feePayer: config.feePayer }),
     ...(config.attestedPayerQuota === undefined ? {} : { attestedPayerQuota: config.attestedPayerQuota }),
     ...(config.lowBalanceFloorLamports === undefined ? {} : { lowBalanceFloorLamports: config.lowBalanceFloorLamports }),
+    // Registration then accepts loopback targets only; delivery lifts the private-address guard.
+    allowLoopbackWebhooks: config.allowLoopbackWebhooks,
+    allowPrivateNetworks: config.allowLoopbackWebhooks,
   });
+  if (config.allowLoopbackWebhooks) logger.warn("WEBHOOK_ALLOW_LOOPBACK=true: webhooks may reach this machine; local development only");
   const readPool = config.databaseReadUrl === undefined ? undefined : createPool(config.databaseReadUrl);
   const ops = useOpsRoutes({
     metrics: createOpsMetrics({

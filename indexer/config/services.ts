@@ -78,6 +78,8 @@ export interface GatewayConfig extends Listen {
   readonly attestedPayerQuota: number | undefined;
   /** The fee payer's and authority's SOL floor for the low-balance alert. */
   readonly lowBalanceFloorLamports: bigint | undefined;
+  /** Webhook targets on loopback accepted and delivered to: local development and tests only. */
+  readonly allowLoopbackWebhooks: boolean;
 }
 
 export interface QueryConfig extends Listen {
@@ -208,9 +210,11 @@ export function gatewayConfig(env: Env): Loaded<GatewayConfig> {
   const smtp = reader.optional("SMTP_URL", smtpUrl);
   const attestedPayerQuota = reader.optional("ATTESTED_PAYER_QUOTA", integer(1, 1_000_000, "new payers per account per day"));
   const lowBalanceFloor = reader.optional("LOW_BALANCE_FLOOR_SOL", solAmount);
+  const allowLoopbackWebhooks = reader.withDefault("WEBHOOK_ALLOW_LOOPBACK", oneOf(["true", "false"] as const), "false");
   const listening = listen(reader);
   return finish(reader, () => ({
     ...listening,
+    allowLoopbackWebhooks: allowLoopbackWebhooks === "true",
     attestedPayerQuota,
     lowBalanceFloorLamports: lowBalanceFloor,
     databaseUrl: databaseUrl!,

@@ -133,6 +133,12 @@ export const VARIABLES: readonly Variable[] = [
     example: "CHANGE_ME_base64_of_32_random_bytes",
   },
   {
+    name: "WEBHOOK_ALLOW_LOOPBACK",
+    readBy: { gateway: "optional", local: "optional" },
+    describe: "true: webhook and alert targets on loopback are accepted and delivered (local development and tests only; default false)",
+    example: "false",
+  },
+  {
     name: "EXPLORER_CLUSTER",
     readBy: { gateway: "optional", indexer: "optional" },
     describe: "explorer links: mainnet-beta, devnet, testnet or an RPC URL (default: the cluster's name, else the RPC URL)",

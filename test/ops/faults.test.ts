@@ -5,7 +5,9 @@
  * - PostgreSQL restarted: this file runs its own server (scripts/embedded-postgres.ts), so
  *   stopping it touches no other test;
  * - the RPC endpoint unreachable for 30 s: the services reach the ledger through a TCP proxy of
- *   this test, cut and restored.
+ *   this test, cut and restored;
+ * - a full disk on the webhook receiver: it stores each delivery in a small tmpfs of its own
+ *   (mounted by this test, as root), filled, then freed.
  * The services ride each out without a restart of their own: /readyz goes red and then green;
  * each payment succeeded or failed with the SDK's typed error; afterwards a failed one is resumed
  * with its idempotency key, or, when its settlement failed for good (reservation released), made
@@ -15,7 +17,8 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
 import { type AddressInfo, createServer as createTcpServer, type Server as TcpServer, type Socket, connect } from "node:net";
-import { appendFile, chmod, mkdtemp, rm } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { appendFile, chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
@@ -181,7 +184,8 @@ beforeAll(async () => {
   const printed = init.stdout.split("\n").filter((line) => /^(SOLANA_GENESIS_HASH|SETTLEMENT_MINT_DECIMALS)=/.test(line));
   await appendFile(envFile, `${printed.join("\n")}\n`);
 
-  const gateway = start("gateway", ["api/gateway/main.ts"], { PORT: String(gatewayPort) });
+  // The webhook receiver of the full-disk fault listens on loopback.
+  const gateway = start("gateway", ["api/gateway/main.ts"], { PORT: String(gatewayPort), WEBHOOK_ALLOW_LOOPBACK: "true" });
   await healthy(gateway, gatewayPort);
   start("indexer", ["indexer/cli.ts", "run"]);
   const query = start("query", ["api/query/main.ts"], { PORT: String(queryPort) });
@@ -225,6 +229,9 @@ afterAll(async () => {
     }
   }
   rpcProxy?.close();
+  receiver?.server.closeAllConnections();
+  receiver?.server.close();
+  if (receiver !== undefined) execFileSync("umount", [receiver.disk]);
   await localnet?.stop();
   await postgres?.stop();
   if (dir !== undefined) await rm(dir, { recursive: true, force: true });
@@ -334,6 +341,63 @@ async function retryAndCheck(): Promise<void> {
   expect(metrics).toContain(`apg_payments{protocol="x402",outcome="settled"} ${made}`);
 }
 
+/**
+ * A webhook receiver that keeps each delivery as a file named by its `webhook-id` on a disk of
+ * its own (a 256 KiB tmpfs): a write that fails (ENOSPC) answers 507 with `Retry-After: 1`, as a
+ * receiver out of space does, so the dispatcher retries it later.
+ */
+interface Receiver {
+  readonly server: Server;
+  readonly url: string;
+  readonly disk: string;
+  /** Answers per status. */
+  readonly answers: Map<number, number>;
+}
+let receiver: Receiver | undefined;
+
+async function startReceiver(): Promise<Receiver> {
+  const disk = join(dir, "receiver-disk");
+  await mkdir(disk);
+  execFileSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", disk]);
+  const answers = new Map<number, number>();
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      const id = String(req.headers["webhook-id"] ?? "");
+      const answer = (status: number): void => {
+        answers.set(status, (answers.get(status) ?? 0) + 1);
+        res.writeHead(status, status === 507 ? { "retry-after": "1" } : {});
+        res.end();
+      };
+      if (!/^[A-Za-z0-9_-]+$/.test(id)) return answer(400);
+      // A write that ran out of space leaves an empty file behind: removed, so the retry writes it whole.
+      const file = join(disk, id);
+      writeFile(file, Buffer.concat(chunks), { flag: "wx" }).then(
+        () => answer(204),
+        (error: NodeJS.ErrnoException) => (error.code === "EEXIST" ? answer(409) : rm(file, { force: true }).then(() => answer(507))),
+      );
+    });
+  });
+  await new Promise<void>((listening) => server.listen(0, HOST, listening));
+  return { server, url: `http://${HOST}:${(server.address() as AddressInfo).port}/hooks`, disk, answers };
+}
+
+/** Fills the receiver's disk with one file, leaving less than one delivery's room. */
+async function fillDisk(disk: string): Promise<string> {
+  const filler = join(disk, "filler");
+  await writeFile(filler, Buffer.alloc(256 * 1024)).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== "ENOSPC") throw error;
+  });
+  const probe = join(disk, "probe");
+  await writeFile(probe, Buffer.alloc(4096)).then(
+    () => expect.fail("the receiver's disk still has room"),
+    (error: NodeJS.ErrnoException) => expect(error.code).toBe("ENOSPC"),
+  );
+  await rm(probe, { force: true });
+  return filler;
+}
+
 function expectTyped(failed: readonly unknown[]): void {
   expect(failed.length).toBeGreaterThan(0);
   for (const error of failed) expect(error instanceof PaymentError || error instanceof ServiceError, String(error)).toBe(true);
@@ -386,6 +450,82 @@ describe("faults with payments in flight", () => {
     await load.stop();
     for (const service of services) expect(service.child.exitCode, `${service.name}:\n${service.output}`).toBeNull();
     expectTyped(load.failed);
+    await retryAndCheck();
+  }, 150_000);
+  it("a full disk on the webhook receiver under payment traffic: deliveries back off, nothing dropped, nothing twice", async () => {
+    const hooks = await startReceiver();
+    receiver = hooks;
+    const filler = await fillDisk(hooks.disk);
+    const endpoint = await rest("POST", "/v1/webhooks", { url: hooks.url, eventTypes: ["policy.violation"] });
+    expect(endpoint.status, endpoint.text).toBe(201);
+    // Refusals of a second agent are the events (policy.violation); the payer's traffic runs beside them.
+    expect((await rest("POST", "/v1/agents", { agentId: "refused" })).status).toBe(201);
+    const blocked = await rest("PUT", "/v1/policies/refused", { blockedDomains: ["blocked.example"] });
+    expect(blocked.status, blocked.text).toBe(200);
+    const load = traffic("disk");
+    const REFUSALS = 12;
+    for (let n = 0; n < REFUSALS; n += 1) {
+      const refused = await rest("POST", "/v1/agents/refused/payments/domain-check", { endpoint: `https://blocked.example/${n}` });
+      expect(refused.status, refused.text).toBe(403);
+    }
+    const db = new pg.Client({ connectionString: databaseUrl });
+    await db.connect();
+    try {
+      type Delivery = { event_id: string; status: string; attempts: number };
+      let seen: Delivery[] = [];
+      const deliveries = async (): Promise<Delivery[]> => {
+        seen = (
+          await db.query<Delivery>(
+            `SELECT d.event_id, d.status, d.attempts FROM event_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+             WHERE w.url = $1 ORDER BY d.event_id`,
+            [hooks.url],
+          )
+        ).rows;
+        return seen;
+      };
+      // Every event is refused by the full disk at least twice: retried, never given up or dropped.
+      await pollUntil(async () => (await deliveries()).filter((row) => row.attempts >= 2).length === REFUSALS, {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+        what: () => `every delivery tried twice against the full disk: ${JSON.stringify(seen)}`,
+      });
+      // The payments beside the failing deliveries (they stop here: the payer's funds are for every fault of the file).
+      await pollUntil(() => load.started() >= 4, { timeoutMs: 30_000, intervalMs: 20, what: "payments under way" });
+      await load.stop();
+      const whileFull = await deliveries();
+      expect(whileFull).toHaveLength(REFUSALS);
+      expect(
+        whileFull.filter((row) => row.status !== "pending"),
+        JSON.stringify(whileFull),
+      ).toEqual([]);
+      expect(await readdir(hooks.disk)).toEqual(["filler"]);
+      expect(hooks.answers.get(507)).toBeGreaterThanOrEqual(2 * REFUSALS);
+      expect(hooks.answers.get(204)).toBeUndefined();
+
+      await rm(filler);
+      await pollUntil(async () => (await deliveries()).every((row) => row.status === "delivered"), {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+        what: () => `every delivery delivered once the disk has room: ${JSON.stringify(seen)}`,
+      });
+      // One file per event, named by its webhook-id (the event id): nothing dropped, nothing twice
+      // (a second delivery of one event would have found its file: 409).
+      expect(hooks.answers.get(409)).toBeUndefined();
+      expect(hooks.answers.get(204)).toBe(REFUSALS);
+      const stored = (await readdir(hooks.disk)).sort();
+      expect(stored).toEqual(whileFull.map((row) => row.event_id).sort());
+      for (const id of stored) {
+        const body = JSON.parse(await readFile(join(hooks.disk, id), "utf8")) as { event: string; agentId: string };
+        expect(body).toMatchObject({ event: "policy.violation", agentId: "refused" });
+      }
+      const recorded = await db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM gateway_events WHERE type = 'policy.violation' AND payload->>'agentId' = 'refused'",
+      );
+      expect(recorded.rows[0]!.n).toBe(REFUSALS);
+    } finally {
+      await db.end();
+    }
+    for (const service of services) expect(service.child.exitCode, `${service.name}:\n${service.output}`).toBeNull();
     await retryAndCheck();
   }, 150_000);
 });

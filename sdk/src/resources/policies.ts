@@ -5,7 +5,7 @@
  */
 import { MAX_RATE_LIMIT_CALLS } from "../rate-limits.js";
 import { moneyToUnits, type Usdc } from "../money.js";
-import type { ProtocolPreference } from "../pay.js";
+import type { ProtocolPreference } from "../pay/scope.js";
 import type { Transport } from "../transport.js";
 
 export type RateLimitWindow = "1m" | "5m" | "15m" | "1h" | "24h";

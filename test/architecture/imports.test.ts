@@ -39,6 +39,18 @@ const isTestFile = (path: string): boolean => path.endsWith(".test.ts");
 const isProduction = (path: string): boolean =>
   !isTestFile(path) && (under("api", "indexer", "sdk")(path) || /^programs\/(?:.+\/)?ts\//.test(path));
 
+/**
+ * The SDK's floors (sdk/README.md): `cli/` and `mcp/` on top; below them two halves that never
+ * import each other, the client (`client.ts`, `pay/`, `resources/`, the transport) and the server
+ * middleware (`server/`); at the bottom the modules both halves speak, which import neither.
+ */
+const SDK_SHARED = ["errors", "money", "receipts", "payment-required", "text-input", "rate-limits", "explorer-links", "is-main"];
+const withoutExtension = (path: string): string => path.replace(/\.(?:ts|js)$/, "");
+const isSdkShared = (path: string): boolean => SDK_SHARED.some((module) => withoutExtension(path) === `sdk/src/${module}`);
+const isSdkServer = under("sdk/src/server");
+const isSdkTop = under("sdk/src/cli", "sdk/src/mcp");
+const isSdkClient = (path: string): boolean => under("sdk/src")(path) && !isSdkServer(path) && !isSdkTop(path) && !isSdkShared(path);
+
 const RULES: readonly Rule[] = [
   { name: "api/query never imports api/gateway", applies: under("api/query"), forbids: under("api/gateway") },
   {
@@ -47,6 +59,24 @@ const RULES: readonly Rule[] = [
     forbids: under("api/query", "api/gateway"),
   },
   { name: "sdk/ imports nothing outside sdk/", applies: under("sdk"), forbids: (to) => !under("sdk")(to) },
+  { name: "sdk resources never import sdk cli", applies: under("sdk/src/resources"), forbids: under("sdk/src/cli") },
+  // The client half here includes the cli and mcp on top of it: the middleware needs none of them.
+  {
+    name: "sdk server half never imports the client half",
+    applies: isSdkServer,
+    forbids: (to) => under("sdk/src")(to) && !isSdkServer(to) && !isSdkShared(to),
+  },
+  { name: "sdk client half never imports the server half", applies: isSdkClient, forbids: isSdkServer },
+  {
+    name: "sdk cli and mcp import the client, never the reverse",
+    applies: (from) => under("sdk")(from) && !isSdkTop(from),
+    forbids: isSdkTop,
+  },
+  {
+    name: "sdk shared modules import neither half",
+    applies: isSdkShared,
+    forbids: (to) => under("sdk/src")(to) && !isSdkShared(to),
+  },
   // The dashboard reads the system through the public GraphQL API only (docs/dashboard.md).
   { name: "dashboard/ imports nothing outside dashboard/", applies: under("dashboard"), forbids: (to) => !under("dashboard")(to) },
   { name: "indexer/ imports nothing from api/ or scripts/", applies: under("indexer"), forbids: under("api", "scripts") },
@@ -129,6 +159,11 @@ describe("import rules", () => {
       { from: "api/query/resolvers/agents.ts", to: "api/gateway/wallets/index.js" },
       { from: "api/shared/auth.ts", to: "api/query/context.js" },
       { from: "sdk/src/client.ts", to: "api/shared/money.js" },
+      { from: "sdk/src/resources/policies.ts", to: "sdk/src/cli/rate-limit.js" },
+      { from: "sdk/src/server/x402.ts", to: "sdk/src/pay/flow.js" },
+      { from: "sdk/src/pay/x402.ts", to: "sdk/src/server/standard.js" },
+      { from: "sdk/src/client.ts", to: "sdk/src/mcp/server.js" },
+      { from: "sdk/src/receipts.ts", to: "sdk/src/transport.js" },
       { from: "dashboard/src/views/ledger.tsx", to: "api/query/read/transactions.js" },
       { from: "indexer/pipeline.ts", to: "api/shared/keys.js" },
       { from: "programs/payment_ledger/ts/index.ts", to: "test/support/poll.js" },
@@ -139,6 +174,12 @@ describe("import rules", () => {
       "api/query/resolvers/agents.ts -> api/gateway/wallets/index.js  [api/query never imports api/gateway]",
       "api/shared/auth.ts -> api/query/context.js  [api/shared imports neither api/query nor api/gateway]",
       "sdk/src/client.ts -> api/shared/money.js  [sdk/ imports nothing outside sdk/]",
+      "sdk/src/resources/policies.ts -> sdk/src/cli/rate-limit.js  [sdk resources never import sdk cli]",
+      "sdk/src/resources/policies.ts -> sdk/src/cli/rate-limit.js  [sdk cli and mcp import the client, never the reverse]",
+      "sdk/src/server/x402.ts -> sdk/src/pay/flow.js  [sdk server half never imports the client half]",
+      "sdk/src/pay/x402.ts -> sdk/src/server/standard.js  [sdk client half never imports the server half]",
+      "sdk/src/client.ts -> sdk/src/mcp/server.js  [sdk cli and mcp import the client, never the reverse]",
+      "sdk/src/receipts.ts -> sdk/src/transport.js  [sdk shared modules import neither half]",
       "dashboard/src/views/ledger.tsx -> api/query/read/transactions.js  [dashboard/ imports nothing outside dashboard/]",
       "indexer/pipeline.ts -> api/shared/keys.js  [indexer/ imports nothing from api/ or scripts/]",
       "programs/payment_ledger/ts/index.ts -> test/support/poll.js  [production code imports neither scripts/ nor test/]",

@@ -1,5 +1,5 @@
 /**
- * Channels (issue 16): the account's payment channels (sessions) per agent, and one channel with
+ * Channels: the account's payment channels (sessions) per agent, and one channel with
  * its deposit, what the payee accepted, what the chain settled, what was refunded, its charges and
  * its settlements. A charge the payee accepted is shown as "accepted, not on chain", never as
  * confirmed: only a settlement puts it on the ledger. The list refreshes on each channel event of

@@ -1,5 +1,5 @@
 /**
- * Local state that outlives the process (issue 13), on the whole real system (scripts/system.ts):
+ * Local state that outlives the process, on the whole real system (scripts/system.ts):
  * one ledger directory and one database, and the system stopped and started again on them.
  *
  * - A clean stop between payments: everything made before is still served (REST, GraphQL, the

@@ -1,5 +1,5 @@
 /**
- * Wallet operations whose answers match the chain (issue 10 §2), over real HTTP on loopback, the
+ * Wallet operations whose answers match the chain, over real HTTP on loopback, the
  * real local ledger and a fresh Postgres:
  *
  * - 50 concurrent fundings and then 50 concurrent withdrawals of one amount (keyless, distinct

@@ -1,5 +1,5 @@
 /**
- * Issue 12, direction 4: our `Client.pay` (the gateway signs for the agent) against an `mppx`
+ * Interop, our client to their server (MPP): our `Client.pay` (the gateway signs for the agent) against an `mppx`
  * server with `@solana/mpp`'s `solana` charge method, unmodified and configured only through its
  * public options (recipient, the local mint and its decimals, network `localnet`, the local RPC
  * URL). Pull mode: the credential is `{type: "transaction"}`. Two servers: one that sponsors the

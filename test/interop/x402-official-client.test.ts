@@ -1,5 +1,5 @@
 /**
- * Direction 1 of issue 12: the OFFICIAL x402 client (`@x402/fetch` `wrapFetchWithPayment` with
+ * Interop, their client to our server (x402): the OFFICIAL x402 client (`@x402/fetch` `wrapFetchWithPayment` with
  * the `@x402/svm` `exact` scheme and a `@solana/kit` signer holding tokens on our local ledger)
  * pays an API protected by OUR `x402Middleware`, settled by the gateway as its facilitator
  * (co-signed by the gateway's fee payer, recorded on payment_ledger as an attested record that

@@ -1,5 +1,5 @@
 /**
- * Two gateway processes behind one PostgreSQL (issue 17, "beyond one machine"): the in-process
+ * Two gateway processes behind one PostgreSQL ("beyond one machine"): the in-process
  * system (`startSystem`: ledger, indexer, gateway A) and a second gateway, `api/gateway/main.ts` as
  * its own OS process (gateway B), on the same database, the same ledger and the same keys, as a
  * deployment runs stateless gateway replicas behind a load balancer.

@@ -25,9 +25,8 @@ import {
   keystoreFromEnv,
   type Keystore,
   LocalTreasuryFundingSource,
-  localSettlementLedger,
-  type SettlementLedger,
 } from "../api/gateway/wallets/index.js";
+import { localSettlementLedger, type SettlementLedger } from "../api/gateway/chain/index.js";
 import { type Dispatcher, type Mailer, smtpMailer } from "../api/gateway/webhooks/index.js";
 import type { X402Facilitator } from "../api/gateway/x402/index.js";
 import type { ApiServer } from "../api/query/server.js";

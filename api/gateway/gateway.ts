@@ -18,11 +18,14 @@ import { DEFAULT_LOW_BALANCE_FLOOR_LAMPORTS, type LowBalanceAlert, LowBalanceAle
 import { pruneIdempotencyKeys } from "../shared/http/idempotency.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { MppGateway } from "./mpp/gateway.js";
-import { AgentTokenAccounts, runReconciler, Settlement } from "./settlement/index.js";
+import { LedgerInvocations } from "./invocations/index.js";
+import { AgentTokenAccounts, Settlement } from "./settlement/index.js";
+import { runReconciler } from "./loops/index.js";
 import { SolSpent } from "./settlement/sol-spent.js";
-import { runSweeper } from "./settlement/sweeper.js";
+import { runSweeper } from "./loops/sweeper.js";
 import { ledgerNetworks, SignedTransfers } from "./transfers/index.js";
-import { AgentWallets, type FundingSource, type Keystore, type SettlementLedger } from "./wallets/index.js";
+import { AgentWallets, type FundingSource, type Keystore } from "./wallets/index.js";
+import type { SettlementLedger } from "./chain/index.js";
 import { Dispatcher, type Mailer } from "./webhooks/index.js";
 import { pruneExpiredNonces, X402Facilitator } from "./x402/index.js";
 
@@ -102,6 +105,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     pool,
     wallets,
     ledger,
+    invocations: new LedgerInvocations({ pool, wallets, ledger }),
     logger: logger.child({ component: "settlement" }),
     ...(options.payeeAccountQuota === undefined ? {} : { payeeAccountQuota: options.payeeAccountQuota }),
   });

@@ -29,9 +29,9 @@ import {
   forceCloseChannelInstruction,
   refundChannelInstruction,
 } from "../../../programs/payment_ledger/ts/index.js";
-import { channelRef, endExposureReservation } from "../../shared/policy/store.js";
-import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
-import { submit } from "../wallets/ledger.js";
+import { channelRef, endExposureReservation } from "../reservations/store.js";
+import { failureText, ledgerRefusal, submitFailure } from "../chain/ledger-errors.js";
+import { submit } from "../chain/ledger.js";
 import { ensurePayeeTokenAccount, readChannel, signChannelTransaction } from "./chain.js";
 import { type ChannelDeps, optionalKey, sessionAccounts } from "./deps.js";
 import { channelCloseRefused, channelNotFound, channelNotOpen, channelPending } from "./errors.js";

@@ -21,7 +21,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import type { InvocationReader } from "../invocations/index.js";
-import type { SettlementLedger } from "../wallets/ledger.js";
+import type { SettlementLedger } from "../chain/ledger.js";
 import type { AgentWallets } from "../wallets/wallets.js";
 import { advanceClose, closeSession } from "./close.js";
 import { ChannelQueue, type ChannelDeps, SigningKeys } from "./deps.js";

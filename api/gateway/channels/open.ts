@@ -26,16 +26,16 @@ import {
   type ReserveOptions,
   releaseLinkedReservation,
   reserveInTransaction,
-} from "../../shared/policy/store.js";
+} from "../reservations/store.js";
 import type { AgentRow } from "../../shared/rows.js";
-import { lockAgentArchivedAt } from "../agent-archive.js";
+import { lockAgentArchivedAt } from "../payments/agent-archive.js";
 import { emitPaymentEvents } from "../events/gateway.js";
 import { asRejection, type InvocationReader, invocationBudgetCheck, requireSubAgentInvocation } from "../invocations/index.js";
 import { httpError } from "../../shared/errors.js";
-import { recordRefusedPayment } from "../rejections.js";
-import { checkPayee, checkPayeeAccounts } from "../settlement/payee.js";
-import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
-import { COMMITMENT, lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
+import { recordRefusedPayment } from "../payments/rejections.js";
+import { checkPayee, checkPayeeAccounts } from "../chain/payee.js";
+import { failureText, ledgerRefusal, submitFailure } from "../chain/ledger-errors.js";
+import { COMMITMENT, lookUpOutcomes, type SignedTransaction, submit } from "../chain/ledger.js";
 import { readChannel, signChannelTransaction } from "./chain.js";
 import type { ChannelDeps } from "./deps.js";
 import { sessionAccounts } from "./deps.js";

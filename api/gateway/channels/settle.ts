@@ -38,8 +38,8 @@ import {
   voucherSignatureInstruction,
   endpointText,
 } from "../../../programs/payment_ledger/ts/index.js";
-import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
-import { awaitOutcome, lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
+import { failureText, ledgerRefusal, submitFailure } from "../chain/ledger-errors.js";
+import { awaitOutcome, lookUpOutcomes, type SignedTransaction, submit } from "../chain/ledger.js";
 import { ensurePayeeTokenAccount, readChannel, signChannelTransaction } from "./chain.js";
 import { type ChannelDeps, optionalKey, sessionAccounts } from "./deps.js";
 import { type ChannelHistory, channelHistory } from "./history.js";

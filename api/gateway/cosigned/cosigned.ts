@@ -40,10 +40,10 @@ import type pg from "pg";
 import { endpointHash, endpointText, recordAttestedPaymentInstruction } from "../../../programs/payment_ledger/ts/index.js";
 import { endpointHost } from "../../shared/policy/domains.js";
 import type { ReconcileReport } from "../settlement/reconciliation.js";
-import { payeeRefusal } from "../settlement/payee.js";
+import { payeeRefusal } from "../chain/payee.js";
 import { lamportsSpent, SolSpent } from "../settlement/sol-spent.js";
-import { COMMITMENT, lookUpOutcomes, recentBlockhash, type SettlementLedger, signTransaction, submit } from "../wallets/ledger.js";
-import type { AgentDirectory } from "../x402/settler.js";
+import { COMMITMENT, lookUpOutcomes, recentBlockhash, type SettlementLedger, signTransaction, submit } from "../chain/ledger.js";
+import type { AgentDirectory } from "../settlement/settler.js";
 import {
   type CheckReason,
   checkTransferTransaction,

@@ -3,4 +3,4 @@ export * from "./evaluate.js";
 export * from "./events.js";
 export * from "./gateway.js";
 export * from "./low-balance.js";
-export * from "./payloads.js";
+export * from "../webhooks/payloads.js";

@@ -10,9 +10,8 @@
 import { formatUsdcShort } from "../../shared/money.js";
 import type { PolicyAllowed, PolicyRejected, ReasonCode } from "../../shared/policy/engine.js";
 import { limitReason } from "../../shared/policy/reasons.js";
-import { type Db, type ReservationRefusal, type ReserveOptions, unitsUnderParent } from "../../shared/policy/store.js";
-import { BudgetExceededError, PaymentError } from "../wallets/errors.js";
-import type { InvocationAccount } from "./ledger.js";
+import type { Db } from "../../shared/policy/store.js";
+import { type ReservationRefusal, type ReserveOptions, unitsUnderParent } from "../reservations/store.js";
 
 /** Reason code of a sub-agent payment over its invocation's remaining budget. */
 export const INVOCATION_BUDGET_EXCEEDED = "invocation_budget_exceeded";
@@ -60,21 +59,6 @@ export async function invocationBudgetRefusal(
 /** The reservation option that holds a sub-agent's payment to its invocation's remaining budget (`invocationBudgetRefusal`). */
 export function invocationBudgetCheck(input: Parameters<typeof invocationBudgetRefusal>[1]): ReserveOptions {
   return { check: (locked) => invocationBudgetRefusal(locked, input) };
-}
-
-/**
- * Before a payment of `payer` under the invocation account `invocation` is signed: the account
- * exists (`state`, as the chain holds it now), belongs to this sub-agent, and has budget left for
- * `amountUnits`. Throws `PaymentError` / `BudgetExceededError` otherwise, as the program would refuse.
- */
-export function checkInvocationPayment(invocation: string, state: InvocationAccount | null, payer: string, amountUnits: bigint): void {
-  if (state === null) throw new PaymentError(`invocation ${invocation} does not exist`);
-  if (state.subAgent !== payer) {
-    throw new PaymentError(`invocation ${invocation} belongs to another sub-agent`, { ledgerError: "InvocationPayerMismatch" });
-  }
-  if (state.spentUnits + amountUnits > state.budgetUnits) {
-    throw new BudgetExceededError(invocation, amountUnits, state.budgetUnits, state.spentUnits);
-  }
 }
 
 /**

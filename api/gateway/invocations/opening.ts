@@ -6,8 +6,8 @@
  * `openMissingInvocations`): the reservation's `invocation` column stays NULL until one succeeds.
  */
 import type pg from "pg";
-import { type LinkedReservation, recordReservationInvocation, reservationsAwaitingInvocation } from "../../shared/policy/store.js";
-import type { AgentDirectory } from "../x402/settler.js";
+import { type LinkedReservation, recordReservationInvocation, reservationsAwaitingInvocation } from "../reservations/store.js";
+import type { AgentDirectory } from "../settlement/settler.js";
 import type { Invocations } from "./ledger.js";
 
 export interface InvocationOpening {

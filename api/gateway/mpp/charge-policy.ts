@@ -26,7 +26,7 @@
  * concurrent archive either sees this charge's reservation or commits first and refuses it.
  */
 import type pg from "pg";
-import { lockAgentArchivedAt } from "../agent-archive.js";
+import { lockAgentArchivedAt } from "../payments/agent-archive.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
 import { emitPaymentEvents } from "../events/gateway.js";
 import { asRejection, invocationBudgetCheck, type InvocationReader, subAgentInvocationState } from "../invocations/index.js";
@@ -37,8 +37,8 @@ import {
   releaseLinkedReservation,
   type ReserveOptions,
   reserveInTransaction,
-} from "../../shared/policy/store.js";
-import { recordRefusedPayment } from "../rejections.js";
+} from "../reservations/store.js";
+import { recordRefusedPayment } from "../payments/rejections.js";
 import type { ChargeAdmission, SessionCharge, SessionChargePolicy } from "./sessions.js";
 
 export type { InvocationReader } from "../invocations/index.js";

@@ -13,7 +13,7 @@
 import type pg from "pg";
 import { type AuthorizeRequest, CardDeclinedError, type CardProcessor } from "../card/processor.js";
 import { cardSettlementReference } from "../card/reference.js";
-import { pendingSettlementSignature, type SettleRequest, type SettleResult, type Settler } from "../x402/settler.js";
+import { pendingSettlementSignature, type SettleRequest, type SettleResult, type Settler } from "../settlement/settler.js";
 import { MppPaymentError } from "./errors.js";
 import type { MppRail } from "./rails.js";
 import { markPaymentAuthorized, markPaymentFailed, markPaymentSettled, notePaymentFailure, recordPaymentSent } from "./store.js";

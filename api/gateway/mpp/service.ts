@@ -20,9 +20,9 @@
 import type pg from "pg";
 import type { CardProcessor } from "../card/processor.js";
 import { invocationOf } from "../invocations/address.js";
-import { claimLinkedReservation, linkedReservation, mppPaymentRef } from "../../shared/policy/store.js";
-import type { AgentDirectory, SettleResult, Settler } from "../x402/settler.js";
-import { verifySignature } from "../x402/signer.js";
+import { claimLinkedReservation, linkedReservation, mppPaymentRef } from "../reservations/store.js";
+import type { AgentDirectory, SettleResult, Settler } from "../settlement/settler.js";
+import { verifySignature } from "../chain/signer.js";
 import { MppPaymentError } from "./errors.js";
 import { RailSettlement } from "./rail-settlement.js";
 import { type MppRail, railOf } from "./rails.js";

@@ -29,8 +29,8 @@
 import type pg from "pg";
 import { withTransaction } from "../../../indexer/db/database.js";
 import { invocationOf } from "../invocations/address.js";
-import { mppChargeRef } from "../../shared/policy/store.js";
-import type { SettleResult } from "../x402/settler.js";
+import { mppChargeRef } from "../reservations/store.js";
+import type { SettleResult } from "../settlement/settler.js";
 import { MppPaymentError, MppPolicyError, type MppPolicyFailure, MppSessionError } from "./errors.js";
 import type { RailSettlement } from "./rail-settlement.js";
 import type { MppRail } from "./rails.js";

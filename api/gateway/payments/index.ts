@@ -3,6 +3,5 @@
  * authorizing it (policy, reservation, signature), the domain check a client asks for after its own
  * refused a host, and closing its reservation by hand.
  */
-export * from "./authorize.js";
 export * from "./reservations.js";
 export * from "./domain-check.js";

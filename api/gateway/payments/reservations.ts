@@ -10,7 +10,7 @@
  */
 import type { Db } from "../../../indexer/db/database.js";
 import { httpError } from "../../shared/errors.js";
-import { releaseReservation, reservationState, settleReservation } from "../../shared/policy/store.js";
+import { releaseReservation, reservationState, settleReservation } from "../reservations/store.js";
 import type { AgentRow } from "../../shared/rows.js";
 
 /** The agent's reservation `id` (a decimal id); NOT_FOUND when the agent has none by that id. */

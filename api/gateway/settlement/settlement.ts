@@ -25,16 +25,14 @@
  * because it holds the ledger and the wallets they need.
  */
 import { createAssociatedTokenAccountIdempotentInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
-import { type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
+import { type Keypair, type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
 import bs58 from "bs58";
 import type pg from "pg";
 import type { Logger } from "pino";
 import { associatedTransferAccounts, recordPaymentInstruction } from "../../../programs/payment_ledger/ts/index.js";
 import { withTransaction } from "../../../indexer/db/database.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
-import { checkInvocationPayment } from "../invocations/budget.js";
-import { type InvocationState, LedgerInvocations, type OpenedInvocation, type OpenInvocationInput } from "../invocations/ledger.js";
-import { InsufficientFundsError, PaymentError, PaymentPendingError } from "../wallets/errors.js";
+import { InsufficientFundsError, PaymentError, PaymentPendingError } from "../chain/errors.js";
 import {
   COMMITMENT,
   parseAddress,
@@ -44,11 +42,17 @@ import {
   signTransaction,
   submit,
   tokenBalanceUnits,
-} from "../wallets/ledger.js";
-import type { AgentWallets } from "../wallets/wallets.js";
-import type { Settler, SettleResult } from "../x402/settler.js";
-import { failureText, ledgerRefusal, refusalError, submitFailure } from "./ledger-errors.js";
-import { checkPayee, checkPayeeAccounts, DEFAULT_PAYEE_ACCOUNT_QUOTA, PayeeRefusedError } from "./payee.js";
+} from "../chain/ledger.js";
+import type { Settler, SettleResult } from "./settler.js";
+import {
+  checkInvocationPayment,
+  type InvocationAccounts,
+  type InvocationState,
+  type OpenedInvocation,
+  type OpenInvocationInput,
+} from "./invocation-accounts.js";
+import { failureText, ledgerRefusal, refusalError, submitFailure } from "../chain/ledger-errors.js";
+import { checkPayee, checkPayeeAccounts, DEFAULT_PAYEE_ACCOUNT_QUOTA, PayeeRefusedError } from "../chain/payee.js";
 import { type ReconcileReport, reconcilePendingSettlements } from "./reconciliation.js";
 import { type ParsedInput, parseInput, type SettlePaymentInput } from "./settle-input.js";
 import {
@@ -62,7 +66,7 @@ import {
 } from "./store.js";
 
 // The settle path's public API, from the files it was split into, so callers keep one import.
-export type { InvocationState, OpenedInvocation, OpenInvocationInput } from "../invocations/ledger.js";
+export type { InvocationAccounts, InvocationState, OpenedInvocation, OpenInvocationInput } from "./invocation-accounts.js";
 export type { ReconcileReport } from "./reconciliation.js";
 export type { SettlePaymentInput } from "./settle-input.js";
 export type { SettlementRecord } from "./store.js";
@@ -76,10 +80,18 @@ export interface PreparedSettlement {
   readonly signed: SignedTransaction;
 }
 
+/** The custodial wallets as settlement uses them (api/gateway/wallets' `AgentWallets`): the payer's key and balance. */
+export interface PayerWallets {
+  keypair(agentId: string): Promise<Keypair>;
+  balance(agentId: string): Promise<bigint>;
+}
+
 export interface SettlementDeps {
   readonly pool: pg.Pool;
-  readonly wallets: AgentWallets;
+  readonly wallets: PayerWallets;
   readonly ledger: SettlementLedger;
+  /** The invocation accounts payments under `agents.invoke` are checked against (api/gateway/invocations' `LedgerInvocations`). */
+  readonly invocations: InvocationAccounts;
   /**
    * New payee token accounts the authority pays rent for, per paying account in any 24 hours
    * (api/gateway/settlement/payee.ts); `DEFAULT_PAYEE_ACCOUNT_QUOTA` when absent.
@@ -93,11 +105,8 @@ export interface SettlementDeps {
 export class Settlement implements Settler {
   /** Payees whose token account is known to exist: no create instruction for them. */
   readonly #payeeAccounts = new Set<string>();
-  readonly #invocations: LedgerInvocations;
 
-  constructor(private readonly deps: SettlementDeps) {
-    this.#invocations = new LedgerInvocations(deps);
-  }
+  constructor(private readonly deps: SettlementDeps) {}
 
   /** Records (and on the atomic rail, moves) one payment; resolves once it is confirmed. */
   async settlePayment(input: SettlePaymentInput, signal?: AbortSignal): Promise<SettlementResult> {
@@ -221,12 +230,12 @@ export class Settlement implements Settler {
    * parent link and cannot exceed `budgetUnits` in total (api/gateway/invocations/ledger.ts).
    */
   openInvocation(input: OpenInvocationInput, signal?: AbortSignal): Promise<OpenedInvocation> {
-    return this.#invocations.openInvocation(input, signal);
+    return this.deps.invocations.openInvocation(input, signal);
   }
 
   /** The invocation account as the chain holds it now, or null if there is none. */
   invocationState(invocation: PublicKey): Promise<InvocationState | null> {
-    return this.#invocations.invocationState(invocation);
+    return this.deps.invocations.invocationState(invocation);
   }
 
   /** A settlement the gateway signed, by transaction signature (for retried requests and status reads). */

@@ -17,7 +17,7 @@
  */
 import type { Keypair } from "@solana/web3.js";
 import type pg from "pg";
-import { type RecentBlockhash, recentBlockhash, type SettlementLedger, tokenBalanceUnits } from "../wallets/ledger.js";
+import { type RecentBlockhash, recentBlockhash, type SettlementLedger, tokenBalanceUnits } from "../chain/ledger.js";
 import {
   closeUnpaid,
   findTransfer,
@@ -27,13 +27,13 @@ import {
   type TransferRecorder,
   transferBySignature,
 } from "./landing.js";
-import type { LedgerNetworks } from "../networks.js";
+import type { LedgerNetworks } from "../chain/networks.js";
 import { type OfferContext, type ReadOffers, readMppChallenges, readX402V1, readX402V2, type TransferOffer } from "./offers.js";
 import { type TransferRow, transferByRef, transferByReservation } from "./store.js";
 import { type TransferSweepReport, sweepTransfers } from "./sweep.js";
 import { type SignedTransfer, signTransfer } from "./transaction.js";
 
-export { LOCAL_DEVNET_ALIASES, type LedgerNetworks, ledgerNetworks } from "../networks.js";
+export { LOCAL_DEVNET_ALIASES, type LedgerNetworks, ledgerNetworks } from "../chain/networks.js";
 export type { MppChallenge, TransferFormat, TransferOffer } from "./offers.js";
 export { type NewTransfer, TRANSFER_REF_PREFIX, type TransferRow, insertTransfer, transferPaymentRef } from "./store.js";
 export type { SignedTransfer } from "./transaction.js";

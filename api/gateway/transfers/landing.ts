@@ -26,10 +26,10 @@
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
-import { landLinkedReservation, releaseLinkedReservation } from "../../shared/policy/store.js";
+import { landLinkedReservation, releaseLinkedReservation } from "../reservations/store.js";
 import type { SettlePaymentInput } from "../settlement/settle-input.js";
-import { COMMITMENT, type SettlementLedger } from "../wallets/ledger.js";
-import { pendingSettlementSignature, type SettleResult } from "../x402/settler.js";
+import { COMMITMENT, type SettlementLedger } from "../chain/ledger.js";
+import { pendingSettlementSignature, type SettleResult } from "../settlement/settler.js";
 import { markClosed, markLanded, markRecorded, recordAttempts, type TransferRow } from "./store.js";
 
 /** `Settlement.settlePayment`: records a payment (here always with a settlement reference). */

@@ -17,7 +17,7 @@
  */
 import { PublicKey } from "@solana/web3.js";
 import { badRequest } from "../../shared/errors.js";
-import type { LedgerNetworks } from "../networks.js";
+import type { LedgerNetworks } from "../chain/networks.js";
 
 export type TransferFormat = "x402-v2" | "x402-v1" | "mpp";
 

@@ -13,7 +13,7 @@
  *
  * Safe to run concurrently with itself and with `complete` (see landing.ts).
  */
-import { COMMITMENT } from "../wallets/ledger.js";
+import { COMMITMENT } from "../chain/ledger.js";
 import { closeUnpaid, findTransfer, recordLanded, type TransferDeps } from "./landing.js";
 import { openTransfers } from "./store.js";
 

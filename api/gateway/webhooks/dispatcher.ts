@@ -28,7 +28,7 @@ import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import pino from "pino";
 import { withTransaction } from "../../../indexer/db/database.js";
-import { readStoredPayload } from "../events/payloads.js";
+import { readStoredPayload } from "./payloads.js";
 import { type BackoffPolicy, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, retryDelayMs } from "./backoff.js";
 import { type Mailer, renderEmail } from "./email.js";
 import { postWebhook } from "./http.js";

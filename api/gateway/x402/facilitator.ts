@@ -36,14 +36,14 @@ import {
   linkedReservation,
   releaseLinkedReservation,
   x402PaymentRef,
-} from "../../shared/policy/store.js";
+} from "../reservations/store.js";
 import type { VerifyFailureReason } from "./errors.js";
 import { claimNonce, failNonceClaim, nonceClaim, nonceUsed, recordNonceSent, settleNonceClaim } from "./nonces.js";
 import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
-import { type AgentDirectory, pendingSettlementSignature, type SettleResult, type Settler } from "./settler.js";
-import { verifySignature } from "./signer.js";
-import { payeeRefusal } from "../settlement/payee.js";
+import { type AgentDirectory, pendingSettlementSignature, type SettleResult, type Settler } from "../settlement/settler.js";
+import { verifySignature } from "../chain/signer.js";
+import { payeeRefusal } from "../chain/payee.js";
 import { unfailedSettlementOf } from "../settlement/store.js";
 
 // The nonce store's pruning and its grace, where callers have always found them.

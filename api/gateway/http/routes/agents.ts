@@ -17,14 +17,15 @@
  *   it is known (a failure is answered only once the transaction can no longer land).
  */
 import { PublicKey } from "@solana/web3.js";
-import { AgentNotEmptyError, archiveAgent } from "../../agent-archive.js";
+import { AgentNotEmptyError, archiveAgent } from "../../payments/agent-archive.js";
 import { internalAgentId } from "../../../shared/agent-ids.js";
 import { agentOfAccount, listAgentsPage } from "../../../shared/agents.js";
 import { boundAgent } from "../../../shared/scopes.js";
 import { type BalanceReader, rpcBalanceReader } from "../../../shared/balances.js";
 import type { AgentRow } from "../../../shared/rows.js";
 import { parseAgentId } from "../../../shared/validation.js";
-import { createAgentWallet, WalletExistsError, type WalletOperationResult } from "../../wallets/index.js";
+import { createAgentWallet, type WalletOperationResult } from "../../wallets/index.js";
+import { WalletExistsError } from "../../chain/index.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
 import {
   booleanParam,

@@ -49,16 +49,8 @@
 import { endpointHost, type ProtocolPreference } from "../../../shared/policy/index.js";
 import { explorerLink } from "../../../../indexer/store/projections.js";
 import { parseTxHash } from "../../../shared/validation.js";
-import {
-  type AuthorizeResult,
-  authorizeInTransaction,
-  checkDomainInTransaction,
-  completeReservation,
-  type Offer,
-  prepareAuthorization,
-  releaseAgentReservation,
-  requireAgentReservation,
-} from "../../payments/index.js";
+import { checkDomainInTransaction, completeReservation, releaseAgentReservation, requireAgentReservation } from "../../payments/index.js";
+import { type AuthorizeResult, authorizeInTransaction, type Offer, prepareAuthorization } from "../../pay/authorize.js";
 import { parseMppPaymentRequest } from "../../mpp/request.js";
 import { submissionBody } from "../../mpp/submission.js";
 import { encodePaymentHeaders } from "../../x402/headers.js";
@@ -71,7 +63,7 @@ import { usdcJson } from "../../../shared/money.js";
 import { badRequest, httpError } from "../../../shared/http/problem.js";
 import { budgetExceededAnswer, policyViolationAnswer } from "../refusals.js";
 import { json } from "../../../shared/http/router.js";
-import { checkPayee } from "../../settlement/payee.js";
+import { checkPayee } from "../../chain/payee.js";
 import type { SignedTransfers, TransferOffer } from "../../transfers/index.js";
 import type { Route, RouteContext } from "../deps.js";
 

@@ -40,17 +40,17 @@ import { badRequest, httpError } from "../../shared/errors.js";
 import { refuseArchived } from "../../shared/http/input.js";
 import { type BudgetState, chooseProtocol, type PolicyRejected } from "../../shared/policy/engine.js";
 import { EMPTY_POLICY, type Protocol, type ProtocolPreference } from "../../shared/policy/policy.js";
+import { getPolicy } from "../../shared/policy/store.js";
 import {
-  getPolicy,
   linkReservation,
   mppPaymentRef,
   type ReservationRefusal,
   type ReserveOptions,
   reserveInTransaction,
   x402PaymentRef,
-} from "../../shared/policy/store.js";
+} from "../reservations/store.js";
 import type { AgentRow } from "../../shared/rows.js";
-import { lockAgentArchivedAt } from "../agent-archive.js";
+import { lockAgentArchivedAt } from "../payments/agent-archive.js";
 import { emitPaymentEvents } from "../events/gateway.js";
 import {
   asRejection,
@@ -62,8 +62,8 @@ import {
 import { chooseMethod } from "../mpp/rails.js";
 import type { MppPaymentRequest } from "../mpp/request.js";
 import { type MppSubmission, signMppSubmission } from "../mpp/submission.js";
-import { recordRefusedPayment } from "../rejections.js";
-import { checkPayee } from "../settlement/payee.js";
+import { recordRefusedPayment } from "../payments/rejections.js";
+import { checkPayee } from "../chain/payee.js";
 import {
   insertTransfer,
   paymentHeaders,
@@ -77,7 +77,7 @@ import type { AgentWallets } from "../wallets/index.js";
 import type { PaymentPayload } from "../x402/payload.js";
 import type { PaymentRequirement } from "../x402/requirement.js";
 import { signPaymentPayload } from "../x402/sign.js";
-import { type AgentSigner, keypairSigner } from "../x402/signer.js";
+import { type AgentSigner, keypairSigner } from "../chain/signer.js";
 
 /**
  * The target's 402 offer: its x402 requirement (spec 2.7), its MPP request (spec 2.9), and the

@@ -43,12 +43,12 @@ import {
   releaseLinkedReservation,
   releaseUnclaimedReservation,
   x402PaymentRef,
-} from "../../shared/policy/store.js";
+} from "../reservations/store.js";
 import { type Invocations, openMissingInvocations } from "../invocations/index.js";
 import { sweepPaymentAbandoned, sweepPaymentFailed, sweepPaymentPending, sweepPaymentSettled } from "../mpp/store.js";
 import { sweepNonceAbandoned, sweepNonceFailed, sweepNoncePending, sweepNonceSettled } from "../x402/nonces.js";
 import type { SignedTransfers } from "../transfers/index.js";
-import type { AgentDirectory } from "../x402/settler.js";
+import type { AgentDirectory } from "../settlement/settler.js";
 import { linkedReservationsToSweep, mppClaimsToSweep, PAYMENT_REF_KINDS, x402ClaimsToSweep } from "./sweeper-store.js";
 
 /** A claim without a transaction is given this long to commit its settlement row. */

@@ -50,7 +50,7 @@ export interface GatewayOptions {
   readonly allowPrivateNetworks?: boolean;
   /** Webhook endpoints may be registered on loopback (local development only). */
   readonly allowLoopbackWebhooks?: boolean;
-  /** New payee token accounts the authority funds per paying account in 24 h (settlement/payee.ts). */
+  /** New payee token accounts the authority funds per paying account in 24 h (chain/payee.ts). */
   readonly payeeAccountQuota?: number;
   /** New attested payers whose state's rent the authority pays, per account in 24 h (cosigned/cosigned.ts). */
   readonly attestedPayerQuota?: number;
@@ -61,8 +61,8 @@ export interface GatewayOptions {
   /** The explorer cluster answers link to (`mainnet-beta`, `devnet`, or an RPC URL). */
   readonly explorerCluster?: string;
   /**
-   * Extra network names of real x402 / MPP offers that mean this ledger (api/gateway/transfers/
-   * networks.ts): a local ledger's stand-in names for the official SDKs. None by default.
+   * Extra network names of real x402 / MPP offers that mean this ledger (api/gateway/chain/networks.ts):
+   * a local ledger's stand-in names for the official SDKs. None by default.
    */
   readonly networkAliases?: readonly string[];
   /**

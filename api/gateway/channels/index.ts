@@ -1,5 +1,5 @@
 /**
- * Channel sessions (issue 16, docs/protocols.md "Channel sessions"): the gateway's half of a
+ * Channel sessions (docs/protocols.md "Channel sessions"): the gateway's half of a
  * payment channel of payment_ledger. The gateway is the agent's custodian (it signs vouchers with
  * the agent's wallet key) and the program's authority (it co-signs opens and settles for payees).
  *

@@ -83,7 +83,7 @@ export async function openSession(deps: ChannelDeps, request: OpenRequest, now: 
   const payer = await deps.keys.get(agent.agent_id);
   const invocation =
     parentTxHash === null ? null : (await requireSubAgentInvocation(requireReader(deps), parentTxHash, agent.wallet_address)).invocation;
-  // Rule 2 of the payees (settlement/payee.ts): a plain wallet, its token account of the Token program.
+  // Rule 2 of the payees (chain/payee.ts): a plain wallet, its token account of the Token program.
   const payeeToken = getAssociatedTokenAddressSync(ledger.mint, payee, true);
   const [wallet, token] = await ledger.connection.getMultipleAccountsInfo([payee, payeeToken], COMMITMENT);
   const { createTokenAccount } = checkPayeeAccounts(payee.toBase58(), {

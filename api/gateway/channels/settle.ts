@@ -68,7 +68,7 @@ const MAX_BATCHES_PER_PASS = 400;
 /** Batches a presentation's request waits for (200 charges); the loop settles the rest. */
 export const MAX_BATCHES_PER_REQUEST = 8;
 
-/** How long a signed batch may reuse a cached blockhash (wallets/ledger.ts `recentBlockhash`), with a margin. */
+/** How long a signed batch may reuse a cached blockhash (chain/ledger.ts `recentBlockhash`), with a margin. */
 const BLOCKHASH_REUSE_MS = 1_200;
 
 export interface PresentedCharge {

@@ -1,7 +1,7 @@
 /**
  * A sub-agent's invocation budget (spec 2.6, 4.7, 7 `BudgetExceededError`), checked by the gateway
  * twice. Under the agent's reservation lock (`ReserveOptions.check`, built by `invocationBudgetCheck`)
- * when it authorizes a payment (api/gateway/payments/authorize.ts) and when it admits an MPP
+ * when it authorizes a payment (api/gateway/pay/authorize.ts) and when it admits an MPP
  * session charge (api/gateway/mpp/charge-policy.ts): a refusal is recorded like a policy rejection
  * (`asRejection`). And against the invocation account right before a payment under it is signed
  * (`checkInvocationPayment`, api/gateway/settlement/settlement.ts), so a payment the program would

@@ -21,7 +21,7 @@ import { markPaymentAuthorized, markPaymentFailed, markPaymentSettled, notePayme
 /** A claimed `mpp_payments` row, about to be settled. */
 export interface PaymentClaim {
   readonly id: string;
-  /** Names the signed payment on its settlement (api/shared/policy/store.ts payment links). */
+  /** Names the signed payment on its settlement (api/gateway/reservations/store.ts payment links). */
   readonly paymentRef: string;
   readonly agentId: string;
   readonly rail: MppRail;

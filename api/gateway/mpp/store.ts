@@ -3,7 +3,7 @@
  * The SQL on them lives here; the MPP service (service.ts), its rail settlement
  * (rail-settlement.ts), its sessions (sessions.ts) and the sweeper (api/gateway/settlement) call it.
  * The sweeper's scans, which join these rows with settlements, are in
- * api/gateway/settlement/sweeper-store.ts.
+ * api/gateway/loops/sweeper-store.ts.
  *
  * Authority: `mpp_payments` is the truth for which signed submission (payer, nonce) was claimed (a
  * claim is never released, so a nonce never pays twice) and for what the gateway learned of each

@@ -1,39 +1,17 @@
 /**
  * Authorizing a payment for an agent (spec 4.7 `pay` steps 2–5, done by the gateway for the
- * client; `POST /v1/agents/{agentId}/payments/authorize` parses the request and renders the answer).
- *
- * The gateway picks the protocol (x402 by default, spec 1 routing rules; the request's or the
- * policy's `protocolPreference`), checks the spend policy and reserves the amount, then signs with
- * the agent's wallet key: an x402 PaymentPayload, or an MPP submission for `paymentEndpoint`. A
- * policy rejection is recorded (status `rejected`, `policy.violation`) and returned as a refusal,
- * not thrown, so that it commits. The reservation is linked to the signed payment
- * (`x402:<payer>:<nonce>` / `mpp:<payer>:<nonce>`, with its `validUntil`) in the same transaction,
- * so the facilitator that settles it closes the reservation by itself and the sweeper releases it
- * once the payment expired unused.
- *
- * Sub-agents (`agents.invoke`, spec 2.6, 4.7, 7 `BudgetExceededError`): `parentTxHash` makes the
- * payment one of a sub-agent under the invocation its invoker opened with that transaction. The
- * invocation's remaining budget is checked under the agent's reservation lock
- * (api/gateway/invocations/budget.ts), so concurrent authorizations cannot together exceed it; a
- * breach is recorded like a policy rejection and returned as `budget_exceeded`. The program
- * enforces the same cap when the payment settles. `invocationBudgetUnits` (x402) makes the payment
- * invoke its payee, an agent of this gateway, as a sub-agent with that budget: the facilitator
- * opens the invocation once the payment settled.
- *
- * Real x402 and MPP payees (issue 12, api/gateway/transfers): the offer may also hold x402 v2 / v1
- * `exact` requirements and MPP `solana` `charge` challenges. The protocol is chosen exactly as for
- * the spec's formats (within a protocol, the spec's own format first); the policy decides on the
- * amount and the endpoint's domain before anything is signed, and the reservation is made as
- * always. Then the agent signs the transfer transaction the payee's side co-signs and broadcasts,
- * recorded in `signed_transfers` and linked to the reservation (`transfer:<agent signature>`)
- * as already claimed: once the bytes are out they may land until their blockhash expires, so
- * `release` is refused and the reservation closes only with the transfer's outcome
- * (api/gateway/transfers/landing.ts).
+ * client). It sits above the protocols because it chooses among them: x402 by default (spec 1;
+ * the request's or the policy's `protocolPreference`), the spec's formats before real x402 / MPP
+ * offers. The spend policy decides and the amount is reserved, then the agent's key signs: an
+ * x402 payload, an MPP submission, or a transfer for a real payee (api/gateway/transfers). The
+ * reservation is linked to the signed payment in the same transaction, so its settler closes it
+ * and the sweeper releases it once unused; a signed transfer's link is claimed from the start
+ * (its bytes may land until their blockhash expires). A policy refusal or a sub-agent's breach of
+ * its invocation budget is recorded and returned, not thrown, so that it commits.
  *
  * Two steps, because the REST layer runs the second inside the Idempotency-Key's transaction:
- * `prepareAuthorization` (reads that need no transaction: the payee agent, the invocation, the
- * wallet key; refusing here reserves nothing) and `authorizeInTransaction`. Refusals the request
- * itself causes are thrown as ServiceError with their REST code (and roll the transaction back).
+ * `prepareAuthorization` (reads that need no transaction; refusing here reserves nothing) and
+ * `authorizeInTransaction`. Refusals the request itself causes are thrown as ServiceError.
  */
 import type pg from "pg";
 import { badRequest, httpError } from "../../shared/errors.js";
@@ -233,7 +211,7 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
   const { request, signer, invocation } = prepared;
   const { agent, endpoint, offer, parentTxHash, invocationBudgetUnits } = request;
   // Again under a share lock: an archive committed since the caller found the agent wins, and one
-  // that starts now waits for this reservation and then sees it (api/gateway/agent-archive.ts).
+  // that starts now waits for this reservation and then sees it (api/gateway/payments/agent-archive.ts).
   refuseArchived({ public_id: agent.public_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
   const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
   const choice = choosePayment(offer, request.preference ?? policy.protocolPreference);

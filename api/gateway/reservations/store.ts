@@ -75,7 +75,7 @@ export async function reserveInTransaction(
 }
 
 /**
- * Five round trips (were seven): SAVEPOINT, the lock, the policy, the usage, the INSERT (the
+ * Five round trips: SAVEPOINT, the lock, the policy, the usage, the INSERT (the
  * savepoint ends with the caller's transaction; values are always bound parameters). The policy and usage reads stay separate statements after the lock (each
  * READ COMMITTED statement's snapshot is taken when it starts, so after the lock is held: they see
  * every reservation committed before; one combined statement measured no faster — planning its

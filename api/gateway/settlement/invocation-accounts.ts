@@ -16,7 +16,7 @@ export interface InvocationAccount {
   readonly spentUnits: bigint;
 }
 
-/** The same account, by the name `Settlement.invocationState` has always answered with. */
+/** The same account, as `Settlement.invocationState` answers it. */
 export type InvocationState = InvocationAccount;
 
 export interface OpenInvocationInput {

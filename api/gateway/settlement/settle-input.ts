@@ -11,7 +11,7 @@ import { PaymentError } from "../chain/errors.js";
 import { checkAmountUnits, parseAddress } from "../chain/ledger.js";
 import type { SettleRequest } from "./settler.js";
 
-/** The protocol layer's settle request (api/gateway/x402/settler.ts), whose reference may also be base58 text. */
+/** The protocol layer's settle request (api/gateway/settlement/settler.ts), whose reference may also be base58 text. */
 export interface SettlePaymentInput extends Omit<SettleRequest, "settlementReference"> {
   /**
    * 64 bytes naming a separate settlement (base58 text or bytes): a third-party x402

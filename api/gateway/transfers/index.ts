@@ -1,8 +1,8 @@
 /**
- * Signed transfers: how the gateway pays real x402 and MPP servers (issue 12). The payee asked in
+ * Signed transfers: how the gateway pays real x402 and MPP servers. The payee asked in
  * its own format (an x402 v2 `PAYMENT-REQUIRED` header, an x402 v1 body, an MPP `solana`
  * `charge` challenge); the gateway checks the spend policy and reserves the amount exactly as for
- * the spec's formats (payments/authorize.ts), then signs, with the agent's custodial key, the
+ * the spec's formats (pay/authorize.ts), then signs, with the agent's custodial key, the
  * token transfer the payee's facilitator or server co-signs and broadcasts. Once it landed, the
  * payment is recorded in payment_ledger as a separate record naming the transfer as its
  * settlement reference; the indexer marks it verified after checking that transfer on chain.
@@ -13,7 +13,7 @@
  * once, reservation closed), `sweep.ts` (the sweeper's step). Design: docs/protocols.md
  * "Paying real x402 and MPP servers".
  *
- * Imported by payments/authorize.ts, the payment routes, the sweeper and gateway.ts.
+ * Imported by pay/authorize.ts, the payment routes, the sweeper and gateway.ts.
  */
 import type { Keypair } from "@solana/web3.js";
 import type pg from "pg";

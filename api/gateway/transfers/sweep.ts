@@ -1,5 +1,5 @@
 /**
- * The sweeper's step for signed transfers (run by api/gateway/settlement/sweeper.ts each pass):
+ * The sweeper's step for signed transfers (run by api/gateway/loops/sweeper.ts each pass):
  * every row still `signed` or `landed` is followed to its end, so no reservation stays open and
  * no transfer goes unrecorded, whatever crashed or failed half way (a client that never called
  * `complete`, a record that failed or whose outcome was unknown, a gateway restart):

@@ -5,7 +5,7 @@
  *   (`nextCursor`), each with its chain balance: one batched read per 100 wallets, 0 for a wallet
  *   never funded; a chain that does not answer is 503, never a made-up balance.
  *   Archived agents are left out unless `includeArchived=true`.
- * - `DELETE /v1/agents/{agentId}[?force=true]` archives the agent (api/gateway/agent-archive.ts): refused
+ * - `DELETE /v1/agents/{agentId}[?force=true]` archives the agent (api/gateway/payments/agent-archive.ts): refused
  *   with 409 AGENT_NOT_EMPTY while it holds funds or has open payments, unless forced; afterwards
  *   it cannot authorize or be funded (409 AGENT_ARCHIVED) and its history stays readable.
  * - `POST /v1/agents` registers an agent with a new sealed wallet. An external effect under the

@@ -62,27 +62,27 @@ const RULES: readonly Rule[] = [
 const GATEWAY = "api/gateway";
 const GATEWAY_FLOORS: Readonly<Record<string, number>> = {
   chain: 1,
+  reservations: 1,
+  card: 1,
+  webhooks: 1,
   wire: 2,
-  reservations: 2,
   wallets: 2,
-  card: 2,
-  webhooks: 2,
-  settlement: 3,
-  events: 3,
-  payments: 4,
-  invocations: 4,
-  cosigned: 4,
-  x402: 5,
-  mpp: 5,
-  channels: 5,
-  transfers: 5,
-  pay: 6,
-  loops: 6,
-  http: 7,
-  mcp: 7,
-  dashboard: 7,
+  settlement: 2,
+  events: 2,
+  payments: 3,
+  invocations: 3,
+  cosigned: 3,
+  x402: 4,
+  mpp: 4,
+  channels: 4,
+  transfers: 4,
+  pay: 5,
+  loops: 5,
+  http: 6,
+  mcp: 6,
+  dashboard: 6,
 };
-const GATEWAY_TOP_FLOOR = 8;
+const GATEWAY_TOP_FLOOR = 7;
 
 /** The gateway folder of a path (`""` for a top-level file), or null outside api/gateway. */
 function gatewayFolder(path: string): string | null {
@@ -208,10 +208,10 @@ describe("import rules", () => {
       "dashboard/src/views/ledger.tsx -> api/query/read/transactions.js  [dashboard/ imports nothing outside dashboard/]",
       "indexer/pipeline.ts -> api/shared/keys.js  [indexer/ imports nothing from api/ or scripts/]",
       "programs/payment_ledger/ts/index.ts -> test/support/poll.js  [production code imports neither scripts/ nor test/]",
-      "api/gateway/settlement/settlement.ts -> api/gateway/invocations/ledger.js  [gateway floors: api/gateway/settlement (floor 3) never imports a higher floor, api/gateway/invocations (floor 4)]",
-      "api/gateway/mpp/submission.ts -> api/gateway/x402/payload.js  [gateway floors: api/gateway/mpp (floor 5) never imports a sibling on the same floor, api/gateway/x402 (floor 5)]",
-      "api/gateway/chain/ledger.ts -> api/gateway/gateway.js  [gateway floors: api/gateway/chain (floor 1) never imports a higher floor, api/gateway/ (top level) (floor 8)]",
-      "api/gateway/webhooks/dispatcher.ts -> api/gateway/events/gateway.js  [gateway floors: api/gateway/webhooks (floor 2) never imports a higher floor, api/gateway/events (floor 3)]",
+      "api/gateway/settlement/settlement.ts -> api/gateway/invocations/ledger.js  [gateway floors: api/gateway/settlement (floor 2) never imports a higher floor, api/gateway/invocations (floor 3)]",
+      "api/gateway/mpp/submission.ts -> api/gateway/x402/payload.js  [gateway floors: api/gateway/mpp (floor 4) never imports a sibling on the same floor, api/gateway/x402 (floor 4)]",
+      "api/gateway/chain/ledger.ts -> api/gateway/gateway.js  [gateway floors: api/gateway/chain (floor 1) never imports a higher floor, api/gateway/ (top level) (floor 7)]",
+      "api/gateway/webhooks/dispatcher.ts -> api/gateway/events/gateway.js  [gateway floors: api/gateway/webhooks (floor 1) never imports a higher floor, api/gateway/events (floor 2)]",
       "api/gateway/unplaced/thing.ts -> api/gateway/chain/ledger.js  [api/gateway/unplaced has no floor in GATEWAY_FLOORS]",
     ]);
   });

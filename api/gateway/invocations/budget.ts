@@ -1,14 +1,12 @@
 /**
  * A sub-agent's invocation budget (spec 2.6, 4.7, 7 `BudgetExceededError`), checked by the gateway
  * twice. Under the agent's reservation lock (`ReserveOptions.check`, built by `invocationBudgetCheck`)
- * when it authorizes a payment (api/gateway/pay/authorize.ts) and when it admits an MPP
- * session charge (api/gateway/mpp/charge-policy.ts): a refusal is recorded like a policy rejection
- * (`asRejection`). And against the invocation account right before a payment under it is signed
- * (`checkInvocationPayment`, api/gateway/settlement/settlement.ts), so a payment the program would
- * refuse is never sent.
+ * when it authorizes a payment, opens a channel or admits an MPP session charge: a refusal is
+ * recorded like a policy rejection (api/gateway/payments/authorize.ts). And against the invocation
+ * account right before a payment under it is signed (`checkInvocationPayment`,
+ * api/gateway/settlement/invocation-accounts.ts), so a payment the program would refuse is never sent.
  */
 import { formatUsdcShort } from "../../shared/money.js";
-import type { PolicyAllowed, PolicyRejected, ReasonCode } from "../../shared/policy/engine.js";
 import { limitReason } from "../../shared/policy/reasons.js";
 import type { Db } from "../../shared/policy/store.js";
 import { type ReservationRefusal, type ReserveOptions, unitsUnderParent } from "../reservations/store.js";
@@ -59,23 +57,4 @@ export async function invocationBudgetRefusal(
 /** The reservation option that holds a sub-agent's payment to its invocation's remaining budget (`invocationBudgetRefusal`). */
 export function invocationBudgetCheck(input: Parameters<typeof invocationBudgetRefusal>[1]): ReserveOptions {
   return { check: (locked) => invocationBudgetRefusal(locked, input) };
-}
-
-/**
- * A refusal beyond the policy engine (the policy allowed the payment) as a rejection, so it is
- * recorded like one (spec 3): status rejected, `policy.violation`, alerts.
- */
-export function asRejection(decision: PolicyAllowed, refusal: ReservationRefusal): PolicyRejected {
-  return {
-    ...decision,
-    decision: "reject",
-    // Beyond the policy engine's own codes; the events and the listing take any code.
-    reasonCode: refusal.reasonCode as ReasonCode,
-    reason: refusal.reason,
-    errorClass: "PolicyViolationError",
-    requested: refusal.requested,
-    limit: refusal.limit,
-    unit: refusal.unit,
-    warnings: [],
-  };
 }

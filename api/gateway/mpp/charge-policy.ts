@@ -11,19 +11,17 @@
  * as `budget_exceeded`. An archived agent is not charged (its row is read under a share lock).
  */
 import type pg from "pg";
+import { authorizeWithinPolicy } from "../payments/authorize.js";
 import { lockAgentArchivedAt } from "../payments/agent-archive.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
-import { emitPaymentEvents } from "../events/gateway.js";
-import { asRejection, invocationBudgetCheck, type InvocationReader, subAgentInvocationState } from "../invocations/index.js";
+import { invocationBudgetCheck, type InvocationReader, subAgentInvocationState } from "../invocations/index.js";
 import {
   landLinkedReservation,
   linkReservation,
   mppChargeRef,
   releaseLinkedReservation,
   type ReserveOptions,
-  reserveInTransaction,
 } from "../reservations/store.js";
-import { recordRefusedPayment } from "../payments/rejections.js";
 import type { ChargeAdmission, SessionCharge, SessionChargePolicy } from "./sessions.js";
 
 export type { InvocationReader } from "../invocations/index.js";
@@ -47,14 +45,20 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
       };
     }
     const at = this.clock();
-    const request = { endpoint: charge.endpoint, amountUnits: charge.amountUnits, protocol: "mpp", offeredProtocols: ["mpp"] } as const;
     const reader = this.invocations;
     const parent = charge.parentTxHash;
     const options: ReserveOptions = parent === null || reader === undefined ? {} : chargeBudgetCheck(reader, charge, parent);
-    const { decision, reservationId, refusal } = await reserveInTransaction(client, charge.agentId, request, at, options);
-    const refused = { agentId: charge.agentId, amountUnits: charge.amountUnits, endpoint: charge.endpoint, protocol: "mpp", at } as const;
-    if (refusal != null && decision.decision === "allow") {
-      await recordRefusedPayment(client, { ...refused, rejected: asRejection(decision, refusal) });
+    const request = {
+      agentId: charge.agentId,
+      endpoint: charge.endpoint,
+      amountUnits: charge.amountUnits,
+      protocol: "mpp",
+      at,
+      options,
+    } as const;
+    const authorization = await authorizeWithinPolicy(client, request);
+    if (authorization.outcome === "budget_exceeded") {
+      const { refusal } = authorization;
       return {
         admitted: false,
         reasonCode: refusal.reasonCode,
@@ -63,12 +67,11 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
         failure: "budget_exceeded",
       };
     }
-    if (decision.decision === "reject") {
-      await recordRefusedPayment(client, { ...refused, rejected: decision });
+    if (authorization.outcome === "policy_violation") {
+      const { decision } = authorization;
       return { admitted: false, reasonCode: decision.reasonCode, reason: decision.reason, errorClass: decision.errorClass };
     }
-    await emitPaymentEvents(client, { agentId: charge.agentId, decision, at });
-    return { admitted: true, reservationId };
+    return { admitted: true, reservationId: authorization.reservationId };
   }
 
   async link(client: pg.PoolClient, reservationId: string, chargeId: string, parentTxHash: string | null): Promise<void> {

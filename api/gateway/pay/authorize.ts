@@ -19,28 +19,14 @@ import { refuseArchived } from "../../shared/http/input.js";
 import { type BudgetState, chooseProtocol, type PolicyRejected } from "../../shared/policy/engine.js";
 import { EMPTY_POLICY, type Protocol, type ProtocolPreference } from "../../shared/policy/policy.js";
 import { getPolicy } from "../../shared/policy/store.js";
-import {
-  linkReservation,
-  mppPaymentRef,
-  type ReservationRefusal,
-  type ReserveOptions,
-  reserveInTransaction,
-  x402PaymentRef,
-} from "../reservations/store.js";
+import { linkReservation, mppPaymentRef, type ReservationRefusal, type ReserveOptions, x402PaymentRef } from "../reservations/store.js";
 import type { AgentRow } from "../../shared/rows.js";
+import { authorizeWithinPolicy } from "../payments/authorize.js";
 import { lockAgentArchivedAt } from "../payments/agent-archive.js";
-import { emitPaymentEvents } from "../events/gateway.js";
-import {
-  asRejection,
-  invocationBudgetCheck,
-  type Invocations,
-  requireInvocations,
-  requireSubAgentInvocation,
-} from "../invocations/index.js";
+import { invocationBudgetCheck, type Invocations, requireInvocations, requireSubAgentInvocation } from "../invocations/index.js";
 import { chooseMethod } from "../mpp/rails.js";
 import type { MppPaymentRequest } from "../mpp/request.js";
 import { type MppSubmission, signMppSubmission } from "../mpp/submission.js";
-import { recordRefusedPayment } from "../payments/rejections.js";
 import { checkPayee } from "../chain/payee.js";
 import {
   insertTransfer,
@@ -225,7 +211,6 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
   const amountUnits =
     choice.kind === "transfer" ? choice.offer.amountUnits : protocol === "x402" ? offer.x402!.amountUnits : offer.mpp!.amountUnits;
   if (choice.kind === "transfer") checkTransferOffer(prepared, choice.offer);
-  const payment = { endpoint, amountUnits, protocol, offeredProtocols: [protocol] } as const;
   const options: ReserveOptions =
     parentTxHash === null
       ? {}
@@ -237,20 +222,16 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
           readInvocation: async () =>
             (await requireSubAgentInvocation(requireInvocations(prepared.deps.invocations), parentTxHash, agent.wallet_address)).state,
         });
-  const { decision, reservationId, refusal } = await reserveInTransaction(client, agent.agent_id, payment, now, options);
-  const refused = { agentId: agent.agent_id, amountUnits, endpoint, protocol, at: now } as const;
-  if (refusal != null && decision.decision === "allow") {
-    const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: asRejection(decision, refusal) });
+  const authorization = await authorizeWithinPolicy(client, { agentId: agent.agent_id, endpoint, amountUnits, protocol, at: now, options });
+  if (authorization.outcome === "budget_exceeded") {
+    const { refusal, rejectionId } = authorization;
     return { outcome: "budget_exceeded", refusal, parentTxHash, invocation, rejectionId };
   }
-  if (decision.decision === "reject") {
-    const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: decision });
-    return { outcome: "policy_violation", decision, rejectionId };
-  }
-  await emitPaymentEvents(client, { agentId: agent.agent_id, decision, at: now });
+  if (authorization.outcome === "policy_violation") return authorization;
+  const { decision, reservationId } = authorization;
   const authorized = {
     outcome: "authorized",
-    reservationId: reservationId!,
+    reservationId: reservationId,
     protocol,
     amountUnits,
     budgetState: decision.budget.state,
@@ -265,7 +246,7 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
   if (protocol === "x402") {
     const payload = await signPaymentPayload(signer, offer.x402!, { now });
     const p = payload.payload;
-    await linkReservation(client, reservationId!, {
+    await linkReservation(client, reservationId, {
       paymentRef: x402PaymentRef(p.from, p.nonce),
       expiresAt: new Date(p.validUntilSeconds * 1000),
       ...link,
@@ -285,7 +266,7 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
   }
   const submission = await signMppSubmission(signer, mpp, { method, resource: endpoint, now });
   const a = submission.authorization;
-  await linkReservation(client, reservationId!, {
+  await linkReservation(client, reservationId, {
     paymentRef: mppPaymentRef(a.payer, a.nonce),
     expiresAt: new Date(a.validUntilSeconds * 1000),
     ...link,

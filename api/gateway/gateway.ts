@@ -18,11 +18,14 @@ import { DEFAULT_LOW_BALANCE_FLOOR_LAMPORTS, type LowBalanceAlert, LowBalanceAle
 import { pruneIdempotencyKeys } from "../shared/http/idempotency.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { MppGateway } from "./mpp/gateway.js";
-import { AgentTokenAccounts, runReconciler, Settlement } from "./settlement/index.js";
+import { LedgerInvocations } from "./invocations/index.js";
+import { AgentTokenAccounts, Settlement } from "./settlement/index.js";
+import { runReconciler } from "./loops/index.js";
 import { SolSpent } from "./settlement/sol-spent.js";
-import { runSweeper } from "./settlement/sweeper.js";
+import { runSweeper } from "./loops/sweeper.js";
 import { ledgerNetworks, SignedTransfers } from "./transfers/index.js";
-import { AgentWallets, type FundingSource, type Keystore, type SettlementLedger } from "./wallets/index.js";
+import { AgentWallets, type FundingSource, type Keystore } from "./wallets/index.js";
+import type { SettlementLedger } from "./chain/index.js";
 import { Dispatcher, type Mailer } from "./webhooks/index.js";
 import { pruneExpiredNonces, X402Facilitator } from "./x402/index.js";
 
@@ -47,7 +50,7 @@ export interface GatewayOptions {
   readonly allowPrivateNetworks?: boolean;
   /** Webhook endpoints may be registered on loopback (local development only). */
   readonly allowLoopbackWebhooks?: boolean;
-  /** New payee token accounts the authority funds per paying account in 24 h (settlement/payee.ts). */
+  /** New payee token accounts the authority funds per paying account in 24 h (chain/payee.ts). */
   readonly payeeAccountQuota?: number;
   /** New attested payers whose state's rent the authority pays, per account in 24 h (cosigned/cosigned.ts). */
   readonly attestedPayerQuota?: number;
@@ -58,8 +61,8 @@ export interface GatewayOptions {
   /** The explorer cluster answers link to (`mainnet-beta`, `devnet`, or an RPC URL). */
   readonly explorerCluster?: string;
   /**
-   * Extra network names of real x402 / MPP offers that mean this ledger (api/gateway/transfers/
-   * networks.ts): a local ledger's stand-in names for the official SDKs. None by default.
+   * Extra network names of real x402 / MPP offers that mean this ledger (api/gateway/chain/networks.ts):
+   * a local ledger's stand-in names for the official SDKs. None by default.
    */
   readonly networkAliases?: readonly string[];
   /**
@@ -102,6 +105,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     pool,
     wallets,
     ledger,
+    invocations: new LedgerInvocations({ pool, wallets, ledger }),
     logger: logger.child({ component: "settlement" }),
     ...(options.payeeAccountQuota === undefined ? {} : { payeeAccountQuota: options.payeeAccountQuota }),
   });

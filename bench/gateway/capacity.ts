@@ -16,7 +16,8 @@
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import type pg from "pg";
-import { getPolicy, type PaymentRequest, putPolicy, readUsage, reserveInTransaction } from "../../api/shared/policy/index.js";
+import { getPolicy, type PaymentRequest, putPolicy, readUsage } from "../../api/shared/policy/index.js";
+import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { stats } from "./latency.js";
 import { benchPool } from "./reservations.js";

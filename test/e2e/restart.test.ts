@@ -17,7 +17,7 @@ import { Keypair, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { generateWalletEncryptionKey } from "../../api/gateway/wallets/index.js";
-import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
+import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { SecretBox } from "../../api/shared/secret-box.js";
 import { freePortPair } from "../../scripts/localnet.js";
 import { startSystem, type System } from "../../scripts/system.js";

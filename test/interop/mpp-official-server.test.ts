@@ -12,7 +12,7 @@ import { Mppx as MppxServer, solana as solanaServer } from "@solana/mpp/server";
 import type { Keypair, PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sweepReservations } from "../../api/gateway/settlement/sweeper.js";
+import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
 import { PolicyViolationError } from "../../sdk/src/index.js";
 import { recordedPayment } from "../support/ledger-events.js";
 import {

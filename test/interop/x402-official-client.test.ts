@@ -5,7 +5,7 @@
  * (co-signed by the gateway's fee payer, recorded on payment_ledger as an attested record that
  * references the transfer, verified by the indexer). The packages are used unmodified, configured
  * only through public options: the network id the 402 names (the local ledger answers as devnet,
- * api/gateway/networks.ts), the RPC URL of the local ledger, spend controls and hooks.
+ * api/gateway/chain/networks.ts), the RPC URL of the local ledger, spend controls and hooks.
  * Also: the official `HTTPFacilitatorClient` reads the gateway's standard facilitator API, and an
  * x402 v1 `X-PAYMENT` made by the official v1 scheme is accepted.
  */

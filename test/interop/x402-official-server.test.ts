@@ -25,7 +25,7 @@ import bs58 from "bs58";
 import express from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { invocationAddress } from "../../api/gateway/invocations/index.js";
-import { sweepReservations } from "../../api/gateway/settlement/sweeper.js";
+import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
 import { PolicyViolationError, PaymentError, type Client } from "../../sdk/src/index.js";
 import { recordedPayment, recordedPayments } from "../support/ledger-events.js";
 import {

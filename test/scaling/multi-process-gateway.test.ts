@@ -19,7 +19,7 @@ import { Keypair, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateWalletEncryptionKey } from "../../api/gateway/wallets/index.js";
-import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
+import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { parseJson } from "../../api/shared/http/json.js";
 import { parseMoneyObject } from "../../api/shared/http/money.js";
 import { SecretBox } from "../../api/shared/secret-box.js";

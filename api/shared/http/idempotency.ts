@@ -82,7 +82,7 @@ export async function runDatabaseEffect(
   request: IdempotencyRequest | null,
   effect: (client: pg.PoolClient) => Promise<RouteResponse>,
 ): Promise<RouteResponse> {
-  // READ COMMITTED by name: the policy reservation inside the effect relies on it (api/shared/policy/store.ts).
+  // READ COMMITTED by name: the policy reservation inside the effect relies on it (api/gateway/reservations/store.ts).
   return withTransaction(
     store.pool,
     async (client) => {

@@ -61,6 +61,8 @@ export const typeDefs = /* GraphQL */ `
     policies(includeArchived: Boolean = false): [Policy!]!
     "Dry run of the spend policy for a payment now (records nothing). amount: decimal USDC, e.g. 0.25."
     checkPolicy(agentId: ID!, endpoint: String!, amount: String!, protocol: ProtocolPreference): PolicyCheck!
+    "Backtest (docs/policy.md Backtest): the agent's recorded payment attempts of the window (1h..90d back from now, e.g. 30d) replayed through the policy engine with a candidate policy, given as JSON text in the form PUT /v1/policies/{agentId} takes (an omitted field is no limit). Records nothing. limit: decisions listed, 0..10000 (default 1000); totals cover every attempt."
+    simulatePolicy(agentId: ID!, policy: String!, window: String!, limit: Int): PolicySimulation!
     "Payment channels (sessions) whose payer is one of the account's agents, newest first. first 1..100 (default 20); after: pageInfo.endCursor."
     channels(agentId: ID, status: ChannelStatus, first: Int, after: String): ChannelConnection!
     "One channel by its address; null when its payer is not one of the account's agents."
@@ -398,6 +400,76 @@ export const typeDefs = /* GraphQL */ `
     approval: ApprovalPolicy
     "Null when the agent has no stored policy."
     updatedAt: String
+  }
+
+  "What the candidate policy would have done to one recorded attempt."
+  enum SimulatedOutcome {
+    pass
+    refuse
+    needs_approval
+  }
+
+  type PolicySimulation {
+    agentId: ID!
+    window: String!
+    from: String!
+    to: String!
+    "The window held more than 200,000 attempts: the oldest 200,000 were replayed."
+    truncated: Boolean!
+    totals: PolicySimulationTotals!
+    "The decisions, oldest first (at most limit)."
+    payments: [SimulatedPayment!]!
+  }
+
+  type SimulationCount {
+    count: Int!
+    amount: String!
+    amountUnits: String!
+  }
+
+  type SimulationRuleCount {
+    "A refusal's reason code (e.g. daily_budget_exceeded) or an approval rule (above, domains, firstPaymentToDomain)."
+    rule: String!
+    count: Int!
+    amount: String!
+    amountUnits: String!
+  }
+
+  type SimulationDomainCount {
+    domain: String!
+    count: Int!
+    amount: String!
+    amountUnits: String!
+  }
+
+  type PolicySimulationTotals {
+    attempts: Int!
+    passed: SimulationCount!
+    refused: SimulationCount!
+    needsApproval: SimulationCount!
+    "Attempts whose outcome differs from what was recorded."
+    changed: Int!
+    refusedByRule: [SimulationRuleCount!]!
+    refusedByDomain: [SimulationDomainCount!]!
+    needsApprovalByRule: [SimulationRuleCount!]!
+  }
+
+  type SimulatedPayment {
+    "reservation:<id>, approval:<id> or rejection:<id>."
+    id: ID!
+    at: String!
+    endpoint: String!
+    domain: String!
+    amount: String!
+    amountUnits: String!
+    protocol: Protocol
+    "What happened to it then."
+    recorded: SimulatedOutcome!
+    "What the candidate would have decided."
+    outcome: SimulatedOutcome!
+    rule: String
+    "The engine's refusal or approval text."
+    reason: String
   }
 
   type PolicyCheck {

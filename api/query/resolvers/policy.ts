@@ -1,7 +1,8 @@
 /**
- * Query.policy (spec 2.1 read view: limits, usedToday, rate usage) and Query.checkPolicy (the dry
- * run: what the gateway would decide for this payment now; records nothing). Both delegate to the
- * policy engine in api/shared/policy/ so the dry run and the gateway's hot path are the same code.
+ * Query.policy (spec 2.1 read view: limits, usedToday, rate usage), Query.checkPolicy (the dry
+ * run: what the gateway would decide for this payment now; records nothing) and
+ * Query.simulatePolicy (the backtest: a candidate policy over the agent's recorded attempts). All
+ * delegate to the policy engine in api/shared/policy/ so they and the gateway's hot path are the same code.
  */
 import {
   approvalView,
@@ -13,8 +14,15 @@ import {
   isPolicyInputError,
   readUsage,
 } from "../../shared/policy/index.js";
+import {
+  parseBacktestLimit,
+  parseBacktestWindow,
+  parseCandidatePolicy,
+  simulatePolicy as simulate,
+  simulationView,
+} from "../../shared/policy/simulate.js";
 import type { ApiContext } from "../context.js";
-import { badInput } from "../../shared/errors.js";
+import { badInput, isServiceError } from "../../shared/errors.js";
 import { formatUsdcFixed } from "../../shared/money.js";
 import { parseAmount } from "../../shared/validation.js";
 import { listAgents } from "../../shared/agents.js";
@@ -114,4 +122,33 @@ export async function checkPolicy(
     ...money("budgetLimit", decision.budget.limitUnits),
     warnings: decision.warnings,
   };
+}
+
+/** Candidate policy JSON text at most this long (1,000 domains of 253 characters fit). */
+const POLICY_TEXT_MAX_CHARS = 600_000;
+
+export async function simulatePolicy(
+  _: unknown,
+  args: { agentId: string; policy: string; window: string; limit?: number | null },
+  context: ApiContext,
+): Promise<Record<string, unknown>> {
+  const agent = await requireAgent(context, "agentId", args.agentId);
+  try {
+    if (args.policy.length > POLICY_TEXT_MAX_CHARS) throw badInput("policy", `is longer than ${POLICY_TEXT_MAX_CHARS} characters`);
+    let body: unknown;
+    try {
+      body = JSON.parse(args.policy);
+    } catch {
+      throw badInput("policy", "must be JSON text: the policy to try, as PUT /v1/policies/{agentId} takes it");
+    }
+    const policy = parseCandidatePolicy(body);
+    const windowMs = parseBacktestWindow(args.window);
+    const limit = parseBacktestLimit(args.limit);
+    // From the primary, as the policy read view: the attempts the gateway recorded, not a replica's copy.
+    const simulation = await simulate(context.deps.primary, agent.agent_id, policy, windowMs, context.now, limit);
+    return simulationView(agent.public_id, args.window, simulation);
+  } catch (error) {
+    if (isServiceError(error)) throw error.toGraphQLError();
+    throw error;
+  }
 }

@@ -1,17 +1,27 @@
 /**
  * Spend policies (spec 2.1, 4.1): `PUT /v1/policies/{agentId}` (omitted fields keep their values,
- * `null` removes a limit), `GET` (with `usedToday` and the rate usage), `DELETE` (policies.clear).
+ * `null` removes a limit), `GET` (with `usedToday` and the rate usage), `DELETE` (policies.clear),
+ * and `POST /v1/policies/{agentId}/backtest` (`simulatePolicy`: a candidate policy replayed over
+ * the agent's recorded attempts; a read, so `read` scope, and it stores nothing).
  * PUT and DELETE are idempotent by their semantics; they take no Idempotency-Key.
  */
 import { budgetState, clearPolicy, EMPTY_POLICY, getPolicy, parsePolicyPatch, putPolicy, readUsage } from "../../../shared/policy/index.js";
 import { InvalidPolicyError } from "../../../shared/policy/errors.js";
 import { MAX_RATE_LIMIT_CALLS } from "../../../shared/policy/policy.js";
+import {
+  parseBacktestLimit,
+  parseBacktestWindow,
+  parseCandidatePolicy,
+  simulatePolicy,
+  simulationView,
+} from "../../../shared/policy/simulate.js";
 import { isRecord, JsonNumber, type JsonValue } from "../../../shared/http/json.js";
 import type { AgentRow } from "../../../shared/rows.js";
 import { objectBody, plainJson, requireAgent } from "../../../shared/http/input.js";
 import { parseMoneyObject } from "../../../shared/http/money.js";
 import { formatUsdcShort, usdcJson, usdcJsonOrNull } from "../../../shared/money.js";
 import { json, NO_CONTENT } from "../../../shared/http/router.js";
+import { badRequest } from "../../../shared/errors.js";
 import type { Route, RouteContext } from "../deps.js";
 import type { RouteResponse } from "../../../shared/http/idempotency.js";
 
@@ -47,16 +57,33 @@ async function getRoute(context: RouteContext): Promise<RouteResponse> {
 async function putRoute(context: RouteContext): Promise<RouteResponse> {
   const agent = await requireAgent(context, context.params.agentId!);
   const body = objectBody(context.body, [], POLICY_FIELDS);
+  const patch = parsePolicyPatch(policyWire(body));
+  await putPolicy(context.deps.pool, agent.agent_id, patch, context.now);
+  return json(200, await policyView(context, agent));
+}
+
+/** A policy body as the policy module reads it: money from the raw number token (exact), as a decimal string. */
+function policyWire(body: Record<string, JsonValue>): Record<string, unknown> {
   checkRateLimitCalls(body.rateLimit);
-  // Money comes from the raw number token (exact); the policy module reads it as a decimal string.
   const wire: Record<string, unknown> = plainJson(body) as Record<string, unknown>;
   for (const field of MONEY_FIELDS) {
     if (!(field in body) || body[field] === null) continue;
     wire[field] = { usdc: formatUsdcShort(parseMoneyObject(body[field], field)) };
   }
-  const patch = parsePolicyPatch(wire);
-  await putPolicy(context.deps.pool, agent.agent_id, patch, context.now);
-  return json(200, await policyView(context, agent));
+  return wire;
+}
+
+/** `{ policy, window, limit? }`: the candidate replayed over the agent's attempts of the window. Writes nothing. */
+async function backtestRoute(context: RouteContext): Promise<RouteResponse> {
+  const agent = await requireAgent(context, context.params.agentId!);
+  const body = objectBody(context.body, ["policy", "window"], ["limit"]);
+  if (!isRecord(body.policy))
+    throw badRequest("policy", "must be a JSON object: the policy to try, as PUT /v1/policies/{agentId} takes it");
+  const policy = parseCandidatePolicy(policyWire(body.policy));
+  const windowMs = parseBacktestWindow(body.window);
+  const limit = parseBacktestLimit(body.limit === undefined ? undefined : plainJson(body.limit));
+  const simulation = await simulatePolicy(context.deps.primary ?? context.deps.pool, agent.agent_id, policy, windowMs, context.now, limit);
+  return json(200, simulationView(agent.public_id, body.window as string, simulation));
 }
 
 /**
@@ -85,4 +112,5 @@ export const policyRoutes: readonly Route[] = [
   { method: "GET", path: "/v1/policies/:agentId", scope: "read", handler: getRoute },
   { method: "PUT", path: "/v1/policies/:agentId", scope: "admin", handler: putRoute },
   { method: "DELETE", path: "/v1/policies/:agentId", scope: "admin", handler: deleteRoute },
+  { method: "POST", path: "/v1/policies/:agentId/backtest", scope: "read", handler: backtestRoute },
 ];

@@ -51,6 +51,7 @@ export {
   type PaymentResult,
   type PayOptions,
   type Policy,
+  type PolicyBacktest,
   type PolicyFields,
   type Protocol,
   type ProtocolPreference,

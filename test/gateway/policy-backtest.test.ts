@@ -2,9 +2,13 @@
  * The backtest end to end on a real Postgres: payments authorized and refused through the
  * gateway's REST route (the real decision, recorded as reservations and rejections), then a
  * candidate policy replayed over them through `POST /v1/policies/{agentId}/backtest` and GraphQL
- * `simulatePolicy` on one server. Both answer the same; nothing in the tables and no usage
- * counter changes; bad input is a typed 400 naming the field, another account's agent a 404.
+ * `simulatePolicy` on one server, and through the TypeScript client's `policies.backtest` and
+ * `cli policies backtest`. All answer the same; nothing in the tables and no usage counter
+ * changes; bad input is a typed 400 naming the field, another account's agent a 404.
  */
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -16,6 +20,8 @@ import { createApiServer, type ApiServer } from "../../api/query/server.js";
 import { createAccount, issueApiKey } from "../../api/shared/keys.js";
 import { getPolicy, putPolicy, readUsage } from "../../api/shared/policy/index.js";
 import { EMPTY_POLICY } from "../../api/shared/policy/policy.js";
+import { Client } from "../../sdk/src/client.js";
+import { runCli } from "../../sdk/src/cli/main.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../support/rest.js";
 
@@ -30,6 +36,7 @@ let server: ApiServer;
 let clock = T0;
 let apiKey: string;
 let otherKey: string;
+let baseUrl: string;
 const AGENT = "shopper";
 
 beforeAll(async () => {
@@ -44,6 +51,7 @@ beforeAll(async () => {
     liveFeed: false,
     plugins: [useGatewayRoutes({ pool: db.pool, wallets, keystore, secretBox: new SecretBox(randomBytes(32)), now })],
   });
+  baseUrl = `http://127.0.0.1:${await server.listen(0)}`;
   const accountId = await createAccount(db.pool, "backtest");
   apiKey = (await issueApiKey(db.pool, accountId)).apiKey;
   const other = await createAccount(db.pool, "another account");
@@ -227,5 +235,43 @@ describe("policy backtest over recorded payments", () => {
     // The other account sees its own agent, and not ours.
     expect((await call("POST", "/v1/policies/stranger/backtest", { policy: {}, window: "24h" }, otherKey)).status).toBe(200);
     expect((await call("POST", `/v1/policies/${AGENT}/backtest`, { policy: {}, window: "24h" }, otherKey)).status).toBe(404);
+  });
+
+  it("the TypeScript client and the CLI answer what REST answers", async () => {
+    const rest = await call("POST", `/v1/policies/${AGENT}/backtest`, { policy: candidate, window: "24h" });
+    const client = new Client({ apiKey, baseUrl, agentId: AGENT, maxRetries: 0 });
+    const viaClient = await client.policies.backtest(
+      { perCallLimit: { usdc: 0.3 }, blockedDomains: ["other.example.org"] },
+      { window: "24h" },
+    );
+    expect(viaClient).toEqual(rest.body);
+    expect(() => client.policies.backtest({}, { window: "forever" })).toThrow(TypeError);
+
+    const dir = await mkdtemp(join(tmpdir(), "backtest-"));
+    const file = join(dir, "policy.json");
+    await writeFile(file, JSON.stringify(candidate));
+    const out: string[] = [];
+    const err: string[] = [];
+    const cli = (argv: string[]) =>
+      runCli(argv, {
+        env: { APG_API_KEY: apiKey, APG_BASE_URL: baseUrl },
+        stdout: { write: (chunk: string) => out.push(chunk) },
+        stderr: { write: (chunk: string) => err.push(chunk) },
+        maxRetries: 0,
+      });
+    expect(await cli(["policies", "backtest", AGENT, "--file", file, "--window", "24h"])).toBe(0);
+    const printed = out.join("");
+    expect(printed).toMatch(/Would refuse:\s+2 \(2\.5 USDC\)/);
+    expect(printed).toMatch(/per_call_limit_exceeded\s+1\s+2 USDC/);
+    expect(printed).toContain("other.example.org/v1/data");
+    expect(printed).toContain("would refuse");
+    out.length = 0;
+    expect(await cli(["policies", "backtest", AGENT, "--file", file, "--window", "24h", "--json"])).toBe(0);
+    const { from: _f, to: _t, ...json } = JSON.parse(out.join(""));
+    const { from: _rf, to: _rt, ...restView } = rest.body;
+    expect(json).toEqual(restView);
+    expect(await cli(["policies", "backtest", AGENT, "--file", file, "--window", "100d"])).toBe(1);
+    expect(err.join("")).toContain("BAD_USER_INPUT");
+    expect(await cli(["policies", "backtest", AGENT, "--window", "24h"])).toBe(2);
   });
 });

@@ -37,6 +37,7 @@ const OPTIONS = {
   "include-archived": { type: "boolean" },
   status: { type: "string" },
   note: { type: "string" },
+  file: { type: "string" },
 } as const;
 
 export type OptionName = keyof typeof OPTIONS;
@@ -57,6 +58,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   },
   "policies get": { positionals: ["agent"], options: ["json"] },
   "policies clear": { positionals: ["agent"], options: [] },
+  "policies backtest": { positionals: ["agent"], options: ["file", "window", "limit", "json"] },
   "transactions list": { positionals: [], options: ["agent", "limit", "protocol", "since", "domain", "after", "json"] },
   "transactions inspect": { positionals: ["txHash"], options: ["json"] },
   "transactions tree": { positionals: ["rootTxHash"], options: ["max-depth", "json"] },

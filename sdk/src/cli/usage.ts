@@ -30,6 +30,7 @@ Commands:
   policies set <agent>             set spend policy fields (omitted fields keep their values)
   policies get <agent>             the policy with usedToday and the rate-limit usage
   policies clear <agent>           remove every limit of the agent
+  policies backtest <agent>        what a candidate policy would have done to past payments
   transactions list                recent transactions (newest first)
   transactions inspect <txHash>    one transaction
   transactions tree <rootTxHash>   the payment tree under a transaction, with its total
@@ -68,6 +69,16 @@ export const COMMAND_HELP: Readonly<Record<string, string>> = {
 Omitted options keep their current values; "none" removes that limit.`,
   "policies get": `Usage: cli policies get <agent> [--json]`,
   "policies clear": `Usage: cli policies clear <agent>`,
+  "policies backtest": `Usage: cli policies backtest <agent> --file <policy.json> [--window 30d] [--limit n] [--json]
+
+  --file <path>      the candidate policy: JSON as "PUT /v1/policies/{agent}" takes it,
+                     e.g. {"dailyBudget":{"usdc":5},"blockedDomains":["example.org"]};
+                     an omitted field is no limit
+  --window <window>  how far back to replay, 1h to 90d (default 30d)
+  --limit <n>        payments listed, 0-10000 (default 50); the totals cover every payment
+
+Replays the agent's recorded payments of the window through the gateway's policy engine with
+the candidate policy. Nothing is stored, moved or counted.`,
   "transactions list": `Usage: cli transactions list [options]
 
   --agent <id>              only this agent's transactions

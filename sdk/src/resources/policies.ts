@@ -1,5 +1,6 @@
 /**
- * The `policies` resource (spec 4.1, 4.7): the agent's spend policy (`/v1/policies/{agentId}`).
+ * The `policies` resource (spec 4.1, 4.7): the agent's spend policy (`/v1/policies/{agentId}`),
+ * and `backtest`: a candidate policy replayed over the agent's recorded payments of a window.
  * Amounts and the rate-limit count are checked here, before the request, so a caller's mistake is
  * a `TypeError` naming the field rather than a round trip.
  */
@@ -61,6 +62,65 @@ export interface Policy {
   [more: string]: unknown;
 }
 
+/** What the candidate would have done to a recorded attempt (`recorded`: what happened then). */
+export type BacktestOutcome = "pass" | "refuse" | "needs_approval";
+
+/** A count and its amount: the decimal string and the same amount in base units. */
+export interface BacktestCount {
+  count: number;
+  amount: string;
+  amountUnits: string;
+}
+
+export interface BacktestPayment {
+  /** `reservation:<id>`, `approval:<id>` or `rejection:<id>`. */
+  id: string;
+  at: string;
+  endpoint: string;
+  domain: string;
+  amount: string;
+  amountUnits: string;
+  protocol: "x402" | "mpp" | null;
+  recorded: BacktestOutcome;
+  outcome: BacktestOutcome;
+  /** The refusal's reason code or the approval rule; null for a pass. */
+  rule: string | null;
+  /** The engine's refusal or approval text. */
+  reason: string | null;
+}
+
+/** `policies.backtest`'s answer (docs/policy.md "Backtest"). */
+export interface PolicyBacktest {
+  agentId: string;
+  window: string;
+  from: string;
+  to: string;
+  /** More than 200,000 attempts in the window: the oldest 200,000 were replayed. */
+  truncated: boolean;
+  totals: {
+    attempts: number;
+    passed: BacktestCount;
+    refused: BacktestCount;
+    needsApproval: BacktestCount;
+    /** Attempts whose outcome differs from the recorded one. */
+    changed: number;
+    refusedByRule: Array<BacktestCount & { rule: string }>;
+    refusedByDomain: Array<BacktestCount & { domain: string }>;
+    needsApprovalByRule: Array<BacktestCount & { rule: string }>;
+  };
+  /** The decisions, oldest first, at most `limit`. */
+  payments: BacktestPayment[];
+}
+
+export interface BacktestOptions {
+  /** How far back from now: `"1h"` to `"90d"`, e.g. `"30d"`. */
+  window: string;
+  /** Decisions listed, 0 to 10,000 (default 1,000); the totals cover every attempt. */
+  limit?: number;
+}
+
+const BACKTEST_WINDOW = /^[1-9][0-9]{0,4}[mhd]$/;
+
 export class PolicyOperations {
   constructor(
     private readonly transport: Transport,
@@ -95,6 +155,22 @@ export class PolicyOperations {
     } finally {
       this.changed();
     }
+  }
+
+  /**
+   * The backtest: the agent's recorded payment attempts of `window` replayed through the gateway's
+   * policy engine under `policy` (the fields `set` takes, as a whole policy: an omitted field is no
+   * limit). Reads only: nothing is stored, moved or counted.
+   */
+  backtest(policy: PolicyFields, options: BacktestOptions): Promise<PolicyBacktest> {
+    if (typeof policy !== "object" || policy === null || Array.isArray(policy)) {
+      throw new TypeError("policies.backtest takes the candidate policy as an object of spec 2.1 fields");
+    }
+    if (typeof options?.window !== "string" || !BACKTEST_WINDOW.test(options.window)) {
+      throw new TypeError(`window must be a duration such as "30d" (1h to 90d), got ${JSON.stringify(options?.window)}`);
+    }
+    const body = { policy, window: options.window, ...(options.limit === undefined ? {} : { limit: options.limit }) };
+    return this.transport.request<PolicyBacktest>("POST", `${this.path}/backtest`, { body });
   }
 
   get(): Promise<Policy> {

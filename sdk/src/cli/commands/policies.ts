@@ -1,13 +1,15 @@
 /**
  * `cli policies set|get|clear <agent>` (spec 4.8) over `PUT|GET|DELETE /v1/policies/{agentId}`
  * (spec 4.1). `set` sends only the fields given (omitted fields keep their values); `none`
- * sends `null`, which removes that limit.
+ * sends `null`, which removes that limit. `cli policies backtest <agent> --file policy.json
+ * --window 30d` over `POST /v1/policies/{agentId}/backtest`: what the candidate would have done.
  */
+import { readFile } from "node:fs/promises";
 import type { CommandContext } from "../context.js";
-import { formatUnits, record, text, unitsOf } from "../format.js";
-import { amountOption, domainsOption, oneOf } from "../input.js";
+import { endpointText, formatUnits, list, record, text, unitsFromText, unitsOf } from "../format.js";
+import { amountOption, domainsOption, integerOption, oneOf } from "../input.js";
 import { formatRateLimit, parseRateLimit } from "../rate-limit.js";
-import { formatFields } from "../table.js";
+import { formatFields, formatTable } from "../table.js";
 import { UsageError } from "../usage.js";
 
 const PREFERENCES = ["auto", "x402", "mpp"] as const;
@@ -55,6 +57,99 @@ export async function policiesGet(context: CommandContext): Promise<void> {
 export async function policiesClear(context: CommandContext): Promise<void> {
   await context.transport.request<unknown>("DELETE", policyPath(context.args.agent!));
   context.out(`Every limit of ${context.args.agent} removed.`);
+}
+
+const BACKTEST_WINDOW = /^[1-9][0-9]{0,4}[mhd]$/;
+const BACKTEST_LIST_DEFAULT = 50;
+const BACKTEST_LIST_MAX = 10_000;
+
+/** The candidate policy file: a JSON object (the gateway validates its fields). */
+async function candidatePolicy(path: string | undefined): Promise<Record<string, unknown>> {
+  if (path === undefined) throw new UsageError("policies backtest needs --file <policy.json>");
+  let source: string;
+  try {
+    source = await readFile(path, "utf8");
+  } catch (error) {
+    throw new UsageError(`--file: cannot read ${path}: ${(error as Error).message}`);
+  }
+  let policy: unknown;
+  try {
+    policy = JSON.parse(source);
+  } catch {
+    throw new UsageError(`--file: ${path} is not JSON`);
+  }
+  if (typeof policy !== "object" || policy === null || Array.isArray(policy))
+    throw new UsageError(`--file: ${path} must hold a JSON object`);
+  return policy as Record<string, unknown>;
+}
+
+export async function policiesBacktest(context: CommandContext): Promise<void> {
+  const policy = await candidatePolicy(context.options.file);
+  const window = context.options.window ?? "30d";
+  if (!BACKTEST_WINDOW.test(window)) throw new UsageError(`--window must be a duration from 1h to 90d such as 24h or 30d, got "${window}"`);
+  const limit =
+    context.options.limit === undefined ? BACKTEST_LIST_DEFAULT : integerOption(context.options.limit, "limit", 0, BACKTEST_LIST_MAX);
+  const answer = await context.transport.request<unknown>("POST", `${policyPath(context.args.agent!)}/backtest`, {
+    body: { policy, window, limit },
+  });
+  if (context.options.json === true) return context.json(answer);
+  context.out(renderBacktest(record(answer, "backtest")));
+}
+
+const OUTCOME_TEXT: Readonly<Record<string, string>> = {
+  pass: "would pass",
+  refuse: "would refuse",
+  needs_approval: "would need approval",
+};
+
+/** The totals, the refusals by rule and by domain, and the listed payments. */
+export function renderBacktest(answer: Record<string, unknown>): string {
+  const totals = record(answer.totals, "totals");
+  const count = (name: string) => {
+    const entry = record(totals[name], name);
+    return `${text(entry.count)} (${formatUnits(unitsFromText(entry.amountUnits, name))})`;
+  };
+  const lines = [
+    formatFields([
+      ["Agent", text(answer.agentId)],
+      ["Window", `${text(answer.window)} (${text(answer.from)} .. ${text(answer.to)})${answer.truncated === true ? ", truncated" : ""}`],
+      ["Payments", text(totals.attempts)],
+      ["Would pass", count("passed")],
+      ["Would refuse", count("refused")],
+      ["Would need approval", count("needsApproval")],
+      ["Changed", text(totals.changed)],
+    ]),
+  ];
+  const groups = (name: string, key: string, header: string) => {
+    const entries = list(totals[name], name);
+    if (entries.length === 0) return;
+    const rows = entries.map((entry) => [text(entry[key]), text(entry.count), formatUnits(unitsFromText(entry.amountUnits, name))]);
+    lines.push("", formatTable([{ header }, { header: "count", align: "right" }, { header: "amount", align: "right" }], rows));
+  };
+  groups("refusedByRule", "rule", "refused by rule");
+  groups("refusedByDomain", "domain", "refused by domain");
+  groups("needsApprovalByRule", "rule", "approval rule");
+  const payments = list(answer.payments, "payments");
+  if (payments.length > 0) {
+    const rows = payments.map((p) => [
+      text(p.at),
+      endpointText(p.endpoint),
+      formatUnits(unitsFromText(p.amountUnits, "amountUnits")),
+      text(p.recorded),
+      OUTCOME_TEXT[text(p.outcome)] ?? text(p.outcome),
+      text(p.reason, ""),
+    ]);
+    const columns = [
+      { header: "at" },
+      { header: "endpoint" },
+      { header: "amount", align: "right" as const },
+      { header: "recorded" },
+      { header: "backtest" },
+      { header: "reason" },
+    ];
+    lines.push("", formatTable(columns, rows));
+  }
+  return lines.join("\n");
 }
 
 /** `used * 100 / limit` with two decimals, in bigint (a percent of money is not a float). */

@@ -160,6 +160,60 @@ class Policy:
     approval: ApprovalRule | None = None
 
 
+BacktestOutcome = Literal["pass", "refuse", "needs_approval"]
+
+
+@dataclass(frozen=True, slots=True)
+class BacktestCount:
+    """A count of backtested payments and their amount."""
+
+    count: int
+    amount: Usdc
+    #: ``refusedByRule`` / ``needsApprovalByRule``: the reason code or approval rule; ``refusedByDomain``: the host.
+    key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BacktestPayment:
+    """What the candidate policy would have done to one recorded attempt (``recorded``: what happened then)."""
+
+    id: str
+    at: str
+    endpoint: str
+    domain: str
+    amount: Usdc
+    protocol: str | None
+    recorded: BacktestOutcome
+    outcome: BacktestOutcome
+    #: The refusal's reason code or the approval rule; None for a pass.
+    rule: str | None
+    #: The engine's refusal or approval text.
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyBacktest:
+    """``policies.backtest``: a candidate policy replayed over the agent's recorded payments of a window."""
+
+    agent_id: str
+    window: str
+    from_: str
+    to: str
+    #: More than 200,000 attempts in the window: the oldest 200,000 were replayed.
+    truncated: bool
+    attempts: int
+    passed: BacktestCount
+    refused: BacktestCount
+    needs_approval: BacktestCount
+    #: Attempts whose outcome differs from the recorded one.
+    changed: int
+    refused_by_rule: list[BacktestCount]
+    refused_by_domain: list[BacktestCount]
+    needs_approval_by_rule: list[BacktestCount]
+    #: The decisions, oldest first (at most ``limit``).
+    payments: list[BacktestPayment]
+
+
 @dataclass(frozen=True, slots=True)
 class Transaction:
     """Spec 2.2; ``depth`` is 0 outside chains. A rejected payment has ``status`` ``rejected`` and no ``tx_hash``."""
@@ -437,4 +491,77 @@ def agent_from_wire(value: object) -> AgentEntry:
         network=_str_or_none(body, "network"),
         created_at=_str_or_none(body, "createdAt"),
         extra=_extra(body, ("agentId", "balance", "archivedAt", "name", "address", "network", "createdAt")),
+    )
+
+
+def _backtest_count(value: object, what: str, key: str | None = None) -> BacktestCount:
+    body = _object(value, what)
+    count = body.get("count")
+    units = body.get("amountUnits")
+    if not isinstance(count, int) or not isinstance(units, str) or not units.isdigit():
+        raise AnswerShapeError(f"{what}: unexpected {body!r}")
+    return BacktestCount(count=count, amount=Usdc.from_units(int(units)), key=None if key is None else _str(body, key))
+
+
+def _backtest_outcome(body: dict[str, Any], key: str) -> BacktestOutcome:
+    value = body.get(key)
+    if value not in ("pass", "refuse", "needs_approval"):
+        raise AnswerShapeError(f"{key}: unexpected {value!r}")
+    return value  # type: ignore[no-any-return]
+
+
+def _backtest_payment(value: object) -> BacktestPayment:
+    body = _object(value, "payment")
+    units = body.get("amountUnits")
+    if not isinstance(units, str) or not units.isdigit():
+        raise AnswerShapeError(f"amountUnits: unexpected {units!r}")
+    return BacktestPayment(
+        id=_str(body, "id"),
+        at=_str(body, "at"),
+        endpoint=_str(body, "endpoint"),
+        domain=_str(body, "domain"),
+        amount=Usdc.from_units(int(units)),
+        protocol=_str_or_none(body, "protocol"),
+        recorded=_backtest_outcome(body, "recorded"),
+        outcome=_backtest_outcome(body, "outcome"),
+        rule=_str_or_none(body, "rule"),
+        reason=_str_or_none(body, "reason"),
+    )
+
+
+def _list(value: object, what: str) -> list[object]:
+    if not isinstance(value, list):
+        raise AnswerShapeError(f"{what}: expected a list")
+    return value
+
+
+def backtest_from_wire(value: object) -> PolicyBacktest:
+    body = _object(value, "backtest")
+    totals = _object(body.get("totals"), "totals")
+    attempts, changed, truncated = totals.get("attempts"), totals.get("changed"), body.get("truncated")
+    if not isinstance(attempts, int) or not isinstance(changed, int) or not isinstance(truncated, bool):
+        raise AnswerShapeError("backtest: unexpected totals")
+    return PolicyBacktest(
+        agent_id=_str(body, "agentId"),
+        window=_str(body, "window"),
+        from_=_str(body, "from"),
+        to=_str(body, "to"),
+        truncated=truncated,
+        attempts=attempts,
+        passed=_backtest_count(totals.get("passed"), "passed"),
+        refused=_backtest_count(totals.get("refused"), "refused"),
+        needs_approval=_backtest_count(totals.get("needsApproval"), "needsApproval"),
+        changed=changed,
+        refused_by_rule=[
+            _backtest_count(e, "refusedByRule", "rule") for e in _list(totals.get("refusedByRule"), "refusedByRule")
+        ],
+        refused_by_domain=[
+            _backtest_count(e, "refusedByDomain", "domain")
+            for e in _list(totals.get("refusedByDomain"), "refusedByDomain")
+        ],
+        needs_approval_by_rule=[
+            _backtest_count(e, "needsApprovalByRule", "rule")
+            for e in _list(totals.get("needsApprovalByRule"), "needsApprovalByRule")
+        ],
+        payments=[_backtest_payment(p) for p in _list(body.get("payments"), "payments")],
     )

@@ -1,4 +1,5 @@
-"""The ``policies`` resource (spec 4.1, 4.7): the agent's spend policy (``/v1/policies/{agentId}``).
+"""The ``policies`` resource (spec 4.1, 4.7): the agent's spend policy (``/v1/policies/{agentId}``),
+and ``backtest``: a candidate policy replayed over the agent's recorded payments of a window.
 
 ``set`` takes the spec 2.1 fields as keywords: an omitted field keeps its value, ``None`` removes
 the limit. Amounts and the rate-limit count are checked here, before the request, so a caller's
@@ -17,8 +18,10 @@ from ..models import (
     RATE_LIMIT_WINDOWS,
     ApprovalRule,
     Policy,
+    PolicyBacktest,
     ProtocolPreference,
     RateLimit,
+    backtest_from_wire,
     policy_from_wire,
 )
 from ..money import Usdc, UsdcAmount, to_units, units_to_usdc
@@ -43,6 +46,20 @@ RateLimitField = RateLimit | Mapping[str, object] | None | Unset
 ApprovalField = ApprovalRule | None | Unset
 
 _DURATION = re.compile(r"^[1-9][0-9]{0,9}[smhd]$")
+_BACKTEST_WINDOW = re.compile(r"^[1-9][0-9]{0,4}[mhd]$")
+BACKTEST_LIST_MAX = 10_000
+
+
+def backtest_body(candidate: dict[str, object], window: str, limit: int | None) -> dict[str, object]:
+    """``POST /v1/policies/{agentId}/backtest``'s body; raises before anything is sent."""
+    if not isinstance(window, str) or not _BACKTEST_WINDOW.match(window):
+        raise TypeError(f'window must be a duration such as "30d" (1h to 90d), got {window!r}')
+    body: dict[str, object] = {"policy": candidate, "window": window}
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= BACKTEST_LIST_MAX:
+            raise TypeError(f"limit must be an integer from 0 to {BACKTEST_LIST_MAX}, got {limit!r}")
+        body["limit"] = limit
+    return body
 
 
 def policy_body(
@@ -133,6 +150,9 @@ class PolicyFlows:
     def get(self) -> Flow[Policy]:
         return policy_from_wire((yield from self._transport.request("GET", self._path)))
 
+    def backtest(self, body: dict[str, object]) -> Flow[PolicyBacktest]:
+        return backtest_from_wire((yield from self._transport.request("POST", f"{self._path}/backtest", body=body)))
+
     def clear(self) -> Flow[None]:
         try:
             yield from self._transport.request("DELETE", self._path)
@@ -178,6 +198,33 @@ class PoliciesResource:
         """Removes every spend policy of the agent."""
         self._run(self._flows.clear())
 
+    def backtest(
+        self,
+        *,
+        window: str,
+        limit: int | None = None,
+        daily_budget: MoneyField = UNSET,
+        per_call_limit: MoneyField = UNSET,
+        allowed_domains: DomainsField = UNSET,
+        blocked_domains: DomainsField = UNSET,
+        rate_limit: RateLimitField = UNSET,
+        protocol_preference: ProtocolPreference | Unset = UNSET,
+        approval: ApprovalField = UNSET,
+    ) -> PolicyBacktest:
+        """What a candidate policy (the fields ``set`` takes, as a whole policy: an omitted field
+        is no limit) would have done to the agent's recorded payments of ``window`` ("1h" to "90d").
+        Reads only: nothing is stored, moved or counted."""
+        candidate = policy_body(
+            daily_budget=daily_budget,
+            per_call_limit=per_call_limit,
+            allowed_domains=allowed_domains,
+            blocked_domains=blocked_domains,
+            rate_limit=rate_limit,
+            protocol_preference=protocol_preference,
+            approval=approval,
+        )
+        return self._run(self._flows.backtest(backtest_body(candidate, window, limit)))
+
 
 class AsyncPoliciesResource:
     """``client.policies`` of ``AsyncClient``: the same operations, awaited."""
@@ -216,3 +263,30 @@ class AsyncPoliciesResource:
     async def clear(self) -> None:
         """Removes every spend policy of the agent."""
         await self._run(self._flows.clear())
+
+    async def backtest(
+        self,
+        *,
+        window: str,
+        limit: int | None = None,
+        daily_budget: MoneyField = UNSET,
+        per_call_limit: MoneyField = UNSET,
+        allowed_domains: DomainsField = UNSET,
+        blocked_domains: DomainsField = UNSET,
+        rate_limit: RateLimitField = UNSET,
+        protocol_preference: ProtocolPreference | Unset = UNSET,
+        approval: ApprovalField = UNSET,
+    ) -> PolicyBacktest:
+        """What a candidate policy (the fields ``set`` takes, as a whole policy: an omitted field
+        is no limit) would have done to the agent's recorded payments of ``window`` ("1h" to "90d").
+        Reads only: nothing is stored, moved or counted."""
+        candidate = policy_body(
+            daily_budget=daily_budget,
+            per_call_limit=per_call_limit,
+            allowed_domains=allowed_domains,
+            blocked_domains=blocked_domains,
+            rate_limit=rate_limit,
+            protocol_preference=protocol_preference,
+            approval=approval,
+        )
+        return await self._run(self._flows.backtest(backtest_body(candidate, window, limit)))

@@ -526,3 +526,63 @@ export const ACTIVITY = `
   query Activity($agentId: ID) {
     metrics(agentId: $agentId, window: "30d", resolution: "1h", metrics: ["tx_count"]) { from to metrics { tx_count { timestamp count } } }
   }`;
+
+/** What a candidate policy would have done to one recorded attempt (`Query.simulatePolicy`). */
+export type SimulatedOutcome = "pass" | "refuse" | "needs_approval";
+
+export interface SimulationCount {
+  readonly count: number;
+  readonly amount: string;
+  readonly amountUnits: string;
+}
+
+export interface SimulatedPaymentRow {
+  readonly id: string;
+  readonly at: string;
+  readonly endpoint: string;
+  readonly domain: string;
+  readonly amount: string;
+  readonly recorded: SimulatedOutcome;
+  readonly outcome: SimulatedOutcome;
+  readonly rule: string | null;
+  readonly reason: string | null;
+}
+
+export interface PolicySimulationData {
+  readonly simulatePolicy: {
+    readonly from: string;
+    readonly to: string;
+    readonly truncated: boolean;
+    readonly totals: {
+      readonly attempts: number;
+      readonly changed: number;
+      readonly passed: SimulationCount;
+      readonly refused: SimulationCount;
+      readonly needsApproval: SimulationCount;
+      readonly refusedByRule: readonly (SimulationCount & { readonly rule: string })[];
+      readonly refusedByDomain: readonly (SimulationCount & { readonly domain: string })[];
+    };
+    readonly payments: readonly SimulatedPaymentRow[];
+  };
+}
+
+export interface PolicySimulationVariables {
+  [key: string]: unknown;
+  agentId: string;
+  policy: string;
+  window: string;
+  limit: number;
+}
+
+export const SIMULATE_POLICY = `
+  query SimulatePolicy($agentId: ID!, $policy: String!, $window: String!, $limit: Int) {
+    simulatePolicy(agentId: $agentId, policy: $policy, window: $window, limit: $limit) {
+      from to truncated
+      totals {
+        attempts changed
+        passed { count amount amountUnits } refused { count amount amountUnits } needsApproval { count amount amountUnits }
+        refusedByRule { rule count amount amountUnits } refusedByDomain { domain count amount amountUnits }
+      }
+      payments { id at endpoint domain amount recorded outcome rule reason }
+    }
+  }`;

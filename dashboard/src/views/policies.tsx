@@ -3,7 +3,8 @@
  * first, paged, filtered by agent, reason and domain: reason (daily budget exceeded, per-call
  * limit, domain not allowed, rate limit, ...), endpoint, the requested amount against the limit,
  * agent and time. Below, each agent's daily-budget use (spec 3's 80 % warning and the exhausted
- * state), paged and ranked by use; with one agent chosen, that agent's whole policy.
+ * state), paged and ranked by use; with one agent chosen, that agent's whole policy and the
+ * backtest panel (./policy-backtest.tsx: a candidate policy over its recorded payments).
  */
 import { type ReactNode, useState } from "react";
 import { useQuery } from "urql";
@@ -29,6 +30,7 @@ import {
 } from "../graphql/queries";
 import { formatAmount } from "../money";
 import { setParams } from "../router";
+import { PolicyBacktest } from "./policy-backtest";
 
 /** Spec 7 reason codes, in words. */
 export const REASONS: Record<string, string> = {
@@ -331,6 +333,8 @@ export function PoliciesView({ params }: { params: URLSearchParams }): ReactNode
         <>
           <h2>Policy of this agent</h2>
           <AgentPolicy agentId={agentId} />
+          <h2 id="backtest">Backtest a candidate policy</h2>
+          <PolicyBacktest key={agentId} agentId={agentId} />
         </>
       ) : null}
       <h2 id="budgets">Budget use per agent</h2>

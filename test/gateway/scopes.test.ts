@@ -46,6 +46,7 @@ const EXPECTED: Record<string, { allowed: Subject[]; otherGets?: "NOT_FOUND" }> 
   "GET /v1/policies/:agentId": { allowed: READERS },
   "PUT /v1/policies/:agentId": { allowed: ADMIN },
   "DELETE /v1/policies/:agentId": { allowed: ADMIN },
+  "POST /v1/policies/:agentId/backtest": { allowed: READERS },
   "GET /v1/agents": { allowed: EVERYONE },
   "POST /v1/agents": { allowed: ADMIN },
   "GET /v1/agents/:agentId": { allowed: READERS },
@@ -417,6 +418,7 @@ const GRAPHQL_OTHER: Record<string, "forbidden" | "null" | "filtered" | "account
   "Query.policy": "forbidden",
   "Query.policies": "filtered",
   "Query.checkPolicy": "forbidden",
+  "Query.simulatePolicy": "forbidden",
   "Query.channels": "forbidden",
   "Query.channel": "null",
   "Query.approvals": "accountWide",
@@ -462,6 +464,8 @@ function fieldCall(field: { name: string; args: readonly { name: string }[] }): 
     endpoint: JSON.stringify("api.example.com/v1/quote"),
     amount: JSON.stringify("0.5"),
     id: JSON.stringify(approvalId),
+    policy: JSON.stringify("{}"),
+    window: JSON.stringify("24h"),
   };
   const args = field.args.filter((arg) => values[arg.name] !== undefined).map((arg) => `${arg.name}: ${values[arg.name]}`);
   const selection: Record<string, string> = { agents: "agentId", policies: "agentId", invocations: "parentTxHash" };

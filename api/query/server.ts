@@ -15,6 +15,7 @@ import { createSchema, createYoga, maskError, type Plugin, type YogaServerInstan
 import type pg from "pg";
 import type { Logger } from "pino";
 import { useGraphQlJit } from "@envelop/graphql-jit";
+import { getOperationAST } from "graphql";
 import { authenticateGraphql } from "../shared/auth.js";
 import { ApiKeyCache } from "../shared/key-cache.js";
 import type { BalanceReader } from "../shared/balances.js";
@@ -89,7 +90,12 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
       useQueryRoutes({ ...deps, logger: options.logger }),
       useGraphqlRequestLimits(),
       useQueryLimits(),
-      ...(options.compiledExecutor === false ? [] : [useGraphQlJit()]),
+      // Queries only: a subscription is one long stream (nothing to gain), and under graphql-jit's
+      // subscribe the live feed's agentId filter let other agents' payments through
+      // (test/api/query-service.integration.test.ts, "the live feed delivers ...").
+      ...(options.compiledExecutor === false
+        ? []
+        : [useGraphQlJit({}, { enableIf: (args) => getOperationAST(args.document, args.operationName)?.operation === "query" })]),
     ],
     // Unexpected errors reach the client as "Unexpected error." (no internals); the log has them.
     maskedErrors: {

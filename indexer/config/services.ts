@@ -88,6 +88,8 @@ export interface QueryConfig extends Listen {
   /** Balances are read from the cluster when both are set. */
   readonly balances: { readonly rpcUrl: string; readonly mint: PublicKey } | undefined;
   readonly network: Network | undefined;
+  /** Processes serving on the one port (api/query/workers.ts); 1 = this process alone. */
+  readonly workers: number;
 }
 
 export interface IndexerConfig {
@@ -243,6 +245,7 @@ export function queryConfig(env: Env): Loaded<QueryConfig> {
     reader.problem(missing, "not set while its pair is", "both SOLANA_RPC_URL and SETTLEMENT_MINT (balances), or neither");
   }
   const network = reader.optional("SOLANA_NETWORK", oneOf(NETWORKS));
+  const workers = reader.withDefault("QUERY_WORKERS", integer(1, 64, "processes serving the query service"), 1);
   const listening = listen(reader);
   return finish(reader, () => ({
     ...listening,
@@ -250,6 +253,7 @@ export function queryConfig(env: Env): Loaded<QueryConfig> {
     databaseReadUrl,
     balances: rpcUrl !== undefined && mint !== undefined ? { rpcUrl, mint } : undefined,
     network,
+    workers,
   }));
 }
 

@@ -163,6 +163,12 @@ export const VARIABLES: readonly Variable[] = [
     example: "",
   },
   {
+    name: "QUERY_WORKERS",
+    readBy: { query: "optional" },
+    describe: "processes serving the query service on one port (default 1; the machine's core count uses every core: docs/performance.md)",
+    example: "1",
+  },
+  {
     name: "PORT",
     readBy: { gateway: "optional", query: "optional", local: "optional" },
     describe: "HTTP port (default 4000; the query service beside a gateway needs another, e.g. 4001)",

@@ -76,6 +76,14 @@ export const ERROR_CODES = {
   AGENT_NOT_EMPTY: { status: 409 },
   /** `parentTxHash` opened no invocation for this agent (`agents.invoke` reads it as "no sub-spend"). */
   INVOCATION_NOT_FOUND: { status: 404 },
+  /** No such approval in the account (or, for an agent key, of its agent); a dead link token answers the same. */
+  APPROVAL_NOT_FOUND: { status: 404 },
+  /** The approval was decided before (a person, the signed link or the timeout); nothing changed. */
+  APPROVAL_ALREADY_DECIDED: { status: 409 },
+  /** The held payment was denied by a person: a refusal like the policy's (`reasonCode` `approval_denied`). */
+  APPROVAL_DENIED: { status: 403, errorClass: "PolicyViolationError" },
+  /** The held payment was not decided before its timeout (`onTimeout: deny`; `reasonCode` `approval_expired`). */
+  APPROVAL_EXPIRED: { status: 403, errorClass: "PolicyViolationError" },
   /** The state of the resource does not allow the request (e.g. a released reservation). */
   CONFLICT: { status: 409 },
   /** A spend policy rejected the payment; `errorClass` may name a subclass (DailyBudgetExceededError, DomainNotAllowedError). */

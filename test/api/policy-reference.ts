@@ -33,7 +33,11 @@ export interface Scenario {
   readonly requests: ReadonlyArray<{ readonly at: Date; readonly request: PaymentRequest; readonly host: string }>;
 }
 
-export function randomScenario(seed: number, length: number, start: Date): Scenario {
+/**
+ * `approvals`: the policy may also hold payments (`approval`); its rules are drawn after every
+ * other draw of the policy, so the scenarios without it stay the same for the same seed.
+ */
+export function randomScenario(seed: number, length: number, start: Date, options: { approvals?: boolean } = {}): Scenario {
   const random = mulberry32(seed);
   const int = (below: number) => Math.floor(random() * below);
   const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
@@ -48,6 +52,7 @@ export function randomScenario(seed: number, length: number, start: Date): Scena
     allowedDomains: random() < 0.3 ? subset() : null,
     blockedDomains: random() < 0.3 ? subset() : [],
     rateLimit: maybe(() => ({ calls: 1 + int(6), window: pick(RATE_WINDOWS) })),
+    approval: options.approvals === true ? randomApproval(random, subset) : null,
   });
 
   const requests: Array<Scenario["requests"][number]> = [];
@@ -68,9 +73,17 @@ export function randomScenario(seed: number, length: number, start: Date): Scena
   return { policy, requests };
 }
 
+function randomApproval(random: () => number, subset: () => string[]): Policy["approval"] {
+  if (random() < 0.25) return null;
+  const aboveUnits = random() < 0.6 ? BigInt(Math.floor(random() * 20)) * 100_000n : null;
+  const domains = random() < 0.4 ? subset() : [];
+  const firstPaymentToDomain = random() < 0.4 || (aboveUnits === null && domains.length === 0);
+  return { aboveUnits, domains, firstPaymentToDomain, timeoutMs: 60_000, onTimeout: "deny" };
+}
+
 /** The reference: every accepted payment, and the period it opened or joined. */
 export class ReferenceModel {
-  private readonly accepted: Array<{ at: number; amount: bigint; periodStart: number }> = [];
+  private readonly accepted: Array<{ at: number; amount: bigint; periodStart: number; host: string | null }> = [];
   /** The period in which a payment was refused for the daily budget (spec 3: exhausted). */
   private exhaustedPeriod: number | null = null;
 
@@ -115,7 +128,27 @@ export class ReferenceModel {
     return last === undefined ? null : new Date(last.periodStart);
   }
 
-  decide(host: string, amount: bigint, at: number): { reasonCode: string | null; warning: boolean } {
+  /** Whether an accepted payment went to exactly this host (the `firstPaymentToDomain` rule). */
+  paidBefore(host: string): boolean {
+    return this.accepted.some((p) => p.host === host);
+  }
+
+  /**
+   * The whole decision (rules 1–8): a refusal code, or null with `approval` naming the approval
+   * rule that holds the payment (null: allowed at once).
+   */
+  decide(host: string, amount: bigint, at: number): { reasonCode: string | null; warning: boolean; approval: string | null } {
+    const decision = this.decideLimits(host, amount, at);
+    const rule = this.policy.approval;
+    if (decision.reasonCode !== null || rule == null) return { ...decision, approval: null };
+    if (rule.aboveUnits !== null && amount > rule.aboveUnits) return { ...decision, approval: "above" };
+    if (rule.domains.some((e) => ReferenceModel.matches(e, host))) return { ...decision, approval: "domains" };
+    if (rule.firstPaymentToDomain && !this.paidBefore(host)) return { ...decision, approval: "firstPaymentToDomain" };
+    return { ...decision, approval: null };
+  }
+
+  /** Rules 1–5: what approving a held payment re-runs. */
+  decideLimits(host: string, amount: bigint, at: number): { reasonCode: string | null; warning: boolean } {
     const p = this.policy;
     const reject = (reasonCode: string) => ({ reasonCode, warning: false });
     if (p.blockedDomains.some((e) => ReferenceModel.matches(e, host))) return reject("domain_blocked");
@@ -137,8 +170,9 @@ export class ReferenceModel {
     if (reasonCode === "daily_budget_exceeded" && period !== null) this.exhaustedPeriod = period;
   }
 
-  accept(amount: bigint, at: number): void {
-    this.accepted.push({ at, amount, periodStart: this.openPeriod(at) ?? at });
+  /** An accepted payment; `host` (when given) counts as paid for `firstPaymentToDomain`. */
+  accept(amount: bigint, at: number, host: string | null = null): void {
+    this.accepted.push({ at, amount, periodStart: this.openPeriod(at) ?? at, host });
   }
 
   /** Invariants the policy promises, checked over the whole history. */

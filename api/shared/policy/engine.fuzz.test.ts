@@ -4,8 +4,8 @@
  * reproduces it.
  */
 import { describe, expect, it } from "vitest";
-import { ReferenceModel, randomScenario } from "../../../test/api/policy-reference.js";
-import { evaluatePolicy } from "./engine.js";
+import { mulberry32, ReferenceModel, randomScenario } from "../../../test/api/policy-reference.js";
+import { evaluatePayment, evaluatePolicy, type PolicyUsage } from "./engine.js";
 
 const START = new Date("2026-05-01T00:00:00.000Z");
 
@@ -54,5 +54,55 @@ describe("evaluatePolicy against the reference model", () => {
       "per_call_limit_exceeded",
       "rate_limit_exceeded",
     ]);
+  });
+});
+
+describe("evaluatePayment (approvals) against the reference model", () => {
+  it("agrees on 300 random scenarios with approval rules; approving re-runs the limits and never overspends", () => {
+    const held = new Map<string, number>();
+    let approved = 0;
+    let allowed = 0;
+    for (let seed = 1; seed <= 300; seed += 1) {
+      const { policy, requests } = randomScenario(seed, 80, START, { approvals: true });
+      const model = new ReferenceModel(policy);
+      const random = mulberry32(seed * 7919);
+      for (const { at, host, request } of requests) {
+        const now = at.getTime();
+        const usage: PolicyUsage = {
+          usedTodayUnits: model.usedInPeriod(now),
+          windowStart: model.lastPeriodStart(),
+          rateCalls: model.callsInRateWindow(now),
+          budgetExhausted: model.lastPeriodExhausted(),
+          domainPaidBefore: model.paidBefore(host),
+        };
+        const expected = model.decide(host, request.amountUnits, now);
+        const decision = evaluatePayment(policy, usage, request, at);
+        const context = `seed ${seed} at ${at.toISOString()} ${request.endpoint} ${request.amountUnits}`;
+        expect(decision.reasonCode, context).toBe(expected.reasonCode);
+        expect(decision.decision === "needs_approval" ? decision.approvalRule : null, context).toBe(expected.approval);
+        if (decision.decision === "reject") {
+          model.refuse(decision.reasonCode, now);
+          continue;
+        }
+        expect(decision.budget.usedUnits, context).toBe(model.usedInPeriod(now) + request.amountUnits);
+        if (decision.decision === "allow") {
+          model.accept(request.amountUnits, now, host);
+          allowed += 1;
+          continue;
+        }
+        held.set(decision.approvalRule, (held.get(decision.approvalRule) ?? 0) + 1);
+        // A person decides at once: deny (nothing counts) or approve, which re-runs rules 1-5 on
+        // the same usage (the held reservation itself excluded) and must let it through.
+        if (random() < 0.5) continue;
+        const recheck = evaluatePolicy(policy, usage, request, at);
+        expect(recheck.decision, context).toBe("allow");
+        model.accept(request.amountUnits, now, host);
+        approved += 1;
+      }
+      model.assertInvariants();
+    }
+    expect(allowed).toBeGreaterThan(500);
+    expect(approved).toBeGreaterThan(200);
+    expect([...held.keys()].sort()).toEqual(["above", "domains", "firstPaymentToDomain"]);
   });
 });

@@ -10,12 +10,23 @@
  *
  * Domains and the per-call limit come first because spec 4.7 step 3 and section 7 reject them
  * before any handshake or payment is attempted; both need no usage.
+ *
+ * `evaluatePayment` is the whole decision: those five refusals, then the policy's approval rules
+ * (docs/policy.md "Approvals"): a payment that passes every refusal rule but matches one of
+ *
+ * 6. amount above `approval.above`            → needs_approval, rule `above`
+ * 7. host matched by `approval.domains`       → needs_approval, rule `domains`
+ * 8. first payment to a host (if set)         → needs_approval, rule `firstPaymentToDomain`
+ *
+ * is held for a person. A refusal always wins over a hold. `evaluatePolicy` is rules 1–5 alone:
+ * what approving a held payment re-runs.
  */
 import { formatUsdcShort } from "../money.js";
 import { assertAmountUnits } from "./amounts.js";
 import { endpointHost, findMatch } from "./domains.js";
+import { type ApprovalRule, matchApproval } from "./approval.js";
 import type { Policy, Protocol, ProtocolPreference } from "./policy.js";
-import { dailyBudgetReason, domainBlockedReason, domainNotAllowedReason, limitReason } from "./reasons.js";
+import { approvalReason, dailyBudgetReason, domainBlockedReason, domainNotAllowedReason, limitReason } from "./reasons.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow } from "./windows.js";
 
 export type ReasonCode =
@@ -56,6 +67,11 @@ export interface PolicyUsage {
    * spec 3's `exhausted` state, in which every payment is refused until the period resets.
    */
   readonly budgetExhausted?: boolean;
+  /**
+   * Whether the agent has a settled payment to the request's exact (normalized) host: the
+   * `approval.firstPaymentToDomain` rule. Undefined counts as never paid (the payment is held).
+   */
+  readonly domainPaidBefore?: boolean;
 }
 
 export interface PaymentRequest {
@@ -111,6 +127,27 @@ export interface PolicyRejected extends DecisionCommon {
 }
 
 export type PolicyDecision = PolicyAllowed | PolicyRejected;
+
+/**
+ * The payment passes every refusal rule but the policy holds it for a person (rules 6–8). Its
+ * amount is to be reserved while it waits (so `budget` and `warnings` are those of an allowed
+ * payment); nothing is signed until it is approved and `evaluatePolicy` allows it again.
+ */
+export interface PolicyNeedsApproval extends DecisionCommon {
+  readonly decision: "needs_approval";
+  readonly reasonCode: null;
+  /** Which approval rule held it: the policy field's name. */
+  readonly approvalRule: ApprovalRule;
+  /** `approval_required: …` (./reasons.ts `approvalReason`). */
+  readonly reason: string;
+  readonly errorClass: null;
+  /** How long the payment waits for a decision (the policy's `approval.timeout`). */
+  readonly timeoutMs: number;
+  readonly warnings: readonly PolicyWarning[];
+}
+
+/** `evaluatePayment`'s answer: allowed, refused, or held for approval. */
+export type PaymentDecision = PolicyDecision | PolicyNeedsApproval;
 
 const UNIT = "usdc";
 
@@ -178,6 +215,36 @@ export function evaluatePolicy(policy: Policy, usage: PolicyUsage, request: Paym
     protocol,
     budget: after,
     warnings: budget !== null && crossesWarning(budget, used, used + amount) ? ["budget.warning"] : [],
+  };
+}
+
+/**
+ * The whole decision (rules 1–8): `evaluatePolicy`, and when it allows the payment, the policy's
+ * approval rules. A refusal wins over a hold; a policy without `approval` never holds.
+ */
+export function evaluatePayment(policy: Policy, usage: PolicyUsage, request: PaymentRequest, now: Date): PaymentDecision {
+  const decision = evaluatePolicy(policy, usage, request, now);
+  const approval = policy.approval;
+  if (decision.decision !== "allow" || approval == null) return decision;
+  const match = matchApproval(approval, request.amountUnits, decision.domain, usage.domainPaidBefore);
+  if (match === null) return decision;
+  const figures = {
+    requested: formatUsdcShort(request.amountUnits),
+    above: approval.aboveUnits === null ? null : formatUsdcShort(approval.aboveUnits),
+    domain: decision.domain,
+    unit: UNIT,
+  };
+  return {
+    decision: "needs_approval",
+    reasonCode: null,
+    approvalRule: match.rule,
+    reason: approvalReason(match, figures),
+    errorClass: null,
+    timeoutMs: approval.timeoutMs,
+    domain: decision.domain,
+    protocol: decision.protocol,
+    budget: decision.budget,
+    warnings: decision.warnings,
   };
 }
 

@@ -12,7 +12,8 @@ export type PolicyInputReason =
   | "invalid_limit"
   | "invalid_rate_limit"
   | "invalid_protocol_preference"
-  | "invalid_policy_field";
+  | "invalid_policy_field"
+  | "invalid_approval";
 
 export abstract class PolicyInputError extends ServiceError {
   declare readonly reason: PolicyInputReason;

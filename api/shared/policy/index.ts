@@ -1,4 +1,5 @@
 export * from "./amounts.js";
+export * from "./approval.js";
 export * from "./domains.js";
 export * from "./engine.js";
 export * from "./errors.js";

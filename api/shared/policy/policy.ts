@@ -4,6 +4,7 @@
  */
 import { MAX_AMOUNT_UNITS } from "../money.js";
 import { parseAmountInput } from "./amounts.js";
+import { type ApprovalPolicy, parseApprovalInput, validateApproval } from "./approval.js";
 import { normalizeDomainEntry } from "./domains.js";
 import { InvalidPolicyError, isPolicyInputError } from "./errors.js";
 import { isRateWindow, type RateWindow } from "./windows.js";
@@ -27,6 +28,11 @@ export interface Policy {
   readonly blockedDomains: readonly string[];
   readonly rateLimit: RateLimit | null;
   readonly protocolPreference: ProtocolPreference;
+  /**
+   * Payments held for a person (docs/policy.md "Approvals"); absent or null: none is held. Optional
+   * so a policy read by a store that predates it is still a policy.
+   */
+  readonly approval?: ApprovalPolicy | null;
 }
 
 /** An agent with no stored policy: no limits, `auto`. */
@@ -47,6 +53,8 @@ export interface PolicyPatch {
   readonly blockedDomains?: readonly string[] | null;
   readonly rateLimit?: { readonly calls: number; readonly window: string } | null;
   readonly protocolPreference?: string | null;
+  /** Replaced whole (its sub-fields are not merged); null removes it. */
+  readonly approval?: ApprovalPolicy | null;
 }
 
 export const MAX_DOMAIN_ENTRIES = 1_000;
@@ -62,11 +70,16 @@ export function applyPatch(current: Policy, patch: PolicyPatch): Policy {
     blockedDomains: pick("blockedDomains", []) as readonly string[],
     rateLimit: pick("rateLimit", null) as RateLimit | null,
     protocolPreference: pick("protocolPreference", "auto") as ProtocolPreference,
+    approval: pick("approval", null) as ApprovalPolicy | null,
   });
 }
 
-/** Checks every field and returns the normalized policy (domains lower-cased, deduplicated). */
+/**
+ * Checks every field and returns the normalized policy (domains lower-cased, deduplicated). The
+ * result has an `approval` key only when the policy holds payments.
+ */
 export function validatePolicy(policy: Policy): Policy {
+  const approval = policy.approval == null ? null : validateApproval(policy.approval);
   return {
     dailyBudgetUnits: validLimit(policy.dailyBudgetUnits, "dailyBudget"),
     perCallLimitUnits: validLimit(policy.perCallLimitUnits, "perCallLimit"),
@@ -74,6 +87,7 @@ export function validatePolicy(policy: Policy): Policy {
     blockedDomains: validDomains(policy.blockedDomains, "blockedDomains"),
     rateLimit: policy.rateLimit === null ? null : validRateLimit(policy.rateLimit),
     protocolPreference: validPreference(policy.protocolPreference),
+    ...(approval === null ? {} : { approval }),
   };
 }
 
@@ -118,7 +132,7 @@ function validPreference(value: string): ProtocolPreference {
  */
 export function parsePolicyPatch(body: unknown): PolicyPatch {
   if (!isRecord(body)) throw new InvalidPolicyError("invalid_policy_field", "body", "must be a JSON object");
-  const known = new Set(["dailyBudget", "perCallLimit", "allowedDomains", "blockedDomains", "rateLimit", "protocolPreference"]);
+  const known = new Set(["dailyBudget", "perCallLimit", "allowedDomains", "blockedDomains", "rateLimit", "protocolPreference", "approval"]);
   for (const key of Object.keys(body)) {
     if (!known.has(key)) throw new InvalidPolicyError("invalid_policy_field", key, "is not a writable policy field");
   }
@@ -135,6 +149,7 @@ export function parsePolicyPatch(body: unknown): PolicyPatch {
     }
     patch.protocolPreference = value;
   }
+  if ("approval" in body) patch.approval = parseApprovalInput(body.approval);
   return patch;
 }
 

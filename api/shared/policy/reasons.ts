@@ -48,6 +48,26 @@ export function domainNotAllowedReason(domain: string): string {
   return `domain_not_allowed: ${domain} is not on the policy's allowedDomains`;
 }
 
+/**
+ * Why a payment is held for approval (not a refusal; docs/policy.md "Approvals"):
+ * `approval_required: 6 usdc is above the approval threshold of 5 usdc`,
+ * `approval_required: pay.vendor.example is on the policy's approval.domains (entry vendor.example)`,
+ * `approval_required: first payment to api.example.org`.
+ */
+export function approvalReason(
+  match: { readonly rule: "above" | "domains" | "firstPaymentToDomain"; readonly entry: string | null },
+  figures: { readonly requested: string; readonly above: string | null; readonly domain: string; readonly unit: string },
+): string {
+  switch (match.rule) {
+    case "above":
+      return `approval_required: ${figures.requested} ${figures.unit} is above the approval threshold of ${figures.above} ${figures.unit}`;
+    case "domains":
+      return `approval_required: ${figures.domain} is on the policy's approval.domains (entry ${match.entry})`;
+    case "firstPaymentToDomain":
+      return `approval_required: first payment to ${figures.domain}`;
+  }
+}
+
 // A limit text, with the daily budget's "(used ..., left ...)" tail when there is one.
 const LIMIT_TEXT = /^[a-z0-9_]+: requested (\S+) (\S+), limit is (\S+) (\S+)(?: \(.*\))?$/;
 

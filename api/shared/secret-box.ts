@@ -4,7 +4,7 @@
  * `WEBHOOK_SECRETS_KEY` (32 bytes, base64 or hex) and never touches the database. Nothing here
  * logs; `SecretBox` renders as "[SecretBox]" so a stray log line cannot print the key.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
 
 export const SECRET_PREFIX = "whsec_";
 const SECRET_BYTES = 32;
@@ -73,6 +73,15 @@ export class SecretBox {
     } catch {
       throw new SecretKeyError("secret ciphertext does not open with this key (wrong WEBHOOK_SECRETS_KEY?)");
     }
+  }
+
+  /**
+   * HMAC-SHA256 of `data` under a key derived from the secrets key for one `purpose` (the signed
+   * approval link), so a MAC never doubles as anything the box encrypts or another purpose signs.
+   */
+  mac(purpose: string, data: Buffer): Buffer {
+    const key = createHmac("sha256", this.#key).update(`mac:${purpose}`, "utf8").digest();
+    return createHmac("sha256", key).update(data).digest();
   }
 
   toString(): string {

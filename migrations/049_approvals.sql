@@ -73,3 +73,7 @@ CREATE INDEX approvals_account_status_time ON approvals (account_id, status, req
 CREATE INDEX approvals_agent_time ON approvals (agent_id, requested_at DESC, id DESC);
 -- A repeated authorize finds its approval by the account's Idempotency-Key.
 CREATE UNIQUE INDEX approvals_idempotency ON approvals (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+
+-- `approval.firstPaymentToDomain`: has this agent a settled payment to this exact host? One index
+-- probe under the agent's lock (PolicyUsage.domainPaidBefore).
+CREATE INDEX spend_reservations_agent_paid_domain ON spend_reservations (agent_id, domain) WHERE status = 'settled';

@@ -68,6 +68,9 @@ export const FIELD_SCOPES: Readonly<Record<string, FieldScope>> = {
   "Query.checkPolicy": READ_BY_ARGUMENT,
   "Query.channels": READ_BY_ARGUMENT,
   "Query.channel": { requirement: "read", agent: "object", owner: agentIdOf },
+  // Held payments: the account's approvers' queue; an agent key reads its own agent's one by id.
+  "Query.approvals": ACCOUNT_WIDE,
+  "Query.approval": { requirement: "read", agent: "object", owner: agentIdOf },
   // The dashboard's account-wide views (overview, budget use, runs): operators', not an agent's.
   "Query.agentList": ACCOUNT_WIDE,
   "Query.budgetUse": ACCOUNT_WIDE,

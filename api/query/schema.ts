@@ -65,6 +65,10 @@ export const typeDefs = /* GraphQL */ `
     channels(agentId: ID, status: ChannelStatus, first: Int, after: String): ChannelConnection!
     "One channel by its address; null when its payer is not one of the account's agents."
     channel(address: String!): Channel
+    "Payments the account's policies held for a person (docs/policy.md Approvals), newest first. status and agentId filter; first 1..100 (default 20); after: pageInfo.endCursor. Admin and approver keys only."
+    approvals(status: ApprovalStatus, agentId: ID, first: Int, after: String): ApprovalConnection!
+    "One approval by its id; null when it is not the account's (for an agent key: not its agent's)."
+    approval(id: ID!): Approval
     "A page of the account's agents by id (archived last, only with includeArchived), those whose id or name contains search (at most 128 characters). first 1..100 (default 50), offset 0..100000."
     agentList(search: String, includeArchived: Boolean = false, first: Int, offset: Int): AgentConnection!
     "Daily-budget use of the account's active agents that have a daily budget (as Query.policy reads it), with the number in each state. order use (default): highest share first. first 1..100 (default 50), offset 0..100000."
@@ -295,6 +299,54 @@ export const typeDefs = /* GraphQL */ `
     settledAt: String
   }
 
+  enum ApprovalStatus {
+    pending
+    approved
+    denied
+    expired
+  }
+
+  "A payment held by the policy's approval rules until a person decides (docs/policy.md Approvals)."
+  type Approval {
+    id: ID!
+    agentId: ID!
+    amount: String!
+    amountUnits: String!
+    endpoint: String!
+    domain: String!
+    "The approval rule that held it: above, domains or firstPaymentToDomain."
+    rule: String!
+    "approval_required: ... (docs/policy.md What holds a payment)."
+    reason: String!
+    status: ApprovalStatus!
+    requestedAt: String!
+    "Decided by the gateway's clock: still pending at this time, it expires (onTimeout deny)."
+    expiresAt: String!
+    decidedAt: String
+    "The deciding API key's id, link (the signed one-time link) or timeout; null while pending."
+    decidedBy: String
+    note: String
+    "For an approved payment: authorized, or refused when the re-run policy refused it; null otherwise."
+    outcome: String
+  }
+
+  type ApprovalConnection {
+    nodes: [Approval!]!
+    pageInfo: PageInfo!
+  }
+
+  "The policy's approval field: which payments are held for a person."
+  type ApprovalPolicy {
+    "Held when the amount is strictly above this (decimal USDC); null: no amount rule."
+    above: String
+    aboveUnits: String
+    domains: [String!]!
+    firstPaymentToDomain: Boolean!
+    "How long a held payment waits, e.g. 15m (1s..7d)."
+    timeout: String!
+    onTimeout: String!
+  }
+
   type ChannelConnection {
     nodes: [Channel!]!
     pageInfo: PageInfo!
@@ -342,6 +394,8 @@ export const typeDefs = /* GraphQL */ `
     windowStart: String
     windowResetsAt: String
     rateUsage: RateUsage!
+    "Payments held for a person; null when the policy holds none."
+    approval: ApprovalPolicy
     "Null when the agent has no stored policy."
     updatedAt: String
   }

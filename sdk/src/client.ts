@@ -14,6 +14,7 @@ import { MppSessions } from "./sessions.js";
 import { type FetchFunction, Transport } from "./transport.js";
 import { type PaymentResult, PayFlow, type PayOptions, type PayShared, type ProtocolPreference } from "./pay.js";
 import { AgentOperations } from "./resources/agents.js";
+import { ApprovalOperations } from "./resources/approvals.js";
 import { PolicyOperations } from "./resources/policies.js";
 import { TransactionOperations, TX_HASH } from "./resources/transactions.js";
 import { WalletOperations } from "./resources/wallet.js";
@@ -31,10 +32,11 @@ export type {
   InvocationResult,
   InvokeOptions,
 } from "./resources/agents.js";
-export type { Policy, PolicyFields, RateLimitWindow } from "./resources/policies.js";
+export type { Approval, ApprovalListOptions, ApprovalPage, ApprovalStatus, DecideOptions } from "./resources/approvals.js";
+export type { ApprovalRuleFields, ApprovalRuleView, Policy, PolicyFields, RateLimitWindow } from "./resources/policies.js";
 export type { Transaction, TransactionFilter } from "./resources/transactions.js";
 export type { Wallet, WalletOperation } from "./resources/wallet.js";
-export type { AgentOperations, PolicyOperations, TransactionOperations, WalletOperations };
+export type { AgentOperations, ApprovalOperations, PolicyOperations, TransactionOperations, WalletOperations };
 
 export interface ClientOptions {
   /** Must be a registered agent of the API key's account (spec 4.6). */
@@ -83,6 +85,8 @@ export class Client {
   readonly policies: PolicyOperations;
   readonly transactions: TransactionOperations;
   readonly agents: AgentOperations;
+  /** Held payments: list and decide (admin, approver keys), read and wait for one (its agent's key too). */
+  readonly approvals: ApprovalOperations;
   readonly #shared: Shared;
   readonly #payFlow: PayFlow;
 
@@ -106,6 +110,7 @@ export class Client {
       domainRules.forget(this.agentId),
     );
     this.transactions = new TransactionOperations(transport, this.agentId);
+    this.approvals = new ApprovalOperations(transport);
     this.#payFlow = new PayFlow({ agentId: this.agentId, parentTxHash, shared: this.#shared, wallet: this.wallet });
     this.agents = new AgentOperations(transport, this.agentId, (payOptions, extras) => this.#payFlow.pay(payOptions, extras));
   }

@@ -60,9 +60,16 @@ export const GATEWAY_ERROR_CODES = [
  * Codes this client sets on errors it builds itself: the paid request failed and releasing the
  * reservation showed the payment is being settled (may still land) or was settled (the money
  * moved, the answer was lost). `API_UNREACHABLE`: the paid API gave no answer to the unpaid first
- * request (nothing was paid). Never a gateway code.
+ * request (nothing was paid). `APPROVAL_PENDING`: the policy held the payment for a person and
+ * nobody decided within the client's wait (`ApprovalRequiredError`; the gateway answered 202).
+ * Never a gateway code.
  */
-export const CLIENT_ERROR_CODES = ["PAYMENT_OUTCOME_UNKNOWN", "PAYMENT_SETTLED_ANSWER_LOST", "API_UNREACHABLE"] as const;
+export const CLIENT_ERROR_CODES = [
+  "PAYMENT_OUTCOME_UNKNOWN",
+  "PAYMENT_SETTLED_ANSWER_LOST",
+  "API_UNREACHABLE",
+  "APPROVAL_PENDING",
+] as const;
 
 /** A code the gateway answers with (the union mirrors the server's registry exactly). */
 export type GatewayErrorCode = (typeof GATEWAY_ERROR_CODES)[number];
@@ -89,7 +96,8 @@ export type ErrorClassName =
   | "InsufficientFundsError"
   | "PaymentProtocolError"
   | "PaymentError"
-  | "AuthenticationError";
+  | "AuthenticationError"
+  | "ApprovalRequiredError";
 
 /** Which classes each class counts as (itself and its ancestors), by name. */
 const LINEAGE: Record<ErrorClassName, readonly ErrorClassName[]> = {
@@ -102,6 +110,7 @@ const LINEAGE: Record<ErrorClassName, readonly ErrorClassName[]> = {
   PaymentProtocolError: ["PaymentProtocolError", "ServiceError"],
   PaymentError: ["PaymentError", "ServiceError"],
   AuthenticationError: ["AuthenticationError", "ServiceError"],
+  ApprovalRequiredError: ["ApprovalRequiredError", "ServiceError"],
 };
 
 export interface ServiceErrorOptions {
@@ -219,6 +228,41 @@ export class AuthenticationError extends ServiceError {
   static override readonly className: ErrorClassName = "AuthenticationError";
 }
 
+/**
+ * The policy held the payment for a person (docs/policy.md "Approvals") and it was still pending
+ * when the client stopped waiting: nothing was signed or paid. Calling `pay` again with the same
+ * idempotency key resumes it (the paid result once approved); `approvalId` follows it
+ * (`approvals.get`). A denied or expired approval is a `PolicyViolationError` instead
+ * (`code` `APPROVAL_DENIED` / `APPROVAL_EXPIRED`, `reasonCode` `approval_denied` / `approval_expired`).
+ */
+export class ApprovalRequiredError extends ServiceError {
+  static override readonly className: ErrorClassName = "ApprovalRequiredError";
+  readonly approvalId: string;
+  /** ISO 8601: when the gateway's clock expires the approval if nobody decides. */
+  readonly expiresAt: string;
+
+  constructor(message: string, approvalId: string, expiresAt: string, options: ServiceErrorOptions = {}) {
+    super(message, { code: "APPROVAL_PENDING", ...options });
+    this.approvalId = approvalId;
+    this.expiresAt = expiresAt;
+  }
+}
+
+/**
+ * The 202 answer of a held authorization (`{ approval: { id, status: "pending", expiresAt, ... } }`)
+ * → `ApprovalRequiredError`; null when the answer is not that shape.
+ */
+export function approvalRequiredFrom(answer: unknown, status = 202, requestId?: string): ApprovalRequiredError | null {
+  const approval = isRecord(answer) ? answer.approval : undefined;
+  if (!isRecord(approval)) return null;
+  const id = stringField(approval, "id");
+  const expiresAt = stringField(approval, "expiresAt");
+  if (id === undefined || expiresAt === undefined) return null;
+  const reason = stringField(approval, "reason");
+  const message = `payment held for approval ${id} until ${expiresAt}${reason === undefined ? "" : ` (${reason})`}`;
+  return new ApprovalRequiredError(message, id, expiresAt, { status, detail: answer, ...(requestId === undefined ? {} : { requestId }) });
+}
+
 /** `isServiceError(e, "POLICY_VIOLATION")`: narrowing by class and, optionally, by code. */
 export function isServiceError(error: unknown, code?: ErrorCode): error is ServiceError {
   return error instanceof ServiceError && (code === undefined || error.code === code);
@@ -291,6 +335,8 @@ export function errorFromProblem(status: number, problem: unknown, requestId?: s
 
   switch (code) {
     case "POLICY_VIOLATION":
+    case "APPROVAL_DENIED":
+    case "APPROVAL_EXPIRED":
       return new PolicyViolationError(reason, policyOptions);
     case "BUDGET_EXCEEDED":
       return new BudgetExceededError(reason, policyOptions);

@@ -3,6 +3,8 @@
  * 4.7), its error classes (spec 7) and the money conversions it uses at its edge.
  */
 export {
+  ApprovalRequiredError,
+  approvalRequiredFrom,
   AuthenticationError,
   BudgetExceededError,
   CLIENT_ERROR_CODES,
@@ -33,6 +35,13 @@ export {
   explorerUrl,
   type AgentEntry,
   type AgentListOptions,
+  type Approval,
+  type ApprovalListOptions,
+  type ApprovalPage,
+  type ApprovalRuleFields,
+  type ApprovalRuleView,
+  type ApprovalStatus,
+  type DecideOptions,
   type CreateAgentOptions,
   type ArchiveOptions,
   type ClientOptions,

@@ -21,6 +21,7 @@ import { resolvers } from "../../api/query/resolvers/index.js";
 import { typeDefs } from "../../api/query/schema.js";
 import { type ApiServer, createApiServer } from "../../api/query/server.js";
 import { QUERY_ROUTES } from "../../api/query/rest/index.js";
+import { createApproval } from "../../api/shared/approvals/store.js";
 import { Router } from "../../api/shared/http/router.js";
 import { createAccount, issueApiKey, registerAgent } from "../../api/shared/keys.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -107,6 +108,8 @@ let spareKeyId: string;
 const txHash = bs58.encode(randomBytes(64));
 const otherTxHash = bs58.encode(randomBytes(64));
 const channel = bs58.encode(randomBytes(32));
+/** A pending approval of the own agent (seeded below). */
+let approvalId: string;
 
 /** An indexed payment row, as the indexer projects one (a read fixture: no chain needed to own it). */
 async function seedPayment(hash: string, eventId: number, wallet: string): Promise<void> {
@@ -152,6 +155,27 @@ beforeAll(async () => {
        'https://seller.test', 1000000, $6, 60, 'open')`,
     [channel, accountId, `${accountId}/${OWN}`, ownWallet, "ab".repeat(32), new Date(NOW.getTime() + 3_600_000)],
   );
+  const held = await db.pool.query<{ id: string }>(
+    `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, status, created_at, budget_window_start)
+     VALUES ($1, 6000000, 'https://api.example.com/v1/report', 'api.example.com', 'x402', 'pending_approval', $2, $2) RETURNING id::text AS id`,
+    [`${accountId}/${OWN}`, NOW],
+  );
+  approvalId = (
+    await createApproval(db.pool, {
+      accountId,
+      agentKey: `${accountId}/${OWN}`,
+      reservationId: held.rows[0]!.id,
+      idempotencyKey: null,
+      amountUnits: 6_000_000n,
+      endpoint: "https://api.example.com/v1/report",
+      domain: "api.example.com",
+      rule: "above",
+      reason: "approval_required: 6 usdc is above the approval threshold of 5 usdc",
+      requestedAt: NOW,
+      timeoutMs: 900_000,
+      linkTokenHash: null,
+    })
+  ).id;
 });
 
 afterAll(async () => {
@@ -395,6 +419,8 @@ const GRAPHQL_OTHER: Record<string, "forbidden" | "null" | "filtered" | "account
   "Query.checkPolicy": "forbidden",
   "Query.channels": "forbidden",
   "Query.channel": "null",
+  "Query.approvals": "accountWide",
+  "Query.approval": "null",
   "Query.agentList": "accountWide",
   "Query.budgetUse": "accountWide",
   "Query.rejectionCounts": "accountWide",
@@ -435,6 +461,7 @@ function fieldCall(field: { name: string; args: readonly { name: string }[] }): 
     address: JSON.stringify(channel),
     endpoint: JSON.stringify("api.example.com/v1/quote"),
     amount: JSON.stringify("0.5"),
+    id: JSON.stringify(approvalId),
   };
   const args = field.args.filter((arg) => values[arg.name] !== undefined).map((arg) => `${arg.name}: ${values[arg.name]}`);
   const selection: Record<string, string> = { agents: "agentId", policies: "agentId", invocations: "parentTxHash" };

@@ -10,6 +10,7 @@ import { apiError } from "../../shared/errors.js";
 import { agents, Agent, invocation, invocations, wallet } from "./agents.js";
 import { agentField, childCountField, parentField, requireAgent, toTransaction, type TransactionObject } from "./common.js";
 import { Channel, type ChannelObject, channel, channels, toChannel, transactionChannel } from "./channels.js";
+import { approval, approvals } from "./approvals.js";
 import { checkPolicy, policies, policy } from "./policy.js";
 import { agentList, budgetUse, indexerStatus, rejectionCounts, runs, webhookHealth } from "./overview.js";
 import { receivedPayments, transaction, transactions } from "./transactions.js";
@@ -104,6 +105,8 @@ export const resolvers = withFieldScopes({
     checkPolicy,
     channels,
     channel,
+    approvals,
+    approval,
     agentList,
     budgetUse,
     rejectionCounts,

@@ -4,6 +4,7 @@
  * policy engine in api/shared/policy/ so the dry run and the gateway's hot path are the same code.
  */
 import {
+  approvalView,
   budgetState,
   checkPolicy as decide,
   EMPTY_POLICY,
@@ -61,8 +62,15 @@ async function policyView(context: ApiContext, agent: AgentRow): Promise<Record<
     windowStart: usage.windowStart?.toISOString() ?? null,
     windowResetsAt: usage.windowResetsAt?.toISOString() ?? null,
     rateUsage: { calls: usage.rateCalls, limit: current.rateLimit?.calls ?? null, window: usage.rateWindow },
+    approval: approvalObject(current),
     updatedAt: stored?.updatedAt.toISOString() ?? null,
   };
+}
+
+function approvalObject(policy: { readonly approval?: Parameters<typeof approvalView>[0] | null }): Record<string, unknown> | null {
+  if (policy.approval == null) return null;
+  const { aboveUnits, ...view } = approvalView(policy.approval);
+  return { ...view, ...money("above", aboveUnits) };
 }
 
 export async function checkPolicy(

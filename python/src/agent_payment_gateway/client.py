@@ -26,6 +26,7 @@ from .in_flight import AsyncInFlight, SyncInFlight
 from .models import PROTOCOL_PREFERENCES, PaymentResult, ProtocolPreference
 from .pay import PayExtras, PayFlow, PayShared, pay_request
 from .resources.agents import AgentFlows, AgentsResource, AsyncAgentsResource
+from .resources.approvals import ApprovalFlows, ApprovalsResource, AsyncApprovalsResource
 from .resources.policies import AsyncPoliciesResource, PoliciesResource, PolicyFlows
 from .resources.transactions import AsyncTransactionsResource, TransactionFlows, TransactionsResource, check_tx_hash
 from .resources.wallet import AsyncWalletResource, WalletFlows, WalletResource
@@ -90,6 +91,7 @@ class _Operations:
         )
         self.transactions = TransactionFlows(transport, agent_id)
         self.agents = AgentFlows(transport, agent_id, self.pay)
+        self.approvals = ApprovalFlows(transport)
 
 
 class Client:
@@ -102,6 +104,7 @@ class Client:
     policies: PoliciesResource
     transactions: TransactionsResource
     agents: AgentsResource
+    approvals: ApprovalsResource
 
     def __init__(
         self,
@@ -162,6 +165,7 @@ class Client:
         self.policies = PoliciesResource(self._operations.policies, self._run)
         self.transactions = TransactionsResource(self._operations.transactions, self._run)
         self.agents = AgentsResource(self._operations.agents, self._run)
+        self.approvals = ApprovalsResource(self._operations.approvals, self._run)
 
     def _run(self, flow: Flow[T]) -> T:
         return run_sync(flow, self._http, self._in_flight)
@@ -230,6 +234,7 @@ class AsyncClient:
     policies: AsyncPoliciesResource
     transactions: AsyncTransactionsResource
     agents: AsyncAgentsResource
+    approvals: AsyncApprovalsResource
 
     def __init__(
         self,
@@ -283,6 +288,7 @@ class AsyncClient:
         self.policies = AsyncPoliciesResource(self._operations.policies, self._run)
         self.transactions = AsyncTransactionsResource(self._operations.transactions, self._run)
         self.agents = AsyncAgentsResource(self._operations.agents, self._run)
+        self.approvals = AsyncApprovalsResource(self._operations.approvals, self._run)
 
     async def _run(self, flow: Flow[T]) -> T:
         return await run_async(flow, self._http, self._in_flight)

@@ -16,6 +16,8 @@ InsufficientFundsError        the wallet lacks the funds                   curre
 PaymentProtocolError          a 402 in no protocol the client knows        endpoint
 PaymentError                  failed after all retries, or definitively    message
 AuthenticationError           API key invalid or missing
+ApprovalRequiredError         the payment is held for a person, still     approval_id, expires_at
+                              pending when the client stopped waiting
 ServiceError                  any other problem (NOT_FOUND, ...)           code, status
 ============================  ==========================================  ========================
 """
@@ -74,7 +76,14 @@ GATEWAY_ERROR_CODES: Final = (
 #: and releasing the reservation showed the payment is being settled (it may still land) or was
 #: settled (the money moved, the answer was lost). Check ``transactions.list`` before paying again.
 #: ``API_UNREACHABLE``: the paid API gave no answer to the unpaid first request (nothing was paid).
-CLIENT_ERROR_CODES: Final = ("PAYMENT_OUTCOME_UNKNOWN", "PAYMENT_SETTLED_ANSWER_LOST", "API_UNREACHABLE")
+#: ``APPROVAL_PENDING``: the policy held the payment for a person and nobody decided within the
+#: client's wait (``ApprovalRequiredError``; the gateway answered 202).
+CLIENT_ERROR_CODES: Final = (
+    "PAYMENT_OUTCOME_UNKNOWN",
+    "PAYMENT_SETTLED_ANSWER_LOST",
+    "API_UNREACHABLE",
+    "APPROVAL_PENDING",
+)
 
 #: Every code an error of this client can carry: the gateway's, then the client's own.
 ERROR_CODES: Final = GATEWAY_ERROR_CODES + CLIENT_ERROR_CODES
@@ -216,6 +225,50 @@ class AuthenticationError(ServiceError):
     """The API key is invalid or missing (spec 5)."""
 
 
+class ApprovalRequiredError(ServiceError):
+    """The policy held the payment for a person (docs/policy.md "Approvals") and it was still
+    pending when the client stopped waiting: nothing was signed or paid. ``pay`` again with the same
+    idempotency key resumes it; ``approval_id`` follows it (``approvals.get``). A denied or expired
+    approval is a ``PolicyViolationError`` instead (code ``APPROVAL_DENIED`` / ``APPROVAL_EXPIRED``).
+    """
+
+    approval_id: str
+    #: ISO 8601: when the gateway's clock expires the approval if nobody decides.
+    expires_at: str
+
+    def __init__(
+        self,
+        message: str,
+        approval_id: str,
+        expires_at: str,
+        *,
+        code: str | None = "APPROVAL_PENDING",
+        status: int | None = None,
+        detail: object = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code, status=status, detail=detail, request_id=request_id)
+        self.approval_id = approval_id
+        self.expires_at = expires_at
+
+
+def approval_required_from(
+    answer: object, status: int = 202, request_id: str | None = None
+) -> ApprovalRequiredError | None:
+    """The 202 answer of a held authorization (``{"approval": {"id", "status", "expiresAt", ...}}``)
+    → ``ApprovalRequiredError``; ``None`` when the answer is not that shape."""
+    approval = answer.get("approval") if isinstance(answer, Mapping) else None
+    if not isinstance(approval, Mapping):
+        return None
+    approval_id = _text(approval, "id")
+    expires_at = _text(approval, "expiresAt")
+    if approval_id is None or expires_at is None:
+        return None
+    reason = _text(approval, "reason")
+    message = f"payment held for approval {approval_id} until {expires_at}" + ("" if reason is None else f" ({reason})")
+    return ApprovalRequiredError(message, approval_id, expires_at, status=status, detail=answer, request_id=request_id)
+
+
 def is_service_error(error: BaseException, code: str | None = None) -> bool:
     """``is_service_error(e, "POLICY_VIOLATION")``: by class and, optionally, by code."""
     return isinstance(error, ServiceError) and (code is None or error.code == code)
@@ -281,7 +334,7 @@ def error_from_problem(status: int, problem: object, request_id: str | None = No
     if error_class == "PaymentError":
         return PaymentError(message, **meta())
 
-    if code == "POLICY_VIOLATION":
+    if code in ("POLICY_VIOLATION", "APPROVAL_DENIED", "APPROVAL_EXPIRED"):
         return PolicyViolationError(reason, reason_code=reason_code, **meta())
     if code == "BUDGET_EXCEEDED":
         return BudgetExceededError(reason, reason_code=reason_code, **meta())

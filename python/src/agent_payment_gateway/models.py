@@ -92,6 +92,57 @@ class RateLimit:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRule:
+    """The policy's ``approval`` field (docs/policy.md "Approvals"): which payments are held for a
+    person, and how long they wait (``timeout``: ``"90s"``, ``"15m"``, ``"1h"``, ``"7d"``; 1s to 7d)."""
+
+    timeout: str
+    #: Hold a payment strictly above this amount.
+    above: Usdc | None = None
+    #: Hold a payment to a host these entries match.
+    domains: list[str] = field(default_factory=list)
+    #: Hold the first payment to a host the agent never paid.
+    first_payment_to_domain: bool = False
+    on_timeout: Literal["deny"] = "deny"
+
+
+ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
+APPROVAL_STATUSES: tuple[ApprovalStatus, ...] = ("pending", "approved", "denied", "expired")
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """A payment the policy held for a person (docs/rest.md "Approvals")."""
+
+    id: str
+    agent_id: str
+    status: ApprovalStatus
+    amount: Usdc
+    endpoint: str
+    domain: str
+    #: The approval rule that held it: ``above``, ``domains`` or ``firstPaymentToDomain``.
+    rule: str
+    #: ``approval_required: ...``
+    reason: str
+    requested_at: str
+    #: The gateway's clock expires it then if nobody decided (``onTimeout: deny``).
+    expires_at: str
+    decided_at: str | None = None
+    #: The deciding API key's id, ``link``, or ``timeout``.
+    decided_by: str | None = None
+    note: str | None = None
+    #: For an approval: ``authorized``, or ``refused`` when the re-run policy refused it.
+    outcome: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalPage:
+    approvals: list[Approval]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """Spec 2.1, as ``policies.get`` reads it (with ``used_today``)."""
 
@@ -105,6 +156,8 @@ class Policy:
     protocol_preference: ProtocolPreference
     used_today: Usdc
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Payments held for a person; None when the policy holds none.
+    approval: ApprovalRule | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +271,7 @@ _POLICY_FIELDS = (
     "rateLimit",
     "protocolPreference",
     "usedToday",
+    "approval",
 )
 
 
@@ -251,6 +305,75 @@ def policy_from_wire(value: object) -> Policy:
         protocol_preference=preference,
         used_today=usdc_from_wire(body.get("usedToday"), "usedToday"),
         extra=_extra(body, _POLICY_FIELDS),
+        approval=approval_rule_from_wire(body.get("approval")),
+    )
+
+
+def approval_rule_from_wire(value: object) -> ApprovalRule | None:
+    if value is None:
+        return None
+    body = _object(value, "approval")
+    first = body.get("firstPaymentToDomain", False)
+    on_timeout = body.get("onTimeout", "deny")
+    if not isinstance(first, bool) or on_timeout != "deny":
+        raise AnswerShapeError(f"approval: unexpected {body!r}")
+    return ApprovalRule(
+        timeout=_str(body, "timeout"),
+        above=_money_or_none(body, "above"),
+        domains=_domains(body.get("domains"), "approval.domains") or [],
+        first_payment_to_domain=first,
+    )
+
+
+_APPROVAL_FIELDS = (
+    "id",
+    "agentId",
+    "status",
+    "amount",
+    "endpoint",
+    "domain",
+    "rule",
+    "reason",
+    "requestedAt",
+    "expiresAt",
+    "decidedAt",
+    "decidedBy",
+    "note",
+    "outcome",
+)
+
+
+def approval_from_wire(value: object) -> Approval:
+    body = _object(value, "approval")
+    status = body.get("status")
+    if status not in APPROVAL_STATUSES:
+        raise AnswerShapeError(f"approval status: unexpected {status!r}")
+    return Approval(
+        id=_str(body, "id"),
+        agent_id=_str(body, "agentId"),
+        status=status,
+        amount=usdc_from_wire(body.get("amount"), "amount"),
+        endpoint=_str(body, "endpoint"),
+        domain=_str(body, "domain"),
+        rule=_str(body, "rule"),
+        reason=_str(body, "reason"),
+        requested_at=_str(body, "requestedAt"),
+        expires_at=_str(body, "expiresAt"),
+        decided_at=_str_or_none(body, "decidedAt"),
+        decided_by=_str_or_none(body, "decidedBy"),
+        note=_str_or_none(body, "note"),
+        outcome=_str_or_none(body, "outcome"),
+        extra=_extra(body, _APPROVAL_FIELDS),
+    )
+
+
+def approval_page_from_wire(value: object) -> ApprovalPage:
+    body = _object(value, "approvals page")
+    listed = body.get("approvals")
+    if not isinstance(listed, list):
+        raise AnswerShapeError("approvals: expected a list")
+    return ApprovalPage(
+        approvals=[approval_from_wire(item) for item in listed], next_cursor=_str_or_none(body, "nextCursor")
     )
 
 

@@ -35,6 +35,8 @@ const OPTIONS = {
   name: { type: "string" },
   force: { type: "boolean" },
   "include-archived": { type: "boolean" },
+  status: { type: "string" },
+  note: { type: "string" },
 } as const;
 
 export type OptionName = keyof typeof OPTIONS;
@@ -67,6 +69,9 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   "agents list": { positionals: [], options: ["include-archived", "json"] },
   "agents get": { positionals: ["agent"], options: ["json"] },
   "agents archive": { positionals: ["agent"], options: ["force", "json"] },
+  "approvals list": { positionals: [], options: ["status", "agent", "limit", "after", "json"] },
+  "approvals approve": { positionals: ["approvalId"], options: ["note", "json"] },
+  "approvals deny": { positionals: ["approvalId"], options: ["note", "json"] },
 };
 
 export interface ParsedCommand {

@@ -14,6 +14,7 @@ import { parseCommandLine } from "./args.js";
 import { InvalidInputError } from "../text-input.js";
 import { agentsArchive, agentsCreate, agentsGet, agentsList } from "./commands/agents.js";
 import { alertsCreate, alertsDelete, alertsList } from "./commands/alerts.js";
+import { approvalsApprove, approvalsDeny, approvalsList } from "./commands/approvals.js";
 import { policiesClear, policiesGet, policiesSet } from "./commands/policies.js";
 import { spend } from "./commands/spend.js";
 import { transactionsExplorer, transactionsInspect, transactionsList, transactionsTree } from "./commands/transactions.js";
@@ -38,6 +39,9 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   "agents list": agentsList,
   "agents get": agentsGet,
   "agents archive": agentsArchive,
+  "approvals list": approvalsList,
+  "approvals approve": approvalsApprove,
+  "approvals deny": approvalsDeny,
 };
 
 export interface RunOptions extends CliIo {

@@ -42,6 +42,9 @@ Commands:
   agents list                      the account's agents with their balances
   agents get <agent>               one agent (archived ones too)
   agents archive <agent>           archive an agent (it can no longer pay or be funded)
+  approvals list                   payments held for approval (newest first)
+  approvals approve <approvalId>   approve a held payment (the policy is checked again)
+  approvals deny <approvalId>      deny a held payment
 
 Global options:
   --api-key <key>      API key (default: env APG_API_KEY)
@@ -105,4 +108,21 @@ first, then letters, digits, _ . : -. A taken id fails with [AGENT_EXISTS].`,
 
 Archives the agent: it can no longer pay or be funded and leaves "agents list"; its history stays.
 Refused while its wallet holds funds or payments are open [AGENT_NOT_EMPTY], unless --force.`,
+  "approvals list": `Usage: cli approvals list [options]
+
+  --status <pending|approved|denied|expired>   only approvals in this state
+  --agent <id>              only this agent's approvals
+  --limit <n>               at most n rows (1-200, default 50)
+  --after <cursor>          the next page (the cursor a previous listing printed)
+  --json
+
+Needs an admin or approver key.`,
+  "approvals approve": `Usage: cli approvals approve <approvalId> [--note <text>] [--json]
+
+Approves the held payment; the gateway checks the whole policy again (a budget lowered meanwhile
+still refuses it). Needs an admin or approver key. Decided before: [APPROVAL_ALREADY_DECIDED].`,
+  "approvals deny": `Usage: cli approvals deny <approvalId> [--note <text>] [--json]
+
+Denies the held payment: nothing is paid, its reserved amount is given back. Needs an admin or
+approver key. Decided before: [APPROVAL_ALREADY_DECIDED].`,
 };

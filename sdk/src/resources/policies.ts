@@ -10,6 +10,30 @@ import type { Transport } from "../transport.js";
 
 export type RateLimitWindow = "1m" | "5m" | "15m" | "1h" | "24h";
 
+/** The policy's `approval` field as `policies.set` sends it (docs/policy.md "Approvals"). */
+export interface ApprovalRuleFields {
+  /** Hold a payment strictly above this amount. */
+  above?: Usdc | null;
+  /** Hold a payment to a host these entries match. */
+  domains?: string[];
+  /** Hold the first payment to a host the agent never paid. */
+  firstPaymentToDomain?: boolean;
+  /** How long a held payment waits: `"90s"`, `"15m"`, `"1h"`, `"7d"` (1s to 7d). */
+  timeout: string;
+  onTimeout?: "deny";
+}
+
+/** The policy's `approval` as the gateway echoes it. */
+export interface ApprovalRuleView {
+  above: Usdc | null;
+  domains: string[];
+  firstPaymentToDomain: boolean;
+  timeout: string;
+  onTimeout: "deny";
+}
+
+const DURATION = /^[1-9][0-9]{0,9}[smhd]$/;
+
 /** Spec 2.1 fields for `policies.set`: omitted keep their value, `null` removes the limit. */
 export interface PolicyFields {
   dailyBudget?: Usdc | null;
@@ -18,6 +42,8 @@ export interface PolicyFields {
   blockedDomains?: string[] | null;
   rateLimit?: { calls: number; window: RateLimitWindow } | null;
   protocolPreference?: ProtocolPreference;
+  /** Payments held for a person; replaced whole, `null` removes it. */
+  approval?: ApprovalRuleFields | null;
 }
 
 export interface Policy {
@@ -29,6 +55,8 @@ export interface Policy {
   rateLimit: { calls: number; window: RateLimitWindow } | null;
   protocolPreference: ProtocolPreference;
   usedToday: Usdc;
+  /** Absent from a gateway that predates approvals. */
+  approval?: ApprovalRuleView | null;
   [more: string]: unknown;
 }
 
@@ -53,6 +81,13 @@ export class PolicyOperations {
     const calls: unknown = fields.rateLimit?.calls;
     if (fields.rateLimit != null && (!Number.isSafeInteger(calls) || (calls as number) < 1 || (calls as number) > MAX_RATE_LIMIT_CALLS)) {
       throw new TypeError(`rateLimit.calls must be an integer from 1 to ${MAX_RATE_LIMIT_CALLS}, got ${String(calls)}`);
+    }
+    const approval = fields.approval;
+    if (approval != null) {
+      if (approval.above != null) moneyToUnits(approval.above, "approval.above");
+      if (typeof approval.timeout !== "string" || !DURATION.test(approval.timeout)) {
+        throw new TypeError(`approval.timeout must be a duration such as "15m" (1s to 7d), got ${JSON.stringify(approval.timeout)}`);
+      }
     }
     try {
       return await this.transport.request<Policy>("PUT", this.path, { body: fields });

@@ -7,11 +7,20 @@ mistake is a ``TypeError`` / ``MoneyFormatError`` naming the field rather than a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from ..effects import Flow
-from ..models import PROTOCOL_PREFERENCES, RATE_LIMIT_WINDOWS, Policy, ProtocolPreference, RateLimit, policy_from_wire
+from ..models import (
+    PROTOCOL_PREFERENCES,
+    RATE_LIMIT_WINDOWS,
+    ApprovalRule,
+    Policy,
+    ProtocolPreference,
+    RateLimit,
+    policy_from_wire,
+)
 from ..money import Usdc, UsdcAmount, to_units, units_to_usdc
 from ..runner import AsyncRunner, SyncRunner
 from ..transport import Transport
@@ -31,6 +40,9 @@ UNSET: Final = Unset()
 MoneyField = UsdcAmount | Usdc | None | Unset
 DomainsField = Sequence[str] | None | Unset
 RateLimitField = RateLimit | Mapping[str, object] | None | Unset
+ApprovalField = ApprovalRule | None | Unset
+
+_DURATION = re.compile(r"^[1-9][0-9]{0,9}[smhd]$")
 
 
 def policy_body(
@@ -41,6 +53,7 @@ def policy_body(
     blocked_domains: DomainsField,
     rate_limit: RateLimitField,
     protocol_preference: ProtocolPreference | Unset,
+    approval: ApprovalField = UNSET,
 ) -> dict[str, object]:
     """The PUT body in the spec's camelCase, exact amounts; raises before anything is sent."""
     body: dict[str, object] = {}
@@ -67,6 +80,28 @@ def policy_body(
         if protocol_preference not in PROTOCOL_PREFERENCES:
             raise TypeError("protocol_preference must be auto, x402 or mpp")
         body["protocolPreference"] = protocol_preference
+    if not isinstance(approval, Unset):
+        body["approval"] = None if approval is None else _approval(approval)
+    return body
+
+
+def _approval(rule: ApprovalRule) -> dict[str, object]:
+    """The policy's ``approval`` field on the wire; replaced whole by the gateway."""
+    if not isinstance(rule, ApprovalRule):
+        raise TypeError("approval must be an ApprovalRule or None")
+    if not isinstance(rule.timeout, str) or not _DURATION.match(rule.timeout):
+        raise TypeError(f'approval.timeout must be a duration such as "15m" (1s to 7d), got {rule.timeout!r}')
+    domains: object = rule.domains
+    if not isinstance(domains, list) or not all(isinstance(domain, str) for domain in domains):
+        raise TypeError("approval.domains must be a list of domains")
+    body: dict[str, object] = {
+        "domains": list(domains),
+        "firstPaymentToDomain": rule.first_payment_to_domain,
+        "timeout": rule.timeout,
+        "onTimeout": rule.on_timeout,
+    }
+    if rule.above is not None:
+        body["above"] = {"usdc": units_to_usdc(to_units(rule.above.usdc, "approval.above"))}
     return body
 
 
@@ -121,6 +156,7 @@ class PoliciesResource:
         blocked_domains: DomainsField = UNSET,
         rate_limit: RateLimitField = UNSET,
         protocol_preference: ProtocolPreference | Unset = UNSET,
+        approval: ApprovalField = UNSET,
     ) -> Policy:
         """Spec 4.1: omitted fields keep their current values; ``None`` removes a limit."""
         body = policy_body(
@@ -130,6 +166,7 @@ class PoliciesResource:
             blocked_domains=blocked_domains,
             rate_limit=rate_limit,
             protocol_preference=protocol_preference,
+            approval=approval,
         )
         return self._run(self._flows.set(body))
 
@@ -158,6 +195,7 @@ class AsyncPoliciesResource:
         blocked_domains: DomainsField = UNSET,
         rate_limit: RateLimitField = UNSET,
         protocol_preference: ProtocolPreference | Unset = UNSET,
+        approval: ApprovalField = UNSET,
     ) -> Policy:
         """Spec 4.1: omitted fields keep their current values; ``None`` removes a limit."""
         body = policy_body(
@@ -167,6 +205,7 @@ class AsyncPoliciesResource:
             blocked_domains=blocked_domains,
             rate_limit=rate_limit,
             protocol_preference=protocol_preference,
+            approval=approval,
         )
         return await self._run(self._flows.set(body))
 

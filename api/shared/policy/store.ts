@@ -102,6 +102,11 @@ interface PolicyRow {
   rate_limit_calls: number | null;
   rate_limit_window: RateWindow | null;
   protocol_preference: ProtocolPreference;
+  approval_above_units: string | null;
+  approval_domains: string[];
+  approval_first_payment_to_domain: boolean;
+  approval_timeout_ms: string | null;
+  approval_on_timeout: "deny" | null;
   updated_at: Date;
 }
 
@@ -121,13 +126,18 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
       const next = applyPatch((await getPolicy(client, agentId)) ?? EMPTY_POLICY, patch);
       const { rows } = await client.query<PolicyRow>(
         `INSERT INTO policies (agent_id, daily_budget_units, per_call_limit_units, allowed_domains, blocked_domains,
-                             rate_limit_calls, rate_limit_window, protocol_preference, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                             rate_limit_calls, rate_limit_window, protocol_preference, updated_at,
+                             approval_above_units, approval_domains, approval_first_payment_to_domain, approval_timeout_ms,
+                             approval_on_timeout)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
        ON CONFLICT (agent_id) DO UPDATE SET
          daily_budget_units = EXCLUDED.daily_budget_units, per_call_limit_units = EXCLUDED.per_call_limit_units,
          allowed_domains = EXCLUDED.allowed_domains, blocked_domains = EXCLUDED.blocked_domains,
          rate_limit_calls = EXCLUDED.rate_limit_calls, rate_limit_window = EXCLUDED.rate_limit_window,
-         protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at
+         protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at,
+         approval_above_units = EXCLUDED.approval_above_units, approval_domains = EXCLUDED.approval_domains,
+         approval_first_payment_to_domain = EXCLUDED.approval_first_payment_to_domain,
+         approval_timeout_ms = EXCLUDED.approval_timeout_ms, approval_on_timeout = EXCLUDED.approval_on_timeout
        RETURNING *`,
         [
           agentId,
@@ -139,6 +149,11 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
           next.rateLimit?.window ?? null,
           next.protocolPreference,
           now,
+          next.approval?.aboveUnits?.toString() ?? null,
+          next.approval?.domains ?? [],
+          next.approval?.firstPaymentToDomain ?? false,
+          next.approval?.timeoutMs ?? null,
+          next.approval?.onTimeout ?? null,
         ],
       );
       return fromRow(rows[0]!);
@@ -741,6 +756,17 @@ function fromRow(row: PolicyRow): StoredPolicy {
         ? null
         : { calls: row.rate_limit_calls, window: row.rate_limit_window },
     protocolPreference: row.protocol_preference,
+    ...(row.approval_timeout_ms === null
+      ? {}
+      : {
+          approval: {
+            aboveUnits: row.approval_above_units === null ? null : BigInt(row.approval_above_units),
+            domains: row.approval_domains,
+            firstPaymentToDomain: row.approval_first_payment_to_domain,
+            timeoutMs: Number(row.approval_timeout_ms),
+            onTimeout: row.approval_on_timeout ?? "deny",
+          },
+        }),
     updatedAt: row.updated_at,
   };
 }

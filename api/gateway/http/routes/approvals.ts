@@ -15,7 +15,6 @@
  * The signed one-time link (`/v1/approvals/{id}/decide?token=`) needs no key and speaks HTML
  * forms, so it is served beside the router (../approval-link.ts).
  */
-import { internalAgentId } from "../../../shared/agent-ids.js";
 import { type ApprovalDecision, parseApprovalStatus, parseNote } from "../../../shared/approvals/approval.js";
 import { ApprovalNotFoundError } from "../../../shared/approvals/errors.js";
 import { APPROVALS_LIMIT_DEFAULT, APPROVALS_LIMIT_MAX, getApproval, listApprovals } from "../../../shared/approvals/store.js";
@@ -23,6 +22,7 @@ import { runDatabaseEffect, type RouteResponse } from "../../../shared/http/idem
 import { limitParam, objectBody } from "../../../shared/http/input.js";
 import { badRequest, httpError, problemResponse } from "../../../shared/http/problem.js";
 import { json } from "../../../shared/http/router.js";
+import { agentOfAccount } from "../../../shared/agents.js";
 import { parseAgentId } from "../../../shared/validation.js";
 import { ApprovalAlreadyDecidedError } from "../../../shared/approvals/errors.js";
 import { boundAgent } from "../../../shared/scopes.js";
@@ -31,10 +31,17 @@ import { approvalWaitsFor, type Decided, decideInTransaction, MAX_WAIT_SECONDS }
 import { approvalJson } from "../approval-view.js";
 import type { Route, RouteContext } from "../deps.js";
 
+/** An agent of the caller's account by its public id → its internal key; an unknown one matches nothing. */
+async function agentKeyOf(context: RouteContext, publicId: string): Promise<string> {
+  const agent = await agentOfAccount(context.deps.pool, context.caller.accountId, publicId);
+  // A key no agent has (a public id holds no "/"): the filter then matches nothing, as for none.
+  return agent?.agent_id ?? `/${publicId}`;
+}
+
 /** The caller's reading scope: the account, and for an agent key its agent's internal key. */
-function reader(context: RouteContext): { accountId: string; agentKey: string | null } {
+async function reader(context: RouteContext): Promise<{ accountId: string; agentKey: string | null }> {
   const own = boundAgent(context.caller.scope);
-  return { accountId: context.caller.accountId, agentKey: own === null ? null : internalAgentId(context.caller.accountId, own) };
+  return { accountId: context.caller.accountId, agentKey: own === null ? null : await agentKeyOf(context, own) };
 }
 
 async function listRoute(context: RouteContext): Promise<RouteResponse> {
@@ -43,7 +50,7 @@ async function listRoute(context: RouteContext): Promise<RouteResponse> {
   const agentText = query.get("agentId");
   const page = await listApprovals(context.deps.pool, context.caller.accountId, {
     status: statusText === null ? null : parseApprovalStatus(statusText),
-    agentKey: agentText === null ? null : internalAgentId(context.caller.accountId, parseAgentId("agentId", agentText)),
+    agentKey: agentText === null ? null : await agentKeyOf(context, parseAgentId("agentId", agentText)),
     limit: limitParam(query.get("limit"), APPROVALS_LIMIT_DEFAULT, APPROVALS_LIMIT_MAX),
     cursor: query.get("cursor"),
   });
@@ -62,7 +69,7 @@ function waitSeconds(text: string | null): number {
 async function getRoute(context: RouteContext): Promise<RouteResponse> {
   const id = context.params.approvalId!;
   const wait = waitSeconds(context.query.get("wait"));
-  const who = reader(context);
+  const who = await reader(context);
   const read = () => getApproval(context.deps.pool, who, id);
   let approval = await read();
   if (approval === null) throw new ApprovalNotFoundError(id);
@@ -76,7 +83,7 @@ async function getRoute(context: RouteContext): Promise<RouteResponse> {
 
 /** For an agent key: the approval's agent, or 404 APPROVAL_NOT_FOUND as for none (the router's scope check). */
 async function approvalAgent(context: RouteContext): Promise<string | null> {
-  const approval = await getApproval(context.deps.pool, reader(context), context.params.approvalId!);
+  const approval = await getApproval(context.deps.pool, await reader(context), context.params.approvalId!);
   if (approval === null) throw new ApprovalNotFoundError(context.params.approvalId!);
   return approval.agentId;
 }
@@ -119,7 +126,7 @@ export function decidedAnswer(decided: Decided): RouteResponse {
       ? {}
       : recheck.outcome === "authorized"
         ? { outcome: "authorized" }
-        : { outcome: "refused", reasonCode: recheck.reasonCode, reason: recheck.reason, rejectionId: recheck.rejectionId }),
+        : { outcome: "refused", refusal: { reasonCode: recheck.reasonCode, reason: recheck.reason } }),
   });
 }
 

@@ -21,7 +21,9 @@ import {
   nextApprovalExpiry,
   recordApprovalOutcome,
 } from "../../api/shared/approvals/store.js";
+import { approvalFromColumns, approvalToColumns } from "../../api/shared/policy/approval.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
+import { randomScenario } from "./policy-reference.js";
 
 const T0 = new Date("2026-03-01T12:00:00.000Z");
 const MINUTE = 60_000;
@@ -138,6 +140,37 @@ describe("migration 049", () => {
       const other = await newAgent(accountA);
       await expect(db.pool.query(`INSERT INTO policies (agent_id, ${columns}`, [other]), columns).rejects.toThrow(/check/);
     }
+  });
+});
+
+describe("the policy's approval columns", () => {
+  it("every valid approval rule (and none) satisfies the table's CHECK and reads back the same", async () => {
+    let rules = 0;
+    for (let seed = 1; seed <= 60; seed += 1) {
+      const { approval } = randomScenario(seed, 0, T0, { approvals: true }).policy;
+      const agent = await newAgent(accountA);
+      const columns = approvalToColumns(approval);
+      await db.pool.query(
+        `INSERT INTO policies (agent_id, approval_above_units, approval_domains, approval_first_payment_to_domain, approval_timeout_ms, approval_on_timeout)
+         VALUES ($1, $2, $3, $4, $5, $6)`,
+        [
+          agent,
+          columns.approval_above_units,
+          columns.approval_domains,
+          columns.approval_first_payment_to_domain,
+          columns.approval_timeout_ms,
+          columns.approval_on_timeout,
+        ],
+      );
+      const { rows } = await db.pool.query(
+        `SELECT approval_above_units::text AS approval_above_units, approval_domains, approval_first_payment_to_domain,
+                approval_timeout_ms::text AS approval_timeout_ms, approval_on_timeout FROM policies WHERE agent_id = $1`,
+        [agent],
+      );
+      expect(approvalFromColumns(rows[0]), `seed ${seed}`).toEqual(approval ?? null);
+      if (approval != null) rules += 1;
+    }
+    expect(rules).toBeGreaterThan(20);
   });
 });
 

@@ -4,7 +4,17 @@
  * third outcome `needs_approval`, which a refusal always beats.
  */
 import { describe, expect, it } from "vitest";
-import { type ApprovalPolicy, approvalView, formatDuration, parseApprovalInput, parseDuration } from "./approval.js";
+import { writeJson } from "../http/json.js";
+import {
+  type ApprovalPolicy,
+  approvalFromColumns,
+  approvalJson,
+  approvalToColumns,
+  approvalView,
+  formatDuration,
+  parseApprovalInput,
+  parseDuration,
+} from "./approval.js";
 import { evaluatePayment, evaluatePolicy, type PolicyUsage } from "./engine.js";
 import { InvalidPolicyError } from "./errors.js";
 import { applyPatch, EMPTY_POLICY, parsePolicyPatch, type Policy, validatePolicy } from "./policy.js";
@@ -75,6 +85,22 @@ describe("the approval field on the wire", () => {
       timeout: "15m",
       onTimeout: "deny",
     });
+  });
+
+  it("renders for REST and webhooks with exact money, and maps to the policy columns and back", () => {
+    const approval = parseApprovalInput({ above: { usdc: "0.1" }, domains: ["vendor.example"], timeout: "2h" })!;
+    expect(writeJson(approvalJson(approval))).toBe(
+      '{"above":{"usdc":0.1},"domains":["vendor.example"],"firstPaymentToDomain":false,"timeout":"2h","onTimeout":"deny"}',
+    );
+    expect(approvalToColumns(approval)).toEqual({
+      approval_above_units: "100000",
+      approval_domains: ["vendor.example"],
+      approval_first_payment_to_domain: false,
+      approval_timeout_ms: "7200000",
+      approval_on_timeout: "deny",
+    });
+    expect(approvalFromColumns(approvalToColumns(approval))).toEqual(approval);
+    expect(approvalFromColumns(approvalToColumns(null))).toBeNull();
   });
 
   it("defaults domains, firstPaymentToDomain and onTimeout; null removes the field", () => {

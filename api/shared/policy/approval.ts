@@ -4,7 +4,7 @@
  * problem a typed `InvalidPolicyError` naming the sub-field at fault), the wire parser, the
  * `<duration>` form of the timeout, and the pure matching of the approval rules.
  */
-import { MAX_AMOUNT_UNITS } from "../money.js";
+import { MAX_AMOUNT_UNITS, type UsdcJson, usdcJsonOrNull } from "../money.js";
 import { parseAmountInput } from "./amounts.js";
 import { findMatch, normalizeDomainEntry } from "./domains.js";
 import { InvalidPolicyError, isPolicyInputError } from "./errors.js";
@@ -150,6 +150,69 @@ export function approvalView(approval: ApprovalPolicy): ApprovalView {
     firstPaymentToDomain: approval.firstPaymentToDomain,
     timeout: formatDuration(approval.timeoutMs),
     onTimeout: approval.onTimeout,
+  };
+}
+
+/** The REST / webhook form (docs/rest.md): money as the spec's exact `{ usdc }`. */
+export interface ApprovalJson {
+  readonly above: UsdcJson | null;
+  readonly domains: readonly string[];
+  readonly firstPaymentToDomain: boolean;
+  readonly timeout: string;
+  readonly onTimeout: ApprovalOnTimeout;
+}
+
+export function approvalJson(approval: ApprovalPolicy): ApprovalJson {
+  const { aboveUnits, ...view } = approvalView(approval);
+  return { above: usdcJsonOrNull(aboveUnits), ...view };
+}
+
+/**
+ * The `policies` columns of migration 049 (`approval_*`), as the policy store writes and reads
+ * them: all NULL / empty / false for no approval, which the table's CHECK requires together.
+ */
+export interface ApprovalColumns {
+  readonly approval_above_units: string | null;
+  readonly approval_domains: readonly string[];
+  readonly approval_first_payment_to_domain: boolean;
+  readonly approval_timeout_ms: string | null;
+  readonly approval_on_timeout: ApprovalOnTimeout | null;
+}
+
+export function approvalToColumns(approval: ApprovalPolicy | null | undefined): ApprovalColumns {
+  if (approval == null) {
+    return {
+      approval_above_units: null,
+      approval_domains: [],
+      approval_first_payment_to_domain: false,
+      approval_timeout_ms: null,
+      approval_on_timeout: null,
+    };
+  }
+  return {
+    approval_above_units: approval.aboveUnits === null ? null : approval.aboveUnits.toString(),
+    approval_domains: approval.domains,
+    approval_first_payment_to_domain: approval.firstPaymentToDomain,
+    approval_timeout_ms: String(approval.timeoutMs),
+    approval_on_timeout: approval.onTimeout,
+  };
+}
+
+/** The columns as `pg` reads them (numeric and int8 as strings) → the rule, or null for none. */
+export function approvalFromColumns(row: {
+  readonly approval_above_units: string | null;
+  readonly approval_domains: readonly string[] | null;
+  readonly approval_first_payment_to_domain: boolean | null;
+  readonly approval_timeout_ms: string | number | null;
+  readonly approval_on_timeout: string | null;
+}): ApprovalPolicy | null {
+  if (row.approval_timeout_ms === null) return null;
+  return {
+    aboveUnits: row.approval_above_units === null ? null : BigInt(row.approval_above_units),
+    domains: row.approval_domains ?? [],
+    firstPaymentToDomain: row.approval_first_payment_to_domain === true,
+    timeoutMs: Number(row.approval_timeout_ms),
+    onTimeout: "deny",
   };
 }
 

@@ -76,12 +76,11 @@ export class SecretBox {
   }
 
   /**
-   * HMAC-SHA256 of `data` under a key derived from the secrets key for one `purpose` (the signed
-   * approval link), so a MAC never doubles as anything the box encrypts or another purpose signs.
+   * A 32-byte key derived from the secrets key for one `purpose` (the signed approval links'
+   * HMAC), so a MAC key never doubles as the encryption key or another purpose's key.
    */
-  mac(purpose: string, data: Buffer): Buffer {
-    const key = createHmac("sha256", this.#key).update(`mac:${purpose}`, "utf8").digest();
-    return createHmac("sha256", key).update(data).digest();
+  derivedKey(purpose: string): Buffer {
+    return createHmac("sha256", this.#key).update(`derived:${purpose}`, "utf8").digest();
   }
 
   toString(): string {

@@ -169,7 +169,7 @@ describe("holding a payment", () => {
     expect(events.map((e) => e.type)).toEqual(["approval.requested"]);
     expect(events[0]!.payload).toMatchObject({ agentId, amount: { usdc: 6 }, rule: "above", expiresAt: approval.expiresAt });
     expect(events[0]!.payload.decideUrl).toMatch(
-      /^https:\/\/gateway\.test\/v1\/approvals\/[0-9a-f-]{36}\/decide\?token=[A-Za-z0-9_-]{86}$/,
+      /^https:\/\/gateway\.test\/v1\/approvals\/[0-9a-f-]{36}\/decide\?token=[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}$/,
     );
 
     // The same request under the same key holds nothing more: the same approval, still 202.

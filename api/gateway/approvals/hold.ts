@@ -7,14 +7,17 @@
  */
 import type pg from "pg";
 import type { Approval } from "../../shared/approvals/approval.js";
+import { createLinkToken } from "../../shared/approvals/link-token.js";
 import { createApproval } from "../../shared/approvals/store.js";
 import { httpError } from "../../shared/errors.js";
 import type { PolicyNeedsApproval } from "../../shared/policy/engine.js";
 import type { SecretBox } from "../../shared/secret-box.js";
 import { emitEvent } from "../events/events.js";
 import { approvalRequestedPayload } from "../events/payloads.js";
-import { newLinkToken } from "./link-token.js";
 import { setApprovalLinkToken } from "./store.js";
+
+/** The secrets-key derivation the links are signed with (./decide's link check uses the same). */
+export const LINK_KEY_PURPOSE = "approval-link";
 
 /** What the link needs: the key that signs it and the gateway's public address (absent: a path-only URL). */
 export interface ApprovalLinks {
@@ -58,7 +61,7 @@ export async function holdPayment(client: pg.ClientBase, links: ApprovalLinks, i
     timeoutMs: decision.timeoutMs,
     linkTokenHash: null,
   });
-  const link = newLinkToken(links.box, approval.id, approval.expiresAt);
+  const link = createLinkToken(links.box.derivedKey(LINK_KEY_PURPOSE), approval.id, approval.expiresAt);
   await setApprovalLinkToken(client, approval.id, link.hash);
   await emitEvent(
     client,

@@ -7,7 +7,7 @@
  * - `resume.ts`: the caller repeats its authorization with the same Idempotency-Key;
  * - `timeouts.ts`: the loop that expires undecided approvals by the gateway's clock;
  * - `waits.ts`: long-polls woken by the decisions' notifications;
- * - `link-token.ts`: the one-time link's token; `store.ts`: the gateway's own statements.
+ * - `store.ts`: the gateway's own statements (the link's token is api/shared/approvals/link-token.ts).
  *
  * Authority: `approvals` (api/shared/approvals/store.ts) is the truth for whether a held payment
  * may go; `spend_reservations` for what it holds of the budget (`pending_approval`, then
@@ -15,7 +15,6 @@
  */
 export * from "./decide.js";
 export * from "./hold.js";
-export * from "./link-token.js";
 export * from "./resume.js";
 export * from "./store.js";
 export * from "./timeouts.js";

@@ -12,7 +12,8 @@ import { withTransaction } from "../../../indexer/db/database.js";
 import { type Approval, parseNote } from "../../shared/approvals/approval.js";
 import { ServiceError, toServiceError } from "../../shared/errors.js";
 import { formatUsdcShort } from "../../shared/money.js";
-import { approvalByLinkHash, decideInTransaction, linkTokenHash, linkTokenSigned, linkUsed } from "../approvals/index.js";
+import { linkTokenHash, verifyLinkToken } from "../../shared/approvals/link-token.js";
+import { approvalByLinkHash, decideInTransaction, LINK_KEY_PURPOSE, linkUsed } from "../approvals/index.js";
 import type { GatewayDeps } from "./deps.js";
 
 const PATH = /^\/v1\/approvals\/([^/]+)\/decide\/?$/;
@@ -46,13 +47,20 @@ export function createApprovalLinkHandler(deps: GatewayDeps): (request: Request)
   };
 }
 
-/** The approval the token is a live link of: its hash is stored for this id and its signature holds. */
+/**
+ * The approval the token is a live link of: its hash is stored for this id, its MAC holds and the
+ * link is unused. An approval past its `expiresAt` is still returned (a POST then expires it, and
+ * the page says it was decided).
+ */
 async function linkedApproval(deps: GatewayDeps, approvalId: string, token: string | null): Promise<{ approval: Approval; hash: Buffer }> {
-  const hash = linkTokenHash(token);
   const box = deps.secretBox;
-  const approval = hash === null ? null : await approvalByLinkHash(deps.pool, hash);
-  if (approval === null || hash === null || box === undefined || approval.id !== approvalId) throw deadLink();
-  if (!linkTokenSigned(box, token!, approval.id, approval.expiresAt)) throw deadLink();
+  if (token === null || token.length > 200 || box === undefined) throw deadLink();
+  const hash = linkTokenHash(token);
+  const approval = await approvalByLinkHash(deps.pool, hash);
+  if (approval === null || approval.id !== approvalId) throw deadLink();
+  // Checked against a clock before the expiry: the MAC alone; the expiry is the store's to judge.
+  const signedAt = new Date(approval.expiresAt.getTime() - 1);
+  if (!verifyLinkToken(box.derivedKey(LINK_KEY_PURPOSE), token, approval.id, approval.expiresAt, signedAt)) throw deadLink();
   if (await linkUsed(deps.pool, hash)) throw deadLink();
   return { approval, hash };
 }

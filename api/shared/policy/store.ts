@@ -28,6 +28,7 @@ import {
   type PolicyDecision,
   type PolicyUsage,
 } from "./engine.js";
+import { approvalFromColumns, approvalToColumns } from "./approval.js";
 import { endpointHost } from "./domains.js";
 import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type Protocol, type ProtocolPreference } from "./policy.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow, rateWindowStart } from "./windows.js";
@@ -103,7 +104,7 @@ interface PolicyRow {
   rate_limit_window: RateWindow | null;
   protocol_preference: ProtocolPreference;
   approval_above_units: string | null;
-  approval_domains: string[];
+  approval_domains: readonly string[];
   approval_first_payment_to_domain: boolean;
   approval_timeout_ms: string | null;
   approval_on_timeout: "deny" | null;
@@ -149,11 +150,7 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
           next.rateLimit?.window ?? null,
           next.protocolPreference,
           now,
-          next.approval?.aboveUnits?.toString() ?? null,
-          next.approval?.domains ?? [],
-          next.approval?.firstPaymentToDomain ?? false,
-          next.approval?.timeoutMs ?? null,
-          next.approval?.onTimeout ?? null,
+          ...approvalColumns(next.approval),
         ],
       );
       return fromRow(rows[0]!);
@@ -744,7 +741,14 @@ function assertAgentId(agentId: string): void {
   }
 }
 
+/** The approval columns in the INSERT's order. */
+function approvalColumns(approval: Policy["approval"]): readonly unknown[] {
+  const c = approvalToColumns(approval);
+  return [c.approval_above_units, c.approval_domains, c.approval_first_payment_to_domain, c.approval_timeout_ms, c.approval_on_timeout];
+}
+
 function fromRow(row: PolicyRow): StoredPolicy {
+  const approval = approvalFromColumns(row);
   return {
     agentId: row.agent_id,
     dailyBudgetUnits: row.daily_budget_units === null ? null : BigInt(row.daily_budget_units),
@@ -756,17 +760,7 @@ function fromRow(row: PolicyRow): StoredPolicy {
         ? null
         : { calls: row.rate_limit_calls, window: row.rate_limit_window },
     protocolPreference: row.protocol_preference,
-    ...(row.approval_timeout_ms === null
-      ? {}
-      : {
-          approval: {
-            aboveUnits: row.approval_above_units === null ? null : BigInt(row.approval_above_units),
-            domains: row.approval_domains,
-            firstPaymentToDomain: row.approval_first_payment_to_domain,
-            timeoutMs: Number(row.approval_timeout_ms),
-            onTimeout: row.approval_on_timeout ?? "deny",
-          },
-        }),
+    ...(approval === null ? {} : { approval }),
     updatedAt: row.updated_at,
   };
 }

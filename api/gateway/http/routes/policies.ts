@@ -4,7 +4,7 @@
  * PUT and DELETE are idempotent by their semantics; they take no Idempotency-Key.
  */
 import {
-  approvalView,
+  approvalJson,
   budgetState,
   clearPolicy,
   EMPTY_POLICY,
@@ -52,7 +52,7 @@ async function policyView(context: RouteContext, agent: AgentRow): Promise<Recor
     windowStart: usage.windowStart,
     windowResetsAt: usage.windowResetsAt,
     rateUsage: { calls: usage.rateCalls, limit: policy.rateLimit?.calls ?? null, window: usage.rateWindow },
-    approval: policy.approval == null ? null : approvalJson(approvalView(policy.approval)),
+    approval: policy.approval == null ? null : approvalJson(policy.approval),
     updatedAt: stored?.updatedAt ?? null,
   };
 }
@@ -81,11 +81,6 @@ async function putRoute(context: RouteContext): Promise<RouteResponse> {
   const patch = parsePolicyPatch(wire);
   await putPolicy(context.deps.pool, agent.agent_id, patch, context.now);
   return json(200, await policyView(context, agent));
-}
-
-function approvalJson(view: ReturnType<typeof approvalView>): Record<string, unknown> {
-  const { aboveUnits, ...rest } = view;
-  return { above: usdcJsonOrNull(aboveUnits), ...rest };
 }
 
 /**

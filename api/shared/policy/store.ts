@@ -407,7 +407,11 @@ export async function recheckHeldReservation(
   );
   if (released.rowCount !== 1) return null;
   const policy = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
-  const decision = evaluatePolicy(policy, await readUsage(client, agentId, policy, now), request, now);
+  // Spec 3's exhausted state is not applied: the held amount was counted before the refusals that
+  // exhausted the period (often refused because it was held). The arithmetic still applies, so a
+  // budget lowered meanwhile refuses.
+  const usage = { ...(await readUsage(client, agentId, policy, now)), budgetExhausted: false };
+  const decision = evaluatePolicy(policy, usage, request, now);
   const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
   if (decision.decision !== "allow" || refusal !== null) return { decision, refusal };
   await client.query(

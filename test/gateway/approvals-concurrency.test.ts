@@ -121,13 +121,13 @@ describe("approvals under contention", () => {
           id: approval.id,
           by: "approve",
           status: a.status,
-          decided: a.body?.approval?.status,
+          decided: a.body?.status,
         })),
         restCall(handle, "POST", `/v1/approvals/${approval.id}/deny`, { key: adminKey, body: { note: "race" } }).then((a) => ({
           id: approval.id,
           by: "deny",
           status: a.status,
-          decided: a.body?.approval?.status,
+          decided: a.body?.status,
         })),
         restCall(handle, "POST", path, {
           raw: `decision=${i % 2 === 0 ? "approve" : "deny"}`,

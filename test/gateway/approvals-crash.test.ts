@@ -118,7 +118,11 @@ describe("approvals timeout loop crash recovery", () => {
 
     const first = startLoop();
     // Kill it once it has expired some (mid-run: small batches, more due), before the later ones are due.
-    await pollUntil(async () => ((await statuses(all)).expired ?? 0) > 0, { timeoutMs: 20_000, intervalMs: 20, what: "the first loop expiring an approval" });
+    await pollUntil(async () => ((await statuses(all)).expired ?? 0) > 0, {
+      timeoutMs: 20_000,
+      intervalMs: 20,
+      what: "the first loop expiring an approval",
+    });
     first.kill("SIGKILL");
     await exited(first);
     const atKill = await statuses(all);
@@ -128,7 +132,11 @@ describe("approvals timeout loop crash recovery", () => {
     await delay(4_500);
     expect((await statuses(later)).pending).toBe(later.length);
     const second = startLoop();
-    await pollUntil(async () => ((await statuses(all)).expired ?? 0) === all.length, { timeoutMs: 20_000, intervalMs: 50, what: "the restarted loop expiring every approval" });
+    await pollUntil(async () => ((await statuses(all)).expired ?? 0) === all.length, {
+      timeoutMs: 20_000,
+      intervalMs: 50,
+      what: "the restarted loop expiring every approval",
+    });
     second.kill("SIGKILL");
     await exited(second);
 

@@ -15,7 +15,7 @@
  * The signed one-time link (`/v1/approvals/{id}/decide?token=`) needs no key and speaks HTML
  * forms, so it is served beside the router (../approval-link.ts).
  */
-import { type ApprovalDecision, parseApprovalStatus, parseNote } from "../../../shared/approvals/approval.js";
+import { type Approval, type ApprovalDecision, parseApprovalStatus, parseNote } from "../../../shared/approvals/approval.js";
 import { ApprovalNotFoundError } from "../../../shared/approvals/errors.js";
 import { APPROVALS_LIMIT_DEFAULT, APPROVALS_LIMIT_MAX, getApproval, listApprovals } from "../../../shared/approvals/store.js";
 import { runDatabaseEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
@@ -27,8 +27,8 @@ import { parseAgentId } from "../../../shared/validation.js";
 import { ApprovalAlreadyDecidedError } from "../../../shared/approvals/errors.js";
 import { boundAgent } from "../../../shared/scopes.js";
 import { sessionKeyId } from "../../../shared/sessions.js";
-import { approvalWaitsFor, type Decided, decideInTransaction, MAX_WAIT_SECONDS } from "../../approvals/index.js";
-import { approvalJson } from "../approval-view.js";
+import { approvalWaitsFor, type Decided, decideInTransaction, MAX_WAIT_SECONDS, recheckRefusal } from "../../approvals/index.js";
+import { type ApprovalRefusal, approvalJson } from "../approval-view.js";
 import type { Route, RouteContext } from "../deps.js";
 
 /** An agent of the caller's account by its public id → its internal key; an unknown one matches nothing. */
@@ -54,7 +54,13 @@ async function listRoute(context: RouteContext): Promise<RouteResponse> {
     limit: limitParam(query.get("limit"), APPROVALS_LIMIT_DEFAULT, APPROVALS_LIMIT_MAX),
     cursor: query.get("cursor"),
   });
-  return json(200, { approvals: page.approvals.map(approvalJson), nextCursor: page.nextCursor });
+  const approvals = await Promise.all(page.approvals.map(async (a) => approvalJson(a, await refusalOf(context, a))));
+  return json(200, { approvals, nextCursor: page.nextCursor });
+}
+
+/** What the re-check refused, for an approval whose outcome is `refused` (one read, for those only). */
+async function refusalOf(context: RouteContext, approval: Approval): Promise<ApprovalRefusal | null> {
+  return approval.outcome === "refused" ? recheckRefusal(context.deps.pool, approval) : null;
 }
 
 /** `?wait=` in whole seconds, 0 to 60; absent: 0. */
@@ -78,7 +84,7 @@ async function getRoute(context: RouteContext): Promise<RouteResponse> {
     await waits.wait(id, wait * 1_000, async () => (await read())?.status === "pending");
     approval = (await read()) ?? approval;
   }
-  return json(200, { approval: approvalJson(approval) });
+  return json(200, approvalJson(approval, await refusalOf(context, approval)));
 }
 
 /** For an agent key: the approval's agent, or 404 APPROVAL_NOT_FOUND as for none (the router's scope check). */
@@ -120,14 +126,7 @@ function decideRoute(decision: ApprovalDecision) {
 export function decidedAnswer(decided: Decided): RouteResponse {
   if (decided.late) return problemResponse(new ApprovalAlreadyDecidedError(decided.approval));
   const recheck = decided.recheck;
-  return json(200, {
-    approval: approvalJson(decided.approval),
-    ...(recheck === null
-      ? {}
-      : recheck.outcome === "authorized"
-        ? { outcome: "authorized" }
-        : { outcome: "refused", refusal: { reasonCode: recheck.reasonCode, reason: recheck.reason } }),
-  });
+  return json(200, approvalJson(decided.approval, recheck?.outcome === "refused" ? recheck : null));
 }
 
 export const approvalRoutes: readonly Route[] = [

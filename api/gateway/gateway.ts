@@ -11,7 +11,7 @@ import { type Keypair, PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { SecretBox } from "../shared/secret-box.js";
-import { ApprovalWaits, runApprovalTimeouts } from "./approvals/index.js";
+import { ApprovalWaits, runApprovalTimeouts } from "./payments/approvals/index.js";
 import type { CardProcessor } from "./card/processor.js";
 import { ChannelSessions, runChannelLoop } from "./channels/index.js";
 import { CosignedTransfers } from "./cosigned/cosigned.js";

@@ -11,7 +11,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { Keypair } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { expireApprovals } from "../../api/gateway/approvals/index.js";
+import { expireApprovals } from "../../api/gateway/payments/approvals/index.js";
 import { createGatewayHandler } from "../../api/gateway/http/index.js";
 import {
   AgentWallets,

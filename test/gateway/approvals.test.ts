@@ -12,7 +12,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { expireApprovals } from "../../api/gateway/approvals/index.js";
+import { expireApprovals } from "../../api/gateway/payments/approvals/index.js";
 import { createGatewayHandler } from "../../api/gateway/http/index.js";
 import {
   AgentWallets,

@@ -31,7 +31,7 @@
  * (api/gateway/transfers/landing.ts).
  *
  * Approvals (docs/policy.md "Approvals"): a payment the policy holds for a person is reserved
- * `pending_approval` and recorded as an approval (api/gateway/approvals), nothing signed
+ * `pending_approval` and recorded as an approval (./approvals), nothing signed
  * (`held`). The same request repeated with the same Idempotency-Key resumes it: still held, the
  * typed refusal once denied or expired (`closed`), or, once approved and allowed by the re-check,
  * signed on the held reservation as any authorization.
@@ -59,7 +59,7 @@ import {
 } from "../../shared/policy/store.js";
 import type { AgentRow } from "../../shared/rows.js";
 import { lockAgentArchivedAt } from "../agent-archive.js";
-import { type ApprovalLinks, holdPayment, resumeApproval } from "../approvals/index.js";
+import { type ApprovalLinks, holdPayment, resumeApproval } from "./approvals/index.js";
 import { emitPaymentEvents } from "../events/gateway.js";
 import {
   asRejection,

@@ -1,5 +1,5 @@
 /**
- * Approvals of held payments (docs/rest.md "Approvals"; the use cases are api/gateway/approvals,
+ * Approvals of held payments (docs/rest.md "Approvals"; the use cases are api/gateway/payments/approvals,
  * this file parses the requests and renders the answers):
  *
  * - `GET /v1/approvals` (admin, approver): the account's approvals, newest first, by `status`,
@@ -27,9 +27,17 @@ import { parseAgentId } from "../../../shared/validation.js";
 import { ApprovalAlreadyDecidedError } from "../../../shared/approvals/errors.js";
 import { boundAgent } from "../../../shared/scopes.js";
 import { sessionKeyId } from "../../../shared/sessions.js";
-import { approvalWaitsFor, type Decided, decideInTransaction, MAX_WAIT_SECONDS, recheckRefusal } from "../../approvals/index.js";
+import {
+  approvalWaitsFor,
+  type Decided,
+  type DecideDeps,
+  decideInTransaction,
+  MAX_WAIT_SECONDS,
+  recheckRefusal,
+} from "../../payments/approvals/index.js";
 import { type ApprovalRefusal, approvalJson } from "../approval-view.js";
-import type { Route, RouteContext } from "../deps.js";
+import { invocationBudgetCheck, requireInvocations, requireSubAgentInvocation } from "../../invocations/index.js";
+import type { GatewayDeps, Route, RouteContext } from "../deps.js";
 
 /** An agent of the caller's account by its public id → its internal key; an unknown one matches nothing. */
 async function agentKeyOf(context: RouteContext, publicId: string): Promise<string> {
@@ -112,13 +120,28 @@ function decideRoute(decision: ApprovalDecision) {
     const keyId = await decidingKey(context);
     const approvalId = context.params.approvalId!;
     return runDatabaseEffect(context.store, context.idempotency, async (client) => {
-      const decided = await decideInTransaction(
-        client,
-        { invocations: context.deps.invocations },
-        { decider: { kind: "key", accountId: context.caller.accountId, keyId, approvalId }, decision, note, now: context.now },
-      );
+      const decided = await decideInTransaction(client, approvalDecideDeps(context.deps), {
+        decider: { kind: "key", accountId: context.caller.accountId, keyId, approvalId },
+        decision,
+        note,
+        now: context.now,
+      });
       return decidedAnswer(decided);
     });
+  };
+}
+
+/** The deciding needs of the gateway: a sub-agent's held payment is re-checked against its invocation budget. */
+export function approvalDecideDeps(deps: GatewayDeps): DecideDeps {
+  return {
+    subAgentCheck: (payment) =>
+      invocationBudgetCheck({
+        agentId: payment.agentKey,
+        parentTxHash: payment.parentTxHash,
+        amountUnits: payment.amountUnits,
+        readInvocation: async () =>
+          (await requireSubAgentInvocation(requireInvocations(deps.invocations), payment.parentTxHash, payment.walletAddress)).state,
+      }),
   };
 }
 

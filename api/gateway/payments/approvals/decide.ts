@@ -15,27 +15,39 @@
  * Every decision emits `approval.decided` and wakes the long-polls at commit.
  */
 import type pg from "pg";
-import type { Approval, ApprovalDecision, ApprovalOutcome } from "../../shared/approvals/approval.js";
-import { ApprovalAlreadyDecidedError } from "../../shared/approvals/errors.js";
-import { type DecisionResult, decideApproval, decideByLink, recordApprovalOutcome } from "../../shared/approvals/store.js";
-import type { PolicyRejected } from "../../shared/policy/engine.js";
-import { heldReservation, recheckHeldReservation, releaseHeldReservation, type ReserveOptions } from "../../shared/policy/store.js";
-import { emitPaymentEvents } from "../events/gateway.js";
-import { emitEvent } from "../events/events.js";
-import { approvalDecidedPayload } from "../events/payloads.js";
+import type { Approval, ApprovalDecision, ApprovalOutcome } from "../../../shared/approvals/approval.js";
+import { ApprovalAlreadyDecidedError } from "../../../shared/approvals/errors.js";
+import { type DecisionResult, decideApproval, decideByLink, recordApprovalOutcome } from "../../../shared/approvals/store.js";
+import { httpError } from "../../../shared/errors.js";
+import type { PolicyAllowed, PolicyRejected, ReasonCode } from "../../../shared/policy/engine.js";
 import {
-  asRejection,
-  invocationBudgetCheck,
-  type Invocations,
-  requireInvocations,
-  requireSubAgentInvocation,
-} from "../invocations/index.js";
-import { recordRefusedPayment } from "../rejections.js";
+  heldReservation,
+  type ReservationRefusal,
+  recheckHeldReservation,
+  releaseHeldReservation,
+  type ReserveOptions,
+} from "../../../shared/policy/store.js";
+import { emitPaymentEvents } from "../../events/gateway.js";
+import { emitEvent } from "../../events/events.js";
+import { approvalDecidedPayload } from "../../events/payloads.js";
+import { recordRefusedPayment } from "../../rejections.js";
 import { notifyDecided } from "./store.js";
 
+/** A sub-agent's held payment, whose re-check also holds it to its invocation's budget. */
+export interface SubAgentPayment {
+  readonly agentKey: string;
+  readonly parentTxHash: string;
+  readonly amountUnits: bigint;
+  readonly walletAddress: string;
+}
+
 export interface DecideDeps {
-  /** Read for the re-check of a sub-agent's payment (its invocation budget); 503 without it then. */
-  readonly invocations?: Invocations | undefined;
+  /**
+   * The invocation budget check of a sub-agent's payment (api/gateway/invocations
+   * `invocationBudgetCheck`, given by the caller above this floor); approving such a payment
+   * answers 503 without it.
+   */
+  readonly subAgentCheck?: ((payment: SubAgentPayment) => ReserveOptions) | undefined;
 }
 
 /** Who decides: an API key of the account, or the holder of the signed link. */
@@ -111,16 +123,11 @@ async function recheckApproved(client: pg.ClientBase, deps: DecideDeps, approval
   if (held === null) throw new Error(`approval ${approval.id}: its reservation ${approval.reservationId} is gone`);
   const { agentKey, amountUnits, endpoint } = approval;
   const parentTxHash = held.parentTxHash;
-  const options: ReserveOptions =
-    parentTxHash === null
-      ? {}
-      : invocationBudgetCheck({
-          agentId: agentKey,
-          parentTxHash,
-          amountUnits,
-          readInvocation: async () =>
-            (await requireSubAgentInvocation(requireInvocations(deps.invocations), parentTxHash, held.walletAddress)).state,
-        });
+  let options: ReserveOptions = {};
+  if (parentTxHash !== null) {
+    if (deps.subAgentCheck === undefined) throw httpError("SERVICE_UNAVAILABLE", "agent invocations are not configured on this server");
+    options = deps.subAgentCheck({ agentKey, parentTxHash, amountUnits, walletAddress: held.walletAddress });
+  }
   // The caller gets as long to resume an approved payment as the payment could wait for a decision.
   const resumeBy = new Date(now.getTime() + (approval.expiresAt.getTime() - approval.requestedAt.getTime()));
   const request = { endpoint, amountUnits, protocol: held.protocol, offeredProtocols: [held.protocol] } as const;
@@ -131,7 +138,7 @@ async function recheckApproved(client: pg.ClientBase, deps: DecideDeps, approval
     await emitPaymentEvents(client, { agentId: agentKey, decision, at: now });
     return { outcome: "authorized" };
   }
-  const rejected: PolicyRejected = decision.decision === "reject" ? decision : asRejection(decision, refusal!);
+  const rejected: PolicyRejected = decision.decision === "reject" ? decision : refusalAsRejection(decision, refusal!);
   const rejectionId = await recordRefusedPayment(client, {
     agentId: agentKey,
     amountUnits,
@@ -141,6 +148,21 @@ async function recheckApproved(client: pg.ClientBase, deps: DecideDeps, approval
     at: now,
   });
   return { outcome: "refused", reasonCode: rejected.reasonCode, reason: rejected.reason, rejectionId };
+}
+
+/** The caller's refusal (an invocation budget) as a rejected payment, as the authorization records one. */
+function refusalAsRejection(decision: PolicyAllowed, refusal: ReservationRefusal): PolicyRejected {
+  return {
+    ...decision,
+    decision: "reject",
+    reasonCode: refusal.reasonCode as ReasonCode,
+    reason: refusal.reason,
+    errorClass: "PolicyViolationError",
+    requested: refusal.requested,
+    limit: refusal.limit,
+    unit: refusal.unit,
+    warnings: [],
+  };
 }
 
 async function emitDecided(client: pg.ClientBase, approval: Approval, outcome: ApprovalOutcome | null, now: Date): Promise<void> {

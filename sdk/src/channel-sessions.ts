@@ -1,21 +1,13 @@
 /**
- * Channel sessions on the paying side (issue 16; wire format docs/sdk.md "Channel sessions"): a
- * 402 offering the MPP `session` intent (`WWW-Authenticate: Payment … method="solana",
- * intent="session"`) is paid from an escrowed payment_ledger channel instead of one transfer
- * per request.
- *
- * - Open: `POST /v1/agents/{id}/channels` (the gateway reserves the deposit within the agent's
- *   spend policy and opens the channel with the agent's custodial key). Deposit = `depositMultiple`
- *   × the per-call price, capped by `maxDeposit`.
- * - Each request: `POST /v1/channels/{c}/vouchers` (the gateway checks the per-call policy and
- *   signs the next cumulative voucher), then the request with `Authorization: Payment
- *   <credential>` (`action` `open` on the channel's first request, `voucher` after).
- * - Close: `action: close` to the service (its payee presents its highest voucher), then
- *   `POST /v1/channels/{c}/close` (settles it, refunds the rest, returns the budget).
+ * Channel sessions on the paying side (wire format docs/sdk.md "Channel sessions"): a 402
+ * offering the MPP `session` intent (or x402 v2 `upto` over our vouchers) is paid from an
+ * escrowed payment_ledger channel instead of one transfer per request. The gateway opens the
+ * channel within the agent's spend policy (`POST /v1/agents/{id}/channels`), signs each
+ * cumulative voucher (`POST /v1/channels/{c}/vouchers`) and settles and refunds it at close.
  *
  * One channel per (agent scope, service origin), in this process's memory; a channel the service
- * or the gateway calls finished (deposit exhausted, closed, unknown) is forgotten and the next
- * request opens a new one. The key never leaves the gateway: this side holds no secret.
+ * or the gateway calls finished is forgotten and the next request opens a new one. The key never
+ * leaves the gateway: this side holds no secret.
  */
 import { callApi, type ApiAnswer } from "./api-call.js";
 import { PaymentError, PaymentProtocolError, ServiceError } from "./errors.js";

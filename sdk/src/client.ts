@@ -2,7 +2,7 @@
  * The client (spec 4.6, 4.7): its options, the transport and MPP sessions every copy shares, and
  * the resources hung off it, laid out like stripe-node's (one module per resource):
  *
- * - `pay` (spec 4.7's seven steps): `pay.ts`, with the gateway's authorization in `authorization.ts`;
+ * - `pay` (spec 4.7's seven steps): `pay/flow.ts` over one module per protocol in `pay/`;
  * - `wallet`, `policies`, `transactions`, `agents`: `resources/*.ts`.
  *
  * This module only builds and wires them. It re-exports their public types, so code importing
@@ -12,7 +12,10 @@ import { ChannelSessionPayer, type ChannelSessionOptions } from "./channel-sessi
 import { DomainRuleCache } from "./domain-rules.js";
 import { MppSessions } from "./sessions.js";
 import { type FetchFunction, Transport } from "./transport.js";
-import { type PaymentResult, PayFlow, type PayOptions, type PayShared, type ProtocolPreference } from "./pay.js";
+import type { PayOptions } from "./pay/call.js";
+import { PayFlow } from "./pay/flow.js";
+import type { PaymentResult } from "./pay/result.js";
+import type { PayShared, ProtocolPreference } from "./pay/scope.js";
 import { AgentOperations } from "./resources/agents.js";
 import { ApprovalOperations } from "./resources/approvals.js";
 import { PolicyOperations } from "./resources/policies.js";
@@ -23,7 +26,9 @@ export { explorerUrl } from "./explorer-links.js";
 export type { Usdc } from "./money.js";
 import type { Usdc } from "./money.js";
 export type { ChannelSessionOptions } from "./channel-sessions.js";
-export type { PaidResult, PaymentResult, PayOptions, Protocol, ProtocolPreference, UnpaidResult } from "./pay.js";
+export type { PayOptions } from "./pay/call.js";
+export type { PaidResult, PaymentResult, Protocol, UnpaidResult } from "./pay/result.js";
+export type { ProtocolPreference } from "./pay/scope.js";
 export type {
   AgentEntry,
   AgentListOptions,
@@ -172,7 +177,7 @@ export class Client {
     return channels.closeAll(this.#payFlow.channelScope);
   }
 
-  /** Spec 4.7 `pay` (see `pay.ts`). */
+  /** Spec 4.7 `pay` (see `pay/flow.ts`). */
   async pay<T = unknown>(options: PayOptions): Promise<PaymentResult<T>> {
     return (await this.#payFlow.pay(options, {})) as PaymentResult<T>;
   }

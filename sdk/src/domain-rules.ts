@@ -1,25 +1,14 @@
 /**
  * The spec 2.1 domain rules, checked by `pay` before the first request to an endpoint leaves the
- * client, so a host on `blockedDomains` (or off `allowedDomains`) receives nothing, not even the
- * unpaid first request. The gateway checks the same rules again when it authorizes a payment.
- *
- * 1. an entry with a full subdomain (`api.example.com`) matches only that exact host;
- * 2. an entry that is a bare registrable domain (`example.com`) matches it and its subdomains;
- * 3. a host matched by `blockedDomains` is refused even when `allowedDomains` also matches it.
+ * client, so a refused host receives nothing, not even the unpaid first request. The rules: an
+ * entry with a full subdomain matches only that host; a bare registrable domain matches itself
+ * and its subdomains; `blockedDomains` wins over `allowedDomains`.
  *
  * The gateway's matcher (api/shared/policy/domains.ts) cannot be imported by the SDK, so this is
- * its copy: the same "registrable" test (two labels, or three under the second-level suffixes
- * below), hosts compared lower-cased in ASCII (punycode) without a trailing dot. The two lists
- * are kept equal by test/sdk/domain-rules.test.ts.
- *
- * The refusal texts are the gateway's (api/shared/policy/reasons.ts), word for word.
- *
- * The gateway has the last word: a host refused here is put to it (`check`), and it records the
- * refusal as a rejected payment, as it does for an authorization's.
- *
- * The policy is read from the gateway (`GET /v1/policies/{agentId}`) and kept for a short time,
- * shared by a client and its `withParent` copies; `policies.set` / `clear` through the same
- * client forget it at once.
+ * its copy, refusal texts included (kept equal by test/sdk/domain-rules.test.ts). The gateway
+ * has the last word: a host refused here is put to it (`check`), and it records the refusal.
+ * The policy is read from the gateway and kept briefly, shared by a client and its `withParent`
+ * copies; `policies.set` / `clear` through the same client forget it at once.
  */
 import { DomainNotAllowedError, ServiceError } from "./errors.js";
 import type { Transport } from "./transport.js";

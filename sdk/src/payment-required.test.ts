@@ -44,7 +44,7 @@ describe("reading a 402 body", () => {
       { ...X402, amount: 50000 },
       { ...MPP, paymentMethods: [] },
       { ...MPP, amount: { value: 0.02, currency: "USDC" } },
-      // x402 v1 bodies are read since issue 12 (below); an unknown version is still nothing.
+      // x402 v1 bodies are read (below); an unknown version is nothing.
       { x402Version: 3, accepts: [{ scheme: "exact", maxAmountRequired: "1" }] },
       { x402Version: 1, error: "X-PAYMENT header is required" },
     ]) {
@@ -62,7 +62,7 @@ describe("reading a 402 body", () => {
   });
 });
 
-describe("reading the real protocols' 402 answers (issue 12)", () => {
+describe("reading the real protocols' 402 answers", () => {
   const V1 = {
     x402Version: 1,
     error: "X-PAYMENT header is required",

@@ -1,15 +1,9 @@
 /**
- * Receipts on a paid answer (the contract with the server middleware, docs/protocols.md):
- *
- * - x402: `X-PAYMENT-RESPONSE` = base64 JSON `{ success, transaction, network, payer }`;
- * - MPP: `X-MPP-Session` (the token to keep, possibly refreshed) and `X-MPP-Receipt` = base64 JSON
- *   `{ txHash, sessionId, amount: { value, currency }, method, charged }`. A service that sends no
- *   `X-MPP-Receipt` may put `txHash` / `sessionId` in its JSON body instead; both are read.
- *
- * - real x402 v2: `PAYMENT-RESPONSE` = base64 JSON SettleResponse `{ success, transaction, network,
- *   payer, errorReason? }`; real x402 v1: `X-PAYMENT-RESPONSE`, the same object;
- * - real MPP: `Payment-Receipt` = base64url JSON `{ status, method, timestamp, reference,
- *   challengeId? }`, `reference` being the transaction on Solana.
+ * Receipts on a paid answer, the contract with the server middleware (shapes in docs/sdk.md
+ * "Receipts" and docs/protocols.md): the spec formats' `X-PAYMENT-RESPONSE` and `X-MPP-Session` /
+ * `X-MPP-Receipt` (or `txHash` / `sessionId` in the JSON body), and the real protocols'
+ * `PAYMENT-RESPONSE` (x402 v2), `X-PAYMENT-RESPONSE` (x402 v1) and `Payment-Receipt` (MPP,
+ * `reference` being the transaction). Both halves of the SDK read the header names here.
  *
  * Decoding is lenient (a malformed receipt reads as absent) because the receipt is the server's
  * statement, not ours to validate; the gateway validates the `txHash` when the reservation closes.

@@ -1,7 +1,7 @@
 /**
  * MPP session tokens on the paying side (spec 4.4 step 5, 4.7 `pay` step 4): one clear token per
  * (scope, service origin), in this process's memory only. The scope is the agent, or the agent
- * and the invocation it pays under for a `withParent` client (pay.ts `#sessionScope`). Nothing
+ * and the invocation it pays under for a `withParent` client (`sessionScope` in pay/scope.ts). Nothing
  * persists it; a restarted process negotiates a new session. Bounded: the oldest entry goes when
  * the map is full.
  */

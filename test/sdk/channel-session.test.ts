@@ -1,5 +1,5 @@
 /**
- * Channel sessions end to end on loopback (issue 16): the SDK client pays a `mppMiddleware` route
+ * Channel sessions end to end on loopback: the SDK client pays a `mppMiddleware` route
  * offering the MPP `session` intent, from a payment_ledger channel the gateway opened for the
  * agent; the payee accepts each voucher locally and settles in batches through the gateway; the
  * client closes. Then ledger, tables and answers must agree. And a payee SIGKILLed after it

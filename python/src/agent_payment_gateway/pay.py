@@ -1,5 +1,5 @@
 """The pay flow (spec 4.7 ``pay``, its seven steps) against an API answering 402 over x402 or MPP,
-as one flow both clients run (effects.py). The same steps as the TypeScript client's ``pay.ts``.
+as one flow both clients run (effects.py). The same steps as the TypeScript client's ``pay/flow.ts``.
 
 It never holds a key: the gateway checks the spend policy, reserves the amount and signs with the
 agent's custodial wallet (``POST /v1/agents/{id}/payments/authorize``, steps 3-5); the flow

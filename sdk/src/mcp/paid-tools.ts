@@ -1,17 +1,10 @@
 /**
  * Paying an MCP tool that asks for payment: the client side of `paidTool` (../server/mcp.ts) and
- * of any server speaking MPP's or x402's MCP binding (mppx's `mcp-sdk` server transport among them).
- *
- * 1. Call the tool over Streamable HTTP with the official SDK's `Client`.
- * 2. A payment-required answer (a tool result with `isError` and an x402 `PaymentRequired`, the
- *    `org.paymentauth/payment-required` `_meta`, or MPP's JSON-RPC error -32042) becomes an offer
- *    (x402 v2, MPP challenges) for the gateway's `authorize`: the agent's policy decides, with the
- *    endpoint `<server URL>#<tool>` (so the domain is the MCP server's host, and records and
- *    listings name the server and the tool).
- * 3. The transfer the gateway signed goes back as `_meta` (`x402/payment` or
- *    `org.paymentauth/credential`); the receipt's transaction is handed to `complete`, which
- *    records the payment on payment_ledger like any other. A paid call the server refused
- *    releases the reservation.
+ * of any server speaking MPP's or x402's MCP binding. The tool is called with the official SDK's
+ * `Client`; a payment-required answer becomes an offer for the gateway's `authorize` (endpoint
+ * `<server URL>#<tool>`, so policies and records name the server and the tool); the transfer the
+ * gateway signed goes back in `_meta`, and the receipt's transaction is handed to `complete`,
+ * which records the payment. A paid call the server refused releases the reservation.
  */
 import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";

@@ -9,7 +9,7 @@
  * list here is the whole surface (test/mcp/ checks that no other tool exists).
  */
 import type { Client } from "../client.js";
-import type { PaymentResult } from "../pay.js";
+import type { PaymentResult } from "../pay/result.js";
 import { readPaymentOffer } from "../payment-required.js";
 import { unitsToDecimal, usdcToUnits } from "../money.js";
 import { withMaxPrice } from "./price-guard.js";

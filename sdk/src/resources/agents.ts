@@ -5,7 +5,8 @@
  */
 import { ServiceError } from "../errors.js";
 import { moneyToUnits, unitsToUsdc, usdcToUnits, type Usdc } from "../money.js";
-import type { PayExtras, PayOptions, PaymentResult } from "../pay.js";
+import type { PayExtras, PayOptions } from "../pay/call.js";
+import type { PaymentResult } from "../pay/result.js";
 import { checkText, InvalidInputError } from "../text-input.js";
 import type { QueryValue, Transport } from "../transport.js";
 

@@ -3,12 +3,13 @@
  * Amounts and the rate-limit count are checked here, before the request, so a caller's mistake is
  * a `TypeError` naming the field rather than a round trip.
  */
-import { MAX_RATE_LIMIT_CALLS } from "../rate-limits.js";
+import { MAX_RATE_LIMIT_CALLS, type RateWindow } from "../rate-limits.js";
 import { moneyToUnits, type Usdc } from "../money.js";
-import type { ProtocolPreference } from "../pay.js";
+import type { ProtocolPreference } from "../pay/scope.js";
 import type { Transport } from "../transport.js";
 
-export type RateLimitWindow = "1m" | "5m" | "15m" | "1h" | "24h";
+/** The rate-limit windows the gateway knows (`rate-limits.ts`), under the name the client exports. */
+export type RateLimitWindow = RateWindow;
 
 /** The policy's `approval` field as `policies.set` sends it (docs/policy.md "Approvals"). */
 export interface ApprovalRuleFields {

@@ -3,7 +3,7 @@
  * (`/v1/transactions`), one by hash, and the payment tree under an `agents.invoke` payment.
  */
 import type { Usdc } from "../money.js";
-import type { Protocol } from "../pay.js";
+import type { Protocol } from "../pay/result.js";
 import type { QueryValue, Transport } from "../transport.js";
 
 /** A ledger transaction hash (base58); also what `Client.withParent` takes. */

@@ -1,24 +1,14 @@
 /**
  * `paidTool`: charge for a tool of an MCP server built with the official SDK
  * (`McpServer.registerTool(name, config, paidTool(options, handler))`). The tool declares its
- * price like `x402Middleware` does (`amount`, `token`, `payTo`, the gateway), and every call goes
- * through the same gate (x402.ts, standard.ts): verified and settled through the gateway before
- * the handler runs, the handler at most once per payment.
+ * price like `x402Middleware` does, and every call goes through the same gate (x402.ts,
+ * standard.ts): settled through the gateway before the handler runs, the handler at most once
+ * per payment.
  *
- * The wire is each protocol's MCP binding (docs/protocols.md "MCP"):
- *
- * - x402 (transports-v2/mcp.md): an unpaid call answers a tool result with `isError: true`, the
- *   `PaymentRequired` (x402 v2) as `structuredContent` and, in `content[0].text`, the same inside
- *   an `x402/error` wrapper; the client pays with `_meta["x402/payment"]` (a `PaymentPayload`);
- *   the paid result carries `_meta["x402/payment-response"]` (the `SettlementResponse`).
- * - MPP (as mppx's `mcp-sdk` transport implements it): the same result carries
- *   `_meta["org.paymentauth/payment-required"]` `{ httpStatus: 402, challenges }` (the `solana`
- *   charge challenge, its request decoded); the client pays with
- *   `_meta["org.paymentauth/credential"]`; the paid result carries
- *   `_meta["org.paymentauth/receipt"]`.
- *
- * One unpaid answer offers both, as one HTTP 402 does. Zero dependencies: the MCP shapes are
- * written out here, not imported.
+ * The wire is each protocol's MCP binding (docs/protocols.md "MCP"): an unpaid call answers a
+ * tool result with `isError` offering both x402 (`PaymentRequired`) and MPP
+ * (`org.paymentauth/payment-required`), as one HTTP 402 does; the payment and the receipt travel
+ * in `_meta`. Zero dependencies: the MCP shapes are written out here, not imported.
  */
 import { isObject } from "./gateway.js";
 import type { GateAnswer, GateRequest } from "./http.js";

@@ -1,22 +1,12 @@
 /**
  * `mppMiddleware`: the resource server side of spec 4.4, with the gateway as the MPP service.
+ * Unpaid requests get 402 with the spec 2.9 body; the payment endpoint on this server forwards
+ * the submission to the gateway (`POST /v1/mpp/payments`), which answers a session token; a
+ * request with `X-MPP-Session` is redeemed through the gateway (`POST /v1/mpp/sessions/redeem`)
+ * before the handler runs, answered with the token to keep and an `X-MPP-Receipt`.
  *
- * - A request without `X-MPP-Session` gets 402 with the spec 2.9 body; `paymentEndpoint` is on
- *   this server (`<mount>/mpp/pay` by default, or `paymentPath`).
- * - `POST paymentEndpoint` with the spec 2.9 submission is forwarded to `POST /v1/mpp/payments`
- *   (verify, settle on the chosen rail, open a session): 200 `{ txHash, sessionId, expiresAt }`
- *   with `X-MPP-Session: <token>`; a refusal is 402 `{ error, detail }` + `X-MPP-Error`.
- * - A request with `X-MPP-Session` is redeemed through `POST /v1/mpp/sessions/redeem` before the
- *   handler runs (the first use is the call the submission paid; later uses charge the session
- *   within the agent's spend policy); the answer carries `X-MPP-Session` (the token to keep) and
- *   `X-MPP-Receipt` (base64 JSON `{ txHash, sessionId, amount, method, charged }`). A refused,
- *   expired or unknown session is 402 with a fresh body and `X-MPP-Error: <reason>`.
- * - Every 402 also carries the standard formats (standard.ts): an MPP `WWW-Authenticate: Payment`
- *   `solana` charge challenge and x402 v2 `PAYMENT-REQUIRED`; a request paying with
- *   `Authorization: Payment`, `PAYMENT-SIGNATURE` or an x402 v1 `X-PAYMENT` is settled through the
- *   gateway before the handler runs (no session: each such request pays), answered with
- *   `Payment-Receipt` / `PAYMENT-RESPONSE` / `X-PAYMENT-RESPONSE`. A refusal is 402 with fresh
- *   challenges and `X-MPP-Error: <reason>` (the MPP problem type or the x402 reason code).
+ * Every 402 also carries the standard formats (standard.ts), each such payment settled through
+ * the gateway per request (no session). Answers, refusals and their headers: docs/sdk-server.md.
  */
 import { createHash } from "node:crypto";
 import { callGateway, checkGatewayConfig, type GatewayConfig, GatewayUnavailableError, isObject } from "./gateway.js";

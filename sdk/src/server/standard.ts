@@ -1,25 +1,14 @@
 /**
- * The standard payment formats both middlewares speak beside the spec's own (docs/sdk-server.md,
- * docs/protocols.md "Interop"), so the official clients can pay an API protected by them:
+ * The standard payment formats both middlewares speak beside the spec's own, so the official
+ * clients can pay an API protected by them (docs/sdk-server.md, docs/protocols.md "Interop"):
+ * x402 v2 (`PAYMENT-REQUIRED` / `PAYMENT-SIGNATURE` / `PAYMENT-RESPONSE`), x402 v1 (`X-PAYMENT`
+ * alone), and MPP's `solana` `charge` (`WWW-Authenticate: Payment`, challenge ids an HMAC under
+ * the seller's secret).
  *
- * - x402 v2: the 402 carries `PAYMENT-REQUIRED` (base64 JSON `PaymentRequired`, one `exact`
- *   requirement on Solana with the gateway's fee payer in `extra.feePayer`); the client retries
- *   with `PAYMENT-SIGNATURE` (base64 `PaymentPayload` holding its partially signed transfer); the
- *   paid answer carries `PAYMENT-RESPONSE` (base64 `SettleResponse`).
- * - x402 v1: `X-PAYMENT` alone holding `{ x402Version: 1, scheme, network, payload }`, answered with
- *   `X-PAYMENT-RESPONSE`. (`X-PAYMENT` with the spec's `X-PAYMENT-SIGNATURE` stays the spec format.)
- * - MPP: the 402 carries `WWW-Authenticate: Payment` with one `solana` / `charge` challenge (pull
- *   mode, the gateway's fee payer as `feePayerKey`), its id an HMAC of its parameters under the
- *   seller's challenge secret; the client retries with `Authorization: Payment <credential>`; the
- *   paid answer carries `Payment-Receipt` (base64url JSON) and `Cache-Control: private`.
- *
- * Settlement goes through the gateway: x402 payloads to its standard facilitator
- * (`POST /v1/x402/facilitator/settle`), MPP credentials to `POST /v1/mpp/solana/charge`; the
- * gateway checks the transaction, co-signs it as fee payer, sends it and records the payment on
- * payment_ledger. The seller's terms (amount, payee, mint) are always this server's, never the
- * client's: a payload or credential for other terms is refused before the gateway is called.
- *
- * Zero dependencies: node builtins and global fetch. Imported by x402.ts and mpp.ts.
+ * Settlement goes through the gateway (its standard facilitator, its MPP solana charges), which
+ * checks, co-signs as fee payer, sends and records the payment. The seller's terms are always
+ * this server's, never the client's: a payment for other terms is refused before the gateway is
+ * called. Zero dependencies: node builtins and global fetch.
  */
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { callGateway, type GatewayConfig, GatewayUnavailableError, isObject } from "./gateway.js";

@@ -1,25 +1,13 @@
 /**
  * `x402Middleware` (spec 4.5): the resource server side of spec 4.3. A request without payment
- * headers gets 402 with the exact spec 2.7 body; a request with `X-PAYMENT` +
- * `X-PAYMENT-SIGNATURE` is settled through the gateway's facilitator (`POST /v1/x402/settle`,
- * which verifies the signature, the terms against THIS server's requirement, the nonce and the
- * funds, and moves them on the ledger) before the handler runs. The requirement is always built
- * from the options, never taken from the client, so a payment for other terms (less money,
- * another payee or token) is refused.
+ * gets 402 with the spec 2.7 body; a paid one is settled through the gateway's facilitator
+ * (`POST /v1/x402/settle`) before the handler runs, which runs at most once per payment. The
+ * requirement is always built from the options, never taken from the client, so a payment for
+ * other terms (less money, another payee or token) is refused.
  *
- * Answers (docs/sdk-server.md): paid → the handler's answer plus `X-PAYMENT-RESPONSE` (base64 JSON
- * `{ success, transaction, network, payer }`); refused → 402, the same body, `X-PAYMENT-ERROR:
- * <reason>`; settlement still pending → 503 `settlement_pending` (retrying the same payment
- * resolves it: the settle call carries an Idempotency-Key derived from the payment); gateway
- * unreachable → 503, misconfigured (the key refused) → 502. The handler runs at most once per
- * payment: a replayed payment, even one whose settle answer the gateway replays, is refused.
- *
- * The same 402 also carries the standard formats (standard.ts): x402 v2 `PAYMENT-REQUIRED` and an
- * MPP `WWW-Authenticate: Payment` `solana` charge challenge, and a request paying with
- * `PAYMENT-SIGNATURE`, an x402 v1 `X-PAYMENT` or `Authorization: Payment` is settled through the
- * gateway (its standard facilitator, its MPP solana charges) before the handler runs, answered with
- * `PAYMENT-RESPONSE` / `X-PAYMENT-RESPONSE` / `Payment-Receipt`. The gateway must have a fee payer
- * configured; without one only the spec format is offered.
+ * The same 402 carries the standard formats (standard.ts: x402 v2, x402 v1, an MPP `solana`
+ * charge) when the gateway has a fee payer. Answers, refusals and their headers:
+ * docs/sdk-server.md.
  */
 import { createHash } from "node:crypto";
 import { callGateway, checkGatewayConfig, type GatewayConfig, GatewayUnavailableError, isObject } from "./gateway.js";

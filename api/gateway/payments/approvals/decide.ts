@@ -19,18 +19,13 @@ import type { Approval, ApprovalDecision, ApprovalOutcome } from "../../../share
 import { ApprovalAlreadyDecidedError } from "../../../shared/approvals/errors.js";
 import { type DecisionResult, decideApproval, decideByLink, recordApprovalOutcome } from "../../../shared/approvals/store.js";
 import { httpError } from "../../../shared/errors.js";
-import type { PolicyAllowed, PolicyRejected, ReasonCode } from "../../../shared/policy/engine.js";
-import {
-  heldReservation,
-  type ReservationRefusal,
-  recheckHeldReservation,
-  releaseHeldReservation,
-  type ReserveOptions,
-} from "../../../shared/policy/store.js";
+import type { PolicyRejected } from "../../../shared/policy/engine.js";
+import { heldReservation, recheckHeldReservation, releaseHeldReservation, type ReserveOptions } from "../../reservations/store.js";
 import { emitPaymentEvents } from "../../events/gateway.js";
 import { emitEvent } from "../../events/events.js";
-import { approvalDecidedPayload } from "../../events/payloads.js";
-import { recordRefusedPayment } from "../../rejections.js";
+import { approvalDecidedPayload } from "../../webhooks/payloads.js";
+import { asRejection } from "../authorize.js";
+import { recordRefusedPayment } from "../rejections.js";
 import { notifyDecided } from "./store.js";
 
 /** A sub-agent's held payment, whose re-check also holds it to its invocation's budget. */
@@ -138,7 +133,7 @@ async function recheckApproved(client: pg.ClientBase, deps: DecideDeps, approval
     await emitPaymentEvents(client, { agentId: agentKey, decision, at: now });
     return { outcome: "authorized" };
   }
-  const rejected: PolicyRejected = decision.decision === "reject" ? decision : refusalAsRejection(decision, refusal!);
+  const rejected: PolicyRejected = decision.decision === "reject" ? decision : asRejection(decision, refusal!);
   const rejectionId = await recordRefusedPayment(client, {
     agentId: agentKey,
     amountUnits,
@@ -148,21 +143,6 @@ async function recheckApproved(client: pg.ClientBase, deps: DecideDeps, approval
     at: now,
   });
   return { outcome: "refused", reasonCode: rejected.reasonCode, reason: rejected.reason, rejectionId };
-}
-
-/** The caller's refusal (an invocation budget) as a rejected payment, as the authorization records one. */
-function refusalAsRejection(decision: PolicyAllowed, refusal: ReservationRefusal): PolicyRejected {
-  return {
-    ...decision,
-    decision: "reject",
-    reasonCode: refusal.reasonCode as ReasonCode,
-    reason: refusal.reason,
-    errorClass: "PolicyViolationError",
-    requested: refusal.requested,
-    limit: refusal.limit,
-    unit: refusal.unit,
-    warnings: [],
-  };
 }
 
 async function emitDecided(client: pg.ClientBase, approval: Approval, outcome: ApprovalOutcome | null, now: Date): Promise<void> {

@@ -13,7 +13,7 @@ import { httpError } from "../../../shared/errors.js";
 import type { PolicyNeedsApproval } from "../../../shared/policy/engine.js";
 import type { SecretBox } from "../../../shared/secret-box.js";
 import { emitEvent } from "../../events/events.js";
-import { approvalRequestedPayload } from "../../events/payloads.js";
+import { approvalRequestedPayload } from "../../webhooks/payloads.js";
 import { setApprovalLinkToken } from "./store.js";
 
 /** The secrets-key derivation the links are signed with (./decide's link check uses the same). */

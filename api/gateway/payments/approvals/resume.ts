@@ -14,7 +14,8 @@ import { getApproval } from "../../../shared/approvals/store.js";
 import { httpError, ServiceError } from "../../../shared/errors.js";
 import { type BudgetState, budgetState, ERROR_CLASS, type ReasonCode } from "../../../shared/policy/engine.js";
 import { EMPTY_POLICY } from "../../../shared/policy/policy.js";
-import { getPolicy, readUsage, takeApprovedReservation } from "../../../shared/policy/store.js";
+import { getPolicy, readUsage } from "../../../shared/policy/store.js";
+import { takeApprovedReservation } from "../../reservations/store.js";
 import { closeApproval } from "./decide.js";
 import { expireApproval, recheckRefusal } from "./store.js";
 

@@ -1,23 +1,15 @@
 /**
- * The payee's book of channel sessions: accepts each voucher LOCALLY (no ledger or gateway round
+ * The payee's book of channel sessions: accepts each voucher locally (no ledger or gateway round
  * trip per request), makes it durable in the journal before the paid handler runs, and settles
- * accepted vouchers through the gateway in batches.
+ * accepted vouchers through the gateway (`POST /v1/channels/{c}/settlements`) in batches.
  *
- * Authority: the ledger's Channel account is the truth for payer, payee, mint, deposit, expiry
- * and the settled state, read once per channel (at its first voucher here). The journal is the
- * truth for what this payee accepted and what the gateway confirmed. The gateway
- * (`POST /v1/channels/{c}/settlements`) settles on chain as the program's authority.
+ * Authority: the ledger's Channel account for payer, payee, mint, deposit, expiry and settled
+ * state (read once per channel); the journal for what this payee accepted and what the gateway
+ * confirmed. Vouchers of one channel are checked one at a time, each against the one accepted
+ * right before it, so two concurrent requests cannot spend the same step.
  *
- * Per channel, vouchers are checked one at a time (a promise chain): a voucher is valid only
- * against the one accepted right before it, so two concurrent requests cannot both spend the
- * same step. Settlement runs beside acceptance: it presents the highest accepted voucher and the
- * charges since the last confirmed one, and when the gateway confirms, a `settled` record ends
- * them. Triggers: `maxCharges` or `maxUnits` pending (checked after each voucher), every
- * `intervalMs`, at `flush()` / `close` and at start (what a crash left unsettled).
- *
- * Non-guarantees: vouchers accepted after the gateway closed the channel are refused by it (the
- * payer's close settles only what the payee presented); `MemoryVoucherJournal` loses unsettled
- * vouchers in a crash.
+ * Non-guarantees: vouchers accepted after the gateway closed the channel are refused by it;
+ * `MemoryVoucherJournal` loses unsettled vouchers in a crash.
  */
 import type { KeyObject } from "node:crypto";
 import { callGateway, type GatewayConfig, GatewayUnavailableError, isObject } from "../gateway.js";

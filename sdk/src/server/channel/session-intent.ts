@@ -1,18 +1,9 @@
 /**
- * The MPP `session` intent on the wire (method `solana`, the solana session draft [M-SOLS] with
- * payment_ledger's channel program; docs/sdk-server.md "Channel sessions"):
+ * The MPP `session` intent on the wire (method `solana`, payment_ledger's channel program): the
+ * challenge this payee sends, the credential (`open`, `voucher`, `close`) it reads and the
+ * `Payment-Receipt` it answers; shapes in docs/sdk-server.md "Channel sessions".
  *
- * - challenge: `WWW-Authenticate: Payment id, realm, method="solana", intent="session", request,
- *   expires`; `request` = base64url(JCS `{ amount: <per-call price>, currency: <mint>, recipient:
- *   <payTo>, methodDetails: { network, channelProgram, decimals: 6, voucherSigner: "client" } }`);
- * - credential: `Authorization: Payment <base64url JSON { challenge, payload }>`, `payload` =
- *   `{ action: "open" | "voucher" | "close", channelId, voucher: { channelId, cumulativeAmount,
- *   sequence, paymentId, amount, endpoint, digest (hex) }, signer, signature (base58),
- *   signatureType: "ed25519" }` (`close` carries no voucher);
- * - receipt: `Payment-Receipt` = base64url JSON `{ method: "solana", intent: "session", status:
- *   "success", timestamp, reference: <channel>, channelId, challengeId, acceptedCumulative, spent }`.
- *
- * The challenge id is this seller's HMAC (standard.ts): a credential echoing a challenge we never
+ * The challenge id is this seller's HMAC (standard.ts), so a credential echoing a challenge never
  * issued is refused. Its expiry binds only `open`: a session outlives a 5-minute challenge, and
  * every voucher is bound by its own signature, sequence and the channel's expiry instead.
  */

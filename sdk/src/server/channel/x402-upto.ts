@@ -1,17 +1,12 @@
 /**
- * x402 v2's `upto` scheme mapped onto a payment_ledger channel (docs/protocols.md "x402 sessions"):
- * the 402's `PAYMENT-REQUIRED` lists, beside the `exact` requirement, an `upto` one whose `amount`
- * is the per-call price and whose `extra` names our channel program and voucher format. The client
- * pays with `PAYMENT-SIGNATURE` = base64 `{ x402Version: 2, accepted: <that requirement>, payload:
- * { channelId, voucher: { channelId, cumulativeAmount, sequence, paymentId, amount, endpoint,
- * digest }, signer, signature, signatureType: "ed25519" } }`: the same cumulative voucher as the
- * MPP session intent, checked by the same ChannelBook. `PAYMENT-RESPONSE` = base64 `{ success,
- * transaction: "" (settlement is deferred: no transaction per request), network, payer, extra: {
- * channel, sequence, acceptedCumulative } }`.
+ * x402 v2's `upto` scheme mapped onto a payment_ledger channel (docs/protocols.md "x402
+ * sessions"): beside the `exact` requirement the 402 lists an `upto` one priced per call, paid
+ * with `PAYMENT-SIGNATURE` carrying the same cumulative voucher as the MPP session intent and
+ * checked by the same ChannelBook. `PAYMENT-RESPONSE` has an empty `transaction`: nothing is
+ * sent per request, the charge settles with the payee's next batch.
  *
- * This is NOT the official `@x402/svm` upto scheme (another program, voucher bytes and flow: see
- * docs/protocols.md's interop matrix); `extra.paymentFlow: "apg-channel-voucher"` says so, and an
- * official client, which only knows `paymentFlow: "escrow"`, does not pick it.
+ * This is NOT the official `@x402/svm` upto scheme (another program, voucher and flow);
+ * `extra.paymentFlow: "apg-channel-voucher"` says so, and an official client does not pick it.
  */
 import { isObject } from "../gateway.js";
 import type { GateRequest } from "../http.js";

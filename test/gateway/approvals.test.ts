@@ -192,6 +192,40 @@ describe("holding a payment", () => {
     expect(await reservationsOf(agentId)).toEqual([{ status: "pending_approval", amount: "6000000" }]);
   });
 
+  it("webhook endpoints subscribed to the approval events get both, signed deliveries in the outbox; the default subscription does not", async () => {
+    const hookAccount = await createAccount(db.pool, "approvals webhooks");
+    const accountKey = (await issueApiKey(db.pool, hookAccount)).apiKey;
+    const hooked = await restCall(handle, "POST", "/v1/webhooks", {
+      key: accountKey,
+      body: { url: "https://hooks.example.com/approvals", eventTypes: ["approval.requested", "approval.decided"] },
+    });
+    expect(hooked.status, hooked.text).toBe(201);
+    expect(hooked.body.eventTypes).toEqual(["approval.requested", "approval.decided"]);
+    const plain = await restCall(handle, "POST", "/v1/webhooks", { key: accountKey, body: { url: "https://hooks.example.com/plain" } });
+    expect(plain.body.eventTypes).toEqual(["budget.warning", "policy.violation"]);
+    const agentId = `agent-${++serial}`;
+    await createAgentWallet(db.pool, keystore, { accountId: hookAccount, agentId });
+    await putPolicy(db.pool, agentId, {
+      approval: { aboveUnits: 0n, domains: [], firstPaymentToDomain: false, timeoutMs: TIMEOUT_MS, onTimeout: "deny" },
+    });
+    const held = await restCall(handle, "POST", `/v1/agents/${agentId}/payments/authorize`, {
+      key: accountKey,
+      body: { endpoint: ENDPOINT, x402: requirement("1000") },
+      idem: randomUUID(),
+    });
+    expect(held.status, held.text).toBe(202);
+    await restCall(handle, "POST", `/v1/approvals/${held.body.approval.id}/deny`, { key: accountKey, body: {} });
+    const { rows } = await db.pool.query<{ type: string; destination: string }>(
+      `SELECT e.type, d.destination FROM event_deliveries d JOIN gateway_events e ON e.id = d.event_id
+       WHERE e.payload->>'approvalId' = $1 ORDER BY e.type`,
+      [held.body.approval.id],
+    );
+    expect(rows).toEqual([
+      { type: "approval.decided", destination: "https://hooks.example.com/approvals" },
+      { type: "approval.requested", destination: "https://hooks.example.com/approvals" },
+    ]);
+  });
+
   it("at or below the threshold the payment is authorized at once", async () => {
     const agentId = await heldAgent();
     const paid = await authorize(agentId, "5000000", randomUUID());

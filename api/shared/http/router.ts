@@ -22,6 +22,7 @@ import { canonicalJson, type JsonValue, MAX_BODY_BYTES, parseJson, writeJson } f
 import { ServiceError, toServiceError } from "../errors.js";
 import { httpError, PROBLEM_CONTENT_TYPE, problemResponse } from "./problem.js";
 import { refuseUnstorableJson, refuseUnstorableText } from "../text.js";
+import type { ApiKeyCache } from "../key-cache.js";
 import { ADMIN_SCOPE, boundAgent, forbiddenScope, kindAllows, type Requirement } from "../scopes.js";
 
 /** What every REST route needs: the database, a log, the clock and the box that seals stored secrets. */
@@ -38,6 +39,8 @@ export interface RouteDeps {
   readonly now?: (() => Date) | undefined;
   /** Encrypts sealed idempotent responses (and, in the gateway, signing secrets). */
   readonly secretBox?: SecretBox | undefined;
+  /** Live keys held in memory (api/shared/key-cache.ts); every request reads its key without it. */
+  readonly keys?: ApiKeyCache | undefined;
 }
 
 export type Method = "GET" | "POST" | "PUT" | "DELETE";
@@ -182,7 +185,7 @@ export class Router<D extends RouteDeps> {
         throw httpError("BAD_USER_INPUT", `${name}: not a valid path segment`, { field: name });
       }
     }
-    const caller = await authenticate(deps.primary ?? deps.pool, request.headers.get("authorization"));
+    const caller = await authenticate(deps.primary ?? deps.pool, request.headers.get("authorization"), deps.keys);
     // One check of every text input for every route (api/shared/text.ts): path, query, body.
     for (const [name, value] of Object.entries(params)) refuseUnstorableText(name, value);
     for (const [key, value] of url.searchParams) {

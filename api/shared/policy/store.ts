@@ -13,6 +13,7 @@
 import type pg from "pg";
 import { type Db, withTransaction } from "../../../indexer/db/database.js";
 import { evaluatePolicy, type PaymentRequest, type PolicyDecision, type PolicyUsage } from "./engine.js";
+import { approvalFromColumns, approvalToColumns } from "./approval.js";
 import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type ProtocolPreference } from "./policy.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow, rateWindowStart } from "./windows.js";
 
@@ -44,6 +45,11 @@ interface PolicyRow {
   rate_limit_calls: number | null;
   rate_limit_window: RateWindow | null;
   protocol_preference: ProtocolPreference;
+  approval_above_units: string | null;
+  approval_domains: readonly string[];
+  approval_first_payment_to_domain: boolean;
+  approval_timeout_ms: string | null;
+  approval_on_timeout: "deny" | null;
   updated_at: Date;
 }
 
@@ -63,13 +69,18 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
       const next = applyPatch((await getPolicy(client, agentId)) ?? EMPTY_POLICY, patch);
       const { rows } = await client.query<PolicyRow>(
         `INSERT INTO policies (agent_id, daily_budget_units, per_call_limit_units, allowed_domains, blocked_domains,
-                             rate_limit_calls, rate_limit_window, protocol_preference, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                             rate_limit_calls, rate_limit_window, protocol_preference, updated_at,
+                             approval_above_units, approval_domains, approval_first_payment_to_domain, approval_timeout_ms,
+                             approval_on_timeout)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
        ON CONFLICT (agent_id) DO UPDATE SET
          daily_budget_units = EXCLUDED.daily_budget_units, per_call_limit_units = EXCLUDED.per_call_limit_units,
          allowed_domains = EXCLUDED.allowed_domains, blocked_domains = EXCLUDED.blocked_domains,
          rate_limit_calls = EXCLUDED.rate_limit_calls, rate_limit_window = EXCLUDED.rate_limit_window,
-         protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at
+         protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at,
+         approval_above_units = EXCLUDED.approval_above_units, approval_domains = EXCLUDED.approval_domains,
+         approval_first_payment_to_domain = EXCLUDED.approval_first_payment_to_domain,
+         approval_timeout_ms = EXCLUDED.approval_timeout_ms, approval_on_timeout = EXCLUDED.approval_on_timeout
        RETURNING *`,
         [
           agentId,
@@ -81,6 +92,7 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
           next.rateLimit?.window ?? null,
           next.protocolPreference,
           now,
+          ...approvalColumns(next.approval),
         ],
       );
       return fromRow(rows[0]!);
@@ -186,7 +198,14 @@ export function assertAgentId(agentId: string): void {
   }
 }
 
+/** The approval columns in the INSERT's order. */
+function approvalColumns(approval: Policy["approval"]): readonly unknown[] {
+  const c = approvalToColumns(approval);
+  return [c.approval_above_units, c.approval_domains, c.approval_first_payment_to_domain, c.approval_timeout_ms, c.approval_on_timeout];
+}
+
 function fromRow(row: PolicyRow): StoredPolicy {
+  const approval = approvalFromColumns(row);
   return {
     agentId: row.agent_id,
     dailyBudgetUnits: row.daily_budget_units === null ? null : BigInt(row.daily_budget_units),
@@ -198,6 +217,7 @@ function fromRow(row: PolicyRow): StoredPolicy {
         ? null
         : { calls: row.rate_limit_calls, window: row.rate_limit_window },
     protocolPreference: row.protocol_preference,
+    ...(approval === null ? {} : { approval }),
     updatedAt: row.updated_at,
   };
 }

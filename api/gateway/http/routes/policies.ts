@@ -5,7 +5,16 @@
  * the agent's recorded attempts; a read, so `read` scope, and it stores nothing).
  * PUT and DELETE are idempotent by their semantics; they take no Idempotency-Key.
  */
-import { budgetState, clearPolicy, EMPTY_POLICY, getPolicy, parsePolicyPatch, putPolicy, readUsage } from "../../../shared/policy/index.js";
+import {
+  approvalJson,
+  budgetState,
+  clearPolicy,
+  EMPTY_POLICY,
+  getPolicy,
+  parsePolicyPatch,
+  putPolicy,
+  readUsage,
+} from "../../../shared/policy/index.js";
 import { InvalidPolicyError } from "../../../shared/policy/errors.js";
 import { MAX_RATE_LIMIT_CALLS } from "../../../shared/policy/policy.js";
 import {
@@ -18,14 +27,22 @@ import {
 import { isRecord, JsonNumber, type JsonValue } from "../../../shared/http/json.js";
 import type { AgentRow } from "../../../shared/rows.js";
 import { objectBody, plainJson, requireAgent } from "../../../shared/http/input.js";
-import { parseMoneyObject } from "../../../shared/http/money.js";
+import { parseMoneyObject, parseUsdcNumber } from "../../../shared/http/money.js";
 import { formatUsdcShort, usdcJson, usdcJsonOrNull } from "../../../shared/money.js";
 import { json, NO_CONTENT } from "../../../shared/http/router.js";
 import { badRequest } from "../../../shared/errors.js";
 import type { Route, RouteContext } from "../deps.js";
 import type { RouteResponse } from "../../../shared/http/idempotency.js";
 
-const POLICY_FIELDS = ["dailyBudget", "perCallLimit", "allowedDomains", "blockedDomains", "rateLimit", "protocolPreference"] as const;
+const POLICY_FIELDS = [
+  "dailyBudget",
+  "perCallLimit",
+  "allowedDomains",
+  "blockedDomains",
+  "rateLimit",
+  "protocolPreference",
+  "approval",
+] as const;
 const MONEY_FIELDS = ["dailyBudget", "perCallLimit"] as const;
 
 async function policyView(context: RouteContext, agent: AgentRow): Promise<Record<string, unknown>> {
@@ -45,6 +62,7 @@ async function policyView(context: RouteContext, agent: AgentRow): Promise<Recor
     windowStart: usage.windowStart,
     windowResetsAt: usage.windowResetsAt,
     rateUsage: { calls: usage.rateCalls, limit: policy.rateLimit?.calls ?? null, window: usage.rateWindow },
+    approval: policy.approval == null ? null : approvalJson(policy.approval),
     updatedAt: stored?.updatedAt ?? null,
   };
 }
@@ -69,6 +87,12 @@ function policyWire(body: Record<string, JsonValue>): Record<string, unknown> {
   for (const field of MONEY_FIELDS) {
     if (!(field in body) || body[field] === null) continue;
     wire[field] = { usdc: formatUsdcShort(parseMoneyObject(body[field], field)) };
+  }
+  // The approval threshold too (docs/policy.md "Approvals"), exact from its token.
+  const approval = body.approval;
+  if (isRecord(approval) && isRecord(approval.above) && approval.above.usdc instanceof JsonNumber) {
+    const above = { usdc: formatUsdcShort(parseUsdcNumber(approval.above.usdc, "approval.above.usdc", true)) };
+    wire.approval = { ...(wire.approval as Record<string, unknown>), above };
   }
   return wire;
 }

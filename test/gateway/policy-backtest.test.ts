@@ -60,7 +60,8 @@ beforeAll(async () => {
   await createAgentWallet(db.pool, keystore, { accountId: other, agentId: "stranger" });
   await putPolicy(db.pool, AGENT, { perCallLimitUnits: 1_000_000n });
 
-  // The history: two payments let through, one refused by the per-call limit, minutes apart.
+  // The history: two payments let through, one refused by the per-call limit, then (with an
+  // approval rule set) one held for a person, minutes apart.
   const pay = async (minutes: number, endpoint: string, units: string) => {
     clock = new Date(T0.getTime() + minutes * 60_000);
     return call("POST", `/v1/agents/${AGENT}/payments/authorize`, {
@@ -71,6 +72,10 @@ beforeAll(async () => {
   expect((await pay(0, "https://api.example.com/v1/search", "250000")).status).toBe(200);
   expect((await pay(5, "https://other.example.org/v1/data", "500000")).status).toBe(200);
   expect((await pay(10, "https://api.example.com/v1/search", "2000000")).status).toBe(403);
+  await putPolicy(db.pool, AGENT, {
+    approval: { aboveUnits: 400_000n, domains: [], firstPaymentToDomain: false, timeoutMs: 900_000, onTimeout: "deny" },
+  });
+  expect((await pay(15, "https://api.example.com/v1/search", "450000")).status).toBe(202);
   clock = NOW;
 }, 120_000);
 
@@ -120,17 +125,17 @@ describe("policy backtest over recorded payments", () => {
     const answer = await call("POST", `/v1/policies/${AGENT}/backtest`, { policy: candidate, window: "24h" });
     expect(answer.status).toBe(200);
     expect(answer.body.totals).toEqual({
-      attempts: 3,
+      attempts: 4,
       passed: { count: 1, amount: "0.250000", amountUnits: "250000" },
-      refused: { count: 2, amount: "2.500000", amountUnits: "2500000" },
+      refused: { count: 3, amount: "2.950000", amountUnits: "2950000" },
       needsApproval: { count: 0, amount: "0.000000", amountUnits: "0" },
-      changed: 1,
+      changed: 2,
       refusedByRule: [
-        { rule: "per_call_limit_exceeded", count: 1, amount: "2.000000", amountUnits: "2000000" },
+        { rule: "per_call_limit_exceeded", count: 2, amount: "2.450000", amountUnits: "2450000" },
         { rule: "domain_blocked", count: 1, amount: "0.500000", amountUnits: "500000" },
       ],
       refusedByDomain: [
-        { domain: "api.example.com", count: 1, amount: "2.000000", amountUnits: "2000000" },
+        { domain: "api.example.com", count: 2, amount: "2.450000", amountUnits: "2450000" },
         { domain: "other.example.org", count: 1, amount: "0.500000", amountUnits: "500000" },
       ],
       needsApprovalByRule: [],
@@ -151,8 +156,15 @@ describe("policy backtest over recorded payments", () => {
         "per_call_limit_exceeded",
         "per_call_limit_exceeded: requested 2 usdc, limit is 0.3 usdc",
       ],
+      [
+        "2026-03-01T09:15:00.000Z",
+        "needs_approval",
+        "refuse",
+        "per_call_limit_exceeded",
+        "per_call_limit_exceeded: requested 0.45 usdc, limit is 0.3 usdc",
+      ],
     ]);
-    expect(answer.body.payments[2].id).toMatch(/^rejection:\d+$/);
+    expect(answer.body.payments.map((p: any) => p.id.replace(/:.*/, ""))).toEqual(["reservation", "reservation", "rejection", "approval"]);
   });
 
   it("GraphQL simulatePolicy answers what REST answers; approval rules hold payments", async () => {
@@ -173,8 +185,8 @@ describe("policy backtest over recorded payments", () => {
       ["pass", null],
       ["refuse", "domain_not_allowed"],
     ]);
-    expect(view.totals.needsApproval).toEqual({ count: 1, amount: "2.000000", amountUnits: "2000000" });
-    expect(view.totals.needsApprovalByRule).toEqual([{ rule: "above", count: 1, amount: "2.000000", amountUnits: "2000000" }]);
+    expect(view.totals.needsApproval).toEqual({ count: 2, amount: "2.450000", amountUnits: "2450000" });
+    expect(view.totals.needsApprovalByRule).toEqual([{ rule: "above", count: 2, amount: "2.450000", amountUnits: "2450000" }]);
   });
 
   it("moves nothing and consumes no counter: every table and the usage read are as before", async () => {
@@ -261,8 +273,8 @@ describe("policy backtest over recorded payments", () => {
       });
     expect(await cli(["policies", "backtest", AGENT, "--file", file, "--window", "24h"])).toBe(0);
     const printed = out.join("");
-    expect(printed).toMatch(/Would refuse:\s+2 \(2\.5 USDC\)/);
-    expect(printed).toMatch(/per_call_limit_exceeded\s+1\s+2 USDC/);
+    expect(printed).toMatch(/Would refuse:\s+3 \(2\.95 USDC\)/);
+    expect(printed).toMatch(/per_call_limit_exceeded\s+2\s+2\.45 USDC/);
     expect(printed).toContain("other.example.org/v1/data");
     expect(printed).toContain("would refuse");
     out.length = 0;

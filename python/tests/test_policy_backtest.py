@@ -1,8 +1,9 @@
 """``policies.backtest`` in both clients, against a stand-in gateway (``httpx.MockTransport``):
 what leaves the client (the route, the candidate in the spec's camelCase with exact amounts, the
 window) and the typed answer read back. A bad window or limit is refused before anything is sent.
-The gateway's side (the replay itself, its 400s and 404s) is tested in
-test/gateway/policy-backtest.test.ts and api/shared/policy/backtest.fuzz.test.ts."""
+Then against the whole system: a real payment and a real refusal replayed under a candidate, and
+the gateway's typed 400. The replay itself is tested in test/gateway/policy-backtest.test.ts and
+api/shared/policy/backtest.fuzz.test.ts."""
 
 from __future__ import annotations
 
@@ -13,9 +14,18 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_payment_gateway import AsyncClient, Client, PolicyBacktest, Usdc
+from agent_payment_gateway import (
+    AsyncClient,
+    Client,
+    PaidResult,
+    PolicyBacktest,
+    PolicyViolationError,
+    ServiceError,
+    Usdc,
+)
 
 from .support.both import AnyClient, close, done
+from .support.system import Ready
 
 pytestmark = pytest.mark.anyio
 
@@ -126,3 +136,27 @@ async def test_a_bad_window_or_limit_is_refused_before_any_request(window: str, 
             await done(client.policies.backtest(window=window, limit=limit))
         await close(client)
     assert sent == []
+
+
+async def test_a_real_payment_and_refusal_replayed_under_a_candidate(agent: Any, ready: Ready) -> None:
+    client = await agent("py-backtest", "1")
+    paid = await done(client.pay(f"{ready.paid_api}/x402/report-{client.agent_id}"))
+    assert isinstance(paid, PaidResult)
+    await done(client.policies.set(blocked_domains=["blocked.example"]))
+    with pytest.raises(PolicyViolationError):
+        await done(client.pay("https://api.blocked.example/x"))
+
+    result = await done(client.policies.backtest(window="1h", per_call_limit=Decimal("0.01")))
+    assert isinstance(result, PolicyBacktest)
+    assert [(p.recorded, p.outcome, p.rule) for p in result.payments] == [
+        ("pass", "refuse", "per_call_limit_exceeded"),
+        ("refuse", "pass", None),
+    ]
+    assert (result.refused.count, result.refused.amount) == (1, Usdc(Decimal("0.03")))
+    assert result.changed == 2
+    # The candidate is only tried: the stored policy is as it was.
+    assert (await done(client.policies.get())).per_call_limit is None
+
+    with pytest.raises(ServiceError) as refused:
+        await done(client.policies.backtest(window="91d"))
+    assert refused.value.code == "BAD_USER_INPUT"

@@ -13,9 +13,11 @@
  * Running totals and a sliding pointer over the counted calls make the replay linear in the
  * attempts (bench/policy/backtest.ts measures it against per-payment usage recomputation).
  *
- * Non-guarantees: a held payment is assumed approved at once; a payment counts as paid when let
- * through (a settlement that later failed is not replayed as failed); attempts recorded with
- * amount 0 (a client's domain check, before any price was known) meet the domain rules only.
+ * Non-guarantees: a held payment is assumed approved at once (a path that cannot wait for a
+ * person would refuse it; the history does not say which path a payment took); a payment counts
+ * as paid when let through (a settlement that later failed is not replayed as failed); attempts
+ * recorded with amount 0 (a client's domain check, before any price was known) meet the domain
+ * rules only.
  */
 import { endpointHost } from "./domains.js";
 import type { ApprovalRule } from "./approval.js";

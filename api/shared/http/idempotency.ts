@@ -11,7 +11,9 @@
  *   response in that transaction, so key and effect commit together or not at all. A concurrent
  *   duplicate's INSERT waits on the unique index until the first commits (then it replays the
  *   stored response) or rolls back (then it claims the key itself). An error rolls everything
- *   back: nothing is stored and a retry runs afresh.
+ *   back: nothing is stored and a retry runs afresh. A `provisional` answer (a held payment's 202)
+ *   unclaims the key instead of completing it: a repeat runs the effect again, which finds what
+ *   the first run started by the key (the approval tied to it) and resumes it.
  *
  * - `runExternalEffect`: the effect leaves Postgres (the chain, a funding source), so it cannot
  *   share a transaction with the key. The key is held by a session advisory lock on a dedicated
@@ -102,7 +104,8 @@ export async function runDatabaseEffect(
       if (request !== null && !(await claimKey(client, store, request)))
         return answerExisting(store, request, await readKey(client, request));
       const response = await effect(client);
-      if (request !== null) await complete(client, store, request, response);
+      if (request !== null && response.provisional === true) await unclaim(client, request);
+      else if (request !== null) await complete(client, store, request, response);
       return response;
     },
     { isolation: "read committed" },
@@ -226,6 +229,14 @@ async function claimKey(client: pg.ClientBase, store: IdempotencyStore, request:
     [request.accountId, request.key, request.fingerprint, request.method, request.path, now, expiry(now)],
   );
   return (claimed.rowCount ?? 0) > 0;
+}
+
+/** The key's row claimed in this transaction, dropped: the answer was not final. */
+async function unclaim(client: pg.ClientBase, request: IdempotencyRequest): Promise<void> {
+  await client.query("DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'in_progress'", [
+    request.accountId,
+    request.key,
+  ]);
 }
 
 async function deleteExpired(client: pg.ClientBase, request: IdempotencyRequest, now: Date): Promise<void> {

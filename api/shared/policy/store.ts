@@ -20,8 +20,17 @@
  */
 import type pg from "pg";
 import { type Db, withTransaction } from "../../../indexer/db/database.js";
-import { evaluatePolicy, type PaymentRequest, type PolicyDecision, type PolicyUsage } from "./engine.js";
-import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type ProtocolPreference } from "./policy.js";
+import {
+  evaluatePayment,
+  evaluatePolicy,
+  type PaymentDecision,
+  type PaymentRequest,
+  type PolicyDecision,
+  type PolicyUsage,
+} from "./engine.js";
+import { approvalFromColumns, approvalToColumns } from "./approval.js";
+import { endpointHost } from "./domains.js";
+import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type Protocol, type ProtocolPreference } from "./policy.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow, rateWindowStart } from "./windows.js";
 
 export type { Db };
@@ -77,6 +86,14 @@ export interface ReserveOptions {
   readonly exposure?: boolean;
 }
 
+/** `reserveOrHoldInTransaction`'s answer: allowed and reserved, refused, or held (reserved `pending_approval`). */
+export interface HeldOrReserved {
+  readonly decision: PaymentDecision;
+  /** The reservation: `reserved` when allowed, `pending_approval` when held; null when refused. */
+  readonly reservationId: string | null;
+  readonly refusal?: ReservationRefusal | null;
+}
+
 interface PolicyRow {
   agent_id: string;
   daily_budget_units: string | null;
@@ -86,6 +103,11 @@ interface PolicyRow {
   rate_limit_calls: number | null;
   rate_limit_window: RateWindow | null;
   protocol_preference: ProtocolPreference;
+  approval_above_units: string | null;
+  approval_domains: readonly string[];
+  approval_first_payment_to_domain: boolean;
+  approval_timeout_ms: string | null;
+  approval_on_timeout: "deny" | null;
   updated_at: Date;
 }
 
@@ -105,13 +127,18 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
       const next = applyPatch((await getPolicy(client, agentId)) ?? EMPTY_POLICY, patch);
       const { rows } = await client.query<PolicyRow>(
         `INSERT INTO policies (agent_id, daily_budget_units, per_call_limit_units, allowed_domains, blocked_domains,
-                             rate_limit_calls, rate_limit_window, protocol_preference, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                             rate_limit_calls, rate_limit_window, protocol_preference, updated_at,
+                             approval_above_units, approval_domains, approval_first_payment_to_domain, approval_timeout_ms,
+                             approval_on_timeout)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
        ON CONFLICT (agent_id) DO UPDATE SET
          daily_budget_units = EXCLUDED.daily_budget_units, per_call_limit_units = EXCLUDED.per_call_limit_units,
          allowed_domains = EXCLUDED.allowed_domains, blocked_domains = EXCLUDED.blocked_domains,
          rate_limit_calls = EXCLUDED.rate_limit_calls, rate_limit_window = EXCLUDED.rate_limit_window,
-         protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at
+         protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at,
+         approval_above_units = EXCLUDED.approval_above_units, approval_domains = EXCLUDED.approval_domains,
+         approval_first_payment_to_domain = EXCLUDED.approval_first_payment_to_domain,
+         approval_timeout_ms = EXCLUDED.approval_timeout_ms, approval_on_timeout = EXCLUDED.approval_on_timeout
        RETURNING *`,
         [
           agentId,
@@ -123,6 +150,7 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
           next.rateLimit?.window ?? null,
           next.protocolPreference,
           now,
+          ...approvalColumns(next.approval),
         ],
       );
       return fromRow(rows[0]!);
@@ -235,23 +263,70 @@ async function reserve(
   options: ReserveOptions,
   savepoint: boolean,
 ): Promise<Reservation> {
+  return (await reserveOrHold(client, agentId, request, now, options, savepoint, null)) as Reservation;
+}
+
+/**
+ * Like `reserveInTransaction`, with the policy's approval rules (docs/policy.md "Approvals"): a
+ * payment the policy holds for a person is reserved with status `pending_approval` (counted like
+ * `reserved` by every usage read, so held payments cannot together exceed a limit), with the
+ * invoking transaction of a sub-agent's payment so its invocation budget counts it too.
+ */
+export async function reserveOrHoldInTransaction(
+  client: pg.ClientBase,
+  agentId: string,
+  request: PaymentRequest,
+  now: Date,
+  options: ReserveOptions & { readonly parentTxHash?: string | null } = {},
+): Promise<HeldOrReserved> {
+  return reserveOrHold(client, agentId, request, now, options, true, { parentTxHash: options.parentTxHash ?? null });
+}
+
+async function reserveOrHold(
+  client: pg.ClientBase,
+  agentId: string,
+  request: PaymentRequest,
+  now: Date,
+  options: ReserveOptions,
+  savepoint: boolean,
+  hold: { readonly parentTxHash: string | null } | null,
+): Promise<HeldOrReserved> {
   assertAgentId(agentId);
   try {
     await lockAgent(client, agentId, savepoint);
-    const policy = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
-    const usage = await readUsage(client, agentId, policy, now);
-    const decision = evaluatePolicy(options.exposure === true ? { ...policy, perCallLimitUnits: null } : policy, usage, request, now);
-    const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
-    if (refusal !== null || decision.decision !== "allow") {
+    const stored = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
+    const policy = options.exposure === true ? { ...stored, perCallLimitUnits: null } : stored;
+    let usage: PolicyUsage = await readUsage(client, agentId, stored, now);
+    let decision: PaymentDecision;
+    if (hold === null) {
+      decision = evaluatePolicy(policy, usage, request, now);
+    } else {
+      if (policy.approval?.firstPaymentToDomain === true)
+        usage = { ...usage, domainPaidBefore: await paidBefore(client, agentId, request) };
+      decision = evaluatePayment(policy, usage, request, now);
+    }
+    const refusal = decision.decision !== "reject" && options.check !== undefined ? await options.check(client) : null;
+    if (refusal !== null || decision.decision === "reject") {
       return refusal === null ? { decision, reservationId: null } : { decision, reservationId: null, refusal };
     }
     if (decision.protocol === null) throw new Error("reservation needs a protocol the target offers (x402 or mpp)");
+    const held = decision.decision === "needs_approval";
     // The savepoint is not released: it ends with the caller's transaction, and releasing it
     // would cost a round trip for nothing.
     const { rows } = await client.query<{ id: string }>(
-      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start)
-       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-      [agentId, request.amountUnits.toString(), request.endpoint, decision.domain, decision.protocol, now, decision.budget.windowStart],
+      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, status, parent_tx_hash)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+      [
+        agentId,
+        request.amountUnits.toString(),
+        request.endpoint,
+        decision.domain,
+        decision.protocol,
+        now,
+        decision.budget.windowStart,
+        held ? "pending_approval" : "reserved",
+        held ? hold!.parentTxHash : null,
+      ],
     );
     const id = rows[0]!.id;
     return { decision, reservationId: id };
@@ -287,6 +362,124 @@ export async function releaseReservation(db: Db, reservationId: string): Promise
     [reservationId],
   );
   return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * Whether the agent has a settled payment to the request's exact host (`approval.firstPaymentToDomain`).
+ * Bounded by the agent's index; stops at the first row.
+ */
+async function paidBefore(client: pg.ClientBase, agentId: string, request: PaymentRequest): Promise<boolean> {
+  const { rows } = await client.query<{ paid: boolean }>(
+    "SELECT EXISTS (SELECT 1 FROM spend_reservations WHERE agent_id = $1 AND domain = $2 AND status = 'settled') AS paid",
+    [agentId, endpointHost(request.endpoint)],
+  );
+  return rows[0]!.paid;
+}
+
+/** A held payment's reservation re-checked on approval: the policy's answer and, when refused by the caller's check, why. */
+export interface HeldRecheck {
+  readonly decision: PolicyDecision;
+  readonly refusal: ReservationRefusal | null;
+}
+
+/**
+ * Approving a held payment (docs/policy.md "Approvals"): under the agent's lock, the held
+ * reservation stops counting, the whole policy (rules 1–5) and the caller's check (an invocation
+ * budget) are run on usage without it (so it is not counted twice), and then it counts again as an
+ * ordinary `reserved` reservation of the current budget period and rate window (`created_at` now),
+ * or stays released when refused. `resumeBy`: until when the caller may resume and sign it; after
+ * that the approvals loop releases it (`releaseUnresumedReservations`). Inside the caller's READ
+ * COMMITTED transaction. Null when the reservation is not held (decided before).
+ */
+export async function recheckHeldReservation(
+  client: pg.ClientBase,
+  agentId: string,
+  reservationId: string,
+  request: PaymentRequest,
+  now: Date,
+  options: ReserveOptions & { readonly resumeBy: Date },
+): Promise<HeldRecheck | null> {
+  assertAgentId(agentId);
+  await lockAgent(client, agentId);
+  const released = await client.query(
+    "UPDATE spend_reservations SET status = 'released' WHERE id = $1 AND agent_id = $2 AND status = 'pending_approval'",
+    [reservationId, agentId],
+  );
+  if (released.rowCount !== 1) return null;
+  const policy = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
+  // Spec 3's exhausted state is not applied: the held amount was counted before the refusals that
+  // exhausted the period (often refused because it was held). The arithmetic still applies, so a
+  // budget lowered meanwhile refuses.
+  const usage = { ...(await readUsage(client, agentId, policy, now)), budgetExhausted: false };
+  const decision = evaluatePolicy(policy, usage, request, now);
+  const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
+  if (decision.decision !== "allow" || refusal !== null) return { decision, refusal };
+  await client.query(
+    `UPDATE spend_reservations SET status = 'reserved', created_at = $2, budget_window_start = $3, expires_at = $4
+     WHERE id = $1 AND status = 'released'`,
+    [reservationId, now, decision.budget.windowStart, options.resumeBy],
+  );
+  return { decision, refusal: null };
+}
+
+/** A held reservation's protocol, invoking transaction and the agent's wallet (the re-check's inputs); null when not held. */
+export async function heldReservation(
+  db: Db,
+  reservationId: string,
+): Promise<{ readonly protocol: Protocol; readonly parentTxHash: string | null; readonly walletAddress: string } | null> {
+  const { rows } = await db.query<{ protocol: Protocol; parent_tx_hash: string | null; wallet_address: string }>(
+    `SELECT r.protocol, r.parent_tx_hash, a.wallet_address FROM spend_reservations r JOIN agents a ON a.agent_id = r.agent_id
+     WHERE r.id = $1 AND r.status = 'pending_approval'`,
+    [reservationId],
+  );
+  const row = rows[0];
+  return row === undefined ? null : { protocol: row.protocol, parentTxHash: row.parent_tx_hash, walletAddress: row.wallet_address };
+}
+
+/** A held payment denied or expired: its amount and its call stop counting. False when it was not held. */
+export async function releaseHeldReservation(db: Db, reservationId: string): Promise<boolean> {
+  const result = await db.query("UPDATE spend_reservations SET status = 'released' WHERE id = $1 AND status = 'pending_approval'", [
+    reservationId,
+  ]);
+  return result.rowCount === 1;
+}
+
+/**
+ * The caller resumes an approved payment: its reservation, locked until the caller's transaction
+ * ends (so the approvals loop cannot release it while it is being signed and linked), when it is
+ * still `reserved`, unsigned (no `payment_ref`) and within its resume deadline; else null.
+ */
+export async function takeApprovedReservation(
+  client: pg.ClientBase,
+  reservationId: string,
+  now: Date,
+): Promise<{ readonly createdAt: Date; readonly budgetWindowStart: Date } | null> {
+  const { rows } = await client.query<{ created_at: Date; budget_window_start: Date }>(
+    `SELECT created_at, budget_window_start FROM spend_reservations
+     WHERE id = $1 AND status = 'reserved' AND payment_ref IS NULL AND claimed_at IS NULL AND (expires_at IS NULL OR expires_at > $2)
+     FOR UPDATE`,
+    [reservationId, now],
+  );
+  return rows[0] === undefined ? null : { createdAt: rows[0].created_at, budgetWindowStart: rows[0].budget_window_start };
+}
+
+/**
+ * Approved payments the caller never resumed: released once their resume deadline passed, at most
+ * `limit` per call (the reservations that approvals hold, `reservation_id`). Each is released once
+ * (the status condition); a resume that took the reservation first keeps it (its link is set).
+ */
+export async function releaseUnresumedReservations(db: Db, now: Date, limit: number): Promise<number> {
+  const result = await db.query(
+    `UPDATE spend_reservations r SET status = 'released'
+     WHERE r.id IN (
+       SELECT r2.id FROM spend_reservations r2 JOIN approvals a ON a.reservation_id = r2.id
+       WHERE a.status = 'approved' AND r2.status = 'reserved' AND r2.payment_ref IS NULL AND r2.claimed_at IS NULL
+         AND r2.expires_at <= $1
+       ORDER BY r2.expires_at LIMIT $2 FOR UPDATE OF r2 SKIP LOCKED)
+       AND r.status = 'reserved' AND r.payment_ref IS NULL`,
+    [now, limit],
+  );
+  return result.rowCount ?? 0;
 }
 
 /** A reservation's status and transaction, or null when there is none (of `agentId`, when given). */
@@ -345,7 +538,7 @@ export interface LinkedReservation {
   readonly id: string;
   readonly agentId: string;
   readonly amountUnits: bigint;
-  readonly status: "reserved" | "settled" | "released";
+  readonly status: "reserved" | "settled" | "released" | "pending_approval";
   readonly txHash: string | null;
   readonly paymentRef: string;
   readonly expiresAt: Date | null;
@@ -438,7 +631,7 @@ export async function unitsUnderParent(
   parentTxHash: string,
 ): Promise<{ readonly reservedUnits: bigint; readonly settledUnits: bigint }> {
   const { rows } = await db.query<{ reserved: string; settled: string }>(
-    `SELECT coalesce(sum(amount_units) FILTER (WHERE status = 'reserved'), 0)::text AS reserved,
+    `SELECT coalesce(sum(amount_units) FILTER (WHERE status IN ('reserved', 'pending_approval')), 0)::text AS reserved,
             coalesce(sum(amount_units) FILTER (WHERE status = 'settled'), 0)::text AS settled
      FROM spend_reservations WHERE agent_id = $1 AND parent_tx_hash = $2 AND status <> 'released'`,
     [agentId, parentTxHash],
@@ -552,7 +745,14 @@ function assertAgentId(agentId: string): void {
   }
 }
 
+/** The approval columns in the INSERT's order. */
+function approvalColumns(approval: Policy["approval"]): readonly unknown[] {
+  const c = approvalToColumns(approval);
+  return [c.approval_above_units, c.approval_domains, c.approval_first_payment_to_domain, c.approval_timeout_ms, c.approval_on_timeout];
+}
+
 function fromRow(row: PolicyRow): StoredPolicy {
+  const approval = approvalFromColumns(row);
   return {
     agentId: row.agent_id,
     dailyBudgetUnits: row.daily_budget_units === null ? null : BigInt(row.daily_budget_units),
@@ -564,6 +764,7 @@ function fromRow(row: PolicyRow): StoredPolicy {
         ? null
         : { calls: row.rate_limit_calls, window: row.rate_limit_window },
     protocolPreference: row.protocol_preference,
+    ...(approval === null ? {} : { approval }),
     updatedAt: row.updated_at,
   };
 }

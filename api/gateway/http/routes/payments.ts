@@ -68,7 +68,8 @@ import { runDatabaseEffect, type RouteResponse } from "../../../shared/http/idem
 import { objectBody, optionalString, plainJson, requireActiveAgent, requireAgent, stringField } from "../../../shared/http/input.js";
 import { parseMoneyObject } from "../../../shared/http/money.js";
 import { usdcJson } from "../../../shared/money.js";
-import { badRequest, httpError } from "../../../shared/http/problem.js";
+import { badRequest, httpError, problemResponse } from "../../../shared/http/problem.js";
+import { approvalJson } from "../approval-view.js";
 import { budgetExceededAnswer, policyViolationAnswer } from "../refusals.js";
 import { json } from "../../../shared/http/router.js";
 import { checkPayee } from "../../settlement/payee.js";
@@ -123,8 +124,21 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
     throw badRequest("invocationBudget", "invoking a sub-agent needs an x402 payment (give the target's x402 requirement)");
   }
   const prepared = await prepareAuthorization(
-    { wallets: context.deps.wallets, invocations: context.deps.invocations, transfers: context.deps.transfers },
-    { agent, endpoint, offer, preference: preferenceText as ProtocolPreference | undefined, parentTxHash, invocationBudgetUnits },
+    {
+      wallets: context.deps.wallets,
+      invocations: context.deps.invocations,
+      transfers: context.deps.transfers,
+      approvals: { box: context.deps.secretBox, publicUrl: context.deps.publicUrl },
+    },
+    {
+      agent,
+      endpoint,
+      offer,
+      preference: preferenceText as ProtocolPreference | undefined,
+      parentTxHash,
+      invocationBudgetUnits,
+      idempotencyKey: context.idempotency?.key ?? null,
+    },
   );
   // A refusal is an answer, committed with its rejection and the key: a retry answers the same
   // without recording it twice.
@@ -189,6 +203,9 @@ function authorizeAnswer(agentId: string, result: AuthorizeResult): RouteRespons
     });
   }
   if (result.outcome === "policy_violation") return policyViolationAnswer(result.decision, result.rejectionId);
+  // Held: 202, not the key's answer (a repeat resumes the approval); decided against: its refusal.
+  if (result.outcome === "held") return { ...json(202, { approval: approvalJson(result.approval) }), provisional: true };
+  if (result.outcome === "closed") return problemResponse(result.error);
   const common = {
     agentId,
     reservationId: result.reservationId,

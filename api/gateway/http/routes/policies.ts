@@ -3,19 +3,36 @@
  * `null` removes a limit), `GET` (with `usedToday` and the rate usage), `DELETE` (policies.clear).
  * PUT and DELETE are idempotent by their semantics; they take no Idempotency-Key.
  */
-import { budgetState, clearPolicy, EMPTY_POLICY, getPolicy, parsePolicyPatch, putPolicy, readUsage } from "../../../shared/policy/index.js";
+import {
+  approvalJson,
+  budgetState,
+  clearPolicy,
+  EMPTY_POLICY,
+  getPolicy,
+  parsePolicyPatch,
+  putPolicy,
+  readUsage,
+} from "../../../shared/policy/index.js";
 import { InvalidPolicyError } from "../../../shared/policy/errors.js";
 import { MAX_RATE_LIMIT_CALLS } from "../../../shared/policy/policy.js";
 import { isRecord, JsonNumber, type JsonValue } from "../../../shared/http/json.js";
 import type { AgentRow } from "../../../shared/rows.js";
 import { objectBody, plainJson, requireAgent } from "../../../shared/http/input.js";
-import { parseMoneyObject } from "../../../shared/http/money.js";
+import { parseMoneyObject, parseUsdcNumber } from "../../../shared/http/money.js";
 import { formatUsdcShort, usdcJson, usdcJsonOrNull } from "../../../shared/money.js";
 import { json, NO_CONTENT } from "../../../shared/http/router.js";
 import type { Route, RouteContext } from "../deps.js";
 import type { RouteResponse } from "../../../shared/http/idempotency.js";
 
-const POLICY_FIELDS = ["dailyBudget", "perCallLimit", "allowedDomains", "blockedDomains", "rateLimit", "protocolPreference"] as const;
+const POLICY_FIELDS = [
+  "dailyBudget",
+  "perCallLimit",
+  "allowedDomains",
+  "blockedDomains",
+  "rateLimit",
+  "protocolPreference",
+  "approval",
+] as const;
 const MONEY_FIELDS = ["dailyBudget", "perCallLimit"] as const;
 
 async function policyView(context: RouteContext, agent: AgentRow): Promise<Record<string, unknown>> {
@@ -35,6 +52,7 @@ async function policyView(context: RouteContext, agent: AgentRow): Promise<Recor
     windowStart: usage.windowStart,
     windowResetsAt: usage.windowResetsAt,
     rateUsage: { calls: usage.rateCalls, limit: policy.rateLimit?.calls ?? null, window: usage.rateWindow },
+    approval: policy.approval == null ? null : approvalJson(policy.approval),
     updatedAt: stored?.updatedAt ?? null,
   };
 }
@@ -53,6 +71,12 @@ async function putRoute(context: RouteContext): Promise<RouteResponse> {
   for (const field of MONEY_FIELDS) {
     if (!(field in body) || body[field] === null) continue;
     wire[field] = { usdc: formatUsdcShort(parseMoneyObject(body[field], field)) };
+  }
+  // The approval threshold too (docs/policy.md "Approvals"), exact from its token.
+  const approval = body.approval;
+  if (isRecord(approval) && isRecord(approval.above) && approval.above.usdc instanceof JsonNumber) {
+    const above = { usdc: formatUsdcShort(parseUsdcNumber(approval.above.usdc, "approval.above.usdc", true)) };
+    wire.approval = { ...(wire.approval as Record<string, unknown>), above };
   }
   const patch = parsePolicyPatch(wire);
   await putPolicy(context.deps.pool, agent.agent_id, patch, context.now);

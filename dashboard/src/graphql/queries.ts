@@ -526,3 +526,45 @@ export const ACTIVITY = `
   query Activity($agentId: ID) {
     metrics(agentId: $agentId, window: "30d", resolution: "1h", metrics: ["tx_count"]) { from to metrics { tx_count { timestamp count } } }
   }`;
+
+export type ApprovalStatusName = "pending" | "approved" | "denied" | "expired";
+
+export interface ApprovalRow {
+  readonly id: string;
+  readonly agentId: string;
+  readonly amount: string;
+  readonly amountUnits: string;
+  readonly endpoint: string;
+  readonly domain: string;
+  readonly rule: string;
+  readonly reason: string;
+  readonly status: ApprovalStatusName;
+  readonly requestedAt: string;
+  readonly expiresAt: string;
+  readonly decidedAt: string | null;
+  readonly decidedBy: string | null;
+  readonly note: string | null;
+  readonly outcome: string | null;
+}
+
+export interface ApprovalsData {
+  readonly approvals: { readonly nodes: ApprovalRow[]; readonly pageInfo: { hasNextPage: boolean; endCursor: string | null } };
+}
+
+export interface ApprovalsVariables extends Record<string, unknown> {
+  status?: ApprovalStatusName | null;
+  first?: number;
+  after?: string | null;
+}
+
+/** Held payments of the account, newest first (admin and approver sessions). */
+export const APPROVALS = `
+  query Approvals($status: ApprovalStatus, $first: Int, $after: String) {
+    approvals(status: $status, first: $first, after: $after) {
+      nodes {
+        id agentId amount amountUnits endpoint domain rule reason status
+        requestedAt expiresAt decidedAt decidedBy note outcome
+      }
+      pageInfo { hasNextPage endCursor }
+    }
+  }`;

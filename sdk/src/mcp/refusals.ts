@@ -74,7 +74,10 @@ export function refusal(error: unknown): ToolRefusal {
     details.approvalId = error.approvalId;
     details.expiresAt = error.expiresAt;
     if (error.idempotencyKey !== undefined) details.idempotencyKey = error.idempotencyKey;
-    return answer(`${error.message}; call again with idempotencyKey ${error.idempotencyKey ?? "(the same key)"} once a person approved it`, details);
+    return answer(
+      `${error.message}; call again with idempotencyKey ${error.idempotencyKey ?? "(the same key)"} once a person approved it`,
+      details,
+    );
   }
   if (error instanceof InsufficientFundsError) details.currentBalance = error.currentBalance;
   if (error instanceof PaymentProtocolError) details.endpoint = error.endpoint;

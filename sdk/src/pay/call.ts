@@ -88,7 +88,9 @@ export class PayCall {
     this.origin = url.origin;
     this.signal = options.signal;
     this.idempotencyKey = options.idempotencyKey ?? randomUUID();
-    this.approvalTimeoutMs = checkApprovalTimeout(options.approvalTimeoutMs ?? scope.shared.approvalTimeoutMs ?? scope.shared.transport.timeout);
+    this.approvalTimeoutMs = checkApprovalTimeout(
+      options.approvalTimeoutMs ?? scope.shared.approvalTimeoutMs ?? scope.shared.transport.timeout,
+    );
     this.extras = extras;
     this.agentId = scope.agentId;
     this.parentTxHash = scope.parentTxHash;

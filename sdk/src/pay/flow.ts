@@ -15,7 +15,7 @@
  * 7. the paid API's answer as `PaidResult` (`result.ts`).
  */
 import { type Authorization, parseAuthorization } from "../authorization.js";
-import { ApprovalRequiredError, approvalRequiredFrom, PaymentProtocolError } from "../errors.js";
+import { type ApprovalRequiredError, approvalRequiredFrom, PaymentProtocolError } from "../errors.js";
 import { type PaymentOffer, readPaymentOffer } from "../payment-required.js";
 import { ApprovalOperations } from "../resources/approvals.js";
 import { PayCall, type PayExtras, type PayOptions } from "./call.js";

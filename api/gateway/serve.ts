@@ -47,6 +47,7 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
     logger,
     mailer: config.smtpUrl === undefined ? null : smtpMailer(config.smtpUrl),
     explorerCluster: config.explorerCluster,
+    ...(config.publicUrl === undefined ? {} : { publicUrl: config.publicUrl }),
     ...(config.feePayer === undefined ? {} : { feePayer: config.feePayer }),
     ...(config.attestedPayerQuota === undefined ? {} : { attestedPayerQuota: config.attestedPayerQuota }),
     ...(config.lowBalanceFloorLamports === undefined ? {} : { lowBalanceFloorLamports: config.lowBalanceFloorLamports }),

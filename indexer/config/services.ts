@@ -13,6 +13,7 @@ import {
   genesisHash,
   grpcUrl,
   httpUrl,
+  publicUrl,
   integer,
   key32,
   keypairFile,
@@ -74,6 +75,8 @@ export interface GatewayConfig extends Listen {
   readonly keys: Readonly<Record<string, string>>;
   readonly explorerCluster: string;
   readonly smtpUrl: string | undefined;
+  /** The gateway's public base URL: the signed approval links start with it. */
+  readonly publicUrl: string | undefined;
   /** New outside payers whose payment_ledger account the authority pays, per account in 24 h. */
   readonly attestedPayerQuota: number | undefined;
   /** The fee payer's and authority's SOL floor for the low-balance alert. */
@@ -208,6 +211,7 @@ export function gatewayConfig(env: Env): Loaded<GatewayConfig> {
   }
   const explorer = reader.optional("EXPLORER_CLUSTER", explorerCluster);
   const smtp = reader.optional("SMTP_URL", smtpUrl);
+  const gatewayUrl = reader.optional("GATEWAY_PUBLIC_URL", publicUrl);
   const attestedPayerQuota = reader.optional("ATTESTED_PAYER_QUOTA", integer(1, 1_000_000, "new payers per account per day"));
   const lowBalanceFloor = reader.optional("LOW_BALANCE_FLOOR_SOL", solAmount);
   const allowLoopbackWebhooks = reader.withDefault("WEBHOOK_ALLOW_LOOPBACK", oneOf(["true", "false"] as const), "false");
@@ -215,6 +219,7 @@ export function gatewayConfig(env: Env): Loaded<GatewayConfig> {
   return finish(reader, () => ({
     ...listening,
     allowLoopbackWebhooks: allowLoopbackWebhooks === "true",
+    publicUrl: gatewayUrl,
     attestedPayerQuota,
     lowBalanceFloorLamports: lowBalanceFloor,
     databaseUrl: databaseUrl!,

@@ -145,6 +145,13 @@ export const VARIABLES: readonly Variable[] = [
     example: "devnet",
   },
   {
+    name: "GATEWAY_PUBLIC_URL",
+    readBy: { gateway: "optional" },
+    describe:
+      "the gateway's public base URL (https://gateway.example): the signed approval links of approval.requested start with it; unset: path-only links",
+    example: "",
+  },
+  {
     name: "SMTP_URL",
     readBy: { gateway: "optional", local: "optional" },
     describe: "smtp:// or smtps:// URL for e-mail alerts; unset: no e-mail",

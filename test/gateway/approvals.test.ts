@@ -24,7 +24,8 @@ import {
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { type SettleRequest, X402Facilitator } from "../../api/gateway/x402/index.js";
 import { createAccount, issueApiKey } from "../../api/shared/keys.js";
-import { putPolicy } from "../../api/shared/policy/index.js";
+import { putPolicy, reserveInTransaction } from "../../api/shared/policy/index.js";
+import { withTransaction } from "../../indexer/db/database.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../support/rest.js";
 
@@ -201,6 +202,22 @@ describe("holding a payment", () => {
     expect(over.status).toBe(403);
     expect(over.body).toMatchObject({ code: "POLICY_VIOLATION", reasonCode: "daily_budget_exceeded" });
     expect((await reservationsOf(agentId)).map((r) => r.status)).toEqual(["pending_approval", "reserved"]);
+  });
+
+  it("a path that cannot wait for a person (a channel's deposit, a session's charge) refuses what the policy would hold", async () => {
+    const agentId = await heldAgent();
+    const request = { endpoint: ENDPOINT, amountUnits: 6_000_000n, protocol: "mpp", offeredProtocols: ["mpp"] } as const;
+    const reserved = await withTransaction(db.pool, (client) => reserveInTransaction(client, agentId, request, new Date()), {
+      isolation: "read committed",
+    });
+    expect(reserved.reservationId).toBeNull();
+    expect(reserved.refusal).toMatchObject({ reasonCode: "approval_required", requested: "6", limit: "5" });
+    const small = await withTransaction(
+      db.pool,
+      (client) => reserveInTransaction(client, agentId, { ...request, amountUnits: 5_000_000n }, new Date()),
+      { isolation: "read committed" },
+    );
+    expect(small.reservationId).not.toBeNull();
   });
 
   it("a refusal wins over a hold: a payment the policy refuses is refused, never held", async () => {

@@ -20,12 +20,14 @@
  */
 import type pg from "pg";
 import { type Db, withTransaction } from "../../../indexer/db/database.js";
+import { formatUsdcShort } from "../money.js";
 import {
   evaluatePayment,
   evaluatePolicy,
   type PaymentDecision,
   type PaymentRequest,
   type PolicyDecision,
+  type PolicyNeedsApproval,
   type PolicyUsage,
 } from "./engine.js";
 import { approvalFromColumns, approvalToColumns } from "./approval.js";
@@ -34,6 +36,9 @@ import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type Protocol,
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow, rateWindowStart } from "./windows.js";
 
 export type { Db };
+
+/** `ReservationRefusal.reasonCode` of a payment the policy would hold, on a path that cannot hold it. */
+export const APPROVAL_REQUIRED = "approval_required";
 
 /** Key space of the per-agent lock (the two-argument advisory lock form: namespace, hashtext(agent)). */
 const POLICY_LOCK_NAMESPACE = 7_240_004;
@@ -297,14 +302,18 @@ async function reserveOrHold(
     const stored = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
     const policy = options.exposure === true ? { ...stored, perCallLimitUnits: null } : stored;
     let usage: PolicyUsage = await readUsage(client, agentId, stored, now);
-    let decision: PaymentDecision;
-    if (hold === null) {
-      decision = evaluatePolicy(policy, usage, request, now);
-    } else {
-      if (policy.approval?.firstPaymentToDomain === true)
-        usage = { ...usage, domainPaidBefore: await paidBefore(client, agentId, request) };
-      decision = evaluatePayment(policy, usage, request, now);
+    if (policy.approval?.firstPaymentToDomain === true) usage = { ...usage, domainPaidBefore: await paidBefore(client, agentId, request) };
+    const payment = evaluatePayment(policy, usage, request, now);
+    if (hold === null && payment.decision === "needs_approval") {
+      // A payment path that cannot wait for a person (a channel's deposit, a session's charge)
+      // refuses what the policy would hold: approval is never granted by taking another path.
+      return {
+        decision: evaluatePolicy(policy, usage, request, now),
+        reservationId: null,
+        refusal: approvalRefusal(payment, request, policy.approval?.aboveUnits ?? null),
+      };
     }
+    const decision: PaymentDecision = hold === null ? evaluatePolicy(policy, usage, request, now) : payment;
     const refusal = decision.decision !== "reject" && options.check !== undefined ? await options.check(client) : null;
     if (refusal !== null || decision.decision === "reject") {
       return refusal === null ? { decision, reservationId: null } : { decision, reservationId: null, refusal };
@@ -362,6 +371,18 @@ export async function releaseReservation(db: Db, reservationId: string): Promise
     [reservationId],
   );
   return (result.rowCount ?? 0) > 0;
+}
+
+/** The refusal of a payment the policy holds for a person, on a path that cannot hold it. */
+function approvalRefusal(decision: PolicyNeedsApproval, request: PaymentRequest, aboveUnits: bigint | null): ReservationRefusal {
+  return {
+    reasonCode: APPROVAL_REQUIRED,
+    reason: `${decision.reason}; this payment cannot wait for a person's approval, so it is refused`,
+    requested: formatUsdcShort(request.amountUnits),
+    // What passes without a person: the threshold of the amount rule, nothing for a host rule.
+    limit: decision.approvalRule === "above" && aboveUnits !== null ? formatUsdcShort(aboveUnits) : "0",
+    unit: "usdc",
+  };
 }
 
 /**

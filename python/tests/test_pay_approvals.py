@@ -158,7 +158,8 @@ async def test_without_a_key_the_error_carries_the_generated_one(agent: Agent, r
     with pytest.raises(ApprovalRequiredError) as raised:
         await done(client.pay(endpoint))
     key = raised.value.idempotency_key
-    assert key is not None and len(key) == 36
+    assert key is not None
+    assert len(key) == 36
 
     await done(client.approvals.approve(raised.value.approval_id))
     result = await done(client.pay(endpoint, idempotency_key=key))

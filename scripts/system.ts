@@ -25,9 +25,8 @@ import {
   keystoreFromEnv,
   type Keystore,
   LocalTreasuryFundingSource,
-  localSettlementLedger,
-  type SettlementLedger,
 } from "../api/gateway/wallets/index.js";
+import { localSettlementLedger, type SettlementLedger } from "../api/gateway/chain/index.js";
 import { type Dispatcher, type Mailer, smtpMailer } from "../api/gateway/webhooks/index.js";
 import type { X402Facilitator } from "../api/gateway/x402/index.js";
 import type { ApiServer } from "../api/query/server.js";
@@ -71,7 +70,7 @@ export interface SystemOptions {
   readonly allowLoopbackWebhooks?: boolean;
   /** Indexer poll interval (ms) for the JSON-RPC source. */
   readonly pollIntervalMs?: number;
-  /** New payee token accounts the authority funds per paying account in 24 h (api/gateway/settlement/payee.ts). */
+  /** New payee token accounts the authority funds per paying account in 24 h (api/gateway/chain/payee.ts). */
   readonly payeeAccountQuota?: number;
   /**
    * Network names of real x402 / MPP offers that mean the local ledger. Default: the devnet names

@@ -1,5 +1,5 @@
 /**
- * The local ledger keeps its chain across restarts and crashes (issue 13): the real `localnet`
+ * The local ledger keeps its chain across restarts and crashes: the real `localnet`
  * process on a ledger directory, payment traffic through its RPC, then a SIGKILL in the middle of
  * the traffic (or a clean stop) and a restart on the same directory.
  */

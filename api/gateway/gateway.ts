@@ -11,7 +11,7 @@ import { type Keypair, PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { SecretBox } from "../shared/secret-box.js";
-import { ApprovalWaits, runApprovalTimeouts } from "./approvals/index.js";
+import { ApprovalWaits } from "./payments/approvals/index.js";
 import type { CardProcessor } from "./card/processor.js";
 import { ChannelSessions, runChannelLoop } from "./channels/index.js";
 import { CosignedTransfers } from "./cosigned/cosigned.js";
@@ -19,11 +19,14 @@ import { DEFAULT_LOW_BALANCE_FLOOR_LAMPORTS, type LowBalanceAlert, LowBalanceAle
 import { pruneIdempotencyKeys } from "../shared/http/idempotency.js";
 import type { GatewayDeps } from "./http/deps.js";
 import { MppGateway } from "./mpp/gateway.js";
-import { AgentTokenAccounts, runReconciler, Settlement } from "./settlement/index.js";
+import { LedgerInvocations } from "./invocations/index.js";
+import { AgentTokenAccounts, Settlement } from "./settlement/index.js";
+import { runApprovalTimeouts, runReconciler } from "./loops/index.js";
 import { SolSpent } from "./settlement/sol-spent.js";
-import { runSweeper } from "./settlement/sweeper.js";
+import { runSweeper } from "./loops/sweeper.js";
 import { ledgerNetworks, SignedTransfers } from "./transfers/index.js";
-import { AgentWallets, type FundingSource, type Keystore, type SettlementLedger } from "./wallets/index.js";
+import { AgentWallets, type FundingSource, type Keystore } from "./wallets/index.js";
+import type { SettlementLedger } from "./chain/index.js";
 import { Dispatcher, type Mailer } from "./webhooks/index.js";
 import { pruneExpiredNonces, X402Facilitator } from "./x402/index.js";
 
@@ -48,7 +51,7 @@ export interface GatewayOptions {
   readonly allowPrivateNetworks?: boolean;
   /** Webhook endpoints may be registered on loopback (local development only). */
   readonly allowLoopbackWebhooks?: boolean;
-  /** New payee token accounts the authority funds per paying account in 24 h (settlement/payee.ts). */
+  /** New payee token accounts the authority funds per paying account in 24 h (chain/payee.ts). */
   readonly payeeAccountQuota?: number;
   /** New attested payers whose state's rent the authority pays, per account in 24 h (cosigned/cosigned.ts). */
   readonly attestedPayerQuota?: number;
@@ -59,8 +62,8 @@ export interface GatewayOptions {
   /** The explorer cluster answers link to (`mainnet-beta`, `devnet`, or an RPC URL). */
   readonly explorerCluster?: string;
   /**
-   * Extra network names of real x402 / MPP offers that mean this ledger (api/gateway/transfers/
-   * networks.ts): a local ledger's stand-in names for the official SDKs. None by default.
+   * Extra network names of real x402 / MPP offers that mean this ledger (api/gateway/chain/networks.ts):
+   * a local ledger's stand-in names for the official SDKs. None by default.
    */
   readonly networkAliases?: readonly string[];
   /**
@@ -107,6 +110,7 @@ export function startGateway(options: GatewayOptions): Gateway {
     pool,
     wallets,
     ledger,
+    invocations: new LedgerInvocations({ pool, wallets, ledger }),
     logger: logger.child({ component: "settlement" }),
     ...(options.payeeAccountQuota === undefined ? {} : { payeeAccountQuota: options.payeeAccountQuota }),
   });

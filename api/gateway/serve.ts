@@ -15,7 +15,8 @@ import { SecretBox } from "../shared/secret-box.js";
 import { StandInCardProcessor } from "./card/index.js";
 import { startGateway } from "./gateway.js";
 import { createGatewayServer } from "./server.js";
-import { COMMITMENT, keystoreFromEnv, LocalTreasuryFundingSource, type SettlementLedger } from "./wallets/index.js";
+import { keystoreFromEnv, LocalTreasuryFundingSource } from "./wallets/index.js";
+import { COMMITMENT, type SettlementLedger } from "./chain/index.js";
 import { smtpMailer } from "./webhooks/index.js";
 
 /** How long in-flight requests get to finish after SIGTERM (systemd's TimeoutStopSec is 30 s). */

@@ -195,7 +195,7 @@ export const typeDefs = /* GraphQL */ `
   }
 
   """
-  An escrowed payment channel (issue 16, docs/ledger.md §5): a deposit, vouchers with a rising
+  An escrowed payment channel (docs/ledger.md §5): a deposit, vouchers with a rising
   cumulative amount, settlements that pay the payee, a close that refunds the rest. Chain values
   (deposit, settled, refunded, status) come from the indexer; signed and accepted from the gateway.
   accepted - settled is owed to the payee but not on chain yet: never confirmed.

@@ -1,7 +1,7 @@
 /**
  * Agents of an account (spec 2.5). Every lookup is scoped by account id. The read side of table
  * `agents`: lookups by public id and wallet, and the listings (the gateway writes agents through
- * api/gateway/wallets and archives them in api/gateway/agent-archive.ts).
+ * api/gateway/wallets and archives them in api/gateway/payments/agent-archive.ts).
  */
 import type pg from "pg";
 import type { AgentRow } from "./rows.js";

@@ -96,7 +96,7 @@ export const ERROR_CODES = {
   BUDGET_EXCEEDED: { status: 422, errorClass: "BudgetExceededError" },
   /** The ledger refused the payment, or its transaction expired. */
   PAYMENT_FAILED: { status: 502, errorClass: "PaymentError" },
-  /** `payTo` is not a wallet the ledger can credit safely (api/gateway/settlement/payee.ts); nothing was signed. */
+  /** `payTo` is not a wallet the ledger can credit safely (api/gateway/chain/payee.ts); nothing was signed. */
   PAYEE_REFUSED: { status: 422, errorClass: "PaymentError" },
   SERVICE_UNAVAILABLE: { status: 503 },
   INTERNAL_SERVER_ERROR: { status: 500 },

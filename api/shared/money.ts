@@ -1,22 +1,14 @@
 /**
- * The server's one money module: amounts are bigint base units inside (6 decimals, spec 2.7) and
- * decimal text or exact JSON number tokens outside, never floats. Any server module may import it
- * (api/query, api/gateway, api/shared); it imports nothing but the JSON number token. The SDK keeps
+ * The server's one money module: bigint base units inside (6 decimals, spec 2.7), decimal text or
+ * exact JSON number tokens outside, never floats. Any server module may import it; the SDK keeps
  * its own copy, as it imports nothing of the server.
  *
- * One parser, `parseUsdc`: a non-negative decimal with at most 6 places and at most a u64 of base
- * units. It returns the units or names the problem, and each edge words that in its own error
- * (GraphQL `BAD_USER_INPUT`, REST problem JSON, the policy's `InvalidAmountError`, MPP's format
- * error), so the messages callers see stay those of their surface.
- *
- * Two display formats, chosen by where the text goes:
- * - `formatUsdcFixed` → "1.500000": always 6 decimals. GraphQL's decimal-string amounts (read
- *   models, metrics) and the messages and `currentBalance` of the wallet errors
- *   (`InsufficientFundsError`, `BudgetExceededError`).
- * - `formatUsdcShort` → "1.5": the exact decimal without trailing zeros. Human text (policy reasons
- *   `requested 1.5 usdc, limit is 2 usdc`, invocation-budget refusals, alert details) and the
- *   number token of `{ usdc: number }` in REST bodies and webhook payloads (`usdcJson`), and MPP's
- *   `value` strings.
+ * `parseUsdc` is the one parser (non-negative, at most 6 places, at most a u64 of units); it names
+ * the problem and each edge words it in its own error, so messages stay those of their surface.
+ * Two display formats:
+ * - `formatUsdcFixed` → "1.500000": GraphQL's decimal strings and the wallet errors' messages;
+ * - `formatUsdcShort` → "1.5": human text (policy reasons, refusals, alerts), the `{ usdc: number }`
+ *   token of REST bodies and webhook payloads (`usdcJson`), and MPP's `value` strings.
  */
 import { JsonNumber } from "./json-number.js";
 

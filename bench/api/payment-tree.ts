@@ -1,15 +1,14 @@
 /**
- * paymentTree latency (issue 4): `loadPaymentTree` (one query over the closure table, issue 17) on a 10,000-node tree of
+ * paymentTree latency: `loadPaymentTree` (one query over the closure table) on a 10,000-node tree of
  * depth 10, against a per-level resolver baseline (one query per node for its children, no
  * recursive query, no DataLoader) in the same run, on the same database. Goals: p99 < 50 ms,
  * baseline / recursive >= 20x. Both answers are checked against the seeded tree first (same
  * nodes, parents, depths, agents, amounts and totals); a difference exits non-zero.
  * Then the same tree through GraphQL over HTTP (`createApiServer`), at the API's node limit.
  *
- * The recursive walk over payment_edges it replaced (bench/api/recursive-tree.ts) runs interleaved with
- * it, one after the other, as a same-run baseline, and must return the seeded tree too.
- * The two resolvers run interleaved (one baseline pass, then its share of recursive passes), so
- * load from elsewhere on this shared machine falls on both alike and the ratio stays meaningful.
+ * The recursive walk over payment_edges it replaced (bench/api/recursive-tree.ts) is a second
+ * same-run baseline and must return the seeded tree too. Baselines and the measured query run
+ * interleaved, so load from elsewhere on a shared machine falls on both alike.
  *
  *   npx tsx bench/api/payment-tree.ts [--iterations 100 --baseline-iterations 5 --warmup 3 --http-iterations 20]
  *                                     [--nodes 10000 --depth 10 --background 100000]
@@ -163,7 +162,7 @@ async function run(): Promise<void> {
     const recursive = (): Promise<PaymentTree | null> => loadPaymentTree(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
     const baseline = (): Promise<BaselineTree> => resolveTreePerLevel(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
 
-    // The recursive walk over payment_edges loadPaymentTree ran before the closure table (issue 17).
+    // The recursive walk over payment_edges loadPaymentTree ran before the closure table.
     const walk = (): Promise<PaymentTree | null> => recursiveTree(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
 
     const recursiveAnswer = await recursive();

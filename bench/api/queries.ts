@@ -1,17 +1,14 @@
 /**
- * spendSummary, metrics and transactions (filtered, paginated) on a large store (issue 17 part 2):
- * goals p99 < 20 ms each over GraphQL/HTTP, and >= 2,000 requests/s with 32 concurrent clients on
- * `transactions`. The store is seeded through the real ingest path (bench/indexer/synthetic.ts
- * transactions, decodeRawTransaction, ingestBatch: event store + every projection), --payments
- * payments over --agents payers spread round-robin over --accounts accounts.
+ * spendSummary, metrics and transactions (filtered, paginated) on a large store: goals p99 < 20 ms
+ * each over GraphQL/HTTP, and >= 2,000 requests/s with 32 concurrent clients on `transactions`.
+ * The store is seeded through the real ingest path (synthetic transactions, decodeRawTransaction,
+ * ingestBatch): --payments payments over --agents payers, round-robin over --accounts accounts.
  *
- * Every query is measured for one account, next to baselines from the same run that show where the
- * time goes: the read function alone (SQL + row decoding, no GraphQL, no HTTP), the statement's
- * execution inside Postgres (EXPLAIN ANALYZE), and the same GraphQL request at its smallest
- * (a one-minute window, `limit: 1`), and the read function as it was before issue 17's rewrite
- * (test/api/read-reference.ts). Throughput: 32 clients each sending its next request as soon
- * as the last answered, for --seconds; the baselines are `limit: 1` and `{ __typename }` (auth, HTTP
- * and GraphQL, no read) the same way. The clients run in the server's process, on the same cores.
+ * Each query is measured for one account next to same-run baselines that show where the time goes:
+ * the read function alone (no GraphQL, no HTTP), its statement inside Postgres (EXPLAIN ANALYZE),
+ * the same request at its smallest (a one-minute window, `limit: 1`), and the read function before
+ * its rewrite (test/api/read-reference.ts). Throughput: 32 in-process clients, each sending its next
+ * request when the last answered, for --seconds, against `limit: 1` and `{ __typename }` baselines.
  *
  *   npx tsx bench/api/queries.ts [--payments 1000000 --agents 1000 --accounts 50 --iterations 300 --seconds 5 --clients 32]
  */
@@ -232,7 +229,7 @@ async function run(): Promise<void> {
         plans.push(`--- ${label}\n${sql.plan}`, `--- ${label}, before the rewrite\n${sqlBefore.plan}`);
         rows.push([`${label}: GraphQL over HTTP`, await sequential(http), null]);
         rows.push([`  read function alone (SQL + rows, no GraphQL)`, await sequential(() => direct(db.pool)), sql.ms]);
-        rows.push([`  the same before issue 17's rewrite`, await sequential(() => before(db.pool)), sqlBefore.ms]);
+        rows.push([`  the same before the rewrite`, await sequential(() => before(db.pool)), sqlBefore.ms]);
         rows.push([`  baseline: ${smallLabel} over GraphQL/HTTP`, await sequential(small), null]);
       };
       await measure(

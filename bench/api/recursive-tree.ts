@@ -1,5 +1,5 @@
 /**
- * The recursive query `loadPaymentTree` ran before the closure table (issue 17), verbatim, and the
+ * The recursive query `loadPaymentTree` ran before the closure table, verbatim, and the
  * same shaping of its rows: the reference test/api/payment-tree-closure.test.ts compares the
  * closure answer with, and the same-run baseline of bench/api/payment-tree.ts.
  */

@@ -1,21 +1,14 @@
 /**
  * What `client.pay` costs over a direct fetch of the same resource, on the whole system
- * (`startSystem`: the program on the local ledger, Postgres, the indexer, the API) and a resource
- * server on loopback built with the SDK's own middleware.
- *
- * Same server, same handler, same answer, measured in the same run, interleaved round by round:
- *   - direct:       `fetch` of the resource with the payment gate off (the baseline);
- *   - x402 pay:     `client.pay` → 402 → authorize at the gateway → retry with X-PAYMENT → the
- *                   middleware settles through the facilitator on the ledger → 200 → complete;
- *   - MPP session:  `client.pay` on a reused MPP session (one request carrying X-MPP-Session; the
- *                   middleware redeems it at the gateway, which charges the session on the ledger);
- *   - official x402: `client.pay` against the official `@x402/express` middleware whose facilitator
- *                   is `@x402/core`'s with `@x402/svm`'s exact scheme, in process (issue 12): 402 →
- *                   authorize (the gateway signs the transfer) → retry with PAYMENT-SIGNATURE → the
- *                   facilitator verifies, co-signs and settles → 200 → complete (the record);
- *   - mppx:         `client.pay` against an `mppx` server with `@solana/mpp`'s charge method (fee
- *                   sponsored): 402 → authorize → retry with Authorization: Payment → the server
- *                   co-signs, broadcasts and verifies → 200 → complete (the record).
+ * (`startSystem`) and a resource server on loopback; same server, handler and answer, interleaved
+ * round by round:
+ *   - direct:         `fetch` with the payment gate off (the baseline);
+ *   - x402 pay:       402 → authorize → retry with X-PAYMENT → settled by the facilitator → 200;
+ *   - MPP session:    one request on a reused session (X-MPP-Session), charged at the gateway;
+ *   - official x402:  against `@x402/express` with the official facilitator in process: 402 →
+ *                     authorize (the gateway signs) → PAYMENT-SIGNATURE → co-signed, settled → 200;
+ *   - mppx:           against `mppx` with `@solana/mpp`'s charge (fee sponsored): 402 → authorize →
+ *                     Authorization: Payment → the server co-signs and broadcasts → 200.
  * Overhead = pay − direct, at p50 and p99. Prints the table; exits 1 only for a wrong answer.
  *
  *   npm run bench:client [-- --rounds 200 --warmup 10]
@@ -50,7 +43,7 @@ function answer(res: ServerResponse): void {
 }
 
 /**
- * The official servers of issue 12 on loopback, paying a wallet outside the gateway: an x402 one
+ * The official x402 and MPP servers on loopback, paying a wallet outside the gateway: an x402 one
  * (`@x402/express` + the official facilitator in process, the devnet id on the local RPC URL) and
  * an `mppx` one (`@solana/mpp` charge on `localnet`, fee sponsored). Each fee payer holds SOL.
  */

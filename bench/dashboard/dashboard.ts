@@ -1,16 +1,10 @@
 /**
- * The dashboard's figures with an account at scale (1,000 agents, 100,000 payments, runs,
- * rejections, budgets: bench/dashboard/seed.ts), in a real Chromium (Debian's, through
- * playwright-core) against the whole system (`startSystem`):
- *
- * - navigation → each view's first rows (or chart) drawn, full page load each time (the page, its
- *   script, the session check, the view's reads): overview, live feed, spend and protocols (their
- *   default window, fitted to the data: 30 days here), policies, ledger, runs, channels, agents;
- * - a payment recorded on the ledger (`record_payment` confirmed) → its row visible in the live
- *   feed (indexer, NOTIFY, SSE, render);
- * - the JavaScript shipped for the first load, gzip (what the server sends).
- *
- * The page marks each moment itself (`performance.mark`, dashboard/src/perf.ts) when the view has
+ * The dashboard's figures with an account at scale (bench/dashboard/seed.ts), in a real Chromium
+ * against the whole system (`startSystem`):
+ * - navigation → each view's first rows (or chart) drawn, a full page load each time;
+ * - a payment recorded on the ledger → its row visible in the live feed (indexer, NOTIFY, SSE);
+ * - the JavaScript shipped for the first load, gzip.
+ * The page marks each moment itself (`performance.mark`, dashboard/src/perf.ts) once the view has
  * committed what it draws; the bench reads the marks. Goals: p95 < 1 s for the views, p99 < 1 s
  * for the feed, < 250 kB gzip of JavaScript.
  *

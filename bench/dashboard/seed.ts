@@ -1,23 +1,15 @@
 /**
- * An account at scale for the dashboard's bench and browser tests: many agents (some with ids of
- * the API's maximum length, 128 characters), payments through the indexer's real path, runs,
- * rejections, daily budgets in every state and failing webhook deliveries.
+ * An account at scale for the dashboard's bench and browser tests: many agents (some with
+ * 128-character ids), payments, runs, rejections, daily budgets in every state and failing webhook
+ * deliveries.
  *
- * Payments: each is a PaymentRecorded event encoded by the IDL coder as the program emits it
- * (emit_cpi! inner instruction, as bench/indexer/synthetic.ts does), decoded by
- * `decodeRawTransaction` and written by `ingestBatch` (event store, every projection, checkpoint)
- * in batches: the read models are exactly what the indexer makes, and it takes seconds, where
- * recording 100,000 payments on the local ledger one by one would take about half an hour. Every
- * 100th payment is the root of a run: its transaction also opens three agents.invoke budgets
- * (InvocationOpened), and the next three payments are paid under them (parent links).
- *
- * Rejections go through the gateway's own `recordRejection`, budgets through the policy store
- * (`putPolicy`, `reserveWithinPolicy`: the reservations the gateway makes), so usage and budget
- * states are the engine's. Webhook deliveries are rows of the gateway's outbox, failed or retrying
- * as the dispatcher leaves them (no receiver is involved).
- *
- * Endpoints: ten ordinary ones and two of the maximum length (a 253-character domain, a
- * 2,048-character endpoint). Block times spread evenly over the last `days` days; a third is MPP.
+ * Payments are PaymentRecorded events encoded as the program emits them, then decoded and ingested
+ * by the indexer's own path (`decodeRawTransaction`, `ingestBatch`) in batches: the read models are
+ * the indexer's, in seconds rather than the half hour the ledger would take. Every 100th payment
+ * roots a run (three agents.invoke budgets, three child payments). Rejections, budgets and webhook
+ * deliveries go through the gateway's own functions and tables, so their states are the engine's.
+ * Endpoints include the maximum lengths (a 253-character domain, a 2,048-character endpoint); block
+ * times spread over the last `days` days; a third is MPP.
  */
 import { randomBytes } from "node:crypto";
 import anchor, { BorshCoder } from "@coral-xyz/anchor";
@@ -25,10 +17,11 @@ import { Keypair, type PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import type pg from "pg";
 import { rememberEndpoint } from "../../api/gateway/cosigned/store.js";
-import { recordRejection } from "../../api/gateway/rejections.js";
+import { recordRejection } from "../../api/gateway/payments/rejections.js";
 import { internalAgentId } from "../../api/shared/agent-ids.js";
 import { registerAgent } from "../../api/shared/keys.js";
-import { putPolicy, reserveWithinPolicy } from "../../api/shared/policy/index.js";
+import { putPolicy } from "../../api/shared/policy/index.js";
+import { reserveWithinPolicy } from "../../api/gateway/reservations/store.js";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
 import type { RawTransaction } from "../../indexer/sources/source.js";

@@ -1,19 +1,13 @@
 /**
- * `npm run bench:capacity`: the reservation path's capacity, stated as issue 17 asks. With 200
- * callers on 2 cores, latency is mostly queueing, so this bench reports:
- *
- * 1. reservations per second sustained, closed loop, by many distinct agents (goal ≥ 5,000/s) and
- *    by one hot agent (goal ≥ 1,000/s; serialized by design: each check must see every earlier
- *    reservation of the agent);
- * 2. latency at a fixed offered load of 1,000 reservations/s, open loop over 500 agents (arrivals on
- *    a schedule, whatever the answers' speed; goal p99 < 5 ms);
- * 3. the usage read under the agent's lock as the period grows: the running total
- *    (`spend_periods`, migrations/029) against the baseline in the same run, the sum over the
- *    period's reservations it replaced, at 0, 10,000 and 100,000 reservations in the period.
- *
- * Each reservation is `reserveInTransaction` in its own READ COMMITTED transaction, exactly as the
- * gateway's authorize route runs it, on a pool of `--pool` connections (the gateway's is 4).
- * Answers are checked: no agent's reservations may sum above its budget (exit 1 otherwise).
+ * `npm run bench:capacity`: the reservation path's capacity. With 200 callers on 2 cores latency is
+ * mostly queueing, so it reports:
+ * 1. reservations/s sustained, closed loop, by many agents (goal ≥ 5,000/s) and by one hot agent
+ *    (goal ≥ 1,000/s; serialized by design: each check sees every earlier reservation);
+ * 2. latency at 1,000 reservations/s offered, open loop over 500 agents (goal p99 < 5 ms);
+ * 3. the usage read under the agent's lock as the period grows: the running total (`spend_periods`)
+ *    against the sum over reservations it replaced, at 0, 10,000 and 100,000 reservations.
+ * Each reservation is `reserveInTransaction` in its own READ COMMITTED transaction, as the
+ * authorize route runs it, on `--pool` connections. No agent may sum above its budget (exit 1).
  *
  *   npm run bench:capacity [-- --seconds 10 --pool 8 --workers 32]
  *
@@ -22,7 +16,8 @@
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import type pg from "pg";
-import { getPolicy, type PaymentRequest, putPolicy, readUsage, reserveInTransaction } from "../../api/shared/policy/index.js";
+import { getPolicy, type PaymentRequest, putPolicy, readUsage } from "../../api/shared/policy/index.js";
+import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { stats } from "./latency.js";
 import { benchPool } from "./reservations.js";

@@ -1,5 +1,5 @@
 /**
- * Bench (d): a paid request on an open channel session (issue 16), on loopback, next to the same
+ * Bench (d): a paid request on an open channel session, on loopback, next to the same
  * request unpaid, interleaved in the same run:
  *
  * - payee overhead: the request carrying a voucher the gateway already signed (the payee checks

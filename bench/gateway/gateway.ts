@@ -6,7 +6,7 @@
  *      without the per-agent lock (same run, interleaved), for one hot agent and for 200 agents;
  *   b. an x402 payment end to end on loopback, and the gateway's own share of it;
  *   c. a paid MPP request on a reused session;
- *   d. a paid request on an open channel session (issue 16) next to the same request unpaid, and
+ *   d. a paid request on an open channel session next to the same request unpaid, and
  *      the channel's settlement cost per charge on chain next to record_payment's.
  *
  * Prints the figures, the goals and whether each is met. Exit code 1 only for a wrong answer
@@ -178,7 +178,7 @@ async function run(): Promise<void> {
     }
 
     if (SECTIONS.has("d")) {
-      // d. A channel session (issue 16).
+      // d. A channel session.
       const ch = await runChannelSession(system, client, serverKey, CHANNEL_REQUESTS, WARMUP, customer.accountId);
       problems.push(...ch.problems);
       const overhead = (paid: { p50: number; p99: number }, unpaid: { p50: number; p99: number }) =>

@@ -11,7 +11,7 @@ import { Keypair } from "@solana/web3.js";
 import { internalAgentId } from "../../api/shared/agent-ids.js";
 import { StandInCardProcessor } from "../../api/gateway/card/index.js";
 import { MppService, X_MPP_SESSION } from "../../api/gateway/mpp/index.js";
-import { keypairSigner } from "../../api/gateway/x402/index.js";
+import { keypairSigner } from "../../api/gateway/chain/index.js";
 import type { System } from "../../scripts/system.js";
 import { MppSessions } from "../../sdk/src/sessions.js";
 import type { GatewayClient } from "../../test/gateway/support/gateway-payer.js";

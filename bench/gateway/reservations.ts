@@ -14,7 +14,8 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { type PaymentRequest, putPolicy, reserveInTransaction } from "../../api/shared/policy/index.js";
+import { type PaymentRequest, putPolicy } from "../../api/shared/policy/index.js";
+import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
 import { type Stats, stats } from "./latency.js";
 import { reserveSerializable } from "./naive-reservation.js";
 

@@ -1,5 +1,5 @@
 /**
- * Rebuild of every projection from the event store at scale (issue goal: 1,000,000 events in
+ * Rebuild of every projection from the event store at scale (goal: 1,000,000 events in
  * under 60 s). Seeds a fresh database with synthetic PaymentRecorded events through the real
  * ingest path (decode + event store + projections, in chunks so memory stays flat), then times
  * `rebuildProjections` and checks it reproduced the same read models (row counts and sums).

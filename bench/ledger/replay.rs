@@ -112,7 +112,7 @@ fn fill_with_payments(dir: &std::path::Path, count: usize) -> (u64, u64) {
                 )
             })
             .collect();
-        let agent_token = ledger_runtime::ledger::associated_token_address(&agent.pubkey(), &setup.mint);
+        let agent_token = ledger_runtime::address::associated_token_address(&agent.pubkey(), &setup.mint);
         let fund = spl_token_interface::instruction::transfer_checked(
             &spl_token_interface::ID,
             &setup.treasury_token,

@@ -1,18 +1,13 @@
 /**
  * What paying through the payments MCP server adds over `client.pay`, on the whole system
- * (`startSystem`) and one paid API on loopback behind the SDK's `x402Middleware`: the same
- * agent, the same API, the same price, interleaved round by round in the same run:
- *
+ * (`startSystem`) and one paid API on loopback behind `x402Middleware`: same agent, API and price,
+ * interleaved round by round:
  *   - client.pay:         the TypeScript client (the baseline);
- *   - MCP pay, in memory: the official SDK `Client` calling `pay` on the payments MCP server over
- *                         the SDK's in-memory transport (the server's own cost: JSON-RPC, the
- *                         argument check, the result's exact money);
- *   - MCP pay, /mcp:      the same over Streamable HTTP at the gateway's `/mcp` (stateless: a
- *                         server per request, the key and agent checked, the tools' gateway calls
- *                         in process).
- *
- * Goal (issue 28): MCP pay p50 at most 5 ms over client.pay. Prints the table; exits 1 only for a
- * wrong answer.
+ *   - MCP pay, in memory: the official SDK `Client` calling `pay` over the in-memory transport (the
+ *                         server's own cost: JSON-RPC, the argument check, the result's exact money);
+ *   - MCP pay, /mcp:      the same over Streamable HTTP at the gateway's `/mcp` (stateless: a server
+ *                         per request, key and agent checked, the tools' gateway calls in process).
+ * Goal: MCP pay p50 at most 5 ms over client.pay. Prints the table; exits 1 only for a wrong answer.
  *
  *   npx tsx bench/mcp/pay-overhead.ts [--rounds 40 --warmup 5]
  */

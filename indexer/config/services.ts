@@ -31,7 +31,7 @@ export type Network = (typeof NETWORKS)[number];
 
 /**
  * The first 32 characters of each public cluster's genesis hash (the CAIP-2 reference x402 uses,
- * api/gateway/networks.ts). `solana-localnet` is any other cluster: its hash is configured.
+ * api/gateway/chain/networks.ts). `solana-localnet` is any other cluster: its hash is configured.
  */
 export const PUBLIC_GENESIS_PREFIX: Readonly<Record<Exclude<Network, "solana-localnet">, string>> = {
   "solana-mainnet": "5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp",

@@ -12,7 +12,7 @@ import type { AnchorProvider } from "@coral-xyz/anchor";
 import { type Keypair, type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
 import bs58 from "bs58";
 import { createAccount, issueApiKey, registerAgent } from "../../api/shared/keys.js";
-import { recordRejection } from "../../api/gateway/rejections.js";
+import { recordRejection } from "../../api/gateway/payments/rejections.js";
 import { IngestPipeline } from "../../indexer/pipeline.js";
 import { RpcSource } from "../../indexer/sources/rpc.js";
 import type { ChainSource, RawTransaction, SlotRange, SourceUpdate } from "../../indexer/sources/source.js";

@@ -1,5 +1,5 @@
 /**
- * paymentTree from the closure table (issue 17, trees): `loadPaymentTree` reads payment_closure,
+ * paymentTree from the closure table: `loadPaymentTree` reads payment_closure,
  * which the projection maintains. On random forests projected by the indexer's own projection
  * (random batches, sometimes out of chain order as a backfill of an earlier range after a later
  * one), its answer must equal the recursive walk over payment_edges it replaced (kept here, as

@@ -6,17 +6,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  checkPolicy,
-  clearPolicy,
-  getPolicy,
-  putPolicy,
-  readUsage,
-  releaseReservation,
-  reserveInTransaction,
-  reserveWithinPolicy,
-  settleReservation,
-} from "../../api/shared/policy/index.js";
+import { checkPolicy, clearPolicy, getPolicy, putPolicy, readUsage } from "../../api/shared/policy/index.js";
+import { releaseReservation, reserveInTransaction, reserveWithinPolicy, settleReservation } from "../../api/gateway/reservations/store.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { ReferenceModel, randomScenario } from "./policy-reference.js";
 

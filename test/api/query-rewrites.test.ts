@@ -1,6 +1,6 @@
 /**
  * The rewritten listing, spend and metrics queries (api/query/read/: keys first, per agent through
- * a lateral; issue 17) return exactly what the queries before the rewrite returned
+ * a lateral) return exactly what the queries before the rewrite returned
  * (test/api/read-reference.ts), on random data: payments ingested through the real path
  * (synthetic transactions, ingestBatch) by random payers of three accounts (and one payer no
  * account knows), rejections at random times, then random filters, pages, windows and

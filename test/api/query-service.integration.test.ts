@@ -6,7 +6,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { putPolicy, reserveWithinPolicy } from "../../api/shared/policy/index.js";
+import { putPolicy } from "../../api/shared/policy/index.js";
+import { reserveWithinPolicy } from "../../api/gateway/reservations/store.js";
 import { rpcBalanceReader } from "../../api/shared/balances.js";
 import { loadPaymentTree } from "../../api/query/read/payment-tree.js";
 import { createApiServer, type ApiServer } from "../../api/query/server.js";

@@ -1,5 +1,5 @@
 /**
- * The listing, spend and metrics queries as they were before issue 17's rewrite (keys first; per
+ * The listing, spend and metrics queries as they were before their rewrite (keys first; per
  * agent through a lateral), verbatim, so test/api/query-rewrites.test.ts can check on random data
  * that the rewritten queries in api/query/read/ return exactly what these did.
  */

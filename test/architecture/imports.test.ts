@@ -1,8 +1,9 @@
 /**
- * The import rules of the architecture (api/README.md), checked on the source itself: every .ts(x)
- * file of the repository is read, its relative imports (static `from "..."`, side-effect imports
- * and dynamic `import("...")`, type-only ones included) are resolved to repository paths, and the
- * edges that cross a forbidden boundary are listed. npm packages and node built-ins are not edges.
+ * The import rules of the architecture (api/README.md, and the floors of api/gateway/README.md),
+ * checked on the source itself: every .ts(x) file of the repository is read, its relative imports
+ * (static `from "..."`, side-effect imports and dynamic `import("...")`, type-only ones included)
+ * are resolved to repository paths, and the edges that cross a forbidden boundary are listed. npm
+ * packages and node built-ins are not edges.
  *
  * A failure prints each offending edge as `importer -> imported  [rule]`.
  */
@@ -83,6 +84,60 @@ const RULES: readonly Rule[] = [
   { name: "production code imports neither scripts/ nor test/", applies: isProduction, forbids: under("scripts", "test") },
 ];
 
+/**
+ * The floors inside api/gateway (api/gateway/README.md "Floors"): a file imports its own folder and
+ * folders on lower floors only, so folders on one floor (the protocols, say) never import each
+ * other. The files at api/gateway/'s top (gateway.ts, main.ts, ...) form one folder on the top floor.
+ */
+const GATEWAY = "api/gateway";
+const GATEWAY_FLOORS: Readonly<Record<string, number>> = {
+  chain: 1,
+  reservations: 1,
+  card: 1,
+  webhooks: 1,
+  wire: 2,
+  wallets: 2,
+  settlement: 2,
+  events: 2,
+  payments: 3,
+  invocations: 3,
+  cosigned: 3,
+  x402: 4,
+  mpp: 4,
+  channels: 4,
+  transfers: 4,
+  pay: 5,
+  loops: 5,
+  http: 6,
+  mcp: 6,
+  dashboard: 6,
+};
+const GATEWAY_TOP_FLOOR = 7;
+
+/** The gateway folder of a path (`""` for a top-level file), or null outside api/gateway. */
+function gatewayFolder(path: string): string | null {
+  if (!path.startsWith(`${GATEWAY}/`)) return null;
+  const parts = path.slice(GATEWAY.length + 1).split("/");
+  return parts.length === 1 ? "" : parts[0]!;
+}
+
+const floorOf = (folder: string): number | undefined => (folder === "" ? GATEWAY_TOP_FLOOR : GATEWAY_FLOORS[folder]);
+const folderName = (folder: string): string => (folder === "" ? `${GATEWAY}/ (top level)` : `${GATEWAY}/${folder}`);
+
+/** The floor rule an edge inside api/gateway breaks, or null. */
+function gatewayFloorViolation(edge: Edge): string | null {
+  const from = gatewayFolder(edge.from);
+  const to = gatewayFolder(edge.to);
+  if (from === null || to === null || from === to) return null;
+  for (const folder of [from, to]) {
+    if (floorOf(folder) === undefined) return `${folderName(folder)} has no floor in GATEWAY_FLOORS`;
+  }
+  const [fromFloor, toFloor] = [floorOf(from)!, floorOf(to)!];
+  if (toFloor < fromFloor) return null;
+  const relation = toFloor === fromFloor ? "a sibling on the same floor" : "a higher floor";
+  return `gateway floors: ${folderName(from)} (floor ${fromFloor}) never imports ${relation}, ${folderName(to)} (floor ${toFloor})`;
+}
+
 /** Edges that break a rule today and are being removed; each must still exist (else delete it here). */
 const KNOWN_EXCEPTIONS: readonly string[] = [];
 
@@ -113,9 +168,10 @@ function importsOf(path: string, text: string): Edge[] {
 }
 
 function violations(edges: readonly Edge[]): string[] {
-  return edges.flatMap((edge) =>
-    RULES.filter((rule) => rule.applies(edge.from) && rule.forbids(edge.to)).map((rule) => `${edge.from} -> ${edge.to}  [${rule.name}]`),
-  );
+  return edges.flatMap((edge) => [
+    ...RULES.filter((rule) => rule.applies(edge.from) && rule.forbids(edge.to)).map((rule) => `${edge.from} -> ${edge.to}  [${rule.name}]`),
+    ...[gatewayFloorViolation(edge)].filter((rule) => rule !== null).map((rule) => `${edge.from} -> ${edge.to}  [${rule}]`),
+  ]);
 }
 
 const edgeName = (edge: Edge): string => `${edge.from} -> ${edge.to}`;
@@ -169,6 +225,16 @@ describe("import rules", () => {
       { from: "programs/payment_ledger/ts/index.ts", to: "test/support/poll.js" },
       { from: "api/shared/policy/engine.test.ts", to: "test/api/policy-reference.js" },
       { from: "scripts/system.ts", to: "api/gateway/gateway.js" },
+      // Inside api/gateway: a lower floor never imports a higher one, nor a folder its sibling.
+      { from: "api/gateway/settlement/settlement.ts", to: "api/gateway/invocations/ledger.js" },
+      { from: "api/gateway/mpp/submission.ts", to: "api/gateway/x402/payload.js" },
+      { from: "api/gateway/chain/ledger.ts", to: "api/gateway/gateway.js" },
+      { from: "api/gateway/webhooks/dispatcher.ts", to: "api/gateway/events/gateway.js" },
+      { from: "api/gateway/unplaced/thing.ts", to: "api/gateway/chain/ledger.js" },
+      // Allowed: down a floor, within a folder, among the top-level files.
+      { from: "api/gateway/x402/facilitator.ts", to: "api/gateway/settlement/settler.js" },
+      { from: "api/gateway/x402/facilitator.ts", to: "api/gateway/x402/nonces.js" },
+      { from: "api/gateway/main.ts", to: "api/gateway/gateway.js" },
     ];
     expect(violations(planted)).toEqual([
       "api/query/resolvers/agents.ts -> api/gateway/wallets/index.js  [api/query never imports api/gateway]",
@@ -183,6 +249,11 @@ describe("import rules", () => {
       "dashboard/src/views/ledger.tsx -> api/query/read/transactions.js  [dashboard/ imports nothing outside dashboard/]",
       "indexer/pipeline.ts -> api/shared/keys.js  [indexer/ imports nothing from api/ or scripts/]",
       "programs/payment_ledger/ts/index.ts -> test/support/poll.js  [production code imports neither scripts/ nor test/]",
+      "api/gateway/settlement/settlement.ts -> api/gateway/invocations/ledger.js  [gateway floors: api/gateway/settlement (floor 2) never imports a higher floor, api/gateway/invocations (floor 3)]",
+      "api/gateway/mpp/submission.ts -> api/gateway/x402/payload.js  [gateway floors: api/gateway/mpp (floor 4) never imports a sibling on the same floor, api/gateway/x402 (floor 4)]",
+      "api/gateway/chain/ledger.ts -> api/gateway/gateway.js  [gateway floors: api/gateway/chain (floor 1) never imports a higher floor, api/gateway/ (top level) (floor 7)]",
+      "api/gateway/webhooks/dispatcher.ts -> api/gateway/events/gateway.js  [gateway floors: api/gateway/webhooks (floor 1) never imports a higher floor, api/gateway/events (floor 2)]",
+      "api/gateway/unplaced/thing.ts -> api/gateway/chain/ledger.js  [api/gateway/unplaced has no floor in GATEWAY_FLOORS]",
     ]);
   });
 

@@ -1,5 +1,5 @@
 /**
- * The dashboard (spec 4.9, issue 14) in a real Chromium against the whole system, with real
+ * The dashboard (spec 4.9) in a real Chromium against the whole system, with real
  * payments made through the SDK (support/scenario.ts). Each view's numbers are checked against
  * what was paid and against the API's own answers; sign-in, sign-out, a revoked key and another
  * account's data are checked from the browser; every view passes axe's WCAG 2.1 A/AA rules and is

@@ -1,5 +1,5 @@
 /**
- * The story a user lives (issue 6), on the whole real system (scripts/system.ts: the program on the
+ * The story a user lives, on the whole real system (scripts/system.ts: the program on the
  * local ledger, Postgres, the indexer, the API) with every other party a real HTTP server on
  * loopback built with the SDK's own middleware:
  *

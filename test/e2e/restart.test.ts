@@ -1,5 +1,5 @@
 /**
- * Local state that outlives the process (issue 13), on the whole real system (scripts/system.ts):
+ * Local state that outlives the process, on the whole real system (scripts/system.ts):
  * one ledger directory and one database, and the system stopped and started again on them.
  *
  * - A clean stop between payments: everything made before is still served (REST, GraphQL, the
@@ -17,7 +17,7 @@ import { Keypair, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import { generateWalletEncryptionKey } from "../../api/gateway/wallets/index.js";
-import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
+import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { SecretBox } from "../../api/shared/secret-box.js";
 import { freePortPair } from "../../scripts/localnet.js";
 import { startSystem, type System } from "../../scripts/system.js";

@@ -1,5 +1,5 @@
 /**
- * Agent ids are scoped per account (issue 10 §4, migration 018, api/shared/agent-ids.ts), on the whole
+ * Agent ids are scoped per account (migration 018, api/shared/agent-ids.ts), on the whole
  * system (`startSystem`: the real program on the local ledger, a real Postgres, the indexer, the
  * webhook dispatcher, REST /v1 and GraphQL over real HTTP on loopback).
  *

@@ -11,14 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayServer } from "../../api/gateway/server.js";
 import { AgentTokenAccounts } from "../../api/gateway/settlement/index.js";
 import { payeeAccountsCreatedToday } from "../../api/gateway/settlement/store.js";
-import {
-  AgentWallets,
-  generateWalletEncryptionKey,
-  keystoreFromEnv,
-  LocalTreasuryFundingSource,
-  localSettlementLedger,
-  type SettlementLedger,
-} from "../../api/gateway/wallets/index.js";
+import { AgentWallets, generateWalletEncryptionKey, keystoreFromEnv, LocalTreasuryFundingSource } from "../../api/gateway/wallets/index.js";
+import { localSettlementLedger, type SettlementLedger } from "../../api/gateway/chain/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import type { ApiServer } from "../../api/query/server.js";
 import { createAccount, issueApiKey } from "../../api/shared/keys.js";

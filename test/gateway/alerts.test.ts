@@ -16,8 +16,9 @@ import {
   listAlerts,
   parseAlertOptions,
 } from "../../api/gateway/events/index.js";
-import { putPolicy, reserveInTransaction } from "../../api/shared/policy/index.js";
-import { recordRejection } from "../../api/gateway/rejections.js";
+import { putPolicy } from "../../api/shared/policy/index.js";
+import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
+import { recordRejection } from "../../api/gateway/payments/rejections.js";
 import { deleteWebhookEndpoint, type Dispatcher, type Mailer, smtpMailer } from "../../api/gateway/webhooks/index.js";
 import { verifyStandardWebhook } from "./support/webhook-receiver.js";
 import { webhookSuite } from "./support/webhooks.js";

@@ -11,17 +11,13 @@ import { setTimeout as delay } from "node:timers/promises";
 import { Keypair } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { expireApprovals } from "../../api/gateway/approvals/index.js";
+import { expireApprovals } from "../../api/gateway/loops/index.js";
 import { createGatewayHandler } from "../../api/gateway/http/index.js";
-import {
-  AgentWallets,
-  createAgentWallet,
-  generateWalletEncryptionKey,
-  keystoreFromEnv,
-  type SettlementLedger,
-} from "../../api/gateway/wallets/index.js";
+import type { SettlementLedger } from "../../api/gateway/chain/index.js";
+import { AgentWallets, createAgentWallet, generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
-import { type SettleRequest, X402Facilitator } from "../../api/gateway/x402/index.js";
+import type { SettleRequest } from "../../api/gateway/settlement/index.js";
+import { X402Facilitator } from "../../api/gateway/x402/index.js";
 import { createAccount, issueApiKey } from "../../api/shared/keys.js";
 import { putPolicy } from "../../api/shared/policy/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -121,13 +117,13 @@ describe("approvals under contention", () => {
           id: approval.id,
           by: "approve",
           status: a.status,
-          decided: a.body?.approval?.status,
+          decided: a.body?.status,
         })),
         restCall(handle, "POST", `/v1/approvals/${approval.id}/deny`, { key: adminKey, body: { note: "race" } }).then((a) => ({
           id: approval.id,
           by: "deny",
           status: a.status,
-          decided: a.body?.approval?.status,
+          decided: a.body?.status,
         })),
         restCall(handle, "POST", path, {
           raw: `decision=${i % 2 === 0 ? "approve" : "deny"}`,

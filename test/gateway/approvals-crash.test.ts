@@ -11,13 +11,8 @@ import { setTimeout as delay } from "node:timers/promises";
 import { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayHandler } from "../../api/gateway/http/index.js";
-import {
-  AgentWallets,
-  createAgentWallet,
-  generateWalletEncryptionKey,
-  keystoreFromEnv,
-  type SettlementLedger,
-} from "../../api/gateway/wallets/index.js";
+import type { SettlementLedger } from "../../api/gateway/chain/index.js";
+import { AgentWallets, createAgentWallet, generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { createAccount, issueApiKey } from "../../api/shared/keys.js";
 import { putPolicy } from "../../api/shared/policy/index.js";
@@ -118,7 +113,11 @@ describe("approvals timeout loop crash recovery", () => {
 
     const first = startLoop();
     // Kill it once it has expired some (mid-run: small batches, more due), before the later ones are due.
-    await pollUntil(async () => ((await statuses(all)).expired ?? 0) > 0, { timeoutMs: 20_000, intervalMs: 20, what: "the first loop expiring an approval" });
+    await pollUntil(async () => ((await statuses(all)).expired ?? 0) > 0, {
+      timeoutMs: 20_000,
+      intervalMs: 20,
+      what: "the first loop expiring an approval",
+    });
     first.kill("SIGKILL");
     await exited(first);
     const atKill = await statuses(all);
@@ -128,7 +127,11 @@ describe("approvals timeout loop crash recovery", () => {
     await delay(4_500);
     expect((await statuses(later)).pending).toBe(later.length);
     const second = startLoop();
-    await pollUntil(async () => ((await statuses(all)).expired ?? 0) === all.length, { timeoutMs: 20_000, intervalMs: 50, what: "the restarted loop expiring every approval" });
+    await pollUntil(async () => ((await statuses(all)).expired ?? 0) === all.length, {
+      timeoutMs: 20_000,
+      intervalMs: 50,
+      what: "the restarted loop expiring every approval",
+    });
     second.kill("SIGKILL");
     await exited(second);
 

@@ -12,19 +12,16 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { expireApprovals } from "../../api/gateway/approvals/index.js";
+import { expireApprovals } from "../../api/gateway/loops/index.js";
 import { createGatewayHandler } from "../../api/gateway/http/index.js";
-import {
-  AgentWallets,
-  createAgentWallet,
-  generateWalletEncryptionKey,
-  keystoreFromEnv,
-  type SettlementLedger,
-} from "../../api/gateway/wallets/index.js";
+import type { SettlementLedger } from "../../api/gateway/chain/index.js";
+import { AgentWallets, createAgentWallet, generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
-import { type SettleRequest, X402Facilitator } from "../../api/gateway/x402/index.js";
+import type { SettleRequest } from "../../api/gateway/settlement/index.js";
+import { X402Facilitator } from "../../api/gateway/x402/index.js";
 import { createAccount, issueApiKey } from "../../api/shared/keys.js";
-import { putPolicy, reserveInTransaction } from "../../api/shared/policy/index.js";
+import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
+import { putPolicy } from "../../api/shared/policy/index.js";
 import { withTransaction } from "../../indexer/db/database.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../support/rest.js";
@@ -237,10 +234,13 @@ describe("resuming a held payment", () => {
     const approved = await call("POST", `/v1/approvals/${approval.id}/approve`, { note: "ok for the report" }, undefined, approverKey);
     expect(approved.status).toBe(200);
     expect(approved.body).toMatchObject({
+      id: approval.id,
+      status: "approved",
+      note: "ok for the report",
       outcome: "authorized",
-      approval: { status: "approved", note: "ok for the report", outcome: "authorized" },
+      refusal: null,
     });
-    expect(approved.body.approval.decidedBy).toMatch(/^[1-9][0-9]*$/);
+    expect(approved.body.decidedBy).toMatch(/^[1-9][0-9]*$/);
     expect(await reservationsOf(agentId)).toEqual([{ status: "reserved", amount: "6000000" }]);
 
     const resumed = await authorize(agentId, "6000000", idem);
@@ -272,7 +272,7 @@ describe("resuming a held payment", () => {
     const approval = (await authorize(agentId, "6000000", idem)).body.approval;
     const denied = await call("POST", `/v1/approvals/${approval.id}/deny`, { note: "not this vendor" });
     expect(denied.status).toBe(200);
-    expect(denied.body.approval).toMatchObject({ status: "denied", note: "not this vendor", outcome: null });
+    expect(denied.body).toMatchObject({ status: "denied", note: "not this vendor", outcome: null });
     expect(await reservationsOf(agentId)).toEqual([{ status: "released", amount: "6000000" }]);
     const resumed = await authorize(agentId, "6000000", idem);
     expect(resumed.status).toBe(403);
@@ -329,11 +329,9 @@ describe("resuming a held payment", () => {
     await putPolicy(db.pool, agentId, { dailyBudgetUnits: 5_500_000n });
     const approved = await call("POST", `/v1/approvals/${approval.id}/approve`, {});
     expect(approved.status).toBe(200);
-    expect(approved.body).toMatchObject({
-      outcome: "refused",
-      refusal: { reasonCode: "daily_budget_exceeded" },
-      approval: { status: "approved", outcome: "refused" },
-    });
+    expect(approved.body).toMatchObject({ status: "approved", outcome: "refused", refusal: { reasonCode: "daily_budget_exceeded" } });
+    const read = await call("GET", `/v1/approvals/${approval.id}`);
+    expect(read.body).toMatchObject({ outcome: "refused", refusal: { reasonCode: "daily_budget_exceeded" } });
     expect(await reservationsOf(agentId)).toEqual([{ status: "released", amount: "6000000" }]);
     const resumed = await authorize(agentId, "6000000", idem);
     expect(resumed.status).toBe(403);
@@ -357,7 +355,7 @@ describe("resuming a held payment", () => {
     const idem = randomUUID();
     const approval = (await authorize(agentId, "6000000", idem)).body.approval;
     const approved = await call("POST", `/v1/approvals/${approval.id}/approve`, {});
-    const deadline = new Date(new Date(approved.body.approval.decidedAt).getTime() + TIMEOUT_MS);
+    const deadline = new Date(new Date(approved.body.decidedAt).getTime() + TIMEOUT_MS);
     await expireApprovals(db.pool, new Date(deadline.getTime() - 1));
     expect(await reservationsOf(agentId)).toEqual([{ status: "reserved", amount: "6000000" }]);
     expect((await expireApprovals(db.pool, deadline)).unresumedReleased).toBeGreaterThanOrEqual(1);
@@ -428,11 +426,11 @@ describe("reading and waiting", () => {
     const answered = await waiting;
     const elapsed = Date.now() - started;
     expect(answered.status).toBe(200);
-    expect(answered.body.approval.status).toBe("denied");
+    expect(answered.body.status).toBe("denied");
     expect(elapsed).toBeGreaterThanOrEqual(300);
     expect(elapsed).toBeLessThan(10_000);
     const at = Date.now();
-    expect((await call("GET", `/v1/approvals/${approval.id}?wait=20`)).body.approval.status).toBe("denied");
+    expect((await call("GET", `/v1/approvals/${approval.id}?wait=20`)).body.status).toBe("denied");
     expect(Date.now() - at).toBeLessThan(2_000);
   });
 
@@ -441,7 +439,7 @@ describe("reading and waiting", () => {
     const approval = (await authorize(agentId, "6000000", randomUUID())).body.approval;
     const at = Date.now();
     const answered = await call("GET", `/v1/approvals/${approval.id}?wait=1`);
-    expect(answered.body.approval.status).toBe("pending");
+    expect(answered.body.status).toBe("pending");
     expect(Date.now() - at).toBeGreaterThanOrEqual(900);
   });
 
@@ -476,7 +474,7 @@ describe("who may decide, and bad input", () => {
       expect(refused.status).toBe(403);
       expect(refused.body).toMatchObject({ code: "FORBIDDEN_SCOPE", scope: `agent:${agentId}`, requiredScopes: ["admin", "approver"] });
     }
-    expect((await call("GET", `/v1/approvals/${approval.id}`, undefined, undefined, agentKey)).body.approval.status).toBe("pending");
+    expect((await call("GET", `/v1/approvals/${approval.id}`, undefined, undefined, agentKey)).body.status).toBe("pending");
     const other = await call("GET", `/v1/approvals/${foreign.id}`, undefined, undefined, agentKey);
     expect(other.status).toBe(404);
     expect(other.body.code).toBe("APPROVAL_NOT_FOUND");

@@ -24,7 +24,8 @@ const WORKER_APPLICATION = "channels-crash-worker";
 /** The gateway process: signs vouchers in three lanes, or presents one voucher for settlement. */
 const WORKER = `
 import { ChannelSessions } from "./api/gateway/channels/index.js";
-import { AgentWallets, keystoreFromEnv, settlementLedgerFromEnv } from "./api/gateway/wallets/index.js";
+import { settlementLedgerFromEnv } from "./api/gateway/chain/index.js";
+import { AgentWallets, keystoreFromEnv } from "./api/gateway/wallets/index.js";
 import { createPool } from "./indexer/db/database.js";
 const env = process.env;
 const ledger = await settlementLedgerFromEnv(env);

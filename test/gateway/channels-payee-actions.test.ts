@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChannelError, ChannelSessions } from "../../api/gateway/channels/index.js";
 import { readChannel } from "../../api/gateway/channels/chain.js";
 import { channelHistory } from "../../api/gateway/channels/history.js";
-import { tokenBalanceUnits } from "../../api/gateway/wallets/index.js";
+import { tokenBalanceUnits } from "../../api/gateway/chain/index.js";
 import { putPolicy } from "../../api/shared/policy/index.js";
 import { getPolicy, readUsage } from "../../api/shared/policy/store.js";
 import { IngestPipeline } from "../../indexer/pipeline.js";

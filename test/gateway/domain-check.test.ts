@@ -10,13 +10,8 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayHandler } from "../../api/gateway/http/index.js";
-import {
-  AgentWallets,
-  createAgentWallet,
-  generateWalletEncryptionKey,
-  keystoreFromEnv,
-  type SettlementLedger,
-} from "../../api/gateway/wallets/index.js";
+import { AgentWallets, createAgentWallet, generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
+import type { SettlementLedger } from "../../api/gateway/chain/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { createAccount, issueApiKey } from "../../api/shared/keys.js";
 import { putPolicy } from "../../api/shared/policy/index.js";

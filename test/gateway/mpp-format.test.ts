@@ -15,7 +15,6 @@ import {
   CARD_METHOD,
   canonicalSubmissionBytes,
   chooseMethod,
-  keypairSigner,
   MppFormatError,
   MppPaymentError,
   mppRequestBody,
@@ -25,7 +24,7 @@ import {
   STABLECOIN_METHOD,
   submissionBody,
 } from "../../api/gateway/mpp/index.js";
-import { verifySignature } from "../../api/gateway/x402/index.js";
+import { keypairSigner, verifySignature } from "../../api/gateway/chain/index.js";
 
 const body = {
   protocol: "mpp/1.0",

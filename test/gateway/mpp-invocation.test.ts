@@ -17,7 +17,7 @@ import { MppPaymentError } from "../../api/gateway/mpp/errors.js";
 import { parseMppPaymentRequest } from "../../api/gateway/mpp/request.js";
 import { MppService } from "../../api/gateway/mpp/service.js";
 import { parseMppSubmission } from "../../api/gateway/mpp/submission.js";
-import { linkedReservation, mppPaymentRef } from "../../api/shared/policy/store.js";
+import { linkedReservation, mppPaymentRef } from "../../api/gateway/reservations/store.js";
 import { invocationAddress } from "../../api/gateway/invocations/index.js";
 import { recordedPayment } from "../support/ledger-events.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { linkedReservation, mppPaymentRef } from "../../api/shared/policy/store.js";
+import { linkedReservation, mppPaymentRef } from "../../api/gateway/reservations/store.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import { agentKey } from "../support/agent-keys.js";
 

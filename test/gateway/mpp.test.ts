@@ -7,8 +7,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readCardSettlementReference, StandInCardProcessor } from "../../api/gateway/card/index.js";
 import {
-  type AgentSigner,
-  keypairSigner,
   MppPaymentError,
   MppService,
   type MppServiceOptions,
@@ -17,6 +15,7 @@ import {
   submissionBody,
   X_MPP_SESSION,
 } from "../../api/gateway/mpp/index.js";
+import { type AgentSigner, keypairSigner } from "../../api/gateway/chain/index.js";
 import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PaymentRequirement } from "../../api/gateway/x402/index.js";
 import { payloadBody } from "../../api/gateway/x402/payload.js";
 import { signPaymentPayload } from "../../api/gateway/x402/sign.js";
-import { keypairSigner } from "../../api/gateway/x402/signer.js";
+import { keypairSigner } from "../../api/gateway/chain/signer.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 
 const ORIGIN = "https://shop.example";

@@ -2,22 +2,15 @@
  * Model-based property test of a reservation's lifecycle, over the real REST routes, the real
  * facilitator and the real program on the local ledger (`startSystem`).
  *
- * For each seed, one agent with a daily budget and a rate limit runs a handful of payment flows
- * at once. Every flow authorizes (`POST .../payments/authorize`) and then performs a random
- * interleaving of: settle its signed payload (`POST /v1/x402/settle`, as the payee would, possibly
- * twice), release its reservation (`POST .../release`, as the SDK does when the paid call fails),
- * complete it with its own transaction, and sweep (now, and as if every payload had expired: a
- * sweeper whose clock is ahead of the facilitator's). Whatever the interleaving, at the end:
- *
- * - money that landed never exceeds the daily budget, and landed payments never outnumber the rate
- *   limit (the issue's bypass: authorize → release → settle the payload anyway);
- * - a released reservation's payload never settled, and a settled payload's reservation is
- *   `settled` with its transaction;
- * - the ledger (payer and payee token balances), our reservations, the settle answers, the
- *   policy's `usedToday` and rate usage, and the indexed transactions agree exactly;
- * - no answer is a 5xx and no reservation is left claimed but open.
- *
- * Plus the deterministic cases the issue names, and spec 3's `exhausted` state.
+ * Per seed, one agent with a daily budget and a rate limit runs a few payment flows at once, each
+ * authorizing and then randomly interleaving: settle its payload (possibly twice), release its
+ * reservation, complete it, and sweep (now, and with a clock past every payload's expiry). At the end:
+ * - landed money never exceeds the budget and landed payments never outnumber the rate limit
+ *   (the bypass: authorize → release → settle the payload anyway);
+ * - a released reservation's payload never settled; a settled payload's reservation is `settled`;
+ * - ledger balances, reservations, settle answers, the policy's usage and the indexed
+ *   transactions agree exactly; no answer is a 5xx and no reservation is left claimed but open.
+ * Plus deterministic cases of that bypass, and spec 3's `exhausted` state.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { PublicKey } from "@solana/web3.js";
@@ -26,9 +19,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type JsonValue, parseJson } from "../../api/shared/http/json.js";
 import { parseUsdcNumber } from "../../api/shared/http/money.js";
 import { formatUsdcShort } from "../../api/shared/money.js";
-import { claimLinkedReservation, x402PaymentRef } from "../../api/shared/policy/store.js";
-import { sweepReservations } from "../../api/gateway/settlement/sweeper.js";
-import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
+import { claimLinkedReservation, x402PaymentRef } from "../../api/gateway/reservations/store.js";
+import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
+import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { type PaymentRequirement, requirementBody } from "../../api/gateway/x402/index.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { fundedAgent, type RestAnswer, rest } from "../sdk/server-support.js";

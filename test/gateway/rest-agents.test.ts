@@ -15,14 +15,8 @@ import { SpendPolicyChargeGate } from "../../api/gateway/mpp/charge-policy.js";
 import { putPolicy } from "../../api/shared/policy/index.js";
 import type { ApiServer } from "../../api/query/server.js";
 import { createGatewayServer } from "../../api/gateway/server.js";
-import {
-  AgentWallets,
-  generateWalletEncryptionKey,
-  keystoreFromEnv,
-  LocalTreasuryFundingSource,
-  localSettlementLedger,
-  type SettlementLedger,
-} from "../../api/gateway/wallets/index.js";
+import { AgentWallets, generateWalletEncryptionKey, keystoreFromEnv, LocalTreasuryFundingSource } from "../../api/gateway/wallets/index.js";
+import { localSettlementLedger, type SettlementLedger } from "../../api/gateway/chain/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { Client, ServiceError } from "../../sdk/src/index.js";

@@ -12,15 +12,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayHandler } from "../../api/gateway/http/index.js";
 import { createAccount, issueApiKey } from "../../api/shared/keys.js";
 import { putPolicy } from "../../api/shared/policy/index.js";
-import {
-  AgentWallets,
-  createAgentWallet,
-  generateWalletEncryptionKey,
-  keystoreFromEnv,
-  type SettlementLedger,
-} from "../../api/gateway/wallets/index.js";
+import { AgentWallets, createAgentWallet, generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
+import type { SettlementLedger } from "../../api/gateway/chain/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
-import { type SettleRequest, X402Facilitator } from "../../api/gateway/x402/index.js";
+import { X402Facilitator } from "../../api/gateway/x402/index.js";
+import type { SettleRequest } from "../../api/gateway/settlement/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../support/rest.js";
 

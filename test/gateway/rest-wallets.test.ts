@@ -9,13 +9,8 @@ import { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayHandler } from "../../api/gateway/http/index.js";
 import { createAccount, issueApiKey } from "../../api/shared/keys.js";
-import {
-  AgentWallets,
-  generateWalletEncryptionKey,
-  keystoreFromEnv,
-  LocalTreasuryFundingSource,
-  localSettlementLedger,
-} from "../../api/gateway/wallets/index.js";
+import { AgentWallets, generateWalletEncryptionKey, keystoreFromEnv, LocalTreasuryFundingSource } from "../../api/gateway/wallets/index.js";
+import { localSettlementLedger } from "../../api/gateway/chain/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";

@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { Keypair, PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAccount } from "../../api/shared/keys.js";
+import { LedgerInvocations } from "../../api/gateway/invocations/index.js";
 import { Settlement } from "../../api/gateway/settlement/index.js";
 import {
   AgentWallets,
@@ -18,10 +19,8 @@ import {
   generateWalletEncryptionKey,
   keystoreFromEnv,
   LocalTreasuryFundingSource,
-  localSettlementLedger,
-  type SettlementLedger,
-  tokenBalanceUnits,
 } from "../../api/gateway/wallets/index.js";
+import { localSettlementLedger, type SettlementLedger, tokenBalanceUnits } from "../../api/gateway/chain/index.js";
 import { decodeTransactionEvents, eventsNamed } from "../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -34,7 +33,9 @@ const KILL_AFTER_SETTLED = 6;
 
 /** The gateway process: four lanes settling payments of one agent until it is killed. */
 const WORKER = `
-import { AgentWallets, keystoreFromEnv, settlementLedgerFromEnv } from "./api/gateway/wallets/index.js";
+import { settlementLedgerFromEnv } from "./api/gateway/chain/index.js";
+import { LedgerInvocations } from "./api/gateway/invocations/index.js";
+import { AgentWallets, keystoreFromEnv } from "./api/gateway/wallets/index.js";
 import { Settlement } from "./api/gateway/settlement/index.js";
 import { createPool } from "./indexer/db/database.js";
 const env = process.env;
@@ -42,7 +43,7 @@ const ledger = await settlementLedgerFromEnv(env);
 const pool = createPool(env.DATABASE_URL);
 const fundingSource = { fund: async () => { throw new Error("no funding in the worker"); } };
 const wallets = new AgentWallets({ pool, keystore: keystoreFromEnv(env), ledger, fundingSource });
-const settlement = new Settlement({ pool, wallets, ledger });
+const settlement = new Settlement({ pool, wallets, ledger, invocations: new LedgerInvocations({ pool, wallets, ledger }) });
 let n = 0;
 async function lane() {
   for (;;) {
@@ -70,7 +71,7 @@ beforeAll(async () => {
   const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: KEY });
   const fundingSource = LocalTreasuryFundingSource.fromLocalnet(ledger, localnet);
   wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource });
-  settlement = new Settlement({ pool: db.pool, wallets, ledger });
+  settlement = new Settlement({ pool: db.pool, wallets, ledger, invocations: new LedgerInvocations({ pool: db.pool, wallets, ledger }) });
   const accountId = await createAccount(db.pool, "crash test");
   await createAgentWallet(db.pool, keystore, { accountId, agentId: "crash-agent" });
   await wallets.fund("crash-agent", 100n * USDC);

@@ -11,18 +11,16 @@
  */
 import { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LedgerInvocations } from "../../api/gateway/invocations/index.js";
 import { Settlement, type SettlePaymentInput } from "../../api/gateway/settlement/index.js";
 import {
   AgentWallets,
   createAgentWallet,
   generateWalletEncryptionKey,
-  InsufficientFundsError,
   keystoreFromEnv,
   LocalTreasuryFundingSource,
-  localSettlementLedger,
-  type SettlementLedger,
-  tokenBalanceUnits,
 } from "../../api/gateway/wallets/index.js";
+import { InsufficientFundsError, localSettlementLedger, type SettlementLedger, tokenBalanceUnits } from "../../api/gateway/chain/index.js";
 import { createAccount } from "../../api/shared/keys.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -42,7 +40,7 @@ beforeAll(async () => {
   ledger = localSettlementLedger(localnet);
   const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
   wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet) });
-  settlement = new Settlement({ pool: db.pool, wallets, ledger });
+  settlement = new Settlement({ pool: db.pool, wallets, ledger, invocations: new LedgerInvocations({ pool: db.pool, wallets, ledger }) });
   const accountId = await createAccount(db.pool, "late landing");
   await createAgentWallet(db.pool, keystore, { accountId, agentId: "late" });
 });

@@ -8,20 +8,23 @@ import { Keypair, PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAccount } from "../../api/shared/keys.js";
+import { LedgerInvocations } from "../../api/gateway/invocations/index.js";
 import { Settlement, type SettlePaymentInput } from "../../api/gateway/settlement/index.js";
 import {
   AgentWallets,
-  BudgetExceededError,
   createAgentWallet,
   generateWalletEncryptionKey,
-  InsufficientFundsError,
   keystoreFromEnv,
   LocalTreasuryFundingSource,
+} from "../../api/gateway/wallets/index.js";
+import {
+  BudgetExceededError,
+  InsufficientFundsError,
   localSettlementLedger,
   PaymentError,
   type SettlementLedger,
   tokenBalanceUnits,
-} from "../../api/gateway/wallets/index.js";
+} from "../../api/gateway/chain/index.js";
 import { endpointHash } from "../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -44,7 +47,7 @@ beforeAll(async () => {
   const keystore = keystoreFromEnv({ WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey() });
   const fundingSource = LocalTreasuryFundingSource.fromLocalnet(ledger, localnet);
   wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource });
-  settlement = new Settlement({ pool: db.pool, wallets, ledger });
+  settlement = new Settlement({ pool: db.pool, wallets, ledger, invocations: new LedgerInvocations({ pool: db.pool, wallets, ledger }) });
   accountId = await createAccount(db.pool, "settlement test");
   const create = (agentId: string) => createAgentWallet(db.pool, keystore, { accountId, agentId });
   await Promise.all(["s-pay", "s-many", "s-orch", "s-sub", "s-poor", "s-crash", "s-card", "s-dup"].map(create));

@@ -10,13 +10,8 @@ import { Keypair } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createGatewayServer } from "../../api/gateway/server.js";
-import {
-  AgentWallets,
-  generateWalletEncryptionKey,
-  keystoreFromEnv,
-  LocalTreasuryFundingSource,
-  localSettlementLedger,
-} from "../../api/gateway/wallets/index.js";
+import { AgentWallets, generateWalletEncryptionKey, keystoreFromEnv, LocalTreasuryFundingSource } from "../../api/gateway/wallets/index.js";
+import { localSettlementLedger } from "../../api/gateway/chain/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import type { ApiServer } from "../../api/query/server.js";
 import { createAccount, issueApiKey } from "../../api/shared/keys.js";

@@ -12,7 +12,7 @@ import { ServiceError } from "../../api/shared/errors.js";
 import { ledgerNetworks, LOCAL_DEVNET_ALIASES, paymentHeaders } from "../../api/gateway/transfers/index.js";
 import { type OfferContext, readMppChallenges, readX402V1, readX402V2 } from "../../api/gateway/transfers/offers.js";
 import { signTransfer } from "../../api/gateway/transfers/transaction.js";
-import { verifySignature } from "../../api/gateway/x402/signer.js";
+import { verifySignature } from "../../api/gateway/chain/signer.js";
 
 const mint = Keypair.generate().publicKey;
 const payTo = Keypair.generate().publicKey.toBase58();

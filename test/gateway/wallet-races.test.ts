@@ -1,5 +1,5 @@
 /**
- * Wallet operations whose answers match the chain (issue 10 §2), over real HTTP on loopback, the
+ * Wallet operations whose answers match the chain, over real HTTP on loopback, the
  * real local ledger and a fresh Postgres:
  *
  * - 50 concurrent fundings and then 50 concurrent withdrawals of one amount (keyless, distinct
@@ -23,6 +23,10 @@ import {
   generateWalletEncryptionKey,
   keystoreFromEnv,
   LocalTreasuryFundingSource,
+  treasuryFundingTransaction,
+  withdrawalTransaction,
+} from "../../api/gateway/wallets/index.js";
+import {
   localSettlementLedger,
   MEMO_PROGRAM_ID,
   PaymentPendingError,
@@ -30,9 +34,7 @@ import {
   type SettlementLedger,
   signTransaction,
   tokenBalanceUnits,
-  treasuryFundingTransaction,
-  withdrawalTransaction,
-} from "../../api/gateway/wallets/index.js";
+} from "../../api/gateway/chain/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { Client } from "../../sdk/src/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";

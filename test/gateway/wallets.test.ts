@@ -17,20 +17,22 @@ import {
   AgentWallets,
   createAgentWallet,
   generateWalletEncryptionKey,
-  IdempotencyConflictError,
-  InsufficientFundsError,
-  InvalidAddressError,
   type Keystore,
   keystoreFromEnv,
   LocalTreasuryFundingSource,
-  localSettlementLedger,
   resealStaleWalletKeys,
+} from "../../api/gateway/wallets/index.js";
+import {
+  IdempotencyConflictError,
+  InsufficientFundsError,
+  InvalidAddressError,
+  localSettlementLedger,
   type SettlementLedger,
   signTransaction,
   tokenBalanceUnits,
   WalletExistsError,
   WalletKeyError,
-} from "../../api/gateway/wallets/index.js";
+} from "../../api/gateway/chain/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 

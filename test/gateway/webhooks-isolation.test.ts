@@ -1,5 +1,5 @@
 /**
- * Webhook isolation between tenants and between endpoints (issue 10 §3), against a real Postgres,
+ * Webhook isolation between tenants and between endpoints, against a real Postgres,
  * the running dispatcher (LISTEN/NOTIFY, its own loop) and real HTTP receivers on loopback: a
  * tenant whose receivers never answer holds only its own share of the dispatcher's slots, another
  * tenant's deliveries keep arriving within a second, and the hanging tenant's deliveries are

@@ -1,5 +1,5 @@
 /**
- * Registering webhook endpoints over REST (issue 10 §4), against a real Postgres and the API server
+ * Registering webhook endpoints over REST, against a real Postgres and the API server
  * on loopback: a URL must name a public host (link-local, metadata, loopback, private, unspecified
  * and numerically obfuscated addresses are refused with a typed problem), loopback is accepted only
  * by a server configured for local development, and a signing secret is shown once: a replay under

@@ -3,7 +3,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { budgetWarningPayload, policyViolationPayload } from "../../api/gateway/events/index.js";
+import { budgetWarningPayload, policyViolationPayload } from "../../api/gateway/webhooks/index.js";
 import {
   generateSigningSecret,
   isSlackUrl,

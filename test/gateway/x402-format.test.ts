@@ -9,17 +9,16 @@ import {
   canonicalPayloadBytes,
   decodePaymentHeaders,
   encodePaymentHeaders,
-  keypairSigner,
   parsePaymentPayload,
   parsePaymentRequirement,
   payloadBody,
   requirementBody,
   signPaymentPayload,
-  verifySignature,
   X402FormatError,
   X_PAYMENT,
   X_PAYMENT_SIGNATURE,
 } from "../../api/gateway/x402/index.js";
+import { keypairSigner, verifySignature } from "../../api/gateway/chain/index.js";
 
 const payTo = Keypair.generate().publicKey.toBase58();
 const token = Keypair.generate().publicKey.toBase58();

@@ -6,15 +6,14 @@
 import { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  type AgentSigner,
-  keypairSigner,
   type PaymentPayload,
   type PaymentRequirement,
   pruneExpiredNonces,
   signPaymentPayload,
   X402Facilitator,
 } from "../../api/gateway/x402/index.js";
-import { sweepReservations } from "../../api/gateway/settlement/sweeper.js";
+import { type AgentSigner, keypairSigner } from "../../api/gateway/chain/index.js";
+import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
 import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";

@@ -24,7 +24,7 @@ import {
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, createApiServer } from "../../api/query/server.js";
-import { heldBalanceUnits, localSettlementLedger, tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
+import { heldBalanceUnits, localSettlementLedger, tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { createAccount, issueApiKey, registerAgent } from "../../api/shared/keys.js";
 import { IngestPipeline } from "../../indexer/pipeline.js";
 import { RpcSource, toRawTransaction } from "../../indexer/sources/rpc.js";

@@ -1,5 +1,5 @@
 /**
- * Direction 3 of issue 12: the OFFICIAL MPP client (`mppx` with the `@solana/mpp` `solana` charge
+ * Interop, their client to our server (MPP): the OFFICIAL MPP client (`mppx` with the `@solana/mpp` `solana` charge
  * method, a `@solana/kit` signer holding tokens on our local ledger) pays an API protected by OUR
  * `mppMiddleware`: one 402 carries the spec's MPP body and a `WWW-Authenticate: Payment` `solana`
  * / `charge` challenge (pull mode, the gateway's fee payer as `feePayerKey`); the credential is

@@ -1,5 +1,5 @@
 /**
- * Issue 12, direction 4: our `Client.pay` (the gateway signs for the agent) against an `mppx`
+ * Interop, our client to their server (MPP): our `Client.pay` (the gateway signs for the agent) against an `mppx`
  * server with `@solana/mpp`'s `solana` charge method, unmodified and configured only through its
  * public options (recipient, the local mint and its decimals, network `localnet`, the local RPC
  * URL). Pull mode: the credential is `{type: "transaction"}`. Two servers: one that sponsors the
@@ -12,7 +12,7 @@ import { Mppx as MppxServer, solana as solanaServer } from "@solana/mpp/server";
 import type { Keypair, PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sweepReservations } from "../../api/gateway/settlement/sweeper.js";
+import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
 import { PolicyViolationError } from "../../sdk/src/index.js";
 import { recordedPayment } from "../support/ledger-events.js";
 import {

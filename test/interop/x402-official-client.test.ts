@@ -1,11 +1,11 @@
 /**
- * Direction 1 of issue 12: the OFFICIAL x402 client (`@x402/fetch` `wrapFetchWithPayment` with
+ * Interop, their client to our server (x402): the OFFICIAL x402 client (`@x402/fetch` `wrapFetchWithPayment` with
  * the `@x402/svm` `exact` scheme and a `@solana/kit` signer holding tokens on our local ledger)
  * pays an API protected by OUR `x402Middleware`, settled by the gateway as its facilitator
  * (co-signed by the gateway's fee payer, recorded on payment_ledger as an attested record that
  * references the transfer, verified by the indexer). The packages are used unmodified, configured
  * only through public options: the network id the 402 names (the local ledger answers as devnet,
- * api/gateway/networks.ts), the RPC URL of the local ledger, spend controls and hooks.
+ * api/gateway/chain/networks.ts), the RPC URL of the local ledger, spend controls and hooks.
  * Also: the official `HTTPFacilitatorClient` reads the gateway's standard facilitator API, and an
  * x402 v1 `X-PAYMENT` made by the official v1 scheme is accepted.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 12, direction 2: our `Client.pay` (the gateway signs for the agent) against an API
+ * Interop, our client to their server (x402): our `Client.pay` (the gateway signs for the agent) against an API
  * protected by the official x402 server middleware (`@x402/express` `paymentMiddleware` with
  * `@x402/svm`'s exact server scheme), whose facilitator is the official facilitator package run
  * in process (`@x402/core` `x402Facilitator` with `@x402/svm`'s exact facilitator scheme, its own
@@ -25,7 +25,7 @@ import bs58 from "bs58";
 import express from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { invocationAddress } from "../../api/gateway/invocations/index.js";
-import { sweepReservations } from "../../api/gateway/settlement/sweeper.js";
+import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
 import { PolicyViolationError, PaymentError, type Client } from "../../sdk/src/index.js";
 import { recordedPayment, recordedPayments } from "../support/ledger-events.js";
 import {

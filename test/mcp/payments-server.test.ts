@@ -24,7 +24,7 @@ import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/type
 import { Keypair, type PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
+import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { startSystem, type System } from "../../scripts/system.js";
 import { createPaymentsMcpServer } from "../../sdk/src/mcp/server.js";
 import { type PaidApi, startPaidApi } from "../gateway/support/paid-api.js";

@@ -2,23 +2,15 @@
  * The whole system for the Python client's tests and bench (python/tests/conftest.py,
  * bench/python/pay_overhead.py), as a child process: `npx tsx test/python/system-fixture.ts`.
  *
- * It starts, on free loopback ports: the system (scripts/system.ts `startSystem`: our program on
- * the local ledger, a fresh migrated Postgres database, the indexer, the API with REST /v1), two
- * accounts (a buyer and a seller), three seller agents whose wallets receive the payments, and a
- * paid API built with the TypeScript middleware (`x402Middleware`, `mppMiddleware`) settling
- * through the system. Then it prints ONE JSON line `{"ready": {...}}` with the URLs, keys and
- * addresses, and serves requests on stdin, one JSON line each, answered on stdout by one JSON line
- * with the same `id`:
- *
- * - `steps`: run a list of client operations with the TypeScript client for one agent and answer
- *   each outcome in the shape the Python tests compare theirs with (the cross-language test);
+ * It starts the system (`startSystem`), a buyer and a seller account, three seller agents and a
+ * paid API on the TypeScript middleware (`x402Middleware`, `mppMiddleware`), prints ONE JSON line
+ * `{"ready": {...}}` (URLs, keys, addresses), then answers JSON-line requests from stdin by `id`:
+ * - `steps`: client operations run with the TypeScript client, each outcome in the shape the
+ *   Python tests compare theirs with (the cross-language test);
  * - `chain`: `transactions.getChain` with the TypeScript client and the totals it adds up.
  *
- * (The bench's TypeScript client runs in a process of its own, bench/python/typescript-client.ts,
- * so that neither language's client shares an event loop with the system.)
- *
- * It stops everything (servers, system, database) on SIGTERM, SIGINT or when stdin closes, so a
- * test run that dies cannot leave it running. Logs go to stderr; stdout carries only the protocol.
+ * It stops everything on SIGTERM, SIGINT or when stdin closes, so a dying test run cannot leave it
+ * running. Logs go to stderr; stdout carries only the protocol.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";

@@ -1,5 +1,5 @@
 /**
- * Two gateway processes behind one PostgreSQL (issue 17, "beyond one machine"): the in-process
+ * Two gateway processes behind one PostgreSQL ("beyond one machine"): the in-process
  * system (`startSystem`: ledger, indexer, gateway A) and a second gateway, `api/gateway/main.ts` as
  * its own OS process (gateway B), on the same database, the same ledger and the same keys, as a
  * deployment runs stateless gateway replicas behind a load balancer.
@@ -19,7 +19,7 @@ import { Keypair, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateWalletEncryptionKey } from "../../api/gateway/wallets/index.js";
-import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
+import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { parseJson } from "../../api/shared/http/json.js";
 import { parseMoneyObject } from "../../api/shared/http/money.js";
 import { SecretBox } from "../../api/shared/secret-box.js";

@@ -1,5 +1,5 @@
 /**
- * The query service on a streaming replica (`DATABASE_READ_URL`, issue 17): the whole system on a
+ * The query service on a streaming replica (`DATABASE_READ_URL`): the whole system on a
  * primary, its read models read from a real hot standby of that primary (test/support/
  * streaming-replica.ts: a base backup streaming over a replication slot), real payments settled on
  * the local ledger and indexed into the primary.

@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import { Keypair, PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
+import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { startSystem, type System } from "../../scripts/system.js";
 import { Client, type PaidResult, PolicyViolationError } from "../../sdk/src/index.js";
 import { mppMiddleware, type NodeRequest, x402Middleware } from "../../sdk/src/server/index.js";

@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { Keypair, type PublicKey } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { tokenBalanceUnits } from "../../api/gateway/wallets/ledger.js";
+import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { decodePaymentHeaders, hasPaymentHeaders, type PaymentRequirement, requirementBody } from "../../api/gateway/x402/index.js";
 import { startSystem, type System } from "../../scripts/system.js";
 import {

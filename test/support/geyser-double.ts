@@ -1,22 +1,15 @@
 /**
- * TEST DOUBLE of a Yellowstone ("Dragon's Mouth") gRPC Geyser server. It stands in for a service we
- * cannot run here (the Geyser plugin runs inside a validator): a `@grpc/grpc-js` server on
- * 127.0.0.1 (random port) that speaks the real protocol — method paths `/geyser.Geyser/*` and the
- * protobuf codecs exported by `@triton-one/yellowstone-grpc` — so the production napi client talks
- * to it exactly as it would to a provider.
+ * TEST DOUBLE of a Yellowstone ("Dragon's Mouth") gRPC Geyser server, which runs inside a validator
+ * and so cannot run here: a `@grpc/grpc-js` server on 127.0.0.1 speaking the real protocol
+ * (`/geyser.Geyser/*`, the codecs of `@triton-one/yellowstone-grpc`), so the production client
+ * talks to it as to a provider.
  *
- * What it serves is what the local ledger actually executed: it polls the ledger over JSON-RPC
- * (getSlot, getBlocks, getBlock with full `json` transactions) and turns every block into
- * `transaction` updates (in block order), a `blockMeta` update and `slot` updates (CONFIRMED when the
- * ledger confirms the block, FINALIZED when the ledger finalizes it), in the plugin's order for
- * confirmed/finalized subscribers: the slot's transactions, then its block meta, then its status.
- *
- * Honoured: `transactions` filters (vote, failed, signature, accountInclude/Exclude/Required),
- * `slots` (filterByCommitment), `blocksMeta`, `commitment`, `fromSlot` replay within
- * `retentionSlots` (older → OUT_OF_RANGE, retention 0 → INTERNAL "from_slot is not supported", as the
- * real plugin), client pings (`ping` in a request → `pong`), server `ping` updates every
- * `pingIntervalMs`. Not modelled: accounts, blocks, entries, transactionsStatus, forks (the ledger
- * has none) — except the test hook that injects a DEAD slot status.
+ * It serves what the local ledger executed (polled over JSON-RPC) in the plugin's order: a slot's
+ * transactions, its block meta, then its CONFIRMED / FINALIZED status. Honoured: `transactions`
+ * filters, `slots` (filterByCommitment), `blocksMeta`, `commitment`, `fromSlot` replay within
+ * `retentionSlots` (else OUT_OF_RANGE; retention 0 → INTERNAL, as the real plugin), pings both
+ * ways. Not modelled: accounts, blocks, entries, transactionsStatus, forks (except the test hook
+ * that injects a DEAD slot status).
  */
 import {
   type Server,

@@ -6,7 +6,7 @@
 import { createAssociatedTokenAccountIdempotentInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { type Keypair, type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
 import { type ChannelState, decodeChannelAccount } from "../../../programs/payment_ledger/ts/index.js";
-import { COMMITMENT, recentBlockhash, type SettlementLedger, type SignedTransaction, signTransaction, submit } from "../wallets/ledger.js";
+import { COMMITMENT, recentBlockhash, type SettlementLedger, type SignedTransaction, signTransaction, submit } from "../chain/ledger.js";
 
 /** The channel account now (`confirmed`), or null when it does not exist (never opened, or closed). */
 export async function readChannel(ledger: SettlementLedger, channel: PublicKey): Promise<ChannelState | null> {

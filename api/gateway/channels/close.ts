@@ -1,25 +1,14 @@
 /**
  * Closing a session (`POST /v1/channels/{channel}/close`, the payer's account), as the program's
- * authority. The gateway does not hold the payee's key, so the close is the program's two-step one
- * (docs/ledger.md §5): first every accepted charge is settled (settle.ts batches), then
- * `close_channel` requests the close (the withdraw delay starts; the payee may still settle during
- * it, through the gateway or itself), then, once the delay has passed, `refund_channel` returns the
- * escrow's remainder to the agent's wallet and deletes channel and escrow (rent back to the
- * authority). Past the channel's expiry the agent's own way out is used instead:
- * `force_close_channel`, signed with the agent's (custodied) key, which needs nothing of the payee.
- * A payee that closed its token account cannot block a close: it is recreated first.
+ * authority, with the program's two-step close (docs/ledger.md §5): accepted charges are settled
+ * (settle.ts), `close_channel` starts the withdraw delay (the payee may still settle), then
+ * `refund_channel` returns the remainder to the agent's wallet. Past the channel's expiry the
+ * agent's own `force_close_channel` is used instead. A payee's closed token account is recreated.
  *
- * The close's figures are the chain's: the `ChannelClosed` event of the transaction that ended the
- * channel (ours, or the payee's own close and refund) says what was settled and refunded, and every
- * `ChannelSettled` before it (the payee's included) is adopted first, so each settled charge names
- * the transaction that paid it (history.ts). Charges beyond the event's sequence are `void`, and
- * the deposit's reservation ends at the event's settled amount: what really left the escrow to the
- * payee, whoever settled it.
- *
- * Every step is decided by the chain, so a crash anywhere is resumed by running the same step
- * again: no close request on chain → request it; requested and the delay passed → refund; no
- * account → read how it ended. A close the program refuses is reported as refused
- * (`channel_close_refused`), not as pending.
+ * The figures are the chain's: the `ChannelClosed` event says what was settled and refunded; every
+ * `ChannelSettled` before it is adopted first (history.ts); charges beyond its sequence are `void`
+ * and the deposit's reservation ends at its settled amount. Each step is decided by the chain, so
+ * a crash is resumed by running the same step again; a refused close is `channel_close_refused`.
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { PublicKey } from "@solana/web3.js";
@@ -29,9 +18,9 @@ import {
   forceCloseChannelInstruction,
   refundChannelInstruction,
 } from "../../../programs/payment_ledger/ts/index.js";
-import { channelRef, endExposureReservation } from "../../shared/policy/store.js";
-import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
-import { submit } from "../wallets/ledger.js";
+import { channelRef, endExposureReservation } from "../reservations/store.js";
+import { failureText, ledgerRefusal, submitFailure } from "../chain/ledger-errors.js";
+import { submit } from "../chain/ledger.js";
 import { ensurePayeeTokenAccount, readChannel, signChannelTransaction } from "./chain.js";
 import { type ChannelDeps, optionalKey, sessionAccounts } from "./deps.js";
 import { channelCloseRefused, channelNotFound, channelNotOpen, channelPending } from "./errors.js";

@@ -8,7 +8,7 @@ import type { Keypair, PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import { type ChannelAccounts, channelAccounts } from "../../../programs/payment_ledger/ts/index.js";
 import type { InvocationReader } from "../invocations/index.js";
-import { parseAddress, type SettlementLedger } from "../wallets/ledger.js";
+import { parseAddress, type SettlementLedger } from "../chain/ledger.js";
 import type { AgentWallets } from "../wallets/wallets.js";
 import type { SessionRow } from "./store.js";
 

@@ -9,7 +9,7 @@
  */
 import type { PublicKey } from "@solana/web3.js";
 import { decodeTransactionEvents, eventsNamed } from "../../../programs/payment_ledger/ts/index.js";
-import { COMMITMENT, type SettlementLedger } from "../wallets/ledger.js";
+import { COMMITMENT, type SettlementLedger } from "../chain/ledger.js";
 
 /** One `ChannelSettled`: charges `fromSequence..toSequence` paid, the cumulative after them. */
 export interface ChainSettlement {

@@ -1,5 +1,5 @@
 /**
- * Channel sessions (issue 16, docs/protocols.md "Channel sessions"): the gateway's half of a
+ * Channel sessions (docs/protocols.md "Channel sessions"): the gateway's half of a
  * payment channel of payment_ledger. The gateway is the agent's custodian (it signs vouchers with
  * the agent's wallet key) and the program's authority (it co-signs opens and settles for payees).
  *
@@ -21,7 +21,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import type { InvocationReader } from "../invocations/index.js";
-import type { SettlementLedger } from "../wallets/ledger.js";
+import type { SettlementLedger } from "../chain/ledger.js";
 import type { AgentWallets } from "../wallets/wallets.js";
 import { advanceClose, closeSession } from "./close.js";
 import { ChannelQueue, type ChannelDeps, SigningKeys } from "./deps.js";

@@ -25,17 +25,15 @@ import {
   type ReservationRefusal,
   type ReserveOptions,
   releaseLinkedReservation,
-  reserveInTransaction,
-} from "../../shared/policy/store.js";
+} from "../reservations/store.js";
 import type { AgentRow } from "../../shared/rows.js";
-import { lockAgentArchivedAt } from "../agent-archive.js";
-import { emitPaymentEvents } from "../events/gateway.js";
-import { asRejection, type InvocationReader, invocationBudgetCheck, requireSubAgentInvocation } from "../invocations/index.js";
+import { authorizeWithinPolicy } from "../payments/authorize.js";
+import { lockAgentArchivedAt } from "../payments/agent-archive.js";
+import { type InvocationReader, invocationBudgetCheck, requireSubAgentInvocation } from "../invocations/index.js";
 import { httpError } from "../../shared/errors.js";
-import { recordRefusedPayment } from "../rejections.js";
-import { checkPayee, checkPayeeAccounts } from "../settlement/payee.js";
-import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
-import { COMMITMENT, lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
+import { checkPayee, checkPayeeAccounts } from "../chain/payee.js";
+import { failureText, ledgerRefusal, submitFailure } from "../chain/ledger-errors.js";
+import { COMMITMENT, lookUpOutcomes, type SignedTransaction, submit } from "../chain/ledger.js";
 import { readChannel, signChannelTransaction } from "./chain.js";
 import type { ChannelDeps } from "./deps.js";
 import { sessionAccounts } from "./deps.js";
@@ -83,7 +81,7 @@ export async function openSession(deps: ChannelDeps, request: OpenRequest, now: 
   const payer = await deps.keys.get(agent.agent_id);
   const invocation =
     parentTxHash === null ? null : (await requireSubAgentInvocation(requireReader(deps), parentTxHash, agent.wallet_address)).invocation;
-  // Rule 2 of the payees (settlement/payee.ts): a plain wallet, its token account of the Token program.
+  // Rule 2 of the payees (chain/payee.ts): a plain wallet, its token account of the Token program.
   const payeeToken = getAssociatedTokenAddressSync(ledger.mint, payee, true);
   const [wallet, token] = await ledger.connection.getMultipleAccountsInfo([payee, payeeToken], COMMITMENT);
   const { createTokenAccount } = checkPayeeAccounts(payee.toBase58(), {
@@ -117,12 +115,6 @@ export async function openSession(deps: ChannelDeps, request: OpenRequest, now: 
     deps.pool,
     async (client) => {
       refuseArchived({ public_id: agent.public_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
-      const payment = {
-        endpoint: request.serviceOrigin,
-        amountUnits: request.depositUnits,
-        protocol: request.protocol,
-        offeredProtocols: [request.protocol],
-      } as const;
       const options: ReserveOptions = {
         exposure: true,
         ...(parentTxHash === null
@@ -134,23 +126,20 @@ export async function openSession(deps: ChannelDeps, request: OpenRequest, now: 
               readInvocation: async () => (await requireSubAgentInvocation(requireReader(deps), parentTxHash, agent.wallet_address)).state,
             })),
       };
-      const { decision, reservationId, refusal } = await reserveInTransaction(client, agent.agent_id, payment, now, options);
-      const refused = {
+      const authorization = await authorizeWithinPolicy(client, {
         agentId: agent.agent_id,
-        amountUnits: request.depositUnits,
         endpoint: request.serviceOrigin,
+        amountUnits: request.depositUnits,
         protocol: request.protocol,
         at: now,
-      };
-      if (refusal != null && decision.decision === "allow") {
-        const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: asRejection(decision, refusal) });
+        options,
+      });
+      if (authorization.outcome === "budget_exceeded") {
+        const { refusal, rejectionId } = authorization;
         return { outcome: "budget_exceeded", refusal, parentTxHash, rejectionId } as const;
       }
-      if (decision.decision === "reject") {
-        const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: decision });
-        return { outcome: "policy_violation", decision, rejectionId } as const;
-      }
-      await emitPaymentEvents(client, { agentId: agent.agent_id, decision, at: now });
+      if (authorization.outcome === "policy_violation") return authorization;
+      const { reservationId } = authorization;
       await insertOpeningSession(client, {
         channel,
         accountId: agent.account_id,

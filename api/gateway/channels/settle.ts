@@ -1,27 +1,18 @@
 /**
  * Settlement of channel charges (`POST /v1/channels/{channel}/settlements`, and the loop).
  *
- * Presentation: a payee presents the highest voucher it accepted and the charges since the last
- * one it presented. The gateway checks it against its own rows: the voucher (cumulative,
- * sequence) is one it signed, the signature verifies under the payer's key over the message with
- * the stored digest, and the presented charges, chained from the digest before them, reach that
- * digest (so every id, amount and endpoint is exactly what was signed). Then the charges up to it
- * are `accepted` (under the row lock; only forward). A voucher at or below the accepted one is
- * answered with the current state: presenting twice never settles twice.
+ * Presentation: a payee presents the highest voucher it accepted and the charges since its last
+ * one; the gateway checks it against its own rows (a voucher it signed, a valid signature, charges
+ * chaining to the voucher's digest, so every id, amount and endpoint is what was signed) and marks
+ * them `accepted`, only forward. Presenting twice never settles twice.
  *
- * Settlement, as the program's authority: accepted charges after the settled ones, at most
- * `MAX_CHARGES_PER_SETTLEMENT` per settle_channel transaction (fewer when the packet would not
- * fit), each with the voucher the gateway signed at the batch's last charge, so batches need no
- * new signature of the payer. Crash safety, per batch: under the row lock, with no settlement of
- * the channel pending, the transaction is built and signed and its `channel_settlement_sends` row
- * (`pending`, with the wire bytes) committed; then it is sent. Confirmed → charges `settled` with
- * its signature and the session's settled state moves; refused or expired → `failed`, the charges
- * stay accepted for the next batch. After a crash the pending row is resolved first, by its own
- * signature's status only (landed → confirmed, can never land → failed; that the chain's sequence
- * covers it proves nothing, the payee may have settled those charges itself); a new batch is never
- * signed while one is pending, so nothing is settled twice and nothing accepted is lost. What the
- * chain settled outside the gateway is adopted from the channel's history (history.ts): each
- * recorded settlement names the transaction that really paid its charges.
+ * Settlement, as the program's authority: accepted charges in batches of at most
+ * `MAX_CHARGES_PER_SETTLEMENT` per settle_channel, each with the voucher signed at its last charge
+ * (no new signature of the payer). Per batch, under the row lock and with no settlement of the
+ * channel pending, the transaction is signed and its `channel_settlement_sends` row committed
+ * before it is sent; a pending row is resolved first, by its own signature's status only. So
+ * nothing is settled twice and nothing accepted is lost. Settlements the chain made outside the
+ * gateway are adopted from the channel's history (history.ts).
  */
 import { setTimeout as delay } from "node:timers/promises";
 import { ComputeBudgetProgram, PublicKey } from "@solana/web3.js";
@@ -38,8 +29,8 @@ import {
   voucherSignatureInstruction,
   endpointText,
 } from "../../../programs/payment_ledger/ts/index.js";
-import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
-import { awaitOutcome, lookUpOutcomes, type SignedTransaction, submit } from "../wallets/ledger.js";
+import { failureText, ledgerRefusal, submitFailure } from "../chain/ledger-errors.js";
+import { awaitOutcome, lookUpOutcomes, type SignedTransaction, submit } from "../chain/ledger.js";
 import { ensurePayeeTokenAccount, readChannel, signChannelTransaction } from "./chain.js";
 import { type ChannelDeps, optionalKey, sessionAccounts } from "./deps.js";
 import { type ChannelHistory, channelHistory } from "./history.js";
@@ -68,7 +59,7 @@ const MAX_BATCHES_PER_PASS = 400;
 /** Batches a presentation's request waits for (200 charges); the loop settles the rest. */
 export const MAX_BATCHES_PER_REQUEST = 8;
 
-/** How long a signed batch may reuse a cached blockhash (wallets/ledger.ts `recentBlockhash`), with a margin. */
+/** How long a signed batch may reuse a cached blockhash (chain/ledger.ts `recentBlockhash`), with a margin. */
 const BLOCKHASH_REUSE_MS = 1_200;
 
 export interface PresentedCharge {

@@ -149,7 +149,7 @@ export async function lockSession(client: pg.ClientBase, channel: string): Promi
 
 /**
  * The row under its lock with its agent's `archived_at` under a share lock (one round trip): an
- * archive committed first refuses the charge; one starting now waits for it (api/gateway/agent-archive.ts).
+ * archive committed first refuses the charge; one starting now waits for it (api/gateway/payments/agent-archive.ts).
  */
 export async function lockSessionForCharge(
   client: pg.ClientBase,

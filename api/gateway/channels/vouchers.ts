@@ -25,7 +25,7 @@ import { endpointHost } from "../../shared/policy/domains.js";
 import { evaluatePolicy, type PolicyRejected, type PolicyUsage } from "../../shared/policy/engine.js";
 import { EMPTY_POLICY } from "../../shared/policy/policy.js";
 import { getPolicy, lockAgentPolicy, readUsage } from "../../shared/policy/store.js";
-import { recordRefusedPayment } from "../rejections.js";
+import { recordRefusedPayment } from "../payments/rejections.js";
 import { allocatePaymentId } from "../settlement/store.js";
 import type { ChannelDeps } from "./deps.js";
 import { channelClosed, channelNotFound, depositExhausted, originMismatch } from "./errors.js";

@@ -1,38 +1,17 @@
 /**
- * Payments made by wallets the gateway does not hold, in a transaction the payer signed and the
- * gateway co-signs as fee payer: an official x402 client's `exact` payload (the gateway as x402
- * facilitator, x402/exact.ts) or an MPP `solana` charge credential (mpp/solana-charge.ts).
+ * Payments by wallets the gateway does not hold: the payer signs its own transfer, the gateway
+ * co-signs it as fee payer (an x402 `exact` payload, x402/exact.ts; an MPP `solana` charge,
+ * mpp/solana-charge.ts). `settle`: check the transaction (check.ts) and the payee; simulate it
+ * unsigned; admit a new attested payer within the account's quota; co-sign and claim its id in
+ * `cosigned_transfers` before sending (at most one settlement per transaction, replays are
+ * `duplicate_settlement`); send and await the outcome (unknown → `settlement_pending`, for the
+ * reconciler); then record it with `record_attested_payment` naming the transfer, unless the
+ * payer is one of our agents (whose side records it). A landed transfer stands even if the record
+ * fails; the reconciler records it later.
  *
- * `settle`:
- *   1. check the transaction (check.ts) and the payee (settlement/payee.ts rule 1); a transaction
- *      presented before (found by the payer's signature) is `duplicate_settlement`;
- *   2. simulate it without the fee payer's signature (the payer's was verified in check.ts): a
- *      refusal signs nothing;
- *   3. admit a new attested payer against the presenting account's quota (the authority pays
- *      its payer state's rent on the first record): over the quota nothing is signed;
- *   4. co-sign it with the fee payer key (its id, the fee payer's signature, is then fixed) and
- *      claim that id in `cosigned_transfers` (committed before anything is sent): a transaction
- *      is settled at most once, every replay is `duplicate_settlement`;
- *   5. send it with preflight and wait for the outcome; an unknown outcome is
- *      `settlement_pending`, the reconciler resolves it. A transaction the node refused before
- *      sending is failed but still followed (`watch`) until its blockhash expires: if it lands
- *      anyway, it is confirmed and recorded;
- *   6. record the payment on payment_ledger, in a second transaction naming the transfer as its
- *      settlement reference: `record_attested_payment`, signed by the authority alone. When the
- *      payer is one of the gateway's agents the agent's side records it (with the agent's
- *      signature, api/gateway/transfers), so nothing is recorded here: one record per payment.
- *      The payment stands once the transfer landed: a failed or unknown record does not turn it
- *      into an error; the reconciler records it later (under a new payment id if it failed).
- *
- * No answer but a success names the transfer's id: the id is the fee payer's signature, and a
- * signed transaction that was not sent must never leave the gateway (anyone holding it could
- * broadcast it, with preflight skipped, and have the fee payer pay for its failure).
- *
- * The fee payer is a dedicated key, not the ledger authority: the key that signs transactions
- * strangers built holds only SOL for fees and can sign nothing on payment_ledger, so a rule
- * missed in check.ts could at worst spend fees, never attest a record.
- *
- * Imported by the protocol adapters (x402/exact.ts, mpp/solana-charge.ts) and gateway.ts.
+ * Only a success names the transfer's id: a signed transaction that was not sent never leaves the
+ * gateway, or anyone could broadcast it and have the fee payer pay for its failure. The fee payer
+ * is a dedicated key holding only SOL, so a rule missed in check.ts can spend fees, never attest.
  */
 import { type Keypair, PublicKey, Transaction, type VersionedTransaction } from "@solana/web3.js";
 import bs58 from "bs58";
@@ -40,10 +19,10 @@ import type pg from "pg";
 import { endpointHash, endpointText, recordAttestedPaymentInstruction } from "../../../programs/payment_ledger/ts/index.js";
 import { endpointHost } from "../../shared/policy/domains.js";
 import type { ReconcileReport } from "../settlement/reconciliation.js";
-import { payeeRefusal } from "../settlement/payee.js";
+import { payeeRefusal } from "../chain/payee.js";
 import { lamportsSpent, SolSpent } from "../settlement/sol-spent.js";
-import { COMMITMENT, lookUpOutcomes, recentBlockhash, type SettlementLedger, signTransaction, submit } from "../wallets/ledger.js";
-import type { AgentDirectory } from "../x402/settler.js";
+import { COMMITMENT, lookUpOutcomes, recentBlockhash, type SettlementLedger, signTransaction, submit } from "../chain/ledger.js";
+import type { AgentDirectory } from "../settlement/settler.js";
 import {
   type CheckReason,
   checkTransferTransaction,

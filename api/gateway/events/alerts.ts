@@ -15,7 +15,7 @@ import { ServiceError } from "../../shared/errors.js";
 import { JsonNumber } from "../../shared/json-number.js";
 import { formatUsdcShort } from "../../shared/money.js";
 import { parseAmountInput } from "../../shared/policy/amounts.js";
-import { percentText } from "./payloads.js";
+import { percentText } from "../webhooks/payloads.js";
 import { generateSigningSecret, type SecretBox } from "../../shared/secret-box.js";
 import { formatNotifyTarget, parseNotifyTarget } from "../webhooks/targets.js";
 

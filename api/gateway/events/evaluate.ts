@@ -17,7 +17,7 @@ import type pg from "pg";
 import type { BudgetStatus } from "../../shared/policy/engine.js";
 import type { AlertType } from "./alerts.js";
 import { type DeliveryTarget, emitEvent, enqueueDelivery } from "./events.js";
-import { budgetWarningPayload, type PolicyViolationPayload, spendRatePayload } from "./payloads.js";
+import { budgetWarningPayload, type PolicyViolationPayload, spendRatePayload } from "../webhooks/payloads.js";
 import { parseNotifyTarget } from "../webhooks/targets.js";
 
 export type AlertTrigger =

@@ -8,7 +8,7 @@ import type pg from "pg";
 import { writeJson } from "../../shared/http/json.js";
 import { currentRequestId } from "../../shared/ops/request-id.js";
 import type { NotifyTarget } from "../webhooks/targets.js";
-import { type EventType, isEventType, type PayloadOf } from "./payloads.js";
+import { type EventType, isEventType, type PayloadOf } from "../webhooks/payloads.js";
 
 export interface EmittedEvent {
   /** `evt_…`: the `webhook-id` of every delivery of this event. */

@@ -10,7 +10,7 @@ import type { PolicyAllowed, PolicyRejected } from "../../shared/policy/engine.j
 import { WARNING_PERCENT } from "../../shared/policy/engine.js";
 import { emitEvent } from "./events.js";
 import { evaluateAlerts, type FiredAlert } from "./evaluate.js";
-import { budgetWarningPayload, policyViolationPayload } from "./payloads.js";
+import { budgetWarningPayload, policyViolationPayload } from "../webhooks/payloads.js";
 
 export interface EmittedForPayment {
   /** The spec 3 `budget.warning` event, when this payment crossed 80 %. */

@@ -3,4 +3,3 @@ export * from "./evaluate.js";
 export * from "./events.js";
 export * from "./gateway.js";
 export * from "./low-balance.js";
-export * from "./payloads.js";

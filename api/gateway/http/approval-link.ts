@@ -13,8 +13,9 @@ import { type Approval, parseNote } from "../../shared/approvals/approval.js";
 import { ServiceError, toServiceError } from "../../shared/errors.js";
 import { formatUsdcShort } from "../../shared/money.js";
 import { linkTokenHash, verifyLinkToken } from "../../shared/approvals/link-token.js";
-import { approvalByLinkHash, decideInTransaction, LINK_KEY_PURPOSE, linkUsed } from "../approvals/index.js";
+import { approvalByLinkHash, decideInTransaction, LINK_KEY_PURPOSE, linkUsed } from "../payments/approvals/index.js";
 import type { GatewayDeps } from "./deps.js";
+import { approvalDecideDeps } from "./routes/approvals.js";
 
 const PATH = /^\/v1\/approvals\/([^/]+)\/decide\/?$/;
 const MAX_FORM_BYTES = 4_096;
@@ -98,11 +99,12 @@ async function decide(deps: GatewayDeps, request: Request, approvalId: string, t
   const decided = await withTransaction(
     deps.primary ?? deps.pool,
     (client) =>
-      decideInTransaction(
-        client,
-        { invocations: deps.invocations },
-        { decider: { kind: "link", tokenHash: hash }, decision: choice === "approve" ? "approved" : "denied", note, now },
-      ),
+      decideInTransaction(client, approvalDecideDeps(deps), {
+        decider: { kind: "link", tokenHash: hash },
+        decision: choice === "approve" ? "approved" : "denied",
+        note,
+        now,
+      }),
     { isolation: "read committed" },
   );
   if (decided.late) return decidedPage(decided.approval);

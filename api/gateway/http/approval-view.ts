@@ -5,7 +5,13 @@
 import type { Approval } from "../../shared/approvals/approval.js";
 import { usdcJson } from "../../shared/money.js";
 
-export function approvalJson(approval: Approval): Record<string, unknown> {
+/** The refusal of an approved payment's re-check (`outcome: refused`), else null. */
+export interface ApprovalRefusal {
+  readonly reasonCode: string;
+  readonly reason: string;
+}
+
+export function approvalJson(approval: Approval, refusal: ApprovalRefusal | null = null): Record<string, unknown> {
   return {
     id: approval.id,
     status: approval.status,
@@ -21,5 +27,6 @@ export function approvalJson(approval: Approval): Record<string, unknown> {
     decidedBy: approval.decidedBy,
     note: approval.note,
     outcome: approval.outcome,
+    refusal: refusal === null ? null : { reasonCode: refusal.reasonCode, reason: refusal.reason },
   };
 }

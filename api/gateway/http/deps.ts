@@ -5,7 +5,7 @@
  */
 import type { Route as SharedRoute, RouteContext as SharedRouteContext, RouteDeps } from "../../shared/http/router.js";
 import type { BalanceReader } from "../../shared/balances.js";
-import type { ApprovalWaits } from "../approvals/index.js";
+import type { ApprovalWaits } from "../payments/approvals/index.js";
 import type { ChannelSessions } from "../channels/index.js";
 import type { CosignedTransfers } from "../cosigned/cosigned.js";
 import type { Invocations } from "../invocations/index.js";

@@ -1,7 +1,7 @@
 /**
  * The payer's agent id, answered by the seller-side routes (x402 verify/settle, MPP payments) only
  * to the account that owns the payer: any account may present any payer's signed payment, and an
- * agent id is that account's own business (issue 10 §4).
+ * agent id is that account's own business.
  */
 import { agentsByWallets } from "../../shared/agents.js";
 import type { RouteContext } from "../../shared/http/router.js";

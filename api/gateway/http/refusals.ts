@@ -7,7 +7,7 @@ import type { RouteResponse } from "../../shared/http/idempotency.js";
 import { httpError, problemResponse } from "../../shared/http/problem.js";
 import { formatUsdcShort } from "../../shared/money.js";
 import type { PolicyRejected } from "../../shared/policy/engine.js";
-import type { ReservationRefusal } from "../../shared/policy/store.js";
+import type { ReservationRefusal } from "../reservations/store.js";
 
 /** 403 POLICY_VIOLATION: the agent's spend policy refused the payment. */
 export function policyViolationAnswer(decision: PolicyRejected, rejectionId: string): RouteResponse {

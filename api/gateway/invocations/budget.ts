@@ -1,18 +1,15 @@
 /**
  * A sub-agent's invocation budget (spec 2.6, 4.7, 7 `BudgetExceededError`), checked by the gateway
  * twice. Under the agent's reservation lock (`ReserveOptions.check`, built by `invocationBudgetCheck`)
- * when it authorizes a payment (api/gateway/payments/authorize.ts) and when it admits an MPP
- * session charge (api/gateway/mpp/charge-policy.ts): a refusal is recorded like a policy rejection
- * (`asRejection`). And against the invocation account right before a payment under it is signed
- * (`checkInvocationPayment`, api/gateway/settlement/settlement.ts), so a payment the program would
- * refuse is never sent.
+ * when it authorizes a payment, opens a channel or admits an MPP session charge: a refusal is
+ * recorded like a policy rejection (api/gateway/payments/authorize.ts). And against the invocation
+ * account right before a payment under it is signed (`checkInvocationPayment`,
+ * api/gateway/settlement/invocation-accounts.ts), so a payment the program would refuse is never sent.
  */
 import { formatUsdcShort } from "../../shared/money.js";
-import type { PolicyAllowed, PolicyRejected, ReasonCode } from "../../shared/policy/engine.js";
 import { limitReason } from "../../shared/policy/reasons.js";
-import { type Db, type ReservationRefusal, type ReserveOptions, unitsUnderParent } from "../../shared/policy/store.js";
-import { BudgetExceededError, PaymentError } from "../wallets/errors.js";
-import type { InvocationAccount } from "./ledger.js";
+import type { Db } from "../../shared/policy/store.js";
+import { type ReservationRefusal, type ReserveOptions, unitsUnderParent } from "../reservations/store.js";
 
 /** Reason code of a sub-agent payment over its invocation's remaining budget. */
 export const INVOCATION_BUDGET_EXCEEDED = "invocation_budget_exceeded";
@@ -60,38 +57,4 @@ export async function invocationBudgetRefusal(
 /** The reservation option that holds a sub-agent's payment to its invocation's remaining budget (`invocationBudgetRefusal`). */
 export function invocationBudgetCheck(input: Parameters<typeof invocationBudgetRefusal>[1]): ReserveOptions {
   return { check: (locked) => invocationBudgetRefusal(locked, input) };
-}
-
-/**
- * Before a payment of `payer` under the invocation account `invocation` is signed: the account
- * exists (`state`, as the chain holds it now), belongs to this sub-agent, and has budget left for
- * `amountUnits`. Throws `PaymentError` / `BudgetExceededError` otherwise, as the program would refuse.
- */
-export function checkInvocationPayment(invocation: string, state: InvocationAccount | null, payer: string, amountUnits: bigint): void {
-  if (state === null) throw new PaymentError(`invocation ${invocation} does not exist`);
-  if (state.subAgent !== payer) {
-    throw new PaymentError(`invocation ${invocation} belongs to another sub-agent`, { ledgerError: "InvocationPayerMismatch" });
-  }
-  if (state.spentUnits + amountUnits > state.budgetUnits) {
-    throw new BudgetExceededError(invocation, amountUnits, state.budgetUnits, state.spentUnits);
-  }
-}
-
-/**
- * A refusal beyond the policy engine (the policy allowed the payment) as a rejection, so it is
- * recorded like one (spec 3): status rejected, `policy.violation`, alerts.
- */
-export function asRejection(decision: PolicyAllowed, refusal: ReservationRefusal): PolicyRejected {
-  return {
-    ...decision,
-    decision: "reject",
-    // Beyond the policy engine's own codes; the events and the listing take any code.
-    reasonCode: refusal.reasonCode as ReasonCode,
-    reason: refusal.reason,
-    errorClass: "PolicyViolationError",
-    requested: refusal.requested,
-    limit: refusal.limit,
-    unit: refusal.unit,
-    warnings: [],
-  };
 }

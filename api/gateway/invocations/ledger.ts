@@ -12,44 +12,25 @@ import {
   PAYMENT_LEDGER_PROGRAM_ID,
 } from "../../../programs/payment_ledger/ts/index.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
-import { failureText, ledgerRefusal, submitFailure } from "../settlement/ledger-errors.js";
+import { failureText, ledgerRefusal, submitFailure } from "../chain/ledger-errors.js";
 import { parseSignature } from "../settlement/settle-input.js";
 import { confirmedPaymentPayee } from "../settlement/store.js";
-import { InvalidAmountUnitsError, PaymentError, PaymentPendingError } from "../wallets/errors.js";
-import { COMMITMENT, type SettlementLedger, signTransaction, submit } from "../wallets/ledger.js";
-import { checkAmountUnits, type AgentWallets } from "../wallets/wallets.js";
+import { InvalidAmountUnitsError, PaymentError, PaymentPendingError } from "../chain/errors.js";
+import { COMMITMENT, checkAmountUnits, type SettlementLedger, signTransaction, submit } from "../chain/ledger.js";
+import type { AgentWallets } from "../wallets/wallets.js";
+import type { InvocationAccount, InvocationAccounts, OpenedInvocation, OpenInvocationInput } from "../settlement/invocation-accounts.js";
 
 const SIGNATURES_PAGE = 1_000;
 /** An invocation has at most this many pages of payments before its opening is given up on. */
 const OPENING_LOOKUP_PAGES = 20;
 const accountsCoder = new BorshCoder(PAYMENT_LEDGER_IDL);
 
-/** An `agents.invoke` invocation account as the chain holds it. */
-export interface InvocationAccount {
-  /** Wallet addresses (base58). */
-  readonly invoker: string;
-  readonly subAgent: string;
-  readonly budgetUnits: bigint;
-  readonly spentUnits: bigint;
-}
-
-/** The same account, by the name `Settlement.invocationState` has always answered with. */
-export type InvocationState = InvocationAccount;
-
-export interface OpenInvocationInput {
-  readonly invokerAgentId: string;
-  /** Signature of the invoking transaction (the orchestrator's payment to the sub-agent). */
-  readonly parentTxHash: string;
-  readonly subAgentId: string;
-  readonly budgetUnits: bigint;
-}
-
-export interface OpenedInvocation {
-  /** The invocation PDA: pass it as `invocation` on the sub-agent's payments. */
-  readonly invocation: string;
-  readonly txHash: string;
-  readonly slot: number;
-}
+export type {
+  InvocationAccount,
+  InvocationState,
+  OpenedInvocation,
+  OpenInvocationInput,
+} from "../settlement/invocation-accounts.js";
 
 /**
  * Opens and reads `agents.invoke` invocations on the ledger (`LedgerInvocations`, exposed by
@@ -72,7 +53,7 @@ export interface LedgerInvocationsDeps {
   readonly ledger: SettlementLedger;
 }
 
-export class LedgerInvocations implements Invocations {
+export class LedgerInvocations implements Invocations, InvocationAccounts {
   constructor(private readonly deps: LedgerInvocationsDeps) {}
 
   /**

@@ -2,12 +2,12 @@
  * Opening the invocation a settled payment starts (a payment whose reservation carries an
  * invocation budget: `POST .../payments/authorize` with `invocationBudget`). Opened right after the
  * payment settles (api/gateway/x402/facilitator.ts calls `openInvocationOfPayment`) and again by the
- * sweeper for any opening that failed (api/gateway/settlement/sweeper.ts calls
+ * sweeper for any opening that failed (api/gateway/loops/sweeper.ts calls
  * `openMissingInvocations`): the reservation's `invocation` column stays NULL until one succeeds.
  */
 import type pg from "pg";
-import { type LinkedReservation, recordReservationInvocation, reservationsAwaitingInvocation } from "../../shared/policy/store.js";
-import type { AgentDirectory } from "../x402/settler.js";
+import { type LinkedReservation, recordReservationInvocation, reservationsAwaitingInvocation } from "../reservations/store.js";
+import type { AgentDirectory } from "../settlement/settler.js";
 import type { Invocations } from "./ledger.js";
 
 export interface InvocationOpening {

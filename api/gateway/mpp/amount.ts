@@ -5,7 +5,7 @@
  * and written back with api/shared/money.ts's `formatUsdcShort` ("0.05").
  */
 import { parseUsdc, USDC_DECIMALS } from "../../shared/money.js";
-import type { Fail } from "../x402/strict-json.js";
+import type { Fail } from "../wire/strict-json.js";
 
 export const MPP_CURRENCY = "USDC";
 // The stricter shape MPP values have always had to take, on top of parseUsdc's rules: no leading

@@ -1,44 +1,27 @@
 /**
- * The spend policy on MPP session charges (issue: "policy check on MPP session charges"). A charge
- * on an established session carries no fresh signature of the agent, so the gateway admits each
- * one here, inside the transaction that claims the charge row (api/gateway/mpp/sessions.ts):
+ * The spend policy on MPP session charges. A charge on an established session carries no fresh
+ * signature of the agent, so the gateway admits each one here, inside the transaction that claims
+ * the charge row (sessions.ts): allowed, the amount is reserved with its events and linked to the
+ * row as `mpp-charge:<id>` (settled or released after the charge); refused, the rejection is
+ * recorded and committed, no row exists and no money moves (spec 7 rule 3). A session's first call
+ * is not charged here: its submission was reserved when authorized.
  *
- * - allowed: the amount is reserved (`reserveInTransaction`, the agent's advisory lock) with the
- *   `budget.warning` / alert events, and the reservation is linked to the charge row as
- *   `mpp-charge:<id>`; after the charge it is settled with the ledger transaction, or released
- *   when the charge definitely failed.
- * - refused: the rejection is recorded (status `rejected`, spec 7 reason text) with its
- *   `policy.violation` event, committed, and no charge row exists; no money moves (spec 7 rule 3).
- *
- * The first call of a session is never charged here: the submission that established it was
- * reserved when the gateway authorized it.
- *
- * A session established under a sub-agent's invocation (`SessionCharge.parentTxHash`) is also held
- * to the invocation's remaining budget, checked under the agent's reservation lock exactly as
- * `POST /v1/agents/{id}/payments/authorize` checks it: the budget on-chain against the larger of
- * the on-chain spend and the agent's settled reservations under the parent, plus its open
- * reservations under the parent, plus this charge. A breach is recorded rejected with the reason
- * code `invocation_budget_exceeded` and the spec 7 text, and refused as `budget_exceeded`
- * (`BudgetExceededError`); the charge's reservation carries the parent so later checks count it.
- * Without an invocation reader the check is skipped and only the program's own cap applies.
- *
- * An archived agent (api/gateway/agent-archive.ts) is not charged: its row is read under a share lock, so a
- * concurrent archive either sees this charge's reservation or commits first and refuses it.
+ * A session under a sub-agent's invocation is also held to the invocation's remaining budget,
+ * checked under the agent's reservation lock as the authorization checks it; a breach is refused
+ * as `budget_exceeded`. An archived agent is not charged (its row is read under a share lock).
  */
 import type pg from "pg";
-import { lockAgentArchivedAt } from "../agent-archive.js";
+import { authorizeWithinPolicy } from "../payments/authorize.js";
+import { lockAgentArchivedAt } from "../payments/agent-archive.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
-import { emitPaymentEvents } from "../events/gateway.js";
-import { asRejection, invocationBudgetCheck, type InvocationReader, subAgentInvocationState } from "../invocations/index.js";
+import { invocationBudgetCheck, type InvocationReader, subAgentInvocationState } from "../invocations/index.js";
 import {
   landLinkedReservation,
   linkReservation,
   mppChargeRef,
   releaseLinkedReservation,
   type ReserveOptions,
-  reserveInTransaction,
-} from "../../shared/policy/store.js";
-import { recordRefusedPayment } from "../rejections.js";
+} from "../reservations/store.js";
 import type { ChargeAdmission, SessionCharge, SessionChargePolicy } from "./sessions.js";
 
 export type { InvocationReader } from "../invocations/index.js";
@@ -62,14 +45,20 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
       };
     }
     const at = this.clock();
-    const request = { endpoint: charge.endpoint, amountUnits: charge.amountUnits, protocol: "mpp", offeredProtocols: ["mpp"] } as const;
     const reader = this.invocations;
     const parent = charge.parentTxHash;
     const options: ReserveOptions = parent === null || reader === undefined ? {} : chargeBudgetCheck(reader, charge, parent);
-    const { decision, reservationId, refusal } = await reserveInTransaction(client, charge.agentId, request, at, options);
-    const refused = { agentId: charge.agentId, amountUnits: charge.amountUnits, endpoint: charge.endpoint, protocol: "mpp", at } as const;
-    if (refusal != null && decision.decision === "allow") {
-      await recordRefusedPayment(client, { ...refused, rejected: asRejection(decision, refusal) });
+    const request = {
+      agentId: charge.agentId,
+      endpoint: charge.endpoint,
+      amountUnits: charge.amountUnits,
+      protocol: "mpp",
+      at,
+      options,
+    } as const;
+    const authorization = await authorizeWithinPolicy(client, request);
+    if (authorization.outcome === "budget_exceeded") {
+      const { refusal } = authorization;
       return {
         admitted: false,
         reasonCode: refusal.reasonCode,
@@ -78,12 +67,11 @@ export class SpendPolicyChargeGate implements SessionChargePolicy {
         failure: "budget_exceeded",
       };
     }
-    if (decision.decision === "reject") {
-      await recordRefusedPayment(client, { ...refused, rejected: decision });
+    if (authorization.outcome === "policy_violation") {
+      const { decision } = authorization;
       return { admitted: false, reasonCode: decision.reasonCode, reason: decision.reason, errorClass: decision.errorClass };
     }
-    await emitPaymentEvents(client, { agentId: charge.agentId, decision, at });
-    return { admitted: true, reservationId };
+    return { admitted: true, reservationId: authorization.reservationId };
   }
 
   async link(client: pg.PoolClient, reservationId: string, chargeId: string, parentTxHash: string | null): Promise<void> {

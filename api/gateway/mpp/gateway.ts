@@ -11,7 +11,7 @@
  */
 import type pg from "pg";
 import type { CardProcessor } from "../card/processor.js";
-import type { AgentDirectory, Settler } from "../x402/settler.js";
+import type { AgentDirectory, Settler } from "../settlement/settler.js";
 import { type InvocationReader, SpendPolicyChargeGate } from "./charge-policy.js";
 import { MppService, type SessionChargePolicy } from "./service.js";
 

@@ -8,7 +8,7 @@
  * outcome is pending.
  */
 import type pg from "pg";
-import { landLinkedReservation, mppPaymentRef, releaseLinkedReservation } from "../../shared/policy/store.js";
+import { landLinkedReservation, mppPaymentRef, releaseLinkedReservation } from "../reservations/store.js";
 import { MppPaymentError, type MppPaymentFailure } from "./errors.js";
 import type { MppPaymentRequest } from "./request.js";
 import type { MppConfirmation, MppService, ResumedSubmission } from "./service.js";

@@ -13,7 +13,7 @@
 import type pg from "pg";
 import { type AuthorizeRequest, CardDeclinedError, type CardProcessor } from "../card/processor.js";
 import { cardSettlementReference } from "../card/reference.js";
-import { pendingSettlementSignature, type SettleRequest, type SettleResult, type Settler } from "../x402/settler.js";
+import { pendingSettlementSignature, type SettleRequest, type SettleResult, type Settler } from "../settlement/settler.js";
 import { MppPaymentError } from "./errors.js";
 import type { MppRail } from "./rails.js";
 import { markPaymentAuthorized, markPaymentFailed, markPaymentSettled, notePaymentFailure, recordPaymentSent } from "./store.js";
@@ -21,7 +21,7 @@ import { markPaymentAuthorized, markPaymentFailed, markPaymentSettled, notePayme
 /** A claimed `mpp_payments` row, about to be settled. */
 export interface PaymentClaim {
   readonly id: string;
-  /** Names the signed payment on its settlement (api/shared/policy/store.ts payment links). */
+  /** Names the signed payment on its settlement (api/gateway/reservations/store.ts payment links). */
   readonly paymentRef: string;
   readonly agentId: string;
   readonly rail: MppRail;

@@ -3,7 +3,7 @@
  * the five fields, `protocol` = `mpp/1.0`, an exact decimal amount in USDC, 1 to 16 method
  * identifiers, an absolute http(s) payment endpoint) into a typed value.
  */
-import { exactKeys, type Fail, object, url } from "../x402/strict-json.js";
+import { exactKeys, type Fail, object, url } from "../wire/strict-json.js";
 import { formatUsdcShort } from "../../shared/money.js";
 import { MPP_CURRENCY, parseCurrency, parseDecimalUnits } from "./amount.js";
 import { MppFormatError } from "./errors.js";

@@ -20,9 +20,9 @@
 import type pg from "pg";
 import type { CardProcessor } from "../card/processor.js";
 import { invocationOf } from "../invocations/address.js";
-import { claimLinkedReservation, linkedReservation, mppPaymentRef } from "../../shared/policy/store.js";
-import type { AgentDirectory, SettleResult, Settler } from "../x402/settler.js";
-import { verifySignature } from "../x402/signer.js";
+import { claimLinkedReservation, linkedReservation, mppPaymentRef } from "../reservations/store.js";
+import type { AgentDirectory, SettleResult, Settler } from "../settlement/settler.js";
+import { verifySignature } from "../chain/signer.js";
 import { MppPaymentError } from "./errors.js";
 import { RailSettlement } from "./rail-settlement.js";
 import { type MppRail, railOf } from "./rails.js";
@@ -38,7 +38,7 @@ import {
 import { claimSubmission, submissionByNonce } from "./store.js";
 import { canonicalSubmissionBytes, type MppSubmission } from "./submission.js";
 
-// The service's public API, from the files it was split into, so callers keep one import.
+// The service's public API, re-exported so that callers need one import.
 export {
   type ChargeAdmission,
   DEFAULT_REFRESH_BEFORE_SECONDS,
@@ -136,7 +136,7 @@ export class MppService {
     });
     if (id === null) throw new MppPaymentError("nonce_reused", `nonce ${a.nonce} of ${a.payer} was already used`);
     // Take the reservation before money moves: a released one revokes the submission, and once
-    // taken the agent can no longer release it while the money may land (api/shared/policy/store.ts).
+    // taken the agent can no longer release it while the money may land (api/gateway/reservations/store.ts).
     const taken = await claimLinkedReservation(this.options.pool, paymentRef, this.clock());
     if (taken.outcome === "revoked") {
       const revoked = new MppPaymentError(

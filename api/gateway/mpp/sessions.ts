@@ -1,36 +1,21 @@
 /**
  * MPP sessions on the service side, per agent per service (spec 4.4 step 5, docs/protocols.md):
- * issuing them, redeeming `X-MPP-Session` tokens, charging on them and refreshing them.
+ * issued on every confirmed submission (its payment is the one prepaid call; `reusable` only when
+ * the request said `sessionSupported`), redeemed with `X-MPP-Session` tokens, charged at the
+ * session's per-call price on its rail, refreshed near expiry (one successor token; the old one
+ * stays valid until its own expiry, so requests in flight never break). An expired or unknown
+ * token is an `MppSessionError` and the client negotiates anew.
  *
- * - Issued on every confirmed submission, with the submission's payment as its one prepaid call;
- *   `reusable` only when the service's request said `sessionSupported`.
- * - Redeeming a token first consumes a prepaid call; afterwards each use charges the session's
- *   per-call price (at most the price agreed at establishment) on its rail, with no negotiation.
- * - Refresh: a use within `refreshBeforeSeconds` of expiry issues one successor token (fresh
- *   `sessionTtlSeconds`, same terms); the old token stays valid until its own expiry, so requests
- *   in flight never break. An expired or unknown token is an `MppSessionError`; the service then
- *   answers 402 and the client negotiates a new session.
- *
- * Session charges and the spend policy: a charge made on a session carries no fresh signature of
- * the agent, so the gateway's `SessionChargePolicy` (api/gateway/mpp/charge-policy.ts) admits each one: in
- * the one Postgres transaction that claims the charge row it reserves the amount within the
- * agent's policy and links the reservation to the row, or records the refusal (then no row is
- * claimed and no money moves). After the charge the reservation is settled with its transaction,
- * released on a definite failure, and left open while the outcome is pending.
- *
- * A token is bound to its service: its origin and its payee. Redeeming it for another origin or
- * another receiving wallet finds no session (`session_unknown`).
- *
- * Sub-agents: a session keeps the parent its establishing submission settled under
- * (`mpp_sessions.parent_tx_hash`, inherited by refreshed successors): every charge on it settles
- * under the same invocation and passes the invocation budget in the charge policy. A session is
- * therefore only ever charged under the invocation it was established under.
+ * A charge carries no fresh signature of the agent, so `SessionChargePolicy` (charge-policy.ts)
+ * admits each one in the transaction that claims its row. A token is bound to its service's
+ * origin and payee, and a session to the invocation it was established under: every charge
+ * settles under that parent and passes its budget.
  */
 import type pg from "pg";
 import { withTransaction } from "../../../indexer/db/database.js";
 import { invocationOf } from "../invocations/address.js";
-import { mppChargeRef } from "../../shared/policy/store.js";
-import type { SettleResult } from "../x402/settler.js";
+import { mppChargeRef } from "../reservations/store.js";
+import type { SettleResult } from "../settlement/settler.js";
 import { MppPaymentError, MppPolicyError, type MppPolicyFailure, MppSessionError } from "./errors.js";
 import type { RailSettlement } from "./rail-settlement.js";
 import type { MppRail } from "./rails.js";

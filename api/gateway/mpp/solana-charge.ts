@@ -14,7 +14,7 @@
  * Imported by the MPP solana routes.
  */
 import type { CosignedSettle, CosignedTransfers } from "../cosigned/cosigned.js";
-import { standardNetworks } from "../networks.js";
+import { standardNetworks } from "../chain/networks.js";
 
 /** What a resource server puts in its challenge's `request` for the gateway to settle it. */
 export interface SolanaChargeTerms {

@@ -1,25 +1,17 @@
 /**
- * The MPP store: tables `mpp_payments` and `mpp_sessions` (migrations/007_protocols.sql, 013).
- * The SQL on them lives here; the MPP service (service.ts), its rail settlement
- * (rail-settlement.ts), its sessions (sessions.ts) and the sweeper (api/gateway/settlement) call it.
- * The sweeper's scans, which join these rows with settlements, are in
- * api/gateway/settlement/sweeper-store.ts.
+ * The MPP store: tables `mpp_payments` and `mpp_sessions` (migrations/007_protocols.sql, 013); the
+ * SQL on them lives here (the sweeper's scans, which join them with settlements, are in
+ * api/gateway/loops/sweeper-store.ts).
  *
  * Authority: `mpp_payments` is the truth for which signed submission (payer, nonce) was claimed (a
- * claim is never released, so a nonce never pays twice) and for what the gateway learned of each
- * payment's settlement; the chain stays the truth for whether a transaction landed. `mpp_sessions`
- * is the truth for which session tokens (by their sha256) are valid, and for how many prepaid calls
- * a session has left.
+ * claim is never released, so a nonce never pays twice) and for what the gateway learned of its
+ * settlement; the chain for whether a transaction landed. `mpp_sessions` is the truth for which
+ * session tokens (by sha256) are valid and how many prepaid calls a session has left.
  *
- * Who writes what:
- * - the service claims submissions (`claimSubmission`); the sessions claim session charges
- *   (`claimSessionCharge`, inside the charge policy's transaction);
- * - the rail settlement moves a claimed row on: `authorized` (card), `settled` or `failed`, or
- *   keeps it open with its transaction when the outcome is unknown;
- * - the sweeper finishes rows a crash left open, only ever from `claimed`/`authorized`
- *   (`sweep*` writes are conditional on the state the scan read);
- * - the sessions issue, redeem, refresh and revoke `mpp_sessions` rows. A session's prepaid calls
- *   only go down, and a session is refreshed at most once (`refreshed_at` is set once).
+ * Writers: the service claims submissions, the sessions claim charges (in the charge policy's
+ * transaction) and issue, redeem, refresh (at most once) and revoke sessions; the rail settlement
+ * moves a claim to `authorized` (card), `settled` or `failed`; the sweeper finishes what a crash
+ * left open, only from `claimed`/`authorized`, with writes conditional on the state it read.
  */
 import type pg from "pg";
 import type { Db } from "../../../indexer/db/database.js";

@@ -16,11 +16,9 @@
  * Signing base units rather than the decimal text makes "0.05" and "0.050" the same consent.
  */
 import bs58 from "bs58";
-import { lengthPrefixed, NONCE_PATTERN, parseNonce, parseSeconds, parseSignature } from "../x402/payload.js";
-import { address } from "../x402/requirement.js";
-import { newNonce } from "../x402/sign.js";
-import type { AgentSigner } from "../x402/signer.js";
-import { exactKeys, type Fail, object, url } from "../x402/strict-json.js";
+import { address, lengthPrefixed, NONCE_PATTERN, newNonce, parseNonce, parseSeconds, parseSignature } from "../wire/consent.js";
+import type { AgentSigner } from "../chain/signer.js";
+import { exactKeys, type Fail, object, url } from "../wire/strict-json.js";
 import type { MPP_CURRENCY } from "./amount.js";
 import { MppFormatError } from "./errors.js";
 import { MPP_PROTOCOL, type MoneyBody, moneyBody, type MppPaymentRequest, parseMethod, parseMoney } from "./request.js";

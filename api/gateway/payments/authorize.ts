@@ -1,449 +1,80 @@
 /**
- * Authorizing a payment for an agent (spec 4.7 `pay` steps 2–5, done by the gateway for the
- * client; `POST /v1/agents/{agentId}/payments/authorize` parses the request and renders the answer).
+ * The authorization every protocol shares, inside the caller's READ COMMITTED transaction: the
+ * spend policy decides and the amount is reserved (api/gateway/reservations/store.ts) with its
+ * `budget.warning` and alerts; or the refusal, the policy's or the caller's `check` (a sub-agent's
+ * invocation budget), is recorded as a rejected payment with its `policy.violation` event and
+ * returned, not thrown, so that it commits with the caller's transaction (spec 3). Each caller
+ * checks the agent's archive first and answers in its own protocol's terms.
  *
- * The gateway picks the protocol (x402 by default, spec 1 routing rules; the request's or the
- * policy's `protocolPreference`), checks the spend policy and reserves the amount, then signs with
- * the agent's wallet key: an x402 PaymentPayload, or an MPP submission for `paymentEndpoint`. A
- * policy rejection is recorded (status `rejected`, `policy.violation`) and returned as a refusal,
- * not thrown, so that it commits. The reservation is linked to the signed payment
- * (`x402:<payer>:<nonce>` / `mpp:<payer>:<nonce>`, with its `validUntil`) in the same transaction,
- * so the facilitator that settles it closes the reservation by itself and the sweeper releases it
- * once the payment expired unused.
- *
- * Sub-agents (`agents.invoke`, spec 2.6, 4.7, 7 `BudgetExceededError`): `parentTxHash` makes the
- * payment one of a sub-agent under the invocation its invoker opened with that transaction. The
- * invocation's remaining budget is checked under the agent's reservation lock
- * (api/gateway/invocations/budget.ts), so concurrent authorizations cannot together exceed it; a
- * breach is recorded like a policy rejection and returned as `budget_exceeded`. The program
- * enforces the same cap when the payment settles. `invocationBudgetUnits` (x402) makes the payment
- * invoke its payee, an agent of this gateway, as a sub-agent with that budget: the facilitator
- * opens the invocation once the payment settled.
- *
- * Real x402 and MPP payees (issue 12, api/gateway/transfers): the offer may also hold x402 v2 / v1
- * `exact` requirements and MPP `solana` `charge` challenges. The protocol is chosen exactly as for
- * the spec's formats (within a protocol, the spec's own format first); the policy decides on the
- * amount and the endpoint's domain before anything is signed, and the reservation is made as
- * always. Then the agent signs the transfer transaction the payee's side co-signs and broadcasts,
- * recorded in `signed_transfers` and linked to the reservation (`transfer:<agent signature>`)
- * as already claimed: once the bytes are out they may land until their blockhash expires, so
- * `release` is refused and the reservation closes only with the transfer's outcome
- * (api/gateway/transfers/landing.ts).
- *
- * Approvals (docs/policy.md "Approvals"): a payment the policy holds for a person is reserved
- * `pending_approval` and recorded as an approval (api/gateway/approvals), nothing signed
- * (`held`). The same request repeated with the same Idempotency-Key resumes it: still held, the
- * typed refusal once denied or expired (`closed`), or, once approved and allowed by the re-check,
- * signed on the held reservation as any authorization.
- *
- * Two steps, because the REST layer runs the second inside the Idempotency-Key's transaction:
- * `prepareAuthorization` (reads that need no transaction: the payee agent, the invocation, the
- * wallet key; refusing here reserves nothing) and `authorizeInTransaction`. Refusals the request
- * itself causes are thrown as ServiceError with their REST code (and roll the transaction back).
+ * A caller that can wait for a person (the pay path's authorize) asks for `hold`: a payment the
+ * policy's `approval` holds is then reserved `pending_approval` and answered `held` (nothing else
+ * happens here; ./approvals records it). Any other caller gets such a payment refused by the
+ * reservation (`approval_required`), so no path pays above the threshold without a person.
  */
 import type pg from "pg";
-import type { Approval } from "../../shared/approvals/approval.js";
-import { findApprovalByIdempotencyKey } from "../../shared/approvals/store.js";
-import { badRequest, httpError, type ServiceError } from "../../shared/errors.js";
-import { refuseArchived } from "../../shared/http/input.js";
-import { type BudgetState, chooseProtocol, type PolicyRejected } from "../../shared/policy/engine.js";
-import { EMPTY_POLICY, type Protocol, type ProtocolPreference } from "../../shared/policy/policy.js";
-import {
-  getPolicy,
-  linkReservation,
-  mppPaymentRef,
-  type ReservationRefusal,
-  type ReserveOptions,
-  reserveOrHoldInTransaction,
-  x402PaymentRef,
-} from "../../shared/policy/store.js";
-import type { AgentRow } from "../../shared/rows.js";
-import { lockAgentArchivedAt } from "../agent-archive.js";
-import { type ApprovalLinks, holdPayment, resumeApproval } from "../approvals/index.js";
+import type { PolicyAllowed, PolicyNeedsApproval, PolicyRejected, ReasonCode } from "../../shared/policy/engine.js";
+import type { Protocol } from "../../shared/policy/policy.js";
 import { emitPaymentEvents } from "../events/gateway.js";
-import {
-  asRejection,
-  invocationBudgetCheck,
-  type Invocations,
-  requireInvocations,
-  requireSubAgentInvocation,
-} from "../invocations/index.js";
-import { chooseMethod } from "../mpp/rails.js";
-import type { MppPaymentRequest } from "../mpp/request.js";
-import { type MppSubmission, signMppSubmission } from "../mpp/submission.js";
-import { recordRefusedPayment } from "../rejections.js";
-import { checkPayee } from "../settlement/payee.js";
-import {
-  insertTransfer,
-  paymentHeaders,
-  type SignedTransfers,
-  type TransferChainState,
-  type TransferFormat,
-  type TransferOffer,
-  transferPaymentRef,
-} from "../transfers/index.js";
-import type { AgentWallets } from "../wallets/index.js";
-import type { PaymentPayload } from "../x402/payload.js";
-import type { PaymentRequirement } from "../x402/requirement.js";
-import { signPaymentPayload } from "../x402/sign.js";
-import { type AgentSigner, keypairSigner } from "../x402/signer.js";
+import { type ReservationRefusal, type ReserveOptions, reserveInTransaction, reserveOrHoldInTransaction } from "../reservations/store.js";
+import { recordRefusedPayment } from "./rejections.js";
 
-/**
- * The target's 402 offer: its x402 requirement (spec 2.7), its MPP request (spec 2.9), and the
- * real-protocol offers payable with a signed transfer (x402 v2/v1 `exact`, MPP `solana` charge,
- * in the payee's order); any of them may be absent.
- */
-export interface Offer {
-  readonly x402: PaymentRequirement | null;
-  readonly mpp: MppPaymentRequest | null;
-  readonly transfers?: readonly TransferOffer[];
-}
-
-export interface AuthorizeRequest {
-  /** The caller's agent, found active. */
-  readonly agent: AgentRow;
-  /** The endpoint the agent called (an http(s) URL). */
+export interface AuthorizationRequest {
+  readonly agentId: string;
+  /** The endpoint paid for (for a channel, the service's origin). */
   readonly endpoint: string;
-  readonly offer: Offer;
-  /** The request's preference; the policy's when absent. */
-  readonly preference: ProtocolPreference | undefined;
-  /** The invoking transaction when the agent pays as a sub-agent, else null. */
-  readonly parentTxHash: string | null;
-  /** The budget of the invocation this payment starts (x402 only), else null. */
-  readonly invocationBudgetUnits: bigint | null;
-  /** The request's Idempotency-Key: a held payment is tied to it, and a repeat resumes it. */
-  readonly idempotencyKey?: string | null;
-}
-
-export interface AuthorizeDeps {
-  /** Custodial wallets (the agent's key, the payee's agent); 503 without them. */
-  readonly wallets: AgentWallets | undefined;
-  /** Invocation accounts, read for sub-agent payments; 503 without them when one is named. */
-  readonly invocations: Invocations | undefined;
-  /** Real-protocol payments (signed transfers); 503 without them when the offer holds only such offers. */
-  readonly transfers?: SignedTransfers | undefined;
-  /** Signs the one-time links of held payments; a policy that holds one answers 503 without it. */
-  readonly approvals?: ApprovalLinks | undefined;
-}
-
-/** A request checked against the wallets and the chain, with the agent's signer: ready to reserve. */
-export interface PreparedAuthorization {
-  readonly request: AuthorizeRequest;
-  readonly deps: AuthorizeDeps;
-  readonly signer: AgentSigner;
-  /** The invocation a sub-agent pays under (found on the chain), else null. */
-  readonly invocation: string | null;
-  /** The chain state a signed transfer needs, read when the offer holds transfer offers. */
-  readonly transferChain: TransferChainState | null;
-}
-
-/** The signed payment an authorization answers with. */
-export type SignedPayment =
-  | { readonly protocol: "x402"; readonly payload: PaymentPayload }
-  | {
-      readonly protocol: "mpp";
-      readonly method: string;
-      readonly paymentEndpoint: string;
-      readonly submission: MppSubmission;
-    }
-  | {
-      /** A signed transfer for a real x402 / MPP payee, and the headers that carry it. */
-      readonly protocol: "transfer";
-      readonly paymentProtocol: Protocol;
-      readonly format: TransferFormat;
-      readonly headers: Record<string, string>;
-      readonly payTo: string;
-      readonly feePayer: string;
-      readonly lastValidBlockHeight: number;
-    };
-
-export interface Authorized {
-  readonly outcome: "authorized";
-  readonly reservationId: string;
-  readonly protocol: Protocol;
   readonly amountUnits: bigint;
-  readonly budgetState: BudgetState;
-  readonly parentTxHash: string | null;
-  readonly invocation: string | null;
-  readonly invocationBudgetUnits: bigint | null;
-  readonly signed: SignedPayment;
+  readonly protocol: Protocol;
+  readonly at: Date;
+  readonly options?: ReserveOptions;
+  /** The caller can hold a payment for approval; `parentTxHash`: a sub-agent's invoking transaction, or null. */
+  readonly hold?: { readonly parentTxHash: string | null };
 }
 
-/** A refusal recorded as a rejected payment (`rejectionId`); committed with the request. */
-export type AuthorizeRefusal =
-  | {
-      readonly outcome: "budget_exceeded";
-      readonly refusal: ReservationRefusal;
-      readonly parentTxHash: string | null;
-      readonly invocation: string | null;
-      readonly rejectionId: string;
-    }
-  | { readonly outcome: "policy_violation"; readonly decision: PolicyRejected; readonly rejectionId: string };
+export type Authorization =
+  | { readonly outcome: "reserved"; readonly reservationId: string; readonly decision: PolicyAllowed }
+  | { readonly outcome: "budget_exceeded"; readonly refusal: ReservationRefusal; readonly rejectionId: string }
+  | { readonly outcome: "policy_violation"; readonly decision: PolicyRejected; readonly rejectionId: string }
+  /** Held for a person (only with `hold`): reserved `pending_approval`, nothing signed. */
+  | { readonly outcome: "held"; readonly reservationId: string; readonly decision: PolicyNeedsApproval };
 
-/** A payment held for a person (nothing signed), or one a person or the clock decided against. */
-export type AuthorizeHeld =
-  | { readonly outcome: "held"; readonly approval: Approval }
-  | { readonly outcome: "closed"; readonly error: ServiceError };
-
-export type AuthorizeResult = Authorized | AuthorizeRefusal | AuthorizeHeld;
-
-/** What the payment will be made with. */
-type Choice = { readonly kind: "x402" } | { readonly kind: "mpp" } | { readonly kind: "transfer"; readonly offer: TransferOffer };
-
-/**
- * Spec 1 (x402 when both protocols are offered, unless the preference says mpp), applied first to
- * the offers in the spec's formats and, only when there are none, to the real-protocol offers
- * (the payee's first payable one of the chosen protocol).
- */
-function choosePayment(offer: Offer, preference: ProtocolPreference): Choice {
-  // The spec's own formats come first: the gateway settles and records them atomically, and a
-  // payee that serves them (our middlewares, which also advertise the real protocols' headers)
-  // is paid as it always was. Real-protocol offers are paid only when no spec format is offered.
-  const spec: Protocol[] = [];
-  if (offer.x402 !== null) spec.push("x402");
-  if (offer.mpp !== null) spec.push("mpp");
-  if (spec.length > 0) {
-    const protocol = chooseProtocol(preference, spec);
-    if (protocol !== null) return { kind: protocol };
-  }
-  const transfers = offer.transfers ?? [];
-  const offered = [...new Set(transfers.map((t) => t.protocol))];
-  // The policy engine's rule (spec 1); the route has refused a body that offers nothing.
-  const protocol = chooseProtocol(preference, offered);
-  if (protocol === null) throw new Error("authorize: no protocol offered, which the route refuses earlier");
-  return { kind: "transfer", offer: transfers.find((t) => t.protocol === protocol)! };
-}
-
-/**
- * The checks that need no transaction: the invoked payee is another agent of this gateway, the
- * invocation a sub-agent pays under exists (404 fast; checked again under the lock), and the
- * agent's key. Nothing is written.
- */
-export async function prepareAuthorization(deps: AuthorizeDeps, request: AuthorizeRequest): Promise<PreparedAuthorization> {
-  const { agent, offer, parentTxHash, invocationBudgetUnits } = request;
-  const wallets = deps.wallets;
-  if (wallets === undefined) throw httpError("SERVICE_UNAVAILABLE", "wallets are not configured on this server");
-  if (invocationBudgetUnits !== null) {
-    const subAgentId = await wallets.agentIdForAddress(offer.x402!.payTo);
-    if (subAgentId === null)
-      throw badRequest("invocationBudget", `payTo ${offer.x402!.payTo} is not the wallet of an agent of this gateway`);
-    if (subAgentId === agent.agent_id) throw badRequest("invocationBudget", "an agent cannot invoke itself");
-  }
-  const invocation =
-    parentTxHash === null
-      ? null
-      : (await requireSubAgentInvocation(requireInvocations(deps.invocations), parentTxHash, agent.wallet_address)).invocation;
-  const keypair = await wallets.keypair(agent.agent_id);
-  let transferChain: TransferChainState | null = null;
-  if ((offer.transfers ?? []).length > 0) {
-    if (deps.transfers === undefined)
-      throw httpError("SERVICE_UNAVAILABLE", "payments to x402 / MPP servers are not configured on this server");
-    transferChain = await deps.transfers.chainState(keypair);
-  }
-  return { request, deps, signer: keypairSigner(keypair), invocation, transferChain };
-}
-
-/**
- * Inside the caller's READ COMMITTED transaction: the policy decision and the reservation (or the
- * recorded refusal), the signature, and the reservation's link to the signed payment.
- */
-export async function authorizeInTransaction(client: pg.PoolClient, prepared: PreparedAuthorization, now: Date): Promise<AuthorizeResult> {
-  const { request, invocation } = prepared;
-  const { agent, endpoint, offer, parentTxHash, invocationBudgetUnits } = request;
-  // Again under a share lock: an archive committed since the caller found the agent wins, and one
-  // that starts now waits for this reservation and then sees it (api/gateway/agent-archive.ts).
-  refuseArchived({ public_id: agent.public_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
-  const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
-  const choice = choosePayment(offer, request.preference ?? policy.protocolPreference);
-  const protocol: Protocol = choice.kind === "transfer" ? choice.offer.protocol : choice.kind;
-  if (invocationBudgetUnits !== null && choice.kind !== "x402") {
-    throw badRequest(
-      "invocationBudget",
-      `invoking a sub-agent needs the spec's x402 protocol, but this payment would use ${choice.kind === "transfer" ? choice.offer.format : protocol}`,
-    );
-  }
-  const amountUnits =
-    choice.kind === "transfer" ? choice.offer.amountUnits : protocol === "x402" ? offer.x402!.amountUnits : offer.mpp!.amountUnits;
-  if (choice.kind === "transfer") checkTransferOffer(prepared, choice.offer);
+export async function authorizeWithinPolicy(client: pg.ClientBase, request: AuthorizationRequest): Promise<Authorization> {
+  const { agentId, endpoint, amountUnits, protocol, at } = request;
   const payment = { endpoint, amountUnits, protocol, offeredProtocols: [protocol] } as const;
-  const options: ReserveOptions =
-    parentTxHash === null
-      ? {}
-      : invocationBudgetCheck({
-          agentId: agent.agent_id,
-          parentTxHash,
-          amountUnits,
-          // 404 when the invocation is gone since `prepareAuthorization` found it.
-          readInvocation: async () =>
-            (await requireSubAgentInvocation(requireInvocations(prepared.deps.invocations), parentTxHash, agent.wallet_address)).state,
-        });
-  const common = { protocol, amountUnits, parentTxHash, invocation, invocationBudgetUnits } as const;
-  const idempotencyKey = request.idempotencyKey ?? null;
-  // A held payment's key: this is a resume, never a second payment.
-  const held = idempotencyKey === null ? null : await findApprovalByIdempotencyKey(client, agent.account_id, idempotencyKey);
-  if (held !== null) {
-    const step = await resumeApproval(client, held, { agentKey: agent.agent_id, endpoint, amountUnits }, now);
-    if (step.kind === "held") return { outcome: "held", approval: step.approval };
-    if (step.kind === "closed") return { outcome: "closed", error: step.error };
-    const resumed = { outcome: "authorized", reservationId: step.reservationId, budgetState: step.budgetState, ...common } as const;
-    return signReserved(client, prepared, choice, resumed, now);
-  }
-  const { decision, reservationId, refusal } = await reserveOrHoldInTransaction(client, agent.agent_id, payment, now, {
-    ...options,
-    parentTxHash,
-  });
-  const refused = { agentId: agent.agent_id, amountUnits, endpoint, protocol, at: now } as const;
+  const options = request.options ?? {};
+  const { decision, reservationId, refusal } =
+    request.hold === undefined
+      ? await reserveInTransaction(client, agentId, payment, at, options)
+      : await reserveOrHoldInTransaction(client, agentId, payment, at, { ...options, parentTxHash: request.hold.parentTxHash });
+  const refused = { agentId, amountUnits, endpoint, protocol, at } as const;
   if (refusal != null && decision.decision !== "reject") {
     const allowed = { ...decision, decision: "allow", reasonCode: null, reason: null, errorClass: null } as const;
     const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: asRejection(allowed, refusal) });
-    return { outcome: "budget_exceeded", refusal, parentTxHash, invocation, rejectionId };
+    return { outcome: "budget_exceeded", refusal, rejectionId };
   }
   if (decision.decision === "reject") {
     const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: decision });
     return { outcome: "policy_violation", decision, rejectionId };
   }
-  if (decision.decision === "needs_approval") {
-    const approval = await holdPayment(client, prepared.deps.approvals ?? { box: undefined }, {
-      accountId: agent.account_id,
-      agentKey: agent.agent_id,
-      reservationId: reservationId!,
-      idempotencyKey,
-      amountUnits,
-      endpoint,
-      decision,
-      now,
-    });
-    return { outcome: "held", approval };
-  }
-  await emitPaymentEvents(client, { agentId: agent.agent_id, decision, at: now });
-  const authorized = { outcome: "authorized", reservationId: reservationId!, budgetState: decision.budget.state, ...common } as const;
-  return signReserved(client, prepared, choice, authorized, now);
-}
-
-/** The agent signs the payment of an open reservation and the reservation is linked to it. */
-async function signReserved(
-  client: pg.PoolClient,
-  prepared: PreparedAuthorization,
-  choice: Choice,
-  authorized: Omit<Authorized, "signed">,
-  now: Date,
-): Promise<Authorized> {
-  const { signer } = prepared;
-  const { endpoint, offer } = prepared.request;
-  const { reservationId, protocol, parentTxHash, invocationBudgetUnits } = authorized;
-  const link = { parentTxHash, invocationBudgetUnits };
-  if (choice.kind === "transfer") {
-    return { ...authorized, signed: await signOfferedTransfer(client, prepared, choice.offer, authorized, now) };
-  }
-  if (protocol === "x402") {
-    const payload = await signPaymentPayload(signer, offer.x402!, { now });
-    const p = payload.payload;
-    await linkReservation(client, reservationId!, {
-      paymentRef: x402PaymentRef(p.from, p.nonce),
-      expiresAt: new Date(p.validUntilSeconds * 1000),
-      ...link,
-    });
-    return { ...authorized, signed: { protocol: "x402", payload } };
-  }
-  const mpp = offer.mpp!;
-  let method: string;
-  try {
-    method = chooseMethod(mpp.paymentMethods);
-  } catch (error) {
-    throw httpError("BAD_USER_INPUT", (error as Error).message, {
-      field: "mpp.paymentMethods",
-      errorClass: "PaymentProtocolError",
-      endpoint,
-    });
-  }
-  const submission = await signMppSubmission(signer, mpp, { method, resource: endpoint, now });
-  const a = submission.authorization;
-  await linkReservation(client, reservationId!, {
-    paymentRef: mppPaymentRef(a.payer, a.nonce),
-    expiresAt: new Date(a.validUntilSeconds * 1000),
-    ...link,
-  });
-  return { ...authorized, signed: { protocol: "mpp", method, paymentEndpoint: mpp.paymentEndpoint, submission } };
+  if (decision.decision === "needs_approval") return { outcome: "held", reservationId: reservationId!, decision };
+  await emitPaymentEvents(client, { agentId, decision, at });
+  return { outcome: "reserved", reservationId: reservationId!, decision };
 }
 
 /**
- * Before the reservation: the payee is one the ledger can credit, the offer's resource is on the
- * endpoint's host, and the agent holds the amount (a transfer signed without it would only fail
- * at the payee's simulation, after its reservation had been locked until the blockhash expired).
+ * A refusal beyond the policy engine (the policy allowed the payment) as a rejection, so it is
+ * recorded like one (spec 3): status rejected, `policy.violation`, alerts.
  */
-function checkTransferOffer(prepared: PreparedAuthorization, offer: TransferOffer): void {
-  const { endpoint } = prepared.request;
-  checkPayee(offer.payTo, [offer.mint], `${offer.format}.payTo`);
-  if (offer.resourceUrl !== null) {
-    let host: string;
-    try {
-      host = new URL(offer.resourceUrl).hostname;
-    } catch {
-      throw badRequest(`${offer.format}.resource`, "must be an http(s) URL");
-    }
-    if (host !== new URL(endpoint).hostname)
-      throw badRequest(`${offer.format}.resource`, `pays for ${offer.resourceUrl}, not for ${endpoint}`);
-  }
-  const balance = prepared.transferChain!.balanceUnits;
-  if (balance < offer.amountUnits) {
-    throw httpError("INSUFFICIENT_FUNDS", `the agent's wallet holds ${balance} base units, the payment needs ${offer.amountUnits}`, {
-      errorClass: "InsufficientFundsError",
-      requiredUnits: offer.amountUnits.toString(),
-      balanceUnits: balance.toString(),
-    });
-  }
-}
-
-/**
- * The agent signs the transfer (after the policy allowed it), and its row and the reservation's
- * link commit with the reservation. The link is claimed from the start: the signed bytes may land
- * until their blockhash expires, whatever the caller does next.
- */
-async function signOfferedTransfer(
-  client: pg.PoolClient,
-  prepared: PreparedAuthorization,
-  offer: TransferOffer,
-  authorized: { readonly reservationId: string; readonly parentTxHash: string | null; readonly invocation: string | null },
-  now: Date,
-): Promise<SignedPayment> {
-  const transfers = prepared.deps.transfers!;
-  const { blockhash } = prepared.transferChain!;
-  const { agent, endpoint } = prepared.request;
-  const payer = await prepared.deps.wallets!.keypair(agent.agent_id);
-  const signed = transfers.sign(offer, payer, blockhash.blockhash);
-  const paymentRef = transferPaymentRef(signed.payerSignature);
-  await insertTransfer(client, {
-    paymentRef,
-    reservationId: authorized.reservationId,
-    agentId: agent.agent_id,
-    protocol: offer.protocol,
-    format: offer.format,
-    payer: payer.publicKey.toBase58(),
-    payee: offer.payTo,
-    mint: offer.mint,
-    amountUnits: offer.amountUnits,
-    endpoint,
-    parentTxHash: authorized.parentTxHash,
-    invocation: authorized.invocation,
-    payerSignature: signed.payerSignature,
-    feePayer: signed.feePayer,
-    expectedTx: signed.expectedTx,
-    lastValidBlockHeight: blockhash.lastValidBlockHeight,
-  });
-  await linkReservation(client, authorized.reservationId, {
-    paymentRef,
-    // No wall-clock expiry: the ledger's block height decides when it can no longer land.
-    expiresAt: null,
-    parentTxHash: authorized.parentTxHash,
-    claimedAt: now,
-  });
+export function asRejection(decision: PolicyAllowed, refusal: ReservationRefusal): PolicyRejected {
   return {
-    protocol: "transfer",
-    paymentProtocol: offer.protocol,
-    format: offer.format,
-    headers: paymentHeaders(offer.wire, signed.wire),
-    payTo: offer.payTo,
-    feePayer: signed.feePayer,
-    lastValidBlockHeight: blockhash.lastValidBlockHeight,
+    ...decision,
+    decision: "reject",
+    // Beyond the policy engine's own codes; the events and the listing take any code.
+    reasonCode: refusal.reasonCode as ReasonCode,
+    reason: refusal.reason,
+    errorClass: "PolicyViolationError",
+    requested: refusal.requested,
+    limit: refusal.limit,
+    unit: refusal.unit,
+    warnings: [],
   };
 }

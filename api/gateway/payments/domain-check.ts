@@ -17,8 +17,8 @@ import { evaluateDomainOnly, type PolicyRejected } from "../../shared/policy/eng
 import { EMPTY_POLICY } from "../../shared/policy/policy.js";
 import { getPolicy, readUsage } from "../../shared/policy/store.js";
 import type { AgentRow } from "../../shared/rows.js";
-import { lockAgentArchivedAt } from "../agent-archive.js";
-import { recordRefusedPayment } from "../rejections.js";
+import { lockAgentArchivedAt } from "./agent-archive.js";
+import { recordRefusedPayment } from "./rejections.js";
 
 export type DomainCheckResult =
   | { readonly outcome: "allowed" }

@@ -6,11 +6,11 @@
  * released, no settler of this gateway moves its money (`payment_revoked`). A payment a settler
  * already took can be neither completed by the caller nor released (CONFLICT: its money may land;
  * it keeps counting until the outcome is known), so landed money always counts against the budget
- * and the rate limit. The reservation rows are the policy store's (api/shared/policy/store.ts).
+ * and the rate limit. The reservation rows are the reservation ledger's (api/gateway/reservations/store.ts).
  */
 import type { Db } from "../../../indexer/db/database.js";
 import { httpError } from "../../shared/errors.js";
-import { releaseReservation, reservationState, settleReservation } from "../../shared/policy/store.js";
+import { releaseReservation, reservationState, settleReservation } from "../reservations/store.js";
 import type { AgentRow } from "../../shared/rows.js";
 
 /** The agent's reservation `id` (a decimal id); NOT_FOUND when the agent has none by that id. */

@@ -1,5 +1,4 @@
-/** Settlement on payment_ledger: record_payment with the atomic transfer, invocations, reconciliation. */
-export * from "./ledger-errors.js";
+/** Settlement: the one call that puts a payment on the ledger, its rows, and a new agent's token account. */
 export * from "./payee-account.js";
-export * from "./reconciler.js";
 export * from "./settlement.js";
+export * from "./settler.js";

@@ -15,8 +15,8 @@ import { PublicKey, Transaction } from "@solana/web3.js";
 import type pg from "pg";
 import type { Logger } from "pino";
 import { withTransaction } from "../../../indexer/db/database.js";
-import { recentBlockhash, type SettlementLedger, signTransaction, submit } from "../wallets/ledger.js";
-import { DEFAULT_PAYEE_ACCOUNT_QUOTA } from "./payee.js";
+import { recentBlockhash, type SettlementLedger, signTransaction, submit } from "../chain/ledger.js";
+import { DEFAULT_PAYEE_ACCOUNT_QUOTA } from "../chain/payee.js";
 import { lockPayeeAccountQuota, payeeAccountsCreatedToday } from "./store.js";
 
 export interface AgentTokenAccountsDeps {

@@ -10,9 +10,9 @@
  */
 import { Transaction } from "@solana/web3.js";
 import type pg from "pg";
-import { lookUpOutcomes, type SettlementLedger } from "../wallets/ledger.js";
-import { ledgerRefusal } from "./ledger-errors.js";
-import { landLinkedReservation } from "../../shared/policy/store.js";
+import { lookUpOutcomes, type SettlementLedger } from "../chain/ledger.js";
+import { ledgerRefusal } from "../chain/ledger-errors.js";
+import { landLinkedReservation } from "../reservations/store.js";
 import {
   endSettlementWatch,
   markSettlement,

@@ -7,12 +7,11 @@ import type { PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { endpointHash, endpointText, PROTOCOLS, RAILS, SIGNATURE_BYTES } from "../../../programs/payment_ledger/ts/index.js";
 import { endpointHost } from "../../shared/policy/domains.js";
-import { PaymentError } from "../wallets/errors.js";
-import { parseAddress } from "../wallets/ledger.js";
-import { checkAmountUnits } from "../wallets/wallets.js";
-import type { SettleRequest } from "../x402/settler.js";
+import { PaymentError } from "../chain/errors.js";
+import { checkAmountUnits, parseAddress } from "../chain/ledger.js";
+import type { SettleRequest } from "./settler.js";
 
-/** The protocol layer's settle request (api/gateway/x402/settler.ts), whose reference may also be base58 text. */
+/** The protocol layer's settle request (api/gateway/settlement/settler.ts), whose reference may also be base58 text. */
 export interface SettlePaymentInput extends Omit<SettleRequest, "settlementReference"> {
   /**
    * 64 bytes naming a separate settlement (base58 text or bytes): a third-party x402

@@ -1,40 +1,26 @@
 /**
- * Settlement: the one call every protocol (x402, MPP) and rail uses to put a payment on the
- * ledger. One `record_payment` per payment, co-signed by the service authority; on the
- * stablecoin rail without a settlement reference the program itself moves the tokens in the same
- * instruction (atomic transfer + record); card/other rails and third-party settlements are
- * recorded without a transfer.
+ * Settlement: the one call every protocol and rail uses to put a payment on the ledger, one
+ * `record_payment` co-signed by the service authority (on the stablecoin rail without a settlement
+ * reference the program moves the tokens in the same instruction; other rails are only recorded).
  *
- * Crash safety (a crash at any point loses or duplicates nothing):
- *   1. checks that need the chain (balance, invocation budget; read together with a shared
- *      recent blockhash) — nothing written yet;
- *   2. one Postgres transaction: allocate the agent's next payment id, store the endpoint text by
- *      hash, build and sign the transaction locally (its signature is now known), insert the
- *      `settlements` row as `pending` with signature, signed bytes and last valid block height;
- *   3. send; 4. mark `confirmed` (with slot) or `failed`.
- * A crash before 2 commits leaves nothing; after, a pending row whose signature
- * `reconcilePending` looks up: found → confirmed/failed, absent after its blockhash expired →
- * failed (it can never land, and nothing moved). Ids are never reused, so a retry is a new id:
- * the program's replay window refuses the same id twice, and a pending row is never re-signed.
+ * Crash safety: (1) the chain checks (balance, invocation budget, a shared recent blockhash),
+ * nothing written; (2) one transaction allocates the payment id, signs locally and inserts the
+ * `settlements` row `pending` with the signed bytes; (3) send; (4) mark `confirmed` or `failed`.
+ * A pending row left by a crash is resolved by `reconcilePending` from its signature; ids are
+ * never reused and a pending row is never re-signed, so nothing is lost or paid twice.
  *
- * This file is the settle path; it runs no SQL itself. Its neighbours: `settle-input.ts` (the
- * request checked before anything is read), `store.ts` (the `settlements` rows and the payment id
- * allocation), `reconciliation.ts` (resolving pending rows), `payee.ts` (who may be paid);
- * invocations are api/gateway/invocations (the check of a payment under one is its
- * `checkInvocationPayment`), which `Settlement` exposes (`openInvocation`, `invocationState`)
- * because it holds the ledger and the wallets they need.
+ * No SQL here (store.ts owns the rows). Invocation accounts and the payer's wallets are given to
+ * it as interfaces (`InvocationAccounts`, `PayerWallets`), since both build on this floor.
  */
 import { createAssociatedTokenAccountIdempotentInstruction, getAssociatedTokenAddressSync } from "@solana/spl-token";
-import { type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
+import { type Keypair, type PublicKey, Transaction, type TransactionInstruction } from "@solana/web3.js";
 import bs58 from "bs58";
 import type pg from "pg";
 import type { Logger } from "pino";
 import { associatedTransferAccounts, recordPaymentInstruction } from "../../../programs/payment_ledger/ts/index.js";
 import { withTransaction } from "../../../indexer/db/database.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
-import { checkInvocationPayment } from "../invocations/budget.js";
-import { type InvocationState, LedgerInvocations, type OpenedInvocation, type OpenInvocationInput } from "../invocations/ledger.js";
-import { InsufficientFundsError, PaymentError, PaymentPendingError } from "../wallets/errors.js";
+import { InsufficientFundsError, PaymentError, PaymentPendingError } from "../chain/errors.js";
 import {
   COMMITMENT,
   parseAddress,
@@ -44,11 +30,17 @@ import {
   signTransaction,
   submit,
   tokenBalanceUnits,
-} from "../wallets/ledger.js";
-import type { AgentWallets } from "../wallets/wallets.js";
-import type { Settler, SettleResult } from "../x402/settler.js";
-import { failureText, ledgerRefusal, refusalError, submitFailure } from "./ledger-errors.js";
-import { checkPayee, checkPayeeAccounts, DEFAULT_PAYEE_ACCOUNT_QUOTA, PayeeRefusedError } from "./payee.js";
+} from "../chain/ledger.js";
+import type { Settler, SettleResult } from "./settler.js";
+import {
+  checkInvocationPayment,
+  type InvocationAccounts,
+  type InvocationState,
+  type OpenedInvocation,
+  type OpenInvocationInput,
+} from "./invocation-accounts.js";
+import { failureText, ledgerRefusal, refusalError, submitFailure } from "../chain/ledger-errors.js";
+import { checkPayee, checkPayeeAccounts, DEFAULT_PAYEE_ACCOUNT_QUOTA, PayeeRefusedError } from "../chain/payee.js";
 import { type ReconcileReport, reconcilePendingSettlements } from "./reconciliation.js";
 import { type ParsedInput, parseInput, type SettlePaymentInput } from "./settle-input.js";
 import {
@@ -61,8 +53,8 @@ import {
   type SettlementRecord,
 } from "./store.js";
 
-// The settle path's public API, from the files it was split into, so callers keep one import.
-export type { InvocationState, OpenedInvocation, OpenInvocationInput } from "../invocations/ledger.js";
+// The settle path's public API, re-exported so that callers need one import.
+export type { InvocationAccounts, InvocationState, OpenedInvocation, OpenInvocationInput } from "./invocation-accounts.js";
 export type { ReconcileReport } from "./reconciliation.js";
 export type { SettlePaymentInput } from "./settle-input.js";
 export type { SettlementRecord } from "./store.js";
@@ -76,28 +68,33 @@ export interface PreparedSettlement {
   readonly signed: SignedTransaction;
 }
 
+/** The custodial wallets as settlement uses them (api/gateway/wallets' `AgentWallets`): the payer's key and balance. */
+export interface PayerWallets {
+  keypair(agentId: string): Promise<Keypair>;
+  balance(agentId: string): Promise<bigint>;
+}
+
 export interface SettlementDeps {
   readonly pool: pg.Pool;
-  readonly wallets: AgentWallets;
+  readonly wallets: PayerWallets;
   readonly ledger: SettlementLedger;
+  /** The invocation accounts payments under `agents.invoke` are checked against (api/gateway/invocations' `LedgerInvocations`). */
+  readonly invocations: InvocationAccounts;
   /**
    * New payee token accounts the authority pays rent for, per paying account in any 24 hours
-   * (api/gateway/settlement/payee.ts); `DEFAULT_PAYEE_ACCOUNT_QUOTA` when absent.
+   * (api/gateway/chain/payee.ts); `DEFAULT_PAYEE_ACCOUNT_QUOTA` when absent.
    */
   readonly payeeAccountQuota?: number;
   /** One line per payment settled or refused (with the request's id when a request caused it). */
   readonly logger?: Logger;
 }
 
-/** Implements the protocol layer's `Settler` (api/gateway/x402/settler.ts) for x402 and MPP. */
+/** Implements the protocol layer's `Settler` (api/gateway/settlement/settler.ts) for x402 and MPP. */
 export class Settlement implements Settler {
   /** Payees whose token account is known to exist: no create instruction for them. */
   readonly #payeeAccounts = new Set<string>();
-  readonly #invocations: LedgerInvocations;
 
-  constructor(private readonly deps: SettlementDeps) {
-    this.#invocations = new LedgerInvocations(deps);
-  }
+  constructor(private readonly deps: SettlementDeps) {}
 
   /** Records (and on the atomic rail, moves) one payment; resolves once it is confirmed. */
   async settlePayment(input: SettlePaymentInput, signal?: AbortSignal): Promise<SettlementResult> {
@@ -116,7 +113,7 @@ export class Settlement implements Settler {
     checkPayee(parsed.payee.toBase58(), [ledger.mint]);
     const payer = await wallets.keypair(input.agentId);
     // The chain reads are independent: made together, and the blockhash is a shared recent one
-    // (api/gateway/wallets/ledger.ts `recentBlockhash`; the row keeps its last valid block height).
+    // (api/gateway/chain/ledger.ts `recentBlockhash`; the row keeps its last valid block height).
     const [balanceUnits, invocation, blockhash, payeeCheck] = await Promise.all([
       parsed.atomic ? tokenBalanceUnits(ledger, payer.publicKey) : null,
       parsed.invocation === null ? null : this.invocationState(parsed.invocation),
@@ -221,12 +218,12 @@ export class Settlement implements Settler {
    * parent link and cannot exceed `budgetUnits` in total (api/gateway/invocations/ledger.ts).
    */
   openInvocation(input: OpenInvocationInput, signal?: AbortSignal): Promise<OpenedInvocation> {
-    return this.#invocations.openInvocation(input, signal);
+    return this.deps.invocations.openInvocation(input, signal);
   }
 
   /** The invocation account as the chain holds it now, or null if there is none. */
   invocationState(invocation: PublicKey): Promise<InvocationState | null> {
-    return this.#invocations.invocationState(invocation);
+    return this.deps.invocations.invocationState(invocation);
   }
 
   /** A settlement the gateway signed, by transaction signature (for retried requests and status reads). */

@@ -1,8 +1,8 @@
 /**
- * Signed transfers: how the gateway pays real x402 and MPP servers (issue 12). The payee asked in
+ * Signed transfers: how the gateway pays real x402 and MPP servers. The payee asked in
  * its own format (an x402 v2 `PAYMENT-REQUIRED` header, an x402 v1 body, an MPP `solana`
  * `charge` challenge); the gateway checks the spend policy and reserves the amount exactly as for
- * the spec's formats (payments/authorize.ts), then signs, with the agent's custodial key, the
+ * the spec's formats (pay/authorize.ts), then signs, with the agent's custodial key, the
  * token transfer the payee's facilitator or server co-signs and broadcasts. Once it landed, the
  * payment is recorded in payment_ledger as a separate record naming the transfer as its
  * settlement reference; the indexer marks it verified after checking that transfer on chain.
@@ -13,11 +13,11 @@
  * once, reservation closed), `sweep.ts` (the sweeper's step). Design: docs/protocols.md
  * "Paying real x402 and MPP servers".
  *
- * Imported by payments/authorize.ts, the payment routes, the sweeper and gateway.ts.
+ * Imported by pay/authorize.ts, the payment routes, the sweeper and gateway.ts.
  */
 import type { Keypair } from "@solana/web3.js";
 import type pg from "pg";
-import { type RecentBlockhash, recentBlockhash, type SettlementLedger, tokenBalanceUnits } from "../wallets/ledger.js";
+import { type RecentBlockhash, recentBlockhash, type SettlementLedger, tokenBalanceUnits } from "../chain/ledger.js";
 import {
   closeUnpaid,
   findTransfer,
@@ -27,13 +27,13 @@ import {
   type TransferRecorder,
   transferBySignature,
 } from "./landing.js";
-import type { LedgerNetworks } from "../networks.js";
+import type { LedgerNetworks } from "../chain/networks.js";
 import { type OfferContext, type ReadOffers, readMppChallenges, readX402V1, readX402V2, type TransferOffer } from "./offers.js";
 import { type TransferRow, transferByRef, transferByReservation } from "./store.js";
 import { type TransferSweepReport, sweepTransfers } from "./sweep.js";
 import { type SignedTransfer, signTransfer } from "./transaction.js";
 
-export { LOCAL_DEVNET_ALIASES, type LedgerNetworks, ledgerNetworks } from "../networks.js";
+export { LOCAL_DEVNET_ALIASES, type LedgerNetworks, ledgerNetworks } from "../chain/networks.js";
 export type { MppChallenge, TransferFormat, TransferOffer } from "./offers.js";
 export { type NewTransfer, TRANSFER_REF_PREFIX, type TransferRow, insertTransfer, transferPaymentRef } from "./store.js";
 export type { SignedTransfer } from "./transaction.js";

@@ -1,35 +1,23 @@
 /**
  * After the payee's side broadcast a signed transfer: finding it on the ledger, recording it in
- * payment_ledger, and closing its reservation. Called by `complete` (the client names the
- * settlement transaction from the payee's receipt) and by the sweeper (which searches the
- * ledger itself when nobody did, or retries a record that failed).
+ * payment_ledger, closing its reservation. Called by `complete` (the client names the transaction
+ * from the payee's receipt) and by the sweeper (which searches the ledger itself, or retries).
  *
- * - **Which transaction is ours.** A transfer's id is its fee payer's signature, made after ours;
- *   what we know is the agent's signature over the message. A transaction on the ledger that
- *   carries that signature is the message we signed (the ledger verified every signature), so a
- *   hash someone names is accepted only when its transaction carries it, and the sweeper finds it
- *   among the agent token account's transactions.
- * - **Recorded once.** The record is a `record_payment` naming the transfer as settlement
- *   reference (`settlementReference`, no tokens move), made through `Settlement` with the payment
- *   reference `<payment_ref>:r<attempt>`, attempt = the number of earlier attempts that failed on
- *   the ledger. The settlements table holds each reference once, so two recorders racing on one
- *   attempt collide there and only one records; a new attempt starts only once every earlier one
- *   definitely failed. A pending attempt (sent, outcome unknown) is left to the reconciler.
- * - **The reservation.** Claimed from the moment the bytes were handed out (release refused: they
- *   may still land); settled with the record's transaction once recorded (`landLinkedReservation`:
- *   even after a release, the chain is the truth); released only when the transfer can never land
- *   (blockhash expired and not on the ledger) or landed failed. In between it keeps counting
- *   against the policy and the invocation budget exactly once, whatever failed half way.
- *
- * Imported by the transfers module (index.ts).
+ * - Ours: a transaction on the ledger carrying the agent's signature is the message we signed
+ *   (the ledger verified it), so a named hash counts only when its transaction carries it.
+ * - Recorded once: a `record_payment` naming the transfer as settlement reference, under the
+ *   payment reference `<payment_ref>:r<attempt>` that the settlements table holds once; a new
+ *   attempt starts only when every earlier one definitely failed.
+ * - The reservation: claimed from the moment the bytes were handed out; settled with the record
+ *   (even after a release: the chain is the truth); released only when the transfer can never land.
  */
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
-import { landLinkedReservation, releaseLinkedReservation } from "../../shared/policy/store.js";
+import { landLinkedReservation, releaseLinkedReservation } from "../reservations/store.js";
 import type { SettlePaymentInput } from "../settlement/settle-input.js";
-import { COMMITMENT, type SettlementLedger } from "../wallets/ledger.js";
-import { pendingSettlementSignature, type SettleResult } from "../x402/settler.js";
+import { COMMITMENT, type SettlementLedger } from "../chain/ledger.js";
+import { pendingSettlementSignature, type SettleResult } from "../settlement/settler.js";
 import { markClosed, markLanded, markRecorded, recordAttempts, type TransferRow } from "./store.js";
 
 /** `Settlement.settlePayment`: records a payment (here always with a settlement reference). */

@@ -1,5 +1,5 @@
 /**
- * Real-protocol offers the gateway can pay with a signed token transfer (issue 12): an x402 v2
+ * Real-protocol offers the gateway can pay with a signed token transfer: an x402 v2
  * `PAYMENT-REQUIRED` header (decoded), an x402 v1 402 body, and MPP `WWW-Authenticate: Payment`
  * challenges of the `solana` method, intent `charge`. Each is read into a `TransferOffer`: the
  * amount, payee, mint and fee payer the transfer must carry, plus what has to travel back on the
@@ -13,11 +13,11 @@
  * refused by the caller with those reasons. Formats: ../../../docs/protocols.md "Paying real
  * x402 and MPP servers"; wire facts: ../../../../shared/reference/protocols.md §1-§2.
  *
- * Imported by payments/authorize.ts and the authorize route; pure (no I/O).
+ * Imported by pay/authorize.ts and the authorize route; pure (no I/O).
  */
 import { PublicKey } from "@solana/web3.js";
 import { badRequest } from "../../shared/errors.js";
-import type { LedgerNetworks } from "../networks.js";
+import type { LedgerNetworks } from "../chain/networks.js";
 
 export type TransferFormat = "x402-v2" | "x402-v1" | "mpp";
 

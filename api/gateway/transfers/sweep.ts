@@ -1,5 +1,5 @@
 /**
- * The sweeper's step for signed transfers (run by api/gateway/settlement/sweeper.ts each pass):
+ * The sweeper's step for signed transfers (run by api/gateway/loops/sweeper.ts each pass):
  * every row still `signed` or `landed` is followed to its end, so no reservation stays open and
  * no transfer goes unrecorded, whatever crashed or failed half way (a client that never called
  * `complete`, a record that failed or whose outcome was unknown, a gateway restart):
@@ -13,7 +13,7 @@
  *
  * Safe to run concurrently with itself and with `complete` (see landing.ts).
  */
-import { COMMITMENT } from "../wallets/ledger.js";
+import { COMMITMENT } from "../chain/ledger.js";
 import { closeUnpaid, findTransfer, recordLanded, type TransferDeps } from "./landing.js";
 import { openTransfers } from "./store.js";
 

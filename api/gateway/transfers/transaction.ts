@@ -19,7 +19,7 @@
  * broadcasts); otherwise the service authority signs as fee payer too and the transaction is
  * complete (the agent's wallet holds no SOL).
  *
- * Imported by payments/authorize.ts (via index.ts); no I/O.
+ * Imported by pay/authorize.ts (via index.ts); no I/O.
  */
 import { createTransferCheckedInstruction, getAssociatedTokenAddressSync, TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import {

@@ -9,7 +9,7 @@
  *   challenge's parameters echoed unchanged and `payload = {type: "transaction", transaction}`
  *   (the `solana` method's pull mode).
  *
- * Imported by payments/authorize.ts (via index.ts); pure.
+ * Imported by pay/authorize.ts (via index.ts); pure.
  */
 import type { MppChallenge, TransferWire } from "./offers.js";
 

@@ -14,8 +14,8 @@ import {
   getAssociatedTokenAddressSync,
 } from "@solana/spl-token";
 import { type Keypair, type PublicKey, Transaction } from "@solana/web3.js";
-import { PaymentError, PaymentPendingError } from "./errors.js";
-import { type LocalLedger, recentBlockhash, type SettlementLedger, signTransaction, submit, walletOperationMemo } from "./ledger.js";
+import { PaymentError, PaymentPendingError } from "../chain/errors.js";
+import { type LocalLedger, recentBlockhash, type SettlementLedger, signTransaction, submit, walletOperationMemo } from "../chain/ledger.js";
 
 export interface FundingResult {
   readonly txHash: string;

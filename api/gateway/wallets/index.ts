@@ -1,6 +1,4 @@
 /** Custodial agent wallets: sealed keys, chain balances, funding and withdrawal. */
-export * from "./errors.js";
 export * from "./funding-source.js";
 export * from "./keystore.js";
-export * from "./ledger.js";
 export * from "./wallets.js";

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
-import { WalletKeyError } from "./errors.js";
+import { WalletKeyError } from "../chain/errors.js";
 import { generateWalletEncryptionKey, Keystore, keystoreFromEnv } from "./keystore.js";
 
 const keystore = (version = "v1", key: Uint8Array = randomBytes(32)) => new Keystore({ currentVersion: version, currentKey: key });

@@ -10,7 +10,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
-import { WalletKeyError } from "./errors.js";
+import { WalletKeyError } from "../chain/errors.js";
 
 const KEY_BYTES = 32;
 const NONCE_BYTES = 12;

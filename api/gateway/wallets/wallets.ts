@@ -21,20 +21,20 @@ import {
   InsufficientFundsError,
   InvalidAddressError,
   InvalidClientReferenceError,
-  InvalidAmountUnitsError,
   PaymentError,
   PaymentPendingError,
   WalletExistsError,
   WalletKeyError,
   WalletNotFoundError,
-} from "./errors.js";
+} from "../chain/errors.js";
 import { withTransaction } from "../../../indexer/db/database.js";
-import { payeeRefusal } from "../settlement/payee.js";
+import { payeeRefusal } from "../chain/payee.js";
 import type { FundingSource } from "./funding-source.js";
 import type { Keystore } from "./keystore.js";
 import {
   lookUpOutcomes,
   type Outcome,
+  checkAmountUnits,
   parseAddress,
   recentBlockhash,
   type SettlementLedger,
@@ -44,9 +44,8 @@ import {
   walletOperationMemo,
   walletTokenAccounts,
   heldBalanceUnits,
-} from "./ledger.js";
+} from "../chain/ledger.js";
 
-const U64_MAX = (1n << 64n) - 1n;
 const RECONCILE_BATCH = 100;
 /** Other token accounts a withdrawal empties into the associated one at most (a transaction's size). */
 export const MAX_SWEPT_ACCOUNTS = 6;
@@ -135,11 +134,6 @@ export async function resealStaleWalletKeys(
     resealed += updated.rowCount ?? 0;
   }
   return { resealed, unreadable };
-}
-
-export function checkAmountUnits(units: bigint): void {
-  if (units <= 0n) throw new InvalidAmountUnitsError(units, "must be positive");
-  if (units > U64_MAX) throw new InvalidAmountUnitsError(units, "must fit in a u64");
 }
 
 function checkClientReference(reference: string | undefined): void {

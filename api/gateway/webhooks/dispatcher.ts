@@ -1,34 +1,24 @@
 /**
  * The outbox dispatcher: claims due deliveries, sends them, records the outcome.
  *
- * - Claim: `SELECT … FOR UPDATE SKIP LOCKED` over due `pending` rows, in the same statement leased
- *   by moving `next_attempt_at` (and `locked_until`) to now + lease and counting the attempt. Any
- *   number of dispatchers can run; each row is held by one at a time.
- * - Isolation: deliveries run independently, never as a batch that waits for its slowest member.
- *   A dispatcher keeps at most `concurrency` deliveries in flight and claims again as soon as one
- *   finishes (or a notification arrives). A claim skips the deliveries whose receiver already has
- *   `perEndpointConcurrency` deliveries in flight, or whose account has `perAccountConcurrency`:
- *   "in flight" is a row whose lease has not run out, so the limits count every dispatcher's
- *   deliveries, and claims are serialized by a transaction-level advisory lock so that two
- *   dispatchers cannot both take an endpoint's last slot. One tenant's hanging receivers thus hold
- *   at most its account's share of the slots, and a slow receiver delays only its own deliveries.
- * - A dispatcher that dies (SIGKILL mid-request included) leaves its rows `pending` with a lease
- *   that runs out: they become due again and are re-sent. Nothing is lost; a receiver may see a
- *   delivery twice and dedupes on `webhook-id` (the event id, identical on every attempt).
- * - Success (2xx, or the SMTP server accepting the mail) → `delivered`. Failure → `pending` again
- *   after an exponential backoff with jitter (or the receiver's Retry-After, if longer); after
- *   `maxAttempts` → `failed`, the dead letter (kept, with its last error). 410 Gone → `failed` and
- *   the endpoint disabled.
- * - The lease must outlast the request timeout, or a slow request would be re-sent while in flight.
- * - Wake-up: `emitEvent` NOTIFYs `event_outbox` (delivered at commit only); a running dispatcher
- *   LISTENs on one held connection and claims at once. Polling every `pollMs` remains the
- *   fallback (lost connection, retries coming due), so a missed notification only delays.
+ * - Claim: `FOR UPDATE SKIP LOCKED` over due `pending` rows, leased in the same statement, so any
+ *   number of dispatchers can run and each row is held by one. A claim skips receivers with
+ *   `perEndpointConcurrency` deliveries in flight and accounts with `perAccountConcurrency` (counted
+ *   across dispatchers, under an advisory lock), so one tenant's hanging receivers hold only its share.
+ * - Deliveries run independently, at most `concurrency` in flight; a slow receiver delays only its own.
+ * - A dispatcher that dies leaves its rows `pending` with a lease that runs out: they are re-sent,
+ *   and receivers dedupe on `webhook-id`. The lease must outlast the request timeout.
+ * - 2xx (or the SMTP server's acceptance) → `delivered`; a failure → `pending` after exponential
+ *   backoff with jitter (or a longer Retry-After); after `maxAttempts` → `failed`, the dead letter;
+ *   410 Gone → `failed` and the endpoint disabled.
+ * - Wake-up: `emitEvent` NOTIFYs `event_outbox` at commit and a dispatcher LISTENs; polling every
+ *   `pollMs` remains the fallback, so a missed notification only delays.
  */
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import pino from "pino";
 import { withTransaction } from "../../../indexer/db/database.js";
-import { readStoredPayload } from "../events/payloads.js";
+import { readStoredPayload } from "./payloads.js";
 import { type BackoffPolicy, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, retryDelayMs } from "./backoff.js";
 import { type Mailer, renderEmail } from "./email.js";
 import { postWebhook } from "./http.js";

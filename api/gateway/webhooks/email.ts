@@ -3,7 +3,7 @@
  * The Message-ID derives from the event id, so a retried mail is recognizably the same message.
  */
 import nodemailer from "nodemailer";
-import { type EventPayload, summarize } from "../events/payloads.js";
+import { type EventPayload, summarize } from "./payloads.js";
 import { writeJson } from "../../shared/http/json.js";
 
 export interface EmailMessage {

@@ -5,7 +5,7 @@
  */
 import type { Db } from "../../../indexer/db/database.js";
 import { ServiceError } from "../../shared/errors.js";
-import { DEFAULT_EVENT_TYPES, isEventType, SUBSCRIBABLE_EVENT_TYPES, type EventType } from "../events/payloads.js";
+import { DEFAULT_EVENT_TYPES, isEventType, SUBSCRIBABLE_EVENT_TYPES, type EventType } from "./payloads.js";
 import { generateSigningSecret, type SecretBox } from "../../shared/secret-box.js";
 import { InvalidTargetError, parseWebhookUrl, refuseInternalWebhookUrl, type WebhookTargetPolicy } from "./targets.js";
 

@@ -9,3 +9,4 @@ export * from "../../shared/secret-box.js";
 export * from "./signature.js";
 export * from "./slack.js";
 export * from "./targets.js";
+export * from "./payloads.js";

@@ -31,7 +31,7 @@ export const VERIFY_FAILURES = [
   "validity_too_long",
   "unknown_payer",
   "payment_revoked",
-  /** `payTo` is not a wallet the ledger can credit safely (api/gateway/settlement/payee.ts). */
+  /** `payTo` is not a wallet the ledger can credit safely (api/gateway/chain/payee.ts). */
   "payee_refused",
 ] as const;
 export type VerifyFailureReason = (typeof VERIFY_FAILURES)[number];

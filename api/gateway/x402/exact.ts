@@ -11,7 +11,7 @@
  * about the ones it does. Imported by the facilitator routes.
  */
 import type { CosignedSettle, CosignedTransfers, CosignedVerify } from "../cosigned/cosigned.js";
-import { type StandardNetworks, standardNetworks } from "../networks.js";
+import { type StandardNetworks, standardNetworks } from "../chain/networks.js";
 
 /** The body of `/verify` and `/settle`, checked for shape: the version and the two objects. */
 export interface ExactFacilitatorRequest {

@@ -1,31 +1,17 @@
 /**
  * Our x402 facilitator for the spec's format (spec 1, 4.3 step 5, 4.5): verify a signed
- * PaymentPayload against the requirement it claims to pay, then settle it through
- * payment_ledger's atomic transfer + record and answer with the ledger transaction hash.
+ * PaymentPayload against the requirement it claims to pay, then settle it through payment_ledger's
+ * atomic transfer + record and answer with the ledger transaction hash.
  *
- * Replay protection: a payload is settled at most once, by its (payer, nonce). `settle` claims
- * the nonce with `INSERT ... ON CONFLICT DO NOTHING` *before* it asks the settler to move funds;
- * only the claimant proceeds, so concurrent replays settle exactly once.
+ * A payload settles at most once: `settle` claims its (payer, nonce) before asking the settler to
+ * move funds, and a claimed nonce is never released, since a settlement that errored may still
+ * land (the agent signs a new payload to retry; the sweeper finishes unfinished claims).
  *
- * A claimed nonce is never released. If settlement fails (or the process dies between claim and
- * settlement) the nonce stays burned, with status `failed` (or `claimed`), and the payload can
- * never be settled again: a settlement that errored may still have landed on the ledger (a
- * timeout is not a refusal), so releasing it could pay twice. The agent signs a new payload (new
- * nonce) to retry; the sweeper (api/gateway/settlement/sweeper.ts) reconciles unfinished claims against
- * the ledger. Rows are kept until the payload's `validUntil` has
- * passed (plus a grace), after which `verify` refuses the payload as expired anyway and
- * `pruneExpiredNonces` may delete them.
- *
- * Reservations: a payload the gateway authorized (`POST .../payments/authorize`) has a spend
- * reservation linked by `x402:<payer>:<nonce>` (api/shared/policy/store.ts). Right after the nonce claim
- * the facilitator takes the reservation (`claimLinkedReservation`): a reservation the agent
- * released (or closed with `.../complete`) first revokes its payload (`payment_revoked`, nothing
- * moves); once taken, `release` is refused. It then closes it itself: settled with the
- * transaction on success, released on a definite failure, left open while the outcome is pending. A sub-agent's payment (the reservation names a parent
- * transaction) settles under its invocation account, so the program enforces the budget too; a
- * payment that invokes its payee (the reservation carries an invocation budget) opens the
- * invocation on-chain once it settled, before the answer (api/gateway/invocations/opening.ts). If that opening fails the payment
- * stays settled (money is never undone) and the sweeper retries the opening.
+ * The reservation an authorization linked (`x402:<payer>:<nonce>`) is taken right after the
+ * claim: one the agent released first revokes the payload (`payment_revoked`); once taken,
+ * `release` is refused. It is settled on success, released on a definite failure, left open while
+ * pending. A sub-agent's payment settles under its invocation account; a payment that invokes its
+ * payee opens the invocation once it settled (retried by the sweeper if that fails).
  */
 import type pg from "pg";
 import { type Invocations, invocationOf, openInvocationOfPayment } from "../invocations/index.js";
@@ -36,14 +22,14 @@ import {
   linkedReservation,
   releaseLinkedReservation,
   x402PaymentRef,
-} from "../../shared/policy/store.js";
+} from "../reservations/store.js";
 import type { VerifyFailureReason } from "./errors.js";
 import { claimNonce, failNonceClaim, nonceClaim, nonceUsed, recordNonceSent, settleNonceClaim } from "./nonces.js";
 import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
-import { type AgentDirectory, pendingSettlementSignature, type SettleResult, type Settler } from "./settler.js";
-import { verifySignature } from "./signer.js";
-import { payeeRefusal } from "../settlement/payee.js";
+import { type AgentDirectory, pendingSettlementSignature, type SettleResult, type Settler } from "../settlement/settler.js";
+import { verifySignature } from "../chain/signer.js";
+import { payeeRefusal } from "../chain/payee.js";
 import { unfailedSettlementOf } from "../settlement/store.js";
 
 // The nonce store's pruning and its grace, where callers have always found them.

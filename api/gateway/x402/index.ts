@@ -4,6 +4,4 @@ export * from "./facilitator.js";
 export * from "./headers.js";
 export * from "./payload.js";
 export * from "./requirement.js";
-export * from "./settler.js";
 export * from "./sign.js";
-export * from "./signer.js";

@@ -3,9 +3,9 @@
  * (payer, nonce). A row is inserted `claimed` before any money moves and only ever moves on to
  * `settled` or `failed`; it is never deleted while its payload could still verify (see
  * `pruneExpiredNonces`). The SQL on this table lives here; the facilitator (facilitator.ts) and the
- * REST settle route call it. The sweeper (api/gateway/settlement/sweeper.ts) finishes open claims
+ * REST settle route call it. The sweeper (api/gateway/loops/sweeper.ts) finishes open claims
  * with the `sweepNonce*` writes below; its scan, which joins the table with settlements, is in
- * api/gateway/settlement/sweeper-store.ts.
+ * api/gateway/loops/sweeper-store.ts.
  */
 import type { Db } from "../../../indexer/db/database.js";
 

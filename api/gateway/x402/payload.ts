@@ -16,14 +16,11 @@
  */
 import bs58 from "bs58";
 import { X402FormatError } from "./errors.js";
-import { address, network, X402_SCHEME } from "./requirement.js";
-import { SIGNATURE_BYTES } from "./signer.js";
-import { exactKeys, type Fail, object, text, unitsText } from "./strict-json.js";
+import { address, lengthPrefixed, parseNonce, parseSeconds, parseSignature } from "../wire/consent.js";
+import { network, X402_SCHEME } from "./requirement.js";
+import { exactKeys, type Fail, object, unitsText } from "../wire/strict-json.js";
 
 export const PAYLOAD_DOMAIN = "apg-x402-payment-v1";
-/** Nonces: 16 to 128 characters of [A-Za-z0-9_-]; the signer's default is 32 random bytes in hex. */
-export const NONCE_PATTERN = /^[A-Za-z0-9_-]{16,128}$/;
-
 export interface PaymentAuthorization {
   /** Agent wallet address (base58). */
   readonly from: string;
@@ -53,34 +50,6 @@ export interface PaymentPayloadBody {
 const fail: Fail = (field, detail) => {
   throw new X402FormatError("malformed_payload", field, detail);
 };
-
-const MAX_VALID_UNTIL_SECONDS = 253_402_300_799; // 9999-12-31T23:59:59Z
-
-export function parseSignature(value: unknown, field: string, onFail: Fail): Uint8Array {
-  const raw = text(value, field, onFail);
-  let bytes: Uint8Array;
-  try {
-    bytes = bs58.decode(raw);
-  } catch {
-    return onFail(field, "expected base58");
-  }
-  if (bytes.length !== SIGNATURE_BYTES) onFail(field, `expected ${SIGNATURE_BYTES} bytes, got ${bytes.length}`);
-  return bytes;
-}
-
-export function parseNonce(value: unknown, field: string, onFail: Fail): string {
-  const raw = text(value, field, onFail);
-  if (!NONCE_PATTERN.test(raw)) onFail(field, "expected 16 to 128 characters of A-Z a-z 0-9 _ -");
-  return raw;
-}
-
-export function parseSeconds(value: unknown, field: string, onFail: Fail): number {
-  const raw = text(value, field, onFail);
-  if (!/^[1-9]\d{0,11}$/.test(raw)) onFail(field, "expected unix seconds as a decimal string");
-  const seconds = Number(raw);
-  if (seconds > MAX_VALID_UNTIL_SECONDS) onFail(field, "too far in the future");
-  return seconds;
-}
 
 export function parsePaymentPayload(json: unknown): PaymentPayload {
   const body = object(json, "body", fail);
@@ -118,18 +87,6 @@ export function payloadBody(payload: PaymentPayload): PaymentPayloadBody {
     },
     signature: bs58.encode(payload.signature),
   };
-}
-
-/** u32 big-endian length || UTF-8 bytes, for each field in order. */
-export function lengthPrefixed(fields: readonly string[]): Uint8Array {
-  const parts: Buffer[] = [];
-  for (const field of fields) {
-    const bytes = Buffer.from(field, "utf8");
-    const length = Buffer.alloc(4);
-    length.writeUInt32BE(bytes.length);
-    parts.push(length, bytes);
-  }
-  return new Uint8Array(Buffer.concat(parts));
 }
 
 /** The bytes the agent signs and the facilitator verifies (see the header comment). */

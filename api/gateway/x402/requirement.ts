@@ -5,8 +5,8 @@
  * is a bigint; `requirementBody` writes it back in the wire shape.
  */
 import { X402FormatError } from "./errors.js";
-import { isAddress } from "./signer.js";
-import { exactKeys, type Fail, object, text, unitsText, url } from "./strict-json.js";
+import { address } from "../wire/consent.js";
+import { exactKeys, type Fail, object, text, unitsText, url } from "../wire/strict-json.js";
 
 export const X402_SCHEME = "exact";
 
@@ -38,12 +38,6 @@ const FIELDS = ["scheme", "network", "token", "amount", "payTo", "resource"] as 
 const fail: Fail = (field, detail) => {
   throw new X402FormatError("malformed_requirement", field, detail);
 };
-
-export function address(value: unknown, field: string, onFail: Fail): string {
-  const raw = text(value, field, onFail);
-  if (!isAddress(raw)) onFail(field, "expected a base58 ledger address");
-  return raw;
-}
 
 /** A network name: lower-case letters, digits and dashes (`solana-mainnet`, `solana-localnet`). */
 export function network(value: unknown, field: string, onFail: Fail): string {

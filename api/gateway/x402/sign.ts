@@ -3,10 +3,10 @@
  * and sign its canonical bytes with the agent's wallet key. The spend policy runs before this
  * (spec 4.7); nothing here checks it.
  */
-import { randomBytes } from "node:crypto";
-import { canonicalPayloadBytes, NONCE_PATTERN, type PaymentPayload } from "./payload.js";
+import { NONCE_PATTERN, newNonce } from "../wire/consent.js";
+import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
-import type { AgentSigner } from "./signer.js";
+import type { AgentSigner } from "../chain/signer.js";
 
 /** How long a signed payload stays settleable unless the caller says otherwise. */
 export const DEFAULT_VALIDITY_SECONDS = 60;
@@ -17,10 +17,6 @@ export interface SignOptions {
   /** Unix seconds; `now + DEFAULT_VALIDITY_SECONDS` when absent. */
   readonly validUntilSeconds?: number;
   readonly now?: Date;
-}
-
-export function newNonce(): string {
-  return randomBytes(32).toString("hex");
 }
 
 export async function signPaymentPayload(

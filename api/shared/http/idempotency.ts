@@ -1,30 +1,18 @@
 /**
- * `Idempotency-Key` on every POST of REST /v1 (docs/rest.md): the same key with the same request
- * returns the first response; the same key with a different method, path or body is
- * IDEMPOTENCY_KEY_REUSED (422); concurrent duplicates produce one effect. Keys are scoped to the
- * account and kept at least 24 h (table `idempotency_keys`, migrations/010_idempotency.sql).
+ * `Idempotency-Key` on every POST of REST /v1 (docs/rest.md): the same key and request replay the
+ * first response; the same key with another method, path or body is IDEMPOTENCY_KEY_REUSED (422);
+ * concurrent duplicates produce one effect. Keys are per account, kept at least 24 h.
  *
- * Two ways to run an effect:
- *
- * - `runDatabaseEffect`: the effect is Postgres writes. The key is claimed with
- *   `INSERT ... ON CONFLICT DO NOTHING` in the effect's own transaction and completed with the
- *   response in that transaction, so key and effect commit together or not at all. A concurrent
- *   duplicate's INSERT waits on the unique index until the first commits (then it replays the
- *   stored response) or rolls back (then it claims the key itself). An error rolls everything
- *   back: nothing is stored and a retry runs afresh. A `provisional` answer (a held payment's 202)
- *   unclaims the key instead of completing it: a repeat runs the effect again, which finds what
- *   the first run started by the key (the approval tied to it) and resumes it.
- *
- * - `runExternalEffect`: the effect leaves Postgres (the chain, a funding source), so it cannot
- *   share a transaction with the key. The key is held by a session advisory lock on a dedicated
- *   connection (outside the pool) for the whole execution (a concurrent duplicate gets IDEMPOTENCY_IN_PROGRESS, 409,
- *   at once; a crashed process's lock goes with its connection), and the row is written
- *   `in_progress` before the effect starts. The effect receives a stable `reference` derived from
- *   the key and passes it to the operation's own idempotency (wallet operations'
- *   `clientReference`, an agent id): a retry that finds `in_progress` (a crash, or an outcome
- *   that was still pending) runs the effect again with `resumed: true` and the same reference,
- *   which resolves to the first operation instead of a second one. Only a final outcome is stored
- *   as `completed`.
+ * - `runDatabaseEffect` (the effect is Postgres writes): the key is claimed (`INSERT ... ON
+ *   CONFLICT DO NOTHING`) and completed in the effect's own transaction, so both commit or neither;
+ *   a concurrent duplicate waits on the unique index, then replays the answer or claims the key.
+ *   A `provisional` answer (a held payment's 202) unclaims the key instead: a repeat runs the
+ *   effect again, which finds by the key what the first run started (its approval) and resumes it.
+ * - `runExternalEffect` (the effect leaves Postgres): a session advisory lock on a dedicated
+ *   connection holds the key (a concurrent duplicate gets IDEMPOTENCY_IN_PROGRESS, 409; a crash
+ *   frees it) and the row is written `in_progress` first. The effect gets a stable `reference` for
+ *   its own idempotency, so a retry that finds `in_progress` reruns it (`resumed: true`) and lands on
+ *   the first operation. Only a final outcome is stored as `completed`.
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
@@ -96,7 +84,7 @@ export async function runDatabaseEffect(
   request: IdempotencyRequest | null,
   effect: (client: pg.PoolClient) => Promise<RouteResponse>,
 ): Promise<RouteResponse> {
-  // READ COMMITTED by name: the policy reservation inside the effect relies on it (api/shared/policy/store.ts).
+  // READ COMMITTED by name: the policy reservation inside the effect relies on it (api/gateway/reservations/store.ts).
   return withTransaction(
     store.pool,
     async (client) => {

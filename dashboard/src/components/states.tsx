@@ -1,8 +1,9 @@
 /**
  * Loading, empty and error states, written plainly, and `TableState`: the one way every view
- * shows a list's state (error with retry, loading before the first answer, empty, or the list).
+ * shows a list's or record's state (error with retry, loading before the first answer, empty, or
+ * the content), above a table or as a row inside one.
  */
-import type { CombinedError } from "@urql/core";
+import type { CombinedError, OperationContext } from "@urql/core";
 import { type ReactNode, useEffect } from "react";
 import { markOnce } from "../perf";
 
@@ -47,38 +48,67 @@ export function ErrorBox({ error, retry }: { error: CombinedError | Error | unkn
   );
 }
 
+/** urql's re-execute; a retry asks the network, never the cache that holds the failure. */
+type Refetch = (context?: Partial<OperationContext>) => void;
+
 /**
- * A list's state: the error (with a retry) when the read failed, "Loading <what>…" until the first
- * answer, the empty text when it has no row, else the list itself (`children`). An error after an
- * answer keeps the answer on screen under the message.
+ * A list's or a record's state: the error (with a retry when `refetch` is given) when the read
+ * failed, "Loading <what>…" until the first answer, `emptyText` when `empty`, else `children`. An
+ * error after an answer keeps the answer on screen under the message. With `colSpan` the state
+ * sits in one full-width row of a `<tbody>` and `children` are that body's rows.
  */
 export function TableState({
   what,
   error,
   fetching,
   loaded,
-  empty,
+  empty = false,
   emptyText,
-  retry,
+  refetch,
+  colSpan,
   children,
 }: {
   what: string;
-  error: CombinedError | Error | undefined | null;
+  /** Anything `errorMessage` reads; undefined or null when the read did not fail. */
+  error: unknown;
   fetching: boolean;
   loaded: boolean;
-  empty: boolean;
-  emptyText: ReactNode;
-  retry?: (() => void) | undefined;
-  children: ReactNode;
+  empty?: boolean;
+  emptyText?: ReactNode;
+  refetch?: Refetch | undefined;
+  colSpan?: number;
+  children?: ReactNode;
 }): ReactNode {
   // The bench's "first rows drawn" moment of every list (dashboard/src/perf.ts).
   useEffect(() => {
     if (loaded) markOnce(`apg:loaded:${what}`);
   }, [loaded, what]);
+  const failed = error !== undefined && error !== null;
+  const errorBox = failed ? (
+    <ErrorBox error={error} retry={refetch ? () => refetch({ requestPolicy: "network-only" }) : undefined} />
+  ) : null;
+  const state = !loaded ? fetching ? <Loading what={what} /> : null : empty ? <Empty>{emptyText}</Empty> : null;
+  const content = loaded && !empty ? children : null;
+  if (colSpan === undefined) {
+    return (
+      <>
+        {errorBox}
+        {state}
+        {content}
+      </>
+    );
+  }
   return (
     <>
-      {error !== undefined && error !== null ? <ErrorBox error={error} retry={retry} /> : null}
-      {!loaded ? fetching ? <Loading what={what} /> : null : empty ? <Empty>{emptyText}</Empty> : children}
+      {failed || !loaded || empty ? (
+        <tr>
+          <td colSpan={colSpan}>
+            {errorBox}
+            {state}
+          </td>
+        </tr>
+      ) : null}
+      {content}
     </>
   );
 }

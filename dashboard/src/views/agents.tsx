@@ -46,7 +46,7 @@ export function AgentsView({ params }: { params: URLSearchParams }): ReactNode {
         loaded={list !== undefined}
         empty={rows.length === 0}
         emptyText={search === "" ? "This account has no agents yet (POST /v1/agents registers one)." : `No agent matches "${search}".`}
-        retry={() => refetch({ requestPolicy: "network-only" })}
+        refetch={refetch}
       >
         <DataTable testId="agents-table" caption="Agents of the account" captionHidden columns={COLUMNS}>
           {rows.map((agent) => (
@@ -89,7 +89,7 @@ export function AgentView({ agentId }: { agentId: string }): ReactNode {
         <Link to={href("runs", agent)}>Runs</Link>
         <Link to={href("channels", agent)}>Channels</Link>
       </nav>
-      <TableState what="the agent" error={error} fetching={fetching} loaded={data != null} empty={false} emptyText="">
+      <TableState what="the agent" error={error} fetching={fetching} loaded={data != null}>
         {data == null ? null : (
           <dl className="facts" data-testid="agent-facts">
             <dt>Wallet</dt>

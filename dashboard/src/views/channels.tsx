@@ -1,5 +1,5 @@
 /**
- * Channels (issue 16): the account's payment channels (sessions) per agent, and one channel with
+ * Channels: the account's payment channels (sessions) per agent, and one channel with
  * its deposit, what the payee accepted, what the chain settled, what was refunded, its charges and
  * its settlements. A charge the payee accepted is shown as "accepted, not on chain", never as
  * confirmed: only a settlement puts it on the ledger. The list refreshes on each channel event of
@@ -7,7 +7,6 @@
  */
 import { type ReactNode, useEffect, useState } from "react";
 import { useQuery } from "urql";
-import { markOnce } from "../perf";
 import { AgentFilter } from "../components/filters";
 import { Link } from "../components/link";
 import { Empty, TableState } from "../components/states";
@@ -154,64 +153,55 @@ export function ChannelsView({ params }: { params: URLSearchParams }): ReactNode
 function ChannelPage(props: { agentId: string | null; after: string | null; last: boolean; more: (cursor: string) => void }): ReactNode {
   const variables: ChannelsVariables = { agentId: props.agentId, first: PAGE, after: props.after };
   const [{ data, error, fetching }] = useQuery<ChannelsData, ChannelsVariables>({ query: CHANNELS, variables });
-  useEffect(() => {
-    if (data !== undefined) markOnce("apg:loaded:channels");
-  }, [data]);
   const nodes = data?.channels.nodes ?? [];
   const page = data?.channels.pageInfo;
   return (
     <tbody>
-      {error !== undefined || data == null || (nodes.length === 0 && props.after === null) ? (
-        <tr>
-          <td colSpan={9}>
-            <TableState
-              what="channels"
-              error={error}
-              fetching={fetching}
-              loaded={data != null}
-              empty={nodes.length === 0}
-              emptyText="No payment channel yet."
-            >
-              {null}
-            </TableState>
-          </td>
-        </tr>
-      ) : null}
-      {nodes.map((channel) => (
-        <tr key={channel.address} data-testid="channel-row" data-channel={channel.address} data-status={channel.status}>
-          <td>
-            <Link to={href(`channels/${encodeURIComponent(channel.address)}`)}>
-              <Time iso={channel.openedAt} />
-            </Link>
-          </td>
-          <td>
-            <AgentLink agentId={channel.agentId} />
-          </td>
-          <td>
-            {channel.serviceOrigin !== null ? (
-              <Truncated text={channel.serviceOrigin} className="endpoint" />
-            ) : (
-              <code title={channel.payee}>{channel.payee.slice(0, 8)}…</code>
-            )}
-          </td>
-          <td>
-            <ProtocolBadge protocol={channel.protocol} />
-          </td>
-          <td>
-            <ChannelStatusBadge channel={channel} />
-          </td>
-          <td className="num" data-testid="channel-deposit">
-            <Amount value={channel.deposit} />
-          </td>
-          <td className="num" data-testid="channel-accepted">
-            <Amount value={channel.accepted} />
-          </td>
-          <td className="num" data-testid="channel-settled">
-            <Amount value={channel.settled} />
-          </td>
-          <td className="num">{channel.refunded === null ? <span className="muted">—</span> : <Amount value={channel.refunded} />}</td>
-        </tr>
-      ))}
+      <TableState
+        what="channels"
+        colSpan={9}
+        error={error}
+        fetching={fetching}
+        loaded={data != null}
+        empty={nodes.length === 0 && props.after === null}
+        emptyText="No payment channel yet."
+      >
+        {nodes.map((channel) => (
+          <tr key={channel.address} data-testid="channel-row" data-channel={channel.address} data-status={channel.status}>
+            <td>
+              <Link to={href(`channels/${encodeURIComponent(channel.address)}`)}>
+                <Time iso={channel.openedAt} />
+              </Link>
+            </td>
+            <td>
+              <AgentLink agentId={channel.agentId} />
+            </td>
+            <td>
+              {channel.serviceOrigin !== null ? (
+                <Truncated text={channel.serviceOrigin} className="endpoint" />
+              ) : (
+                <code title={channel.payee}>{channel.payee.slice(0, 8)}…</code>
+              )}
+            </td>
+            <td>
+              <ProtocolBadge protocol={channel.protocol} />
+            </td>
+            <td>
+              <ChannelStatusBadge channel={channel} />
+            </td>
+            <td className="num" data-testid="channel-deposit">
+              <Amount value={channel.deposit} />
+            </td>
+            <td className="num" data-testid="channel-accepted">
+              <Amount value={channel.accepted} />
+            </td>
+            <td className="num" data-testid="channel-settled">
+              <Amount value={channel.settled} />
+            </td>
+            <td className="num">{channel.refunded === null ? <span className="muted">—</span> : <Amount value={channel.refunded} />}</td>
+          </tr>
+        ))}
+      </TableState>
       {props.last && page?.hasNextPage === true && page.endCursor !== null ? (
         <tr>
           <td colSpan={9}>
@@ -246,7 +236,7 @@ export function ChannelView({ address }: { address: string }): ReactNode {
         loaded={data != null}
         empty={channel == null}
         emptyText="No channel of this account has this address."
-        retry={() => refetch({ requestPolicy: "network-only" })}
+        refetch={refetch}
       >
         {channel == null ? null : (
           <>

@@ -83,7 +83,7 @@ export function LedgerView({ params }: { params: URLSearchParams }): ReactNode {
         loaded={data != null}
         empty={nodes.length === 0}
         emptyText={pages.cursors.length === 0 ? "No transactions match these filters." : "No more transactions."}
-        retry={() => refetch({ requestPolicy: "network-only" })}
+        refetch={refetch}
       >
         <DataTable testId="ledger-table" caption="Transactions, newest first" captionHidden columns={COLUMNS}>
           {nodes.map((tx) => (

@@ -8,7 +8,7 @@ import type { Client } from "@urql/core";
 import { type ReactNode, useEffect, useReducer, useState } from "react";
 import { useClient } from "urql";
 import { AgentFilter } from "../components/filters";
-import { Empty, ErrorBox } from "../components/states";
+import { TableState } from "../components/states";
 import { type Column, DataTable } from "../components/table";
 import { RunCell, TRANSACTION_COLUMNS, TransactionCells } from "../components/transaction-cells";
 import { TxHash } from "../components/values";
@@ -186,16 +186,21 @@ export function LiveFeedView({ params }: { params: URLSearchParams }): ReactNode
       <div className="filters">
         <AgentFilter value={agentId} />
       </div>
-      {error !== null && connection !== "live" ? <ErrorBox error={error} /> : null}
-      {state.rows.length === 0 ? (
-        <Empty>{connection === "live" ? "No payments yet. New ones appear here as they are recorded." : "Waiting for the feed…"}</Empty>
-      ) : (
+      {/* A stream, not a read: never "loading"; before it is live the empty text says it is waiting. */}
+      <TableState
+        what="the live feed"
+        error={connection === "live" ? null : error}
+        fetching={false}
+        loaded
+        empty={state.rows.length === 0}
+        emptyText={connection === "live" ? "No payments yet. New ones appear here as they are recorded." : "Waiting for the feed…"}
+      >
         <DataTable testId="feed-table" caption="Live feed of payments" captionHidden columns={COLUMNS}>
           {state.rows.map((row) => (
             <FeedRowView key={row.tx.txHash ?? row.tx.id} row={row} />
           ))}
         </DataTable>
-      )}
+      </TableState>
     </section>
   );
 }

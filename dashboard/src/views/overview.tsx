@@ -72,15 +72,7 @@ export function OverviewView(): ReactNode {
   return (
     <section aria-labelledby="view-title">
       <h1 id="view-title">Overview</h1>
-      <TableState
-        what="the overview"
-        error={error}
-        fetching={fetching}
-        loaded={data !== undefined}
-        empty={false}
-        emptyText=""
-        retry={() => refetch({ requestPolicy: "network-only" })}
-      >
+      <TableState what="the overview" error={error} fetching={fetching} loaded={data !== undefined} refetch={refetch}>
         {data === undefined ? null : (
           <div data-testid="overview" data-today={JSON.stringify(variables.today)} data-yesterday={JSON.stringify(variables.yesterday)}>
             <Cards data={data} />

@@ -129,7 +129,7 @@ function Rejections({ agentId, reason, domain }: { agentId: string | null; reaso
         loaded={data !== undefined}
         empty={nodes.length === 0}
         emptyText={pages.cursors.length === 0 ? "No payment was rejected (with these filters)." : "No older rejections."}
-        retry={() => refetch({ requestPolicy: "network-only" })}
+        refetch={refetch}
       >
         <DataTable testId="rejections-table" caption="Rejected payments (policy events), newest first" columns={REJECTION_COLUMNS}>
           {nodes.map((tx) => (
@@ -188,7 +188,7 @@ function BudgetUseTable({ state, order }: { state: BudgetStateName | null; order
         loaded={use !== undefined}
         empty={rows.length === 0}
         emptyText={state === null ? "No agent has a daily budget." : `No agent is in the ${state} state.`}
-        retry={() => refetch({ requestPolicy: "network-only" })}
+        refetch={refetch}
       >
         <DataTable
           testId="policy-table"
@@ -268,7 +268,7 @@ function AgentPolicy({ agentId }: { agentId: string }): ReactNode {
   const [{ data, error, fetching }] = useQuery<OnePolicyData>({ query: ONE_POLICY, variables: { agentId } });
   const policy = data?.policy;
   return (
-    <TableState what="the policy" error={error} fetching={fetching} loaded={policy !== undefined} empty={false} emptyText="">
+    <TableState what="the policy" error={error} fetching={fetching} loaded={policy !== undefined}>
       {policy === undefined ? null : (
         <dl className="facts" data-testid="agent-policy">
           <dt>Agent</dt>

@@ -53,15 +53,7 @@ function ProtocolsViewIn({ params, agentId, window }: { params: URLSearchParams;
         <WindowPicker value={window} />
         <ResolutionSelect value={resolution} window={window} />
       </div>
-      <TableState
-        what="protocol volume"
-        error={error}
-        fetching={fetching}
-        loaded={metrics !== undefined}
-        empty={false}
-        emptyText=""
-        retry={() => refetch({ requestPolicy: "network-only" })}
-      >
+      <TableState what="protocol volume" error={error} fetching={fetching} loaded={metrics !== undefined} refetch={refetch}>
         {metrics === undefined ? null : (
           <>
             <DataTable

@@ -110,9 +110,7 @@ function Run({ rootTxHash, current }: { rootTxHash: string; current: string | nu
         loaded={data != null}
         empty
         emptyText={`No run of this account starts at ${shortHash(rootTxHash)}.`}
-      >
-        {null}
-      </TableState>
+      />
     );
   }
   const budgets = invocations.data?.invocations ?? [];
@@ -236,29 +234,18 @@ function Run({ rootTxHash, current }: { rootTxHash: string; current: string | nu
 
 function RunOf({ txHash }: { txHash: string }): ReactNode {
   const [{ data, fetching, error }] = useQuery<RunRootData>({ query: RUN_ROOT, variables: { txHash } });
-  if (error !== undefined || data == null) {
-    return (
-      <TableState what="the run" error={error} fetching={fetching} loaded={data != null} empty={false} emptyText="">
-        {null}
-      </TableState>
-    );
-  }
-  const root = data.transaction?.runRootTxHash ?? null;
-  if (root === null) {
-    return (
-      <TableState
-        what="the run"
-        error={undefined}
-        fetching={false}
-        loaded
-        empty
-        emptyText={`No payment of this account has the hash ${shortHash(txHash)}.`}
-      >
-        {null}
-      </TableState>
-    );
-  }
-  return <Run rootTxHash={root} current={txHash} />;
+  const root = data?.transaction?.runRootTxHash ?? null;
+  if (error === undefined && root !== null) return <Run rootTxHash={root} current={txHash} />;
+  return (
+    <TableState
+      what="the run"
+      error={error}
+      fetching={fetching}
+      loaded={data != null}
+      empty={error === undefined}
+      emptyText={`No payment of this account has the hash ${shortHash(txHash)}.`}
+    />
+  );
 }
 
 function OpenRun(): ReactNode {
@@ -298,7 +285,7 @@ function RunList({ agentId, order, offset }: { agentId: string | null; order: "r
         loaded={runs !== undefined}
         empty={rows.length === 0}
         emptyText={`No run${agentId === null ? "" : ` started by ${agentId}`} yet (a run is a payment that invoked other agents).`}
-        retry={() => refetch({ requestPolicy: "network-only" })}
+        refetch={refetch}
       >
         <DataTable
           testId="runs-table"

@@ -95,15 +95,7 @@ function SpendViewIn({ params, agentId, window }: { params: URLSearchParams; age
         <AgentFilter value={agentId} />
         <WindowPicker value={window} />
       </div>
-      <TableState
-        what="spend"
-        error={error}
-        fetching={fetching}
-        loaded={summary !== undefined}
-        empty={false}
-        emptyText=""
-        retry={() => refetch({ requestPolicy: "network-only" })}
-      >
+      <TableState what="spend" error={error} fetching={fetching} loaded={summary !== undefined} refetch={refetch}>
         {summary === undefined ? null : (
           <>
             <div className="totals" data-testid="spend-totals">

@@ -11,7 +11,7 @@ use solana_instruction::Instruction;
 use solana_keypair::Keypair;
 use solana_signer::Signer;
 
-use crate::ledger::{associated_token_address, config_address, event_authority_address};
+use crate::address::{associated_token_address, config_address, event_authority_address};
 
 pub fn channel_address(payer: &Pubkey, payee: &Pubkey, channel_id: &[u8; 32]) -> Pubkey {
     Pubkey::find_program_address(

@@ -1,21 +1,14 @@
-//! Instruction builders and event decoding for payment_ledger, from the Anchor-generated client
-//! types (the same IDL-derived layout the TypeScript coder uses).
+//! Instruction builders for payment_ledger, from the Anchor-generated client types (the same
+//! IDL-derived layout the TypeScript coder uses).
 
-use anchor_lang::{
-    solana_program::pubkey::Pubkey, AnchorDeserialize, Discriminator, InstructionData,
-    ToAccountMetas,
-};
-use litesvm::types::TransactionMetadata;
+use anchor_lang::{solana_program::pubkey::Pubkey, InstructionData, ToAccountMetas};
 use payment_ledger::{OpenInvocationArgs, RecordAttestedPaymentArgs, RecordPaymentArgs};
 use solana_instruction::Instruction;
 
-use crate::ledger::{
+use crate::address::{
     associated_token_address, config_address, event_authority_address, invocation_address,
     payer_state_address,
 };
-
-/// `sha256("anchor:event")[..8]` read as a big-endian u64, written little-endian on the wire.
-pub const EVENT_IX_TAG_LE: [u8; 8] = [0xe4, 0x45, 0xa5, 0x2e, 0x51, 0xcb, 0x9a, 0x1d];
 
 /// The token accounts of an atomic stablecoin payment.
 #[derive(Clone, Copy, Debug)]
@@ -91,23 +84,4 @@ pub fn open_invocation_ix(authority: &Pubkey, invoker: &Pubkey, args: OpenInvoca
     };
     let data = payment_ledger::instruction::OpenInvocation { args };
     Instruction::new_with_bytes(payment_ledger::ID, &data.data(), accounts.to_account_metas(None))
-}
-
-/// Every event of type `E` the program emitted with `emit_cpi!`: inner instructions to
-/// payment_ledger whose data is the event tag, `E`'s discriminator and the borsh body.
-/// `account_keys` are the transaction message's keys (inner instructions index into them).
-pub fn emitted_events<E: AnchorDeserialize + Discriminator>(
-    meta: &TransactionMetadata,
-    account_keys: &[Pubkey],
-) -> Vec<E> {
-    meta.inner_instructions
-        .iter()
-        .flatten()
-        .filter(|inner| account_keys.get(inner.instruction.program_id_index as usize) == Some(&payment_ledger::ID))
-        .filter_map(|inner| {
-            let data = inner.instruction.data.as_slice();
-            let body = data.strip_prefix(&EVENT_IX_TAG_LE)?.strip_prefix(E::DISCRIMINATOR)?;
-            E::try_from_slice(body).ok()
-        })
-        .collect()
 }

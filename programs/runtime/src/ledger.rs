@@ -18,6 +18,7 @@ use solana_signer::Signer;
 use solana_transaction::Transaction;
 
 use crate::{
+    address::{associated_token_address, config_address, event_authority_address},
     history::{self, ExecutedTx},
     native,
 };
@@ -46,7 +47,7 @@ pub struct Executed {
 
 impl Executed {
     pub fn events<E: anchor_lang::AnchorDeserialize + anchor_lang::Discriminator>(&self) -> Vec<E> {
-        crate::client::emitted_events(&self.meta, &self.account_keys)
+        crate::events::emitted_events(&self.meta, &self.account_keys)
     }
 }
 
@@ -299,33 +300,4 @@ pub fn is_included(error: &TransactionError) -> bool {
             | TransactionError::InsufficientFundsForRent { .. }
             | TransactionError::ProgramExecutionTemporarilyRestricted { .. }
     )
-}
-
-pub fn config_address() -> Pubkey {
-    Pubkey::find_program_address(&[payment_ledger::CONFIG_SEED], &payment_ledger::ID).0
-}
-
-pub fn payer_state_address(payer: &Pubkey) -> Pubkey {
-    Pubkey::find_program_address(&[payment_ledger::PAYER_SEED, payer.as_ref()], &payment_ledger::ID).0
-}
-
-pub fn invocation_address(parent_signature: &[u8; 64], sub_agent: &Pubkey) -> Pubkey {
-    Pubkey::find_program_address(
-        &[
-            payment_ledger::INVOCATION_SEED,
-            &parent_signature[..32],
-            &parent_signature[32..],
-            sub_agent.as_ref(),
-        ],
-        &payment_ledger::ID,
-    )
-    .0
-}
-
-pub fn event_authority_address() -> Pubkey {
-    Pubkey::find_program_address(&[b"__event_authority"], &payment_ledger::ID).0
-}
-
-pub fn associated_token_address(owner: &Pubkey, mint: &Pubkey) -> Pubkey {
-    spl_associated_token_account_interface::address::get_associated_token_address(owner, mint)
 }

@@ -6,12 +6,12 @@
 
 use anchor_lang::{solana_program::pubkey::Pubkey, AccountDeserialize, Space};
 use ledger_runtime::{
+    address::associated_token_address,
     channel::{
         close_channel_ix, compute_unit_limit_ix, ed25519_verify_ix, force_close_channel_ix, open_channel_ix,
         refund_channel_ix, settle_channel_ix, top_up_channel_ix, Charge, ChannelKeys, VoucherBook,
     },
     client::open_invocation_ix,
-    ledger::associated_token_address,
     Executed, Ledger, LedgerSetup,
 };
 use litesvm::types::FailedTransactionMetadata;

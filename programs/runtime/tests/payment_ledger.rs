@@ -4,7 +4,7 @@
 use anchor_lang::{solana_program::pubkey::Pubkey, AccountDeserialize, Space};
 use ledger_runtime::{
     client::{open_invocation_ix, record_attested_payment_ix, record_payment_ix, Transfer},
-    ledger::{associated_token_address, invocation_address, payer_state_address},
+    address::{associated_token_address, invocation_address, payer_state_address},
     Executed, Ledger, LedgerSetup,
 };
 use litesvm::types::FailedTransactionMetadata;

@@ -5,6 +5,7 @@
 pub mod chain;
 pub mod dir_lock;
 pub mod encode;
+pub mod fields;
 pub mod parent_watch;
 pub mod parse;
 pub mod persistence;

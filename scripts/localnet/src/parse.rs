@@ -19,7 +19,7 @@ use solana_message::{compiled_instruction::CompiledInstruction, VersionedMessage
 use solana_system_interface::instruction::SystemInstruction;
 use spl_token_interface::instruction::{AuthorityType, TokenInstruction};
 
-use crate::encode::token_amount;
+use crate::fields::{address_table_lookups, token_amount};
 use ledger_runtime::history::LoadedKeys;
 
 const SPL_TOKEN: Pubkey = Pubkey::from_str_const("TokenkegQfeZyiNwAJbNbGKPFXCWuBvf9Ss623VQ5DA");
@@ -71,7 +71,7 @@ pub fn message(message: &VersionedMessage, loaded: &LoadedKeys) -> Value {
         "recentBlockhash": message.recent_blockhash().to_string(),
         "instructions": instructions,
     });
-    if let Some(lookups) = crate::encode::address_table_lookups(message) {
+    if let Some(lookups) = address_table_lookups(message) {
         value["addressTableLookups"] = lookups;
     }
     value

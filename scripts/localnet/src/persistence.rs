@@ -223,7 +223,7 @@ mod tests {
             })
             .collect();
         sent.push(chain.submit(sign(chain, &[&setup.authority], &accounts), true).unwrap());
-        let agent_token = ledger_runtime::ledger::associated_token_address(&agent.pubkey(), &setup.mint);
+        let agent_token = ledger_runtime::address::associated_token_address(&agent.pubkey(), &setup.mint);
         let fund = spl_token_interface::instruction::transfer_checked(
             &spl_token_interface::ID,
             &setup.treasury_token,
@@ -255,7 +255,7 @@ mod tests {
 
         // A version 0 transfer whose destination is loaded from a lookup table made the slot before.
         use solana_address_lookup_table_interface::{instruction as alt, state::AddressLookupTable};
-        let service_token = ledger_runtime::ledger::associated_token_address(&service.pubkey(), &setup.mint);
+        let service_token = ledger_runtime::address::associated_token_address(&service.pubkey(), &setup.mint);
         let (create, table) = alt::create_lookup_table(agent.pubkey(), agent.pubkey(), chain.slot() - 1);
         let extend = alt::extend_lookup_table(table, agent.pubkey(), Some(agent.pubkey()), vec![service_token]);
         sent.push(chain.submit(sign(chain, &[&agent], &[create, extend]), true).unwrap());

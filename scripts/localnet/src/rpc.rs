@@ -15,7 +15,7 @@ use solana_transaction_error::TransactionError;
 use crate::{
     chain::{Chain, ChainHandle, SubmitError, MAX_SIGNATURES_LIMIT},
     encode::{self, AccountEncoding, TxEncoding},
-    parse,
+    fields, parse,
 };
 
 /// The validator version we answer `getVersion` with: the Agave runtime LiteSVM embeds.
@@ -148,7 +148,7 @@ pub async fn call(chain: &ChainHandle, method: &str, params: Value) -> RpcResult
             let Some((amount, decimals)) = balance else {
                 return Err(RpcError::invalid_params("Invalid param: could not find account"));
             };
-            Ok(with_context(slot, encode::token_amount(amount, decimals)))
+            Ok(with_context(slot, fields::token_amount(amount, decimals)))
         }
         "getTokenAccountsByOwner" => {
             let owner = params.pubkey(0)?;

@@ -5,7 +5,7 @@
  * with DATABASE_URL. Runs until killed. Test support only.
  */
 import { createPool } from "../../../indexer/db/database.js";
-import { runApprovalTimeouts } from "../../../api/gateway/approvals/index.js";
+import { runApprovalTimeouts } from "../../../api/gateway/loops/index.js";
 
 const pool = createPool();
 const intervalMs = Number(process.env.APPROVAL_TIMEOUT_INTERVAL_MS ?? "50");

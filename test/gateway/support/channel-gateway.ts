@@ -10,6 +10,7 @@ import bs58 from "bs58";
 import { expect } from "vitest";
 import { ChannelSessions } from "../../../api/gateway/channels/index.js";
 import { createGatewayHandler } from "../../../api/gateway/http/index.js";
+import { LedgerInvocations } from "../../../api/gateway/invocations/index.js";
 import { Settlement } from "../../../api/gateway/settlement/index.js";
 import {
   AgentWallets,
@@ -17,11 +18,9 @@ import {
   generateWalletEncryptionKey,
   keystoreFromEnv,
   LocalTreasuryFundingSource,
-  localSettlementLedger,
-  type SettlementLedger,
-  tokenBalanceUnits,
 } from "../../../api/gateway/wallets/index.js";
-import { submit } from "../../../api/gateway/wallets/ledger.js";
+import { localSettlementLedger, type SettlementLedger, tokenBalanceUnits } from "../../../api/gateway/chain/index.js";
+import { submit } from "../../../api/gateway/chain/ledger.js";
 import { SecretBox } from "../../../api/gateway/webhooks/index.js";
 import { createAccount, issueApiKey } from "../../../api/shared/keys.js";
 import { decodeChannelAccount, escrowPda } from "../../../programs/payment_ledger/ts/index.js";
@@ -64,7 +63,12 @@ export async function startChannelGateway(): Promise<ChannelGateway> {
     ledger,
     fundingSource: LocalTreasuryFundingSource.fromLocalnet(ledger, localnet),
   });
-  const settlement = new Settlement({ pool: db.pool, wallets, ledger });
+  const settlement = new Settlement({
+    pool: db.pool,
+    wallets,
+    ledger,
+    invocations: new LedgerInvocations({ pool: db.pool, wallets, ledger }),
+  });
   const channels = new ChannelSessions({ pool: db.pool, ledger, wallets, invocations: settlement });
   const handle = createGatewayHandler({
     pool: db.pool,

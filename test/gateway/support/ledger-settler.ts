@@ -5,7 +5,7 @@
  * are allocated per payer in increasing order, as the program's replay window expects.
  */
 import { PublicKey } from "@solana/web3.js";
-import type { AgentDirectory, SettleRequest, SettleResult, Settler } from "../../../api/gateway/x402/settler.js";
+import type { AgentDirectory, SettleRequest, SettleResult, Settler } from "../../../api/gateway/settlement/settler.js";
 import { endpointHash } from "../../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, type LedgerAccess, recordPayment } from "../../../scripts/agent-wallets.js";
 

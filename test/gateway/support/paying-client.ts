@@ -3,13 +3,8 @@
  * will do after its policy check (spec 4.7 steps 1, 2, 4, 5), reduced to the protocol steps.
  */
 import { chooseMethod, parseMppPaymentRequest, signMppSubmission, submissionBody, X_MPP_SESSION } from "../../../api/gateway/mpp/index.js";
-import {
-  type AgentSigner,
-  encodePaymentHeaders,
-  type PaymentPayload,
-  parsePaymentRequirement,
-  signPaymentPayload,
-} from "../../../api/gateway/x402/index.js";
+import { encodePaymentHeaders, type PaymentPayload, parsePaymentRequirement, signPaymentPayload } from "../../../api/gateway/x402/index.js";
+import type { AgentSigner } from "../../../api/gateway/chain/index.js";
 // The SDK's session memory, the one a real paying agent uses (spec 4.7 step 4).
 import type { MppSessions } from "../../../sdk/src/sessions.js";
 import { X_PAYMENT_RESPONSE } from "./paid-api.js";

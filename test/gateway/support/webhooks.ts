@@ -7,7 +7,8 @@
 import type pg from "pg";
 import pino from "pino";
 import { afterAll, afterEach, beforeAll } from "vitest";
-import { emitEvent, type PolicyViolationPayload, policyViolationPayload } from "../../../api/gateway/events/index.js";
+import { emitEvent } from "../../../api/gateway/events/index.js";
+import { type PolicyViolationPayload, policyViolationPayload } from "../../../api/gateway/webhooks/index.js";
 import {
   type CreatedEndpoint,
   createWebhookEndpoint,

@@ -5,7 +5,7 @@
  *   (`nextCursor`), each with its chain balance: one batched read per 100 wallets, 0 for a wallet
  *   never funded; a chain that does not answer is 503, never a made-up balance.
  *   Archived agents are left out unless `includeArchived=true`.
- * - `DELETE /v1/agents/{agentId}[?force=true]` archives the agent (api/gateway/agent-archive.ts): refused
+ * - `DELETE /v1/agents/{agentId}[?force=true]` archives the agent (api/gateway/payments/agent-archive.ts): refused
  *   with 409 AGENT_NOT_EMPTY while it holds funds or has open payments, unless forced; afterwards
  *   it cannot authorize or be funded (409 AGENT_ARCHIVED) and its history stays readable.
  * - `POST /v1/agents` registers an agent with a new sealed wallet. An external effect under the
@@ -17,14 +17,15 @@
  *   it is known (a failure is answered only once the transaction can no longer land).
  */
 import { PublicKey } from "@solana/web3.js";
-import { AgentNotEmptyError, archiveAgent } from "../../agent-archive.js";
+import { AgentNotEmptyError, archiveAgent } from "../../payments/agent-archive.js";
 import { internalAgentId } from "../../../shared/agent-ids.js";
 import { agentOfAccount, listAgentsPage } from "../../../shared/agents.js";
 import { boundAgent } from "../../../shared/scopes.js";
 import { type BalanceReader, rpcBalanceReader } from "../../../shared/balances.js";
 import type { AgentRow } from "../../../shared/rows.js";
 import { parseAgentId } from "../../../shared/validation.js";
-import { createAgentWallet, WalletExistsError, type WalletOperationResult } from "../../wallets/index.js";
+import { createAgentWallet, type WalletOperationResult } from "../../wallets/index.js";
+import { WalletExistsError } from "../../chain/index.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
 import {
   booleanParam,

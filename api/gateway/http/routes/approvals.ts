@@ -1,5 +1,5 @@
 /**
- * Approvals of held payments (docs/rest.md "Approvals"; the use cases are api/gateway/approvals,
+ * Approvals of held payments (docs/rest.md "Approvals"; the use cases are api/gateway/payments/approvals,
  * this file parses the requests and renders the answers):
  *
  * - `GET /v1/approvals` (admin, approver): the account's approvals, newest first, by `status`,
@@ -15,7 +15,7 @@
  * The signed one-time link (`/v1/approvals/{id}/decide?token=`) needs no key and speaks HTML
  * forms, so it is served beside the router (../approval-link.ts).
  */
-import { type ApprovalDecision, parseApprovalStatus, parseNote } from "../../../shared/approvals/approval.js";
+import { type Approval, type ApprovalDecision, parseApprovalStatus, parseNote } from "../../../shared/approvals/approval.js";
 import { ApprovalNotFoundError } from "../../../shared/approvals/errors.js";
 import { APPROVALS_LIMIT_DEFAULT, APPROVALS_LIMIT_MAX, getApproval, listApprovals } from "../../../shared/approvals/store.js";
 import { runDatabaseEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
@@ -27,9 +27,17 @@ import { parseAgentId } from "../../../shared/validation.js";
 import { ApprovalAlreadyDecidedError } from "../../../shared/approvals/errors.js";
 import { boundAgent } from "../../../shared/scopes.js";
 import { sessionKeyId } from "../../../shared/sessions.js";
-import { approvalWaitsFor, type Decided, decideInTransaction, MAX_WAIT_SECONDS } from "../../approvals/index.js";
-import { approvalJson } from "../approval-view.js";
-import type { Route, RouteContext } from "../deps.js";
+import {
+  approvalWaitsFor,
+  type Decided,
+  type DecideDeps,
+  decideInTransaction,
+  MAX_WAIT_SECONDS,
+  recheckRefusal,
+} from "../../payments/approvals/index.js";
+import { type ApprovalRefusal, approvalJson } from "../approval-view.js";
+import { invocationBudgetCheck, requireInvocations, requireSubAgentInvocation } from "../../invocations/index.js";
+import type { GatewayDeps, Route, RouteContext } from "../deps.js";
 
 /** An agent of the caller's account by its public id → its internal key; an unknown one matches nothing. */
 async function agentKeyOf(context: RouteContext, publicId: string): Promise<string> {
@@ -54,7 +62,13 @@ async function listRoute(context: RouteContext): Promise<RouteResponse> {
     limit: limitParam(query.get("limit"), APPROVALS_LIMIT_DEFAULT, APPROVALS_LIMIT_MAX),
     cursor: query.get("cursor"),
   });
-  return json(200, { approvals: page.approvals.map(approvalJson), nextCursor: page.nextCursor });
+  const approvals = await Promise.all(page.approvals.map(async (a) => approvalJson(a, await refusalOf(context, a))));
+  return json(200, { approvals, nextCursor: page.nextCursor });
+}
+
+/** What the re-check refused, for an approval whose outcome is `refused` (one read, for those only). */
+async function refusalOf(context: RouteContext, approval: Approval): Promise<ApprovalRefusal | null> {
+  return approval.outcome === "refused" ? recheckRefusal(context.deps.pool, approval) : null;
 }
 
 /** `?wait=` in whole seconds, 0 to 60; absent: 0. */
@@ -78,7 +92,7 @@ async function getRoute(context: RouteContext): Promise<RouteResponse> {
     await waits.wait(id, wait * 1_000, async () => (await read())?.status === "pending");
     approval = (await read()) ?? approval;
   }
-  return json(200, { approval: approvalJson(approval) });
+  return json(200, approvalJson(approval, await refusalOf(context, approval)));
 }
 
 /** For an agent key: the approval's agent, or 404 APPROVAL_NOT_FOUND as for none (the router's scope check). */
@@ -106,13 +120,28 @@ function decideRoute(decision: ApprovalDecision) {
     const keyId = await decidingKey(context);
     const approvalId = context.params.approvalId!;
     return runDatabaseEffect(context.store, context.idempotency, async (client) => {
-      const decided = await decideInTransaction(
-        client,
-        { invocations: context.deps.invocations },
-        { decider: { kind: "key", accountId: context.caller.accountId, keyId, approvalId }, decision, note, now: context.now },
-      );
+      const decided = await decideInTransaction(client, approvalDecideDeps(context.deps), {
+        decider: { kind: "key", accountId: context.caller.accountId, keyId, approvalId },
+        decision,
+        note,
+        now: context.now,
+      });
       return decidedAnswer(decided);
     });
+  };
+}
+
+/** The deciding needs of the gateway: a sub-agent's held payment is re-checked against its invocation budget. */
+export function approvalDecideDeps(deps: GatewayDeps): DecideDeps {
+  return {
+    subAgentCheck: (payment) =>
+      invocationBudgetCheck({
+        agentId: payment.agentKey,
+        parentTxHash: payment.parentTxHash,
+        amountUnits: payment.amountUnits,
+        readInvocation: async () =>
+          (await requireSubAgentInvocation(requireInvocations(deps.invocations), payment.parentTxHash, payment.walletAddress)).state,
+      }),
   };
 }
 
@@ -120,14 +149,7 @@ function decideRoute(decision: ApprovalDecision) {
 export function decidedAnswer(decided: Decided): RouteResponse {
   if (decided.late) return problemResponse(new ApprovalAlreadyDecidedError(decided.approval));
   const recheck = decided.recheck;
-  return json(200, {
-    approval: approvalJson(decided.approval),
-    ...(recheck === null
-      ? {}
-      : recheck.outcome === "authorized"
-        ? { outcome: "authorized" }
-        : { outcome: "refused", refusal: { reasonCode: recheck.reasonCode, reason: recheck.reason } }),
-  });
+  return json(200, approvalJson(decided.approval, recheck?.outcome === "refused" ? recheck : null));
 }
 
 export const approvalRoutes: readonly Route[] = [

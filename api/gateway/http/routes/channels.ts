@@ -1,5 +1,5 @@
 /**
- * Channel sessions (issue 16; use cases in api/gateway/channels, docs/rest.md "Channel sessions"):
+ * Channel sessions (use cases in api/gateway/channels, docs/rest.md "Channel sessions"):
  *
  * - `POST /v1/agents/{agentId}/channels` opens a session: the deposit is reserved within the
  *   agent's spend policy, then open_channel is sent and confirmed (Idempotency-Key: a retry

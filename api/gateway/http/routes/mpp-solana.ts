@@ -15,7 +15,7 @@
  */
 import type { CosignedSettle, CosignedTransfers } from "../../cosigned/cosigned.js";
 import { type SolanaCharge, settleSolanaCharge, solanaChargeOutcome, solanaChargeTerms } from "../../mpp/solana-charge.js";
-import { isAddress } from "../../x402/signer.js";
+import { isAddress } from "../../chain/signer.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
 import { objectBody, optionalString, stringField } from "../../../shared/http/input.js";
 import { badRequest, httpError } from "../../../shared/http/problem.js";

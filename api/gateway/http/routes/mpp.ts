@@ -1,27 +1,13 @@
 /**
  * The MPP service side for resource servers (spec 4.4), called by a seller's server (our
- * `mppMiddleware` or anyone's) with its own API key. The seller answers 402 with its spec 2.9
- * request and forwards what the agent posts to its payment endpoint; the gateway verifies,
- * settles on the chosen rail and keeps the sessions (docs/protocols.md, docs/sdk-server.md).
+ * `mppMiddleware` or anyone's) with its own API key: the gateway verifies, settles on the chosen
+ * rail and keeps the sessions. Wire shapes: docs/rest.md, docs/protocols.md, docs/sdk-server.md.
  *
- * `POST /v1/mpp/payments` `{ request, submission, payTo, serviceOrigin }` → `{ success: true,
- * txHash, sessionId, sessionToken, expiresAt, method, payer, agentId? }` (`agentId` only to the
- * payer's own account, api/gateway/http/payer-agent.ts), 200 `{ success: false,
- * reason, detail }`, or 202 `{ success: false, pending: true, ... }`. Settling is an external
- * effect under the Idempotency-Key; a retry resolves through the submission's nonce claim. The
- * payment's policy reservation (made when the gateway authorized it, linked as
- * `mpp:<payer>:<nonce>`) is settled on success, released on a definite failure, left on pending
- * (api/gateway/mpp/payment.ts).
- *
- * `POST /v1/mpp/sessions/redeem` `{ token, endpoint, amount, payTo, serviceOrigin }` → `{ success:
- * true, txHash, sessionId, charged, token, expiresAt, refreshed }` or 200 `{ success: false, reason,
- * detail }` (a policy refusal of the charge adds `reasonCode` and `errorClass`: `reason` is
- * `policy_violation` for the agent's spend policy, `budget_exceeded` with `reasonCode`
- * `invocation_budget_exceeded` and `errorClass` `BudgetExceededError` for a session established
- * under a sub-agent's invocation whose remaining budget the charge would exceed).
- *
- * Sub-agents: a submission the gateway authorized with `parentTxHash` settles under that
- * invocation (the parent link is recorded on-chain), and so does every charge on its session.
+ * - `POST /v1/mpp/payments`: a submission settled (`agentId` only to the payer's own account,
+ *   ../payer-agent.ts), refused (200 `success: false`) or pending (202); a retry under the
+ *   Idempotency-Key resolves through the submission's nonce claim.
+ * - `POST /v1/mpp/sessions/redeem`: a charge on a session; a policy refusal adds `reasonCode` and
+ *   `errorClass` (`budget_exceeded` for a sub-agent's invocation budget).
  *
  * Answers carrying a session token are stored sealed under an Idempotency-Key: the token is a
  * bearer secret and is never kept in clear.
@@ -35,8 +21,8 @@ import { parseMoney, parseMppPaymentRequest } from "../../mpp/request.js";
 import type { MppService } from "../../mpp/service.js";
 import { isSessionTokenShape } from "../../mpp/session-token.js";
 import { type MppSubmission, parseMppSubmission } from "../../mpp/submission.js";
-import { checkPayee } from "../../settlement/payee.js";
-import { isAddress } from "../../x402/signer.js";
+import { checkPayee } from "../../chain/payee.js";
+import { isAddress } from "../../chain/signer.js";
 import { type ExternalOutcome, runExternalEffect, type RouteResponse } from "../../../shared/http/idempotency.js";
 import { type JsonObject, objectBody, plainJson, stringField } from "../../../shared/http/input.js";
 import { ownAgentId } from "../payer-agent.js";

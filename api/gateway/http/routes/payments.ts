@@ -1,64 +1,22 @@
 /**
- * Payment authorization (spec 4.7 `pay` steps 2–5, done by the gateway for the client; the use
- * cases are api/gateway/payments: this file parses the requests and renders the answers):
+ * The agent's payment routes (spec 4.7 `pay` steps 2–5, done by the gateway for the client); this
+ * file parses the requests and renders the answers, the use cases are api/gateway/pay/authorize.ts
+ * and api/gateway/payments. Wire shapes: docs/rest.md.
  *
- * `POST /v1/agents/{agentId}/payments/authorize` with the 402 body the target answered
- * (`x402`: spec 2.7, `mpp`: spec 2.9, or both) and the `endpoint` called. The gateway picks the
- * protocol (x402 by default, spec 1 routing rules; the body's or the policy's
- * `protocolPreference`), checks the spend policy and reserves the amount, then signs with the
- * agent's wallet key: an x402 PaymentPayload with its `X-PAYMENT` headers, or an MPP submission
- * for `paymentEndpoint`. A policy rejection is recorded (status `rejected`, `policy.violation`)
- * and answered 403 with the spec 7 class. Reservation or rejection, the events and the
- * Idempotency-Key commit in one transaction: a retried request gets the same signed payment and
- * reserves nothing twice.
- *
- * The reservation is linked to the signed payment (`x402:<payer>:<nonce>` / `mpp:<payer>:<nonce>`,
- * with its `validUntil`) in the same transaction, so the facilitator that settles it closes the
- * reservation by itself and the sweeper releases it once the payment expired unused.
- *
- * Sub-agents (`agents.invoke`, spec 2.6, 4.7, 7 `BudgetExceededError`): `parentTxHash` makes the
- * payment one of a sub-agent under the invocation its invoker opened with that transaction. The
- * invocation's remaining budget (on-chain spend plus this agent's still-open reservations under
- * it) is checked under the agent's reservation lock, so concurrent authorizations cannot together
- * exceed it; a breach is recorded like a policy rejection and answered 422 `BUDGET_EXCEEDED`. The
- * program enforces the same cap when the payment settles. `invocationBudget` (x402) makes the
- * payment invoke its payee, an agent of this gateway, as a sub-agent with that budget: the
- * facilitator opens the invocation once the payment settled.
- *
- * Real x402 and MPP payees (issue 12): the body may instead (or also) hold `x402v2` (the decoded
- * `PAYMENT-REQUIRED` header), `x402v1` (an x402 v1 402 body) and `mppChallenges` (the
- * `WWW-Authenticate: Payment` challenges, parsed). The answer then carries `format`
- * (`x402-v2`, `x402-v1`, `mpp`), the `headers` that carry the signed transfer
- * (`PAYMENT-SIGNATURE`, `X-PAYMENT` or `Authorization`) and `transfer` (`payTo`, `feePayer`,
- * `lastValidBlockHeight`). Its `complete` names the transfer's transaction from the payee's
- * receipt: the gateway checks it on the ledger, records the payment in payment_ledger with the
- * transfer as settlement reference, and answers the record's `txHash` and the `settlementTxHash`
- * (api/gateway/transfers). Such a reservation cannot be released: the signed transfer may land
- * until its blockhash expires; the sweeper closes it with the outcome.
- *
- * `POST /v1/agents/{agentId}/payments/domain-check` (`{ endpoint }`): the gateway's decision on a host
- * a client's own domain check refused; a refusal is recorded like an authorization's.
- *
- * `POST /v1/agents/{agentId}/payments/{reservationId}/complete` (`{ txHash }`) and `.../release`
- * close the reservation when the payment was settled elsewhere (a third-party facilitator); both
- * are idempotent with the facilitator's own closing. `release` revokes the signed payment: once
- * released, no settler of this gateway moves its money (`payment_revoked`). A payment a settler
- * already took cannot be released (409: its money may land; it keeps counting until the outcome
- * is known), so landed money always counts against the budget and the rate limit.
+ * - `POST /v1/agents/{agentId}/payments/authorize`: the target's 402 offer and the `endpoint`;
+ *   answered with the signed payment (x402 `X-PAYMENT` headers, an MPP submission, or a signed
+ *   transfer's headers for a real x402 / MPP payee), 403 on a policy refusal, 422
+ *   `BUDGET_EXCEEDED` over a sub-agent's invocation budget. Reservation or refusal, the events
+ *   and the Idempotency-Key commit in one transaction: a retry gets the same signed payment.
+ * - `.../domain-check`: the gateway's decision on a host a client's own domain check refused.
+ * - `.../{reservationId}/complete` and `.../release`: close the reservation of a payment settled
+ *   elsewhere or given up; 409 once a settler took it, since its money may still land.
  */
 import { endpointHost, type ProtocolPreference } from "../../../shared/policy/index.js";
 import { explorerLink } from "../../../../indexer/store/projections.js";
 import { parseTxHash } from "../../../shared/validation.js";
-import {
-  type AuthorizeResult,
-  authorizeInTransaction,
-  checkDomainInTransaction,
-  completeReservation,
-  type Offer,
-  prepareAuthorization,
-  releaseAgentReservation,
-  requireAgentReservation,
-} from "../../payments/index.js";
+import { checkDomainInTransaction, completeReservation, releaseAgentReservation, requireAgentReservation } from "../../payments/index.js";
+import { type AuthorizeResult, authorizeInTransaction, type Offer, prepareAuthorization } from "../../pay/authorize.js";
 import { parseMppPaymentRequest } from "../../mpp/request.js";
 import { submissionBody } from "../../mpp/submission.js";
 import { encodePaymentHeaders } from "../../x402/headers.js";
@@ -72,7 +30,7 @@ import { badRequest, httpError, problemResponse } from "../../../shared/http/pro
 import { approvalJson } from "../approval-view.js";
 import { budgetExceededAnswer, policyViolationAnswer } from "../refusals.js";
 import { json } from "../../../shared/http/router.js";
-import { checkPayee } from "../../settlement/payee.js";
+import { checkPayee } from "../../chain/payee.js";
 import type { SignedTransfers, TransferOffer } from "../../transfers/index.js";
 import type { Route, RouteContext } from "../deps.js";
 

@@ -15,8 +15,9 @@ use std::{collections::HashMap, path::PathBuf, str::FromStr, time::Instant};
 use anchor_lang::solana_program::pubkey::Pubkey;
 use base64::{engine::general_purpose::STANDARD as BASE64, Engine};
 use ledger_runtime::{
+    address::{associated_token_address, invocation_address},
     client::{open_invocation_ix, record_payment_ix, Transfer},
-    ledger::{associated_token_address, invocation_address, USDC_DECIMALS},
+    ledger::USDC_DECIMALS,
 };
 use payment_ledger::{OpenInvocationArgs, Protocol, Rail, RecordPaymentArgs};
 use serde_json::{json, Value};

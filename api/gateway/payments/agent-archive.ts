@@ -13,9 +13,9 @@
  * seen here or made after the archive (and then refused).
  */
 import type pg from "pg";
-import { withTransaction } from "../../indexer/db/database.js";
-import { AGENT_COLUMNS } from "../shared/agents.js";
-import type { AgentRow } from "../shared/rows.js";
+import { withTransaction } from "../../../indexer/db/database.js";
+import { AGENT_COLUMNS } from "../../shared/agents.js";
+import type { AgentRow } from "../../shared/rows.js";
 
 /** What keeps an agent from being archived without `force`. */
 export interface ArchiveBlockers {

@@ -8,14 +8,14 @@
  * meanwhile. Approved but refused by the re-check: the refusal recorded then.
  */
 import type pg from "pg";
-import type { Approval } from "../../shared/approvals/approval.js";
-import { ApprovalDeniedError, ApprovalExpiredError } from "../../shared/approvals/errors.js";
-import { getApproval } from "../../shared/approvals/store.js";
-import { httpError, ServiceError } from "../../shared/errors.js";
-import { type BudgetState, budgetState, ERROR_CLASS, type ReasonCode } from "../../shared/policy/engine.js";
-import { EMPTY_POLICY } from "../../shared/policy/policy.js";
-import { getPolicy, readUsage, takeApprovedReservation } from "../../shared/policy/store.js";
-import { INVOCATION_BUDGET_EXCEEDED } from "../invocations/index.js";
+import type { Approval } from "../../../shared/approvals/approval.js";
+import { ApprovalDeniedError, ApprovalExpiredError } from "../../../shared/approvals/errors.js";
+import { getApproval } from "../../../shared/approvals/store.js";
+import { httpError, ServiceError } from "../../../shared/errors.js";
+import { type BudgetState, budgetState, ERROR_CLASS, type ReasonCode } from "../../../shared/policy/engine.js";
+import { EMPTY_POLICY } from "../../../shared/policy/policy.js";
+import { getPolicy, readUsage } from "../../../shared/policy/store.js";
+import { takeApprovedReservation } from "../../reservations/store.js";
 import { closeApproval } from "./decide.js";
 import { expireApproval, recheckRefusal } from "./store.js";
 
@@ -93,12 +93,8 @@ async function refusalError(client: pg.ClientBase, approval: Approval): Promise<
   const refusal = await recheckRefusal(client, approval);
   if (refusal === null) throw new Error(`approval ${approval.id} was refused on re-check, but no refusal is recorded`);
   const common = { reason: refusal.reason, reasonCode: refusal.reasonCode, approvalId: approval.id, rejectionId: refusal.rejectionId };
-  if (refusal.reasonCode === INVOCATION_BUDGET_EXCEEDED) {
-    return httpError("BUDGET_EXCEEDED", refusal.reason, { errorClass: "BudgetExceededError", ...common });
-  }
-  return httpError("POLICY_VIOLATION", refusal.reason, {
-    errorClass: ERROR_CLASS[refusal.reasonCode as ReasonCode] ?? "PolicyViolationError",
-    ...common,
-    domain: refusal.domain,
-  });
+  const errorClass = ERROR_CLASS[refusal.reasonCode as ReasonCode];
+  // Not one of the policy's own codes: the caller's check refused it (a sub-agent's invocation budget).
+  if (errorClass === undefined) return httpError("BUDGET_EXCEEDED", refusal.reason, { errorClass: "BudgetExceededError", ...common });
+  return httpError("POLICY_VIOLATION", refusal.reason, { errorClass, ...common, domain: refusal.domain });
 }

@@ -5,9 +5,10 @@
  * - `hold.ts`: the authorization holds a payment: approval row, signed link, `approval.requested`;
  * - `decide.ts`: a person's key or the link approves (the policy re-run) or denies, once;
  * - `resume.ts`: the caller repeats its authorization with the same Idempotency-Key;
- * - `timeouts.ts`: the loop that expires undecided approvals by the gateway's clock;
  * - `waits.ts`: long-polls woken by the decisions' notifications;
  * - `store.ts`: the gateway's own statements (the link's token is api/shared/approvals/link-token.ts).
+ *
+ * The loop that expires undecided approvals by the gateway's clock is api/gateway/loops/approval-timeouts.ts.
  *
  * Authority: `approvals` (api/shared/approvals/store.ts) is the truth for whether a held payment
  * may go; `spend_reservations` for what it holds of the budget (`pending_approval`, then
@@ -17,5 +18,4 @@ export * from "./decide.js";
 export * from "./hold.js";
 export * from "./resume.js";
 export * from "./store.js";
-export * from "./timeouts.js";
 export * from "./waits.js";

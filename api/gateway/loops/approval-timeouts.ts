@@ -13,8 +13,8 @@ import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import { withTransaction } from "../../../indexer/db/database.js";
 import { EXPIRE_BATCH_MAX, expireDueApprovals } from "../../shared/approvals/store.js";
-import { releaseUnresumedReservations } from "../../shared/policy/store.js";
-import { closeApproval } from "./decide.js";
+import { closeApproval } from "../payments/approvals/index.js";
+import { releaseUnresumedReservations } from "../reservations/store.js";
 
 export const DEFAULT_APPROVAL_TIMEOUT_INTERVAL_MS = 1_000;
 

@@ -15,27 +15,34 @@
  * Every decision emits `approval.decided` and wakes the long-polls at commit.
  */
 import type pg from "pg";
-import type { Approval, ApprovalDecision, ApprovalOutcome } from "../../shared/approvals/approval.js";
-import { ApprovalAlreadyDecidedError } from "../../shared/approvals/errors.js";
-import { type DecisionResult, decideApproval, decideByLink, recordApprovalOutcome } from "../../shared/approvals/store.js";
-import type { PolicyRejected } from "../../shared/policy/engine.js";
-import { heldReservation, recheckHeldReservation, releaseHeldReservation, type ReserveOptions } from "../../shared/policy/store.js";
-import { emitPaymentEvents } from "../events/gateway.js";
-import { emitEvent } from "../events/events.js";
-import { approvalDecidedPayload } from "../events/payloads.js";
-import {
-  asRejection,
-  invocationBudgetCheck,
-  type Invocations,
-  requireInvocations,
-  requireSubAgentInvocation,
-} from "../invocations/index.js";
+import type { Approval, ApprovalDecision, ApprovalOutcome } from "../../../shared/approvals/approval.js";
+import { ApprovalAlreadyDecidedError } from "../../../shared/approvals/errors.js";
+import { type DecisionResult, decideApproval, decideByLink, recordApprovalOutcome } from "../../../shared/approvals/store.js";
+import { httpError } from "../../../shared/errors.js";
+import type { PolicyRejected } from "../../../shared/policy/engine.js";
+import { heldReservation, recheckHeldReservation, releaseHeldReservation, type ReserveOptions } from "../../reservations/store.js";
+import { emitPaymentEvents } from "../../events/gateway.js";
+import { emitEvent } from "../../events/events.js";
+import { approvalDecidedPayload } from "../../webhooks/payloads.js";
+import { asRejection } from "../authorize.js";
 import { recordRefusedPayment } from "../rejections.js";
 import { notifyDecided } from "./store.js";
 
+/** A sub-agent's held payment, whose re-check also holds it to its invocation's budget. */
+export interface SubAgentPayment {
+  readonly agentKey: string;
+  readonly parentTxHash: string;
+  readonly amountUnits: bigint;
+  readonly walletAddress: string;
+}
+
 export interface DecideDeps {
-  /** Read for the re-check of a sub-agent's payment (its invocation budget); 503 without it then. */
-  readonly invocations?: Invocations | undefined;
+  /**
+   * The invocation budget check of a sub-agent's payment (api/gateway/invocations
+   * `invocationBudgetCheck`, given by the caller above this floor); approving such a payment
+   * answers 503 without it.
+   */
+  readonly subAgentCheck?: ((payment: SubAgentPayment) => ReserveOptions) | undefined;
 }
 
 /** Who decides: an API key of the account, or the holder of the signed link. */
@@ -111,16 +118,11 @@ async function recheckApproved(client: pg.ClientBase, deps: DecideDeps, approval
   if (held === null) throw new Error(`approval ${approval.id}: its reservation ${approval.reservationId} is gone`);
   const { agentKey, amountUnits, endpoint } = approval;
   const parentTxHash = held.parentTxHash;
-  const options: ReserveOptions =
-    parentTxHash === null
-      ? {}
-      : invocationBudgetCheck({
-          agentId: agentKey,
-          parentTxHash,
-          amountUnits,
-          readInvocation: async () =>
-            (await requireSubAgentInvocation(requireInvocations(deps.invocations), parentTxHash, held.walletAddress)).state,
-        });
+  let options: ReserveOptions = {};
+  if (parentTxHash !== null) {
+    if (deps.subAgentCheck === undefined) throw httpError("SERVICE_UNAVAILABLE", "agent invocations are not configured on this server");
+    options = deps.subAgentCheck({ agentKey, parentTxHash, amountUnits, walletAddress: held.walletAddress });
+  }
   // The caller gets as long to resume an approved payment as the payment could wait for a decision.
   const resumeBy = new Date(now.getTime() + (approval.expiresAt.getTime() - approval.requestedAt.getTime()));
   const request = { endpoint, amountUnits, protocol: held.protocol, offeredProtocols: [held.protocol] } as const;

@@ -11,8 +11,8 @@ import {
   ledgerErrorCodeFromTransactionError,
   type LedgerErrorInfo,
 } from "../../../programs/payment_ledger/ts/index.js";
-import { BudgetExceededError, type GatewayError, InsufficientFundsError, PaymentError } from "../wallets/errors.js";
-import type { SignedTransaction, SubmitResult } from "../wallets/ledger.js";
+import { BudgetExceededError, type GatewayError, InsufficientFundsError, PaymentError } from "./errors.js";
+import type { SignedTransaction, SubmitResult } from "./ledger.js";
 
 /** A send that neither confirmed nor stayed pending. */
 export type SubmitFailure = Exclude<SubmitResult, { status: "confirmed" } | { status: "pending" }>;

@@ -1,8 +1,8 @@
 /**
- * What the protocol layer needs from settlement: one call that moves (or, on the card rail, only
- * records) a payment through payment_ledger's `record_payment` and answers with the transaction.
- * The gateway's implementation lives in `api/gateway/settlement/` (`settlePayment`); this interface keeps
- * x402 and MPP independent of it, and the tests implement it over `scripts/agent-wallets.ts`.
+ * The settler interface every protocol settles through: one call that moves (or, on the card rail,
+ * only records) a payment through payment_ledger's `record_payment` and answers with the
+ * transaction. `Settlement` (settlement.ts) implements it; the protocols depend on this interface
+ * only, and the tests implement it over `scripts/agent-wallets.ts`.
  */
 import type { Protocol, Rail } from "../../../programs/payment_ledger/ts/index.js";
 
@@ -22,9 +22,9 @@ export interface SettleRequest {
   readonly invocation?: string;
   /**
    * The signed payment this settles (`x402:<payer>:<nonce>`, `mpp:<payer>:<nonce>` or
-   * `mpp-charge:<id>`, see api/shared/policy/store.ts), stored on the settlement row before anything is
+   * `mpp-charge:<id>`, see api/gateway/reservations/store.ts), stored on the settlement row before anything is
    * sent: at most one settlement per reference, and a claim interrupted before it learned its
-   * transaction is resolved through it (migrations/012, api/gateway/settlement/sweeper.ts).
+   * transaction is resolved through it (migrations/012, api/gateway/loops/sweeper.ts).
    */
   readonly paymentRef?: string;
 }

@@ -18,7 +18,7 @@ import {
   TransactionInstruction,
 } from "@solana/web3.js";
 import bs58 from "bs58";
-import { InvalidAddressError } from "./errors.js";
+import { InvalidAddressError, InvalidAmountUnitsError } from "./errors.js";
 
 export interface SettlementLedger {
   readonly connection: Connection;
@@ -90,6 +90,14 @@ export function parseAddress(text: string, what = "address"): PublicKey {
   }
   if (key.equals(PublicKey.default)) throw new InvalidAddressError(text, `${what} is the all-zero address`);
   return key;
+}
+
+const U64_MAX = (1n << 64n) - 1n;
+
+/** An amount the program accepts: positive and within a u64. */
+export function checkAmountUnits(units: bigint): void {
+  if (units <= 0n) throw new InvalidAmountUnitsError(units, "must be positive");
+  if (units > U64_MAX) throw new InvalidAmountUnitsError(units, "must fit in a u64");
 }
 
 /** One token account of the settlement mint that a wallet owns. */

@@ -5,7 +5,7 @@
  * and retried at the next tick, never fatal: pending rows stay pending until the chain answers.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import type { ReconcileReport } from "./reconciliation.js";
+import type { ReconcileReport } from "../settlement/reconciliation.js";
 
 export interface Reconcilable {
   reconcilePending(): Promise<ReconcileReport>;

@@ -1,38 +1,19 @@
 /**
- * The sweeper: closes what the gateway's own pay path left open, run with the reconciler every
- * interval (scripts/system.ts). The facilitator and the MPP service close a payment's claim and
- * reservation in-line; the sweeper finishes the cases a crash, an unknown send outcome or an
- * unused authorization leave behind. Ordered so that each pass first learns what happened to
- * claims, then closes the reservations that follow from them:
+ * The sweeper: finishes what a crash, an unknown send outcome or an unused authorization left
+ * open in the pay path (the facilitator and the MPP service close claims and reservations in-line).
+ * Each pass first learns what happened to claims, then closes what follows from them:
  *
- * 1. Claims (`x402_nonces`, `mpp_payments` left `claimed`): the settlement row is the witness.
- *    It is committed, with the payment's reference (`settlements.payment_ref`, migration 012) and
- *    its signature, before anything is sent, and `reconcilePending` resolves it against the chain.
- *    Found by the claim's `tx_hash` (sent, outcome unknown) or by the reference (the process died
- *    before it learned the signature): confirmed → claim settled; failed → claim failed; pending →
- *    wait. No settlement row at all once the claim is older than `claimGraceMs`: nothing was ever
- *    prepared, so nothing can have moved → claim failed. (MPP: only on the stablecoin rail and
- *    only when no settlement row without a reference could be it; card claims and ambiguous ones
- *    are left to the MPP service and counted as `stuck`.)
- * 2. Reservations still `reserved` with a `payment_ref`: settled with the transaction when the
- *    settlement (or the claim) landed, released when it definitely failed, and released when no
- *    claim was ever made and the signed payment expired more than `expiryGraceMs` ago (it can no
- *    longer verify, so nothing can move). A claimed one follows its claim.
- * 3. Invocations: a settled reservation with an invocation budget whose invocation is not open
- *    yet (the opening failed after the payment settled) is opened now; the opening is idempotent
- *    for the same terms, so a retry never opens twice.
- * 4. Signed transfers (payments to real x402 / MPP servers, api/gateway/transfers/sweep.ts):
- *    each is followed on the ledger until it is recorded, or can never land (its reservation
- *    released).
+ * 1. claims (`x402_nonces`, `mpp_payments` left `claimed`), by their settlement row (committed,
+ *    with `payment_ref`, before anything is sent): landed → settled, failed → failed, no row after
+ *    `claimGraceMs` → failed (nothing was prepared, nothing moved); ambiguous MPP claims are `stuck`;
+ * 2. reservations still `reserved` with a `payment_ref`: settled, released once failed, or released
+ *    when never claimed and expired `expiryGraceMs` ago;
+ * 3. invocations a settled payment starts but whose opening failed, opened again (idempotent);
+ * 4. signed transfers to real x402 / MPP servers, followed until recorded or unable to land.
  *
- * Every write is a conditional UPDATE on the state it read (`status = 'claimed'`, `status =
- * 'reserved'`), so two sweepers, or a sweeper and a facilitator finishing late, never undo each
- * other: the last word on a landed payment is always "settled" (the chain is the truth; see
- * `landLinkedReservation`).
- *
- * This file is the loop and the decisions; it runs no SQL. The scans are in sweeper-store.ts (they
- * join tables of several owners); each write is in the store that owns its row
- * (api/gateway/x402/nonces.ts, api/gateway/mpp/store.ts, api/shared/policy/store.ts).
+ * Every write is a conditional UPDATE on the state it read, so two sweepers, or a sweeper and a
+ * late facilitator, never undo each other. No SQL here: the scans are in sweeper-store.ts, each
+ * write in the store that owns its row.
  */
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
@@ -43,12 +24,12 @@ import {
   releaseLinkedReservation,
   releaseUnclaimedReservation,
   x402PaymentRef,
-} from "../../shared/policy/store.js";
+} from "../reservations/store.js";
 import { type Invocations, openMissingInvocations } from "../invocations/index.js";
 import { sweepPaymentAbandoned, sweepPaymentFailed, sweepPaymentPending, sweepPaymentSettled } from "../mpp/store.js";
 import { sweepNonceAbandoned, sweepNonceFailed, sweepNoncePending, sweepNonceSettled } from "../x402/nonces.js";
 import type { SignedTransfers } from "../transfers/index.js";
-import type { AgentDirectory } from "../x402/settler.js";
+import type { AgentDirectory } from "../settlement/settler.js";
 import { linkedReservationsToSweep, mppClaimsToSweep, PAYMENT_REF_KINDS, x402ClaimsToSweep } from "./sweeper-store.js";
 
 /** A claim without a transaction is given this long to commit its settlement row. */

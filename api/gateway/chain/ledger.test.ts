@@ -1,8 +1,7 @@
 import { Keypair, PublicKey } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
 import { InvalidAddressError, InvalidAmountUnitsError } from "./errors.js";
-import { MEMO_PROGRAM_ID, parseAddress, walletOperationMemo } from "./ledger.js";
-import { checkAmountUnits } from "./wallets.js";
+import { checkAmountUnits, MEMO_PROGRAM_ID, parseAddress, walletOperationMemo } from "./ledger.js";
 
 describe("parseAddress", () => {
   it("accepts on-curve keys and program-derived (off-curve) owners", () => {

@@ -1,23 +1,15 @@
 /**
- * Which payees the ledger can credit safely (docs/protocols.md "Payees"). The atomic rail moves the
- * tokens into the payee's associated token account of the settlement mint, derived from `payTo`;
- * money sent to an owner nobody can sign for is gone for good, and a token account the service
- * creates costs it rent. So, before anything is signed:
+ * Which payees the ledger can credit safely (docs/protocols.md "Payees"): tokens sent to an owner
+ * nobody can sign for are gone for good, and a token account the service creates costs it rent.
+ * So, before anything is signed:
  *
- * 1. Static, everywhere a payee enters (authorize, x402 verify/settle, MPP payments), no chain
- *    read: `payTo` is a base58 32-byte address that is not the settlement mint (nor the token the
- *    requirement names), not a program or sysvar the ledger runs (System, Token, Token-2022,
- *    Associated Token, loaders, payment_ledger, ... and every `Sysvar...` address), and lies on the
- *    ed25519 curve: a wallet key someone holds. An off-curve address (a PDA) is refused: only its
- *    program could ever move the tokens, and the gateway cannot tell whether it will.
- * 2. On the chain, at settlement (api/gateway/settlement/settlement.ts), when tokens move: the account at
- *    `payTo`, if any, is a plain wallet (owned by the System program, not executable; a mint, a
- *    token account or a program's data account is refused), and its associated token account, if
- *    any, is a token account of the Token program.
- * 3. A missing associated token account is created by the service, which pays its rent (the payer's
- *    custodial wallet holds no SOL), at most `DEFAULT_PAYEE_ACCOUNT_QUOTA` per paying account in
- *    any 24 hours; beyond that the payment is refused (`payee_account_quota`) until the payee
- *    creates its token account itself.
+ * 1. Everywhere a payee enters, no chain read: `payTo` is a canonical base58 address on the
+ *    ed25519 curve (a wallet key someone holds, not a PDA only its program could move from), and
+ *    not the settlement mint, the requirement's token, nor a program or sysvar the ledger runs.
+ * 2. At settlement, when tokens move: the account at `payTo`, if any, is a plain wallet (System
+ *    owned, not executable), and its associated token account, if any, is the Token program's.
+ * 3. A missing associated token account is created by the service, which pays its rent, at most
+ *    `DEFAULT_PAYEE_ACCOUNT_QUOTA` per paying account in any 24 hours (`payee_account_quota`).
  */
 import { ASSOCIATED_TOKEN_PROGRAM_ID, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import {

@@ -3,9 +3,9 @@
  * policy refuses a payment, read by the transactions listing and the policy_violations metric.
  */
 import type pg from "pg";
-import type { Db } from "../../indexer/db/database.js";
-import { emitRejectionEvents } from "./events/gateway.js";
-import type { PolicyRejected } from "../shared/policy/engine.js";
+import type { Db } from "../../../indexer/db/database.js";
+import { emitRejectionEvents } from "../events/gateway.js";
+import type { PolicyRejected } from "../../shared/policy/engine.js";
 
 export interface Rejection {
   readonly agentId: string;

@@ -5,7 +5,7 @@
  * Why one file and not the owning stores: every scan joins tables of different owners in one
  * statement — a claim table (`x402_nonces`: api/gateway/x402/nonces.ts; `mpp_payments`:
  * api/gateway/mpp/store.ts) with `settlements` (store.ts), and the reservation scan
- * `spend_reservations` (api/shared/policy/store.ts) with both. Split across the owners they would
+ * `spend_reservations` (api/gateway/reservations/store.ts) with both. Split across the owners they would
  * become several reads that could see different moments; api/shared may not know the gateway's
  * claim tables at all. So the scans stay single statements here, and they only read: every write
  * the sweeper makes is a conditional UPDATE in the store that owns the row.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { runReconciler } from "./reconciler.js";
-import type { ReconcileReport } from "./settlement.js";
+import type { ReconcileReport } from "../settlement/settlement.js";
 
 const empty: ReconcileReport = { confirmed: [], failed: [], pending: [] };
 

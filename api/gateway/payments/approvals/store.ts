@@ -5,9 +5,9 @@
  * gateway's clock, the refusal recorded when an approved payment failed its re-check, and the
  * notification that wakes long-polls (`approval_decided`, sent at commit).
  */
-import type { Db } from "../../../indexer/db/database.js";
-import type { Approval } from "../../shared/approvals/approval.js";
-import { getApproval } from "../../shared/approvals/store.js";
+import type { Db } from "../../../../indexer/db/database.js";
+import type { Approval } from "../../../shared/approvals/approval.js";
+import { getApproval } from "../../../shared/approvals/store.js";
 
 /** The channel long-polls listen on; the payload is the approval's id. */
 export const APPROVAL_DECIDED_CHANNEL = "approval_decided";

@@ -209,7 +209,7 @@ describe("the approvals queue", () => {
 
     const denied = await post("deny", { "x-apg-csrf": "1", "sec-fetch-site": "same-origin" });
     expect(denied.status).toBe(200);
-    expect(((await denied.json()) as { approval: unknown }).approval).toMatchObject({ status: "denied", decidedBy: approverKeyId });
+    expect(await denied.json()).toMatchObject({ id: held.approvalId, status: "denied", decidedBy: approverKeyId });
     expect((await post("approve", { "x-apg-csrf": "1" })).status).toBe(409);
   });
 });

@@ -262,7 +262,7 @@ describe("paidTool on an official-SDK MCP server", () => {
     expect(idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
     expect(held.content[0]!.text).toContain(idempotencyKey);
     const approval = await rest(setup.test.system, setup.apiKey, "GET", `/v1/approvals/${approvalId}`);
-    expect(approval.body.approval).toMatchObject({ status: "pending", expiresAt, endpoint: `${paidOrigin}/mcp#forecast` });
+    expect(approval.body).toMatchObject({ status: "pending", expiresAt, endpoint: `${paidOrigin}/mcp#forecast` });
     expect(handled.length).toBe(before.handled);
 
     // A person decides (the account's admin key); the same call with the key resumes it.

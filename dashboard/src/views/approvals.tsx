@@ -163,7 +163,7 @@ function Pending(): ReactNode {
       loaded={data !== undefined}
       empty={nodes.length === 0}
       emptyText="No payment is waiting for a decision."
-      retry={() => refetch({ requestPolicy: "network-only" })}
+      refetch={refetch}
     >
       <DataTable testId="pending-approvals" caption="Payments waiting for a decision, closest deadline first" columns={PENDING_COLUMNS}>
         {nodes.map((approval) => (
@@ -232,7 +232,7 @@ function Decided(): ReactNode {
         loaded={data !== undefined}
         empty={nodes.length === 0}
         emptyText={pages.cursors.length === 0 ? "No approval was decided yet." : "No older decisions."}
-        retry={() => refetch({ requestPolicy: "network-only" })}
+        refetch={refetch}
       >
         <DataTable testId="decided-approvals" caption="Decided approvals, newest request first" columns={DECIDED_COLUMNS}>
           {nodes.map((approval) => (

@@ -31,6 +31,7 @@ from agent_payment_gateway import (
     approval_required_from,
     error_from_problem,
 )
+from agent_payment_gateway.effects import Sleep
 from agent_payment_gateway.resources.approvals import ApprovalFlows
 
 from .support.both import AnyClient, close, done
@@ -222,6 +223,7 @@ def test_wait_for_decision_paces_its_polls_when_the_timeout_leaves_the_gateway_n
     try:
         effect = next(flow)
         while True:
+            assert isinstance(effect, Sleep)
             effects.append(("sleep", effect.seconds))
             now[0] += effect.seconds
             effect = flow.send(None)

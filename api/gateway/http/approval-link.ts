@@ -13,7 +13,8 @@ import { type Approval, parseNote } from "../../shared/approvals/approval.js";
 import { ServiceError, toServiceError } from "../../shared/errors.js";
 import { formatUsdcShort } from "../../shared/money.js";
 import { linkTokenHash, verifyLinkToken } from "../../shared/approvals/link-token.js";
-import { approvalByLinkHash, decideInTransaction, LINK_KEY_PURPOSE, linkUsed } from "../payments/approvals/index.js";
+import { approvalByLinkHash } from "../../shared/approvals/store.js";
+import { decideInTransaction, LINK_KEY_PURPOSE } from "../payments/approvals/index.js";
 import type { GatewayDeps } from "./deps.js";
 import { approvalDecideDeps } from "./routes/approvals.js";
 
@@ -57,12 +58,12 @@ async function linkedApproval(deps: GatewayDeps, approvalId: string, token: stri
   const box = deps.secretBox;
   if (token === null || token.length > 200 || box === undefined) throw deadLink();
   const hash = linkTokenHash(token);
-  const approval = await approvalByLinkHash(deps.pool, hash);
-  if (approval === null || approval.id !== approvalId) throw deadLink();
+  const found = await approvalByLinkHash(deps.pool, hash);
+  if (found === null || found.linkUsed || found.approval.id !== approvalId) throw deadLink();
+  const approval = found.approval;
   // Checked against a clock before the expiry: the MAC alone; the expiry is the store's to judge.
   const signedAt = new Date(approval.expiresAt.getTime() - 1);
   if (!verifyLinkToken(box.derivedKey(LINK_KEY_PURPOSE), token, approval.id, approval.expiresAt, signedAt)) throw deadLink();
-  if (await linkUsed(deps.pool, hash)) throw deadLink();
   return { approval, hash };
 }
 

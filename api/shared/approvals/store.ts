@@ -316,3 +316,43 @@ export async function recordApprovalOutcome(db: Db, approvalId: string, outcome:
   ]);
   return result.rowCount === 1;
 }
+
+/** The channel long-polls listen on (`LISTEN approval_decided`); the payload is the approval's id. */
+export const APPROVAL_DECIDED_CHANNEL = "approval_decided";
+
+/** Wakes the long-polls on this approval when the caller's transaction commits. */
+export async function notifyDecided(db: Db, approvalId: string): Promise<void> {
+  await db.query("SELECT pg_notify($1, $2)", [APPROVAL_DECIDED_CHANNEL, approvalId]);
+}
+
+/** Stores the signed link's token hash, set once after the row exists (the token signs its id). */
+export async function setApprovalLinkToken(db: Db, approvalId: string, hash: Buffer): Promise<void> {
+  await db.query("UPDATE approvals SET link_token_hash = $2 WHERE id = $1 AND link_token_hash IS NULL", [approvalId, hash]);
+}
+
+/** The approval whose link has this token hash, and whether the link was used; null when none has it. */
+export async function approvalByLinkHash(
+  db: Db,
+  hash: Buffer,
+): Promise<{ readonly approval: Approval; readonly linkUsed: boolean } | null> {
+  const { rows } = await db.query<ApprovalRow & { link_used: boolean }>(
+    `SELECT ${COLUMNS}, link_used_at IS NOT NULL AS link_used FROM approvals WHERE link_token_hash = $1`,
+    [hash],
+  );
+  return rows[0] === undefined ? null : { approval: toApproval(rows[0]), linkUsed: rows[0].link_used };
+}
+
+/**
+ * Expires one pending approval whose `expires_at` passed by `now` (the gateway's clock), as the
+ * timeout loop would, for a caller that finds it overdue first. Once, by the status condition;
+ * null when it is not pending or not due.
+ */
+export async function expireApproval(db: Db, approvalId: string, now: Date): Promise<Approval | null> {
+  const { rows } = await db.query<ApprovalRow>(
+    `UPDATE approvals SET status = 'expired', decided_at = $2, decided_by = '${DECIDED_BY_TIMEOUT}'
+     WHERE id = $1 AND status = 'pending' AND expires_at <= $2
+     RETURNING ${COLUMNS}`,
+    [approvalId, now],
+  );
+  return rows[0] === undefined ? null : toApproval(rows[0]);
+}

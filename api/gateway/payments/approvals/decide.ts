@@ -17,7 +17,13 @@
 import type pg from "pg";
 import type { Approval, ApprovalDecision, ApprovalOutcome } from "../../../shared/approvals/approval.js";
 import { ApprovalAlreadyDecidedError } from "../../../shared/approvals/errors.js";
-import { type DecisionResult, decideApproval, decideByLink, recordApprovalOutcome } from "../../../shared/approvals/store.js";
+import {
+  type DecisionResult,
+  decideApproval,
+  decideByLink,
+  notifyDecided,
+  recordApprovalOutcome,
+} from "../../../shared/approvals/store.js";
 import { httpError } from "../../../shared/errors.js";
 import type { PolicyRejected } from "../../../shared/policy/engine.js";
 import { heldReservation, recheckHeldReservation, releaseHeldReservation, type ReserveOptions } from "../../reservations/store.js";
@@ -26,7 +32,6 @@ import { emitEvent } from "../../events/events.js";
 import { approvalDecidedPayload } from "../../webhooks/payloads.js";
 import { asRejection } from "../authorize.js";
 import { recordRefusedPayment } from "../rejections.js";
-import { notifyDecided } from "./store.js";
 
 /** A sub-agent's held payment, whose re-check also holds it to its invocation's budget. */
 export interface SubAgentPayment {

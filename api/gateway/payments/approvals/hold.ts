@@ -8,13 +8,12 @@
 import type pg from "pg";
 import type { Approval } from "../../../shared/approvals/approval.js";
 import { createLinkToken } from "../../../shared/approvals/link-token.js";
-import { createApproval } from "../../../shared/approvals/store.js";
+import { createApproval, setApprovalLinkToken } from "../../../shared/approvals/store.js";
 import { httpError } from "../../../shared/errors.js";
 import type { PolicyNeedsApproval } from "../../../shared/policy/engine.js";
 import type { SecretBox } from "../../../shared/secret-box.js";
 import { emitEvent } from "../../events/events.js";
 import { approvalRequestedPayload } from "../../webhooks/payloads.js";
-import { setApprovalLinkToken } from "./store.js";
 
 /** The secrets-key derivation the links are signed with (./decide's link check uses the same). */
 export const LINK_KEY_PURPOSE = "approval-link";

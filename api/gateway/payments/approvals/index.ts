@@ -6,7 +6,10 @@
  * - `decide.ts`: a person's key or the link approves (the policy re-run) or denies, once;
  * - `resume.ts`: the caller repeats its authorization with the same Idempotency-Key;
  * - `waits.ts`: long-polls woken by the decisions' notifications;
- * - `store.ts`: the gateway's own statements (the link's token is api/shared/approvals/link-token.ts).
+ * - `refusal.ts`: the re-check's refusal of an approved payment, as the answers repeat it.
+ *
+ * Their SQL is the stores': api/shared/approvals/store.ts (the approvals, the link, the
+ * notification), api/gateway/reservations/store.ts (the held reservation) and ../rejections.ts.
  *
  * The loop that expires undecided approvals by the gateway's clock is api/gateway/loops/approval-timeouts.ts.
  *
@@ -16,6 +19,6 @@
  */
 export * from "./decide.js";
 export * from "./hold.js";
+export * from "./refusal.js";
 export * from "./resume.js";
-export * from "./store.js";
 export * from "./waits.js";

@@ -10,14 +10,14 @@
 import type pg from "pg";
 import type { Approval } from "../../../shared/approvals/approval.js";
 import { ApprovalDeniedError, ApprovalExpiredError } from "../../../shared/approvals/errors.js";
-import { getApproval } from "../../../shared/approvals/store.js";
+import { expireApproval, getApproval } from "../../../shared/approvals/store.js";
 import { httpError, ServiceError } from "../../../shared/errors.js";
 import { type BudgetState, budgetState, ERROR_CLASS, type ReasonCode } from "../../../shared/policy/engine.js";
 import { EMPTY_POLICY } from "../../../shared/policy/policy.js";
 import { getPolicy, readUsage } from "../../../shared/policy/store.js";
 import { takeApprovedReservation } from "../../reservations/store.js";
 import { closeApproval } from "./decide.js";
-import { expireApproval, recheckRefusal } from "./store.js";
+import { recheckRefusal } from "./refusal.js";
 
 export type ResumeStep =
   /** Still waiting for a decision: answer the approval again (202). */
@@ -55,7 +55,7 @@ export async function resumeApproval(client: pg.ClientBase, approval: Approval, 
 
 async function resumePending(client: pg.ClientBase, approval: Approval, request: ResumedRequest, now: Date): Promise<ResumeStep> {
   if (approval.expiresAt.getTime() > now.getTime()) return { kind: "held", approval };
-  const expired = await expireApproval(client, approval, now);
+  const expired = await expireApproval(client, approval.id, now);
   if (expired !== null) {
     await closeApproval(client, expired, now);
     return { kind: "closed", error: new ApprovalExpiredError(expired) };

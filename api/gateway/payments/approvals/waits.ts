@@ -7,7 +7,7 @@
  * next wait reconnects. Bounded: at most `MAX_WAITERS` requests wait at once; more answer at once.
  */
 import pg from "pg";
-import { APPROVAL_DECIDED_CHANNEL } from "./store.js";
+import { APPROVAL_DECIDED_CHANNEL } from "../../../shared/approvals/store.js";
 
 export const MAX_WAIT_SECONDS = 60;
 export const MAX_WAITERS = 10_000;

@@ -13,6 +13,7 @@ import { Keypair } from "@solana/web3.js";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { expireApprovals } from "../../api/gateway/loops/index.js";
+import { ApprovalWaits } from "../../api/gateway/payments/approvals/index.js";
 import { createGatewayHandler } from "../../api/gateway/http/index.js";
 import type { SettlementLedger } from "../../api/gateway/chain/index.js";
 import { AgentWallets, createAgentWallet, generateWalletEncryptionKey, keystoreFromEnv } from "../../api/gateway/wallets/index.js";
@@ -182,6 +183,49 @@ describe("holding a payment", () => {
     expect(await reservationsOf(agentId)).toHaveLength(1);
   });
 
+  it("concurrent repeats under one key hold one payment: every answer is the same approval", async () => {
+    const agentId = await heldAgent();
+    const idem = randomUUID();
+    const answers = await Promise.all(Array.from({ length: 10 }, () => authorize(agentId, "6000000", idem)));
+    for (const answer of answers) expect(answer.status, answer.text).toBe(202);
+    expect(new Set(answers.map((a) => a.body.approval.id)).size).toBe(1);
+    expect(await reservationsOf(agentId)).toEqual([{ status: "pending_approval", amount: "6000000" }]);
+  });
+
+  it("webhook endpoints subscribed to the approval events get both, signed deliveries in the outbox; the default subscription does not", async () => {
+    const hookAccount = await createAccount(db.pool, "approvals webhooks");
+    const accountKey = (await issueApiKey(db.pool, hookAccount)).apiKey;
+    const hooked = await restCall(handle, "POST", "/v1/webhooks", {
+      key: accountKey,
+      body: { url: "https://hooks.example.com/approvals", eventTypes: ["approval.requested", "approval.decided"] },
+    });
+    expect(hooked.status, hooked.text).toBe(201);
+    expect(hooked.body.eventTypes).toEqual(["approval.requested", "approval.decided"]);
+    const plain = await restCall(handle, "POST", "/v1/webhooks", { key: accountKey, body: { url: "https://hooks.example.com/plain" } });
+    expect(plain.body.eventTypes).toEqual(["budget.warning", "policy.violation"]);
+    const agentId = `agent-${++serial}`;
+    await createAgentWallet(db.pool, keystore, { accountId: hookAccount, agentId });
+    await putPolicy(db.pool, agentId, {
+      approval: { aboveUnits: 0n, domains: [], firstPaymentToDomain: false, timeoutMs: TIMEOUT_MS, onTimeout: "deny" },
+    });
+    const held = await restCall(handle, "POST", `/v1/agents/${agentId}/payments/authorize`, {
+      key: accountKey,
+      body: { endpoint: ENDPOINT, x402: requirement("1000") },
+      idem: randomUUID(),
+    });
+    expect(held.status, held.text).toBe(202);
+    await restCall(handle, "POST", `/v1/approvals/${held.body.approval.id}/deny`, { key: accountKey, body: {} });
+    const { rows } = await db.pool.query<{ type: string; destination: string }>(
+      `SELECT e.type, d.destination FROM event_deliveries d JOIN gateway_events e ON e.id = d.event_id
+       WHERE e.payload->>'approvalId' = $1 ORDER BY e.type`,
+      [held.body.approval.id],
+    );
+    expect(rows).toEqual([
+      { type: "approval.decided", destination: "https://hooks.example.com/approvals" },
+      { type: "approval.requested", destination: "https://hooks.example.com/approvals" },
+    ]);
+  });
+
   it("at or below the threshold the payment is authorized at once", async () => {
     const agentId = await heldAgent();
     const paid = await authorize(agentId, "5000000", randomUUID());
@@ -215,6 +259,42 @@ describe("holding a payment", () => {
       { isolation: "read committed" },
     );
     expect(small.reservationId).not.toBeNull();
+  });
+
+  it("a held payment counts against the rate limit like a reservation", async () => {
+    const agentId = await heldAgent({ rateLimit: { calls: 1, window: "1h" } });
+    expect((await authorize(agentId, "6000000", randomUUID())).status).toBe(202);
+    const next = await authorize(agentId, "1000000", randomUUID());
+    expect(next.status).toBe(403);
+    expect(next.body.reasonCode).toBe("rate_limit_exceeded");
+  });
+
+  it("the first payment to a host is held (firstPaymentToDomain); once one settled there, the next goes at once", async () => {
+    const agentId = `agent-${++serial}`;
+    await createAgentWallet(db.pool, keystore, { accountId, agentId });
+    await putPolicy(db.pool, agentId, {
+      approval: { aboveUnits: null, domains: [], firstPaymentToDomain: true, timeoutMs: TIMEOUT_MS, onTimeout: "deny" },
+    });
+    const idem = randomUUID();
+    const held = await authorize(agentId, "1000000", idem);
+    expect(held.status).toBe(202);
+    expect(held.body.approval).toMatchObject({
+      rule: "firstPaymentToDomain",
+      reason: "approval_required: first payment to api.example.com",
+    });
+    expect((await call("POST", `/v1/approvals/${held.body.approval.id}/approve`, {})).body.outcome).toBe("authorized");
+    const resumed = await authorize(agentId, "1000000", idem);
+    expect(resumed.status).toBe(200);
+    const settle = await call(
+      "POST",
+      "/v1/x402/settle",
+      { payment: resumed.body.payment, requirement: requirement("1000000") },
+      randomUUID(),
+    );
+    expect(settle.body.success).toBe(true);
+    const second = await authorize(agentId, "1000000", randomUUID());
+    expect(second.status).toBe(200);
+    expect(second.body.payment).toBeDefined();
   });
 
   it("a refusal wins over a hold: a payment the policy refuses is refused, never held", async () => {
@@ -441,6 +521,21 @@ describe("reading and waiting", () => {
     const answered = await call("GET", `/v1/approvals/${approval.id}?wait=1`);
     expect(answered.body.status).toBe("pending");
     expect(Date.now() - at).toBeGreaterThanOrEqual(900);
+  });
+
+  it("a draining gateway ends every long-poll at once with the approval as it stands", async () => {
+    const agentId = await heldAgent();
+    const approval = (await authorize(agentId, "6000000", randomUUID())).body.approval;
+    const waits = new ApprovalWaits(db.pool);
+    const drained = createGatewayHandler({ pool: db.pool, approvalWaits: waits, now: () => new Date() });
+    const at = Date.now();
+    const waiting = restCall(drained, "GET", `/v1/approvals/${approval.id}?wait=30`, { key: adminKey });
+    await new Promise((done) => setTimeout(done, 300));
+    await waits.close();
+    const answered = await waiting;
+    expect(answered.status).toBe(200);
+    expect(answered.body.status).toBe("pending");
+    expect(Date.now() - at).toBeLessThan(5_000);
   });
 
   it("lists newest first with status and agent filters and a cursor", async () => {

@@ -7,7 +7,9 @@
  *   answered with the signed payment (x402 `X-PAYMENT` headers, an MPP submission, or a signed
  *   transfer's headers for a real x402 / MPP payee), 403 on a policy refusal, 422
  *   `BUDGET_EXCEEDED` over a sub-agent's invocation budget. Reservation or refusal, the events
- *   and the Idempotency-Key commit in one transaction: a retry gets the same signed payment.
+ *   and the Idempotency-Key commit in one transaction: a retry gets the same signed payment. A
+ *   payment the policy holds for a person answers 202 with its approval (docs/rest.md "Approvals"),
+ *   not stored under the key: the same request under the same key resumes it.
  * - `.../domain-check`: the gateway's decision on a host a client's own domain check refused.
  * - `.../{reservationId}/complete` and `.../release`: close the reservation of a payment settled
  *   elsewhere or given up; 409 once a settler took it, since its money may still land.

@@ -9,7 +9,8 @@
  * and GraphQL (yoga reads `extensions.http`) answer with the same header.
  *
  * GraphQL also takes the dashboard's session cookie (api/shared/sessions.ts) when no Authorization
- * header is sent, under the CSRF rule of api/shared/session-cookie.ts. REST /v1 takes keys only.
+ * header is sent, under the CSRF rule of api/shared/session-cookie.ts. REST /v1 takes keys only,
+ * but for the routes that declare `session` (a person deciding an approval in the dashboard).
  * With a key cache (api/shared/key-cache.ts) a live key is answered from memory, revocations
  * pushed to it at once and anything else within 1 s; sessions are always read from the database.
  */
@@ -71,6 +72,11 @@ export async function authenticate(pool: pg.Pool, authorization: string | null, 
  * surface), else the dashboard's session cookie, which counts only under the CSRF rule.
  */
 export async function authenticateGraphql(pool: pg.Pool, headers: Headers, keys?: ApiKeyCache): Promise<Caller> {
+  return authenticateWithSession(pool, headers, keys);
+}
+
+/** The Bearer key when one is sent, else the dashboard's session cookie under the CSRF rule. */
+export async function authenticateWithSession(pool: pg.Pool, headers: Headers, keys?: ApiKeyCache): Promise<Caller> {
   const authorization = headers.get("authorization");
   const token = readCookie(headers.get("cookie"), SESSION_COOKIE);
   if ((authorization !== null && authorization.trim() !== "") || token === null) return authenticate(pool, authorization, keys);

@@ -9,7 +9,7 @@
  */
 import type pg from "pg";
 import type { Logger } from "pino";
-import { authenticate, type Caller } from "../auth.js";
+import { authenticate, authenticateWithSession, type Caller } from "../auth.js";
 import type { SecretBox } from "../secret-box.js";
 import {
   type IdempotencyRequest,
@@ -72,6 +72,12 @@ export interface Route<D extends RouteDeps = RouteDeps> {
   readonly agentOf?: (context: RouteContext<D>) => Promise<string | null>;
   /** For `read` list routes: the handler itself narrows the list to an agent key's agent (`boundAgent`). */
   readonly filtersByAgent?: true;
+  /**
+   * The dashboard's session cookie counts too (under the CSRF rule of api/shared/session-cookie.ts)
+   * when no Authorization header is sent: a person deciding in the dashboard. Every other route
+   * takes API keys only.
+   */
+  readonly session?: true;
   readonly handler: (context: RouteContext<D>) => Promise<RouteResponse>;
 }
 
@@ -185,7 +191,10 @@ export class Router<D extends RouteDeps> {
         throw httpError("BAD_USER_INPUT", `${name}: not a valid path segment`, { field: name });
       }
     }
-    const caller = await authenticate(deps.primary ?? deps.pool, request.headers.get("authorization"), deps.keys);
+    const caller =
+      route.session === true
+        ? await authenticateWithSession(deps.primary ?? deps.pool, request.headers, deps.keys)
+        : await authenticate(deps.primary ?? deps.pool, request.headers.get("authorization"), deps.keys);
     // One check of every text input for every route (api/shared/text.ts): path, query, body.
     for (const [name, value] of Object.entries(params)) refuseUnstorableText(name, value);
     for (const [key, value] of url.searchParams) {

@@ -155,6 +155,7 @@ export function decidedAnswer(decided: Decided): RouteResponse {
 export const approvalRoutes: readonly Route[] = [
   { method: "GET", path: "/v1/approvals", scope: "account", handler: listRoute },
   { method: "GET", path: "/v1/approvals/:approvalId", scope: "read", agentOf: approvalAgent, handler: getRoute },
-  { method: "POST", path: "/v1/approvals/:approvalId/approve", scope: "approve", handler: decideRoute("approved") },
-  { method: "POST", path: "/v1/approvals/:approvalId/deny", scope: "approve", handler: decideRoute("denied") },
+  // session: the dashboard's approvals queue decides with the signed-in person's session.
+  { method: "POST", path: "/v1/approvals/:approvalId/approve", scope: "approve", session: true, handler: decideRoute("approved") },
+  { method: "POST", path: "/v1/approvals/:approvalId/deny", scope: "approve", session: true, handler: decideRoute("denied") },
 ];

@@ -71,10 +71,12 @@ const LIST_SIZES: Record<string, ListSize> = {
 /**
  * Fields that reach beyond Postgres (the chain RPC), or run a query per element: weighted so they
  * cannot be fanned out cheaply. `policies` reads two small queries per agent (up to 200 agents):
- * at most a few of them fit in one request.
+ * at most a few of them fit in one request. `simulatePolicy` reads and replays up to 200,000
+ * recorded attempts: at most three in one request.
  */
 const FIELD_WEIGHTS: Record<string, number> = {
   "Query.policies": 40_000,
+  "Query.simulatePolicy": 60_000,
   "Agent.balance": 10,
   "Agent.balanceUnits": 10,
   "Wallet.balance": 10,

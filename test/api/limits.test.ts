@@ -47,6 +47,13 @@ describe("query limits", () => {
     expect(codes(`{ agents { agentId } }`, 10, 1_000)).toEqual([]);
   });
 
+  it("a backtest reads a window of history: three fit in one request, four do not", () => {
+    const run = (i: number) =>
+      `s${i}: simulatePolicy(agentId: "a", policy: "{}", window: "90d", limit: 10000) { totals { attempts } payments { id outcome reason } }`;
+    expect(codes(`{ ${[0, 1, 2].map(run).join(" ")} }`)).toEqual([]);
+    expect(codes(`{ ${[0, 1, 2, 3].map(run).join(" ")} }`)).toEqual(["QUERY_TOO_COSTLY"]);
+  });
+
   it("a fragment cycle is reported by graphql-js and does not hang the cost rule", () => {
     const result = codes(
       `fragment A on Transaction { parent { ...B } } fragment B on Transaction { parent { ...A } } { transaction(txHash: "x") { ...A } }`,

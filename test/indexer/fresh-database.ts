@@ -5,9 +5,12 @@
  * (test/support/database-server.ts), so every suite and bench runs the same code path.
  */
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm, symlink } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pg from "pg";
 import { createPool } from "../../indexer/db/database.js";
-import { migrate } from "../../indexer/db/migrate.js";
+import { MIGRATIONS_DIR, migrate, readMigrations } from "../../indexer/db/migrate.js";
 import { testServerUrl } from "../support/database-server.js";
 
 export interface FreshDatabase {
@@ -16,7 +19,29 @@ export interface FreshDatabase {
   drop(): Promise<void>;
 }
 
-export async function createFreshDatabase(): Promise<FreshDatabase> {
+export interface FreshDatabaseOptions {
+  /** Only the migrations numbered below this one: the schema of an earlier time (a reference path's). */
+  readonly before?: number;
+}
+
+/** Migrates `pool`, through every migration or only those numbered below `before`. */
+async function migrateUpTo(pool: pg.Pool, before: number | undefined): Promise<void> {
+  if (before === undefined) {
+    await migrate(pool);
+    return;
+  }
+  const dir = await mkdtemp(join(tmpdir(), "apg-migrations-"));
+  try {
+    for (const migration of await readMigrations()) {
+      if (migration.version < before) await symlink(join(MIGRATIONS_DIR, migration.name), join(dir, migration.name));
+    }
+    await migrate(pool, dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export async function createFreshDatabase(options: FreshDatabaseOptions = {}): Promise<FreshDatabase> {
   const adminUrl = await testServerUrl();
   const name = `apg_test_${randomBytes(6).toString("hex")}`;
   const admin = new pg.Client({ connectionString: adminUrl });
@@ -29,7 +54,7 @@ export async function createFreshDatabase(): Promise<FreshDatabase> {
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   const pool = createPool(url.toString());
-  await migrate(pool);
+  await migrateUpTo(pool, options.before);
   return {
     url: url.toString(),
     pool,

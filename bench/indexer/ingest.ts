@@ -11,11 +11,12 @@
  *   buckets, invocations: a few hundred upserted rows per batch, not one per event) and the
  *   checkpoint are left out of it, so the floor is, if anything, too fast.
  * Batch by batch, the three take turns (order rotated), so the machine's noise falls on all three.
- * History is seeded through the new path and copied to the other two databases; then a rebuild of
- * everything at the first and last level. Synthetic PaymentRecorded events encoded by the IDL coder.
+ * History is seeded through the new path, copied row by row to the old path's database and file by
+ * file to the floor's (a template copy); then a rebuild of everything at the first and last level.
+ * Synthetic PaymentRecorded events encoded by the IDL coder.
  *
- *   npx tsx bench/indexer/ingest.ts [--events 50000 --batch 2000 --stored 0,1000000 --old true]
- *   npm run bench:indexer:10m   (--stored 10000000 --old false: the 10M row, new against floor)
+ *   npx tsx bench/indexer/ingest.ts [--events 50000 --batch 2000 --stored 0,1000000 --old true --rebuild true]
+ *   npm run bench:indexer:10m   (--stored 0,10000000 --old false --rebuild false: the 10M row, new against floor)
  */
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -39,6 +40,7 @@ const { values: flags } = parseArgs({
     batch: { type: "string", default: "2000" },
     stored: { type: "string", default: "0,1000000" },
     old: { type: "string", default: "true" },
+    rebuild: { type: "string", default: "true" },
     decode: { type: "string", default: "true" },
   },
 });
@@ -121,10 +123,9 @@ async function mark(pool: pg.Pool): Promise<Mark> {
   return result.rows[0]!;
 }
 
-/** Copies what `source` holds past `since` to `target` (per-event tables) and its aggregates whole. */
-async function syncHistory(source: pg.Pool, target: FreshDatabase, since: Mark, partitioned: boolean): Promise<void> {
+/** Copies what `source` holds past `since` to the old path's `target` (per-event tables), its aggregates whole. */
+async function syncHistory(source: pg.Pool, target: FreshDatabase, since: Mark): Promise<void> {
   const now = await mark(source);
-  if (partitioned) await ensureSlots(target.pool, BigInt(since.slot) + 1n, BigInt(now.slot));
   for (const { table, columns, key } of PER_EVENT) {
     const after = key === "slot" ? since.slot : since.id;
     const client = await target.pool.connect();
@@ -171,7 +172,8 @@ async function floorBatch(floor: pg.Pool, rows: readonly Buffer[]): Promise<numb
 interface Databases {
   readonly fresh: FreshDatabase;
   readonly old: FreshDatabase | null;
-  readonly floor: FreshDatabase;
+  /** Replaced by a copy of `fresh` whenever history grows. */
+  floor: FreshDatabase;
 }
 
 /** Seeds `to` events of history through the new path (from `next`), then syncs the other two. */
@@ -192,9 +194,14 @@ async function seed(dbs: Databases, next: number, to: number): Promise<void> {
     `seeding (generate + decode + new ingest, batches of ${SEED_BATCH}): ${rate(to - next, seedMs)} (${count(to - next)} events, ${(seedMs / 1000).toFixed(1)} s)`,
   );
   const syncStart = performance.now();
-  if (dbs.old !== null) await syncHistory(dbs.fresh.pool, dbs.old, since, false);
-  await syncHistory(dbs.fresh.pool, dbs.floor, since, true);
-  for (const db of [dbs.fresh, dbs.old, dbs.floor]) await db?.pool.query("VACUUM ANALYZE");
+  await dbs.fresh.pool.query("ANALYZE");
+  if (dbs.old !== null) {
+    await syncHistory(dbs.fresh.pool, dbs.old, since);
+    await dbs.old.pool.query("ANALYZE");
+  }
+  // The floor's database: a file copy of the new path's, same rows, same statistics.
+  await dbs.floor.drop();
+  dbs.floor = await createFreshDatabase({ copyOf: dbs.fresh });
   process.stderr.write(`history copied to the other databases in ${((performance.now() - syncStart) / 1000).toFixed(1)} s\n`);
 }
 
@@ -290,10 +297,10 @@ async function run(): Promise<void> {
       console.log(`--- ${count(next)} events stored ---`);
       await measure(dbs, next, next);
       next += EVENTS;
-      if (index === 0 || index === LEVELS.length - 1) await rebuild(fresh);
+      if (flags.rebuild !== "false" && (index === 0 || index === LEVELS.length - 1)) await rebuild(fresh);
     }
   } finally {
-    await Promise.all([fresh.drop(), old?.drop(), floor.drop()]);
+    await Promise.all([fresh.drop(), old?.drop(), dbs.floor.drop()]);
   }
 }
 

@@ -22,7 +22,11 @@ export interface FreshDatabase {
 export interface FreshDatabaseOptions {
   /** Only the migrations numbered below this one: the schema of an earlier time (a reference path's). */
   readonly before?: number;
+  /** A copy of this database (`CREATE DATABASE ... TEMPLATE`: its files, not its rows one by one). */
+  readonly copyOf?: FreshDatabase;
 }
+
+const nameOf = (url: string): string => new URL(url).pathname.slice(1);
 
 /** Migrates `pool`, through every migration or only those numbered below `before`. */
 async function migrateUpTo(pool: pg.Pool, before: number | undefined): Promise<void> {
@@ -47,14 +51,22 @@ export async function createFreshDatabase(options: FreshDatabaseOptions = {}): P
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE ${name}`);
+    if (options.copyOf === undefined) {
+      await admin.query(`CREATE DATABASE ${name}`);
+    } else {
+      // A template must have no session: the source's pooled connections are closed (its pool
+      // opens new ones at its next query).
+      const source = nameOf(options.copyOf.url);
+      await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [source]);
+      await admin.query(`CREATE DATABASE ${name} TEMPLATE ${source}`);
+    }
   } finally {
     await admin.end();
   }
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   const pool = createPool(url.toString());
-  await migrateUpTo(pool, options.before);
+  if (options.copyOf === undefined) await migrateUpTo(pool, options.before);
   return {
     url: url.toString(),
     pool,

@@ -41,6 +41,7 @@ const { values: flags } = parseArgs({
     stored: { type: "string", default: "0,1000000" },
     old: { type: "string", default: "true" },
     rebuild: { type: "string", default: "true" },
+    replicate: { type: "string", default: "false" },
     decode: { type: "string", default: "true" },
   },
 });
@@ -176,10 +177,104 @@ interface Databases {
   floor: FreshDatabase;
 }
 
-/** Seeds `to` events of history through the new path (from `next`), then syncs the other two. */
-async function seed(dbs: Databases, next: number, to: number): Promise<void> {
+/**
+ * History past what ingest wrote, in SQL: copies of the first `block` events (ids 1..block, all
+ * that ingest wrote before the first level past 0) and of every row derived from them, appended
+ * after the newest (ids, slots and times shifted past it, signatures suffixed), until `to` events
+ * are stored. The same rows, the same index shapes (random signatures, ordered ids, slots and
+ * times), in minutes instead of the hour ingest takes for 10M on this machine.
+ */
+async function replicate(pool: pg.Pool, block: number, to: number): Promise<void> {
+  const blockSlot = (await pool.query<{ s: string }>("SELECT max(slot)::text AS s FROM chain_events WHERE id <= $1", [block])).rows[0]!.s;
+  const blockEnd = (await pool.query<{ t: Date }>('SELECT max("timestamp") AS t FROM transactions WHERE event_id <= $1', [block])).rows[0]!
+    .t;
+  for (let copy = 1; ; copy += 1) {
+    const now = await mark(pool);
+    if (Number(now.id) >= to) break;
+    // Shifted past the newest: ids, slots, times (50 events a second), signatures suffixed.
+    const [ids, slots, seconds, suffix] = [now.id, now.slot, String(Number(now.id) / 50), `~${copy}`];
+    await ensureSlots(pool, BigInt(now.slot) + 1n, BigInt(now.slot) + BigInt(blockSlot));
+    const statements: [string, unknown[]][] = [
+      [
+        `INSERT INTO chain_events (id, signature, instruction_index, inner_index, event_ordinal, slot, block_time, commitment,
+                                   finalized, event_name, payload, raw, source, ingested_at)
+         SELECT id + $1, signature || $4, instruction_index, inner_index, event_ordinal, slot + $2,
+                block_time + make_interval(secs => $3::float8), commitment, finalized, event_name, payload, raw, source, ingested_at
+         FROM chain_events WHERE id <= $5::bigint ORDER BY id`,
+        [ids, slots, seconds, suffix, block],
+      ],
+      [
+        `INSERT INTO chain_transactions_seen (signature, slot, outcome, event_count, detail, seen_at)
+         SELECT signature || $1, slot + $2, outcome, event_count, detail, seen_at FROM chain_transactions_seen WHERE slot <= $3::bigint`,
+        [suffix, slots, blockSlot],
+      ],
+      [
+        `INSERT INTO transactions (event_id, tx_hash, instruction_index, agent, payee, mint, payment_id, protocol, rail, amount_units,
+                                   endpoint_hash, policy_check, parent_tx_hash, invocation, atomic, settlement_reference,
+                                   settlement_status, explorer_url, "timestamp", slot, status)
+         SELECT event_id + $1, tx_hash || $4, instruction_index, agent, payee, mint, payment_id, protocol, rail, amount_units,
+                endpoint_hash, policy_check, parent_tx_hash, invocation, atomic, settlement_reference, settlement_status,
+                explorer_url || $4, "timestamp" + make_interval(secs => $3::float8), slot + $2, status
+         FROM transactions WHERE event_id <= $5::bigint ORDER BY event_id`,
+        [ids, slots, seconds, suffix, block],
+      ],
+      [
+        `INSERT INTO payment_edges (child_event_id, parent_tx_hash, child_tx_hash, invocation, child_payer, depth)
+         SELECT child_event_id + $1, parent_tx_hash, child_tx_hash || $2, invocation, child_payer, depth
+         FROM payment_edges WHERE child_event_id <= $3::bigint`,
+        [ids, suffix, block],
+      ],
+      [
+        `INSERT INTO payment_closure (ancestor_tx_hash, distance, descendant_event_id)
+         SELECT ancestor_tx_hash, distance, descendant_event_id + $1 FROM payment_closure WHERE descendant_event_id <= $2::bigint`,
+        [ids, block],
+      ],
+      [
+        `INSERT INTO spend_rollups (agent, bucket_start, protocol, endpoint_hash, amount_units, tx_count)
+         SELECT agent, date_trunc('minute', bucket_start + make_interval(secs => $1::float8)), protocol, endpoint_hash,
+                sum(amount_units), sum(tx_count)
+         FROM spend_rollups WHERE bucket_start <= $2::timestamptz GROUP BY 1, 2, 3, 4
+         ON CONFLICT (agent, bucket_start, protocol, endpoint_hash) DO UPDATE
+           SET amount_units = spend_rollups.amount_units + excluded.amount_units, tx_count = spend_rollups.tx_count + excluded.tx_count`,
+        [seconds, blockEnd],
+      ],
+      [
+        `INSERT INTO metric_buckets (agent, bucket_start, spend_units, tx_count, x402_spend_units, x402_count, mpp_spend_units, mpp_count)
+         SELECT agent, date_trunc('minute', bucket_start + make_interval(secs => $1::float8)), sum(spend_units), sum(tx_count),
+                sum(x402_spend_units), sum(x402_count), sum(mpp_spend_units), sum(mpp_count)
+         FROM metric_buckets WHERE bucket_start <= $2::timestamptz GROUP BY 1, 2
+         ON CONFLICT (agent, bucket_start) DO UPDATE
+           SET spend_units = metric_buckets.spend_units + excluded.spend_units, tx_count = metric_buckets.tx_count + excluded.tx_count,
+               x402_spend_units = metric_buckets.x402_spend_units + excluded.x402_spend_units,
+               x402_count = metric_buckets.x402_count + excluded.x402_count,
+               mpp_spend_units = metric_buckets.mpp_spend_units + excluded.mpp_spend_units,
+               mpp_count = metric_buckets.mpp_count + excluded.mpp_count`,
+        [seconds, blockEnd],
+      ],
+    ];
+    await withTransaction(pool, async (client) => {
+      for (const [sql, params] of statements) await client.query(sql, params);
+      await client.query("SELECT setval('chain_events_id_seq', (SELECT max(id) FROM chain_events))");
+    });
+    process.stderr.write(`replicated to ${count(Number(now.id) + block)} events\n`);
+  }
+}
+
+/** Seeds history through the new path (from `next` to `to`), then syncs the other two; returns how many are stored. */
+async function seed(dbs: Databases, next: number, to: number): Promise<number> {
   const since = await mark(dbs.fresh.pool);
   const seedStart = performance.now();
+  const block = flags.replicate === "false" ? Number.POSITIVE_INFINITY : Number(flags.replicate);
+  if (next >= block) {
+    await replicate(dbs.fresh.pool, block, to);
+    const replicated = Number((await mark(dbs.fresh.pool)).id);
+    const ms = performance.now() - seedStart;
+    console.log(
+      `seeding (SQL copies of the first ${count(block)} events): ${count(replicated - next)} events in ${(ms / 1000).toFixed(1)} s`,
+    );
+    next = replicated;
+    to = replicated;
+  }
   for (let at = next; at < to; at += SEED_BATCH) {
     const chunk = Array.from({ length: Math.min(SEED_BATCH, to - at) }, (_, k) => decodeRawTransaction(syntheticTransaction(at + k)));
     await ingestBatch(
@@ -189,10 +284,12 @@ async function seed(dbs: Databases, next: number, to: number): Promise<void> {
     );
     if ((at + SEED_BATCH) % 500_000 < SEED_BATCH) process.stderr.write(`seeded ${count(at + SEED_BATCH)} events\n`);
   }
-  const seedMs = performance.now() - seedStart;
-  console.log(
-    `seeding (generate + decode + new ingest, batches of ${SEED_BATCH}): ${rate(to - next, seedMs)} (${count(to - next)} events, ${(seedMs / 1000).toFixed(1)} s)`,
-  );
+  if (to > next) {
+    const seedMs = performance.now() - seedStart;
+    console.log(
+      `seeding (generate + decode + new ingest, batches of ${SEED_BATCH}): ${rate(to - next, seedMs)} (${count(to - next)} events, ${(seedMs / 1000).toFixed(1)} s)`,
+    );
+  }
   const syncStart = performance.now();
   await dbs.fresh.pool.query("ANALYZE");
   if (dbs.old !== null) {
@@ -203,6 +300,7 @@ async function seed(dbs: Databases, next: number, to: number): Promise<void> {
   await dbs.floor.drop();
   dbs.floor = await createFreshDatabase({ copyOf: dbs.fresh });
   process.stderr.write(`history copied to the other databases in ${((performance.now() - syncStart) / 1000).toFixed(1)} s\n`);
+  return to;
 }
 
 /** One level: EVENTS new events in batches, the three paths taking turns. */
@@ -290,10 +388,7 @@ async function run(): Promise<void> {
     // Synthetic payment i sits at slot 1 + i/4: each level's events follow the history before it.
     let next = 0;
     for (const [index, stored] of LEVELS.entries()) {
-      if (stored > next) {
-        await seed(dbs, next, stored);
-        next = stored;
-      }
+      if (stored > next) next = await seed(dbs, next, stored);
       console.log(`--- ${count(next)} events stored ---`);
       await measure(dbs, next, next);
       next += EVENTS;

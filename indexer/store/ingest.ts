@@ -48,7 +48,7 @@ export interface IngestResult {
   readonly eventsRolledBack: number;
 }
 
-/** Upper bound on one batch, so one statement's arrays stay within memory and lock budgets. */
+/** Upper bound on one batch, so its staging and set-based statements stay within memory and lock budgets. */
 export const MAX_BATCH_TRANSACTIONS = 5_000;
 
 const STAGED_SEEN = "ingest_seen";

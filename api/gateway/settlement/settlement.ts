@@ -182,7 +182,7 @@ export class Settlement implements Settler {
       return { txHash: signed.signature, slot: result.slot, paymentId: prepared.paymentId };
     }
     if (result.status === "pending") throw new PaymentPendingError(signed.signature);
-    const refusal = ledgerRefusal(submitFailure(result, signed));
+    const refusal = ledgerRefusal(submitFailure(result, signed), this.deps.ledger.programId);
     this.deps.logger?.warn(
       { paymentId: String(prepared.paymentId), signature: signed.signature, refusal: refusal?.name ?? failureText(result) },
       "payment not settled",
@@ -222,6 +222,10 @@ export class Settlement implements Settler {
   }
 
   /** The invocation account as the chain holds it now, or null if there is none. */
+  get programId(): PublicKey {
+    return this.deps.ledger.programId;
+  }
+
   invocationState(invocation: PublicKey): Promise<InvocationState | null> {
     return this.deps.invocations.invocationState(invocation);
   }
@@ -275,6 +279,7 @@ export class Settlement implements Settler {
     const { ledger } = this.deps;
     const transfer = parsed.atomic ? associatedTransferAccounts(payer, parsed.payee, ledger.mint) : null;
     const record = await recordPaymentInstruction({
+      programId: ledger.programId,
       authority: ledger.authority.publicKey,
       payer,
       payee: parsed.payee,

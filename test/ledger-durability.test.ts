@@ -3,6 +3,7 @@
  * process on a ledger directory, payment traffic through its RPC, then a SIGKILL in the middle of
  * the traffic (or a clean stop) and a restart on the same directory.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../programs/payment_ledger/ts/index.js";
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -150,6 +151,7 @@ async function paymentLoad(
         paymentId += 1n;
         id = paymentId;
         instruction = await recordPaymentInstruction({
+          programId: PAYMENT_LEDGER_PROGRAM_ID,
           authority: info.authority,
           payer: agent.publicKey,
           payee: service.publicKey,
@@ -219,7 +221,7 @@ async function landed(connection: Connection, sent: readonly Sent[]): Promise<La
 }
 
 async function payerState(connection: Connection, payer: AgentWallet): Promise<{ count: number; highest: bigint } | null> {
-  const account = await connection.getAccountInfo(payerStatePda(payer.publicKey).address, "confirmed");
+  const account = await connection.getAccountInfo(payerStatePda(payer.publicKey, PAYMENT_LEDGER_PROGRAM_ID).address, "confirmed");
   if (account === null) return null;
   const state = accountsCoder.accounts.decode<{ payment_count: { toString(): string }; highest_payment_id: { toString(): string } }>(
     "PayerState",

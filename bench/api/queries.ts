@@ -12,6 +12,7 @@
  *
  *   npx tsx bench/api/queries.ts [--payments 1000000 --agents 1000 --accounts 50 --iterations 300 --seconds 5 --clients 32]
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import type pg from "pg";
@@ -148,7 +149,9 @@ async function run(): Promise<void> {
     const seedStart = performance.now();
     for (let at = 0; at < PAYMENTS; at += SEED_BATCH) {
       const n = Math.min(SEED_BATCH, PAYMENTS - at);
-      const chunk = Array.from({ length: n }, (_, k) => decodeRawTransaction(syntheticTransaction(at + k, payers)));
+      const chunk = Array.from({ length: n }, (_, k) =>
+        decodeRawTransaction(syntheticTransaction(at + k, payers), PAYMENT_LEDGER_PROGRAM_ID),
+      );
       await ingestBatch(
         db.pool,
         { transactions: chunk, checkpoint: { source: "bench", slot: chunk.at(-1)!.slot, blockhash: null } },

@@ -7,6 +7,7 @@
  * The paid API is the loopback fixture (test/gateway/support/paid-api.ts) over the running
  * system's Postgres, settlement and wallets.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { Keypair } from "@solana/web3.js";
 import { internalAgentId } from "../../api/shared/agent-ids.js";
 import { StandInCardProcessor } from "../../api/gateway/card/index.js";
@@ -45,6 +46,7 @@ export async function runMppSession(
   const api = await startPaidApi((origin) => ({
     mpp: {
       service: new MppService({
+        programId: PAYMENT_LEDGER_PROGRAM_ID,
         pool: system.pool,
         settler: system.settlement,
         agents: system.wallets,

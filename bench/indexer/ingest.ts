@@ -9,6 +9,7 @@
  *
  *   npx tsx bench/indexer/ingest.ts [--events 50000 --baseline 2000 --batch 2000 --stored 1000000]
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { parseArgs } from "node:util";
 import { readEvent } from "../../indexer/decode/event-reader.js";
 import { eventPayload } from "../../indexer/decode/payload.js";
@@ -48,7 +49,7 @@ async function run(): Promise<void> {
   for (const data of bodies) readEvent(data.subarray(EVENT_IX_TAG.length));
   const readerMs = performance.now() - readerStart;
   const decodeStart = performance.now();
-  const decoded = raws.map((raw) => decodeRawTransaction(raw));
+  const decoded = raws.map((raw) => decodeRawTransaction(raw, PAYMENT_LEDGER_PROGRAM_ID));
   const decodeMs = performance.now() - decodeStart;
   if (decoded.some((d) => d.outcome !== "indexed")) throw new Error("synthetic transaction did not decode");
 
@@ -97,7 +98,9 @@ async function run(): Promise<void> {
       const seedStart = performance.now();
       while (next < STORED) {
         const count = Math.min(SEED_BATCH, STORED - next);
-        const seed = Array.from({ length: count }, (_, k) => decodeRawTransaction(syntheticTransaction(next + k)));
+        const seed = Array.from({ length: count }, (_, k) =>
+          decodeRawTransaction(syntheticTransaction(next + k), PAYMENT_LEDGER_PROGRAM_ID),
+        );
         await ingestBatched(seed, SEED_BATCH);
         next += count;
         if (next % 100_000 < SEED_BATCH) process.stderr.write(`seeded ${next.toLocaleString("en-US")} events\n`);
@@ -106,7 +109,9 @@ async function run(): Promise<void> {
       console.log(
         `seeding, batch ${SEED_BATCH}:  ${rate(next - decoded.length, seedMs)} (to ${next.toLocaleString("en-US")} events, ${(seedMs / 1000).toFixed(1)} s)`,
       );
-      const later = Array.from({ length: EVENTS }, (_, k) => decodeRawTransaction(syntheticTransaction(next + k)));
+      const later = Array.from({ length: EVENTS }, (_, k) =>
+        decodeRawTransaction(syntheticTransaction(next + k), PAYMENT_LEDGER_PROGRAM_ID),
+      );
       const laterMs = await ingestBatched(later, BATCH);
       const ratio = later.length / laterMs / (batched.length / batchMs);
       console.log(

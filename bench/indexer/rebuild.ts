@@ -6,6 +6,7 @@
  *
  *   npx tsx bench/indexer/rebuild.ts [--events 1000000 --batch 2000]
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { parseArgs } from "node:util";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { withTransaction } from "../../indexer/db/database.js";
@@ -38,7 +39,9 @@ async function run(): Promise<void> {
     const seedStart = performance.now();
     for (let start = 0; start < EVENTS; start += BATCH) {
       const end = Math.min(start + BATCH, EVENTS);
-      const decoded = Array.from({ length: end - start }, (_, k) => decodeRawTransaction(syntheticTransaction(start + k)));
+      const decoded = Array.from({ length: end - start }, (_, k) =>
+        decodeRawTransaction(syntheticTransaction(start + k), PAYMENT_LEDGER_PROGRAM_ID),
+      );
       await ingestBatch(
         db.pool,
         { transactions: decoded, checkpoint: { source: "bench", slot: decoded.at(-1)!.slot, blockhash: null } },

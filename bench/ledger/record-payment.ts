@@ -7,6 +7,7 @@
  *
  * Each run is bounded by its count and by --max-seconds; the bench stops by itself.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { setTimeout as delay } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { AnchorProvider, Wallet } from "@coral-xyz/anchor";
@@ -191,6 +192,7 @@ async function main(): Promise<void> {
       nextPaymentId[worker]! += 1n;
       return {
         instruction: await recordPaymentInstruction({
+          programId: PAYMENT_LEDGER_PROGRAM_ID,
           authority: localnet.info.authority,
           payer: agent.publicKey,
           payee: service.publicKey,

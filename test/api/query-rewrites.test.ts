@@ -6,6 +6,7 @@
  * account knows), rejections at random times, then random filters, pages, windows and
  * resolutions. Seeded, so a failure replays.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readMetricBuckets, readSpendCells, type SpendScope } from "../../api/query/read/spend.js";
 import { listTransactions, type TransactionFilter } from "../../api/query/read/transactions.js";
@@ -57,7 +58,7 @@ beforeAll(async () => {
   // Each payment by a random payer; 50 share each second of block time (ties broken by id).
   for (let at = 0; at < PAYMENTS; at += 500) {
     const batch = Array.from({ length: 500 }, (_, k) =>
-      decodeRawTransaction(syntheticTransaction(at + k, [payers[Math.floor(next() * PAYERS)]!])),
+      decodeRawTransaction(syntheticTransaction(at + k, [payers[Math.floor(next() * PAYERS)]!]), PAYMENT_LEDGER_PROGRAM_ID),
     );
     await ingestBatch(
       db.pool,

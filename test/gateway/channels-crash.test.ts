@@ -6,6 +6,7 @@
  * sequence has no gap, every accepted charge is settled exactly once on chain, and the close
  * refunds exactly deposit − settled.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join, resolve } from "node:path";
@@ -189,7 +190,7 @@ async function paymentIdsOnChain(channel: string): Promise<bigint[]> {
   const ids: bigint[] = [];
   for (const { signature } of rows) {
     const tx = await gateway.ledger.connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
-    for (const event of eventsNamed(decodeTransactionEvents(tx!), "PaymentRecorded")) ids.push(event.paymentId);
+    for (const event of eventsNamed(decodeTransactionEvents(tx!, PAYMENT_LEDGER_PROGRAM_ID), "PaymentRecorded")) ids.push(event.paymentId);
   }
   return ids;
 }

@@ -9,6 +9,7 @@
  * Each test opens an invocation of its own (new orchestrator and sub-agent) and takes it as far as
  * it needs, so none depends on another's order.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StandInCardProcessor } from "../../api/gateway/card/stand-in.js";
@@ -116,7 +117,13 @@ async function openInvocation(): Promise<Invoked> {
   const settled = await rest(test.system, sellerKey, "POST", "/v1/x402/settle", { payment: authorized.body.payment, requirement });
   expect(settled.body, settled.text).toMatchObject({ success: true });
   const parentTxHash: string = settled.body.txHash;
-  return { orchestrator, sub, subAddress, parentTxHash, invocation: invocationAddress(parentTxHash, subAddress) };
+  return {
+    orchestrator,
+    sub,
+    subAddress,
+    parentTxHash,
+    invocation: invocationAddress(parentTxHash, subAddress, PAYMENT_LEDGER_PROGRAM_ID),
+  };
 }
 
 /** `openInvocation`, then the sub-agent's MPP submission under it: its session has one prepaid call. */
@@ -274,6 +281,7 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
     // The same service (origin, payee), with the spend-policy gate but no invocation reader: only
     // the invocation account passed at settlement stands between the charge and the budget.
     const unchecked = new MppService({
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       pool: test.system.pool,
       settler: test.system.settlement,
       agents: test.system.wallets,

@@ -4,6 +4,7 @@
  * the REAL payment_ledger program (stablecoin: atomic transfer + record; card: the stand-in
  * processor, then a record with rail `card`), and sessions live hashed in a REAL Postgres.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readCardSettlementReference, StandInCardProcessor } from "../../api/gateway/card/index.js";
 import {
@@ -52,6 +53,7 @@ async function paidApi(paymentMethods: string[], sessionSupported: boolean, cloc
     const options: MppServiceOptions = {
       pool: db.pool,
       settler,
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       agents: settler,
       cardProcessor: card,
       serviceOrigin: origin,

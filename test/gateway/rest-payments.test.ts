@@ -5,6 +5,7 @@
  * payment. The facilitator's settler is a counting stand-in here (settlement on the real ledger is
  * covered by test/gateway/x402.test.ts and settlement.test.ts); these tests are about the routes.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { randomBytes, randomUUID } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import bs58 from "bs58";
@@ -42,6 +43,7 @@ beforeAll(async () => {
   const ledger = { network: NETWORK } as unknown as SettlementLedger;
   const wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource: { fund: () => Promise.reject(new Error("unused")) } });
   const facilitator = new X402Facilitator({
+    programId: PAYMENT_LEDGER_PROGRAM_ID,
     pool: db.pool,
     agents: wallets,
     network: NETWORK,

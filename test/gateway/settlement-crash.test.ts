@@ -4,6 +4,7 @@
  * confirmed settlement row with the same id and signature, every other row is failed and its
  * transaction is not on the chain, and the balances moved by exactly the recorded amounts.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type ChildProcess, spawn } from "node:child_process";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -166,7 +167,7 @@ async function paymentsOnChain(payer: string): Promise<Map<bigint, string>> {
       commitment: "confirmed",
       maxSupportedTransactionVersion: 0,
     });
-    for (const event of eventsNamed(decodeTransactionEvents(tx!), "PaymentRecorded")) {
+    for (const event of eventsNamed(decodeTransactionEvents(tx!, PAYMENT_LEDGER_PROGRAM_ID), "PaymentRecorded")) {
       if (event.payer.toBase58() !== payer) continue;
       expect(found.has(event.paymentId), `payment id ${event.paymentId} recorded twice`).toBe(false);
       found.set(event.paymentId, entry.signature);

@@ -3,6 +3,7 @@
  * PaymentPayload, and our facilitator verifies it and settles through the REAL payment_ledger
  * program on a local ledger, with nonces claimed in a REAL Postgres.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -48,6 +49,7 @@ beforeAll(async () => {
   settler.registerAgent("agent-1", agent);
   signer = keypairSigner(agent.keypair);
   facilitator = new X402Facilitator({
+    programId: PAYMENT_LEDGER_PROGRAM_ID,
     pool: db.pool,
     settler,
     agents: settler,

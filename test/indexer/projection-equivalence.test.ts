@@ -27,7 +27,7 @@ import { mulberry32 } from "../support/random.js";
 const { BN } = anchor;
 const coder = new BorshCoder(PAYMENT_LEDGER_IDL);
 const programId = PAYMENT_LEDGER_PROGRAM_ID.toBase58();
-const authority = eventAuthorityPda().address.toBase58();
+const authority = eventAuthorityPda(PAYMENT_LEDGER_PROGRAM_ID).address.toBase58();
 const options = { cluster: "devnet" };
 
 function eventData(name: string, fields: Record<string, unknown>): Uint8Array {
@@ -175,7 +175,7 @@ describe("projections written from memory equal a rebuild from the event store",
       await db.pool.query("TRUNCATE chain_events, chain_transactions_seen, settlement_transfers, checkpoints");
       await withTransaction(db.pool, (client) => rebuildProjections(client, options));
       const history = randomHistory(seed, 600);
-      const decoded = history.transactions.map((tx) => decodeRawTransaction(tx));
+      const decoded = history.transactions.map((tx) => decodeRawTransaction(tx, PAYMENT_LEDGER_PROGRAM_ID));
       expect(decoded.every((d) => d.outcome === "indexed")).toBe(true);
 
       const listener = await db.pool.connect();

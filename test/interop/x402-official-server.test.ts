@@ -11,6 +11,7 @@
  * official `HTTPFacilitatorClient` pointed at the gateway's standard facilitator API. The payer
  * is then one of the gateway's own agents on both sides: one record, made by the paying side.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createServer } from "node:http";
 import { type Keypair, PublicKey } from "@solana/web3.js";
 import { createKeyPairSignerFromBytes } from "@solana/kit";
@@ -399,7 +400,7 @@ describe("a sub-agent paying under agents.invoke", () => {
     const settled = await rest(system, setup.apiKey, "POST", "/v1/x402/settle", { payment: authorized.body.payment, requirement });
     expect(settled.body, settled.text).toMatchObject({ success: true });
     const parentTxHash: string = settled.body.txHash;
-    const invocation = invocationAddress(parentTxHash, subAddress);
+    const invocation = invocationAddress(parentTxHash, subAddress, PAYMENT_LEDGER_PROGRAM_ID);
 
     const result = await sub.withParent(parentTxHash).pay({ endpoint: `${origin}/report` });
     if (!result.paid) throw new Error("not paid");

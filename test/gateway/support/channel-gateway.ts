@@ -3,6 +3,7 @@
  * REST handler in process: accounts, keys, funded agents, and the checks every channel money test
  * ends with (ledger balances of payer, escrow and payee; our tables; the REST answers). Test files only.
  */
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../../programs/payment_ledger/ts/index.js";
 import { randomBytes, randomUUID } from "node:crypto";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Keypair, LAMPORTS_PER_SOL, PublicKey, SystemProgram, Transaction, type TransactionInstruction } from "@solana/web3.js";
@@ -113,7 +114,7 @@ export function newPayee(): string {
 }
 
 export async function balances(gateway: ChannelGateway, payer: string, payee: string, channel: string) {
-  const escrow = escrowPda(new PublicKey(channel)).address;
+  const escrow = escrowPda(new PublicKey(channel), PAYMENT_LEDGER_PROGRAM_ID).address;
   const escrowInfo = await gateway.ledger.connection.getAccountInfo(escrow, "confirmed");
   const { unpackAccount } = await import("@solana/spl-token");
   return {

@@ -111,6 +111,9 @@ export class Settlement implements Settler {
     const { wallets, ledger, pool } = this.deps;
     // Payee rule 1 (payee.ts): a wallet key, not the mint, a program or a PDA. Before any read.
     checkPayee(parsed.payee.toBase58(), [ledger.mint]);
+    if (parsed.payee.equals(ledger.programId)) {
+      throw new PayeeRefusedError("payee_is_program", parsed.payee.toBase58(), "the payee is the payment_ledger program, not a wallet");
+    }
     const payer = await wallets.keypair(input.agentId);
     // The chain reads are independent: made together, and the blockhash is a shared recent one
     // (api/gateway/chain/ledger.ts `recentBlockhash`; the row keeps its last valid block height).

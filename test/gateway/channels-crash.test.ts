@@ -102,6 +102,7 @@ function runAndKill(
         ...process.env,
         SOLANA_RPC_URL: gateway.localnet.rpcUrl,
         SETTLEMENT_MINT: gateway.localnet.info.mint.toBase58(),
+        PROGRAM_ID: gateway.localnet.info.programId.toBase58(),
         LEDGER_AUTHORITY_KEYPAIR: join(gateway.localnet.ledgerDir, "authority.json"),
         DATABASE_URL: withApplicationName(gateway.db.url, WORKER_APPLICATION),
         WALLET_ENCRYPTION_KEY: gateway.walletKey,

@@ -122,6 +122,7 @@ function runAndKill(payee: string): Promise<number> {
         ...process.env,
         SOLANA_RPC_URL: localnet.rpcUrl,
         SETTLEMENT_MINT: localnet.info.mint.toBase58(),
+        PROGRAM_ID: localnet.info.programId.toBase58(),
         LEDGER_AUTHORITY_KEYPAIR: join(localnet.ledgerDir, "authority.json"),
         DATABASE_URL: withApplicationName(db.url, WORKER_APPLICATION),
         WALLET_ENCRYPTION_KEY: KEY,

@@ -3,7 +3,6 @@
  * process on a ledger directory, payment traffic through its RPC, then a SIGKILL in the middle of
  * the traffic (or a clean stop) and a restart on the same directory.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../programs/payment_ledger/ts/index.js";
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -20,6 +19,7 @@ import {
   PAYMENT_LEDGER_IDL,
   payerStatePda,
   recordPaymentInstruction,
+  PAYMENT_LEDGER_PROGRAM_ID,
 } from "../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../scripts/localnet.js";

@@ -120,7 +120,13 @@ export function startGateway(options: GatewayOptions): Gateway {
     token,
     onWarning: (message, context) => logger.warn(context, message),
   });
-  const mpp = new MppGateway({ pool, settler: settlement, programId: ledger.programId, agents: wallets, cardProcessor: options.cardProcessor });
+  const mpp = new MppGateway({
+    pool,
+    settler: settlement,
+    programId: ledger.programId,
+    agents: wallets,
+    cardProcessor: options.cardProcessor,
+  });
   const transfers = new SignedTransfers({
     pool,
     ledger,

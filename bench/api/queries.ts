@@ -12,7 +12,6 @@
  *
  *   npx tsx bench/api/queries.ts [--payments 1000000 --agents 1000 --accounts 50 --iterations 300 --seconds 5 --clients 32]
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import type pg from "pg";
@@ -23,6 +22,7 @@ import { createAccount, issueApiKey } from "../../api/shared/keys.js";
 import { parseCursor } from "../../api/shared/validation.js";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { listTransactionsBefore, readMetricBucketsBefore, readSpendCellsBefore } from "../../test/api/read-reference.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { SYNTHETIC_BASE_TIME, SYNTHETIC_ENDPOINTS, syntheticPayers, syntheticTransaction } from "../indexer/synthetic.js";

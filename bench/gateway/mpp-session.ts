@@ -7,12 +7,12 @@
  * The paid API is the loopback fixture (test/gateway/support/paid-api.ts) over the running
  * system's Postgres, settlement and wallets.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { Keypair } from "@solana/web3.js";
 import { internalAgentId } from "../../api/shared/agent-ids.js";
 import { StandInCardProcessor } from "../../api/gateway/card/index.js";
 import { MppService, X_MPP_SESSION } from "../../api/gateway/mpp/index.js";
 import { keypairSigner } from "../../api/gateway/chain/index.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import type { System } from "../../scripts/system.js";
 import { MppSessions } from "../../sdk/src/sessions.js";
 import type { GatewayClient } from "../../test/gateway/support/gateway-payer.js";

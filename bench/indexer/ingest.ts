@@ -9,7 +9,6 @@
  *
  *   npx tsx bench/indexer/ingest.ts [--events 50000 --baseline 2000 --batch 2000 --stored 1000000]
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { parseArgs } from "node:util";
 import { readEvent } from "../../indexer/decode/event-reader.js";
 import { eventPayload } from "../../indexer/decode/payload.js";
@@ -17,7 +16,7 @@ import { type DecodedTransaction, decodeRawTransaction } from "../../indexer/dec
 import { withTransaction } from "../../indexer/db/database.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
-import { decodeEventInstructionData, EVENT_IX_TAG } from "../../programs/payment_ledger/ts/index.js";
+import { decodeEventInstructionData, EVENT_IX_TAG, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { syntheticTransaction } from "./synthetic.js";
 

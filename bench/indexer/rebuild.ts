@@ -6,12 +6,12 @@
  *
  *   npx tsx bench/indexer/rebuild.ts [--events 1000000 --batch 2000]
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { parseArgs } from "node:util";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { withTransaction } from "../../indexer/db/database.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { syntheticTransaction } from "./synthetic.js";
 

@@ -7,13 +7,17 @@
  *
  * Each run is bounded by its count and by --max-seconds; the bench stops by itself.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { setTimeout as delay } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { AnchorProvider, Wallet } from "@coral-xyz/anchor";
 import { createTransferCheckedInstruction } from "@solana/spl-token";
 import { type BlockhashWithExpiryBlockHeight, Connection, Transaction, type TransactionInstruction } from "@solana/web3.js";
-import { associatedTransferAccounts, endpointHash, recordPaymentInstruction } from "../../programs/payment_ledger/ts/index.js";
+import {
+  associatedTransferAccounts,
+  endpointHash,
+  recordPaymentInstruction,
+  PAYMENT_LEDGER_PROGRAM_ID,
+} from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess } from "../../scripts/agent-wallets.js";
 import { startLocalnet } from "../../scripts/localnet.js";
 

@@ -6,7 +6,6 @@
  * account knows), rejections at random times, then random filters, pages, windows and
  * resolutions. Seeded, so a failure replays.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readMetricBuckets, readSpendCells, type SpendScope } from "../../api/query/read/spend.js";
 import { listTransactions, type TransactionFilter } from "../../api/query/read/transactions.js";
@@ -15,6 +14,7 @@ import type { PaymentRow } from "../../api/shared/rows.js";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
 import { SYNTHETIC_BASE_TIME, SYNTHETIC_ENDPOINTS, syntheticPayers, syntheticTransaction } from "../../bench/indexer/synthetic.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { mulberry32 } from "../support/random.js";
 import { listTransactionsBefore, readMetricBucketsBefore, readSpendCellsBefore } from "./read-reference.js";

@@ -6,7 +6,6 @@
  * sequence has no gap, every accepted charge is settled exactly once on chain, and the close
  * refunds exactly deposit − settled.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join, resolve } from "node:path";
@@ -15,7 +14,12 @@ import { fileURLToPath } from "node:url";
 import { PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChannelSessions } from "../../api/gateway/channels/index.js";
-import { decodeChannelAccount, decodeTransactionEvents, eventsNamed } from "../../programs/payment_ledger/ts/index.js";
+import {
+  decodeChannelAccount,
+  decodeTransactionEvents,
+  eventsNamed,
+  PAYMENT_LEDGER_PROGRAM_ID,
+} from "../../programs/payment_ledger/ts/index.js";
 import { pollUntil } from "../support/poll.js";
 import { type ChannelGateway, expectAgreement, newPayee, SERVICE, startChannelGateway, USDC } from "./support/channel-gateway.js";
 

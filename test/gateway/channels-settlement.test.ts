@@ -4,7 +4,6 @@
  * events: ids, amounts, endpoints); a voucher presented twice, or by two requests at once, settles
  * once; a presentation that does not match what was signed is refused and settles nothing.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { randomUUID } from "node:crypto";
 import { PublicKey, sendAndConfirmTransaction, Transaction } from "@solana/web3.js";
 import bs58 from "bs58";
@@ -16,6 +15,7 @@ import {
   eventsNamed,
   settleChannelInstruction,
   voucherSignatureInstruction,
+  PAYMENT_LEDGER_PROGRAM_ID,
 } from "../../programs/payment_ledger/ts/index.js";
 import {
   type ChannelGateway,

@@ -9,7 +9,6 @@
  * Each test opens an invocation of its own (new orchestrator and sub-agent) and takes it as far as
  * it needs, so none depends on another's order.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StandInCardProcessor } from "../../api/gateway/card/stand-in.js";
@@ -20,6 +19,7 @@ import { MppService } from "../../api/gateway/mpp/service.js";
 import { parseMppSubmission } from "../../api/gateway/mpp/submission.js";
 import { linkedReservation, mppPaymentRef } from "../../api/gateway/reservations/store.js";
 import { invocationAddress } from "../../api/gateway/invocations/index.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { recordedPayment } from "../support/ledger-events.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import { agentKey } from "../support/agent-keys.js";

@@ -4,7 +4,6 @@
  * the REAL payment_ledger program (stablecoin: atomic transfer + record; card: the stand-in
  * processor, then a record with rail `card`), and sessions live hashed in a REAL Postgres.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readCardSettlementReference, StandInCardProcessor } from "../../api/gateway/card/index.js";
 import {
@@ -17,7 +16,7 @@ import {
   X_MPP_SESSION,
 } from "../../api/gateway/mpp/index.js";
 import { type AgentSigner, keypairSigner } from "../../api/gateway/chain/index.js";
-import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
+import { endpointHash, type PaymentRecorded, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";

@@ -6,7 +6,6 @@
  * invocations open on-chain and cap their sub-agent's payments, both at authorization (under the
  * agent's lock, so concurrent authorizations cannot overshoot) and on-chain at settlement.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { randomBytes } from "node:crypto";
 import { Keypair, PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
@@ -19,6 +18,7 @@ import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
 import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { invocationAddress } from "../../api/gateway/invocations/index.js";
 import { parsePaymentPayload, parsePaymentRequirement } from "../../api/gateway/x402/index.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { type RestAnswer as Answer, restCall } from "../support/rest.js";

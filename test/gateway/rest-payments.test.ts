@@ -5,7 +5,6 @@
  * payment. The facilitator's settler is a counting stand-in here (settlement on the real ledger is
  * covered by test/gateway/x402.test.ts and settlement.test.ts); these tests are about the routes.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { randomBytes, randomUUID } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import bs58 from "bs58";
@@ -18,6 +17,7 @@ import type { SettlementLedger } from "../../api/gateway/chain/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { X402Facilitator } from "../../api/gateway/x402/index.js";
 import type { SettleRequest } from "../../api/gateway/settlement/index.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../support/rest.js";
 

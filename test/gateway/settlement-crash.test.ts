@@ -4,7 +4,6 @@
  * confirmed settlement row with the same id and signature, every other row is failed and its
  * transaction is not on the chain, and the balances moved by exactly the recorded amounts.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type ChildProcess, spawn } from "node:child_process";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -22,7 +21,7 @@ import {
   LocalTreasuryFundingSource,
 } from "../../api/gateway/wallets/index.js";
 import { localSettlementLedger, type SettlementLedger, tokenBalanceUnits } from "../../api/gateway/chain/index.js";
-import { decodeTransactionEvents, eventsNamed } from "../../programs/payment_ledger/ts/index.js";
+import { decodeTransactionEvents, eventsNamed, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { pollUntil } from "../support/poll.js";

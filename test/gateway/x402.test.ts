@@ -3,7 +3,6 @@
  * PaymentPayload, and our facilitator verifies it and settles through the REAL payment_ledger
  * program on a local ledger, with nonces claimed in a REAL Postgres.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { Keypair } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -15,7 +14,7 @@ import {
 } from "../../api/gateway/x402/index.js";
 import { type AgentSigner, keypairSigner } from "../../api/gateway/chain/index.js";
 import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
-import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
+import { endpointHash, type PaymentRecorded, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";

@@ -11,7 +11,6 @@
  * official `HTTPFacilitatorClient` pointed at the gateway's standard facilitator API. The payer
  * is then one of the gateway's own agents on both sides: one record, made by the paying side.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createServer } from "node:http";
 import { type Keypair, PublicKey } from "@solana/web3.js";
 import { createKeyPairSignerFromBytes } from "@solana/kit";
@@ -27,6 +26,7 @@ import express from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { invocationAddress } from "../../api/gateway/invocations/index.js";
 import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { PolicyViolationError, PaymentError, type Client } from "../../sdk/src/index.js";
 import { recordedPayment, recordedPayments } from "../support/ledger-events.js";
 import {

@@ -1,8 +1,12 @@
 /** The PaymentRecorded events of a confirmed ledger transaction, read back through RPC. */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import type { Connection } from "@solana/web3.js";
 import { expect } from "vitest";
-import { decodeTransactionEvents, eventsNamed, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
+import {
+  decodeTransactionEvents,
+  eventsNamed,
+  type PaymentRecorded,
+  PAYMENT_LEDGER_PROGRAM_ID,
+} from "../../programs/payment_ledger/ts/index.js";
 
 export async function recordedPayments(connection: Connection, signature: string): Promise<PaymentRecorded[]> {
   const tx = await connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });

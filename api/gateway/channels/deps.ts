@@ -61,7 +61,10 @@ export class SigningKeys {
 }
 
 /** The program accounts of a stored session, in the program at `programId`. */
-export function sessionAccounts(session: Pick<SessionRow, "payer" | "payee" | "mint" | "channelId">, programId: PublicKey): ChannelAccounts {
+export function sessionAccounts(
+  session: Pick<SessionRow, "payer" | "payee" | "mint" | "channelId">,
+  programId: PublicKey,
+): ChannelAccounts {
   return channelAccounts({
     programId,
     payer: parseAddress(session.payer, "payer"),

@@ -88,7 +88,13 @@ export async function openSession(deps: ChannelDeps, request: OpenRequest, now: 
     payee: wallet == null ? null : { owner: wallet.owner, executable: wallet.executable },
     tokenAccount: token == null ? null : { owner: token.owner },
   });
-  const accounts = channelAccounts({ programId: ledger.programId, payer: payer.publicKey, payee, mint: ledger.mint, channelId: randomBytes(32) });
+  const accounts = channelAccounts({
+    programId: ledger.programId,
+    payer: payer.publicKey,
+    payee,
+    mint: ledger.mint,
+    channelId: randomBytes(32),
+  });
   const expiresAt = new Date((Math.floor(now.getTime() / 1000) + request.expiresInSeconds) * 1000);
   const signed = await signChannelTransaction(
     ledger,

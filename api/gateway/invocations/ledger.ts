@@ -5,11 +5,7 @@
 import { BorshCoder } from "@coral-xyz/anchor";
 import { type PublicKey, Transaction } from "@solana/web3.js";
 import type pg from "pg";
-import {
-  invocationPda,
-  openInvocationInstruction,
-  PAYMENT_LEDGER_IDL,
-} from "../../../programs/payment_ledger/ts/index.js";
+import { invocationPda, openInvocationInstruction, PAYMENT_LEDGER_IDL } from "../../../programs/payment_ledger/ts/index.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
 import { failureText, ledgerRefusal, submitFailure } from "../chain/ledger-errors.js";
 import { parseSignature } from "../settlement/settle-input.js";

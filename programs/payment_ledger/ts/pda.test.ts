@@ -1,7 +1,7 @@
-import { PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
 import { PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { describe, expect, it } from "vitest";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
 import { channelPda, configPda, escrowPda, eventAuthorityPda, invocationPda, payerStatePda } from "./pda.js";
 
 // Vectors computed independently of web3.js (sha256 over seeds, bump, program id and

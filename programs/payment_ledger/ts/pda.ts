@@ -54,12 +54,7 @@ export const CHANNEL_ID_BYTES = 32;
  * A payment channel: `["channel", payer, payee, channelId]`. The 32-byte channel id is the payer's
  * salt (random); a payer must never reuse one with the same payee.
  */
-export function channelPda(
-  payer: PublicKey,
-  payee: PublicKey,
-  channelId: Uint8Array,
-  programId: PublicKey,
-): Pda {
+export function channelPda(payer: PublicKey, payee: PublicKey, channelId: Uint8Array, programId: PublicKey): Pda {
   if (channelId.length !== CHANNEL_ID_BYTES) {
     throw new RangeError(`channel id must be ${CHANNEL_ID_BYTES} bytes, got ${channelId.length}`);
   }

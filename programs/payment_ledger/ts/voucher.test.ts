@@ -1,7 +1,7 @@
-import { PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
 import { Ed25519Program, Keypair, PublicKey } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
 import { endpointHash } from "./endpoint-hash.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
 import { channelPda } from "./pda.js";
 import {
   advanceVoucher,

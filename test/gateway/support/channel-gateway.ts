@@ -3,7 +3,6 @@
  * REST handler in process: accounts, keys, funded agents, and the checks every channel money test
  * ends with (ledger balances of payer, escrow and payee; our tables; the REST answers). Test files only.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../../programs/payment_ledger/ts/index.js";
 import { randomBytes, randomUUID } from "node:crypto";
 import { getAssociatedTokenAddressSync } from "@solana/spl-token";
 import { Keypair, LAMPORTS_PER_SOL, PublicKey, SystemProgram, Transaction, type TransactionInstruction } from "@solana/web3.js";
@@ -24,7 +23,7 @@ import { localSettlementLedger, type SettlementLedger, tokenBalanceUnits } from 
 import { submit } from "../../../api/gateway/chain/ledger.js";
 import { SecretBox } from "../../../api/gateway/webhooks/index.js";
 import { createAccount, issueApiKey } from "../../../api/shared/keys.js";
-import { decodeChannelAccount, escrowPda } from "../../../programs/payment_ledger/ts/index.js";
+import { decodeChannelAccount, escrowPda, PAYMENT_LEDGER_PROGRAM_ID } from "../../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../../support/rest.js";

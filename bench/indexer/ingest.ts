@@ -29,7 +29,7 @@ import { type DecodedTransaction, decodeRawTransaction } from "../../indexer/dec
 import { withTransaction } from "../../indexer/db/database.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
-import { decodeEventInstructionData, EVENT_IX_TAG } from "../../programs/payment_ledger/ts/index.js";
+import { decodeEventInstructionData, EVENT_IX_TAG, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../../test/indexer/fresh-database.js";
 import { ingestBatchJsonb } from "../../test/indexer/jsonb-ingest.js";
 import { syntheticTransaction } from "./synthetic.js";
@@ -276,7 +276,9 @@ async function seed(dbs: Databases, next: number, to: number): Promise<number> {
     to = replicated;
   }
   for (let at = next; at < to; at += SEED_BATCH) {
-    const chunk = Array.from({ length: Math.min(SEED_BATCH, to - at) }, (_, k) => decodeRawTransaction(syntheticTransaction(at + k)));
+    const chunk = Array.from({ length: Math.min(SEED_BATCH, to - at) }, (_, k) =>
+      decodeRawTransaction(syntheticTransaction(at + k), PAYMENT_LEDGER_PROGRAM_ID),
+    );
     await ingestBatch(
       dbs.fresh.pool,
       { transactions: chunk, checkpoint: { source: "bench", slot: chunk.at(-1)!.slot, blockhash: null } },
@@ -305,7 +307,9 @@ async function seed(dbs: Databases, next: number, to: number): Promise<number> {
 
 /** One level: EVENTS new events in batches, the three paths taking turns. */
 async function measure(dbs: Databases, first: number, stored: number): Promise<void> {
-  const decoded = Array.from({ length: EVENTS }, (_, k) => decodeRawTransaction(syntheticTransaction(first + k)));
+  const decoded = Array.from({ length: EVENTS }, (_, k) =>
+    decodeRawTransaction(syntheticTransaction(first + k), PAYMENT_LEDGER_PROGRAM_ID),
+  );
   await ensureSlots(dbs.floor.pool, decoded[0]!.slot, decoded.at(-1)!.slot);
   const ms = { new: 0, old: 0, floor: 0 };
   for (let at = 0, turn = 0; at < decoded.length; at += BATCH, turn += 1) {
@@ -368,7 +372,7 @@ function decodeFigures(): void {
   for (const data of bodies) readEvent(data.subarray(EVENT_IX_TAG.length));
   const readerMs = performance.now() - readerStart;
   const decodeStart = performance.now();
-  const decoded = raws.map((raw) => decodeRawTransaction(raw));
+  const decoded = raws.map((raw) => decodeRawTransaction(raw, PAYMENT_LEDGER_PROGRAM_ID));
   const decodeMs = performance.now() - decodeStart;
   if (decoded.some((d) => d.outcome !== "indexed")) throw new Error("synthetic transaction did not decode");
   console.log(`decode, IDL coder:     ${rate(bodies.length, idlMs)} (baseline: BorshCoder + eventPayload)`);

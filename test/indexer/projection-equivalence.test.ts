@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type pg from "pg";
 import { withTransaction } from "../../indexer/db/database.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { ingestBatch, LEDGER_TRANSACTIONS_CHANNEL } from "../../indexer/store/ingest.js";
 import { projectEvents } from "../../indexer/store/projections.js";
@@ -34,7 +35,7 @@ describe("projections written from memory equal a rebuild from the event store",
       await db.pool.query("TRUNCATE chain_events, chain_transactions_seen, settlement_transfers, checkpoints");
       await withTransaction(db.pool, (client) => rebuildProjections(client, options));
       const history = randomHistory(seed, 600);
-      const decoded = history.transactions.map((tx) => decodeRawTransaction(tx));
+      const decoded = history.transactions.map((tx) => decodeRawTransaction(tx, PAYMENT_LEDGER_PROGRAM_ID));
       expect(decoded.every((d) => d.outcome === "indexed")).toBe(true);
 
       const listener = await db.pool.connect();

@@ -16,7 +16,7 @@ import { mulberry32 } from "../support/random.js";
 const { BN } = anchor;
 const coder = new BorshCoder(PAYMENT_LEDGER_IDL);
 const programId = PAYMENT_LEDGER_PROGRAM_ID.toBase58();
-const authority = eventAuthorityPda().address.toBase58();
+const authority = eventAuthorityPda(PAYMENT_LEDGER_PROGRAM_ID).address.toBase58();
 
 function eventData(name: string, fields: Record<string, unknown>): Uint8Array {
   const discriminator = PAYMENT_LEDGER_IDL.events!.find((event) => event.name === name)!.discriminator;

@@ -11,6 +11,7 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { withTransaction } from "../../indexer/db/database.js";
 import { type DecodedTransaction, decodeRawTransaction } from "../../indexer/decode/transaction.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type IngestBatch, ingestBatch } from "../../indexer/store/ingest.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
 import { mulberry32 } from "../support/random.js";
@@ -82,7 +83,7 @@ describe("the staged write path leaves what the jsonb one left", () => {
         await withTransaction(db.pool, (client) => rebuildProjections(client, options));
       }
       const history = randomHistory(seed, 500);
-      const decoded = history.transactions.map((tx) => decodeRawTransaction(tx));
+      const decoded = history.transactions.map((tx) => decodeRawTransaction(tx, PAYMENT_LEDGER_PROGRAM_ID));
       const random = mulberry32(seed * 13);
       // The jsonb path cannot take one transaction twice in a batch (an invocation opened twice
       // is one upsert touching its row twice, an error; a payment under an invocation is counted
@@ -154,7 +155,7 @@ describe("the staged write path leaves what the jsonb one left", () => {
 
   it("partitions: a batch far past every partition creates its own and the next, and keys include the slot", async () => {
     const history = randomHistory(21, 6);
-    const far = history.transactions.map((tx) => decodeRawTransaction({ ...tx, slot: tx.slot + 987_654_321n }));
+    const far = history.transactions.map((tx) => decodeRawTransaction({ ...tx, slot: tx.slot + 987_654_321n }, PAYMENT_LEDGER_PROGRAM_ID));
     await ingestBatch(staged.pool, { transactions: far }, options);
     const partitions = await staged.pool.query<{ name: string }>(
       `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid

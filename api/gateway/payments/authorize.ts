@@ -23,26 +23,29 @@ export interface AuthorizationRequest {
   readonly options?: ReserveOptions;
 }
 
-export type Authorization =
+/** Every outcome names the policy version it was decided under. */
+export type Authorization = { readonly policyVersion: number } & (
   | { readonly outcome: "reserved"; readonly reservationId: string; readonly decision: PolicyAllowed }
   | { readonly outcome: "budget_exceeded"; readonly refusal: ReservationRefusal; readonly rejectionId: string }
-  | { readonly outcome: "policy_violation"; readonly decision: PolicyRejected; readonly rejectionId: string };
+  | { readonly outcome: "policy_violation"; readonly decision: PolicyRejected; readonly rejectionId: string }
+);
 
 export async function authorizeWithinPolicy(client: pg.ClientBase, request: AuthorizationRequest): Promise<Authorization> {
   const { agentId, endpoint, amountUnits, protocol, at } = request;
   const payment = { endpoint, amountUnits, protocol, offeredProtocols: [protocol] } as const;
-  const { decision, reservationId, refusal } = await reserveInTransaction(client, agentId, payment, at, request.options ?? {});
-  const refused = { agentId, amountUnits, endpoint, protocol, at } as const;
+  const reservation = await reserveInTransaction(client, agentId, payment, at, request.options ?? {});
+  const { decision, reservationId, refusal, policyVersion } = reservation;
+  const refused = { agentId, amountUnits, endpoint, protocol, at, policyVersion } as const;
   if (refusal != null && decision.decision === "allow") {
     const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: asRejection(decision, refusal) });
-    return { outcome: "budget_exceeded", refusal, rejectionId };
+    return { outcome: "budget_exceeded", refusal, rejectionId, policyVersion };
   }
   if (decision.decision === "reject") {
     const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: decision });
-    return { outcome: "policy_violation", decision, rejectionId };
+    return { outcome: "policy_violation", decision, rejectionId, policyVersion };
   }
-  await emitPaymentEvents(client, { agentId, decision, at });
-  return { outcome: "reserved", reservationId: reservationId!, decision };
+  await emitPaymentEvents(client, { agentId, decision, at, policyVersion });
+  return { outcome: "reserved", reservationId: reservationId!, decision, policyVersion };
 }
 
 /**

@@ -14,13 +14,15 @@
 import type pg from "pg";
 import { type Db, withTransaction } from "../../../indexer/db/database.js";
 import { evaluatePolicy, type PaymentRequest, type PolicyDecision } from "../../shared/policy/engine.js";
-import { EMPTY_POLICY } from "../../shared/policy/policy.js";
-import { assertAgentId, getPolicy, lockAgentPolicy, readUsage } from "../../shared/policy/store.js";
+import type { Policy } from "../../shared/policy/policy.js";
+import { assertAgentId, getVersionedPolicy, lockAgentPolicy, readUsage } from "../../shared/policy/store.js";
 
 export interface Reservation {
   readonly decision: PolicyDecision;
   /** The `spend_reservations.id` (bigserial, as a string) when the payment was accepted. */
   readonly reservationId: string | null;
+  /** The policy version the decision was made under (read under the agent's lock). */
+  readonly policyVersion: number;
   /** Set when the policy allowed the payment but the caller's `check` refused it (nothing reserved). */
   readonly refusal?: ReservationRefusal | null;
 }
@@ -75,7 +77,8 @@ export async function reserveInTransaction(
 }
 
 /**
- * Five round trips: SAVEPOINT, the lock, the policy, the usage, the INSERT (the
+ * Five round trips: SAVEPOINT, the lock, the policy (with its version), the usage (one more for a
+ * policy with endpoint budgets), the INSERT (the
  * savepoint ends with the caller's transaction; values are always bound parameters). The policy and usage reads stay separate statements after the lock (each
  * READ COMMITTED statement's snapshot is taken when it starts, so after the lock is held: they see
  * every reservation committed before; one combined statement measured no faster — planning its
@@ -93,27 +96,44 @@ async function reserve(
   assertAgentId(agentId);
   try {
     await lockAgentPolicy(client, agentId, savepoint);
-    const policy = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
+    const { policy, version: policyVersion } = await getVersionedPolicy(client, agentId);
     const usage = await readUsage(client, agentId, policy, now);
-    const decision = evaluatePolicy(options.exposure === true ? { ...policy, perCallLimitUnits: null } : policy, usage, request, now);
+    const decision = evaluatePolicy(options.exposure === true ? withoutPerCallLimits(policy) : policy, usage, request, now);
     const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
     if (refusal !== null || decision.decision !== "allow") {
-      return refusal === null ? { decision, reservationId: null } : { decision, reservationId: null, refusal };
+      return refusal === null
+        ? { decision, reservationId: null, policyVersion }
+        : { decision, reservationId: null, policyVersion, refusal };
     }
     if (decision.protocol === null) throw new Error("reservation needs a protocol the target offers (x402 or mpp)");
     // The savepoint is not released: it ends with the caller's transaction, and releasing it
     // would cost a round trip for nothing.
     const { rows } = await client.query<{ id: string }>(
-      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start)
-       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-      [agentId, request.amountUnits.toString(), request.endpoint, decision.domain, decision.protocol, now, decision.budget.windowStart],
+      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, policy_version)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+      [
+        agentId,
+        request.amountUnits.toString(),
+        request.endpoint,
+        decision.domain,
+        decision.protocol,
+        now,
+        decision.budget.windowStart,
+        policyVersion,
+      ],
     );
     const id = rows[0]!.id;
-    return { decision, reservationId: id };
+    return { decision, reservationId: id, policyVersion };
   } catch (error) {
     if (savepoint) await client.query("ROLLBACK TO SAVEPOINT policy_reservation").catch(() => undefined);
     throw error;
   }
+}
+
+/** An exposure (a channel deposit) is held to no per-call limit, the agent's nor an endpoint rule's. */
+function withoutPerCallLimits(policy: Policy): Policy {
+  const endpointBudgets = policy.endpointBudgets?.map((rule) => ({ ...rule, perCallLimitUnits: null }));
+  return { ...policy, perCallLimitUnits: null, ...(endpointBudgets === undefined ? {} : { endpointBudgets }) };
 }
 
 /**

@@ -1,9 +1,24 @@
 /**
  * Spend policies (spec 2.1, 4.1): `PUT /v1/policies/{agentId}` (omitted fields keep their values,
- * `null` removes a limit), `GET` (with `usedToday` and the rate usage), `DELETE` (policies.clear).
+ * `null` removes a limit), `GET` (with `usedToday` and the rate usage), `DELETE` (policies.clear),
+ * `GET /v1/policies/{agentId}/history` (policies.history: the versions, newest first).
  * PUT and DELETE are idempotent by their semantics; they take no Idempotency-Key.
  */
-import { budgetState, clearPolicy, EMPTY_POLICY, getPolicy, parsePolicyPatch, putPolicy, readUsage } from "../../../shared/policy/index.js";
+import {
+  budgetState,
+  clearPolicy,
+  EMPTY_POLICY,
+  type EndpointBudget,
+  getVersionedPolicy,
+  MAX_HISTORY_PAGE,
+  parsePolicyPatch,
+  type PolicyVersion,
+  policyHistory,
+  putPolicy,
+  readUsage,
+} from "../../../shared/policy/index.js";
+import { policyActor } from "../../../shared/auth.js";
+import { httpError } from "../../../shared/errors.js";
 import { InvalidPolicyError } from "../../../shared/policy/errors.js";
 import { MAX_RATE_LIMIT_CALLS } from "../../../shared/policy/policy.js";
 import { isRecord, JsonNumber, type JsonValue } from "../../../shared/http/json.js";
@@ -15,12 +30,20 @@ import { json, NO_CONTENT } from "../../../shared/http/router.js";
 import type { Route, RouteContext } from "../deps.js";
 import type { RouteResponse } from "../../../shared/http/idempotency.js";
 
-const POLICY_FIELDS = ["dailyBudget", "perCallLimit", "allowedDomains", "blockedDomains", "rateLimit", "protocolPreference"] as const;
+const POLICY_FIELDS = [
+  "dailyBudget",
+  "perCallLimit",
+  "allowedDomains",
+  "blockedDomains",
+  "rateLimit",
+  "protocolPreference",
+  "endpointBudgets",
+] as const;
 const MONEY_FIELDS = ["dailyBudget", "perCallLimit"] as const;
 
 async function policyView(context: RouteContext, agent: AgentRow): Promise<Record<string, unknown>> {
-  const stored = await getPolicy(context.deps.pool, agent.agent_id);
-  const policy = stored ?? EMPTY_POLICY;
+  const { policy, version } = await getVersionedPolicy(context.deps.pool, agent.agent_id);
+  const stored = policy === EMPTY_POLICY ? null : (policy as typeof policy & { updatedAt: Date });
   const usage = await readUsage(context.deps.pool, agent.agent_id, policy, context.now);
   return {
     agentId: agent.public_id,
@@ -30,6 +53,8 @@ async function policyView(context: RouteContext, agent: AgentRow): Promise<Recor
     blockedDomains: policy.blockedDomains,
     rateLimit: policy.rateLimit,
     protocolPreference: policy.protocolPreference,
+    endpointBudgets: (policy.endpointBudgets ?? []).map(endpointBudgetJson),
+    version,
     usedToday: usdcJson(usage.usedTodayUnits),
     budgetState: budgetState(policy.dailyBudgetUnits, usage.usedTodayUnits, usage.budgetExhausted),
     windowStart: usage.windowStart,
@@ -37,6 +62,47 @@ async function policyView(context: RouteContext, agent: AgentRow): Promise<Recor
     rateUsage: { calls: usage.rateCalls, limit: policy.rateLimit?.calls ?? null, window: usage.rateWindow },
     updatedAt: stored?.updatedAt ?? null,
   };
+}
+
+function endpointBudgetJson(rule: EndpointBudget): Record<string, unknown> {
+  return {
+    match: rule.match,
+    dailyBudget: usdcJsonOrNull(rule.dailyBudgetUnits),
+    perCallLimit: usdcJsonOrNull(rule.perCallLimitUnits),
+    rateLimit: rule.rateLimit,
+  };
+}
+
+function versionJson(agent: AgentRow, version: PolicyVersion): Record<string, unknown> {
+  return {
+    agentId: agent.public_id,
+    version: version.version,
+    createdAt: version.createdAt,
+    createdBy: version.createdBy,
+    hash: version.hash,
+    policy: version.policy,
+  };
+}
+
+async function historyRoute(context: RouteContext): Promise<RouteResponse> {
+  const agent = await requireAgent(context, context.params.agentId!);
+  const limit = positiveInt(context.query.get("limit"), "limit", 20, MAX_HISTORY_PAGE);
+  const before = context.query.has("before") ? positiveInt(context.query.get("before"), "before", 1, 2_147_483_647) : null;
+  const versions = await policyHistory(context.deps.pool, agent.agent_id, { limit, before });
+  const last = versions.at(-1);
+  return json(200, {
+    agentId: agent.public_id,
+    versions: versions.map((version) => versionJson(agent, version)),
+    nextBefore: versions.length === limit && last !== undefined && last.version > 1 ? last.version : null,
+  });
+}
+
+function positiveInt(text: string | null, field: string, fallback: number, max: number): number {
+  if (text === null) return fallback;
+  if (!/^[1-9]\d{0,9}$/.test(text) || Number(text) > max) {
+    throw httpError("BAD_USER_INPUT", `${field} must be an integer from 1 to ${max}`, { field });
+  }
+  return Number(text);
 }
 
 async function getRoute(context: RouteContext): Promise<RouteResponse> {
@@ -54,8 +120,20 @@ async function putRoute(context: RouteContext): Promise<RouteResponse> {
     if (!(field in body) || body[field] === null) continue;
     wire[field] = { usdc: formatUsdcShort(parseMoneyObject(body[field], field)) };
   }
+  if (Array.isArray(body.endpointBudgets) && Array.isArray(wire.endpointBudgets)) {
+    const rules = wire.endpointBudgets as unknown[];
+    body.endpointBudgets.forEach((rule, index) => {
+      if (!isRecord(rule) || !isRecord(rules[index])) return;
+      checkRateLimitCalls(rule.rateLimit, `endpointBudgets[${index}].rateLimit.calls`);
+      for (const field of MONEY_FIELDS) {
+        if (!(field in rule) || rule[field] === null) continue;
+        const path = `endpointBudgets[${index}].${field}`;
+        (rules[index] as Record<string, unknown>)[field] = { usdc: formatUsdcShort(parseMoneyObject(rule[field], path)) };
+      }
+    });
+  }
   const patch = parsePolicyPatch(wire);
-  await putPolicy(context.deps.pool, agent.agent_id, patch, context.now);
+  await putPolicy(context.deps.pool, agent.agent_id, patch, context.now, policyActor(context.caller));
   return json(200, await policyView(context, agent));
 }
 
@@ -63,13 +141,13 @@ async function putRoute(context: RouteContext): Promise<RouteResponse> {
  * `rateLimit.calls` is a count: only a plain JSON integer token is one. `1e2` and `1.0` would turn
  * into 100 and 1 on the way to a JS number, so they are refused here, on the token as sent.
  */
-function checkRateLimitCalls(rateLimit: JsonValue | undefined): void {
+function checkRateLimitCalls(rateLimit: JsonValue | undefined, field = "rateLimit.calls"): void {
   if (!isRecord(rateLimit) || !("calls" in rateLimit)) return;
   const calls = rateLimit.calls;
   if (calls instanceof JsonNumber && !/^-?(?:0|[1-9]\d*)$/.test(calls.text)) {
     throw new InvalidPolicyError(
       "invalid_rate_limit",
-      "rateLimit.calls",
+      field,
       `must be a plain integer from 1 to ${MAX_RATE_LIMIT_CALLS} (no fraction, no exponent), got ${calls.text}`,
     );
   }
@@ -77,7 +155,7 @@ function checkRateLimitCalls(rateLimit: JsonValue | undefined): void {
 
 async function deleteRoute(context: RouteContext): Promise<RouteResponse> {
   const agent = await requireAgent(context, context.params.agentId!);
-  await clearPolicy(context.deps.pool, agent.agent_id);
+  await clearPolicy(context.deps.pool, agent.agent_id, context.now, policyActor(context.caller));
   return NO_CONTENT;
 }
 
@@ -85,4 +163,5 @@ export const policyRoutes: readonly Route[] = [
   { method: "GET", path: "/v1/policies/:agentId", scope: "read", handler: getRoute },
   { method: "PUT", path: "/v1/policies/:agentId", scope: "admin", handler: putRoute },
   { method: "DELETE", path: "/v1/policies/:agentId", scope: "admin", handler: deleteRoute },
+  { method: "GET", path: "/v1/policies/:agentId/history", scope: "read", handler: historyRoute },
 ];

@@ -138,7 +138,8 @@ export class ReferenceModel {
   }
 
   private ruleCalls(match: string, windowMs: number, at: number): number {
-    return this.accepted.filter((p) => p.at > at - windowMs && p.host !== null && ReferenceModel.covers(match, p.host, p.path ?? "")).length;
+    return this.accepted.filter((p) => p.at > at - windowMs && p.host !== null && ReferenceModel.covers(match, p.host, p.path ?? ""))
+      .length;
   }
 
   private openPeriod(at: number): number | null {
@@ -202,7 +203,12 @@ export class ReferenceModel {
    * Rules 1–5: what approving a held payment re-runs. Each of rules 3–5 weighs the agent's own limit
    * and every endpoint rule covering host and path; the one with least room refuses (the agent's on a tie).
    */
-  decideLimits(host: string, amount: bigint, at: number, path = "/"): { reasonCode: string | null; warning: boolean; endpointRule?: string | null } {
+  decideLimits(
+    host: string,
+    amount: bigint,
+    at: number,
+    path = "/",
+  ): { reasonCode: string | null; warning: boolean; endpointRule?: string | null } {
     const p = this.policy;
     const reject = (reasonCode: string, endpointRule: string | null = null) => ({ reasonCode, warning: false, endpointRule });
     if (p.blockedDomains.some((e) => ReferenceModel.matches(e, host))) return reject("domain_blocked");
@@ -254,7 +260,10 @@ export class ReferenceModel {
     const usage = new Map<string, { usedUnits: bigint; rateCalls: number }>();
     for (const r of this.policy.endpointBudgets ?? []) {
       const windowMs = r.rateLimit === null ? 0 : RATE_WINDOW_MS[r.rateLimit.window];
-      usage.set(r.match, { usedUnits: this.ruleUsed(r.match, at), rateCalls: r.rateLimit === null ? 0 : this.ruleCalls(r.match, windowMs, at) });
+      usage.set(r.match, {
+        usedUnits: this.ruleUsed(r.match, at),
+        rateCalls: r.rateLimit === null ? 0 : this.ruleCalls(r.match, windowMs, at),
+      });
     }
     return usage;
   }
@@ -287,11 +296,14 @@ export class ReferenceModel {
         for (const { periodStart, amount } of covered) perPeriod.set(periodStart, (perPeriod.get(periodStart) ?? 0n) + amount);
         for (const total of perPeriod.values()) expect(total, rule.match).toBeLessThanOrEqual(rule.dailyBudgetUnits);
       }
-      if (rule.perCallLimitUnits !== null) for (const q of covered) expect(q.amount, rule.match).toBeLessThanOrEqual(rule.perCallLimitUnits);
+      if (rule.perCallLimitUnits !== null)
+        for (const q of covered) expect(q.amount, rule.match).toBeLessThanOrEqual(rule.perCallLimitUnits);
       if (rule.rateLimit !== null) {
         const windowMs = RATE_WINDOW_MS[rule.rateLimit.window];
         for (const q of covered) {
-          expect(covered.filter((o) => o.at > q.at - windowMs && o.at <= q.at).length, rule.match).toBeLessThanOrEqual(rule.rateLimit.calls);
+          expect(covered.filter((o) => o.at > q.at - windowMs && o.at <= q.at).length, rule.match).toBeLessThanOrEqual(
+            rule.rateLimit.calls,
+          );
         }
       }
     }

@@ -236,7 +236,9 @@ describe("endpoint budgets and policy versions", () => {
     expect(history.status).toBe(200);
     const versions = history.body.versions as Array<Record<string, any>>;
     expect(versions.map((v) => v.version)).toEqual([4, 3, 2, 1]);
-    const { rows } = await db.pool.query<{ id: string }>("SELECT id::text FROM api_keys WHERE account_id = $1 ORDER BY id LIMIT 1", [accountA]);
+    const { rows } = await db.pool.query<{ id: string }>("SELECT id::text FROM api_keys WHERE account_id = $1 ORDER BY id LIMIT 1", [
+      accountA,
+    ]);
     for (const v of versions) {
       expect(v).toMatchObject({ agentId, createdBy: `key:${rows[0]!.id}`, createdAt: NOW.toISOString() });
       expect(v.hash).toMatch(/^[0-9a-f]{64}$/);

@@ -111,6 +111,8 @@ export type SignedPayment =
 export interface Authorized {
   readonly outcome: "authorized";
   readonly reservationId: string;
+  /** The policy version the payment was authorized under (docs/policy.md "Versions"). */
+  readonly policyVersion: number;
   readonly protocol: Protocol;
   readonly amountUnits: bigint;
   readonly budgetState: BudgetState;
@@ -129,7 +131,12 @@ export type AuthorizeRefusal =
       readonly invocation: string | null;
       readonly rejectionId: string;
     }
-  | { readonly outcome: "policy_violation"; readonly decision: PolicyRejected; readonly rejectionId: string };
+  | {
+      readonly outcome: "policy_violation";
+      readonly decision: PolicyRejected;
+      readonly rejectionId: string;
+      readonly policyVersion: number;
+    };
 
 export type AuthorizeResult = Authorized | AuthorizeRefusal;
 
@@ -228,10 +235,11 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
     return { outcome: "budget_exceeded", refusal, parentTxHash, invocation, rejectionId };
   }
   if (authorization.outcome === "policy_violation") return authorization;
-  const { decision, reservationId } = authorization;
+  const { decision, reservationId, policyVersion } = authorization;
   const authorized = {
     outcome: "authorized",
     reservationId: reservationId,
+    policyVersion,
     protocol,
     amountUnits,
     budgetState: decision.budget.state,

@@ -21,7 +21,12 @@ import { recordRefusedPayment } from "./rejections.js";
 
 export type DomainCheckResult =
   | { readonly outcome: "allowed" }
-  | { readonly outcome: "policy_violation"; readonly decision: PolicyRejected; readonly rejectionId: string };
+  | {
+      readonly outcome: "policy_violation";
+      readonly decision: PolicyRejected;
+      readonly rejectionId: string;
+      readonly policyVersion: number;
+    };
 
 /** Inside the caller's transaction (the Idempotency-Key's): decide, and record a refusal. */
 export async function checkDomainInTransaction(
@@ -44,5 +49,5 @@ export async function checkDomainInTransaction(
     at: now,
     policyVersion,
   });
-  return { outcome: "policy_violation", decision, rejectionId };
+  return { outcome: "policy_violation", decision, rejectionId, policyVersion };
 }

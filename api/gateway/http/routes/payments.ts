@@ -105,7 +105,7 @@ async function domainCheckRoute(context: RouteContext): Promise<RouteResponse> {
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const result = await checkDomainInTransaction(client, agent, endpoint, context.now);
     if (result.outcome === "allowed") return json(200, { agentId: agent.public_id, endpoint, allowed: true });
-    return policyViolationAnswer(result.decision, result.rejectionId);
+    return policyViolationAnswer(result.decision, result.rejectionId, result.policyVersion);
   });
 }
 
@@ -146,9 +146,10 @@ function authorizeAnswer(agentId: string, result: AuthorizeResult): RouteRespons
       rejectionId: result.rejectionId,
     });
   }
-  if (result.outcome === "policy_violation") return policyViolationAnswer(result.decision, result.rejectionId);
+  if (result.outcome === "policy_violation") return policyViolationAnswer(result.decision, result.rejectionId, result.policyVersion);
   const common = {
     agentId,
+    policyVersion: result.policyVersion,
     reservationId: result.reservationId,
     protocol: result.protocol,
     amount: usdcJson(result.amountUnits),

@@ -2,7 +2,7 @@
  * The gateway's parts wired together on one database and one ledger: custodial wallets, the
  * settlement path, the x402 facilitator, the MPP service, and the background loops that finish
  * what the pay path leaves open (the settlement reconciler, the sweeper, the webhook dispatcher,
- * housekeeping). `routes` is what the HTTP server mounts (api/gateway/server.ts).
+ * the approvals' timeout loop, housekeeping). `routes` is what the HTTP server mounts (api/gateway/server.ts).
  *
  * Two composers call this: `scripts/system.ts` on the local ledger, and `api/gateway/main.ts` on
  * any cluster configured from the environment. Nothing here knows which.
@@ -11,6 +11,7 @@ import { type Keypair, PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import type { Logger } from "pino";
 import type { SecretBox } from "../shared/secret-box.js";
+import { ApprovalWaits } from "./payments/approvals/index.js";
 import type { CardProcessor } from "./card/processor.js";
 import { ChannelSessions, runChannelLoop } from "./channels/index.js";
 import { CosignedTransfers } from "./cosigned/cosigned.js";
@@ -20,7 +21,7 @@ import type { GatewayDeps } from "./http/deps.js";
 import { MppGateway } from "./mpp/gateway.js";
 import { LedgerInvocations } from "./invocations/index.js";
 import { AgentTokenAccounts, Settlement } from "./settlement/index.js";
-import { runReconciler } from "./loops/index.js";
+import { runApprovalTimeouts, runReconciler } from "./loops/index.js";
 import { SolSpent } from "./settlement/sol-spent.js";
 import { runSweeper } from "./loops/sweeper.js";
 import { ledgerNetworks, SignedTransfers } from "./transfers/index.js";
@@ -71,6 +72,10 @@ export interface GatewayOptions {
    * Without it those are not offered.
    */
   readonly feePayer?: Keypair;
+  /** The gateway's public base URL: the signed approval links start with it (path-only when absent). */
+  readonly publicUrl?: string;
+  /** How often the approvals' timeout loop looks for due approvals; 1 s by default. */
+  readonly approvalTimeoutIntervalMs?: number;
 }
 
 export interface Gateway {
@@ -207,6 +212,16 @@ export function startGateway(options: GatewayOptions): Gateway {
       },
     },
   );
+  // Held payments nobody decided in time are denied by this clock; it survives restarts (rows only).
+  const approvalTimeouts = runApprovalTimeouts(pool, {
+    signal: controller.signal,
+    ...(options.approvalTimeoutIntervalMs === undefined ? {} : { intervalMs: options.approvalTimeoutIntervalMs }),
+    onError: (error) => logger.warn({ err: error }, "approvals timeout pass failed"),
+    onPass: (report) => {
+      if (report.expired + report.unresumedReleased > 0) logger.info(report, "approvals expired");
+    },
+  });
+  const approvalWaits = new ApprovalWaits(pool);
   const dispatcher = new Dispatcher({
     pool,
     secrets: secretBox,
@@ -250,6 +265,8 @@ export function startGateway(options: GatewayOptions): Gateway {
       ...(options.explorerCluster === undefined ? {} : { explorerCluster: options.explorerCluster }),
       allowLoopbackWebhooks: options.allowLoopbackWebhooks ?? false,
       mailConfigured: (options.mailer ?? null) !== null,
+      approvalWaits,
+      ...(options.publicUrl === undefined ? {} : { publicUrl: options.publicUrl }),
       tokenAccounts: new AgentTokenAccounts({
         pool,
         ledger,
@@ -261,7 +278,15 @@ export function startGateway(options: GatewayOptions): Gateway {
       stopped ??= (async () => {
         controller.abort();
         clearInterval(housekeeping);
-        await Promise.all([reconciling, reconcilingCosigned, sweeping, channelLoop, dispatcher.stop()]);
+        await Promise.all([
+          reconciling,
+          reconcilingCosigned,
+          sweeping,
+          channelLoop,
+          approvalTimeouts,
+          approvalWaits.close(),
+          dispatcher.stop(),
+        ]);
       })();
       return stopped;
     },

@@ -48,6 +48,7 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
     logger,
     mailer: config.smtpUrl === undefined ? null : smtpMailer(config.smtpUrl),
     explorerCluster: config.explorerCluster,
+    ...(config.publicUrl === undefined ? {} : { publicUrl: config.publicUrl }),
     ...(config.feePayer === undefined ? {} : { feePayer: config.feePayer }),
     ...(config.attestedPayerQuota === undefined ? {} : { attestedPayerQuota: config.attestedPayerQuota }),
     ...(config.lowBalanceFloorLamports === undefined ? {} : { lowBalanceFloorLamports: config.lowBalanceFloorLamports }),
@@ -86,6 +87,8 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
   // reconciler resumes at the next start), never half-written.
   const stop = async (): Promise<void> => {
     ops.drain();
+    // Long-polls on approvals answer now (the approval as it stands) instead of holding the drain.
+    await gateway.routes.approvalWaits?.close();
     const idle = await ops.idle(SHUTDOWN_GRACE_MS);
     logger.info({ idle, inFlight: ops.inFlight() }, "draining done; stopping");
     await gateway.stop();

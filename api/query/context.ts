@@ -5,6 +5,7 @@
 import DataLoader from "dataloader";
 import type pg from "pg";
 import type { Caller } from "../shared/auth.js";
+import type { ApiKeyCache } from "../shared/key-cache.js";
 import { agentsByIds, agentsByWallets, endpointsByHashes } from "../shared/agents.js";
 import type { LiveFeed } from "./live-feed.js";
 import type { BalanceReader } from "../shared/balances.js";
@@ -33,6 +34,8 @@ export interface ApiDependencies {
   readonly now?: (() => Date) | undefined;
   /** The live feed's listener; the subscription ends at once without it. */
   readonly feed?: LiveFeed | undefined;
+  /** Live API keys held in memory (api/shared/key-cache.ts); each request reads its key without it. */
+  readonly keys?: ApiKeyCache | undefined;
 }
 
 export interface Loaders {

@@ -5,13 +5,19 @@
  * the gateway mounts its /v1 routes that way (api/gateway/server.ts), so this folder never
  * imports the gateway.
  * `createApiServer` returns the yoga instance (a fetch handler) and a node http server around it.
+ * Live API keys are held in memory (api/shared/key-cache.ts: revocations pushed by NOTIFY, any
+ * other change within 1 s) and each document is compiled once by graphql-jit; bench/http/ladder.ts
+ * measures both against the path without them.
  */
 import { createServer, type Server } from "node:http";
 import { requestIdHandler } from "../shared/ops/request-id.js";
 import { createSchema, createYoga, maskError, type Plugin, type YogaServerInstance } from "graphql-yoga";
 import type pg from "pg";
 import type { Logger } from "pino";
+import { useGraphQlJit } from "@envelop/graphql-jit";
+import { getOperationAST } from "graphql";
 import { authenticateGraphql } from "../shared/auth.js";
+import { ApiKeyCache } from "../shared/key-cache.js";
 import type { BalanceReader } from "../shared/balances.js";
 import { isErrorCode } from "../shared/errors.js";
 import { type ApiContext, type ApiDependencies, createContext } from "./context.js";
@@ -37,12 +43,23 @@ export interface ApiServerOptions {
   readonly liveFeed?: boolean;
   /** More request handlers served before the read views and GraphQL (the gateway's /v1 routes). */
   readonly plugins?: readonly Plugin[];
+  /**
+   * false = every request reads its API key from the primary (the benches' baseline); by default
+   * live keys are held in memory, revocations pushed by NOTIFY (api/shared/key-cache.ts).
+   */
+  readonly keyCache?: boolean;
+  /**
+   * false = graphql-js executes every operation (the benches' baseline); by default each document
+   * is compiled once by graphql-jit. Parsing, validation and the resolvers are the same either way.
+   */
+  readonly compiledExecutor?: boolean;
 }
 
 export interface ApiServer {
   readonly yoga: YogaServerInstance<Record<never, never>, ApiContext>;
   readonly http: Server;
   readonly feed: LiveFeed | undefined;
+  readonly keys: ApiKeyCache | undefined;
   /** Starts the feed's listener, then listens on `port` (0 = any); resolves with the port. */
   listen(port: number, host?: string): Promise<number>;
   close(): Promise<void>;
@@ -53,6 +70,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     options.databaseUrl ?? (options.pool as unknown as { options: { connectionString?: string } }).options.connectionString;
   const feed =
     options.liveFeed === false || databaseUrl === undefined ? undefined : new LiveFeed(options.pool, databaseUrl, options.logger);
+  const keys = options.keyCache === false ? undefined : new ApiKeyCache({ connectionString: databaseUrl, logger: options.logger });
   const deps: ApiDependencies = {
     pool: options.readPool ?? options.pool,
     primary: options.pool,
@@ -60,13 +78,25 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     network: options.network,
     now: options.now,
     feed,
+    keys,
   };
   const yoga = createYoga<Record<never, never>, ApiContext>({
     schema: createSchema<ApiContext>({ typeDefs, resolvers }),
     graphqlEndpoint: "/graphql",
     // The context is built per request; without a valid key (or dashboard session) there is no context at all.
-    context: async ({ request }) => createContext(deps, await authenticateGraphql(deps.primary, request.headers)),
-    plugins: [...(options.plugins ?? []), useQueryRoutes({ ...deps, logger: options.logger }), useGraphqlRequestLimits(), useQueryLimits()],
+    context: async ({ request }) => createContext(deps, await authenticateGraphql(deps.primary, request.headers, keys)),
+    plugins: [
+      ...(options.plugins ?? []),
+      useQueryRoutes({ ...deps, logger: options.logger }),
+      useGraphqlRequestLimits(),
+      useQueryLimits(),
+      // Queries only: a subscription is one long stream (nothing to gain), and under graphql-jit's
+      // subscribe the live feed's agentId filter let other agents' payments through
+      // (test/api/query-service.integration.test.ts, "the live feed delivers ...").
+      ...(options.compiledExecutor === false
+        ? []
+        : [useGraphQlJit({}, { enableIf: (args) => getOperationAST(args.document, args.operationName)?.operation === "query" })]),
+    ],
     // Unexpected errors reach the client as "Unexpected error." (no internals); the log has them.
     maskedErrors: {
       maskError(error, message, isDev) {
@@ -90,8 +120,9 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     yoga,
     http,
     feed,
+    keys,
     async listen(port, host = "127.0.0.1") {
-      await feed?.start();
+      await Promise.all([feed?.start(), keys?.start()]);
       await new Promise<void>((resolve, reject) => {
         http.once("error", reject);
         http.listen(port, host, () => resolve());
@@ -104,7 +135,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
         http.close(() => resolve());
         http.closeAllConnections();
       });
-      await feed?.stop();
+      await Promise.all([feed?.stop(), keys?.stop()]);
     },
   };
 }

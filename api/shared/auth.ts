@@ -9,10 +9,14 @@
  * and GraphQL (yoga reads `extensions.http`) answer with the same header.
  *
  * GraphQL also takes the dashboard's session cookie (api/shared/sessions.ts) when no Authorization
- * header is sent, under the CSRF rule of api/shared/session-cookie.ts. REST /v1 takes keys only.
+ * header is sent, under the CSRF rule of api/shared/session-cookie.ts. REST /v1 takes keys only,
+ * but for the routes that declare `session` (a person deciding an approval in the dashboard).
+ * With a key cache (api/shared/key-cache.ts) a live key is answered from memory, revocations
+ * pushed to it at once and anything else within 1 s; sessions are always read from the database.
  */
 import type pg from "pg";
 import { ServiceError } from "./errors.js";
+import type { ApiKeyCache } from "./key-cache.js";
 import { apiKeyOf, isWellFormedApiKey } from "./keys.js";
 import type { Scope } from "./scopes.js";
 import { csrfRefusal, readCookie, SESSION_COOKIE } from "./session-cookie.js";
@@ -48,7 +52,7 @@ function refused(message: string, challenge: string): Error {
   return new ServiceError("AUTHENTICATION_ERROR", message, { headers: { "WWW-Authenticate": challenge } }).toGraphQLError();
 }
 
-export async function authenticate(pool: pg.Pool, authorization: string | null): Promise<Caller> {
+export async function authenticate(pool: pg.Pool, authorization: string | null, keys?: ApiKeyCache): Promise<Caller> {
   if (authorization === null || authorization.trim() === "") {
     throw refused("missing API key: send Authorization: Bearer <API_KEY>", BEARER_CHALLENGE);
   }
@@ -63,7 +67,7 @@ export async function authenticate(pool: pg.Pool, authorization: string | null):
   const key = match[1]!;
   // A key of the wrong shape cannot be one we issued: no database round trip for it.
   if (!isWellFormedApiKey(key)) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
-  const live = await apiKeyOf(pool, key);
+  const live = keys === undefined ? await apiKeyOf(pool, key) : await keys.lookup(pool, key);
   if (live === null) throw refused("invalid API key", INVALID_TOKEN_CHALLENGE);
   return { accountId: live.accountId, credential: { kind: "api_key", keyId: live.id }, scope: live.scope };
 }
@@ -72,10 +76,15 @@ export async function authenticate(pool: pg.Pool, authorization: string | null):
  * A GraphQL request's caller: the Bearer key when an Authorization header is sent (as on every
  * surface), else the dashboard's session cookie, which counts only under the CSRF rule.
  */
-export async function authenticateGraphql(pool: pg.Pool, headers: Headers): Promise<Caller> {
+export async function authenticateGraphql(pool: pg.Pool, headers: Headers, keys?: ApiKeyCache): Promise<Caller> {
+  return authenticateWithSession(pool, headers, keys);
+}
+
+/** The Bearer key when one is sent, else the dashboard's session cookie under the CSRF rule. */
+export async function authenticateWithSession(pool: pg.Pool, headers: Headers, keys?: ApiKeyCache): Promise<Caller> {
   const authorization = headers.get("authorization");
   const token = readCookie(headers.get("cookie"), SESSION_COOKIE);
-  if ((authorization !== null && authorization.trim() !== "") || token === null) return authenticate(pool, authorization);
+  if ((authorization !== null && authorization.trim() !== "") || token === null) return authenticate(pool, authorization, keys);
   const refusal = csrfRefusal(headers);
   if (refusal !== null) throw refused(refusal, BEARER_CHALLENGE);
   const session = await sessionOfToken(pool, token);

@@ -63,15 +63,30 @@ export async function issueApiKey(pool: pg.Pool, accountId: string, scope: Scope
   return { accountId, apiKey, prefix, scope };
 }
 
+/**
+ * The channel a key's change is announced on, with the key's hash as payload (an empty payload:
+ * any key may have changed). api/shared/key-cache.ts listens.
+ */
+export const API_KEY_CHANGES_CHANNEL = "api_key_changes";
+
+export interface LiveApiKey {
+  readonly id: string;
+  readonly accountId: string;
+  readonly scope: Scope;
+}
+
 /** A live (unrevoked) key's id, account and scope, or null. */
-export async function apiKeyOf(
-  db: Db,
-  apiKey: string,
-): Promise<{ readonly id: string; readonly accountId: string; readonly scope: Scope } | null> {
-  const { rows } = await db.query<{ id: string; account_id: string; scope: string }>(
-    "SELECT id::text, account_id, scope FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL",
-    [hashApiKey(apiKey)],
-  );
+export async function apiKeyOf(db: Db, apiKey: string): Promise<LiveApiKey | null> {
+  return apiKeyOfHash(db, hashApiKey(apiKey));
+}
+
+/** `apiKeyOf` by the key's sha256 (hex). A named statement: parsed and planned once per connection. */
+export async function apiKeyOfHash(db: Db, keySha256: string): Promise<LiveApiKey | null> {
+  const { rows } = await db.query<{ id: string; account_id: string; scope: string }>({
+    name: "api_key_of_hash",
+    text: "SELECT id::text, account_id, scope FROM api_keys WHERE key_sha256 = $1 AND revoked_at IS NULL",
+    values: [keySha256],
+  });
   return rows[0] === undefined ? null : { id: rows[0].id, accountId: rows[0].account_id, scope: storedScope(rows[0].scope) };
 }
 
@@ -135,19 +150,27 @@ export async function listApiKeys(db: Db, accountId: string, limit: number): Pro
   return rows.map(fromKeyRow);
 }
 
+// A revocation and its announcement are one statement: the notification is delivered when (and
+// only if) the revocation commits, to every process caching keys (api/shared/key-cache.ts).
+const REVOKED_NOTIFY = `SELECT pg_notify('${API_KEY_CHANGES_CHANNEL}', key_sha256) FROM revoked`;
+
 /** Revokes the account's active key `id`; false when the account has no such active key. */
 export async function revokeApiKeyById(db: Db, accountId: string, id: string): Promise<boolean> {
-  const result = await db.query("UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL", [
-    id,
-    accountId,
-  ]);
+  const result = await db.query(
+    `WITH revoked AS (
+       UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL RETURNING key_sha256)
+     ${REVOKED_NOTIFY}`,
+    [id, accountId],
+  );
   return (result.rowCount ?? 0) > 0;
 }
 
 export async function revokeApiKey(pool: pg.Pool, apiKey: string): Promise<boolean> {
-  const result = await pool.query("UPDATE api_keys SET revoked_at = now() WHERE key_sha256 = $1 AND revoked_at IS NULL", [
-    hashApiKey(apiKey),
-  ]);
+  const result = await pool.query(
+    `WITH revoked AS (UPDATE api_keys SET revoked_at = now() WHERE key_sha256 = $1 AND revoked_at IS NULL RETURNING key_sha256)
+     ${REVOKED_NOTIFY}`,
+    [hashApiKey(apiKey)],
+  );
   return (result.rowCount ?? 0) > 0;
 }
 

@@ -4,7 +4,7 @@
  * `WEBHOOK_SECRETS_KEY` (32 bytes, base64 or hex) and never touches the database. Nothing here
  * logs; `SecretBox` renders as "[SecretBox]" so a stray log line cannot print the key.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
 
 export const SECRET_PREFIX = "whsec_";
 const SECRET_BYTES = 32;
@@ -73,6 +73,14 @@ export class SecretBox {
     } catch {
       throw new SecretKeyError("secret ciphertext does not open with this key (wrong WEBHOOK_SECRETS_KEY?)");
     }
+  }
+
+  /**
+   * A 32-byte key derived from the secrets key for one `purpose` (the signed approval links'
+   * HMAC), so a MAC key never doubles as the encryption key or another purpose's key.
+   */
+  derivedKey(purpose: string): Buffer {
+    return createHmac("sha256", this.#key).update(`derived:${purpose}`, "utf8").digest();
   }
 
   toString(): string {

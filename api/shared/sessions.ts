@@ -138,3 +138,11 @@ async function pruneSessions(db: Db): Promise<void> {
     [PRUNE_AFTER_MS, PRUNE_BATCH],
   );
 }
+
+/** The API key a session was made with (who decides when a person decides in the dashboard); null when none. */
+export async function sessionKeyId(db: Db, sessionId: string): Promise<string | null> {
+  const { rows } = await db.query<{ key_id: string }>("SELECT api_key_id::text AS key_id FROM dashboard_sessions WHERE id = $1", [
+    sessionId,
+  ]);
+  return rows[0]?.key_id ?? null;
+}

@@ -6,6 +6,7 @@ import { createGraphqlClient } from "./graphql/client";
 import { type Route, href, useLocation } from "./router";
 import { type SessionInfo, signOut, useSession } from "./session";
 import { AgentsView, AgentView } from "./views/agents";
+import { ApprovalsView } from "./views/approvals";
 import { ChannelsView, ChannelView } from "./views/channels";
 import { LedgerView } from "./views/ledger";
 import { LiveFeedView } from "./views/live-feed";
@@ -22,6 +23,7 @@ const NAV: readonly { view: Route["view"]; path: string; label: string }[] = [
   { view: "spend", path: "spend", label: "Spend" },
   { view: "protocols", path: "protocols", label: "Protocols" },
   { view: "policies", path: "policies", label: "Policies" },
+  { view: "approvals", path: "approvals", label: "Approvals" },
   { view: "ledger", path: "ledger", label: "Ledger" },
   { view: "runs", path: "runs", label: "Runs" },
   { view: "channels", path: "channels", label: "Channels" },
@@ -52,6 +54,8 @@ function View({ route, params }: { route: Route; params: URLSearchParams }): Rea
       return <AgentsView params={params} />;
     case "agent":
       return <AgentView agentId={route.agentId} />;
+    case "approvals":
+      return <ApprovalsView />;
     case "not-found":
       return (
         <section aria-labelledby="view-title">

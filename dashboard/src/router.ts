@@ -19,6 +19,7 @@ export type Route =
   | { readonly view: "channel"; readonly address: string }
   | { readonly view: "agents" }
   | { readonly view: "agent"; readonly agentId: string }
+  | { readonly view: "approvals" }
   | { readonly view: "not-found" };
 
 export function parseRoute(pathname: string): Route {
@@ -29,7 +30,13 @@ export function parseRoute(pathname: string): Route {
   if (first === "live" && parts.length === 1) return { view: "live" };
   if (
     parts.length === 1 &&
-    (first === "spend" || first === "protocols" || first === "policies" || first === "ledger" || first === "agents" || first === "channels")
+    (first === "spend" ||
+      first === "protocols" ||
+      first === "policies" ||
+      first === "ledger" ||
+      first === "agents" ||
+      first === "channels" ||
+      first === "approvals")
   ) {
     return { view: first };
   }

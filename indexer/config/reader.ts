@@ -93,6 +93,7 @@ function url(protocols: readonly string[], expected: string): Parser<string> {
 export const postgresUrl = url(["postgres:", "postgresql:"], "a postgres:// URL of the database");
 export const httpUrl = url(["http:", "https:"], "an http(s):// URL of the cluster's JSON-RPC endpoint");
 export const smtpUrl = url(["smtp:", "smtps:"], "an smtp:// or smtps:// URL");
+export const publicUrl = url(["http:", "https:"], "an http(s):// URL the gateway is reached at from outside");
 export const grpcUrl = url(["http:", "https:"], "an http(s):// URL of the Yellowstone gRPC endpoint");
 
 export const base58Address: Parser<PublicKey> = {

@@ -13,6 +13,7 @@ import {
   genesisHash,
   grpcUrl,
   httpUrl,
+  publicUrl,
   integer,
   key32,
   keypairFile,
@@ -74,6 +75,8 @@ export interface GatewayConfig extends Listen {
   readonly keys: Readonly<Record<string, string>>;
   readonly explorerCluster: string;
   readonly smtpUrl: string | undefined;
+  /** The gateway's public base URL: the signed approval links start with it. */
+  readonly publicUrl: string | undefined;
   /** New outside payers whose payment_ledger account the authority pays, per account in 24 h. */
   readonly attestedPayerQuota: number | undefined;
   /** The fee payer's and authority's SOL floor for the low-balance alert. */
@@ -88,6 +91,8 @@ export interface QueryConfig extends Listen {
   /** Balances are read from the cluster when both are set. */
   readonly balances: { readonly rpcUrl: string; readonly mint: PublicKey } | undefined;
   readonly network: Network | undefined;
+  /** Processes serving on the one port (api/query/workers.ts); 1 = this process alone. */
+  readonly workers: number;
 }
 
 export interface IndexerConfig {
@@ -208,6 +213,7 @@ export function gatewayConfig(env: Env): Loaded<GatewayConfig> {
   }
   const explorer = reader.optional("EXPLORER_CLUSTER", explorerCluster);
   const smtp = reader.optional("SMTP_URL", smtpUrl);
+  const gatewayUrl = reader.optional("GATEWAY_PUBLIC_URL", publicUrl);
   const attestedPayerQuota = reader.optional("ATTESTED_PAYER_QUOTA", integer(1, 1_000_000, "new payers per account per day"));
   const lowBalanceFloor = reader.optional("LOW_BALANCE_FLOOR_SOL", solAmount);
   const allowLoopbackWebhooks = reader.withDefault("WEBHOOK_ALLOW_LOOPBACK", oneOf(["true", "false"] as const), "false");
@@ -215,6 +221,7 @@ export function gatewayConfig(env: Env): Loaded<GatewayConfig> {
   return finish(reader, () => ({
     ...listening,
     allowLoopbackWebhooks: allowLoopbackWebhooks === "true",
+    publicUrl: gatewayUrl,
     attestedPayerQuota,
     lowBalanceFloorLamports: lowBalanceFloor,
     databaseUrl: databaseUrl!,
@@ -243,6 +250,7 @@ export function queryConfig(env: Env): Loaded<QueryConfig> {
     reader.problem(missing, "not set while its pair is", "both SOLANA_RPC_URL and SETTLEMENT_MINT (balances), or neither");
   }
   const network = reader.optional("SOLANA_NETWORK", oneOf(NETWORKS));
+  const workers = reader.withDefault("QUERY_WORKERS", integer(1, 64, "processes serving the query service"), 1);
   const listening = listen(reader);
   return finish(reader, () => ({
     ...listening,
@@ -250,6 +258,7 @@ export function queryConfig(env: Env): Loaded<QueryConfig> {
     databaseReadUrl,
     balances: rpcUrl !== undefined && mint !== undefined ? { rpcUrl, mint } : undefined,
     network,
+    workers,
   }));
 }
 

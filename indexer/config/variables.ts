@@ -145,6 +145,13 @@ export const VARIABLES: readonly Variable[] = [
     example: "devnet",
   },
   {
+    name: "GATEWAY_PUBLIC_URL",
+    readBy: { gateway: "optional" },
+    describe:
+      "the gateway's public base URL (https://gateway.example): the signed approval links of approval.requested start with it; unset: path-only links",
+    example: "",
+  },
+  {
     name: "SMTP_URL",
     readBy: { gateway: "optional", local: "optional" },
     describe: "smtp:// or smtps:// URL for e-mail alerts; unset: no e-mail",
@@ -161,6 +168,12 @@ export const VARIABLES: readonly Variable[] = [
     readBy: { indexer: "optional" },
     describe: "the Yellowstone provider's access token",
     example: "",
+  },
+  {
+    name: "QUERY_WORKERS",
+    readBy: { query: "optional" },
+    describe: "processes serving the query service on one port (default 1; the machine's core count uses every core: docs/performance.md)",
+    example: "1",
   },
   {
     name: "PORT",

@@ -31,6 +31,7 @@ from agent_payment_gateway import (
     approval_required_from,
     error_from_problem,
 )
+from agent_payment_gateway.effects import Sleep
 from agent_payment_gateway.resources.approvals import ApprovalFlows
 
 from .support.both import AnyClient, close, done
@@ -202,6 +203,40 @@ def test_wait_for_decision_answers_pending_once_its_time_is_up() -> None:
     with pytest.raises(StopIteration) as stopped:
         next(flow)
     assert stopped.value.value.status == "pending"
+
+
+def test_wait_for_decision_paces_its_polls_when_the_timeout_leaves_the_gateway_no_wait() -> None:
+    now = [0.0]
+    effects: list[Any] = []
+
+    class Transport:
+        timeout = 1.0  # a second of per-request timeout leaves the gateway no wait
+
+        def request(self, method: str, path: str, **fields: Any) -> Any:
+            effects.append(("request", fields.get("query")))
+            yield from ()
+            return APPROVAL
+
+    flows = ApprovalFlows(Transport(), clock=lambda: now[0])  # type: ignore[arg-type]
+    flow = flows.wait_for_decision(ID, 2.5)
+    result: Any = None
+    try:
+        effect = next(flow)
+        while True:
+            assert isinstance(effect, Sleep)
+            effects.append(("sleep", effect.seconds))
+            now[0] += effect.seconds
+            effect = flow.send(None)
+    except StopIteration as stopped:
+        result = stopped.value
+    assert result.status == "pending"
+    assert effects == [
+        ("request", {}),
+        ("sleep", 1.0),
+        ("request", {}),
+        ("sleep", 1.0),
+        ("request", {}),
+    ]
 
 
 async def test_approve_and_deny_post_the_note_with_an_idempotency_key(

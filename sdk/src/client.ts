@@ -12,7 +12,7 @@ import { ChannelSessionPayer, type ChannelSessionOptions } from "./channel-sessi
 import { DomainRuleCache } from "./domain-rules.js";
 import { MppSessions } from "./sessions.js";
 import { type FetchFunction, Transport } from "./transport.js";
-import type { PayOptions } from "./pay/call.js";
+import { checkApprovalTimeout, type PayOptions } from "./pay/call.js";
 import { PayFlow } from "./pay/flow.js";
 import type { PaymentResult } from "./pay/result.js";
 import type { PayShared, ProtocolPreference } from "./pay/scope.js";
@@ -73,6 +73,13 @@ export interface ClientOptions {
    * sessions"). Off by default; `true` for the defaults (deposit 100 calls, at most 10 USDC).
    */
   channelSessions?: boolean | ChannelSessionOptions;
+  /**
+   * How long `pay` waits for a person to decide a payment the agent's policy held (docs/policy.md
+   * "Approvals"), in milliseconds, long-polling the gateway; still undecided then, `pay` throws
+   * `ApprovalRequiredError` and the same `idempotencyKey` resumes it. Default: `timeout` (30 s);
+   * 0 does not wait. `pay`'s own `approvalTimeoutMs` overrides it per call.
+   */
+  approvalTimeoutMs?: number;
 }
 
 const DEFAULT_BASE_URL = "http://127.0.0.1:4000";
@@ -143,6 +150,7 @@ export class Client {
         : { channelSessions: new ChannelSessionPayer(transport, fetchFn, channels === true ? {} : channels) }),
       ...(options.protocolPreference === undefined ? {} : { protocolPreference: options.protocolPreference }),
       ...(options.explorerRpcUrl === undefined ? {} : { explorerRpcUrl: options.explorerRpcUrl }),
+      ...(options.approvalTimeoutMs === undefined ? {} : { approvalTimeoutMs: checkApprovalTimeout(options.approvalTimeoutMs) }),
     };
   }
 

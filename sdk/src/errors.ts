@@ -240,11 +240,15 @@ export class ApprovalRequiredError extends ServiceError {
   readonly approvalId: string;
   /** ISO 8601: when the gateway's clock expires the approval if nobody decides. */
   readonly expiresAt: string;
+  /** The Idempotency-Key `pay` sent (the caller's or the one it generated): `pay` again with it to resume. */
+  readonly idempotencyKey?: string;
 
-  constructor(message: string, approvalId: string, expiresAt: string, options: ServiceErrorOptions = {}) {
-    super(message, { code: "APPROVAL_PENDING", ...options });
+  constructor(message: string, approvalId: string, expiresAt: string, options: ServiceErrorOptions & { idempotencyKey?: string } = {}) {
+    const { idempotencyKey, ...rest } = options;
+    super(message, { code: "APPROVAL_PENDING", ...rest });
     this.approvalId = approvalId;
     this.expiresAt = expiresAt;
+    if (idempotencyKey !== undefined) this.idempotencyKey = idempotencyKey;
   }
 }
 
@@ -252,7 +256,12 @@ export class ApprovalRequiredError extends ServiceError {
  * The 202 answer of a held authorization (`{ approval: { id, status: "pending", expiresAt, ... } }`)
  * → `ApprovalRequiredError`; null when the answer is not that shape.
  */
-export function approvalRequiredFrom(answer: unknown, status = 202, requestId?: string): ApprovalRequiredError | null {
+export function approvalRequiredFrom(
+  answer: unknown,
+  status = 202,
+  requestId?: string,
+  idempotencyKey?: string,
+): ApprovalRequiredError | null {
   const approval = isRecord(answer) ? answer.approval : undefined;
   if (!isRecord(approval)) return null;
   const id = stringField(approval, "id");
@@ -260,7 +269,12 @@ export function approvalRequiredFrom(answer: unknown, status = 202, requestId?: 
   if (id === undefined || expiresAt === undefined) return null;
   const reason = stringField(approval, "reason");
   const message = `payment held for approval ${id} until ${expiresAt}${reason === undefined ? "" : ` (${reason})`}`;
-  return new ApprovalRequiredError(message, id, expiresAt, { status, detail: answer, ...(requestId === undefined ? {} : { requestId }) });
+  return new ApprovalRequiredError(message, id, expiresAt, {
+    status,
+    detail: answer,
+    ...(requestId === undefined ? {} : { requestId }),
+    ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+  });
 }
 
 /** `isServiceError(e, "POLICY_VIOLATION")`: narrowing by class and, optionally, by code. */

@@ -613,11 +613,22 @@ describe("errors and keyboard", () => {
     await page.keyboard.press("Tab");
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Skip to content");
     const reached: string[] = [];
-    for (let i = 0; i < 9; i += 1) {
+    for (let i = 0; i < 10; i += 1) {
       await page.keyboard.press("Tab");
       reached.push((await page.evaluate(() => document.activeElement?.textContent)) ?? "");
     }
-    expect(reached).toEqual(["Overview", "Live feed", "Spend", "Protocols", "Policies", "Ledger", "Runs", "Channels", "Agents"]);
+    expect(reached).toEqual([
+      "Overview",
+      "Live feed",
+      "Spend",
+      "Protocols",
+      "Policies",
+      "Approvals",
+      "Ledger",
+      "Runs",
+      "Channels",
+      "Agents",
+    ]);
     await page.keyboard.press("Enter");
     await page.waitForURL(/\/dashboard\/agents$/);
     await page.getByTestId("agents-table").waitFor();

@@ -42,7 +42,7 @@ const PAYERS: Subject[] = ["admin", "own"];
 const ACCOUNT: Subject[] = ["admin", "approver"];
 const ADMIN: Subject[] = ["admin"];
 
-const EXPECTED: Record<string, { allowed: Subject[]; otherGets?: "NOT_FOUND" }> = {
+const EXPECTED: Record<string, { allowed: Subject[]; otherGets?: "NOT_FOUND" | "APPROVAL_NOT_FOUND" }> = {
   "GET /v1/policies/:agentId": { allowed: READERS },
   "PUT /v1/policies/:agentId": { allowed: ADMIN },
   "DELETE /v1/policies/:agentId": { allowed: ADMIN },
@@ -59,6 +59,10 @@ const EXPECTED: Record<string, { allowed: Subject[]; otherGets?: "NOT_FOUND" }> 
   "POST /v1/agents/:agentId/payments/domain-check": { allowed: PAYERS },
   "POST /v1/agents/:agentId/payments/:reservationId/complete": { allowed: PAYERS },
   "POST /v1/agents/:agentId/payments/:reservationId/release": { allowed: PAYERS },
+  "GET /v1/approvals": { allowed: ACCOUNT },
+  "GET /v1/approvals/:approvalId": { allowed: READERS, otherGets: "APPROVAL_NOT_FOUND" },
+  "POST /v1/approvals/:approvalId/approve": { allowed: ACCOUNT },
+  "POST /v1/approvals/:approvalId/deny": { allowed: ACCOUNT },
   "GET /v1/agents/:agentId/invocations/:parentTxHash": { allowed: READERS },
   "POST /v1/agents/:agentId/channels": { allowed: PAYERS },
   "GET /v1/channels/:channel": { allowed: READERS, otherGets: "NOT_FOUND" },
@@ -213,6 +217,7 @@ function concretePath(path: string): string {
     parentTxHash: txHash,
     txHash,
     channel,
+    approvalId,
   };
   return path.replace(/:(\w+)/g, (_, name: string) => {
     const value = values[name];
@@ -247,7 +252,7 @@ describe("every REST route with every scope", () => {
         } else {
           const refusal = subject === "other" && expected.otherGets !== undefined ? expected.otherGets : "FORBIDDEN_SCOPE";
           expect({ status: answer.status, code }, `${subject} ${name}: ${answer.text}`).toEqual({
-            status: refusal === "NOT_FOUND" ? 404 : 403,
+            status: refusal === "FORBIDDEN_SCOPE" ? 403 : 404,
             code: refusal,
           });
           if (refusal === "FORBIDDEN_SCOPE") {

@@ -7,8 +7,9 @@
  *   `@solana/mpp`'s `solana` charge), all unmodified;
  * - an MCP server built with mppx's MCP server transport (`Transport.mcpSdk()`) and
  *   `@solana/mpp`'s charge, paid by our `call_paid_tool`;
- * - the policy deciding with the MCP server's host as the domain, `maxPrice`, and the unpaid
- *   answer's shape as x402's MCP transport specifies it.
+ * - the policy deciding with the MCP server's host as the domain, `maxPrice`, a payment held for
+ *   a person (a tool error at once, resumed by its key), and the unpaid answer's shape as x402's
+ *   MCP transport specifies it.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
@@ -247,6 +248,32 @@ describe("paidTool on an official-SDK MCP server", () => {
     expect(unknown.structuredContent!.result.isError).toBe(true);
     expect(unknown.structuredContent!.payment).toBeUndefined();
     expect(await tokens(setup, address)).toBe(1_000_000n);
+  });
+
+  it("a payment the policy holds is a tool error at once with approvalId, expiresAt and the key; that key resumes it once approved", async () => {
+    const address = await agent("mcp-held", 1, { approval: { above: { usdc: "0.01" }, timeout: "10m", onTimeout: "deny" } });
+    const client = await paymentsServer("mcp-held");
+    const before = { payee: await tokens(setup, payTo), handled: handled.length };
+    const call = { server: `${paidOrigin}/mcp`, tool: "forecast", arguments: { city: "Porto" } };
+    const held = await callPaid(client, call);
+    expect(held.isError).toBe(true);
+    expect(held.structuredContent).toMatchObject({ errorClass: "ApprovalRequiredError", code: "APPROVAL_PENDING", status: 202 });
+    const { approvalId, expiresAt, idempotencyKey } = held.structuredContent!;
+    expect(idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+    expect(held.content[0]!.text).toContain(idempotencyKey);
+    const approval = await rest(setup.test.system, setup.apiKey, "GET", `/v1/approvals/${approvalId}`);
+    expect(approval.body).toMatchObject({ status: "pending", expiresAt, endpoint: `${paidOrigin}/mcp#forecast` });
+    expect(handled.length).toBe(before.handled);
+
+    // A person decides (the account's admin key); the same call with the key resumes it.
+    const approved = await rest(setup.test.system, setup.apiKey, "POST", `/v1/approvals/${approvalId}/approve`, {});
+    expect(approved.status).toBe(200);
+    const paid = await callPaid(client, { ...call, idempotencyKey });
+    expect(paid.isError, JSON.stringify(paid)).toBeFalsy();
+    expect(paid.structuredContent!.payment).toMatchObject({ protocol: "x402", amountUnits: "30000" });
+    expect(handled.length).toBe(before.handled + 1);
+    expect(await tokens(setup, payTo)).toBe(before.payee + PRICE);
+    expect(await tokens(setup, address)).toBe(1_000_000n - PRICE);
   });
 
   it("one payment replayed, even concurrently, runs the tool once and moves the money once", async () => {

@@ -133,6 +133,25 @@ describe("approvals resource", () => {
     expect(seen.length).toBeLessThanOrEqual(2);
   });
 
+  it("waitForDecision paces its polls itself when the per-request timeout leaves the gateway no wait", async () => {
+    const { url, seen } = await gateway(() => [200, APPROVAL]);
+    const started = Date.now();
+    const pending = await client(url, 1_000).approvals.waitForDecision(ID, { timeoutMs: 2_500 });
+    expect(pending.status).toBe("pending");
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_900);
+    // One poll a second at most, each with no wait (a 1 s per-request timeout leaves none).
+    expect(seen.length).toBeLessThanOrEqual(4);
+    expect(seen.every((s) => !s.url.includes("wait="))).toBe(true);
+  });
+
+  it("the gateway's wrapped answers ({ approval, outcome }) are read as the approval", async () => {
+    const { url } = await gateway((s) =>
+      s.method === "GET" ? [200, { approval: APPROVAL }] : [200, { approval: { ...APPROVAL, status: "approved" }, outcome: "authorized" }],
+    );
+    expect(await client(url).approvals.get(ID)).toEqual(APPROVAL);
+    expect(await client(url).approvals.approve(ID)).toEqual({ ...APPROVAL, status: "approved", outcome: "authorized" });
+  });
+
   it("approve and deny POST the note with an Idempotency-Key and return the decided approval", async () => {
     const { url, seen } = await gateway((s) => [
       200,

@@ -5,6 +5,7 @@
  */
 import type { Route as SharedRoute, RouteContext as SharedRouteContext, RouteDeps } from "../../shared/http/router.js";
 import type { BalanceReader } from "../../shared/balances.js";
+import type { ApprovalWaits } from "../payments/approvals/index.js";
 import type { ChannelSessions } from "../channels/index.js";
 import type { CosignedTransfers } from "../cosigned/cosigned.js";
 import type { Invocations } from "../invocations/index.js";
@@ -59,6 +60,13 @@ export interface GatewayDeps extends RouteDeps {
    * by the agent's first funding or settlement.
    */
   readonly tokenAccounts?: AgentTokenAccounts | undefined;
+  /**
+   * The gateway's public base URL (`https://gateway.example`): the signed approval links of
+   * `approval.requested` start with it; absent, they are path-only (`/v1/approvals/…`).
+   */
+  readonly publicUrl?: string | undefined;
+  /** Long-polls on approvals (one LISTEN connection, closed on drain); one per pool when absent. */
+  readonly approvalWaits?: ApprovalWaits | undefined;
 }
 
 export type Route = SharedRoute<GatewayDeps>;

@@ -7,8 +7,10 @@
 import type { Plugin } from "graphql-yoga";
 import { Router } from "../../shared/http/router.js";
 import { QUERY_ROUTES } from "../../query/rest/index.js";
+import { createApprovalLinkHandler } from "./approval-link.js";
 import type { GatewayDeps, Route } from "./deps.js";
 import { agentRoutes } from "./routes/agents.js";
+import { approvalRoutes } from "./routes/approvals.js";
 import { alertRoutes } from "./routes/alerts.js";
 import { apiKeyRoutes } from "./routes/api-keys.js";
 import { channelRoutes } from "./routes/channels.js";
@@ -25,6 +27,7 @@ export const GATEWAY_ROUTES: readonly Route[] = [
   ...policyRoutes,
   ...agentRoutes,
   ...paymentRoutes,
+  ...approvalRoutes,
   ...invocationRoutes,
   ...channelRoutes,
   ...facilitatorRoutes,
@@ -39,7 +42,9 @@ export const GATEWAY_ROUTES: readonly Route[] = [
 /** The /v1 routes as a fetch handler: a Response, or null when the path is not one of them. */
 export function createGatewayHandler(deps: GatewayDeps): (request: Request) => Promise<Response | null> {
   const router = new Router<GatewayDeps>([...GATEWAY_ROUTES, ...QUERY_ROUTES]);
-  return (request) => router.handle(deps, request);
+  // The approvals' signed link takes no key and speaks HTML forms: answered before the router.
+  const link = createApprovalLinkHandler(deps);
+  return async (request) => (await link(request)) ?? router.handle(deps, request);
 }
 
 /** Serves the /v1 gateway routes before yoga's GraphQL handling. */

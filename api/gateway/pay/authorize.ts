@@ -9,12 +9,20 @@
  * (its bytes may land until their blockhash expires). A policy refusal or a sub-agent's breach of
  * its invocation budget is recorded and returned, not thrown, so that it commits.
  *
+ * Approvals (docs/policy.md "Approvals"): a payment the policy holds for a person is reserved
+ * `pending_approval` and recorded as an approval (api/gateway/payments/approvals), nothing signed
+ * (`held`). The same request repeated with the same Idempotency-Key resumes it: still held, the
+ * typed refusal once denied or expired (`closed`), or, once approved and allowed by the re-check,
+ * signed on the held reservation as any authorization.
+ *
  * Two steps, because the REST layer runs the second inside the Idempotency-Key's transaction:
  * `prepareAuthorization` (reads that need no transaction; refusing here reserves nothing) and
  * `authorizeInTransaction`. Refusals the request itself causes are thrown as ServiceError.
  */
 import type pg from "pg";
-import { badRequest, httpError } from "../../shared/errors.js";
+import type { Approval } from "../../shared/approvals/approval.js";
+import { findApprovalByIdempotencyKey } from "../../shared/approvals/store.js";
+import { badRequest, httpError, type ServiceError } from "../../shared/errors.js";
 import { refuseArchived } from "../../shared/http/input.js";
 import { type BudgetState, chooseProtocol, type PolicyRejected } from "../../shared/policy/engine.js";
 import { EMPTY_POLICY, type Protocol, type ProtocolPreference } from "../../shared/policy/policy.js";
@@ -23,6 +31,7 @@ import { linkReservation, mppPaymentRef, type ReservationRefusal, type ReserveOp
 import type { AgentRow } from "../../shared/rows.js";
 import { authorizeWithinPolicy } from "../payments/authorize.js";
 import { lockAgentArchivedAt } from "../payments/agent-archive.js";
+import { type ApprovalLinks, holdPayment, resumeApproval } from "../payments/approvals/index.js";
 import { invocationBudgetCheck, type Invocations, requireInvocations, requireSubAgentInvocation } from "../invocations/index.js";
 import { chooseMethod } from "../mpp/rails.js";
 import type { MppPaymentRequest } from "../mpp/request.js";
@@ -66,6 +75,8 @@ export interface AuthorizeRequest {
   readonly parentTxHash: string | null;
   /** The budget of the invocation this payment starts (x402 only), else null. */
   readonly invocationBudgetUnits: bigint | null;
+  /** The request's Idempotency-Key: a held payment is tied to it, and a repeat resumes it. */
+  readonly idempotencyKey?: string | null;
 }
 
 export interface AuthorizeDeps {
@@ -75,6 +86,8 @@ export interface AuthorizeDeps {
   readonly invocations: Invocations | undefined;
   /** Real-protocol payments (signed transfers); 503 without them when the offer holds only such offers. */
   readonly transfers?: SignedTransfers | undefined;
+  /** Signs the one-time links of held payments; a policy that holds one answers 503 without it. */
+  readonly approvals?: ApprovalLinks | undefined;
 }
 
 /** A request checked against the wallets and the chain, with the agent's signer: ready to reserve. */
@@ -111,8 +124,8 @@ export type SignedPayment =
 export interface Authorized {
   readonly outcome: "authorized";
   readonly reservationId: string;
-  /** The policy version the payment was authorized under (docs/policy.md "Versions"). */
-  readonly policyVersion: number;
+  /** The policy version the payment was authorized under (docs/policy.md "Versions"); absent on an approved payment's resume. */
+  readonly policyVersion?: number;
   readonly protocol: Protocol;
   readonly amountUnits: bigint;
   readonly budgetState: BudgetState;
@@ -138,7 +151,12 @@ export type AuthorizeRefusal =
       readonly policyVersion: number;
     };
 
-export type AuthorizeResult = Authorized | AuthorizeRefusal;
+/** A payment held for a person (nothing signed), or one a person or the clock decided against. */
+export type AuthorizeHeld =
+  | { readonly outcome: "held"; readonly approval: Approval }
+  | { readonly outcome: "closed"; readonly error: ServiceError };
+
+export type AuthorizeResult = Authorized | AuthorizeRefusal | AuthorizeHeld;
 
 /** What the payment will be made with. */
 type Choice = { readonly kind: "x402" } | { readonly kind: "mpp" } | { readonly kind: "transfer"; readonly offer: TransferOffer };
@@ -201,7 +219,7 @@ export async function prepareAuthorization(deps: AuthorizeDeps, request: Authori
  * recorded refusal), the signature, and the reservation's link to the signed payment.
  */
 export async function authorizeInTransaction(client: pg.PoolClient, prepared: PreparedAuthorization, now: Date): Promise<AuthorizeResult> {
-  const { request, signer, invocation } = prepared;
+  const { request, invocation } = prepared;
   const { agent, endpoint, offer, parentTxHash, invocationBudgetUnits } = request;
   // Again under a share lock: an archive committed since the caller found the agent wins, and one
   // that starts now waits for this reservation and then sees it (api/gateway/payments/agent-archive.ts).
@@ -229,24 +247,61 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
           readInvocation: async () =>
             (await requireSubAgentInvocation(requireInvocations(prepared.deps.invocations), parentTxHash, agent.wallet_address)).state,
         });
-  const authorization = await authorizeWithinPolicy(client, { agentId: agent.agent_id, endpoint, amountUnits, protocol, at: now, options });
+  const common = { protocol, amountUnits, parentTxHash, invocation, invocationBudgetUnits } as const;
+  const idempotencyKey = request.idempotencyKey ?? null;
+  // A held payment's key: this is a resume, never a second payment.
+  const held = idempotencyKey === null ? null : await findApprovalByIdempotencyKey(client, agent.account_id, idempotencyKey);
+  if (held !== null) {
+    const step = await resumeApproval(client, held, { agentKey: agent.agent_id, endpoint, amountUnits }, now);
+    if (step.kind === "held") return { outcome: "held", approval: step.approval };
+    if (step.kind === "closed") return { outcome: "closed", error: step.error };
+    const resumed = { outcome: "authorized", reservationId: step.reservationId, budgetState: step.budgetState, ...common } as const;
+    return signReserved(client, prepared, choice, resumed, now);
+  }
+  const authorization = await authorizeWithinPolicy(client, {
+    agentId: agent.agent_id,
+    endpoint,
+    amountUnits,
+    protocol,
+    at: now,
+    options,
+    hold: { parentTxHash },
+  });
   if (authorization.outcome === "budget_exceeded") {
     const { refusal, rejectionId } = authorization;
     return { outcome: "budget_exceeded", refusal, parentTxHash, invocation, rejectionId };
   }
   if (authorization.outcome === "policy_violation") return authorization;
+  if (authorization.outcome === "held") {
+    const approval = await holdPayment(client, prepared.deps.approvals ?? { box: undefined }, {
+      accountId: agent.account_id,
+      agentKey: agent.agent_id,
+      reservationId: authorization.reservationId,
+      idempotencyKey,
+      amountUnits,
+      endpoint,
+      decision: authorization.decision,
+      now,
+      policyVersion: authorization.policyVersion,
+    });
+    return { outcome: "held", approval };
+  }
   const { decision, reservationId, policyVersion } = authorization;
-  const authorized = {
-    outcome: "authorized",
-    reservationId: reservationId,
-    policyVersion,
-    protocol,
-    amountUnits,
-    budgetState: decision.budget.state,
-    parentTxHash,
-    invocation,
-    invocationBudgetUnits,
-  } as const;
+  const authorized = { outcome: "authorized", reservationId, policyVersion, budgetState: decision.budget.state, ...common } as const;
+  return signReserved(client, prepared, choice, authorized, now);
+}
+
+/** The agent signs the payment of an open reservation and the reservation is linked to it. */
+async function signReserved(
+  client: pg.PoolClient,
+  prepared: PreparedAuthorization,
+  choice: Choice,
+  authorized: Omit<Authorized, "signed">,
+  now: Date,
+): Promise<Authorized> {
+  const { signer } = prepared;
+  const { endpoint, offer } = prepared.request;
+  const { reservationId, protocol, parentTxHash, invocationBudgetUnits } = authorized;
   const link = { parentTxHash, invocationBudgetUnits };
   if (choice.kind === "transfer") {
     return { ...authorized, signed: await signOfferedTransfer(client, prepared, choice.offer, authorized, now) };

@@ -58,7 +58,7 @@ export async function archiveAgent(pool: pg.Pool, request: ArchiveRequest): Prom
     if (agent === undefined || agent.archived_at !== null) return agent === undefined ? null : { agent, archivedNow: false };
     if (!request.force) {
       const counts = await client.query<{ reservations: number; operations: number }>(
-        `SELECT (SELECT count(*)::int FROM spend_reservations WHERE agent_id = $1 AND status = 'reserved') AS reservations,
+        `SELECT (SELECT count(*)::int FROM spend_reservations WHERE agent_id = $1 AND status IN ('reserved', 'pending_approval')) AS reservations,
                 (SELECT count(*)::int FROM wallet_operations WHERE agent_id = $1 AND status = 'pending') AS operations`,
         [agent.agent_id],
       );

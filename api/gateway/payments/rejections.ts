@@ -83,3 +83,25 @@ function printable(endpoint: string): string {
     return endpoint;
   }
 }
+
+/** A recorded refusal, as an answer repeats it. */
+export interface RecordedRejection {
+  readonly rejectionId: string;
+  readonly reasonCode: string;
+  readonly reason: string;
+  readonly domain: string;
+}
+
+/**
+ * The refusal recorded for the agent at `at` for `amountUnits` (the re-check of an approved
+ * payment records it at its decision's time), or null.
+ */
+export async function rejectionAt(db: Db, agentId: string, at: Date, amountUnits: bigint): Promise<RecordedRejection | null> {
+  const { rows } = await db.query<{ id: string; reason_code: string; reason: string; domain: string }>(
+    `SELECT id::text AS id, reason_code, reason, domain FROM payment_rejections
+     WHERE agent_id = $1 AND created_at = $2 AND amount_units = $3 ORDER BY id DESC LIMIT 1`,
+    [agentId, at, amountUnits.toString()],
+  );
+  const row = rows[0];
+  return row === undefined ? null : { rejectionId: row.id, reasonCode: row.reason_code, reason: row.reason, domain: row.domain };
+}

@@ -13,8 +13,18 @@
  */
 import type pg from "pg";
 import { type Db, withTransaction } from "../../../indexer/db/database.js";
-import { evaluatePolicy, type PaymentRequest, type PolicyDecision } from "../../shared/policy/engine.js";
-import type { Policy } from "../../shared/policy/policy.js";
+import { formatUsdcShort } from "../../shared/money.js";
+import { endpointHost } from "../../shared/policy/domains.js";
+import {
+  evaluatePayment,
+  evaluatePolicy,
+  type PaymentDecision,
+  type PaymentRequest,
+  type PolicyDecision,
+  type PolicyNeedsApproval,
+  type PolicyUsage,
+} from "../../shared/policy/engine.js";
+import type { Policy, Protocol } from "../../shared/policy/policy.js";
 import { assertAgentId, getVersionedPolicy, lockAgentPolicy, readUsage } from "../../shared/policy/store.js";
 
 export interface Reservation {
@@ -52,6 +62,19 @@ export interface ReserveOptions {
    */
   readonly exposure?: boolean;
 }
+
+/** `reserveOrHoldInTransaction`'s answer: allowed and reserved, refused, or held (reserved `pending_approval`). */
+export interface HeldOrReserved {
+  readonly decision: PaymentDecision;
+  /** The reservation: `reserved` when allowed, `pending_approval` when held; null when refused. */
+  readonly reservationId: string | null;
+  /** The policy version the decision was made under (read under the agent's lock). */
+  readonly policyVersion: number;
+  readonly refusal?: ReservationRefusal | null;
+}
+
+/** `ReservationRefusal.reasonCode` of a payment the policy would hold, on a path that cannot hold it. */
+export const APPROVAL_REQUIRED = "approval_required";
 
 /**
  * Check and reserve in a transaction of its own, on a connection from the pool. To reserve together
@@ -93,24 +116,67 @@ async function reserve(
   options: ReserveOptions,
   savepoint: boolean,
 ): Promise<Reservation> {
+  return (await reserveOrHold(client, agentId, request, now, options, savepoint, null)) as Reservation;
+}
+
+/**
+ * Like `reserveInTransaction`, with the policy's approval rules (docs/policy.md "Approvals"): a
+ * payment the policy holds for a person is reserved with status `pending_approval` (counted like
+ * `reserved` by every usage read, so held payments cannot together exceed a limit), with the
+ * invoking transaction of a sub-agent's payment so its invocation budget counts it too.
+ */
+export async function reserveOrHoldInTransaction(
+  client: pg.ClientBase,
+  agentId: string,
+  request: PaymentRequest,
+  now: Date,
+  options: ReserveOptions & { readonly parentTxHash?: string | null } = {},
+): Promise<HeldOrReserved> {
+  return reserveOrHold(client, agentId, request, now, options, true, { parentTxHash: options.parentTxHash ?? null });
+}
+
+async function reserveOrHold(
+  client: pg.ClientBase,
+  agentId: string,
+  request: PaymentRequest,
+  now: Date,
+  options: ReserveOptions,
+  savepoint: boolean,
+  hold: { readonly parentTxHash: string | null } | null,
+): Promise<HeldOrReserved> {
   assertAgentId(agentId);
   try {
     await lockAgentPolicy(client, agentId, savepoint);
-    const { policy, version: policyVersion } = await getVersionedPolicy(client, agentId);
-    const usage = await readUsage(client, agentId, policy, now);
-    const decision = evaluatePolicy(options.exposure === true ? withoutPerCallLimits(policy) : policy, usage, request, now);
-    const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
-    if (refusal !== null || decision.decision !== "allow") {
+    const { policy: stored, version: policyVersion } = await getVersionedPolicy(client, agentId);
+    const policy = options.exposure === true ? withoutPerCallLimits(stored) : stored;
+    let usage: PolicyUsage = await readUsage(client, agentId, stored, now);
+    if (policy.approval?.firstPaymentToDomain === true) usage = { ...usage, domainPaidBefore: await paidBefore(client, agentId, request) };
+    const payment = evaluatePayment(policy, usage, request, now);
+    if (hold === null && payment.decision === "needs_approval") {
+      // A payment path that cannot wait for a person (a channel's deposit, a session's charge)
+      // refuses what the policy would hold: approval is never granted by taking another path.
+      return {
+        decision: evaluatePolicy(policy, usage, request, now),
+        reservationId: null,
+        policyVersion,
+        refusal: approvalRefusal(payment, request, policy.approval?.aboveUnits ?? null),
+      };
+    }
+    const decision: PaymentDecision = hold === null ? evaluatePolicy(policy, usage, request, now) : payment;
+    const refusal = decision.decision !== "reject" && options.check !== undefined ? await options.check(client) : null;
+    if (refusal !== null || decision.decision === "reject") {
       return refusal === null
         ? { decision, reservationId: null, policyVersion }
         : { decision, reservationId: null, policyVersion, refusal };
     }
     if (decision.protocol === null) throw new Error("reservation needs a protocol the target offers (x402 or mpp)");
+    const held = decision.decision === "needs_approval";
     // The savepoint is not released: it ends with the caller's transaction, and releasing it
     // would cost a round trip for nothing.
     const { rows } = await client.query<{ id: string }>(
-      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, policy_version)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, status,
+                                      parent_tx_hash, policy_version)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
       [
         agentId,
         request.amountUnits.toString(),
@@ -119,6 +185,8 @@ async function reserve(
         decision.protocol,
         now,
         decision.budget.windowStart,
+        held ? "pending_approval" : "reserved",
+        held ? hold!.parentTxHash : null,
         policyVersion,
       ],
     );
@@ -134,6 +202,138 @@ async function reserve(
 function withoutPerCallLimits(policy: Policy): Policy {
   const endpointBudgets = policy.endpointBudgets?.map((rule) => ({ ...rule, perCallLimitUnits: null }));
   return { ...policy, perCallLimitUnits: null, ...(endpointBudgets === undefined ? {} : { endpointBudgets }) };
+}
+
+/** The refusal of a payment the policy holds for a person, on a path that cannot hold it. */
+function approvalRefusal(decision: PolicyNeedsApproval, request: PaymentRequest, aboveUnits: bigint | null): ReservationRefusal {
+  return {
+    reasonCode: APPROVAL_REQUIRED,
+    reason: `${decision.reason}; this payment cannot wait for a person's approval, so it is refused`,
+    requested: formatUsdcShort(request.amountUnits),
+    // What passes without a person: the threshold of the amount rule, nothing for a host rule.
+    limit: decision.approvalRule === "above" && aboveUnits !== null ? formatUsdcShort(aboveUnits) : "0",
+    unit: "usdc",
+  };
+}
+
+/**
+ * Whether the agent has a settled payment to the request's exact host (`approval.firstPaymentToDomain`).
+ * Bounded by the agent's index; stops at the first row.
+ */
+async function paidBefore(client: pg.ClientBase, agentId: string, request: PaymentRequest): Promise<boolean> {
+  const { rows } = await client.query<{ paid: boolean }>(
+    "SELECT EXISTS (SELECT 1 FROM spend_reservations WHERE agent_id = $1 AND domain = $2 AND status = 'settled') AS paid",
+    [agentId, endpointHost(request.endpoint)],
+  );
+  return rows[0]!.paid;
+}
+
+/** A held payment's reservation re-checked on approval: the policy's answer and, when refused by the caller's check, why. */
+export interface HeldRecheck {
+  readonly decision: PolicyDecision;
+  readonly refusal: ReservationRefusal | null;
+  /** The policy version the re-check ran under; an approved reservation records it. */
+  readonly policyVersion: number;
+}
+
+/**
+ * Approving a held payment (docs/policy.md "Approvals"): under the agent's lock, the held
+ * reservation stops counting, the whole policy (rules 1–5) and the caller's check (an invocation
+ * budget) are run on usage without it (so it is not counted twice), and then it counts again as an
+ * ordinary `reserved` reservation of the current budget period and rate window (`created_at` now),
+ * or stays released when refused. `resumeBy`: until when the caller may resume and sign it; after
+ * that the approvals loop releases it (`releaseUnresumedReservations`). Inside the caller's READ
+ * COMMITTED transaction. Null when the reservation is not held (decided before).
+ */
+export async function recheckHeldReservation(
+  client: pg.ClientBase,
+  agentId: string,
+  reservationId: string,
+  request: PaymentRequest,
+  now: Date,
+  options: ReserveOptions & { readonly resumeBy: Date },
+): Promise<HeldRecheck | null> {
+  assertAgentId(agentId);
+  await lockAgentPolicy(client, agentId);
+  const released = await client.query(
+    "UPDATE spend_reservations SET status = 'released' WHERE id = $1 AND agent_id = $2 AND status = 'pending_approval'",
+    [reservationId, agentId],
+  );
+  if (released.rowCount !== 1) return null;
+  const { policy, version: policyVersion } = await getVersionedPolicy(client, agentId);
+  // Spec 3's exhausted state is not applied: the held amount was counted before the refusals that
+  // exhausted the period (often refused because it was held). The arithmetic still applies, so a
+  // budget lowered meanwhile refuses.
+  const usage = { ...(await readUsage(client, agentId, policy, now)), budgetExhausted: false };
+  const decision = evaluatePolicy(policy, usage, request, now);
+  const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
+  if (decision.decision !== "allow" || refusal !== null) return { decision, refusal, policyVersion };
+  await client.query(
+    `UPDATE spend_reservations SET status = 'reserved', created_at = $2, budget_window_start = $3, expires_at = $4, policy_version = $5
+     WHERE id = $1 AND status = 'released'`,
+    [reservationId, now, decision.budget.windowStart, options.resumeBy, policyVersion],
+  );
+  return { decision, refusal: null, policyVersion };
+}
+
+/** A held reservation's protocol, invoking transaction and the agent's wallet (the re-check's inputs); null when not held. */
+export async function heldReservation(
+  db: Db,
+  reservationId: string,
+): Promise<{ readonly protocol: Protocol; readonly parentTxHash: string | null; readonly walletAddress: string } | null> {
+  const { rows } = await db.query<{ protocol: Protocol; parent_tx_hash: string | null; wallet_address: string }>(
+    `SELECT r.protocol, r.parent_tx_hash, a.wallet_address FROM spend_reservations r JOIN agents a ON a.agent_id = r.agent_id
+     WHERE r.id = $1 AND r.status = 'pending_approval'`,
+    [reservationId],
+  );
+  const row = rows[0];
+  return row === undefined ? null : { protocol: row.protocol, parentTxHash: row.parent_tx_hash, walletAddress: row.wallet_address };
+}
+
+/** A held payment denied or expired: its amount and its call stop counting. False when it was not held. */
+export async function releaseHeldReservation(db: Db, reservationId: string): Promise<boolean> {
+  const result = await db.query("UPDATE spend_reservations SET status = 'released' WHERE id = $1 AND status = 'pending_approval'", [
+    reservationId,
+  ]);
+  return result.rowCount === 1;
+}
+
+/**
+ * The caller resumes an approved payment: its reservation, locked until the caller's transaction
+ * ends (so the approvals loop cannot release it while it is being signed and linked), when it is
+ * still `reserved`, unsigned (no `payment_ref`) and within its resume deadline; else null.
+ */
+export async function takeApprovedReservation(
+  client: pg.ClientBase,
+  reservationId: string,
+  now: Date,
+): Promise<{ readonly createdAt: Date; readonly budgetWindowStart: Date } | null> {
+  const { rows } = await client.query<{ created_at: Date; budget_window_start: Date }>(
+    `SELECT created_at, budget_window_start FROM spend_reservations
+     WHERE id = $1 AND status = 'reserved' AND payment_ref IS NULL AND claimed_at IS NULL AND (expires_at IS NULL OR expires_at > $2)
+     FOR UPDATE`,
+    [reservationId, now],
+  );
+  return rows[0] === undefined ? null : { createdAt: rows[0].created_at, budgetWindowStart: rows[0].budget_window_start };
+}
+
+/**
+ * Approved payments the caller never resumed: released once their resume deadline passed, at most
+ * `limit` per call (the reservations that approvals hold, `reservation_id`). Each is released once
+ * (the status condition); a resume that took the reservation first keeps it (its link is set).
+ */
+export async function releaseUnresumedReservations(db: Db, now: Date, limit: number): Promise<number> {
+  const result = await db.query(
+    `UPDATE spend_reservations r SET status = 'released'
+     WHERE r.id IN (
+       SELECT r2.id FROM spend_reservations r2 JOIN approvals a ON a.reservation_id = r2.id
+       WHERE a.status = 'approved' AND r2.status = 'reserved' AND r2.payment_ref IS NULL AND r2.claimed_at IS NULL
+         AND r2.expires_at <= $1
+       ORDER BY r2.expires_at LIMIT $2 FOR UPDATE OF r2 SKIP LOCKED)
+       AND r.status = 'reserved' AND r.payment_ref IS NULL`,
+    [now, limit],
+  );
+  return result.rowCount ?? 0;
 }
 
 /**
@@ -220,7 +420,7 @@ export interface LinkedReservation {
   readonly id: string;
   readonly agentId: string;
   readonly amountUnits: bigint;
-  readonly status: "reserved" | "settled" | "released";
+  readonly status: "reserved" | "settled" | "released" | "pending_approval";
   readonly txHash: string | null;
   readonly paymentRef: string;
   readonly expiresAt: Date | null;
@@ -313,7 +513,7 @@ export async function unitsUnderParent(
   parentTxHash: string,
 ): Promise<{ readonly reservedUnits: bigint; readonly settledUnits: bigint }> {
   const { rows } = await db.query<{ reserved: string; settled: string }>(
-    `SELECT coalesce(sum(amount_units) FILTER (WHERE status = 'reserved'), 0)::text AS reserved,
+    `SELECT coalesce(sum(amount_units) FILTER (WHERE status IN ('reserved', 'pending_approval')), 0)::text AS reserved,
             coalesce(sum(amount_units) FILTER (WHERE status = 'settled'), 0)::text AS settled
      FROM spend_reservations WHERE agent_id = $1 AND parent_tx_hash = $2 AND status <> 'released'`,
     [agentId, parentTxHash],

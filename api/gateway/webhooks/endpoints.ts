@@ -5,7 +5,7 @@
  */
 import type { Db } from "../../../indexer/db/database.js";
 import { ServiceError } from "../../shared/errors.js";
-import { isEventType, SUBSCRIBABLE_EVENT_TYPES, type EventType } from "./payloads.js";
+import { DEFAULT_EVENT_TYPES, isEventType, SUBSCRIBABLE_EVENT_TYPES, type EventType } from "./payloads.js";
 import { generateSigningSecret, type SecretBox } from "../../shared/secret-box.js";
 import { InvalidTargetError, parseWebhookUrl, refuseInternalWebhookUrl, type WebhookTargetPolicy } from "./targets.js";
 
@@ -114,7 +114,7 @@ export async function rotateWebhookSecret(db: Db, box: SecretBox, accountId: str
 }
 
 function parseEventTypes(types: readonly string[] | undefined): EventType[] {
-  if (types === undefined) return [...SUBSCRIBABLE_EVENT_TYPES];
+  if (types === undefined) return [...DEFAULT_EVENT_TYPES];
   if (!Array.isArray(types) || types.length === 0) throw new InvalidTargetError("eventTypes must list at least one event type");
   const unique = [...new Set(types)];
   for (const type of unique) {

@@ -15,11 +15,19 @@ import { parseJson } from "../../shared/http/json.js";
 import { JsonNumber } from "../../shared/json-number.js";
 import { formatUsdcShort, type UsdcJson, usdcJson } from "../../shared/money.js";
 
-export const EVENT_TYPES = ["budget.warning", "policy.violation", "spend_rate.exceeded"] as const;
+export const EVENT_TYPES = ["budget.warning", "policy.violation", "spend_rate.exceeded", "approval.requested", "approval.decided"] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 
-/** Types a webhook endpoint can subscribe to: the spec's two gateway events. */
-export const SUBSCRIBABLE_EVENT_TYPES: readonly EventType[] = ["budget.warning", "policy.violation"];
+/** Types a webhook endpoint can subscribe to: the spec's two gateway events and the approvals' (docs/events.md). */
+export const SUBSCRIBABLE_EVENT_TYPES: readonly EventType[] = [
+  "budget.warning",
+  "policy.violation",
+  "approval.requested",
+  "approval.decided",
+];
+
+/** What an endpoint registered without `eventTypes` receives: the spec's two gateway events. */
+export const DEFAULT_EVENT_TYPES: readonly EventType[] = ["budget.warning", "policy.violation"];
 
 export function isEventType(value: unknown): value is EventType {
   return typeof value === "string" && (EVENT_TYPES as readonly string[]).includes(value);
@@ -70,7 +78,42 @@ export interface SpendRatePayload {
   readonly timestamp: string;
 }
 
-export type EventPayload = PolicyViolationPayload | BudgetWarningPayload | SpendRatePayload;
+/** A payment held by the policy's `approval` (docs/events.md): the signed one-time link decides it. */
+export interface ApprovalRequestedPayload {
+  readonly event: "approval.requested";
+  readonly approvalId: string;
+  readonly agentId: string;
+  readonly amount: UsdcJson;
+  readonly endpoint: string;
+  readonly domain: string;
+  readonly rule: string;
+  readonly detail: string;
+  readonly expiresAt: string;
+  readonly decideUrl: string;
+  readonly timestamp: string;
+}
+
+/** An approval decided, once: by a person's key, the link, or the timeout. */
+export interface ApprovalDecidedPayload {
+  readonly event: "approval.decided";
+  readonly approvalId: string;
+  readonly agentId: string;
+  readonly status: "approved" | "denied" | "expired";
+  readonly decidedBy: string;
+  readonly note: string | null;
+  readonly amount: UsdcJson;
+  readonly endpoint: string;
+  readonly outcome: "authorized" | "refused" | null;
+  readonly detail: string;
+  readonly timestamp: string;
+}
+
+export type EventPayload =
+  | PolicyViolationPayload
+  | BudgetWarningPayload
+  | SpendRatePayload
+  | ApprovalRequestedPayload
+  | ApprovalDecidedPayload;
 export type PayloadOf<T extends EventType> = Extract<EventPayload, { event: T }>;
 
 export function policyViolationPayload(input: {
@@ -143,6 +186,61 @@ export function spendRatePayload(input: {
   };
 }
 
+export function approvalRequestedPayload(input: {
+  approvalId: string;
+  agentId: string;
+  amountUnits: bigint;
+  endpoint: string;
+  domain: string;
+  rule: string;
+  reason: string;
+  expiresAt: Date;
+  decideUrl: string;
+  at: Date;
+}): ApprovalRequestedPayload {
+  return {
+    event: "approval.requested",
+    approvalId: input.approvalId,
+    agentId: publicAgentId(input.agentId),
+    amount: usdcJson(input.amountUnits),
+    endpoint: input.endpoint,
+    domain: input.domain,
+    rule: input.rule,
+    detail: input.reason,
+    expiresAt: input.expiresAt.toISOString(),
+    decideUrl: input.decideUrl,
+    timestamp: input.at.toISOString(),
+  };
+}
+
+export function approvalDecidedPayload(input: {
+  approvalId: string;
+  agentId: string;
+  status: "approved" | "denied" | "expired";
+  decidedBy: string;
+  note: string | null;
+  amountUnits: bigint;
+  endpoint: string;
+  outcome: "authorized" | "refused" | null;
+  at: Date;
+}): ApprovalDecidedPayload {
+  const by = input.decidedBy === "timeout" ? "the timeout" : input.decidedBy === "link" ? "the signed link" : `key ${input.decidedBy}`;
+  const verb = input.status === "expired" ? "expired: not decided in time" : `${input.status} by ${by}`;
+  return {
+    event: "approval.decided",
+    approvalId: input.approvalId,
+    agentId: publicAgentId(input.agentId),
+    status: input.status,
+    decidedBy: input.decidedBy,
+    note: input.note,
+    amount: usdcJson(input.amountUnits),
+    endpoint: input.endpoint,
+    outcome: input.outcome,
+    detail: input.outcome === "refused" ? `${verb}; the re-run policy refused the payment` : verb,
+    timestamp: input.at.toISOString(),
+  };
+}
+
 /** A stored payload (the outbox's exact text) back as a payload, numbers still exact tokens. */
 export function readStoredPayload(text: string): EventPayload {
   return parseJson(text) as unknown as EventPayload;
@@ -166,5 +264,9 @@ export function summarize(payload: EventPayload): string {
       return `budget.warning: agent ${payload.agentId} reached ${payload.thresholdPercent} % of its daily budget`;
     case "spend_rate.exceeded":
       return `spend_rate.exceeded: agent ${payload.agentId} spent ${payload.spent.usdc} usdc within ${payload.window}`;
+    case "approval.requested":
+      return `approval.requested: agent ${payload.agentId} asks to pay ${payload.amount.usdc} usdc to ${payload.domain}: ${payload.decideUrl}`;
+    case "approval.decided":
+      return `approval.decided: agent ${payload.agentId}'s payment of ${payload.amount.usdc} usdc ${payload.status}`;
   }
 }

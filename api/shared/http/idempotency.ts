@@ -6,6 +6,8 @@
  * - `runDatabaseEffect` (the effect is Postgres writes): the key is claimed (`INSERT ... ON
  *   CONFLICT DO NOTHING`) and completed in the effect's own transaction, so both commit or neither;
  *   a concurrent duplicate waits on the unique index, then replays the answer or claims the key.
+ *   A `provisional` answer (a held payment's 202) unclaims the key instead: a repeat runs the
+ *   effect again, which finds by the key what the first run started (its approval) and resumes it.
  * - `runExternalEffect` (the effect leaves Postgres): a session advisory lock on a dedicated
  *   connection holds the key (a concurrent duplicate gets IDEMPOTENCY_IN_PROGRESS, 409; a crash
  *   frees it) and the row is written `in_progress` first. The effect gets a stable `reference` for
@@ -90,7 +92,8 @@ export async function runDatabaseEffect(
       if (request !== null && !(await claimKey(client, store, request)))
         return answerExisting(store, request, await readKey(client, request));
       const response = await effect(client);
-      if (request !== null) await complete(client, store, request, response);
+      if (request !== null && response.provisional === true) await unclaim(client, request);
+      else if (request !== null) await complete(client, store, request, response);
       return response;
     },
     { isolation: "read committed" },
@@ -214,6 +217,14 @@ async function claimKey(client: pg.ClientBase, store: IdempotencyStore, request:
     [request.accountId, request.key, request.fingerprint, request.method, request.path, now, expiry(now)],
   );
   return (claimed.rowCount ?? 0) > 0;
+}
+
+/** The key's row claimed in this transaction, dropped: the answer was not final. */
+async function unclaim(client: pg.ClientBase, request: IdempotencyRequest): Promise<void> {
+  await client.query("DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'in_progress'", [
+    request.accountId,
+    request.key,
+  ]);
 }
 
 async function deleteExpired(client: pg.ClientBase, request: IdempotencyRequest, now: Date): Promise<void> {

@@ -17,4 +17,9 @@ export interface RouteResponse {
    */
   readonly replayBody?: string;
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * Not the request's final answer (a held payment's 202): not stored under the Idempotency-Key,
+   * which is left unclaimed so a repeat runs the effect again (and resumes what it started).
+   */
+  readonly provisional?: boolean;
 }

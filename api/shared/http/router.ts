@@ -9,7 +9,7 @@
  */
 import type pg from "pg";
 import type { Logger } from "pino";
-import { authenticate, type Caller } from "../auth.js";
+import { authenticate, authenticateWithSession, type Caller } from "../auth.js";
 import type { SecretBox } from "../secret-box.js";
 import {
   type IdempotencyRequest,
@@ -22,6 +22,7 @@ import { canonicalJson, type JsonValue, MAX_BODY_BYTES, parseJson, writeJson } f
 import { ServiceError, toServiceError } from "../errors.js";
 import { httpError, PROBLEM_CONTENT_TYPE, problemResponse } from "./problem.js";
 import { refuseUnstorableJson, refuseUnstorableText } from "../text.js";
+import type { ApiKeyCache } from "../key-cache.js";
 import { ADMIN_SCOPE, boundAgent, forbiddenScope, kindAllows, type Requirement } from "../scopes.js";
 
 /** What every REST route needs: the database, a log, the clock and the box that seals stored secrets. */
@@ -38,6 +39,8 @@ export interface RouteDeps {
   readonly now?: (() => Date) | undefined;
   /** Encrypts sealed idempotent responses (and, in the gateway, signing secrets). */
   readonly secretBox?: SecretBox | undefined;
+  /** Live keys held in memory (api/shared/key-cache.ts); every request reads its key without it. */
+  readonly keys?: ApiKeyCache | undefined;
 }
 
 export type Method = "GET" | "POST" | "PUT" | "DELETE";
@@ -69,6 +72,12 @@ export interface Route<D extends RouteDeps = RouteDeps> {
   readonly agentOf?: (context: RouteContext<D>) => Promise<string | null>;
   /** For `read` list routes: the handler itself narrows the list to an agent key's agent (`boundAgent`). */
   readonly filtersByAgent?: true;
+  /**
+   * The dashboard's session cookie counts too (under the CSRF rule of api/shared/session-cookie.ts)
+   * when no Authorization header is sent: a person deciding in the dashboard. Every other route
+   * takes API keys only.
+   */
+  readonly session?: true;
   readonly handler: (context: RouteContext<D>) => Promise<RouteResponse>;
 }
 
@@ -182,7 +191,10 @@ export class Router<D extends RouteDeps> {
         throw httpError("BAD_USER_INPUT", `${name}: not a valid path segment`, { field: name });
       }
     }
-    const caller = await authenticate(deps.primary ?? deps.pool, request.headers.get("authorization"));
+    const caller =
+      route.session === true
+        ? await authenticateWithSession(deps.primary ?? deps.pool, request.headers, deps.keys)
+        : await authenticate(deps.primary ?? deps.pool, request.headers.get("authorization"), deps.keys);
     // One check of every text input for every route (api/shared/text.ts): path, query, body.
     for (const [name, value] of Object.entries(params)) refuseUnstorableText(name, value);
     for (const [key, value] of url.searchParams) {

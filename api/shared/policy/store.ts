@@ -16,6 +16,7 @@ import type pg from "pg";
 import { type Db, withTransaction } from "../../../indexer/db/database.js";
 import { type EndpointUsage, endpointParts, endpointRuleMatches } from "./endpoint-budgets.js";
 import { evaluatePolicy, type PaymentRequest, type PolicyDecision, type PolicyUsage } from "./engine.js";
+import { approvalFromColumns, approvalToColumns } from "./approval.js";
 import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type ProtocolPreference } from "./policy.js";
 import { endpointBudgetsFromDocument, type PolicyDocument, type PolicyVersion, policyDocument } from "./versions.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, RATE_WINDOW_MS, RATE_WINDOWS, type RateWindow, rateWindowStart } from "./windows.js";
@@ -56,6 +57,11 @@ interface PolicyRow {
   rate_limit_calls: number | null;
   rate_limit_window: RateWindow | null;
   protocol_preference: ProtocolPreference;
+  approval_above_units: string | null;
+  approval_domains: readonly string[];
+  approval_first_payment_to_domain: boolean;
+  approval_timeout_ms: string | null;
+  approval_on_timeout: "deny" | null;
   endpoint_budgets: PolicyDocument["endpointBudgets"];
   version: number;
   updated_at: Date;
@@ -87,13 +93,18 @@ export async function putPolicy(
       const version = await writeVersion(client, agentId, next, now, actor);
       const { rows } = await client.query<PolicyRow>(
         `INSERT INTO policies (agent_id, daily_budget_units, per_call_limit_units, allowed_domains, blocked_domains,
-                             rate_limit_calls, rate_limit_window, protocol_preference, updated_at, endpoint_budgets, version)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                             rate_limit_calls, rate_limit_window, protocol_preference, updated_at,
+                             approval_above_units, approval_domains, approval_first_payment_to_domain, approval_timeout_ms,
+                             approval_on_timeout, endpoint_budgets, version)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
        ON CONFLICT (agent_id) DO UPDATE SET
          daily_budget_units = EXCLUDED.daily_budget_units, per_call_limit_units = EXCLUDED.per_call_limit_units,
          allowed_domains = EXCLUDED.allowed_domains, blocked_domains = EXCLUDED.blocked_domains,
          rate_limit_calls = EXCLUDED.rate_limit_calls, rate_limit_window = EXCLUDED.rate_limit_window,
          protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at,
+         approval_above_units = EXCLUDED.approval_above_units, approval_domains = EXCLUDED.approval_domains,
+         approval_first_payment_to_domain = EXCLUDED.approval_first_payment_to_domain,
+         approval_timeout_ms = EXCLUDED.approval_timeout_ms, approval_on_timeout = EXCLUDED.approval_on_timeout,
          endpoint_budgets = EXCLUDED.endpoint_budgets, version = EXCLUDED.version
        RETURNING *`,
         [
@@ -106,6 +117,7 @@ export async function putPolicy(
           next.rateLimit?.window ?? null,
           next.protocolPreference,
           now,
+          ...approvalColumns(next.approval),
           JSON.stringify(policyDocument(next).endpointBudgets),
           version,
         ],
@@ -330,7 +342,14 @@ export function assertAgentId(agentId: string): void {
   }
 }
 
+/** The approval columns in the INSERT's order. */
+function approvalColumns(approval: Policy["approval"]): readonly unknown[] {
+  const c = approvalToColumns(approval);
+  return [c.approval_above_units, c.approval_domains, c.approval_first_payment_to_domain, c.approval_timeout_ms, c.approval_on_timeout];
+}
+
 function fromRow(row: PolicyRow): StoredPolicy {
+  const approval = approvalFromColumns(row);
   return {
     agentId: row.agent_id,
     dailyBudgetUnits: row.daily_budget_units === null ? null : BigInt(row.daily_budget_units),
@@ -342,6 +361,7 @@ function fromRow(row: PolicyRow): StoredPolicy {
         ? null
         : { calls: row.rate_limit_calls, window: row.rate_limit_window },
     protocolPreference: row.protocol_preference,
+    ...(approval === null ? {} : { approval }),
     ...(row.endpoint_budgets.length === 0 ? {} : { endpointBudgets: endpointBudgetsFromDocument(row.endpoint_budgets) }),
     updatedAt: row.updated_at,
     version: row.version,

@@ -164,11 +164,20 @@ export interface PolicyRow {
   readonly windowResetsAt: string | null;
   readonly rateUsage: { calls: number; limit: number | null; window: string | null };
   readonly updatedAt: string | null;
+  /** The payments held for a person (docs/policy.md "Approvals"); null when none. */
+  readonly approval: {
+    readonly above: string | null;
+    readonly domains: string[];
+    readonly firstPaymentToDomain: boolean;
+    readonly timeout: string;
+    readonly onTimeout: string;
+  } | null;
 }
 
 export const POLICY_FIELDS = `
   agentId dailyBudget dailyBudgetUnits perCallLimit allowedDomains blockedDomains rateLimit { calls window }
-  protocolPreference usedToday usedTodayUnits budgetState windowResetsAt rateUsage { calls limit window } updatedAt`;
+  protocolPreference usedToday usedTodayUnits budgetState windowResetsAt rateUsage { calls limit window } updatedAt
+  approval { above domains firstPaymentToDomain timeout onTimeout }`;
 
 export interface PoliciesData {
   readonly policies: PolicyRow[];
@@ -525,4 +534,46 @@ export interface ActivityData {
 export const ACTIVITY = `
   query Activity($agentId: ID) {
     metrics(agentId: $agentId, window: "30d", resolution: "1h", metrics: ["tx_count"]) { from to metrics { tx_count { timestamp count } } }
+  }`;
+
+export type ApprovalStatusName = "pending" | "approved" | "denied" | "expired";
+
+export interface ApprovalRow {
+  readonly id: string;
+  readonly agentId: string;
+  readonly amount: string;
+  readonly amountUnits: string;
+  readonly endpoint: string;
+  readonly domain: string;
+  readonly rule: string;
+  readonly reason: string;
+  readonly status: ApprovalStatusName;
+  readonly requestedAt: string;
+  readonly expiresAt: string;
+  readonly decidedAt: string | null;
+  readonly decidedBy: string | null;
+  readonly note: string | null;
+  readonly outcome: string | null;
+}
+
+export interface ApprovalsData {
+  readonly approvals: { readonly nodes: ApprovalRow[]; readonly pageInfo: { hasNextPage: boolean; endCursor: string | null } };
+}
+
+export interface ApprovalsVariables extends Record<string, unknown> {
+  status?: ApprovalStatusName | null;
+  first?: number;
+  after?: string | null;
+}
+
+/** Held payments of the account, newest first (admin and approver sessions). */
+export const APPROVALS = `
+  query Approvals($status: ApprovalStatus, $first: Int, $after: String) {
+    approvals(status: $status, first: $first, after: $after) {
+      nodes {
+        id agentId amount amountUnits endpoint domain rule reason status
+        requestedAt expiresAt decidedAt decidedBy note outcome
+      }
+      pageInfo { hasNextPage endCursor }
+    }
   }`;

@@ -8,6 +8,7 @@
 import { type ReactNode, useState } from "react";
 import { useQuery } from "urql";
 import { CursorPager, useCursorPages } from "../components/cursor-pager";
+import { Link } from "../components/link";
 import { AgentFilter, SelectFilter, TextFilter } from "../components/filters";
 import { Pager } from "../components/pager";
 import { TableState } from "../components/states";
@@ -28,7 +29,7 @@ import {
   type TransactionsData,
 } from "../graphql/queries";
 import { formatAmount } from "../money";
-import { setParams } from "../router";
+import { href, setParams } from "../router";
 
 /** Spec 7 reason codes, in words. */
 export const REASONS: Record<string, string> = {
@@ -301,6 +302,25 @@ function AgentPolicy({ agentId }: { agentId: string }): ReactNode {
           </dd>
           <dt>Protocol</dt>
           <dd>{policy.protocolPreference}</dd>
+          <dt>Approval</dt>
+          <dd data-testid="policy-approval">
+            {policy.approval === null ? (
+              "none: every payment inside the limits is paid"
+            ) : (
+              <>
+                held for a person
+                {policy.approval.above === null ? null : (
+                  <>
+                    {" "}
+                    above <Amount value={policy.approval.above} unit />
+                  </>
+                )}
+                {policy.approval.domains.length > 0 ? `; to ${policy.approval.domains.join(", ")}` : ""}
+                {policy.approval.firstPaymentToDomain ? "; first payment to a domain" : ""}; waits {policy.approval.timeout}, then{" "}
+                {policy.approval.onTimeout} (<Link to={href("approvals")}>approvals</Link>)
+              </>
+            )}
+          </dd>
         </dl>
       )}
     </TableState>

@@ -70,12 +70,18 @@ def _shared(
     retry_base_delay: float,
     retry_max_delay: float,
     explorer_rpc_url: str | None,
+    approval_timeout: float | None,
 ) -> PayShared:
     if protocol_preference not in PROTOCOL_PREFERENCES:
         raise TypeError("protocol_preference must be auto, x402 or mpp")
     retry = RetryOptions(max_retries=max_retries, base_delay=retry_base_delay, max_delay=retry_max_delay)
     transport = Transport(base_url=base_url, api_key=api_key, timeout=timeout, retry=retry)
-    return PayShared(transport, protocol_preference=protocol_preference, explorer_rpc_url=explorer_rpc_url)
+    return PayShared(
+        transport,
+        protocol_preference=protocol_preference,
+        explorer_rpc_url=explorer_rpc_url,
+        approval_timeout=approval_timeout,
+    )
 
 
 class _Operations:
@@ -120,6 +126,7 @@ class Client:
         retry_base_delay: float = 0.5,
         retry_max_delay: float = 20.0,
         explorer_rpc_url: str | None = None,
+        approval_timeout: float | None = None,
     ) -> None:
         """``timeout`` is seconds per request attempt; ``max_retries`` retries of a transient failure
         before ``PaymentError``; ``protocol_preference`` (spec 4.6, default ``auto``: x402 first,
@@ -128,7 +135,9 @@ class Client:
         left open on ``close()``. ``max_in_flight``: HTTP requests this client (and its
         ``with_parent`` copies) sends at once; more wait their turn. ``explorer_rpc_url``: the RPC
         URL for explorer links of a custom network (a local ledger) when the gateway has not
-        indexed a transaction yet."""
+        indexed a transaction yet. ``approval_timeout``: seconds ``pay`` waits for a person to decide
+        a payment the agent's policy held (docs/policy.md "Approvals"), long-polling the gateway;
+        still undecided then, ``ApprovalRequiredError`` (default ``timeout``; 0 does not wait)."""
         self._setup(
             _check_agent_id(agent_id),
             None,
@@ -141,6 +150,7 @@ class Client:
                 retry_base_delay=retry_base_delay,
                 retry_max_delay=retry_max_delay,
                 explorer_rpc_url=explorer_rpc_url,
+                approval_timeout=approval_timeout,
             ),
             http_client,
             SyncInFlight(_check_in_flight(max_in_flight)),
@@ -183,6 +193,7 @@ class Client:
         headers: Mapping[str, str] | None = None,
         body: Any = None,
         idempotency_key: str | None = None,
+        approval_timeout: float | None = None,
     ) -> PaymentResult:
         """Spec 4.7 ``pay``: requests ``endpoint``; on a 402 pays it (x402 or MPP) within the
         agent's spend policy and returns the paid answer as ``PaidResult`` (spec 2.3), or the
@@ -190,9 +201,12 @@ class Client:
         (a ``str`` or ``bytes`` as it is). ``idempotency_key`` makes the payment authorization
         idempotent across calls: a repeated ``pay`` with the same key never pays twice. Before the
         first request leaves, the arguments are checked (``InvalidInputError``) and the agent's
-        domain rules applied: a refused host gets nothing (``DomainNotAllowedError``)."""
+        domain rules applied: a refused host gets nothing (``DomainNotAllowedError``). A payment the
+        policy held for a person is waited for up to ``approval_timeout`` seconds (default the
+        client's); still undecided, ``ApprovalRequiredError`` (``approval_id``, ``expires_at``,
+        ``idempotency_key``): ``pay`` again with that key resumes it."""
         context = pay_request(endpoint, method, headers, body)
-        return self._run(self._operations.pay.pay(context, idempotency_key, PayExtras()))
+        return self._run(self._operations.pay.pay(context, idempotency_key, PayExtras(), approval_timeout))
 
     def with_parent(self, parent_tx_hash: str) -> Client:
         """A client for work done inside an invocation (``agents.invoke`` on the other side): its
@@ -250,6 +264,7 @@ class AsyncClient:
         retry_base_delay: float = 0.5,
         retry_max_delay: float = 20.0,
         explorer_rpc_url: str | None = None,
+        approval_timeout: float | None = None,
     ) -> None:
         """The options of ``Client``; ``http_client`` is an ``httpx.AsyncClient``."""
         self._setup(
@@ -264,6 +279,7 @@ class AsyncClient:
                 retry_base_delay=retry_base_delay,
                 retry_max_delay=retry_max_delay,
                 explorer_rpc_url=explorer_rpc_url,
+                approval_timeout=approval_timeout,
             ),
             http_client,
             AsyncInFlight(_check_in_flight(max_in_flight)),
@@ -306,10 +322,11 @@ class AsyncClient:
         headers: Mapping[str, str] | None = None,
         body: Any = None,
         idempotency_key: str | None = None,
+        approval_timeout: float | None = None,
     ) -> PaymentResult:
         """Spec 4.7 ``pay`` (see ``Client.pay``)."""
         context = pay_request(endpoint, method, headers, body)
-        return await self._run(self._operations.pay.pay(context, idempotency_key, PayExtras()))
+        return await self._run(self._operations.pay.pay(context, idempotency_key, PayExtras(), approval_timeout))
 
     def with_parent(self, parent_tx_hash: str) -> AsyncClient:
         """A client whose payments carry ``parentTxHash`` (see ``Client.with_parent``)."""

@@ -235,6 +235,8 @@ class ApprovalRequiredError(ServiceError):
     approval_id: str
     #: ISO 8601: when the gateway's clock expires the approval if nobody decides.
     expires_at: str
+    #: The Idempotency-Key ``pay`` sent (the caller's or the one it generated): ``pay`` again with it to resume.
+    idempotency_key: str | None
 
     def __init__(
         self,
@@ -250,6 +252,7 @@ class ApprovalRequiredError(ServiceError):
         super().__init__(message, code=code, status=status, detail=detail, request_id=request_id)
         self.approval_id = approval_id
         self.expires_at = expires_at
+        self.idempotency_key = None
 
 
 def approval_required_from(

@@ -345,6 +345,10 @@ _APPROVAL_FIELDS = (
 
 def approval_from_wire(value: object) -> Approval:
     body = _object(value, "approval")
+    # The gateway's GET and decisions wrap it: ``{"approval": {...}, "outcome"?: ...}``.
+    inner = body.get("approval")
+    if isinstance(inner, dict) and "id" not in body:
+        body = {**inner, **{key: body[key] for key in ("outcome", "refusal") if key in body}}
     status = body.get("status")
     if status not in APPROVAL_STATUSES:
         raise AnswerShapeError(f"approval status: unexpected {status!r}")

@@ -9,7 +9,11 @@ transaction (step 6), or releases it when the paid request fails. In order:
 1. ``_call_api``: the original request (or, with a known MPP session, the request with its token).
 2. ``read_payment_offer``: the 402's x402 and MPP requirements, in the spec's formats and the real
    protocols' (x402 v2 ``PAYMENT-REQUIRED``, x402 v1 body, MPP ``WWW-Authenticate: Payment``).
-3-5. ``_authorize``: the gateway's policy check, reservation and signature (authorization.py);
+3-5. ``_authorize``: the gateway's policy check, reservation and signature (authorization.py); a
+   payment the policy held for a person (202, docs/rest.md "Approvals") is waited for by long-poll
+   up to ``approval_timeout``, then authorized again under the same Idempotency-Key, which resumes
+   it: signed once approved, ``APPROVAL_DENIED`` / ``APPROVAL_EXPIRED`` otherwise; still
+   undecided, ``ApprovalRequiredError`` (``pay`` again with the same key resumes it);
    ``_pay_x402`` repeats the request with the payment headers, ``_pay_mpp`` confirms the MPP
    payment and opens a session, kept in ``MppSessions`` for the origin (step 4's reuse);
    ``_pay_transfer`` repeats the request with the signed transfer of a real x402 / MPP payment and
@@ -20,7 +24,9 @@ transaction (step 6), or releases it when the paid request fails. In order:
 
 from __future__ import annotations
 
+import math
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +43,15 @@ from .authorization import (
 )
 from .domain_rules import DomainRuleCache
 from .effects import Flow, NetworkFailure
-from .errors import InsufficientFundsError, PaymentError, PaymentProtocolError, ServiceError, error_from_problem
+from .errors import (
+    ApprovalRequiredError,
+    InsufficientFundsError,
+    PaymentError,
+    PaymentProtocolError,
+    ServiceError,
+    approval_required_from,
+    error_from_problem,
+)
 from .explorer_links import explorer_url
 from .models import PaidResult, PaymentResult, ProtocolPreference, UnpaidResult
 from .money import Usdc, decimal_text_to_units, usdc_from_wire
@@ -51,6 +65,7 @@ from .receipts import (
     read_payment_receipt,
     read_x402_receipt,
 )
+from .resources.approvals import ApprovalFlows
 from .sessions import MppSession, MppSessions
 from .text_input import InvalidInputError, check_text
 from .transport import Transport, segment
@@ -75,8 +90,11 @@ class PayShared:
         *,
         protocol_preference: ProtocolPreference | None,
         explorer_rpc_url: str | None,
+        approval_timeout: float | None = None,
     ) -> None:
         self.transport = transport
+        #: How long ``pay`` waits for a held payment's decision (seconds); None: the transport's timeout.
+        self.approval_timeout = None if approval_timeout is None else check_approval_timeout(approval_timeout)
         self.sessions = MppSessions()
         #: The agents' domain rules, checked before the first request to an endpoint leaves.
         self.domain_rules = DomainRuleCache(transport)
@@ -85,6 +103,13 @@ class PayShared:
         self.network_name: str | _Unknown | None = _UNKNOWN
         #: The gateway's explorer link around a transaction hash, learned from its first ``complete`` answer.
         self.explorer_template: tuple[str, str] | None = None
+
+
+def check_approval_timeout(value: object) -> float:
+    """A wait for a person in seconds: a finite number, 0 or more (``TypeError`` otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise TypeError(f"approval_timeout must be a number of seconds, 0 or more: {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +200,21 @@ class PayFlow:
             return self._agent_id
         return f"{self._agent_id}\x00{self._parent_tx_hash}"
 
-    def pay(self, context: _Context, idempotency_key: str | None, extras: PayExtras) -> Flow[PaymentResult]:
-        """Steps 1-7; ``extras`` only from ``agents.invoke``."""
+    def pay(
+        self,
+        context: _Context,
+        idempotency_key: str | None,
+        extras: PayExtras,
+        approval_timeout: float | None = None,
+    ) -> Flow[PaymentResult]:
+        """Steps 1-7; ``extras`` only from ``agents.invoke``. ``approval_timeout``: seconds to wait
+        for a held payment's decision (default the client's ``approval_timeout``, else its ``timeout``).
+        The Idempotency-Key is generated when absent: a held payment resumes only under its key."""
+        if idempotency_key is None:
+            idempotency_key = str(uuid.uuid4())
+        if approval_timeout is None:
+            approval_timeout = self._shared.approval_timeout
+        wait = self._shared.transport.timeout if approval_timeout is None else check_approval_timeout(approval_timeout)
         # Spec 2.1's domain rules before anything is sent: a refused host receives nothing.
         yield from self._shared.domain_rules.check(self._agent_id, context.host, context.endpoint)
         sessions = self._shared.sessions
@@ -212,7 +250,7 @@ class PayFlow:
         # of the same origin that does not take MPP at all: keep the session for its MPP endpoints.
         if reusable is not None and offer.mpp is not None:
             sessions.forget(scope, context.origin)
-        authorization = yield from self._authorize(context, offer, idempotency_key, extras)
+        authorization = yield from self._authorize(context, offer, idempotency_key, extras, wait)
         if isinstance(authorization, TransferAuthorization):
             return (yield from self._pay_transfer(context, authorization))
         if isinstance(authorization, X402Authorization):
@@ -237,7 +275,7 @@ class PayFlow:
             raise PaymentError(str(error), code="API_UNREACHABLE") from error
 
     def _authorize(
-        self, context: _Context, offer: PaymentOffer, idempotency_key: str | None, extras: PayExtras
+        self, context: _Context, offer: PaymentOffer, idempotency_key: str, extras: PayExtras, approval_timeout: float
     ) -> Flow[Authorization]:
         preference = extras.protocol_preference or self._shared.protocol_preference
         body: dict[str, object] = {"endpoint": context.endpoint}
@@ -257,10 +295,26 @@ class PayFlow:
             body["parentTxHash"] = self._parent_tx_hash
         if extras.invocation_budget is not None:
             body["invocationBudget"] = {"usdc": extras.invocation_budget.usdc}
-        answer = yield from self._shared.transport.request(
-            "POST", f"{self._agent_path}/payments/authorize", body=body, idempotency_key=idempotency_key
-        )
+        path = f"{self._agent_path}/payments/authorize"
+        answer = yield from self._shared.transport.request("POST", path, body=body, idempotency_key=idempotency_key)
+        held = _held(answer, idempotency_key)
+        if held is not None:
+            yield from self._await_decision(held, approval_timeout)
+            # Decided: the same key answers the signed payment, or the denial / expiry / re-check's refusal.
+            answer = yield from self._shared.transport.request("POST", path, body=body, idempotency_key=idempotency_key)
+            still = _held(answer, idempotency_key)
+            if still is not None:
+                raise still
         return parse_authorization(answer, context.endpoint)
+
+    def _await_decision(self, held: ApprovalRequiredError, timeout: float) -> Flow[None]:
+        """Long-polls the held payment's approval (one request per wait) until it is decided; still
+        pending after ``timeout`` seconds, the 202's ``ApprovalRequiredError``."""
+        if timeout <= 0:
+            raise held
+        approval = yield from ApprovalFlows(self._shared.transport).wait_for_decision(held.approval_id, timeout)
+        if approval.status == "pending":
+            raise held
 
     def _pay_x402(self, context: _Context, authorization: X402Authorization) -> Flow[PaidResult]:
         try:
@@ -546,6 +600,14 @@ class PayFlow:
             name = None
         self._shared.network_name = name
         return name
+
+
+def _held(answer: object, idempotency_key: str) -> ApprovalRequiredError | None:
+    """The 202 of a held payment as the error to raise, carrying the key that resumes it."""
+    held = approval_required_from(answer, 202)
+    if held is not None:
+        held.idempotency_key = idempotency_key
+    return held
 
 
 def _unpaid(answer: ApiAnswer) -> UnpaidResult:

@@ -4,13 +4,16 @@
  * `Client`; a payment-required answer becomes an offer for the gateway's `authorize` (endpoint
  * `<server URL>#<tool>`, so policies and records name the server and the tool); the transfer the
  * gateway signed goes back in `_meta`, and the receipt's transaction is handed to `complete`,
- * which records the payment. A paid call the server refused releases the reservation.
+ * which records the payment. A paid call the server refused releases the reservation. A payment
+ * the policy held for a person (202) is not waited for (an MCP host cannot block for minutes): it
+ * is `ApprovalRequiredError` with the approval's id, expiry and the Idempotency-Key to resume with.
  */
+import { randomUUID } from "node:crypto";
 import { Client as McpClient } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { parseAuthorization, type TransferAuthorization } from "../authorization.js";
-import { PaymentError, PaymentProtocolError, ServiceError } from "../errors.js";
+import { approvalRequiredFrom, PaymentError, PaymentProtocolError, ServiceError } from "../errors.js";
 import { usdcToUnits } from "../money.js";
 import type { MppChallengeParams, PaymentOffer } from "../payment-required.js";
 import { canonicalJson } from "../server/standard.js";
@@ -29,6 +32,8 @@ export interface PaidToolCall {
   readonly server: string;
   readonly tool: string;
   readonly arguments?: Record<string, unknown>;
+  /** The authorization's Idempotency-Key (generated when absent): the key of a held payment resumes it. */
+  readonly idempotencyKey?: string;
 }
 
 export interface PaidToolAnswer {
@@ -183,7 +188,7 @@ export class PaidToolCaller {
           ? new ServiceError(`${endpoint} answered ${failure.code}: ${failure.message}`, { detail: failure.data })
           : new PaymentError(`the call of ${endpoint} failed: ${messageOf(failure)}`, { cause: failure });
       }
-      const authorization = await this.#authorize(endpoint, offer);
+      const authorization = await this.#authorize(endpoint, offer, call.idempotencyKey ?? randomUUID());
       let paid: ToolResult;
       try {
         paid = (await client.callTool({ ...params, _meta: paymentMeta(authorization) })) as ToolResult;
@@ -211,12 +216,14 @@ export class PaidToolCaller {
     }
   }
 
-  async #authorize(endpoint: string, offer: PaymentOffer): Promise<TransferAuthorization> {
+  async #authorize(endpoint: string, offer: PaymentOffer, idempotencyKey: string): Promise<TransferAuthorization> {
     const answer = await this.#transport.request<Record<string, unknown>>(
       "POST",
       `/v1/agents/${encodeURIComponent(this.#agentId)}/payments/authorize`,
-      { body: { endpoint, ...offer } },
+      { body: { endpoint, ...offer }, idempotencyKey },
     );
+    const held = approvalRequiredFrom(answer, 202, undefined, idempotencyKey);
+    if (held !== null) throw held;
     const authorization = parseAuthorization(answer, endpoint);
     if (!("format" in authorization)) {
       throw new PaymentProtocolError(

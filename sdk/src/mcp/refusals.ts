@@ -2,13 +2,15 @@
  * Refusals as MCP tool errors: `isError: true`, the text a model reads (the spec 7 reason of a
  * policy refusal, `<reason_code>: requested <amount> <unit>, limit is <amount> <unit>`, else the
  * error's message), and structured content a host acts on (`errorClass`, `code`, and the fields
- * of the class: `reasonCode`, `domain`, `currentBalance`, `endpoint`).
+ * of the class: `reasonCode`, `domain`, `currentBalance`, `endpoint`; for a payment held for a
+ * person, `approvalId`, `expiresAt` and the `idempotencyKey` that resumes it).
  *
  * Only refusals and failures of the payment become tool errors; a bug in this server (anything
  * not a ServiceError or a bad argument) is still answered as a tool error, without its stack, so
  * a host never sees the process die for one call.
  */
 import {
+  ApprovalRequiredError,
   DomainNotAllowedError,
   type ErrorClassName,
   InsufficientFundsError,
@@ -67,6 +69,15 @@ export function refusal(error: unknown): ToolRefusal {
     details.reasonCode = error.reasonCode;
     if (error instanceof DomainNotAllowedError) details.domain = error.domain;
     return answer(error.reason, details);
+  }
+  if (error instanceof ApprovalRequiredError) {
+    details.approvalId = error.approvalId;
+    details.expiresAt = error.expiresAt;
+    if (error.idempotencyKey !== undefined) details.idempotencyKey = error.idempotencyKey;
+    return answer(
+      `${error.message}; call again with idempotencyKey ${error.idempotencyKey ?? "(the same key)"} once a person approved it`,
+      details,
+    );
   }
   if (error instanceof InsufficientFundsError) details.currentBalance = error.currentBalance;
   if (error instanceof PaymentProtocolError) details.endpoint = error.endpoint;

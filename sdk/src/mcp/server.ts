@@ -42,6 +42,11 @@ export interface PaymentsMcpOptions {
   readonly timeout?: number;
   readonly maxRetries?: number;
   readonly explorerRpcUrl?: string;
+  /**
+   * How long the `pay` tool waits for a person to decide a payment the policy held, in ms (default
+   * 0: it answers at once with a tool error carrying `approvalId`, `expiresAt`, `idempotencyKey`).
+   */
+  readonly approvalTimeoutMs?: number;
   /** Budget warnings as MCP log notifications after payments (default true; off where no stream carries them). */
   readonly budgetNotifications?: boolean;
   /** Told of a failure that is this server's bug, not a refusal (the host gets a generic tool error). */
@@ -62,6 +67,8 @@ export function createPaymentsMcpServer(options: PaymentsMcpOptions): Server {
     ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
     ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
     ...(options.explorerRpcUrl === undefined ? {} : { explorerRpcUrl: options.explorerRpcUrl }),
+    // An MCP host cannot block for minutes: a held payment is answered at once, resumed by its key.
+    approvalTimeoutMs: options.approvalTimeoutMs ?? 0,
   });
   const server = new Server(
     { name: SERVER_NAME, version: SERVER_VERSION },

@@ -130,7 +130,11 @@ const pay: ToolDefinition = {
       headers: HEADERS,
       body: BODY,
       maxPrice: { type: "string", description: "Highest price accepted, decimal USDC (e.g. 0.05).", pattern: DECIMAL_PATTERN },
-      idempotencyKey: { type: "string", description: "Makes a retried call pay once.", maxLength: 255 },
+      idempotencyKey: {
+        type: "string",
+        description: "Makes a retried call pay once; the key of a payment held for approval resumes it.",
+        maxLength: 255,
+      },
     },
     required: ["endpoint"],
     additionalProperties: false,
@@ -324,6 +328,11 @@ const callPaidTool: ToolDefinition = {
       tool: { type: "string", description: "The tool's name.", maxLength: 128, pattern: "^[A-Za-z0-9_.-]{1,128}$" },
       arguments: { type: "object", description: "The tool's arguments." },
       maxPrice: { type: "string", description: "Highest price accepted, decimal USDC.", pattern: DECIMAL_PATTERN },
+      idempotencyKey: {
+        type: "string",
+        description: "Makes a retried call pay once; the key of a payment held for approval resumes it.",
+        maxLength: 255,
+      },
     },
     required: ["server", "tool"],
     additionalProperties: false,
@@ -333,6 +342,7 @@ const callPaidTool: ToolDefinition = {
       server: args.server as string,
       tool: args.tool as string,
       arguments: (args.arguments as Record<string, unknown> | undefined) ?? {},
+      ...(args.idempotencyKey === undefined ? {} : { idempotencyKey: args.idempotencyKey as string }),
     };
     const maxPrice = args.maxPrice as string | undefined;
     const answer = await (maxPrice === undefined

@@ -3,6 +3,7 @@
  * anything is sent), who pays it, and that request sent again with whatever a protocol adds
  * (payment headers, a session token). Every protocol strategy works on one.
  */
+import { randomUUID } from "node:crypto";
 import { type ApiAnswer, ApiUnreachableError, type ApiRequest, callApi } from "../api-call.js";
 import { PaymentError } from "../errors.js";
 import type { Usdc } from "../money.js";
@@ -15,8 +16,18 @@ export interface PayOptions {
   headers?: Record<string, string>;
   /** Sent as JSON (for POST/PUT/PATCH); a string is sent as it is. */
   body?: unknown;
-  /** Makes the payment authorization idempotent across calls (a retried `pay` reserves once). */
+  /**
+   * Makes the payment authorization idempotent across calls (a retried `pay` reserves once, and a
+   * `pay` again with the key of a held payment resumes it). Generated when absent; an
+   * `ApprovalRequiredError` carries the one used.
+   */
   idempotencyKey?: string;
+  /**
+   * How long to wait for a person's decision on a payment the policy held (docs/policy.md
+   * "Approvals"), in milliseconds; then `ApprovalRequiredError`. Default the client's
+   * `approvalTimeoutMs` (itself the client's `timeout`); 0 does not wait.
+   */
+  approvalTimeoutMs?: number;
   signal?: AbortSignal;
 }
 
@@ -33,7 +44,10 @@ export class PayCall {
   readonly endpoint: string;
   readonly origin: string;
   readonly signal: AbortSignal | undefined;
-  readonly idempotencyKey: string | undefined;
+  /** The caller's key, else one generated for this call: a held payment resumes only under its key. */
+  readonly idempotencyKey: string;
+  /** How long `pay` waits for a held payment's decision (ms). */
+  readonly approvalTimeoutMs: number;
   readonly extras: PayExtras;
   readonly agentId: string;
   readonly parentTxHash: string | undefined;
@@ -73,7 +87,10 @@ export class PayCall {
     this.endpoint = url.toString();
     this.origin = url.origin;
     this.signal = options.signal;
-    this.idempotencyKey = options.idempotencyKey;
+    this.idempotencyKey = options.idempotencyKey ?? randomUUID();
+    this.approvalTimeoutMs = checkApprovalTimeout(
+      options.approvalTimeoutMs ?? scope.shared.approvalTimeoutMs ?? scope.shared.transport.timeout,
+    );
     this.extras = extras;
     this.agentId = scope.agentId;
     this.parentTxHash = scope.parentTxHash;
@@ -107,4 +124,12 @@ export class PayCall {
       throw error;
     }
   }
+}
+
+/** A wait for a person in milliseconds: a whole number, 0 or more. */
+export function checkApprovalTimeout(value: unknown): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
+    throw new TypeError(`approvalTimeoutMs must be a whole number of milliseconds, 0 or more: ${String(value)}`);
+  }
+  return value;
 }

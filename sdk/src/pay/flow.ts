@@ -6,13 +6,18 @@
  *    voucher (`channel.ts`) or an MPP session token (`mpp.ts`, step 4's reuse);
  * 2. the 402's requirement (`readPaymentOffer`: the spec's formats and the real protocols');
  * 3. `#authorize`, the one call to the gateway's authorization: policy check, reservation, signature;
+ *    a payment the policy held for a person (202, docs/rest.md "Approvals") is waited for by
+ *    long-poll up to `approvalTimeoutMs`, then the authorization is repeated under the same
+ *    Idempotency-Key, which resumes it: signed once approved, APPROVAL_DENIED / APPROVAL_EXPIRED
+ *    otherwise; still undecided, `ApprovalRequiredError` (`pay` again with the key resumes);
  * 4-5. the payment by the protocol the gateway chose (`mpp.ts`, `x402.ts`, `transfer.ts`);
  * 6. the reservation completed with the transaction, or released on failure (`reservation.ts`);
  * 7. the paid API's answer as `PaidResult` (`result.ts`).
  */
 import { type Authorization, parseAuthorization } from "../authorization.js";
-import { PaymentProtocolError } from "../errors.js";
+import { type ApprovalRequiredError, approvalRequiredFrom, PaymentProtocolError } from "../errors.js";
 import { type PaymentOffer, readPaymentOffer } from "../payment-required.js";
+import { ApprovalOperations } from "../resources/approvals.js";
 import { PayCall, type PayExtras, type PayOptions } from "./call.js";
 import { channelPayment } from "./channel.js";
 import { mppPayment, mppSession } from "./mpp.js";
@@ -78,7 +83,8 @@ export class PayFlow {
   /**
    * Spec 4.7 step 3, `POST /v1/agents/{id}/payments/authorize`: the gateway checks the policy,
    * reserves the amount and signs with the agent's custodial wallet. The offer goes as read; the
-   * preference, parent and invocation budget say how and under what it pays.
+   * preference, parent and invocation budget say how and under what it pays. A held payment (202)
+   * is waited for, then asked again under the same key (`#awaitDecision`).
    */
   async #authorize(call: PayCall, offer: PaymentOffer): Promise<Authorization> {
     const preference = call.extras.protocolPreference ?? call.shared.protocolPreference;
@@ -93,15 +99,34 @@ export class PayFlow {
       ...(call.parentTxHash === undefined ? {} : { parentTxHash: call.parentTxHash }),
       ...(call.extras.invocationBudget === undefined ? {} : { invocationBudget: call.extras.invocationBudget }),
     };
-    const answer = await call.shared.transport.request<Record<string, unknown>>(
-      "POST",
-      `/v1/agents/${encodeURIComponent(call.agentId)}/payments/authorize`,
-      {
+    const authorize = () =>
+      call.shared.transport.request<Record<string, unknown>>("POST", `/v1/agents/${encodeURIComponent(call.agentId)}/payments/authorize`, {
         body,
-        ...(call.idempotencyKey === undefined ? {} : { idempotencyKey: call.idempotencyKey }),
+        idempotencyKey: call.idempotencyKey,
         ...(call.signal === undefined ? {} : { signal: call.signal }),
-      },
-    );
+      });
+    let answer = await authorize();
+    const held = approvalRequiredFrom(answer, 202, undefined, call.idempotencyKey);
+    if (held !== null) {
+      await this.#awaitDecision(call, held);
+      // Decided: the same key answers the signed payment, or the denial / expiry / re-check's refusal.
+      answer = await authorize();
+      const still = approvalRequiredFrom(answer, 202, undefined, call.idempotencyKey);
+      if (still !== null) throw still;
+    }
     return parseAuthorization(answer, call.endpoint);
+  }
+
+  /**
+   * Long-polls the held payment's approval (`GET /v1/approvals/{id}?wait=`, one request per wait)
+   * until it is decided; still pending after `approvalTimeoutMs`, the 202's `ApprovalRequiredError`.
+   */
+  async #awaitDecision(call: PayCall, held: ApprovalRequiredError): Promise<void> {
+    if (call.approvalTimeoutMs === 0) throw held;
+    const approval = await new ApprovalOperations(call.shared.transport).waitForDecision(held.approvalId, {
+      timeoutMs: call.approvalTimeoutMs,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+    if (approval.status === "pending") throw held;
   }
 }

@@ -22,6 +22,8 @@ export interface PayShared {
   /** The client's `protocolPreference` option; omitted lets the agent's policy decide. */
   readonly protocolPreference?: ProtocolPreference;
   readonly explorerRpcUrl?: string;
+  /** The client's `approvalTimeoutMs` option; omitted waits as long as the client's `timeout`. */
+  readonly approvalTimeoutMs?: number;
   networkName?: Promise<string | undefined>;
   /** The gateway's explorer link around a transaction hash, learned from its first `complete` answer. */
   explorerTemplate?: { prefix: string; suffix: string };

@@ -6,6 +6,7 @@
  */
 import { ServiceError } from "../errors.js";
 import type { Usdc } from "../money.js";
+import { sleep } from "../retry.js";
 import { checkText, InvalidInputError } from "../text-input.js";
 import type { QueryValue, Transport } from "../transport.js";
 
@@ -71,6 +72,27 @@ export function checkApprovalId(id: unknown): string {
   return id;
 }
 
+/**
+ * The approval in a gateway answer: the object itself, or wrapped as `{ approval, outcome?,
+ * refusal? }` (the gateway's GET and decisions answer so), the decision's outcome merged in.
+ */
+export function approvalOf(answer: unknown): Approval {
+  const record = typeof answer === "object" && answer !== null ? (answer as Record<string, unknown>) : {};
+  const inner = record.approval;
+  const approval =
+    typeof inner === "object" && inner !== null && record.id === undefined
+      ? {
+          ...(inner as Record<string, unknown>),
+          ...(record.outcome === undefined ? {} : { outcome: record.outcome }),
+          ...(record.refusal === undefined ? {} : { refusal: record.refusal }),
+        }
+      : record;
+  if (typeof approval.id !== "string" || typeof approval.status !== "string") {
+    throw new ServiceError("the gateway's answer is not an approval", { detail: answer });
+  }
+  return approval as Approval;
+}
+
 export class ApprovalOperations {
   constructor(private readonly transport: Transport) {}
 
@@ -98,10 +120,11 @@ export class ApprovalOperations {
   async get(id: string, options: { wait?: number; signal?: AbortSignal } = {}): Promise<Approval> {
     const wait = options.wait === undefined ? undefined : this.#waitSeconds(options.wait);
     const query: Record<string, QueryValue> = wait === undefined || wait === 0 ? {} : { wait };
-    return this.transport.request<Approval>("GET", `/v1/approvals/${checkApprovalId(id)}`, {
+    const answer = await this.transport.request<unknown>("GET", `/v1/approvals/${checkApprovalId(id)}`, {
       query,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
     });
+    return approvalOf(answer);
   }
 
   approve(id: string, options: DecideOptions = {}): Promise<Approval> {
@@ -123,6 +146,8 @@ export class ApprovalOperations {
       const left = Math.floor((deadline - now()) / 1000);
       const approval = await this.get(id, { wait: Math.max(0, left), ...(options.signal === undefined ? {} : { signal: options.signal }) });
       if (approval.status !== "pending" || left <= 0) return approval;
+      // A per-request timeout under 2 s leaves no wait to the gateway: pace the polls here instead.
+      if (this.#waitSeconds(left) === 0) await sleep(Math.min(1_000, Math.max(0, deadline - now())), options.signal);
     }
   }
 
@@ -142,14 +167,11 @@ export class ApprovalOperations {
       if (options.note.length > NOTE_MAX) throw new InvalidInputError("note", `is longer than ${NOTE_MAX} characters`);
       body.note = options.note;
     }
-    const approval = await this.transport.request<Approval>("POST", `/v1/approvals/${approvalId}/${action}`, {
+    const answer = await this.transport.request<unknown>("POST", `/v1/approvals/${approvalId}/${action}`, {
       body,
       ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
       ...(options.signal === undefined ? {} : { signal: options.signal }),
     });
-    if (typeof approval?.id !== "string" || typeof approval.status !== "string") {
-      throw new ServiceError(`the gateway's answer to ${action} is not an approval`, { detail: approval });
-    }
-    return approval;
+    return approvalOf(answer);
   }
 }

@@ -7,7 +7,9 @@
  *   answered with the signed payment (x402 `X-PAYMENT` headers, an MPP submission, or a signed
  *   transfer's headers for a real x402 / MPP payee), 403 on a policy refusal, 422
  *   `BUDGET_EXCEEDED` over a sub-agent's invocation budget. Reservation or refusal, the events
- *   and the Idempotency-Key commit in one transaction: a retry gets the same signed payment.
+ *   and the Idempotency-Key commit in one transaction: a retry gets the same signed payment. A
+ *   payment the policy holds for a person answers 202 with its approval (docs/rest.md "Approvals"),
+ *   not stored under the key: the same request under the same key resumes it.
  * - `.../domain-check`: the gateway's decision on a host a client's own domain check refused.
  * - `.../{reservationId}/complete` and `.../release`: close the reservation of a payment settled
  *   elsewhere or given up; 409 once a settler took it, since its money may still land.
@@ -26,7 +28,8 @@ import { runDatabaseEffect, type RouteResponse } from "../../../shared/http/idem
 import { objectBody, optionalString, plainJson, requireActiveAgent, requireAgent, stringField } from "../../../shared/http/input.js";
 import { parseMoneyObject } from "../../../shared/http/money.js";
 import { usdcJson } from "../../../shared/money.js";
-import { badRequest, httpError } from "../../../shared/http/problem.js";
+import { badRequest, httpError, problemResponse } from "../../../shared/http/problem.js";
+import { approvalJson } from "../approval-view.js";
 import { budgetExceededAnswer, policyViolationAnswer } from "../refusals.js";
 import { json } from "../../../shared/http/router.js";
 import { checkPayee } from "../../chain/payee.js";
@@ -81,8 +84,21 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
     throw badRequest("invocationBudget", "invoking a sub-agent needs an x402 payment (give the target's x402 requirement)");
   }
   const prepared = await prepareAuthorization(
-    { wallets: context.deps.wallets, invocations: context.deps.invocations, transfers: context.deps.transfers },
-    { agent, endpoint, offer, preference: preferenceText as ProtocolPreference | undefined, parentTxHash, invocationBudgetUnits },
+    {
+      wallets: context.deps.wallets,
+      invocations: context.deps.invocations,
+      transfers: context.deps.transfers,
+      approvals: { box: context.deps.secretBox, publicUrl: context.deps.publicUrl },
+    },
+    {
+      agent,
+      endpoint,
+      offer,
+      preference: preferenceText as ProtocolPreference | undefined,
+      parentTxHash,
+      invocationBudgetUnits,
+      idempotencyKey: context.idempotency?.key ?? null,
+    },
   );
   // A refusal is an answer, committed with its rejection and the key: a retry answers the same
   // without recording it twice.
@@ -147,9 +163,12 @@ function authorizeAnswer(agentId: string, result: AuthorizeResult): RouteRespons
     });
   }
   if (result.outcome === "policy_violation") return policyViolationAnswer(result.decision, result.rejectionId, result.policyVersion);
+  // Held: 202, not the key's answer (a repeat resumes the approval); decided against: its refusal.
+  if (result.outcome === "held") return { ...json(202, { approval: approvalJson(result.approval) }), provisional: true };
+  if (result.outcome === "closed") return problemResponse(result.error);
   const common = {
     agentId,
-    policyVersion: result.policyVersion,
+    ...(result.policyVersion === undefined ? {} : { policyVersion: result.policyVersion }),
     reservationId: result.reservationId,
     protocol: result.protocol,
     amount: usdcJson(result.amountUnits),

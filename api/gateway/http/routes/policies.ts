@@ -5,6 +5,7 @@
  * PUT and DELETE are idempotent by their semantics; they take no Idempotency-Key.
  */
 import {
+  approvalJson,
   budgetState,
   clearPolicy,
   EMPTY_POLICY,
@@ -24,7 +25,7 @@ import { MAX_RATE_LIMIT_CALLS } from "../../../shared/policy/policy.js";
 import { isRecord, JsonNumber, type JsonValue } from "../../../shared/http/json.js";
 import type { AgentRow } from "../../../shared/rows.js";
 import { objectBody, plainJson, requireAgent } from "../../../shared/http/input.js";
-import { parseMoneyObject } from "../../../shared/http/money.js";
+import { parseMoneyObject, parseUsdcNumber } from "../../../shared/http/money.js";
 import { formatUsdcShort, usdcJson, usdcJsonOrNull } from "../../../shared/money.js";
 import { json, NO_CONTENT } from "../../../shared/http/router.js";
 import type { Route, RouteContext } from "../deps.js";
@@ -37,6 +38,7 @@ const POLICY_FIELDS = [
   "blockedDomains",
   "rateLimit",
   "protocolPreference",
+  "approval",
   "endpointBudgets",
 ] as const;
 const MONEY_FIELDS = ["dailyBudget", "perCallLimit"] as const;
@@ -60,6 +62,7 @@ async function policyView(context: RouteContext, agent: AgentRow): Promise<Recor
     windowStart: usage.windowStart,
     windowResetsAt: usage.windowResetsAt,
     rateUsage: { calls: usage.rateCalls, limit: policy.rateLimit?.calls ?? null, window: usage.rateWindow },
+    approval: policy.approval == null ? null : approvalJson(policy.approval),
     updatedAt: stored?.updatedAt ?? null,
   };
 }
@@ -131,6 +134,12 @@ async function putRoute(context: RouteContext): Promise<RouteResponse> {
         (rules[index] as Record<string, unknown>)[field] = { usdc: formatUsdcShort(parseMoneyObject(rule[field], path)) };
       }
     });
+  }
+  // The approval threshold too (docs/policy.md "Approvals"), exact from its token.
+  const approval = body.approval;
+  if (isRecord(approval) && isRecord(approval.above) && approval.above.usdc instanceof JsonNumber) {
+    const above = { usdc: formatUsdcShort(parseUsdcNumber(approval.above.usdc, "approval.above.usdc", true)) };
+    wire.approval = { ...(wire.approval as Record<string, unknown>), above };
   }
   const patch = parsePolicyPatch(wire);
   await putPolicy(context.deps.pool, agent.agent_id, patch, context.now, policyActor(context.caller));

@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Callable
 
-from ..effects import Flow
+from ..effects import Flow, sleep
 from ..models import APPROVAL_STATUSES, Approval, ApprovalPage, approval_from_wire, approval_page_from_wire
 from ..runner import AsyncRunner, SyncRunner
 from ..text_input import InvalidInputError, check_text
@@ -62,6 +62,9 @@ class ApprovalFlows:
             approval = yield from self.get(approval_id, max(0, left))
             if approval.status != "pending" or left <= 0:
                 return approval
+            # A per-request timeout under 2 s leaves no wait to the gateway: pace the polls here instead.
+            if self.wait_seconds(left) == 0:
+                yield from sleep(min(1.0, max(0.0, deadline - self._clock())))
 
     def decide(self, approval_id: str, action: str, note: str | None, idempotency_key: str | None) -> Flow[Approval]:
         path = f"/v1/approvals/{check_approval_id(approval_id)}/{action}"

@@ -1,0 +1,259 @@
+/**
+ * `npm run bench:http`: the query service's request path as a ladder, one layer per rung, each
+ * measured with the same load generator (`wrk`, --connections at once, --seconds per rung after a
+ * warmup) against a server in its own process (bench/http/rungs.ts) on the same machine:
+ *
+ *   1. bare node:http answering a fixed GraphQL-shaped body (the floor);
+ *   2. + API-key authentication (the `Authorization: Bearer` lookup every request makes);
+ *   3. + GraphQL: the query service answering an authenticated `{ __typename }`;
+ *   4. + a read: `transactions(limit: 50)` for one account of a store of --payments payments.
+ *
+ * Rungs 2-4 run the current path and the previous one (`old`: every request reads its key from
+ * Postgres, graphql-js executes) interleaved, round after round, so each lever is judged against
+ * the code it replaced under the same load of the machine; rungs 3-4 also run through
+ * --workers processes sharing one port (QUERY_WORKERS). Each figure is the median of --rounds.
+ * The REST authorize route is not a rung: it needs the gateway's ledger and wallets
+ * (bench/gateway/gateway.ts measures it).
+ *
+ * The store is seeded set-based (INSERT … SELECT generate_series) straight into the tables the
+ * listing reads (`accounts`, `agents`, `endpoints`, `transactions`): the read is measured, not
+ * the ingest (bench/api/queries.ts seeds through the indexer instead, far slower).
+ *
+ *   npm run bench:http [-- --payments 1000000 --seconds 5 --warmup 2 --rounds 3 --connections 32 --workers 2]
+ *
+ * Uses a throwaway database (DATABASE_URL's server, else its own embedded one), dropped at the end.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { issueApiKey } from "../../api/shared/keys.js";
+import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
+import { seedPayments } from "./store.js";
+
+const { values: flags } = parseArgs({
+  options: {
+    payments: { type: "string", default: "1000000" },
+    agents: { type: "string", default: "1000" },
+    accounts: { type: "string", default: "50" },
+    seconds: { type: "string", default: "5" },
+    warmup: { type: "string", default: "2" },
+    rounds: { type: "string", default: "3" },
+    connections: { type: "string", default: "32" },
+    workers: { type: "string", default: "2" },
+    /** Only the rungs whose label matches (the floor always runs): to look at one layer. */
+    only: { type: "string" },
+  },
+});
+const PAYMENTS = Number(flags.payments);
+const AGENTS = Number(flags.agents);
+const ACCOUNTS = Number(flags.accounts);
+const SECONDS = Number(flags.seconds);
+const WARMUP = Number(flags.warmup);
+const ROUNDS = Number(flags.rounds);
+const CONNECTIONS = Number(flags.connections);
+const WORKERS = Number(flags.workers);
+const WRK = process.env.WRK ?? "/usr/bin/wrk";
+const GOAL_TYPENAME_SHARE = 0.25;
+const GOAL_TRANSACTIONS_RPS = 2_000;
+const GOAL_TRANSACTIONS_P99_MS = 20;
+
+const TYPENAME = JSON.stringify({ query: "{ __typename }" });
+const TRANSACTIONS = JSON.stringify({
+  query: `query T($limit: Int) { transactions(limit: $limit) {
+    nodes { id txHash agentId protocol amountPaidUnits endpoint domain timestamp depth status }
+    pageInfo { hasNextPage endCursor } } }`,
+  variables: { limit: 50 },
+});
+
+interface Config {
+  readonly label: string;
+  readonly rung: "bare" | "auth" | "graphql";
+  readonly args: readonly string[];
+  readonly body: string;
+}
+
+interface Figure {
+  readonly rps: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+}
+
+const count = (n: number): string => Math.round(n).toLocaleString("en-US");
+
+/** Starts a rung's server process; resolves with it and its port once it listens. */
+function startRung(config: Config, databaseUrl: string): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, ["--import", "tsx", "bench/http/rungs.ts", config.rung, ...config.args], {
+    env: { ...process.env, DATABASE_URL: databaseUrl },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /port (\d+)/.exec(out);
+      if (match !== null) resolve({ child, port: Number(match[1]) });
+    });
+    child.once("exit", (code) => reject(new Error(`rung ${config.label} exited ${code} before listening`)));
+  });
+}
+
+async function stopRung(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  await new Promise<void>((resolve) => {
+    child.once("exit", () => resolve());
+    child.kill("SIGTERM");
+  });
+}
+
+function runWrk(url: string, script: string, seconds: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      WRK,
+      ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "--timeout", "10s", "--latency", "-s", script, url],
+      { maxBuffer: 1 << 20 },
+      (error, stdout, stderr) => (error === null ? resolve(stdout) : reject(new Error(`${error.message}\n${stderr}`))),
+    );
+  });
+}
+
+function milliseconds(text: string): number {
+  const match = /^([\d.]+)(us|ms|s)$/.exec(text.trim());
+  if (match === null) throw new Error(`unreadable latency ${text}`);
+  const value = Number(match[1]);
+  return match[2] === "us" ? value / 1000 : match[2] === "s" ? value * 1000 : value;
+}
+
+/** Requests/s and latency percentiles from wrk's report; any non-2xx answer or socket error fails the run. */
+function parseWrk(label: string, output: string): Figure {
+  if (/Non-2xx or 3xx responses/.test(output) || /Socket errors/.test(output)) {
+    throw new Error(`${label}: answers were not all 200\n${output}`);
+  }
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(output)?.[1]);
+  const p50 = /\s50%\s+(\S+)/.exec(output)?.[1];
+  const p99 = /\s99%\s+(\S+)/.exec(output)?.[1];
+  if (!Number.isFinite(rps) || p50 === undefined || p99 === undefined) throw new Error(`${label}: unreadable wrk output\n${output}`);
+  return { rps, p50Ms: milliseconds(p50), p99Ms: milliseconds(p99) };
+}
+
+async function measure(config: Config, databaseUrl: string, apiKey: string, dir: string): Promise<Figure> {
+  const script = join(dir, `${config.label.replace(/\W+/g, "-")}.lua`);
+  await writeFile(
+    script,
+    `wrk.method = "POST"
+wrk.body = ${JSON.stringify(config.body)}
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer ${apiKey}"
+`,
+  );
+  const { child, port } = await startRung(config, databaseUrl);
+  try {
+    const url = `http://127.0.0.1:${port}/graphql`;
+    // One answer checked before the load: the rung answers what it should.
+    const check = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
+      body: config.body,
+    });
+    const text = await check.text();
+    if (check.status !== 200 || text.includes('"errors"')) throw new Error(`${config.label}: ${check.status} ${text.slice(0, 300)}`);
+    if (
+      config.body === TRANSACTIONS &&
+      (JSON.parse(text) as { data: { transactions: { nodes: unknown[] } } }).data.transactions.nodes.length !== 50
+    ) {
+      throw new Error(`${config.label}: not a full page`);
+    }
+    if (WARMUP > 0) parseWrk(config.label, await runWrk(url, script, WARMUP));
+    return parseWrk(config.label, await runWrk(url, script, SECONDS));
+  } finally {
+    await stopRung(child);
+  }
+}
+
+function median(figures: readonly Figure[]): Figure {
+  const pick = (values: number[]): number => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+  return {
+    rps: pick(figures.map((f) => f.rps)),
+    p50Ms: pick(figures.map((f) => f.p50Ms)),
+    p99Ms: pick(figures.map((f) => f.p99Ms)),
+  };
+}
+
+async function run(): Promise<void> {
+  const db = await createFreshDatabase();
+  const dir = await mkdtemp(join(tmpdir(), "bench-http-"));
+  try {
+    const seedStart = performance.now();
+    const accountId = await seedPayments(db.pool, { payments: PAYMENTS, agents: AGENTS, accounts: ACCOUNTS });
+    const seedMs = performance.now() - seedStart;
+    const { apiKey } = await issueApiKey(db.pool, accountId);
+    console.log(
+      `store: ${count(PAYMENTS)} payments of ${count(AGENTS)} agents in ${ACCOUNTS} accounts (seeded in ${(seedMs / 1000).toFixed(1)} s); ` +
+        `wrk -t1 -c${CONNECTIONS}, ${SECONDS} s per rung after ${WARMUP} s warmup, median of ${ROUNDS} rounds`,
+    );
+    const workers = ["--workers", String(WORKERS)];
+    const configs: Config[] = [
+      { label: "bare node:http", rung: "bare", args: [], body: TYPENAME },
+      { label: "+ API-key auth (old: SELECT per request)", rung: "auth", args: ["--old"], body: TYPENAME },
+      { label: "+ API-key auth", rung: "auth", args: [], body: TYPENAME },
+      { label: "+ GraphQL { __typename } (old path)", rung: "graphql", args: ["--old"], body: TYPENAME },
+      { label: "+ GraphQL { __typename } (key cache, no jit)", rung: "graphql", args: ["--no-jit"], body: TYPENAME },
+      { label: "+ GraphQL { __typename }", rung: "graphql", args: [], body: TYPENAME },
+      { label: `+ GraphQL { __typename }, ${WORKERS} workers`, rung: "graphql", args: workers, body: TYPENAME },
+      { label: "+ transactions(limit: 50) (old path)", rung: "graphql", args: ["--old"], body: TRANSACTIONS },
+      { label: "+ transactions(limit: 50) (key cache, no jit)", rung: "graphql", args: ["--no-jit"], body: TRANSACTIONS },
+      { label: "+ transactions(limit: 50)", rung: "graphql", args: [], body: TRANSACTIONS },
+      { label: `+ transactions(limit: 50), ${WORKERS} workers`, rung: "graphql", args: workers, body: TRANSACTIONS },
+    ];
+    const only = flags.only === undefined ? null : new RegExp(flags.only);
+    const chosen = configs.filter((c) => c.rung === "bare" || only === null || only.test(c.label));
+    configs.splice(0, configs.length, ...chosen);
+    const samples = new Map<string, Figure[]>(configs.map((c) => [c.label, []]));
+    const loads: number[] = [];
+    for (let round = 0; round < ROUNDS; round += 1) {
+      for (const config of configs) {
+        const figure = await measure(config, db.url, apiKey, dir);
+        samples.get(config.label)!.push(figure);
+        process.stderr.write(`round ${round + 1} ${config.label}: ${count(figure.rps)}/s p99 ${figure.p99Ms.toFixed(2)} ms\n`);
+      }
+      loads.push(loadavg()[0]!);
+    }
+    const figures = new Map([...samples].map(([label, list]) => [label, median(list)]));
+    const floor = figures.get("bare node:http")!;
+    console.log(
+      `machine: ${availableParallelism()} cores; 1-minute load average after each round: ${loads.map((l) => l.toFixed(1)).join(", ")}`,
+    );
+    console.log(`${"rung".padEnd(50)}${"requests/s".padStart(12)}${"p50".padStart(10)}${"p99".padStart(10)}${"of floor".padStart(10)}`);
+    for (const config of configs) {
+      const f = figures.get(config.label)!;
+      console.log(
+        `${config.label.padEnd(50)}${count(f.rps).padStart(12)}${`${f.p50Ms.toFixed(2)} ms`.padStart(10)}` +
+          `${`${f.p99Ms.toFixed(2)} ms`.padStart(10)}${`${((f.rps / floor.rps) * 100).toFixed(1)} %`.padStart(10)}`,
+      );
+    }
+    const best = (labels: string[]): [string, Figure] =>
+      labels.map((l) => [l, figures.get(l)!] as [string, Figure]).reduce((a, b) => (b[1].rps > a[1].rps ? b : a));
+    if (only !== null) return;
+    const [typenameLabel, typename] = best(["+ GraphQL { __typename }", `+ GraphQL { __typename }, ${WORKERS} workers`]);
+    const [listLabel, list] = best(["+ transactions(limit: 50)", `+ transactions(limit: 50), ${WORKERS} workers`]);
+    const share = typename.rps / floor.rps;
+    console.log(
+      `goal { __typename } >= ${GOAL_TYPENAME_SHARE * 100} % of the floor: ${share >= GOAL_TYPENAME_SHARE ? "met" : "NOT met"} ` +
+        `(${(share * 100).toFixed(1)} %, ${typenameLabel.slice(2)})`,
+    );
+    const listMet = list.rps >= GOAL_TRANSACTIONS_RPS && list.p99Ms < GOAL_TRANSACTIONS_P99_MS;
+    console.log(
+      `goal transactions(limit: 50) >= ${count(GOAL_TRANSACTIONS_RPS)}/s and p99 < ${GOAL_TRANSACTIONS_P99_MS} ms: ` +
+        `${listMet ? "met" : "NOT met"} (${count(list.rps)}/s, p99 ${list.p99Ms.toFixed(2)} ms, ${listLabel.slice(2)})`,
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+    await db.drop();
+  }
+}
+
+run().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

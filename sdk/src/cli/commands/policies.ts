@@ -70,7 +70,7 @@ export async function policiesHistory(context: CommandContext): Promise<void> {
   const rows = versions.map((v) => [text(v.version), text(v.createdAt), text(v.createdBy), text(v.hash).slice(0, 12), summary(v.policy)]);
   context.out(
     formatTable(
-      [{ header: "Version", align: "right" }, { header: "Created" }, { header: "By" }, { header: "Hash" }, { header: "Policy" }],
+      [{ header: "VERSION", align: "right" }, { header: "CREATED" }, { header: "BY" }, { header: "HASH" }, { header: "POLICY" }],
       rows,
     ),
   );

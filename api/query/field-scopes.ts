@@ -66,6 +66,7 @@ export const FIELD_SCOPES: Readonly<Record<string, FieldScope>> = {
   "Query.policy": READ_BY_ARGUMENT,
   "Query.policies": { requirement: "read", agent: "list", owner: agentIdOf },
   "Query.checkPolicy": READ_BY_ARGUMENT,
+  "Query.policyHistory": READ_BY_ARGUMENT,
   "Query.channels": READ_BY_ARGUMENT,
   "Query.channel": { requirement: "read", agent: "object", owner: agentIdOf },
   // Held payments: the account's approvers' queue; an agent key reads its own agent's one by id.

@@ -38,7 +38,15 @@ export type {
   InvokeOptions,
 } from "./resources/agents.js";
 export type { Approval, ApprovalListOptions, ApprovalPage, ApprovalStatus, DecideOptions } from "./resources/approvals.js";
-export type { ApprovalRuleFields, ApprovalRuleView, Policy, PolicyFields, RateLimitWindow } from "./resources/policies.js";
+export type {
+  ApprovalRuleFields,
+  ApprovalRuleView,
+  EndpointBudgetFields,
+  Policy,
+  PolicyFields,
+  PolicyVersion,
+  RateLimitWindow,
+} from "./resources/policies.js";
 export type { Transaction, TransactionFilter } from "./resources/transactions.js";
 export type { Wallet, WalletOperation } from "./resources/wallet.js";
 export type { AgentOperations, ApprovalOperations, PolicyOperations, TransactionOperations, WalletOperations };

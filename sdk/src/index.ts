@@ -52,6 +52,8 @@ export {
   type PayOptions,
   type Policy,
   type PolicyFields,
+  type EndpointBudgetFields,
+  type PolicyVersion,
   type Protocol,
   type ProtocolPreference,
   type RateLimitWindow,

@@ -11,7 +11,7 @@ import { agents, Agent, invocation, invocations, wallet } from "./agents.js";
 import { agentField, childCountField, parentField, requireAgent, toTransaction, type TransactionObject } from "./common.js";
 import { Channel, type ChannelObject, channel, channels, toChannel, transactionChannel } from "./channels.js";
 import { approval, approvals } from "./approvals.js";
-import { checkPolicy, policies, policy } from "./policy.js";
+import { checkPolicy, policies, policy, policyHistory } from "./policy.js";
 import { agentList, budgetUse, indexerStatus, rejectionCounts, runs, webhookHealth } from "./overview.js";
 import { receivedPayments, transaction, transactions } from "./transactions.js";
 import { nodeEndpoint, paymentTree } from "./tree.js";
@@ -103,6 +103,7 @@ export const resolvers = withFieldScopes({
     policy,
     policies,
     checkPolicy,
+    policyHistory,
     channels,
     channel,
     approvals,

@@ -30,6 +30,7 @@ Commands:
   policies set <agent>             set spend policy fields (omitted fields keep their values)
   policies get <agent>             the policy with usedToday and the rate-limit usage
   policies clear <agent>           remove every limit of the agent
+  policies history <agent>         the policy's versions: who changed it, when, its hash
   transactions list                recent transactions (newest first)
   transactions inspect <txHash>    one transaction
   transactions tree <rootTxHash>   the payment tree under a transaction, with its total
@@ -68,6 +69,9 @@ export const COMMAND_HELP: Readonly<Record<string, string>> = {
 Omitted options keep their current values; "none" removes that limit.`,
   "policies get": `Usage: cli policies get <agent> [--json]`,
   "policies clear": `Usage: cli policies clear <agent>`,
+  "policies history": `Usage: cli policies history <agent> [--limit <1-100>] [--json]
+
+Newest first: version, when, who (key:<id>, admin or system), the SHA-256 of the policy, its limits.`,
   "transactions list": `Usage: cli transactions list [options]
 
   --agent <id>              only this agent's transactions

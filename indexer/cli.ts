@@ -5,7 +5,7 @@
  *   rebuild                             rebuild every projection from the event store
  *   verify --from-slot N [--to-slot M]  compare Postgres with the chain; exit 1 on any difference
  * Options (each overrides its variable): --rpc-url (SOLANA_RPC_URL, required), --program-id
- * (PROGRAM_ID, default the address the build declares), --yellowstone-endpoint
+ * (PROGRAM_ID, required), --yellowstone-endpoint
  * (YELLOWSTONE_ENDPOINT; `run` then follows that gRPC feed, with the RPC source as fallback for
  * what it cannot replay) and --x-token (YELLOWSTONE_X_TOKEN), --cluster (EXPLORER_CLUSTER:
  * mainnet-beta | devnet | testnet | a custom RPC URL; default the RPC URL), --env-file PATH;

@@ -85,7 +85,7 @@ export function ledgerAccess(localnet: Localnet): LedgerAccess {
 }
 
 /** What a payment is, without who signs it. */
-export type PaymentTerms = Omit<RecordPaymentInput, "authority" | "payer" | "payee">;
+export type PaymentTerms = Omit<RecordPaymentInput, "programId" | "authority" | "payer" | "payee">;
 
 /**
  * Records a payment from `payer` to `payee` through the program, signed by the ledger authority
@@ -101,6 +101,7 @@ export async function recordPayment(
   const atomic = terms.rail === "stablecoin" && (terms.settlementReference ?? null) === null;
   const instruction = await recordPaymentInstruction({
     ...terms,
+    programId: ledger.info.programId,
     authority: ledger.info.authority,
     payer: payer.publicKey,
     payee: payee.publicKey,

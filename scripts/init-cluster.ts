@@ -74,6 +74,7 @@ export async function initCluster(cluster: Cluster): Promise<InitClusterResult> 
       connection,
       cluster,
       await initializeInstruction({
+        programId: cluster.programId,
         authority: cluster.authority.publicKey,
         settlementMint: cluster.mint,
         treasury: cluster.treasury.publicKey,

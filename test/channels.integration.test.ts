@@ -85,6 +85,7 @@ async function openChannel(depositUnits: bigint): Promise<OpenChannel> {
   const agent = await createAgentWallet(ledger, { usdcUnits: 10n * USDC });
   const service = await createAgentWallet(ledger);
   const accounts = channelAccounts({
+    programId: PAYMENT_LEDGER_PROGRAM_ID,
     payer: agent.publicKey,
     payee: service.publicKey,
     mint: localnet.info.mint,
@@ -159,7 +160,7 @@ async function balances(channel: OpenChannel) {
 async function events(signature: string) {
   const tx = await provider.connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
   if (tx === null) throw new Error(`no transaction ${signature}`);
-  return decodeTransactionEvents(tx);
+  return decodeTransactionEvents(tx, PAYMENT_LEDGER_PROGRAM_ID);
 }
 
 describe("payment channels on the local ledger", () => {
@@ -210,7 +211,7 @@ describe("payment channels on the local ledger", () => {
     const forged = voucher.signature.slice();
     forged[0] = forged[0]! ^ 1;
     const error = await refusal(settle(channel, { ...voucher, signature: forged }));
-    expect(findLedgerError(error)).toBeNull(); // not the program's refusal: it never ran
+    expect(findLedgerError(error, PAYMENT_LEDGER_PROGRAM_ID)).toBeNull(); // not the program's refusal: it never ran
     expect(String(error)).toMatch(/custom program error: 0x2|InstructionError.*Custom.*2/);
     expect(await balances(channel)).toEqual({ payer: 9n * USDC, payee: 0n });
 
@@ -226,12 +227,12 @@ describe("payment channels on the local ledger", () => {
         [channel.service.keypair],
       ),
     );
-    expect(findLedgerError(wrongKey)?.errorName).toBe("VoucherSignerMismatch");
+    expect(findLedgerError(wrongKey, PAYMENT_LEDGER_PROGRAM_ID)?.errorName).toBe("VoucherSignerMismatch");
 
     await settle(channel, voucher);
     // The same voucher again, in another transaction (the authority settling for the payee).
     const replay = await refusal(settle(channel, voucher, true));
-    expect(findLedgerError(replay)?.errorName).toBe("VoucherNotIncreasing");
+    expect(findLedgerError(replay, PAYMENT_LEDGER_PROGRAM_ID)?.errorName).toBe("VoucherNotIncreasing");
     expect(await balances(channel)).toEqual({ payer: 9n * USDC, payee: 1_000n });
   });
 

@@ -19,6 +19,7 @@ import {
   PAYMENT_LEDGER_IDL,
   payerStatePda,
   recordPaymentInstruction,
+  PAYMENT_LEDGER_PROGRAM_ID,
 } from "../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../scripts/localnet.js";
@@ -150,6 +151,7 @@ async function paymentLoad(
         paymentId += 1n;
         id = paymentId;
         instruction = await recordPaymentInstruction({
+          programId: PAYMENT_LEDGER_PROGRAM_ID,
           authority: info.authority,
           payer: agent.publicKey,
           payee: service.publicKey,
@@ -219,7 +221,7 @@ async function landed(connection: Connection, sent: readonly Sent[]): Promise<La
 }
 
 async function payerState(connection: Connection, payer: AgentWallet): Promise<{ count: number; highest: bigint } | null> {
-  const account = await connection.getAccountInfo(payerStatePda(payer.publicKey).address, "confirmed");
+  const account = await connection.getAccountInfo(payerStatePda(payer.publicKey, PAYMENT_LEDGER_PROGRAM_ID).address, "confirmed");
   if (account === null) return null;
   const state = accountsCoder.accounts.decode<{ payment_count: { toString(): string }; highest_payment_id: { toString(): string } }>(
     "PayerState",

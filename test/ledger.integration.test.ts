@@ -72,7 +72,7 @@ async function confirmedTransaction(signature: string) {
 }
 
 async function paymentEvent(signature: string): Promise<PaymentRecorded> {
-  const events = eventsNamed(decodeTransactionEvents(await confirmedTransaction(signature)), "PaymentRecorded");
+  const events = eventsNamed(decodeTransactionEvents(await confirmedTransaction(signature), PAYMENT_LEDGER_PROGRAM_ID), "PaymentRecorded");
   expect(events).toHaveLength(1);
   return events[0]!;
 }
@@ -114,7 +114,7 @@ describe("payment_ledger on the local ledger", () => {
     expect(logs.indexOf(`Program ${programId} invoke [2]`)).toBeGreaterThan(transferAt);
     expect(logs.at(-1)).toBe(`Program ${programId} success`);
 
-    const decoded = decodeTransactionEvents(tx);
+    const decoded = decodeTransactionEvents(tx, PAYMENT_LEDGER_PROGRAM_ID);
     expect(decoded.source).toBe("inner-instructions");
     expect(decoded.logTruncated).toBe(false);
     expect(decoded.signature).toBe(signature);
@@ -164,6 +164,7 @@ describe("payment_ledger on the local ledger", () => {
     const parentSignature = bs58.decode(parent);
     const opened = await send(
       await openInvocationInstruction({
+        programId: PAYMENT_LEDGER_PROGRAM_ID,
         authority: localnet.info.authority,
         invoker: orchestrator.publicKey,
         parentSignature,
@@ -172,8 +173,11 @@ describe("payment_ledger on the local ledger", () => {
       }),
       [orchestrator.keypair],
     );
-    const invocation = invocationPda(parentSignature, subAgent.publicKey).address;
-    const [openedEvent] = eventsNamed(decodeTransactionEvents(await confirmedTransaction(opened)), "InvocationOpened");
+    const invocation = invocationPda(parentSignature, subAgent.publicKey, PAYMENT_LEDGER_PROGRAM_ID).address;
+    const [openedEvent] = eventsNamed(
+      decodeTransactionEvents(await confirmedTransaction(opened), PAYMENT_LEDGER_PROGRAM_ID),
+      "InvocationOpened",
+    );
     expect(openedEvent).toBeDefined();
     const expectOpened = (event: InvocationOpened): void => {
       expect(event.invocation.toBase58()).toBe(invocation.toBase58());
@@ -199,7 +203,7 @@ describe("payment_ledger on the local ledger", () => {
     expect(spent).toBe(budgetUnits);
 
     const error = await refusal(recordPayment(subAgent, service, atomicX402(4n, 1n), invocation));
-    expect(findLedgerError(error)?.errorName).toBe("InvocationBudgetExceeded");
+    expect(findLedgerError(error, PAYMENT_LEDGER_PROGRAM_ID)?.errorName).toBe("InvocationBudgetExceeded");
 
     expect(await tokenBalanceUnits(provider, subAgent.tokenAccount)).toBe(before - budgetUnits);
     expect(await tokenBalanceUnits(provider, service.tokenAccount)).toBe(budgetUnits);
@@ -217,7 +221,7 @@ describe("payment_ledger on the local ledger", () => {
     await recordPayment(agent, service, atomicX402(7n, 100n));
 
     const error = await refusal(recordPayment(agent, service, atomicX402(7n, 200n)));
-    expect(findLedgerError(error)?.errorName).toBe("DuplicatePaymentId");
+    expect(findLedgerError(error, PAYMENT_LEDGER_PROGRAM_ID)?.errorName).toBe("DuplicatePaymentId");
     expect(await tokenBalanceUnits(provider, agent.tokenAccount)).toBe(USDC - 100n);
 
     // Ids are per payer: another agent may use the same id.

@@ -239,6 +239,7 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     const parentSignature = bs58.decode(paid[0]!.signature);
     const opened = await send(
       await openInvocationInstruction({
+        programId: PAYMENT_LEDGER_PROGRAM_ID,
         authority: localnet.info.authority,
         invoker: agent.publicKey,
         parentSignature,
@@ -247,7 +248,7 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
       }),
       [agent.keypair],
     );
-    const invocation = invocationPda(parentSignature, subAgent.publicKey).address;
+    const invocation = invocationPda(parentSignature, subAgent.publicKey, PAYMENT_LEDGER_PROGRAM_ID).address;
     paid.push({ signature: await recordPayment(subAgent, service, x402(1n, 400_000n), invocation), payer: subAgent, amount: 400_000n });
     const lastSlot = await slotOf(paid.at(-1)!.signature);
 
@@ -469,6 +470,7 @@ describe("Yellowstone source (napi client) against the Geyser test double on the
     const duplicate = new Transaction().add(
       await recordPaymentInstruction({
         ...x402(1n, 20n),
+        programId: PAYMENT_LEDGER_PROGRAM_ID,
         authority: localnet.info.authority,
         payer: agent.publicKey,
         payee: service.publicKey,

@@ -118,13 +118,20 @@ export function startGateway(options: GatewayOptions): Gateway {
   const facilitator = new X402Facilitator({
     pool,
     settler: settlement,
+    programId: ledger.programId,
     agents: wallets,
     invocations: settlement,
     network: ledger.network,
     token,
     onWarning: (message, context) => logger.warn(context, message),
   });
-  const mpp = new MppGateway({ pool, settler: settlement, agents: wallets, cardProcessor: options.cardProcessor });
+  const mpp = new MppGateway({
+    pool,
+    settler: settlement,
+    programId: ledger.programId,
+    agents: wallets,
+    cardProcessor: options.cardProcessor,
+  });
   const transfers = new SignedTransfers({
     pool,
     ledger,

@@ -32,6 +32,7 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
     decimals: cluster.decimals,
     authority: cluster.authority,
     network: cluster.network,
+    programId: cluster.programId,
   };
   const pool = createPool(config.databaseUrl);
   await migrate(pool);

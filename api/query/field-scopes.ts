@@ -68,6 +68,7 @@ export const FIELD_SCOPES: Readonly<Record<string, FieldScope>> = {
   "Query.checkPolicy": READ_BY_ARGUMENT,
   // The backtest reveals only the agent's own history: what reading it already shows.
   "Query.simulatePolicy": READ_BY_ARGUMENT,
+  "Query.policyHistory": READ_BY_ARGUMENT,
   "Query.channels": READ_BY_ARGUMENT,
   "Query.channel": { requirement: "read", agent: "object", owner: agentIdOf },
   // Held payments: the account's approvers' queue; an agent key reads its own agent's one by id.

@@ -55,6 +55,7 @@ const LIST_SIZES: Record<string, ListSize> = {
   "Query.paymentTree": { argument: "nodeLimit", fallback: TREE_NODE_LIMIT_DEFAULT, max: TREE_NODE_LIMIT_MAX },
   "Query.agents": { fallback: 100, max: 100 },
   "Query.policies": { fallback: 200, max: 200 },
+  "Query.policyHistory": { argument: "first", fallback: 20, max: 100 },
   "Query.metrics": { fallback: METRIC_BUCKETS_MAX, max: METRIC_BUCKETS_MAX },
   "Query.spendSummary": { fallback: 50, max: 50 },
   "Query.invocation": { fallback: 10, max: 10 },

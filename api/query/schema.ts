@@ -63,6 +63,8 @@ export const typeDefs = /* GraphQL */ `
     checkPolicy(agentId: ID!, endpoint: String!, amount: String!, protocol: ProtocolPreference): PolicyCheck!
     "Backtest (docs/policy.md Backtest): the agent's recorded payment attempts of the window (1h..90d back from now, e.g. 30d) replayed through the policy engine with a candidate policy, given as JSON text in the form PUT /v1/policies/{agentId} takes (an omitted field is no limit). Records nothing. limit: decisions listed, 0..10000 (default 1000); totals cover every attempt."
     simulatePolicy(agentId: ID!, policy: String!, window: String!, limit: Int): PolicySimulation!
+    "policies.history: the agent's policy versions, newest first (docs/policy.md Versions). first 1..100 (default 20); before: only versions below this number."
+    policyHistory(agentId: ID!, first: Int = 20, before: Int): [PolicyVersion!]!
     "Payment channels (sessions) whose payer is one of the account's agents, newest first. first 1..100 (default 20); after: pageInfo.endCursor."
     channels(agentId: ID, status: ChannelStatus, first: Int, after: String): ChannelConnection!
     "One channel by its address; null when its payer is not one of the account's agents."
@@ -398,6 +400,10 @@ export const typeDefs = /* GraphQL */ `
     rateUsage: RateUsage!
     "Payments held for a person; null when the policy holds none."
     approval: ApprovalPolicy
+    "Limits per host or host and path prefix, on top of the agent's own (docs/policy.md Endpoint budgets)."
+    endpointBudgets: [EndpointBudget!]!
+    "The policy's current version (0: never set); Query.policyHistory lists them."
+    version: Int!
     "Null when the agent has no stored policy."
     updatedAt: String
   }
@@ -470,6 +476,30 @@ export const typeDefs = /* GraphQL */ `
     rule: String
     "The engine's refusal or approval text."
     reason: String
+  }
+
+  "One endpointBudgets rule: limits of the payments its match covers. A null limit is no limit."
+  type EndpointBudget {
+    "A host (spec 2.1 domain rules) or host and path prefix, e.g. api.example.com/v1/search."
+    match: String!
+    dailyBudget: String
+    dailyBudgetUnits: String
+    perCallLimit: String
+    perCallLimitUnits: String
+    rateLimit: RateLimit
+  }
+
+  "One version of an agent's policy: who changed it, when, the whole policy and its hash."
+  type PolicyVersion {
+    agentId: ID!
+    version: Int!
+    createdAt: String!
+    "key:<api key id>, admin or system."
+    createdBy: String!
+    "SHA-256 (hex) of the stored policy document."
+    hash: String!
+    "The whole policy as JSON (money in base units as decimal strings)."
+    policy: String!
   }
 
   type PolicyCheck {
@@ -570,6 +600,8 @@ export const typeDefs = /* GraphQL */ `
     rejectionLimit: String
     "The unit of rejectionRequested and rejectionLimit: usdc, or calls/<window> for the rate limit."
     rejectionUnit: String
+    "The agent's policy version this payment or refusal was decided under (Query.policyHistory); null when unknown (made before versions, or not through the gateway)."
+    policyVersion: Int
     "Payments made under this one (agents.invoke) by the account's agents; 0 for a rejected payment."
     childCount: Int!
     "The run this payment belongs to: the root of its payment tree (walking up parent links through the account's payments); itself for a top-level payment; null for a rejected one."

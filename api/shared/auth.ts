@@ -33,6 +33,11 @@ export interface Caller {
   readonly scope?: Scope;
 }
 
+/** Who a policy version names as its author: `key:<api key id>`, `admin` (a dashboard session, or in process). */
+export function policyActor(caller: Caller): string {
+  return caller.credential?.kind === "api_key" ? `key:${caller.credential.keyId}` : "admin";
+}
+
 export const AUTH_REALM = "agent-payment-gateway";
 /** The challenge when no Bearer credentials were sent (RFC 6750 3: no error code then). */
 export const BEARER_CHALLENGE = `Bearer realm="${AUTH_REALM}"`;

@@ -31,6 +31,8 @@ export interface PaymentRow {
   readonly settlement_status: string | null;
   readonly reason_code: string | null;
   readonly reason: string | null;
+  /** The policy version the payment or refusal was decided under; null when it predates versions or bypassed the gateway. */
+  readonly policy_version: number | null;
 }
 
 export interface AgentRow {

@@ -22,6 +22,7 @@ import { createAccount, issueApiKey } from "../../api/shared/keys.js";
 import { parseCursor } from "../../api/shared/validation.js";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { listTransactionsBefore, readMetricBucketsBefore, readSpendCellsBefore } from "../../test/api/read-reference.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { SYNTHETIC_BASE_TIME, SYNTHETIC_ENDPOINTS, syntheticPayers, syntheticTransaction } from "../indexer/synthetic.js";
@@ -148,7 +149,9 @@ async function run(): Promise<void> {
     const seedStart = performance.now();
     for (let at = 0; at < PAYMENTS; at += SEED_BATCH) {
       const n = Math.min(SEED_BATCH, PAYMENTS - at);
-      const chunk = Array.from({ length: n }, (_, k) => decodeRawTransaction(syntheticTransaction(at + k, payers)));
+      const chunk = Array.from({ length: n }, (_, k) =>
+        decodeRawTransaction(syntheticTransaction(at + k, payers), PAYMENT_LEDGER_PROGRAM_ID),
+      );
       await ingestBatch(
         db.pool,
         { transactions: chunk, checkpoint: { source: "bench", slot: chunk.at(-1)!.slot, blockhash: null } },

@@ -323,6 +323,8 @@ async function insertChunk(client: pg.ClientBase, chunk: readonly Placed[]): Pro
   const signatures = chunk.map((p) => p.payment.txHash);
   const slots = chunk.map((p) => p.slot);
   const times = chunk.map((p) => p.blockTime);
+  // The event store is partitioned by slot range (migrations/052): the chunk's partitions first.
+  await client.query("SELECT event_store_ensure_partitions($1::bigint[])", [slots]);
   await client.query(INSERT_SEEN, [signatures, slots]);
   const payloads = JSON.stringify(chunk.map(payloadOf));
   const raws = chunk.map((p) => eventBytes(p).toString("hex"));

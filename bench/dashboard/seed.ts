@@ -39,7 +39,7 @@ const discriminatorOf = (name: string): number[] => PAYMENT_LEDGER_IDL.events!.f
 const PAYMENT_RECORDED = discriminatorOf("PaymentRecorded");
 const INVOCATION_OPENED = discriminatorOf("InvocationOpened");
 const programId = PAYMENT_LEDGER_PROGRAM_ID.toBase58();
-const authority = eventAuthorityPda().address.toBase58();
+const authority = eventAuthorityPda(PAYMENT_LEDGER_PROGRAM_ID).address.toBase58();
 const BATCH = 2_000;
 const RUN_EVERY = 100;
 const RUN_CHILDREN = 3;
@@ -196,7 +196,9 @@ export async function seedScale(pool: pg.Pool, accountId: string, shape: SeedSha
   // the database writes the previous one.
   let writing: Promise<unknown> = Promise.resolve();
   for (let start = 0; start < shape.payments; start += BATCH) {
-    const decoded = Array.from({ length: Math.min(BATCH, shape.payments - start) }, (_, k) => decodeRawTransaction(raw(start + k)));
+    const decoded = Array.from({ length: Math.min(BATCH, shape.payments - start) }, (_, k) =>
+      decodeRawTransaction(raw(start + k), PAYMENT_LEDGER_PROGRAM_ID),
+    );
     if (decoded.some((d) => d.outcome !== "indexed")) throw new Error("a seeded payment did not decode");
     await writing;
     writing = ingestBatch(

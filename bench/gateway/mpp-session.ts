@@ -12,6 +12,7 @@ import { internalAgentId } from "../../api/shared/agent-ids.js";
 import { StandInCardProcessor } from "../../api/gateway/card/index.js";
 import { MppService, X_MPP_SESSION } from "../../api/gateway/mpp/index.js";
 import { keypairSigner } from "../../api/gateway/chain/index.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import type { System } from "../../scripts/system.js";
 import { MppSessions } from "../../sdk/src/sessions.js";
 import type { GatewayClient } from "../../test/gateway/support/gateway-payer.js";
@@ -45,6 +46,7 @@ export async function runMppSession(
   const api = await startPaidApi((origin) => ({
     mpp: {
       service: new MppService({
+        programId: PAYMENT_LEDGER_PROGRAM_ID,
         pool: system.pool,
         settler: system.settlement,
         agents: system.wallets,

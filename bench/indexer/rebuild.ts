@@ -11,6 +11,7 @@ import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { withTransaction } from "../../indexer/db/database.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { syntheticTransaction } from "./synthetic.js";
 
@@ -38,7 +39,9 @@ async function run(): Promise<void> {
     const seedStart = performance.now();
     for (let start = 0; start < EVENTS; start += BATCH) {
       const end = Math.min(start + BATCH, EVENTS);
-      const decoded = Array.from({ length: end - start }, (_, k) => decodeRawTransaction(syntheticTransaction(start + k)));
+      const decoded = Array.from({ length: end - start }, (_, k) =>
+        decodeRawTransaction(syntheticTransaction(start + k), PAYMENT_LEDGER_PROGRAM_ID),
+      );
       await ingestBatch(
         db.pool,
         { transactions: decoded, checkpoint: { source: "bench", slot: decoded.at(-1)!.slot, blockhash: null } },

@@ -15,7 +15,7 @@ const { BN } = anchor;
 const coder = new BorshCoder(PAYMENT_LEDGER_IDL);
 const discriminator = PAYMENT_LEDGER_IDL.events!.find((e) => e.name === "PaymentRecorded")!.discriminator;
 const programId = PAYMENT_LEDGER_PROGRAM_ID.toBase58();
-const authority = eventAuthorityPda().address.toBase58();
+const authority = eventAuthorityPda(PAYMENT_LEDGER_PROGRAM_ID).address.toBase58();
 const agents = syntheticPayers(100);
 const payee = Keypair.generate().publicKey;
 const mint = Keypair.generate().publicKey;

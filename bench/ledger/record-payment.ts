@@ -12,7 +12,12 @@ import { parseArgs } from "node:util";
 import { AnchorProvider, Wallet } from "@coral-xyz/anchor";
 import { createTransferCheckedInstruction } from "@solana/spl-token";
 import { type BlockhashWithExpiryBlockHeight, Connection, Transaction, type TransactionInstruction } from "@solana/web3.js";
-import { associatedTransferAccounts, endpointHash, recordPaymentInstruction } from "../../programs/payment_ledger/ts/index.js";
+import {
+  associatedTransferAccounts,
+  endpointHash,
+  recordPaymentInstruction,
+  PAYMENT_LEDGER_PROGRAM_ID,
+} from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess } from "../../scripts/agent-wallets.js";
 import { startLocalnet } from "../../scripts/localnet.js";
 
@@ -191,6 +196,7 @@ async function main(): Promise<void> {
       nextPaymentId[worker]! += 1n;
       return {
         instruction: await recordPaymentInstruction({
+          programId: PAYMENT_LEDGER_PROGRAM_ID,
           authority: localnet.info.authority,
           payer: agent.publicKey,
           payee: service.publicKey,

@@ -4,7 +4,6 @@
  * the preflight's job (./preflight.ts), and it runs only on a configuration that parsed.
  */
 import type { Keypair, PublicKey } from "@solana/web3.js";
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/idl.js";
 import {
   base58Address,
   ConfigReader,
@@ -130,23 +129,12 @@ function listen(reader: ConfigReader): Listen {
 }
 
 /**
- * The program address: this build's binding encodes instructions, PDAs and the IDL for the
- * address the program declares, so any other one is refused here (docs/deploy.md says how to
- * build for another address).
+ * The program address (PROGRAM_ID). Every service takes it from here and hands it to the binding,
+ * so a program deployed at any address works without a rebuild of the services; that a program is
+ * deployed and executable there is the preflight's check (./preflight.ts).
  */
-function programId(reader: ConfigReader, required: boolean): PublicKey | undefined {
-  const built = PAYMENT_LEDGER_PROGRAM_ID;
-  const given = required ? reader.required("PROGRAM_ID", base58Address) : reader.optional("PROGRAM_ID", base58Address);
-  if (given === undefined) return required ? undefined : built;
-  if (!given.equals(built)) {
-    reader.problem(
-      "PROGRAM_ID",
-      `${given.toBase58()} is not the address this build's program and binding declare`,
-      `${built.toBase58()}, or a build for that address (docs/deploy.md, "Deploying the program")`,
-    );
-    return undefined;
-  }
-  return given;
+function programId(reader: ConfigReader): PublicKey | undefined {
+  return reader.required("PROGRAM_ID", base58Address);
 }
 
 /**
@@ -166,7 +154,7 @@ function cluster(reader: ConfigReader, requireCustomGenesis = true): Cluster | u
       reader.problem("SOLANA_GENESIS_HASH", `${genesis} is not the genesis hash of ${network}`, `a hash starting ${prefix}, or unset`);
     }
   }
-  const program = programId(reader, true);
+  const program = programId(reader);
   const mint = reader.required("SETTLEMENT_MINT", base58Address);
   const decimals = reader.withDefault("SETTLEMENT_MINT_DECIMALS", integer(0, 18, "the mint's decimals"), 6);
   const authority = reader.required("LEDGER_AUTHORITY_KEYPAIR", keypairFile);
@@ -267,7 +255,7 @@ export function indexerConfig(env: Env): Loaded<IndexerConfig> {
   const reader = new ConfigReader(env, "indexer");
   const databaseUrl = reader.required("DATABASE_URL", postgresUrl);
   const rpcUrl = reader.required("SOLANA_RPC_URL", httpUrl);
-  const program = programId(reader, false);
+  const program = programId(reader);
   const explorer = reader.optional("EXPLORER_CLUSTER", explorerCluster);
   const endpoint = reader.optional("YELLOWSTONE_ENDPOINT", grpcUrl);
   const xToken = reader.optional("YELLOWSTONE_X_TOKEN", { ...nonEmpty, secret: true });

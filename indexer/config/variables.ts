@@ -56,8 +56,8 @@ export const VARIABLES: readonly Variable[] = [
   },
   {
     name: "PROGRAM_ID",
-    readBy: { ...CLUSTER_SERVICES, indexer: "optional" },
-    describe: "address of the deployed payment_ledger program (the indexer defaults to the address the build declares)",
+    readBy: { ...CLUSTER_SERVICES, indexer: "required" },
+    describe: "address of the deployed payment_ledger program (the services take it from here: no rebuild for another address)",
     example: "2Mxhjn4faicAv1UyhyFyiBnVbgahkgxmjCVpEkGffD3t",
   },
   {

@@ -13,7 +13,7 @@ import { decodeRawTransaction } from "./transaction.js";
 const { BN } = anchor;
 const coder = new BorshCoder(PAYMENT_LEDGER_IDL);
 const programId = PAYMENT_LEDGER_PROGRAM_ID.toBase58();
-const authority = eventAuthorityPda().address.toBase58();
+const authority = eventAuthorityPda(PAYMENT_LEDGER_PROGRAM_ID).address.toBase58();
 const key = (): string => Keypair.generate().publicKey.toBase58();
 const payer = Keypair.generate().publicKey;
 const payee = Keypair.generate().publicKey;
@@ -66,7 +66,7 @@ function transaction(overrides: Partial<RawTransaction> = {}): RawTransaction {
 
 describe("decodeRawTransaction", () => {
   it("an emit_cpi event keeps a u64 amount exact as a decimal string", () => {
-    const decoded = decodeRawTransaction(transaction());
+    const decoded = decodeRawTransaction(transaction(), PAYMENT_LEDGER_PROGRAM_ID);
     expect(decoded.outcome).toBe("indexed");
     expect(decoded.events).toHaveLength(1);
     expect(decoded.events[0]).toMatchObject({ instructionIndex: 0, innerIndex: 0, ordinal: 0, name: "PaymentRecorded" });
@@ -76,25 +76,32 @@ describe("decodeRawTransaction", () => {
 
   it("an event instruction not signed by the event authority is not an event", () => {
     const forged = transaction({ accountKeys: [key(), programId, key()] });
-    expect(decodeRawTransaction(forged).outcome).toBe("no_events");
+    expect(decodeRawTransaction(forged, PAYMENT_LEDGER_PROGRAM_ID).outcome).toBe("no_events");
   });
 
   it("an event authority loaded from a lookup table (after the static keys) signs events like a static one", () => {
     // Static keys: fee payer, program; loaded readonly: the event authority (index 2).
-    const decoded = decodeRawTransaction(transaction({ accountKeys: [key(), programId, authority], unresolvedKeys: 0 }));
+    const decoded = decodeRawTransaction(
+      transaction({ accountKeys: [key(), programId, authority], unresolvedKeys: 0 }),
+      PAYMENT_LEDGER_PROGRAM_ID,
+    );
     expect(decoded.outcome).toBe("indexed");
   });
 
   it("a transaction whose looked-up keys the source did not report is unresolved, never no_events", () => {
     // The event instruction points at index 2, a key the node left out.
     const blind = transaction({ accountKeys: [key(), programId], unresolvedKeys: 1 });
-    const decoded = decodeRawTransaction(blind);
+    const decoded = decodeRawTransaction(blind, PAYMENT_LEDGER_PROGRAM_ID);
     expect(decoded).toMatchObject({ outcome: "unresolved", events: [] });
     expect(decoded.detail).toMatch(/1 account key/);
     // Even when the program itself is not among the keys it has (a CPI through a looked-up id).
-    expect(decodeRawTransaction(transaction({ accountKeys: [key()], unresolvedKeys: 2 })).outcome).toBe("unresolved");
+    expect(decodeRawTransaction(transaction({ accountKeys: [key()], unresolvedKeys: 2 }), PAYMENT_LEDGER_PROGRAM_ID).outcome).toBe(
+      "unresolved",
+    );
     // A failed transaction stays failed: it has no events whatever its keys.
-    expect(decodeRawTransaction(transaction({ err: { InstructionError: [0, "Custom"] }, unresolvedKeys: 1 })).outcome).toBe("failed");
+    expect(
+      decodeRawTransaction(transaction({ err: { InstructionError: [0, "Custom"] }, unresolvedKeys: 1 }), PAYMENT_LEDGER_PROGRAM_ID).outcome,
+    ).toBe("failed");
   });
 
   it("without inner instructions, events are read from Program data logs of the program itself", () => {
@@ -104,6 +111,7 @@ describe("decodeRawTransaction", () => {
         innerInstructions: [],
         logs: [`Program ${programId} invoke [1]`, data, `Program ${programId} success`],
       }),
+      PAYMENT_LEDGER_PROGRAM_ID,
     );
     expect(decoded.outcome).toBe("indexed");
     expect(decoded.events[0]).toMatchObject({ innerIndex: -1, source: "logs" });
@@ -123,6 +131,7 @@ describe("decodeRawTransaction", () => {
           `Program ${programId} success`,
         ],
       }),
+      PAYMENT_LEDGER_PROGRAM_ID,
     );
     expect(decoded.events).toEqual([]);
   });
@@ -131,14 +140,19 @@ describe("decodeRawTransaction", () => {
     const data = `Program data: ${Buffer.from(payment).toString("base64")}`;
     const decoded = decodeRawTransaction(
       transaction({ innerInstructions: [], logs: [`Program ${programId} invoke [1]`, data, "Log truncated"] }),
+      PAYMENT_LEDGER_PROGRAM_ID,
     );
     expect(decoded.outcome).toBe("truncated");
     expect(decoded.events).toHaveLength(1);
   });
 
   it("failed and foreign transactions yield no events and say why", () => {
-    expect(decodeRawTransaction(transaction({ err: { InstructionError: [0, { Custom: 6010 }] } })).outcome).toBe("failed");
-    expect(decodeRawTransaction(transaction({ accountKeys: [key(), key(), authority] })).outcome).toBe("foreign");
+    expect(decodeRawTransaction(transaction({ err: { InstructionError: [0, { Custom: 6010 }] } }), PAYMENT_LEDGER_PROGRAM_ID).outcome).toBe(
+      "failed",
+    );
+    expect(decodeRawTransaction(transaction({ accountKeys: [key(), key(), authority] }), PAYMENT_LEDGER_PROGRAM_ID).outcome).toBe(
+      "foreign",
+    );
   });
 
   it("a channel settlement stores its ChannelSettled event and one PaymentRecorded per charge", () => {
@@ -175,6 +189,7 @@ describe("decodeRawTransaction", () => {
     });
     const decoded = decodeRawTransaction(
       transaction({ innerInstructions: [{ index: 0, instructions: [event(settled), event(payment), event(payment), event(closed)] }] }),
+      PAYMENT_LEDGER_PROGRAM_ID,
     );
     expect(decoded.outcome).toBe("indexed");
     expect(decoded.events.map((e) => e.name)).toEqual(["ChannelSettled", "PaymentRecorded", "PaymentRecorded", "ChannelClosed"]);
@@ -202,7 +217,7 @@ describe("decodeRawTransaction", () => {
           },
         ],
       });
-      const decoded = decodeRawTransaction(tx);
+      const decoded = decodeRawTransaction(tx, PAYMENT_LEDGER_PROGRAM_ID);
       expect(["malformed", "unknown_event", "indexed"]).toContain(decoded.outcome);
     }
   });

@@ -15,7 +15,6 @@ import {
   eventAuthorityPda,
   LOG_TRUNCATED,
   type LedgerEventName,
-  PAYMENT_LEDGER_PROGRAM_ID,
   programDataLines,
 } from "../../programs/payment_ledger/ts/index.js";
 import type { RawTransaction } from "../sources/source.js";
@@ -139,7 +138,7 @@ function outcome(
   return { signature: tx.signature, slot: tx.slot, outcome: result, detail, events };
 }
 
-export function decodeRawTransaction(tx: RawTransaction, programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): DecodedTransaction {
+export function decodeRawTransaction(tx: RawTransaction, programId: PublicKey): DecodedTransaction {
   try {
     if (tx.err !== null && tx.err !== undefined) {
       return outcome(tx, "failed", JSON.stringify(tx.err), []);

@@ -2,8 +2,12 @@
  * What the projections read: typed rows of the events to project, as SQL that yields the same
  * columns whatever the rows come from.
  *
- * - `batchInput`: the events ingest has just stored, sent as rows of one jsonb parameter
- *   (`jsonb_to_recordset`). Nothing is read back from `chain_events`.
+ * - `stagedInput`: the events ingest has just stored, from its staging table (the rows it COPYed
+ *   in, typed columns beside the payload, ingest.ts) joined with the ids the event store took.
+ *   Nothing is read back from `chain_events`, no jsonb is read at all.
+ * - `batchInput`: events from memory with the ids they were stored under, as rows of one jsonb
+ *   parameter (`jsonb_to_recordset`): the write path before staging (kept as the reference the
+ *   staged one is tested and benched against, test/indexer/jsonb-ingest.ts) and tests.
  * - `storedEventsInput`: events already in the store (rebuild: an id range; a list of ids), read
  *   from `chain_events.payload` once per event.
  *
@@ -12,6 +16,7 @@
  * budget_units, ts, slot, finalized. Invocation-opened columns: event_id, invocation, invoker,
  * sub_agent, parent_tx_hash, budget_units, slot.
  */
+
 import type { DecodedEvent } from "../decode/transaction.js";
 
 export interface InputPart {
@@ -26,7 +31,37 @@ export interface ProjectionInput {
   readonly invocationsOpened: InputPart;
 }
 
-// One jsonb parameter of rows (see ingest.ts on why not one array per column).
+/** Ingest's staging tables (temporary, per session, emptied at commit; created by ingest.ts). */
+export const STAGED_EVENTS = "ingest_events";
+/** The ids of the staged events the event store took (new ones; duplicates are left out). */
+export const STAGED_STORED = "ingest_stored";
+
+const STAGED = (name: string, columns: string): string => `
+  SELECT ${columns}
+  FROM ${STAGED_EVENTS} s JOIN ${STAGED_STORED} USING (id)
+  WHERE s.event_name = '${name}'`;
+
+const STAGED_PAYMENTS = STAGED(
+  "PaymentRecorded",
+  `s.id AS event_id, s.signature AS tx_hash, s.instruction_index, s.agent, s.payee, s.mint, s.payment_id, s.protocol,
+   s.rail, s.amount_units, s.endpoint_hash, s.parent_tx_hash, s.invocation, s.atomic, s.settlement_reference,
+   s.budget_units, to_timestamp(s.seconds) AS ts, s.slot, s.commitment = 'finalized' AS finalized`,
+);
+
+const STAGED_INVOCATIONS_OPENED = STAGED(
+  "InvocationOpened",
+  "s.id AS event_id, s.invocation, s.invoker, s.sub_agent, s.parent_tx_hash, s.budget_units, s.slot",
+);
+
+/** The staged events the event store took; `has` says which kinds the batch carries at all. */
+export function stagedInput(has: { readonly payments: boolean; readonly invocationsOpened: boolean }): ProjectionInput {
+  return {
+    payments: { sql: STAGED_PAYMENTS, params: [], empty: !has.payments },
+    invocationsOpened: { sql: STAGED_INVOCATIONS_OPENED, params: [], empty: !has.invocationsOpened },
+  };
+}
+
+// Events from memory: one jsonb parameter of rows (cheaper for Postgres than one array per column).
 const BATCH_PAYMENTS = `
   SELECT r.event_id, r.tx_hash, r.instruction_index, r.agent, r.payee, r.mint, r.payment_id, r.protocol, r.rail,
          r.amount_units, r.endpoint_hash, r.parent_tx_hash, r.invocation, r.atomic, r.settlement_reference,

@@ -227,7 +227,7 @@ export async function rollbackSlot(client: pg.ClientBase, slot: bigint): Promise
   const settlements = await client.query<{ signature: string }>("DELETE FROM settlement_transfers WHERE slot = $1 RETURNING signature", [
     slot.toString(),
   ]);
-  await client.query("DELETE FROM chain_events WHERE id IN (SELECT unnest($1::bigint[]))", [ids]);
+  await client.query("DELETE FROM chain_events WHERE slot = $2 AND id IN (SELECT unnest($1::bigint[]))", [ids, slot.toString()]);
   await client.query("DELETE FROM chain_transactions_seen WHERE slot = $1", [slot.toString()]);
   await projectSettlements(
     client,

@@ -99,6 +99,15 @@ async def test_policies_set_keeps_omitted_fields_none_removes_and_clear_removes_
     assert (cleared.daily_budget, cleared.per_call_limit, cleared.rate_limit) == (None, None, None)
     assert cleared.blocked_domains == []
 
+    # Every change was a version: two sets and the clearing, newest first, by this client's key.
+    history = await done(client.policies.history())
+    assert [version.version for version in history] == [3, 2, 1]
+    assert all(version.created_by.startswith("key:") for version in history)
+    assert history[2].policy["dailyBudgetUnits"] == "5000000"
+    assert history[1].policy["perCallLimitUnits"] is None
+    assert history[0].policy["dailyBudgetUnits"] is None
+    assert len({version.hash for version in history}) == 3
+
 
 async def test_transactions_list_get_and_get_chain_read_the_indexed_payments(agent: Agent, ready: Ready) -> None:
     client = await agent("py-reader", "1")

@@ -45,9 +45,11 @@ export type {
   BacktestOptions,
   BacktestOutcome,
   BacktestPayment,
+  EndpointBudgetFields,
   Policy,
   PolicyBacktest,
   PolicyFields,
+  PolicyVersion,
   RateLimitWindow,
 } from "./resources/policies.js";
 export type { Transaction, TransactionFilter } from "./resources/transactions.js";

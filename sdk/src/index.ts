@@ -53,6 +53,8 @@ export {
   type Policy,
   type PolicyBacktest,
   type PolicyFields,
+  type EndpointBudgetFields,
+  type PolicyVersion,
   type Protocol,
   type ProtocolPreference,
   type RateLimitWindow,

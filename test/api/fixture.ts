@@ -177,6 +177,7 @@ export async function buildWorld(): Promise<World> {
     const parentSignature = bs58.decode(parent);
     await send(
       await openInvocationInstruction({
+        programId: PAYMENT_LEDGER_PROGRAM_ID,
         authority: localnet.info.authority,
         invoker: wallets[invokerId]!.publicKey,
         parentSignature,
@@ -185,7 +186,7 @@ export async function buildWorld(): Promise<World> {
       }),
       [wallets[invokerId]!.keypair],
     );
-    return invocationPda(parentSignature, wallets[subAgentId]!.publicKey).address;
+    return invocationPda(parentSignature, wallets[subAgentId]!.publicKey, PAYMENT_LEDGER_PROGRAM_ID).address;
   }
 
   // The tree (real block times): root by a-orch; a-sub twice under it; a-subsub under a-sub's

@@ -28,16 +28,26 @@ const HOST_POOL = [
   "unrelated.net",
 ];
 
+/** `endpointBudgets` matches the endpoint scenarios draw from (hosts of HOST_POOL, paths of PATH_POOL). */
+const MATCH_POOL = ["api.example.com", "example.com/v1/search", "api.example.com/v1/search/deep", "other.io/v2", "example.co.uk"];
+const PATH_POOL = ["/v1/search", "/v1/search/deep", "/v1/searches", "/v2/x", "/v2", "/v1/0"];
+
 export interface Scenario {
   readonly policy: Policy;
-  readonly requests: ReadonlyArray<{ readonly at: Date; readonly request: PaymentRequest; readonly host: string }>;
+  readonly requests: ReadonlyArray<{ readonly at: Date; readonly request: PaymentRequest; readonly host: string; readonly path: string }>;
 }
 
 /**
  * `approvals`: the policy may also hold payments (`approval`); its rules are drawn after every
  * other draw of the policy, so the scenarios without it stay the same for the same seed.
+ * `endpoints`: the policy has `endpointBudgets` and requests go to paths those rules cover or miss.
  */
-export function randomScenario(seed: number, length: number, start: Date, options: { approvals?: boolean } = {}): Scenario {
+export function randomScenario(
+  seed: number,
+  length: number,
+  start: Date,
+  options: { approvals?: boolean; endpoints?: boolean } = {},
+): Scenario {
   const random = mulberry32(seed);
   const int = (below: number) => Math.floor(random() * below);
   const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
@@ -53,6 +63,7 @@ export function randomScenario(seed: number, length: number, start: Date, option
     blockedDomains: random() < 0.3 ? subset() : [],
     rateLimit: maybe(() => ({ calls: 1 + int(6), window: pick(RATE_WINDOWS) })),
     approval: options.approvals === true ? randomApproval(random, subset) : null,
+    endpointBudgets: options.endpoints === true ? randomEndpointBudgets(random) : [],
   });
 
   const requests: Array<Scenario["requests"][number]> = [];
@@ -67,10 +78,26 @@ export function randomScenario(seed: number, length: number, start: Date, option
     const host = pick(HOST_POOL);
     const decorated = random() < 0.2 ? `${host.toUpperCase()}.` : host;
     const amountUnits = BigInt(1 + int(40)) * 50_000n + (random() < 0.2 ? BigInt(int(3)) - 1n : 0n);
-    const request = { endpoint: `https://${decorated}/v1/${i}`, amountUnits: amountUnits > 0n ? amountUnits : 1n };
-    requests.push({ at: new Date(now), host, request });
+    const path = options.endpoints === true ? pick(PATH_POOL) : `/v1/${i}`;
+    const request = { endpoint: `https://${decorated}${path}`, amountUnits: amountUnits > 0n ? amountUnits : 1n };
+    requests.push({ at: new Date(now), host, path, request });
   }
   return { policy, requests };
+}
+
+function randomEndpointBudgets(random: () => number): Policy["endpointBudgets"] {
+  const maybe = <T>(make: () => T): T | null => (random() < 0.5 ? null : make());
+  return MATCH_POOL.filter(() => random() < 0.5).map((match) => {
+    const rule = {
+      match,
+      dailyBudgetUnits: maybe(() => BigInt(1 + Math.floor(random() * 30)) * 100_000n),
+      perCallLimitUnits: maybe(() => BigInt(1 + Math.floor(random() * 20)) * 100_000n),
+      rateLimit: maybe(() => ({ calls: 1 + Math.floor(random() * 5), window: RATE_WINDOWS[Math.floor(random() * RATE_WINDOWS.length)]! })),
+    };
+    return rule.dailyBudgetUnits === null && rule.perCallLimitUnits === null && rule.rateLimit === null
+      ? { ...rule, perCallLimitUnits: 1_000_000n }
+      : rule;
+  });
 }
 
 function randomApproval(random: () => number, subset: () => string[]): Policy["approval"] {
@@ -83,7 +110,7 @@ function randomApproval(random: () => number, subset: () => string[]): Policy["a
 
 /** The reference: every accepted payment, and the period it opened or joined. */
 export class ReferenceModel {
-  private readonly accepted: Array<{ at: number; amount: bigint; periodStart: number; host: string | null }> = [];
+  private readonly accepted: Array<{ at: number; amount: bigint; periodStart: number; host: string | null; path: string | null }> = [];
   /** The period in which a payment was refused for the daily budget (spec 3: exhausted). */
   private exhaustedPeriod: number | null = null;
 
@@ -93,6 +120,26 @@ export class ReferenceModel {
     const labels = entry.split(".").length;
     const registrable = labels === 2 || (labels === 3 && entry.endsWith(".co.uk"));
     return host === entry || (registrable && host.endsWith(`.${entry}`));
+  }
+
+  /** Whether an endpointBudgets match covers host and path: the host by the domain rules, the path by whole segments. */
+  static covers(match: string, host: string, path: string): boolean {
+    const [entry, ...segments] = match.split("/");
+    if (!ReferenceModel.matches(entry!, host)) return false;
+    const prefix = segments.length === 0 ? "" : `/${segments.join("/")}`;
+    return prefix === "" || path === prefix || path.startsWith(`${prefix}/`);
+  }
+
+  private ruleUsed(match: string, at: number): bigint {
+    const period = this.openPeriod(at);
+    return this.accepted
+      .filter((p) => p.periodStart === period && p.host !== null && ReferenceModel.covers(match, p.host, p.path ?? ""))
+      .reduce((sum, p) => sum + p.amount, 0n);
+  }
+
+  private ruleCalls(match: string, windowMs: number, at: number): number {
+    return this.accepted.filter((p) => p.at > at - windowMs && p.host !== null && ReferenceModel.covers(match, p.host, p.path ?? ""))
+      .length;
   }
 
   private openPeriod(at: number): number | null {
@@ -137,8 +184,13 @@ export class ReferenceModel {
    * The whole decision (rules 1–8): a refusal code, or null with `approval` naming the approval
    * rule that holds the payment (null: allowed at once).
    */
-  decide(host: string, amount: bigint, at: number): { reasonCode: string | null; warning: boolean; approval: string | null } {
-    const decision = this.decideLimits(host, amount, at);
+  decide(
+    host: string,
+    amount: bigint,
+    at: number,
+    path = "/",
+  ): { reasonCode: string | null; warning: boolean; approval: string | null; endpointRule?: string | null } {
+    const decision = this.decideLimits(host, amount, at, path);
     const rule = this.policy.approval;
     if (decision.reasonCode !== null || rule == null) return { ...decision, approval: null };
     if (rule.aboveUnits !== null && amount > rule.aboveUnits) return { ...decision, approval: "above" };
@@ -147,21 +199,73 @@ export class ReferenceModel {
     return { ...decision, approval: null };
   }
 
-  /** Rules 1–5: what approving a held payment re-runs. */
-  decideLimits(host: string, amount: bigint, at: number): { reasonCode: string | null; warning: boolean } {
+  /**
+   * Rules 1–5: what approving a held payment re-runs. Each of rules 3–5 weighs the agent's own limit
+   * and every endpoint rule covering host and path; the one with least room refuses (the agent's on a tie).
+   */
+  decideLimits(
+    host: string,
+    amount: bigint,
+    at: number,
+    path = "/",
+  ): { reasonCode: string | null; warning: boolean; endpointRule?: string | null } {
     const p = this.policy;
-    const reject = (reasonCode: string) => ({ reasonCode, warning: false });
+    const reject = (reasonCode: string, endpointRule: string | null = null) => ({ reasonCode, warning: false, endpointRule });
     if (p.blockedDomains.some((e) => ReferenceModel.matches(e, host))) return reject("domain_blocked");
     if (p.allowedDomains !== null && !p.allowedDomains.some((e) => ReferenceModel.matches(e, host))) {
       return reject("domain_not_allowed");
     }
-    if (p.perCallLimitUnits !== null && amount > p.perCallLimitUnits) return reject("per_call_limit_exceeded");
+    const rules = (p.endpointBudgets ?? []).filter((r) => ReferenceModel.covers(r.match, host, path));
+    const least = (candidates: Array<{ rule: string | null; room: bigint }>) =>
+      candidates.reduce<{ rule: string | null; room: bigint } | null>((best, c) => (best === null || c.room < best.room ? c : best), null);
+    const perCall = [
+      { rule: null as string | null, limit: p.perCallLimitUnits },
+      ...rules.map((r) => ({ rule: r.match as string | null, limit: r.perCallLimitUnits })),
+    ]
+      .filter((c): c is { rule: string | null; limit: bigint } => c.limit !== null && amount > c.limit)
+      .map((c) => ({ rule: c.rule, room: c.limit }));
+    const perCallBreach = least(perCall);
+    if (perCallBreach !== null) return reject("per_call_limit_exceeded", perCallBreach.rule);
     const used = this.usedInPeriod(at);
-    if (p.dailyBudgetUnits !== null && (this.exhausted(at) || used + amount > p.dailyBudgetUnits)) return reject("daily_budget_exceeded");
-    if (p.rateLimit !== null && this.callsInRateWindow(at) >= p.rateLimit.calls) return reject("rate_limit_exceeded");
+    const budgets: Array<{ rule: string | null; room: bigint }> = [];
+    if (p.dailyBudgetUnits !== null && (this.exhausted(at) || used + amount > p.dailyBudgetUnits)) {
+      budgets.push({ rule: null, room: this.exhausted(at) || used >= p.dailyBudgetUnits ? 0n : p.dailyBudgetUnits - used });
+    }
+    for (const r of rules) {
+      const ruleUsed = this.ruleUsed(r.match, at);
+      if (r.dailyBudgetUnits !== null && ruleUsed + amount > r.dailyBudgetUnits) {
+        budgets.push({ rule: r.match, room: ruleUsed >= r.dailyBudgetUnits ? 0n : r.dailyBudgetUnits - ruleUsed });
+      }
+    }
+    const budgetBreach = least(budgets);
+    if (budgetBreach !== null) return reject("daily_budget_exceeded", budgetBreach.rule);
+    const rates: Array<{ rule: string | null; room: bigint }> = [];
+    if (p.rateLimit !== null && this.callsInRateWindow(at) >= p.rateLimit.calls) {
+      rates.push({ rule: null, room: BigInt(p.rateLimit.calls - this.callsInRateWindow(at)) });
+    }
+    for (const r of rules) {
+      if (r.rateLimit === null) continue;
+      const calls = this.ruleCalls(r.match, RATE_WINDOW_MS[r.rateLimit.window], at);
+      if (calls >= r.rateLimit.calls) rates.push({ rule: r.match, room: BigInt(r.rateLimit.calls - calls) });
+    }
+    const rateBreach = least(rates);
+    if (rateBreach !== null) return reject("rate_limit_exceeded", rateBreach.rule);
     const budget = p.dailyBudgetUnits;
     const warning = budget !== null && used * 5n < budget * 4n && (used + amount) * 5n >= budget * 4n;
-    return { reasonCode: null, warning };
+    return { reasonCode: null, warning, endpointRule: null };
+  }
+
+  /** Usage of each endpoint rule at `at`, as the gateway hands it to the engine. */
+  endpointUsage(at: number): Map<string, { usedUnits: bigint; rateCalls: number }> {
+    const usage = new Map<string, { usedUnits: bigint; rateCalls: number }>();
+    for (const r of this.policy.endpointBudgets ?? []) {
+      const windowMs = r.rateLimit === null ? 0 : RATE_WINDOW_MS[r.rateLimit.window];
+      usage.set(r.match, {
+        usedUnits: this.ruleUsed(r.match, at),
+        rateCalls: r.rateLimit === null ? 0 : this.ruleCalls(r.match, windowMs, at),
+      });
+    }
+    return usage;
   }
 
   /** A refusal the gateway recorded: one for the daily budget exhausts the open period. */
@@ -171,8 +275,8 @@ export class ReferenceModel {
   }
 
   /** An accepted payment; `host` (when given) counts as paid for `firstPaymentToDomain`. */
-  accept(amount: bigint, at: number, host: string | null = null): void {
-    this.accepted.push({ at, amount, periodStart: this.openPeriod(at) ?? at, host });
+  accept(amount: bigint, at: number, host: string | null = null, path: string | null = null): void {
+    this.accepted.push({ at, amount, periodStart: this.openPeriod(at) ?? at, host, path });
   }
 
   /** Invariants the policy promises, checked over the whole history. */
@@ -184,6 +288,24 @@ export class ReferenceModel {
         perPeriod.set(periodStart, (perPeriod.get(periodStart) ?? 0n) + amount);
       }
       for (const total of perPeriod.values()) expect(total).toBeLessThanOrEqual(p.dailyBudgetUnits);
+    }
+    for (const rule of p.endpointBudgets ?? []) {
+      const covered = this.accepted.filter((q) => q.host !== null && ReferenceModel.covers(rule.match, q.host, q.path ?? ""));
+      if (rule.dailyBudgetUnits !== null) {
+        const perPeriod = new Map<number, bigint>();
+        for (const { periodStart, amount } of covered) perPeriod.set(periodStart, (perPeriod.get(periodStart) ?? 0n) + amount);
+        for (const total of perPeriod.values()) expect(total, rule.match).toBeLessThanOrEqual(rule.dailyBudgetUnits);
+      }
+      if (rule.perCallLimitUnits !== null)
+        for (const q of covered) expect(q.amount, rule.match).toBeLessThanOrEqual(rule.perCallLimitUnits);
+      if (rule.rateLimit !== null) {
+        const windowMs = RATE_WINDOW_MS[rule.rateLimit.window];
+        for (const q of covered) {
+          expect(covered.filter((o) => o.at > q.at - windowMs && o.at <= q.at).length, rule.match).toBeLessThanOrEqual(
+            rule.rateLimit.calls,
+          );
+        }
+      }
     }
     if (p.rateLimit !== null) {
       const windowMs = RATE_WINDOW_MS[p.rateLimit.window];

@@ -6,7 +6,15 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkPolicy, clearPolicy, getPolicy, putPolicy, readUsage } from "../../api/shared/policy/index.js";
+import {
+  checkPolicy,
+  clearPolicy,
+  getPolicy,
+  isPolicyInputError,
+  policyHistory,
+  putPolicy,
+  readUsage,
+} from "../../api/shared/policy/index.js";
 import { releaseReservation, reserveInTransaction, reserveWithinPolicy, settleReservation } from "../../api/gateway/reservations/store.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { ReferenceModel, randomScenario } from "./policy-reference.js";
@@ -287,6 +295,52 @@ describe("concurrency", () => {
     expect(await reservationCount(agent)).toBe(7);
   });
 
+  it("50 concurrent reservations never sum above an endpoint rule's daily budget; the rule is named and other endpoints go on", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, {
+      dailyBudgetUnits: 100n * USDC,
+      endpointBudgets: [{ match: "api.example.com/v1/search", dailyBudgetUnits: 2n * USDC, perCallLimitUnits: null, rateLimit: null }],
+    });
+    const search = "https://api.example.com/v1/search/deep?q=1";
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        reserveWithinPolicy(wide, agent, pay(300_000n, i % 2 === 0 ? search : "https://api.example.com/v1/data"), at(i)),
+      ),
+    );
+    const searches = results.filter((_, i) => i % 2 === 0);
+    expect(searches.filter((r) => r.decision.decision === "allow")).toHaveLength(6);
+    const refused = searches.filter((r) => r.decision.decision === "reject");
+    expect(refused).toHaveLength(19);
+    for (const r of refused) {
+      expect(r.decision).toMatchObject({ reasonCode: "daily_budget_exceeded", endpointRule: "api.example.com/v1/search", limit: "2" });
+      expect(r.decision.reason).toContain("(endpointBudgets api.example.com/v1/search)");
+    }
+    expect(results.filter((_, i) => i % 2 === 1).every((r) => r.decision.decision === "allow")).toBe(true);
+    const { rows } = await db.pool.query<{ total: string }>(
+      "SELECT sum(amount_units)::text AS total FROM spend_reservations WHERE agent_id = $1 AND endpoint = $2",
+      [agent, search],
+    );
+    expect(rows[0]!.total).toBe("1800000");
+  });
+
+  it("50 concurrent reservations never exceed an endpoint rule's rate limit, nor the agent's per-call limit where it is tighter", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, {
+      perCallLimitUnits: 200_000n,
+      endpointBudgets: [
+        { match: "example.com", dailyBudgetUnits: null, perCallLimitUnits: 500_000n, rateLimit: { calls: 4, window: "1h" } },
+      ],
+    });
+    const results = await fire(agent, 50, 100_000n);
+    expect(results.filter((r) => r.decision.decision === "allow")).toHaveLength(4);
+    const refused = results.filter((r) => r.decision.decision === "reject");
+    expect(refused.every((r) => r.decision.reasonCode === "rate_limit_exceeded" && r.decision.endpointRule === "example.com")).toBe(true);
+    expect(await reservationCount(agent)).toBe(4);
+    // The agent's 0.2 limit is tighter than the rule's 0.5: it refuses, and the refusal is the agent's own.
+    const tight = await reserveWithinPolicy(db.pool, agent, pay(300_000n, "https://other.example.org/x"), at(1));
+    expect(tight.decision).toMatchObject({ reasonCode: "per_call_limit_exceeded", endpointRule: null, limit: "0.2" });
+  });
+
   it("agents do not share limits or wait on each other's budget", async () => {
     const [a, b] = [newAgent(), newAgent()];
     await putPolicy(db.pool, a, { dailyBudgetUnits: USDC });
@@ -346,6 +400,107 @@ describe("the store against the reference model", () => {
   });
 });
 
+describe("the store with endpoint budgets against the reference model", () => {
+  it("agrees with the naive model on 15 random scenarios of 40 requests: each rule's usage read from the ledger", async () => {
+    const start = new Date("2026-07-01T00:00:00.000Z");
+    let named = 0;
+    for (let seed = 1; seed <= 15; seed += 1) {
+      const agent = `endpoint-model-${seed}`;
+      const { policy, requests } = randomScenario(seed, 40, start, { endpoints: true });
+      await putPolicy(db.pool, agent, {
+        dailyBudgetUnits: policy.dailyBudgetUnits,
+        perCallLimitUnits: policy.perCallLimitUnits,
+        allowedDomains: policy.allowedDomains,
+        blockedDomains: policy.blockedDomains,
+        rateLimit: policy.rateLimit,
+        endpointBudgets: policy.endpointBudgets ?? [],
+      });
+      const model = new ReferenceModel(policy);
+      for (const { at: now, host, path, request } of requests) {
+        const context = `seed ${seed} at ${now.toISOString()} ${request.endpoint} ${request.amountUnits}`;
+        const expected = model.decideLimits(host, request.amountUnits, now.getTime(), path);
+        const { decision } = await reserveWithinPolicy(db.pool, agent, request, now);
+        expect(decision.reasonCode, context).toBe(expected.reasonCode);
+        if (decision.decision === "allow") model.accept(request.amountUnits, now.getTime(), host, path);
+        // No refusal is recorded by a bare reservation, so no period becomes exhausted (spec 3): the model is not told of refusals.
+        else if (decision.endpointRule != null) named += 1;
+        const usage = await readUsage(db.pool, agent, (await getPolicy(db.pool, agent))!, now);
+        const expectedUsage = model.endpointUsage(now.getTime());
+        for (const [match, value] of expectedUsage) expect(usage.endpointUsage?.get(match), `${context} ${match}`).toEqual(value);
+      }
+      model.assertInvariants();
+    }
+    expect(named).toBeGreaterThan(20);
+  });
+});
+
+describe("policy versions", () => {
+  it("every decision names a version that existed when it was made, across concurrent policy writes", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { perCallLimitUnits: 2n * USDC });
+    // Writers flip the per-call limit between 2 usdc (odd versions) and 0.5 usdc (even ones) while
+    // 1-usdc payments run: each payment's outcome must be what its named version decides.
+    const wide = new pg.Pool({ connectionString: db.url, max: 20 });
+    try {
+      const writes = Array.from({ length: 20 }, (_, i) =>
+        putPolicy(wide, agent, { perCallLimitUnits: i % 2 === 0 ? 500_000n : 2n * USDC }, at(i), `writer-${i}`),
+      );
+      const payments = Array.from({ length: 60 }, (_, i) => reserveWithinPolicy(wide, agent, pay(USDC), at(i)));
+      const [, results] = await Promise.all([Promise.all(writes), Promise.all(payments)]);
+      const versions = new Map((await policyHistory(db.pool, agent, { limit: 100 })).map((v) => [v.version, v]));
+      expect(versions.size).toBe(21);
+      const allowedUnder = new Set<number>();
+      for (const r of results) {
+        const version = versions.get(r.policyVersion);
+        expect(version, `version ${r.policyVersion}`).toBeDefined();
+        expect(r.decision.decision === "allow").toBe(version!.policy.perCallLimitUnits === "2000000");
+        if (r.reservationId !== null) allowedUnder.add(r.policyVersion);
+      }
+      // What the ledger recorded is the version the decision returned.
+      const { rows } = await db.pool.query<{ policy_version: number }>(
+        "SELECT DISTINCT policy_version FROM spend_reservations WHERE agent_id = $1",
+        [agent],
+      );
+      expect(new Set(rows.map((row) => row.policy_version))).toEqual(allowedUnder);
+      // Version numbers are 1..21 without a gap; the history names each writer.
+      expect([...versions.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: 21 }, (_, i) => i + 1));
+      expect(new Set([...versions.values()].map((v) => v.createdBy)).size).toBe(21);
+    } finally {
+      await wide.end();
+    }
+  });
+
+  it("an invalid patch writes no version; clear writes one; an agent that never had a policy decides under version 0", async () => {
+    const agent = newAgent();
+    expect((await reserveWithinPolicy(db.pool, agent, pay(1n), T0)).policyVersion).toBe(0);
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: USDC });
+    const bad = [
+      { endpointBudgets: [{ match: "api.example.com:8443", dailyBudgetUnits: USDC, perCallLimitUnits: null, rateLimit: null }] },
+      {
+        endpointBudgets: [
+          { match: "example.com", dailyBudgetUnits: USDC, perCallLimitUnits: null, rateLimit: null },
+          { match: "EXAMPLE.com.", dailyBudgetUnits: null, perCallLimitUnits: USDC, rateLimit: null },
+        ],
+      },
+      {
+        endpointBudgets: [
+          { match: "example.com", dailyBudgetUnits: null, perCallLimitUnits: null, rateLimit: { calls: 1, window: "7d" as "1m" } },
+        ],
+      },
+    ];
+    for (const patch of bad) {
+      const error = await putPolicy(db.pool, agent, patch).catch((e: unknown) => e);
+      expect(isPolicyInputError(error, "invalid_endpoint_budget") || isPolicyInputError(error, "invalid_rate_limit")).toBe(true);
+    }
+    expect((await getPolicy(db.pool, agent))?.version).toBe(1);
+    expect(await clearPolicy(db.pool, agent)).toBe(true);
+    expect(await clearPolicy(db.pool, agent)).toBe(false);
+    expect((await policyHistory(db.pool, agent)).map((v) => v.version)).toEqual([2, 1]);
+    // Cleared: the empty policy, at the clearing's version.
+    expect((await reserveWithinPolicy(db.pool, agent, pay(1n), T0)).policyVersion).toBe(2);
+  });
+});
+
 describe("the periods' running totals (spend_periods, kept by a trigger)", () => {
   /** What the totals must be: the reservations that count, summed per agent and period. */
   async function recomputed(agents: readonly string[]): Promise<string[]> {
@@ -356,6 +511,22 @@ describe("the periods' running totals (spend_periods, kept by a trigger)", () =>
       [agents],
     );
     return rows.map((r) => r.line);
+  }
+
+  /** The per-endpoint totals (spend_period_endpoints) and what they must be. */
+  async function endpointTotals(agents: readonly string[]): Promise<[string[], string[]]> {
+    const kept = await db.pool.query<{ line: string }>(
+      `SELECT agent_id || ' ' || window_start::text || ' ' || endpoint || ' ' || used_units::text || ' ' || calls::text AS line
+       FROM spend_period_endpoints WHERE agent_id = ANY($1) AND calls > 0 ORDER BY 1`,
+      [agents],
+    );
+    const summed = await db.pool.query<{ line: string }>(
+      `SELECT agent_id || ' ' || budget_window_start::text || ' ' || endpoint || ' ' || sum(amount_units)::text || ' ' || count(*)::text AS line
+       FROM spend_reservations WHERE agent_id = ANY($1) AND status <> 'released'
+       GROUP BY agent_id, budget_window_start, endpoint ORDER BY 1`,
+      [agents],
+    );
+    return [kept.rows.map((r) => r.line), summed.rows.map((r) => r.line)];
   }
 
   async function totals(agents: readonly string[]): Promise<string[]> {
@@ -369,7 +540,9 @@ describe("the periods' running totals (spend_periods, kept by a trigger)", () =>
 
   it("equal the reservations they summarize after concurrent reserves, settles, releases and late landings over several periods", async () => {
     const agents = [newAgent(), newAgent(), newAgent()];
-    for (const agent of agents) await putPolicy(db.pool, agent, { dailyBudgetUnits: 3n * USDC });
+    const endpointBudgets = [{ match: "api.example.com/v1/search", dailyBudgetUnits: USDC, perCallLimitUnits: null, rateLimit: null }];
+    for (const agent of agents) await putPolicy(db.pool, agent, { dailyBudgetUnits: 3n * USDC, endpointBudgets });
+    const ENDPOINTS = ["https://api.example.com/v1/data", "https://api.example.com/v1/search", "https://api.example.com/v1/search/x"];
     let state = 0x2917;
     const random = (): number => {
       state = (state * 1_103_515_245 + 12_345) % 2_147_483_648;
@@ -385,7 +558,13 @@ describe("the periods' running totals (spend_periods, kept by a trigger)", () =>
           const mine = reserved.filter((r) => r.agent === agent);
           const pick = mine[Math.floor(random() * mine.length)];
           if (roll < 0.55 || pick === undefined) {
-            const { reservationId } = await reserveWithinPolicy(db.pool, agent, pay(BigInt(1 + Math.floor(random() * 400_000))), now);
+            const endpoint = ENDPOINTS[Math.floor(random() * ENDPOINTS.length)]!;
+            const { reservationId } = await reserveWithinPolicy(
+              db.pool,
+              agent,
+              pay(BigInt(1 + Math.floor(random() * 400_000)), endpoint),
+              now,
+            );
             if (reservationId !== null) reserved.push({ agent, id: reservationId });
           } else if (roll < 0.75) {
             await settleReservation(db.pool, pick.id, `tx-${pick.id}`);
@@ -400,13 +579,28 @@ describe("the periods' running totals (spend_periods, kept by a trigger)", () =>
           }
         }),
       );
-      if (step % 20 === 19) expect(await totals(agents), `after step ${step}`).toEqual(await recomputed(agents));
+      if (step % 20 === 19) {
+        expect(await totals(agents), `after step ${step}`).toEqual(await recomputed(agents));
+        const [kept, summed] = await endpointTotals(agents);
+        expect(kept, `endpoints after step ${step}`).toEqual(summed);
+      }
     }
     expect(reserved.length).toBeGreaterThan(100);
     expect(await totals(agents)).toEqual(await recomputed(agents));
+    // No period's accepted search payments exceed the rule's budget (late landings aside, which only re-count released ones).
+    const { rows: over } = await db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM (
+         SELECT agent_id, budget_window_start FROM spend_reservations
+         WHERE agent_id = ANY($1) AND status <> 'released' AND tx_hash IS DISTINCT FROM 'late-' || id AND endpoint LIKE '%/v1/search%'
+         GROUP BY 1, 2 HAVING sum(amount_units) > $2) x`,
+      [agents, USDC.toString()],
+    );
+    expect(over[0]!.n).toBe(0);
     // A deleted reservation (no route deletes one; an operator might) leaves the totals right too.
     await db.pool.query("DELETE FROM spend_reservations WHERE id = $1", [reserved[0]!.id]);
     expect(await totals(agents)).toEqual(await recomputed(agents));
+    const [kept, summed] = await endpointTotals(agents);
+    expect(kept).toEqual(summed);
   });
 
   it("are what the usage read returns: the same as summing the period's reservations", async () => {

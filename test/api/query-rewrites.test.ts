@@ -14,6 +14,7 @@ import type { PaymentRow } from "../../api/shared/rows.js";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
 import { SYNTHETIC_BASE_TIME, SYNTHETIC_ENDPOINTS, syntheticPayers, syntheticTransaction } from "../../bench/indexer/synthetic.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { mulberry32 } from "../support/random.js";
 import { listTransactionsBefore, readMetricBucketsBefore, readSpendCellsBefore } from "./read-reference.js";
@@ -57,7 +58,7 @@ beforeAll(async () => {
   // Each payment by a random payer; 50 share each second of block time (ties broken by id).
   for (let at = 0; at < PAYMENTS; at += 500) {
     const batch = Array.from({ length: 500 }, (_, k) =>
-      decodeRawTransaction(syntheticTransaction(at + k, [payers[Math.floor(next() * PAYERS)]!])),
+      decodeRawTransaction(syntheticTransaction(at + k, [payers[Math.floor(next() * PAYERS)]!]), PAYMENT_LEDGER_PROGRAM_ID),
     );
     await ingestBatch(
       db.pool,

@@ -140,7 +140,18 @@ function indexerVerify(run: Run): Promise<{ code: number | null; output: string 
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", "indexer/cli.ts", "verify", "--from-slot", "0", "--rpc-url", run.system!.localnet.rpcUrl],
+      [
+        "--import",
+        "tsx",
+        "indexer/cli.ts",
+        "verify",
+        "--from-slot",
+        "0",
+        "--rpc-url",
+        run.system!.localnet.rpcUrl,
+        "--program-id",
+        run.system!.localnet.info.programId.toBase58(),
+      ],
       { env: { ...process.env, DATABASE_URL: run.db.url }, stdio: ["ignore", "pipe", "pipe"] },
     );
     let output = "";

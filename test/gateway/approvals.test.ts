@@ -24,6 +24,7 @@ import { createAccount, issueApiKey } from "../../api/shared/keys.js";
 import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
 import { putPolicy } from "../../api/shared/policy/index.js";
 import { withTransaction } from "../../indexer/db/database.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../support/rest.js";
 
@@ -55,6 +56,7 @@ beforeAll(async () => {
     agents: wallets,
     network: NETWORK,
     token: TOKEN,
+    programId: PAYMENT_LEDGER_PROGRAM_ID,
     settler: {
       async settlePayment(request) {
         settled.push(request);

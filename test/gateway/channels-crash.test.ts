@@ -14,7 +14,12 @@ import { fileURLToPath } from "node:url";
 import { PublicKey } from "@solana/web3.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChannelSessions } from "../../api/gateway/channels/index.js";
-import { decodeChannelAccount, decodeTransactionEvents, eventsNamed } from "../../programs/payment_ledger/ts/index.js";
+import {
+  decodeChannelAccount,
+  decodeTransactionEvents,
+  eventsNamed,
+  PAYMENT_LEDGER_PROGRAM_ID,
+} from "../../programs/payment_ledger/ts/index.js";
 import { pollUntil } from "../support/poll.js";
 import { type ChannelGateway, expectAgreement, newPayee, SERVICE, startChannelGateway, USDC } from "./support/channel-gateway.js";
 
@@ -101,6 +106,7 @@ function runAndKill(
         ...process.env,
         SOLANA_RPC_URL: gateway.localnet.rpcUrl,
         SETTLEMENT_MINT: gateway.localnet.info.mint.toBase58(),
+        PROGRAM_ID: gateway.localnet.info.programId.toBase58(),
         LEDGER_AUTHORITY_KEYPAIR: join(gateway.localnet.ledgerDir, "authority.json"),
         DATABASE_URL: withApplicationName(gateway.db.url, WORKER_APPLICATION),
         WALLET_ENCRYPTION_KEY: gateway.walletKey,
@@ -189,7 +195,7 @@ async function paymentIdsOnChain(channel: string): Promise<bigint[]> {
   const ids: bigint[] = [];
   for (const { signature } of rows) {
     const tx = await gateway.ledger.connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
-    for (const event of eventsNamed(decodeTransactionEvents(tx!), "PaymentRecorded")) ids.push(event.paymentId);
+    for (const event of eventsNamed(decodeTransactionEvents(tx!, PAYMENT_LEDGER_PROGRAM_ID), "PaymentRecorded")) ids.push(event.paymentId);
   }
   return ids;
 }

@@ -86,6 +86,7 @@ async function open(depositUnits: bigint, options: { budget?: bigint; extra?: Re
   expect(opened.status).toBe(201);
   const view = (await gateway.call("GET", `/v1/channels/${opened.body.channel}`)).body;
   const accounts = channelAccounts({
+    programId: PAYMENT_LEDGER_PROGRAM_ID,
     payer: new PublicKey(opened.body.payer),
     payee: payee.publicKey,
     mint: gateway.ledger.mint,
@@ -260,7 +261,9 @@ async function expectChainTruth(o: Opened, payerStartUnits: bigint, options: { p
   // Ledger balances: the payee holds what was settled, the payer lost the deposit and got the refund.
   expect(await tokenBalanceUnits(gateway.ledger, o.payee.publicKey)).toBe(options.payeeUnits ?? closed.settledUnits);
   expect(await tokenBalanceUnits(gateway.ledger, new PublicKey(o.payer))).toBe(payerStartUnits - o.depositUnits + closed.refundedUnits);
-  expect(await gateway.ledger.connection.getAccountInfo(escrowPda(o.accounts.channel).address, "confirmed")).toBeNull();
+  expect(
+    await gateway.ledger.connection.getAccountInfo(escrowPda(o.accounts.channel, PAYMENT_LEDGER_PROGRAM_ID).address, "confirmed"),
+  ).toBeNull();
 
   expect(await indexedChannel(o.channel)).toEqual({
     status: "closed",
@@ -394,7 +397,7 @@ describe("a payee acting on chain by itself", () => {
     expect((await present(o, signed, 1, 1)).status).toBe(200);
     const payeeToken = getAssociatedTokenAddressSync(gateway.ledger.mint, o.payee.publicKey, true);
     await sendAs(gateway, o.payee, [
-      createTransferInstruction(payeeToken, escrowPda(o.accounts.channel).address, o.payee.publicKey, 10_000),
+      createTransferInstruction(payeeToken, escrowPda(o.accounts.channel, PAYMENT_LEDGER_PROGRAM_ID).address, o.payee.publicKey, 10_000),
     ]);
     const closed = await gateway.call("POST", `/v1/channels/${o.channel}/close`);
     expect(closed.body).toMatchObject({ status: "closed", settledCumulativeUnits: "30000", refundedUnits: "80000" });
@@ -501,7 +504,12 @@ describe("payee actions interleaved at random with the gateway's (seeded)", () =
               const payeeToken = getAssociatedTokenAddressSync(gateway.ledger.mint, o.payee.publicKey, true);
               const amount = held / 2n + 1n;
               await sendAs(gateway, o.payee, [
-                createTransferInstruction(payeeToken, escrowPda(o.accounts.channel).address, o.payee.publicKey, amount),
+                createTransferInstruction(
+                  payeeToken,
+                  escrowPda(o.accounts.channel, PAYMENT_LEDGER_PROGRAM_ID).address,
+                  o.payee.publicKey,
+                  amount,
+                ),
               ]);
               given += amount;
               steps.push(`transfer ${amount}`);

@@ -15,6 +15,7 @@ import {
   eventsNamed,
   settleChannelInstruction,
   voucherSignatureInstruction,
+  PAYMENT_LEDGER_PROGRAM_ID,
 } from "../../programs/payment_ledger/ts/index.js";
 import {
   type ChannelGateway,
@@ -84,7 +85,7 @@ async function recordedOnChain(signatures: readonly string[]) {
   const recorded: [string, string, string][] = [];
   for (const signature of signatures) {
     const tx = await gateway.ledger.connection.getTransaction(signature, { commitment: "confirmed", maxSupportedTransactionVersion: 0 });
-    for (const event of eventsNamed(decodeTransactionEvents(tx!), "PaymentRecorded")) {
+    for (const event of eventsNamed(decodeTransactionEvents(tx!, PAYMENT_LEDGER_PROGRAM_ID), "PaymentRecorded")) {
       recorded.push([event.paymentId.toString(), event.amountUnits.toString(), Buffer.from(event.endpointHash).toString("hex")]);
     }
   }
@@ -181,6 +182,7 @@ describe("settling presented vouchers", () => {
     const signed = await charges(opened.channel, 5);
     // Someone settles voucher 2 directly (here the authority's key, as a payee would with its own).
     const accounts = channelAccounts({
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       payer: new PublicKey(opened.payer),
       payee: new PublicKey(opened.payee),
       mint: gateway.ledger.mint,
@@ -266,7 +268,7 @@ describe("settling presented vouchers", () => {
       commitment: "confirmed",
       maxSupportedTransactionVersion: 0,
     });
-    const recorded = eventsNamed(decodeTransactionEvents(tx!), "PaymentRecorded");
+    const recorded = eventsNamed(decodeTransactionEvents(tx!, PAYMENT_LEDGER_PROGRAM_ID), "PaymentRecorded");
     expect(recorded.map((event) => event.parent?.invocation.toBase58())).toEqual([opened.invocation, opened.invocation, opened.invocation]);
     const total = BigInt(signed[2].cumulativeUnits);
     expect((await gateway.settlement.invocationState(new PublicKey(opened.invocation)))?.spentUnits).toBe(total);

@@ -15,7 +15,7 @@ import { PublicKey } from "@solana/web3.js";
 import { Keypair } from "@solana/web3.js";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseJson } from "../../api/shared/http/json.js";
+import { JsonNumber, parseJson } from "../../api/shared/http/json.js";
 import { parseMoneyObject } from "../../api/shared/http/money.js";
 import { formatUsdcShort } from "../../api/shared/money.js";
 import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
@@ -90,6 +90,7 @@ interface Listed {
   readonly status: string;
   readonly amountUnits: bigint;
   readonly id: string;
+  readonly policyVersion: number | null;
 }
 
 /** Every transaction of the agent in the listing (all pages), money parsed exactly. */
@@ -103,16 +104,34 @@ async function listed(agentId: string, status?: "rejected"): Promise<Listed[]> {
     const answer = await call("GET", `/v1/transactions?${query}`);
     expect(answer.status, answer.text).toBe(200);
     const body = parseJson(answer.text) as {
-      transactions: { txHash: string | null; status: string; id: string; amountPaid: Parameters<typeof parseMoneyObject>[0] }[];
+      transactions: {
+        txHash: string | null;
+        status: string;
+        id: string;
+        amountPaid: Parameters<typeof parseMoneyObject>[0];
+        policyVersion: JsonNumber | null;
+      }[];
       pageInfo: { hasNextPage: boolean; endCursor: string | null };
     };
     for (const tx of body.transactions) {
-      out.push({ txHash: tx.txHash, status: tx.status, id: tx.id, amountUnits: parseMoneyObject(tx.amountPaid, "amountPaid") });
+      out.push({
+        txHash: tx.txHash,
+        status: tx.status,
+        id: tx.id,
+        amountUnits: parseMoneyObject(tx.amountPaid, "amountPaid"),
+        policyVersion: versionOf(tx.policyVersion),
+      });
     }
     if (!body.pageInfo.hasNextPage) return out;
     after = body.pageInfo.endCursor;
   }
   throw new Error("more than 50 pages of transactions");
+}
+
+/** A version number as a JSON answer carries it (exact integer token). */
+function versionOf(value: unknown): number | null {
+  if (value === null || value === undefined) return null;
+  return Number(value instanceof JsonNumber ? value.text : value);
 }
 
 /** Polls until the indexed (on-chain) transactions of the agent are exactly `settled`, or the deadline. */
@@ -195,6 +214,9 @@ async function expectConsistent(agentId: string, r: Race, payer: PublicKey, paye
   const chain = await indexedPayments(agentId, r.paid.length);
   expect(new Map(chain.map((tx) => [tx.txHash, tx.amountUnits]))).toEqual(new Map(r.paid.map((p) => [p.txHash, p.amountUnits])));
   expect(chain).toHaveLength(r.paid.length);
+
+  // Each payment and each refusal names the policy version it was decided under: the one policy set (version 1).
+  for (const tx of [...chain, ...rejected]) expect(tx.policyVersion, tx.id).toBe(1);
   return acceptedUnits;
 }
 
@@ -260,7 +282,7 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
   it("at the boundaries: a budget consumed to the last unit passes, one unit short refuses exactly one, a rate limit admits exactly its calls", async () => {
     const PRICE = 50_000n; // 0.05 usdc
     const RACERS = 30;
-    const [exact, short, counted] = await Promise.all([
+    const [exact, short, counted, endpoint] = await Promise.all([
       (async () => ({
         agentId: "exact-budget",
         payer: await agentWithPolicy("exact-budget", 2, { dailyBudget: { usdc: 1.5 } }),
@@ -276,18 +298,28 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
         payer: await agentWithPolicy("rate-25", 1, { rateLimit: { calls: 25, window: "1h" } }),
         ...(await paidApi()),
       }))(),
+      (async () => ({
+        agentId: "endpoint-short",
+        // The agent's own budget is wide; the endpoint rule is one unit short of 30 payments.
+        payer: await agentWithPolicy("endpoint-short", 2, {
+          dailyBudget: { usdc: 100 },
+          endpointBudgets: [{ match: "127.0.0.1/x402/price", dailyBudget: { usdc: 1.499999 } }],
+        }),
+        ...(await paidApi()),
+      }))(),
     ]);
     const groups = [
       { ...exact, amounts: Array<bigint>(RACERS).fill(PRICE) },
       { ...short, amounts: Array<bigint>(RACERS).fill(PRICE) },
       { ...counted, amounts: Array<bigint>(40).fill(10_000n) },
+      { ...endpoint, amounts: Array<bigint>(RACERS).fill(PRICE) },
     ];
     const befores = await Promise.all(groups.map(async (g) => ({ payer: await balance(g.payer), payee: await balance(g.payee) })));
     // All three groups race at once (100 flows), each against its own agent's lock.
     const races = await Promise.all(groups.map((g) => race(g.agentId, g.api, g.amounts)));
     for (const [i, g] of groups.entries()) await expectConsistent(g.agentId, races[i]!, g.payer, g.payee, befores[i]!);
 
-    const [exactRace, shortRace, rateRace] = races as [Race, Race, Race];
+    const [exactRace, shortRace, rateRace, endpointRace] = races as [Race, Race, Race, Race];
     // 30 × 0.05 = 1.5: the last payment takes the budget to exactly 100 % and still passes.
     expect(exactRace.paid).toHaveLength(RACERS);
     expect(exactRace.refused).toHaveLength(0);
@@ -329,5 +361,18 @@ describe("200 concurrent x402 payments of one agent through the gateway", () => 
         reason: "rate_limit_exceeded: requested 26 calls/1h, limit is 25 calls/1h",
       });
     }
+
+    // The endpoint rule under the same race: exactly one refusal, naming the rule; the agent's budget untouched by it.
+    expect(endpointRace.paid).toHaveLength(RACERS - 1);
+    expect(endpointRace.refused).toHaveLength(1);
+    expect(endpointRace.refused[0]!.problem).toMatchObject({
+      status: 403,
+      reasonCode: "daily_budget_exceeded",
+      endpointRule: "127.0.0.1/x402/price",
+      reason:
+        "daily_budget_exceeded: requested 0.05 usdc, limit is 1.499999 usdc (used 1.45 usdc, left 0.049999 usdc) (endpointBudgets 127.0.0.1/x402/price)",
+    });
+    expect(versionOf(endpointRace.refused[0]!.problem.policyVersion)).toBe(1);
+    expect(endpointRace.refused[0]!.problem.budget).toBeUndefined();
   }, 180_000);
 });

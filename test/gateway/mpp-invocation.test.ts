@@ -19,6 +19,7 @@ import { MppService } from "../../api/gateway/mpp/service.js";
 import { parseMppSubmission } from "../../api/gateway/mpp/submission.js";
 import { linkedReservation, mppPaymentRef } from "../../api/gateway/reservations/store.js";
 import { invocationAddress } from "../../api/gateway/invocations/index.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { recordedPayment } from "../support/ledger-events.js";
 import { fundedAgent, rest, startTestSystem, type TestSystem, tokenBalanceUnits } from "../sdk/server-support.js";
 import { agentKey } from "../support/agent-keys.js";
@@ -116,7 +117,13 @@ async function openInvocation(): Promise<Invoked> {
   const settled = await rest(test.system, sellerKey, "POST", "/v1/x402/settle", { payment: authorized.body.payment, requirement });
   expect(settled.body, settled.text).toMatchObject({ success: true });
   const parentTxHash: string = settled.body.txHash;
-  return { orchestrator, sub, subAddress, parentTxHash, invocation: invocationAddress(parentTxHash, subAddress) };
+  return {
+    orchestrator,
+    sub,
+    subAddress,
+    parentTxHash,
+    invocation: invocationAddress(parentTxHash, subAddress, PAYMENT_LEDGER_PROGRAM_ID),
+  };
 }
 
 /** `openInvocation`, then the sub-agent's MPP submission under it: its session has one prepaid call. */
@@ -274,6 +281,7 @@ describe("MPP payments of a sub-agent under agents.invoke", () => {
     // The same service (origin, payee), with the spend-policy gate but no invocation reader: only
     // the invocation account passed at settlement stands between the charge and the budget.
     const unchecked = new MppService({
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       pool: test.system.pool,
       settler: test.system.settlement,
       agents: test.system.wallets,

@@ -16,7 +16,7 @@ import {
   X_MPP_SESSION,
 } from "../../api/gateway/mpp/index.js";
 import { type AgentSigner, keypairSigner } from "../../api/gateway/chain/index.js";
-import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
+import { endpointHash, type PaymentRecorded, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -52,6 +52,7 @@ async function paidApi(paymentMethods: string[], sessionSupported: boolean, cloc
     const options: MppServiceOptions = {
       pool: db.pool,
       settler,
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       agents: settler,
       cardProcessor: card,
       serviceOrigin: origin,

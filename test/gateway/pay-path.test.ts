@@ -18,6 +18,7 @@ import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
 import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { invocationAddress } from "../../api/gateway/invocations/index.js";
 import { parsePaymentPayload, parsePaymentRequirement } from "../../api/gateway/x402/index.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { type RestAnswer as Answer, restCall } from "../support/rest.js";
@@ -348,7 +349,7 @@ describe("the sweeper opens an invocation whose payment settled without it", () 
       endpoint: `${ORIGIN}/data`,
       paymentRef: x402PaymentRef(p.from, p.nonce),
     });
-    const invocation = invocationAddress(paid.txHash, subAddress);
+    const invocation = invocationAddress(paid.txHash, subAddress, PAYMENT_LEDGER_PROGRAM_ID);
     expect(await system.settlement.invocationState(new PublicKey(invocation))).toBeNull();
 
     await sweep(later());
@@ -387,7 +388,7 @@ describe("sub-agent invocations", () => {
     for (const amount of [400_000n, 400_000n]) {
       const authorized = await authorize(invoked.sub, amount, subPayee, { parentTxHash: invoked.parentTxHash });
       expect(authorized.status, authorized.text).toBe(200);
-      expect(authorized.body.invocation).toBe(invocationAddress(invoked.parentTxHash, invoked.subAddress));
+      expect(authorized.body.invocation).toBe(invocationAddress(invoked.parentTxHash, invoked.subAddress, PAYMENT_LEDGER_PROGRAM_ID));
       const settled = await settle(authorized);
       expect(settled.body, settled.text).toMatchObject({ success: true });
       subPayments.push(settled.body.txHash);
@@ -398,7 +399,7 @@ describe("sub-agent invocations", () => {
   it("the orchestrator pays its sub-agent with a budget: the invocation opens on-chain before the answer", async () => {
     const { subAddress, parentTxHash, authorized } = await openInvocation();
     expect(authorized.body.invocationBudget).toEqual({ usdc: 1 });
-    const invocation = invocationAddress(parentTxHash, subAddress);
+    const invocation = invocationAddress(parentTxHash, subAddress, PAYMENT_LEDGER_PROGRAM_ID);
     expect(await reservation(authorized.body.reservationId)).toMatchObject({ status: "settled", tx_hash: parentTxHash, invocation });
     const state = await system.settlement.invocationState(new PublicKey(invocation));
     expect(state).toMatchObject({ budgetUnits: USDC, spentUnits: 0n, subAgent: subAddress });
@@ -408,7 +409,7 @@ describe("sub-agent invocations", () => {
     const { sub, subAddress, parentTxHash, subPayments } = await spentInvocation();
     for (const txHash of subPayments) {
       const row = await system.pool.query("SELECT invocation FROM settlements WHERE signature = $1", [txHash]);
-      expect(row.rows[0].invocation).toBe(invocationAddress(parentTxHash, subAddress));
+      expect(row.rows[0].invocation).toBe(invocationAddress(parentTxHash, subAddress, PAYMENT_LEDGER_PROGRAM_ID));
     }
     const over = await authorize(sub, 300_000n, subPayee, { parentTxHash });
     expect(over.status, over.text).toBe(422);
@@ -457,7 +458,7 @@ describe("sub-agent invocations", () => {
       expect(read.status, read.text).toBe(200);
       expect(read.body).toMatchObject({
         parentTxHash,
-        invocation: invocationAddress(parentTxHash, subAddress),
+        invocation: invocationAddress(parentTxHash, subAddress, PAYMENT_LEDGER_PROGRAM_ID),
         invoker: orchestrator,
         subAgentId: sub,
         subAgentAddress: subAddress,

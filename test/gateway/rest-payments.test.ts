@@ -17,6 +17,7 @@ import type { SettlementLedger } from "../../api/gateway/chain/index.js";
 import { SecretBox } from "../../api/gateway/webhooks/index.js";
 import { X402Facilitator } from "../../api/gateway/x402/index.js";
 import type { SettleRequest } from "../../api/gateway/settlement/index.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../support/rest.js";
 
@@ -42,6 +43,7 @@ beforeAll(async () => {
   const ledger = { network: NETWORK } as unknown as SettlementLedger;
   const wallets = new AgentWallets({ pool: db.pool, keystore, ledger, fundingSource: { fund: () => Promise.reject(new Error("unused")) } });
   const facilitator = new X402Facilitator({
+    programId: PAYMENT_LEDGER_PROGRAM_ID,
     pool: db.pool,
     agents: wallets,
     network: NETWORK,

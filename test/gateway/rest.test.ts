@@ -172,6 +172,97 @@ describe("policies", () => {
   });
 });
 
+describe("endpoint budgets and policy versions", () => {
+  it("PUT stores endpointBudgets normalized, with exact amounts; the read view shows them and the version", async () => {
+    const agentId = await freshAgent("endpoints");
+    const put = await call("PUT", `/v1/policies/${agentId}`, {
+      raw:
+        '{"dailyBudget":{"usdc":10},"endpointBudgets":[{"match":"API.Example.COM/v1/search/","dailyBudget":{"usdc":1.000001},' +
+        '"rateLimit":{"calls":2,"window":"1m"}},{"match":"other.io","perCallLimit":{"usdc":0.5}}]}',
+    });
+    expect(put.status).toBe(200);
+    expect(put.text).toContain('"dailyBudget":{"usdc":1.000001}');
+    expect(put.body.version).toBe(1);
+    expect(put.body.endpointBudgets).toEqual([
+      { match: "api.example.com/v1/search", dailyBudget: { usdc: 1.000001 }, perCallLimit: null, rateLimit: { calls: 2, window: "1m" } },
+      { match: "other.io", dailyBudget: null, perCallLimit: { usdc: 0.5 }, rateLimit: null },
+    ]);
+    const get = await call("GET", `/v1/policies/${agentId}`);
+    expect(get.body.endpointBudgets).toEqual(put.body.endpointBudgets);
+  });
+
+  it("bad endpointBudgets are a typed 400 naming the field and change nothing (no version either)", async () => {
+    const agentId = await freshAgent("endpoints");
+    expect((await call("PUT", `/v1/policies/${agentId}`, { raw: '{"dailyBudget":{"usdc":10}}' })).status).toBe(200);
+    const cases: Array<[unknown, string]> = [
+      [[{ match: "https://api.example.com/v1", perCallLimit: { usdc: 1 } }], "endpointBudgets[0].match"],
+      [[{ match: "*.example.com", perCallLimit: { usdc: 1 } }], "endpointBudgets[0].match"],
+      [[{ match: "api.example.com/v1?q=1", perCallLimit: { usdc: 1 } }], "endpointBudgets[0].match"],
+      [[{ match: "api.example.com/v1/../x", perCallLimit: { usdc: 1 } }], "endpointBudgets[0].match"],
+      [[{ match: "co.uk", perCallLimit: { usdc: 1 } }], "endpointBudgets[0].match"],
+      [
+        [
+          { match: "api.example.com/v1", perCallLimit: { usdc: 1 } },
+          { match: "API.example.com/v1/", dailyBudget: { usdc: 1 } },
+        ],
+        "endpointBudgets[1].match",
+      ],
+      [[{ match: "api.example.com", rateLimit: { calls: 2, window: "2m" } }], "endpointBudgets[0].rateLimit.window"],
+      [[{ match: "api.example.com", rateLimit: { calls: 0, window: "1m" } }], "endpointBudgets[0].rateLimit.calls"],
+      [[{ match: "api.example.com", perCallLimit: { usdc: -1 } }], "endpointBudgets[0].perCallLimit.usdc"],
+      [[{ match: "api.example.com" }], "endpointBudgets[0]"],
+      [[{ match: "api.example.com", perCallLimit: { usdc: 1 }, extra: 1 }], "endpointBudgets[0].extra"],
+      ["api.example.com", "endpointBudgets"],
+    ];
+    for (const [endpointBudgets, field] of cases) {
+      const answer = await call("PUT", `/v1/policies/${agentId}`, { body: { endpointBudgets } });
+      expect(answer.status, JSON.stringify(endpointBudgets)).toBe(400);
+      expect(answer.body.code, JSON.stringify(endpointBudgets)).toBe("BAD_USER_INPUT");
+      expect(answer.body.field, JSON.stringify(endpointBudgets)).toBe(field);
+    }
+    const get = await call("GET", `/v1/policies/${agentId}`);
+    expect(get.body).toMatchObject({ dailyBudget: { usdc: 10 }, endpointBudgets: [], version: 1 });
+    expect((await call("GET", `/v1/policies/${agentId}/history`)).body.versions).toHaveLength(1);
+  });
+
+  it("every change is a version: who, when, the whole policy and its hash, newest first, paged; clear is one too", async () => {
+    const agentId = await freshAgent("versions");
+    expect((await call("GET", `/v1/policies/${agentId}`)).body.version).toBe(0);
+    expect((await call("PUT", `/v1/policies/${agentId}`, { raw: '{"dailyBudget":{"usdc":10}}' })).status).toBe(200);
+    expect((await call("PUT", `/v1/policies/${agentId}`, { body: { blockedDomains: ["evil.example"] } })).status).toBe(200);
+    expect((await call("DELETE", `/v1/policies/${agentId}`)).status).toBe(204);
+    expect((await call("PUT", `/v1/policies/${agentId}`, { raw: '{"dailyBudget":{"usdc":10}}' })).status).toBe(200);
+    const history = await call("GET", `/v1/policies/${agentId}/history`);
+    expect(history.status).toBe(200);
+    const versions = history.body.versions as Array<Record<string, any>>;
+    expect(versions.map((v) => v.version)).toEqual([4, 3, 2, 1]);
+    const { rows } = await db.pool.query<{ id: string }>("SELECT id::text FROM api_keys WHERE account_id = $1 ORDER BY id LIMIT 1", [
+      accountA,
+    ]);
+    for (const v of versions) {
+      expect(v).toMatchObject({ agentId, createdBy: `key:${rows[0]!.id}`, createdAt: NOW.toISOString() });
+      expect(v.hash).toMatch(/^[0-9a-f]{64}$/);
+    }
+    expect(versions[3]!.policy).toMatchObject({ dailyBudgetUnits: "10000000", blockedDomains: [], endpointBudgets: [] });
+    expect(versions[2]!.policy).toMatchObject({ dailyBudgetUnits: "10000000", blockedDomains: ["evil.example"] });
+    // The clearing is the empty policy; setting the same policy again gives the same hash.
+    expect(versions[1]!.policy).toMatchObject({ dailyBudgetUnits: null, blockedDomains: [] });
+    expect(versions[0]!.hash).toBe(versions[3]!.hash);
+    expect(versions[0]!.hash).not.toBe(versions[2]!.hash);
+    const page = await call("GET", `/v1/policies/${agentId}/history?limit=2`);
+    expect(page.body.versions.map((v: { version: number }) => v.version)).toEqual([4, 3]);
+    expect(page.body.nextBefore).toBe(3);
+    const next = await call("GET", `/v1/policies/${agentId}/history?limit=2&before=3`);
+    expect(next.body.versions.map((v: { version: number }) => v.version)).toEqual([2, 1]);
+    for (const bad of ["limit=0", "limit=101", "limit=x", "before=0", "before=-1"]) {
+      const answer = await call("GET", `/v1/policies/${agentId}/history?${bad}`);
+      expect(answer.status, bad).toBe(400);
+      expect(answer.body.code, bad).toBe("BAD_USER_INPUT");
+    }
+    expect((await call("GET", "/v1/policies/agent-b/history")).status).toBe(404);
+  });
+});
+
 describe("agents", () => {
   it("registers an agent with a wallet and lists the account's agents only", async () => {
     // An account of its own: other tests register agents in account A.

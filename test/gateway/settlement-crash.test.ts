@@ -21,7 +21,7 @@ import {
   LocalTreasuryFundingSource,
 } from "../../api/gateway/wallets/index.js";
 import { localSettlementLedger, type SettlementLedger, tokenBalanceUnits } from "../../api/gateway/chain/index.js";
-import { decodeTransactionEvents, eventsNamed } from "../../programs/payment_ledger/ts/index.js";
+import { decodeTransactionEvents, eventsNamed, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { pollUntil } from "../support/poll.js";
@@ -121,6 +121,7 @@ function runAndKill(payee: string): Promise<number> {
         ...process.env,
         SOLANA_RPC_URL: localnet.rpcUrl,
         SETTLEMENT_MINT: localnet.info.mint.toBase58(),
+        PROGRAM_ID: localnet.info.programId.toBase58(),
         LEDGER_AUTHORITY_KEYPAIR: join(localnet.ledgerDir, "authority.json"),
         DATABASE_URL: withApplicationName(db.url, WORKER_APPLICATION),
         WALLET_ENCRYPTION_KEY: KEY,
@@ -166,7 +167,7 @@ async function paymentsOnChain(payer: string): Promise<Map<bigint, string>> {
       commitment: "confirmed",
       maxSupportedTransactionVersion: 0,
     });
-    for (const event of eventsNamed(decodeTransactionEvents(tx!), "PaymentRecorded")) {
+    for (const event of eventsNamed(decodeTransactionEvents(tx!, PAYMENT_LEDGER_PROGRAM_ID), "PaymentRecorded")) {
       if (event.payer.toBase58() !== payer) continue;
       expect(found.has(event.paymentId), `payment id ${event.paymentId} recorded twice`).toBe(false);
       found.set(event.paymentId, entry.signature);

@@ -14,7 +14,7 @@ import {
 } from "../../api/gateway/x402/index.js";
 import { type AgentSigner, keypairSigner } from "../../api/gateway/chain/index.js";
 import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
-import { endpointHash, type PaymentRecorded } from "../../programs/payment_ledger/ts/index.js";
+import { endpointHash, type PaymentRecorded, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type AgentWallet, createAgentWallet, type LedgerAccess, ledgerAccess, tokenBalanceUnits } from "../../scripts/agent-wallets.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -48,6 +48,7 @@ beforeAll(async () => {
   settler.registerAgent("agent-1", agent);
   signer = keypairSigner(agent.keypair);
   facilitator = new X402Facilitator({
+    programId: PAYMENT_LEDGER_PROGRAM_ID,
     pool: db.pool,
     settler,
     agents: settler,

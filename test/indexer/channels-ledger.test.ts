@@ -64,6 +64,7 @@ describe("channel read model on the local ledger", () => {
     const agent = await createAgentWallet(ledger, { usdcUnits: 10n * USDC });
     const service = await createAgentWallet(ledger);
     const accounts = channelAccounts({
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       payer: agent.publicKey,
       payee: service.publicKey,
       mint: localnet.info.mint,

@@ -41,12 +41,16 @@ let clean: FreshDatabase;
 function startIndexer(database: FreshDatabase): ChildProcess {
   // One process (node with tsx's loader), so SIGKILL hits the indexer itself: the `tsx` binary
   // would run it in a child that survives the kill.
-  return spawn(process.execPath, ["--import", "tsx", "indexer/cli.ts", "run", "--rpc-url", localnet.rpcUrl], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: database.url },
-    // Nobody reads its output: an unread pipe would block the child once full.
-    stdio: "ignore",
-  });
+  return spawn(
+    process.execPath,
+    ["--import", "tsx", "indexer/cli.ts", "run", "--rpc-url", localnet.rpcUrl, "--program-id", localnet.info.programId.toBase58()],
+    {
+      cwd: ROOT,
+      env: { ...process.env, DATABASE_URL: database.url },
+      // Nobody reads its output: an unread pipe would block the child once full.
+      stdio: "ignore",
+    },
+  );
 }
 
 function exited(child: ChildProcess): Promise<void> {

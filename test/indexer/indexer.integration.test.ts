@@ -64,6 +64,7 @@ async function openInvocation(invoker: AgentWallet, parent: string, subAgent: Ag
   const parentSignature = bs58.decode(parent);
   await send(
     await openInvocationInstruction({
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       authority: localnet.info.authority,
       invoker: invoker.publicKey,
       parentSignature,
@@ -72,7 +73,7 @@ async function openInvocation(invoker: AgentWallet, parent: string, subAgent: Ag
     }),
     [invoker.keypair],
   );
-  return invocationPda(parentSignature, subAgent.publicKey).address;
+  return invocationPda(parentSignature, subAgent.publicKey, PAYMENT_LEDGER_PROGRAM_ID).address;
 }
 
 /** Sends without preflight, so the ledger includes the failing transaction with its error. */
@@ -171,6 +172,7 @@ beforeAll(async () => {
   made.failed = await sendIncludedFailure(
     await recordPaymentInstruction({
       ...x402(3n, 10n * USDC),
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       authority: localnet.info.authority,
       payer: subAgent.publicKey,
       payee: service.publicKey,

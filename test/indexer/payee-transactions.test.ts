@@ -106,6 +106,7 @@ async function slotOf(signature: string): Promise<bigint> {
 /** A channel of `agent` to `service`, opened by the service authority, with a voucher signer. */
 async function openChannel(agent: AgentWallet, service: AgentWallet, deposit: bigint) {
   const accounts = channelAccounts({
+    programId: PAYMENT_LEDGER_PROGRAM_ID,
     payer: agent.publicKey,
     payee: service.publicKey,
     mint: localnet.info.mint,

@@ -26,6 +26,7 @@ import express from "express";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { invocationAddress } from "../../api/gateway/invocations/index.js";
 import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { PolicyViolationError, PaymentError, type Client } from "../../sdk/src/index.js";
 import { recordedPayment, recordedPayments } from "../support/ledger-events.js";
 import {
@@ -399,7 +400,7 @@ describe("a sub-agent paying under agents.invoke", () => {
     const settled = await rest(system, setup.apiKey, "POST", "/v1/x402/settle", { payment: authorized.body.payment, requirement });
     expect(settled.body, settled.text).toMatchObject({ success: true });
     const parentTxHash: string = settled.body.txHash;
-    const invocation = invocationAddress(parentTxHash, subAddress);
+    const invocation = invocationAddress(parentTxHash, subAddress, PAYMENT_LEDGER_PROGRAM_ID);
 
     const result = await sub.withParent(parentTxHash).pay({ endpoint: `${origin}/report` });
     if (!result.paid) throw new Error("not paid");

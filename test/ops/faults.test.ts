@@ -35,7 +35,7 @@ import { freePort } from "../support/process-env.js";
 
 const HOST = "127.0.0.1";
 const PRICE_UNITS = 10_000n;
-const PAYER_UNITS = 5_000_000n;
+const PAYER_UNITS = 20_000_000n;
 const WORKERS = 2;
 
 let localnet: Localnet;
@@ -197,7 +197,7 @@ beforeAll(async () => {
   const payer = await rest("POST", "/v1/agents", { agentId: "payer" });
   expect(payer.status, payer.text).toBe(201);
   payerAddress = (JSON.parse(payer.text) as { address: string }).address;
-  expect((await rest("POST", "/v1/agents/payer/wallet/fund", { usdc: 5 })).status).toBe(200);
+  expect((await rest("POST", "/v1/agents/payer/wallet/fund", { usdc: Number(PAYER_UNITS) / 1e6 })).status).toBe(200);
   const seller = await runEntry(["api/gateway/admin.ts", "create-account", "seller"], { DATABASE_URL: databaseUrl });
   expect(seller.code, seller.stderr).toBe(0);
   const gate = x402Middleware({
@@ -462,12 +462,16 @@ describe("faults with payments in flight", () => {
     expect((await rest("POST", "/v1/agents", { agentId: "refused" })).status).toBe(201);
     const blocked = await rest("PUT", "/v1/policies/refused", { blockedDomains: ["blocked.example"] });
     expect(blocked.status, blocked.text).toBe(200);
+    // The payments run beside the refusals that fill the outbox, then stop: the payer's funds are
+    // for every fault of this file.
     const load = traffic("disk");
     const REFUSALS = 12;
     for (let n = 0; n < REFUSALS; n += 1) {
       const refused = await rest("POST", "/v1/agents/refused/payments/domain-check", { endpoint: `https://blocked.example/${n}` });
       expect(refused.status, refused.text).toBe(403);
     }
+    await pollUntil(() => load.started() >= 4, { timeoutMs: 30_000, intervalMs: 20, what: "payments under way" });
+    await load.stop();
     const db = new pg.Client({ connectionString: databaseUrl });
     await db.connect();
     try {
@@ -489,9 +493,6 @@ describe("faults with payments in flight", () => {
         intervalMs: 250,
         what: () => `every delivery tried twice against the full disk: ${JSON.stringify(seen)}`,
       });
-      // The payments beside the failing deliveries (they stop here: the payer's funds are for every fault of the file).
-      await pollUntil(() => load.started() >= 4, { timeoutMs: 30_000, intervalMs: 20, what: "payments under way" });
-      await load.stop();
       const whileFull = await deliveries();
       expect(whileFull).toHaveLength(REFUSALS);
       expect(

@@ -3,7 +3,8 @@
  * a configuration that matches the cluster passes and prints what it found; one pointing at the
  * wrong thing (another cluster, an unreachable endpoint, keys the program's config does not name,
  * a mint without a treasury account, an unfunded fee payer, a database that does not answer)
- * refuses with one exact line per failure, exit 2, and writes nothing to the database.
+ * refuses with one exact line per failure, exit 2, and writes nothing to the database. PROGRAM_ID
+ * may name any address: a program not deployed there is the preflight's refusal, not the config's.
  */
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -31,6 +32,7 @@ let databaseUrl: string;
 let env: Record<string, string>;
 const stranger = Keypair.generate();
 const strangeMint = Keypair.generate().publicKey;
+const strangeProgram = Keypair.generate().publicKey;
 const otherGenesis = Keypair.generate().publicKey.toBase58();
 
 interface Case {
@@ -97,16 +99,19 @@ afterAll(async () => {
 });
 
 describe("indexer/cli.ts run", () => {
-  it("refuses an RPC endpoint that does not answer before writing anything: one line, exit 2", async () => {
-    const closedPort = await freePort();
-    const result = await new Promise<{ code: number | null; stderr: string }>((resolveRun) => {
+  const runIndexer = (args: readonly string[]) =>
+    new Promise<{ code: number | null; stderr: string }>((resolveRun) => {
       execFile(
         process.execPath,
-        ["--import", "tsx", "indexer/cli.ts", "run", "--rpc-url", `http://127.0.0.1:${closedPort}`],
-        { cwd: ROOT, env: { PATH: env.PATH!, HOME: env.HOME!, DATABASE_URL: databaseUrl }, timeout: 60_000 },
+        ["--import", "tsx", "indexer/cli.ts", "run", ...args],
+        { cwd: ROOT, env: { PATH: env.PATH!, HOME: env.HOME!, DATABASE_URL: databaseUrl, PROGRAM_ID: env.PROGRAM_ID! }, timeout: 60_000 },
         (error, _stdout, stderr) => resolveRun({ code: error === null ? 0 : ((error as { code?: number }).code ?? null), stderr }),
       );
     });
+
+  it("refuses an RPC endpoint that does not answer before writing anything: one line, exit 2", async () => {
+    const closedPort = await freePort();
+    const result = await runIndexer(["--rpc-url", `http://127.0.0.1:${closedPort}`]);
     expect(result.code, result.stderr).toBe(2);
     expect(result.stderr.split("\n").filter((line) => line.startsWith("indexer: "))).toEqual([
       expect.stringMatching(
@@ -114,6 +119,15 @@ describe("indexer/cli.ts run", () => {
           `^indexer: SOLANA_RPC_URL: http://127\\.0\\.0\\.1:${closedPort} is not reachable \\(.+\\); expected the cluster's JSON-RPC endpoint$`,
         ),
       ),
+      "indexer: 1 configuration problem(s); nothing was started (see .env.example, docs/deploy.md)",
+    ]);
+  });
+
+  it("refuses a program address where no program is deployed: one line, exit 2", async () => {
+    const result = await runIndexer(["--rpc-url", localnet.rpcUrl, "--program-id", strangeProgram.toBase58()]);
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr.split("\n").filter((line) => line.startsWith("indexer: "))).toEqual([
+      `indexer: PROGRAM_ID: no executable program at ${strangeProgram.toBase58()} on ${localnet.rpcUrl}; expected the deployed payment_ledger program`,
       "indexer: 1 configuration problem(s); nothing was started (see .env.example, docs/deploy.md)",
     ]);
   });
@@ -151,6 +165,14 @@ describe("api/gateway/main.ts --check", () => {
           new RegExp(
             `^gateway: SOLANA_RPC_URL: http://127\\.0\\.0\\.1:${closedPort} is not reachable \\(.+\\); expected the JSON-RPC endpoint of solana-localnet$`,
           ),
+        ],
+      },
+      {
+        // Any address is accepted as configuration; the preflight finds no program deployed there.
+        name: "a PROGRAM_ID where no program is deployed",
+        env: () => ({ PROGRAM_ID: strangeProgram.toBase58() }),
+        lines: () => [
+          `gateway: PROGRAM_ID: no account at ${strangeProgram.toBase58()} on solana-localnet; expected the deployed payment_ledger program`,
         ],
       },
       {

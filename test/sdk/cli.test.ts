@@ -179,6 +179,15 @@ describe("cli policies", () => {
     expect(after.rateLimit).toEqual({ calls: 10, window: "5m" });
     // Omitted fields kept their values.
     expect(after.dailyBudget).toEqual({ usdc: 50 });
+
+    // history: both changes as versions, newest first, each with its author, hash and limits.
+    const history = (await cliOk(["policies", "history", "orch"])).trimEnd().split("\n");
+    expect(history[0]).toMatch(/^VERSION\s+CREATED\s+BY\s+HASH\s+POLICY$/);
+    expect(history[1]).toMatch(/^\s*\d+\s+\S+Z\s+key:\d+\s+[0-9a-f]{12}\s+daily 50 USDC, 10\/5m$/);
+    expect(history[2]).toMatch(/^\s*\d+\s+\S+Z\s+key:\d+\s+[0-9a-f]{12}\s+daily 50 USDC, per call 5 USDC, 100\/1h$/);
+    const versions = JSON.parse(await cliOk(["policies", "history", "orch", "--json"])).versions;
+    expect(versions[0].version).toBe(versions[1].version + 1);
+    expect((await cli(["policies", "history", "orch", "--limit", "0"])).status).toBe(2);
   });
 
   it("a policy the gateway refuses is exit 1 with the class; a malformed one exit 2 with nothing sent", async () => {

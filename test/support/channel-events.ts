@@ -25,7 +25,7 @@ import {
 const { BN } = anchor;
 const coder = new BorshCoder(PAYMENT_LEDGER_IDL);
 const PROGRAM = PAYMENT_LEDGER_PROGRAM_ID.toBase58();
-const EVENT_AUTHORITY = eventAuthorityPda().address.toBase58();
+const EVENT_AUTHORITY = eventAuthorityPda(PAYMENT_LEDGER_PROGRAM_ID).address.toBase58();
 
 export const CLUSTER = "http://127.0.0.1:8899";
 
@@ -174,7 +174,11 @@ export async function ingestTransactions(
   transactions: readonly RawTransaction[],
   extra: { deadSlots?: readonly bigint[]; finalizedSlot?: bigint } = {},
 ): Promise<void> {
-  await ingestBatch(pool, { transactions: transactions.map((t) => decodeRawTransaction(t)), ...extra }, { cluster: CLUSTER });
+  await ingestBatch(
+    pool,
+    { transactions: transactions.map((t) => decodeRawTransaction(t, PAYMENT_LEDGER_PROGRAM_ID)), ...extra },
+    { cluster: CLUSTER },
+  );
 }
 
 export interface GatewayCharge {

@@ -37,12 +37,13 @@ export function failureText(result: SubmitResult): string {
 /** The program error behind a preflight refusal or an included failure, if it was the program's. */
 export function ledgerRefusal(
   failure: { kind: "rejected"; error: unknown } | { kind: "included"; err: unknown; programIds: readonly PublicKey[] },
+  programId: PublicKey,
 ): LedgerErrorInfo | null {
   if (failure.kind === "rejected") {
-    const found = findLedgerError(failure.error);
+    const found = findLedgerError(failure.error, programId);
     return found === null ? null : { code: found.code, name: found.errorName, message: found.message };
   }
-  const code = ledgerErrorCodeFromTransactionError(failure.err, failure.programIds);
+  const code = ledgerErrorCodeFromTransactionError(failure.err, failure.programIds, programId);
   return code === undefined ? null : (LEDGER_ERRORS.get(code) ?? null);
 }
 

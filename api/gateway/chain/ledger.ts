@@ -28,6 +28,8 @@ export interface SettlementLedger {
   readonly authority: Keypair;
   /** Spec 2.4 `network`: `solana-mainnet`, `solana-devnet`, `solana-localnet`. */
   readonly network: string;
+  /** Where payment_ledger is deployed (PROGRAM_ID): every instruction, PDA and decoder uses it. */
+  readonly programId: PublicKey;
 }
 
 export const COMMITMENT = "confirmed" as const;
@@ -40,7 +42,7 @@ export const COMMITMENT = "confirmed" as const;
 export interface LocalLedger {
   readonly rpcUrl: string;
   readonly wsUrl: string;
-  readonly info: { readonly mint: PublicKey; readonly decimals: number; readonly treasuryToken: PublicKey };
+  readonly info: { readonly programId: PublicKey; readonly mint: PublicKey; readonly decimals: number; readonly treasuryToken: PublicKey };
   readonly keypairs: { readonly authority: Keypair; readonly treasury: Keypair };
 }
 
@@ -52,13 +54,14 @@ export function localSettlementLedger(localnet: LocalLedger): SettlementLedger {
     decimals: localnet.info.decimals,
     authority: localnet.keypairs.authority,
     network: "solana-localnet",
+    programId: localnet.info.programId,
   };
 }
 
 /**
  * From configuration: `SOLANA_RPC_URL`, `SETTLEMENT_MINT`, `SETTLEMENT_MINT_DECIMALS` (default 6)
  * `LEDGER_AUTHORITY_KEYPAIR` (path of a Solana CLI keypair file; in production a KMS-backed
- * signer would replace the file) and `SOLANA_NETWORK` (default `solana-devnet`).
+ * signer would replace the file), `PROGRAM_ID` and `SOLANA_NETWORK` (default `solana-devnet`).
  */
 export async function settlementLedgerFromEnv(env: NodeJS.ProcessEnv = process.env): Promise<SettlementLedger> {
   const need = (name: string): string => {
@@ -76,6 +79,7 @@ export async function settlementLedgerFromEnv(env: NodeJS.ProcessEnv = process.e
     decimals,
     authority: Keypair.fromSecretKey(Uint8Array.from(json as number[])),
     network: env.SOLANA_NETWORK ?? "solana-devnet",
+    programId: new PublicKey(need("PROGRAM_ID")),
   };
 }
 

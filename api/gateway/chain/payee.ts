@@ -25,7 +25,6 @@ import {
   VOTE_PROGRAM_ID,
 } from "@solana/web3.js";
 import bs58 from "bs58";
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../../programs/payment_ledger/ts/index.js";
 import { ServiceError } from "../../shared/errors.js";
 
 /** New payee token accounts the service pays rent for, per paying account, in any 24 hours. */
@@ -58,13 +57,16 @@ export class PayeeRefusedError extends ServiceError {
   }
 }
 
+/**
+ * Programs every cluster holds at fixed addresses. payment_ledger, deployed wherever PROGRAM_ID
+ * says, is refused by rule 2 like any other executable account.
+ */
 const PROGRAMS_AND_SYSVARS = new Set<string>(
   [
     SystemProgram.programId,
     TOKEN_PROGRAM_ID,
     TOKEN_2022_PROGRAM_ID,
     ASSOCIATED_TOKEN_PROGRAM_ID,
-    PAYMENT_LEDGER_PROGRAM_ID,
     BPF_LOADER_PROGRAM_ID,
     BPF_LOADER_DEPRECATED_PROGRAM_ID,
     new PublicKey("BPFLoaderUpgradeab1e11111111111111111111111"),

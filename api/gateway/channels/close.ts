@@ -46,7 +46,7 @@ export async function closeSession(deps: ChannelDeps, channel: string, accountId
  */
 export async function advanceClose(deps: ChannelDeps, session: SessionRow, wait: boolean): Promise<SessionRow> {
   const channel = session.channel;
-  const accounts = sessionAccounts(session);
+  const accounts = sessionAccounts(session, deps.ledger.programId);
   let state = await readChannel(deps.ledger, accounts.channel);
   if (state === null) return finishClosed(deps, session, wait);
   const settled = await settleAccepted(deps, channel, true);
@@ -71,7 +71,7 @@ export async function advanceClose(deps: ChannelDeps, session: SessionRow, wait:
     if (result.status !== "confirmed" && state.closeRequestedAtSeconds === null) {
       // Refused by the program (or the RPC): recorded as such; the loop tries again, and past the
       // expiry the force close needs nothing the payee controls.
-      const refusal = ledgerRefusal(submitFailure(result, request));
+      const refusal = ledgerRefusal(submitFailure(result, request), deps.ledger.programId);
       const reason = refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`;
       await markCloseRefused(deps.pool, channel, `close_channel refused: ${reason}`);
       throw channelCloseRefused(channel, reason, session.expiresAt);
@@ -96,7 +96,7 @@ export async function advanceClose(deps: ChannelDeps, session: SessionRow, wait:
 const REFUND_ATTEMPTS = 10;
 
 async function refund(deps: ChannelDeps, session: SessionRow, wait: boolean): Promise<SessionRow> {
-  const accounts = sessionAccounts(session);
+  const accounts = sessionAccounts(session, deps.ledger.programId);
   for (let attempt = 1; ; attempt += 1) {
     const state = await readChannel(deps.ledger, accounts.channel);
     if (state === null) return finishClosed(deps, session, wait);
@@ -118,7 +118,7 @@ async function refund(deps: ChannelDeps, session: SessionRow, wait: boolean): Pr
 
 /** Past the expiry: the payer's own close, signed with the agent's key; the payee's part is not needed. */
 async function forceClose(deps: ChannelDeps, session: SessionRow): Promise<SessionRow> {
-  const accounts = sessionAccounts(session);
+  const accounts = sessionAccounts(session, deps.ledger.programId);
   const state = await readChannel(deps.ledger, accounts.channel);
   if (state === null) return finishClosed(deps, session, false);
   const payer = await deps.keys.get(session.agentId);
@@ -132,7 +132,7 @@ async function forceClose(deps: ChannelDeps, session: SessionRow): Promise<Sessi
   if (result.status === "pending") throw channelPending(session.channel, "force_close_channel");
   if (result.status !== "confirmed" && (await readChannel(deps.ledger, accounts.channel)) !== null) {
     // The ledger's clock may trail ours (ChannelNotExpired): the loop tries again.
-    const refusal = ledgerRefusal(submitFailure(result, transaction));
+    const refusal = ledgerRefusal(submitFailure(result, transaction), deps.ledger.programId);
     if (refusal?.name === "ChannelNotExpired") return (await findSession(deps.pool, session.channel))!;
     const reason = refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`;
     await markCloseRefused(deps.pool, session.channel, `force_close_channel refused: ${reason}`);

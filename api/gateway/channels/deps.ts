@@ -60,9 +60,13 @@ export class SigningKeys {
   }
 }
 
-/** The program accounts of a stored session. */
-export function sessionAccounts(session: Pick<SessionRow, "payer" | "payee" | "mint" | "channelId">): ChannelAccounts {
+/** The program accounts of a stored session, in the program at `programId`. */
+export function sessionAccounts(
+  session: Pick<SessionRow, "payer" | "payee" | "mint" | "channelId">,
+  programId: PublicKey,
+): ChannelAccounts {
   return channelAccounts({
+    programId,
     payer: parseAddress(session.payer, "payer"),
     payee: parseAddress(session.payee, "payee"),
     mint: parseAddress(session.mint, "mint"),

@@ -74,7 +74,7 @@ export async function transactionEvents(
 ): Promise<{ settlements: ChainSettlement[]; closed: ChainClose | null } | null> {
   const tx = await ledger.connection.getTransaction(signature, { commitment: COMMITMENT, maxSupportedTransactionVersion: 0 });
   if (tx === null) return null;
-  const events = decodeTransactionEvents(tx);
+  const events = decodeTransactionEvents(tx, ledger.programId);
   const settlements: ChainSettlement[] = [];
   let closed: ChainClose | null = null;
   for (const event of eventsNamed(events, "ChannelSettled")) {

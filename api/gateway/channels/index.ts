@@ -18,6 +18,7 @@
  * expiry), expired sessions (closed and refunded: the deposit does not stay locked), and closes
  * waiting for their withdraw delay.
  */
+import type { PublicKey } from "@solana/web3.js";
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import type { InvocationReader } from "../invocations/index.js";
@@ -65,6 +66,11 @@ export class ChannelSessions {
       invocations: options.invocations,
       keys: new SigningKeys(options.wallets),
     };
+  }
+
+  /** The program the channels live in (PROGRAM_ID). */
+  get programId(): PublicKey {
+    return this.#deps.ledger.programId;
   }
 
   open(request: OpenRequest, now: Date): Promise<OpenResult> {

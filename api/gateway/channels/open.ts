@@ -88,7 +88,13 @@ export async function openSession(deps: ChannelDeps, request: OpenRequest, now: 
     payee: wallet == null ? null : { owner: wallet.owner, executable: wallet.executable },
     tokenAccount: token == null ? null : { owner: token.owner },
   });
-  const accounts = channelAccounts({ payer: payer.publicKey, payee, mint: ledger.mint, channelId: randomBytes(32) });
+  const accounts = channelAccounts({
+    programId: ledger.programId,
+    payer: payer.publicKey,
+    payee,
+    mint: ledger.mint,
+    channelId: randomBytes(32),
+  });
   const expiresAt = new Date((Math.floor(now.getTime() / 1000) + request.expiresInSeconds) * 1000);
   const signed = await signChannelTransaction(
     ledger,
@@ -176,7 +182,7 @@ async function sendOpen(deps: ChannelDeps, channel: string, signed: SignedTransa
   const result = await submit(deps.ledger, signed);
   if (result.status === "confirmed") return (await confirmOpen(deps, channel)) ?? unreachable(channel);
   if (result.status === "pending") throw channelPending(channel, "open_channel");
-  const refusal = ledgerRefusal(submitFailure(result, signed));
+  const refusal = ledgerRefusal(submitFailure(result, signed), deps.ledger.programId);
   const detail = refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`;
   await failOpen(deps, channel, detail);
   if (refusal?.name === "InsufficientFunds") throw insufficientDeposit(channel, detail);
@@ -186,7 +192,7 @@ async function sendOpen(deps: ChannelDeps, channel: string, signed: SignedTransa
 /** The channel account exists: the row becomes `open` with its opened slot. Null when it does not. */
 async function confirmOpen(deps: ChannelDeps, channel: string): Promise<SessionRow | null> {
   const session = (await findSession(deps.pool, channel))!;
-  const accounts = sessionAccounts(session);
+  const accounts = sessionAccounts(session, deps.ledger.programId);
   const state = await readChannel(deps.ledger, accounts.channel);
   if (state === null || Buffer.from(state.channelId).toString("hex") !== session.channelId) return null;
   await markOpened(deps.pool, channel, state.openedSlot, initialChargesDigest(accounts.channel, state.openedSlot));

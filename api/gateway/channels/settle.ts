@@ -208,13 +208,13 @@ export async function settleAccepted(
       continue;
     }
     if (result.status === "pending") return { sent, confirmed, failed, pending: true };
-    const refusal = ledgerRefusal(submitFailure(result, intentTransaction(intent)));
+    const refusal = ledgerRefusal(submitFailure(result, intentTransaction(intent)), deps.ledger.programId);
     await markSettlementFailed(deps.pool, intent.signature, refusal === null ? failureText(result) : `${refusal.name}: ${refusal.message}`);
     failed += 1;
     // Settled on chain by someone else (the payee with a voucher it holds): adopt it, go on.
     if ((await adoptChainSettlements(deps, channel)) > 0) continue;
     const session = (await findSession(deps.pool, channel))!;
-    const accounts = sessionAccounts(session);
+    const accounts = sessionAccounts(session, deps.ledger.programId);
     // Ended on chain without the gateway (the payee closed and refunded): the close finishes it.
     if ((await readChannel(deps.ledger, accounts.channel)) === null) return { sent, confirmed, failed, pending: false, gone: true };
     // The payee closed its token account: recreated, the charges settle in the next batch (under
@@ -272,7 +272,7 @@ async function signBatch(
   session: SessionRow,
   rows: readonly ChargeRow[],
 ): Promise<{ transaction: SignedTransaction; count: number }> {
-  const accounts = sessionAccounts(session);
+  const accounts = sessionAccounts(session, deps.ledger.programId);
   const payer = new PublicKey(session.payer);
   for (let count = rows.length; count >= 1; count = Math.min(count - 1, Math.floor(count * 0.8))) {
     const batch = rows.slice(0, count);

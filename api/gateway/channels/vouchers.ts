@@ -23,8 +23,7 @@ import { advanceVoucher, endpointHash, endpointText, voucherMessage } from "../.
 import { badRequest } from "../../shared/errors.js";
 import { endpointHost } from "../../shared/policy/domains.js";
 import { evaluatePolicy, type PolicyRejected, type PolicyUsage } from "../../shared/policy/engine.js";
-import { EMPTY_POLICY } from "../../shared/policy/policy.js";
-import { getPolicy, lockAgentPolicy, readUsage } from "../../shared/policy/store.js";
+import { getVersionedPolicy, lockAgentPolicy, readUsage } from "../../shared/policy/store.js";
 import { recordRefusedPayment } from "../payments/rejections.js";
 import { allocatePaymentId } from "../settlement/store.js";
 import type { ChannelDeps } from "./deps.js";
@@ -95,7 +94,7 @@ export async function signCharge(deps: ChannelDeps, request: ChargeRequest, now:
       if (session.signedCumulative + request.amountUnits > session.depositUnits) {
         throw depositExhausted(session.channel, session.signedCumulative, request.amountUnits, session.depositUnits);
       }
-      const rejected = await policyRefusal(client, session, request, now);
+      const { rejected, policyVersion } = await policyRefusal(client, session, request, now);
       if (rejected !== null) {
         const rejectionId = await recordRefusedPayment(client, {
           agentId: session.agentId,
@@ -104,6 +103,7 @@ export async function signCharge(deps: ChannelDeps, request: ChargeRequest, now:
           protocol: session.protocol,
           rejected,
           at: now,
+          policyVersion,
         });
         return { outcome: "policy_violation", decision: rejected, rejectionId } as const;
       }
@@ -171,18 +171,29 @@ async function policyRefusal(
   session: SessionRow,
   request: ChargeRequest,
   now: Date,
-): Promise<PolicyRejected | null> {
-  const policy = (await getPolicy(client, session.agentId)) ?? EMPTY_POLICY;
+): Promise<{ rejected: PolicyRejected | null; policyVersion: number }> {
+  let { policy, version: policyVersion } = await getVersionedPolicy(client, session.agentId);
   let usage: PolicyUsage = { usedTodayUnits: 0n, windowStart: null, rateCalls: 0 };
-  if (policy.rateLimit !== null) {
+  if (policy.rateLimit !== null || policy.endpointBudgets !== undefined) {
     await lockAgentPolicy(client, session.agentId);
-    usage = { ...usage, rateCalls: (await readUsage(client, session.agentId, policy, now)).rateCalls };
+    // Under the lock, the policy read again: a change committed while we waited decides.
+    ({ policy, version: policyVersion } = await getVersionedPolicy(client, session.agentId));
+    const read = await readUsage(client, session.agentId, policy, now);
+    usage = { ...usage, rateCalls: read.rateCalls, ...(read.endpointUsage === undefined ? {} : { endpointUsage: read.endpointUsage }) };
   }
+  // The deposit's reservation counted against the daily budgets (the agent's and the rules'); a
+  // charge is held to the per-call and rate limits.
   const decision = evaluatePolicy(
-    { ...policy, dailyBudgetUnits: null },
+    {
+      ...policy,
+      dailyBudgetUnits: null,
+      ...(policy.endpointBudgets === undefined
+        ? {}
+        : { endpointBudgets: policy.endpointBudgets.map((rule) => ({ ...rule, dailyBudgetUnits: null })) }),
+    },
     usage,
     { endpoint: request.endpoint, amountUnits: request.amountUnits, protocol: session.protocol, offeredProtocols: [session.protocol] },
     now,
   );
-  return decision.decision === "reject" ? decision : null;
+  return { rejected: decision.decision === "reject" ? decision : null, policyVersion };
 }

@@ -370,6 +370,7 @@ export class CosignedTransfers {
       const prepared =
         (await prepareRecord(pool, signature, async (paymentId) => {
           const instruction = await recordAttestedPaymentInstruction({
+            programId: ledger.programId,
             authority: ledger.authority.publicKey,
             payer: new PublicKey(row.payer),
             payee: new PublicKey(row.payee),

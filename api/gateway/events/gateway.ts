@@ -25,7 +25,7 @@ export interface EmittedForRejection {
 
 export async function emitPaymentEvents(
   client: pg.ClientBase,
-  input: { agentId: string; decision: PolicyAllowed; at: Date },
+  input: { agentId: string; decision: PolicyAllowed; at: Date; policyVersion?: number | null },
 ): Promise<EmittedForPayment> {
   const { budget } = input.decision;
   let budgetWarningEventId: string | null = null;
@@ -45,6 +45,7 @@ export async function emitPaymentEvents(
       windowStart: budget.windowStart,
       resetsAt: budget.resetsAt,
       at: input.at,
+      policyVersion: input.policyVersion ?? null,
     });
     budgetWarningEventId = (await emitEvent(client, accountId, "budget.warning", payload)).id;
   }
@@ -54,7 +55,7 @@ export async function emitPaymentEvents(
 
 export async function emitRejectionEvents(
   client: pg.ClientBase,
-  input: { agentId: string; decision: PolicyRejected; endpoint: string; at: Date },
+  input: { agentId: string; decision: PolicyRejected; endpoint: string; at: Date; policyVersion?: number | null },
 ): Promise<EmittedForRejection> {
   const accountId = await accountOf(client, input.agentId);
   const violation = policyViolationPayload({
@@ -63,6 +64,7 @@ export async function emitRejectionEvents(
     reason: input.decision.reason,
     endpoint: input.endpoint,
     at: input.at,
+    policyVersion: input.policyVersion ?? null,
   });
   const event = await emitEvent(client, accountId, "policy.violation", violation);
   const alerts = await evaluateAlerts(client, { kind: "rejection", agentId: input.agentId, violation, eventId: event.id, at: input.at });

@@ -27,6 +27,7 @@ export function approvalJson(approval: Approval, refusal: ApprovalRefusal | null
     decidedBy: approval.decidedBy,
     note: approval.note,
     outcome: approval.outcome,
+    policyVersion: approval.policyVersion,
     refusal: refusal === null ? null : { reasonCode: refusal.reasonCode, reason: refusal.reason },
   };
 }

@@ -9,8 +9,12 @@ import { formatUsdcShort } from "../../shared/money.js";
 import type { PolicyRejected } from "../../shared/policy/engine.js";
 import type { ReservationRefusal } from "../reservations/store.js";
 
-/** 403 POLICY_VIOLATION: the agent's spend policy refused the payment. */
-export function policyViolationAnswer(decision: PolicyRejected, rejectionId: string): RouteResponse {
+/**
+ * 403 POLICY_VIOLATION: the agent's spend policy refused the payment. `endpointRule` names the
+ * endpointBudgets rule that refused (null: the agent's own limit); `budget` is the agent's daily
+ * budget, given when that is what refused; `policyVersion` the version it was decided under.
+ */
+export function policyViolationAnswer(decision: PolicyRejected, rejectionId: string, policyVersion?: number): RouteResponse {
   return problemResponse(
     httpError("POLICY_VIOLATION", decision.reason, {
       errorClass: decision.errorClass,
@@ -21,7 +25,9 @@ export function policyViolationAnswer(decision: PolicyRejected, rejectionId: str
       limit: decision.limit,
       unit: decision.unit,
       ...(decision.matchedEntry === undefined ? {} : { matchedEntry: decision.matchedEntry }),
-      ...(decision.reasonCode === "daily_budget_exceeded" ? { budget: budgetFigures(decision) } : {}),
+      ...(decision.endpointRule === undefined ? {} : { endpointRule: decision.endpointRule }),
+      ...(decision.reasonCode === "daily_budget_exceeded" && decision.endpointRule == null ? { budget: budgetFigures(decision) } : {}),
+      ...(policyVersion === undefined ? {} : { policyVersion }),
       rejectionId,
     }),
   );

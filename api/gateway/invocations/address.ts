@@ -6,12 +6,12 @@ import { PublicKey } from "@solana/web3.js";
 import bs58 from "bs58";
 import { invocationPda } from "../../../programs/payment_ledger/ts/index.js";
 
-/** The invocation account of `subAgent`'s payments under the transaction `parentTxHash`. */
-export function invocationAddress(parentTxHash: string, subAgent: string): string {
-  return invocationPda(bs58.decode(parentTxHash), new PublicKey(subAgent)).address.toBase58();
+/** The invocation account of `subAgent`'s payments under the transaction `parentTxHash`, of the program at `programId`. */
+export function invocationAddress(parentTxHash: string, subAgent: string, programId: PublicKey): string {
+  return invocationPda(bs58.decode(parentTxHash), new PublicKey(subAgent), programId).address.toBase58();
 }
 
 /** The invocation account of `payer`'s payments under `parentTxHash`; null for a top-level payment. */
-export function invocationOf(parentTxHash: string | null, payer: string): string | null {
-  return parentTxHash === null ? null : invocationAddress(parentTxHash, payer);
+export function invocationOf(parentTxHash: string | null, payer: string, programId: PublicKey): string | null {
+  return parentTxHash === null ? null : invocationAddress(parentTxHash, payer, programId);
 }

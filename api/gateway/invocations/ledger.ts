@@ -5,12 +5,7 @@
 import { BorshCoder } from "@coral-xyz/anchor";
 import { type PublicKey, Transaction } from "@solana/web3.js";
 import type pg from "pg";
-import {
-  invocationPda,
-  openInvocationInstruction,
-  PAYMENT_LEDGER_IDL,
-  PAYMENT_LEDGER_PROGRAM_ID,
-} from "../../../programs/payment_ledger/ts/index.js";
+import { invocationPda, openInvocationInstruction, PAYMENT_LEDGER_IDL } from "../../../programs/payment_ledger/ts/index.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
 import { failureText, ledgerRefusal, submitFailure } from "../chain/ledger-errors.js";
 import { parseSignature } from "../settlement/settle-input.js";
@@ -45,6 +40,8 @@ export interface Invocations {
     budgetUnits: bigint;
   }): Promise<{ readonly invocation: string; readonly txHash: string }>;
   invocationState(invocation: PublicKey): Promise<InvocationAccount | null>;
+  /** The program the invocations live in (PROGRAM_ID). */
+  readonly programId: PublicKey;
 }
 
 export interface LedgerInvocationsDeps {
@@ -55,6 +52,10 @@ export interface LedgerInvocationsDeps {
 
 export class LedgerInvocations implements Invocations, InvocationAccounts {
   constructor(private readonly deps: LedgerInvocationsDeps) {}
+
+  get programId(): PublicKey {
+    return this.deps.ledger.programId;
+  }
 
   /**
    * Opens the invocation of `agents.invoke` on-chain: the sub-agent's payments under it carry the
@@ -74,13 +75,14 @@ export class LedgerInvocations implements Invocations, InvocationAccounts {
     }
     const invoker = await wallets.keypair(input.invokerAgentId);
     const subAgent = await wallets.address(input.subAgentId);
-    const invocation = invocationPda(parentSignature, subAgent).address;
+    const invocation = invocationPda(parentSignature, subAgent, ledger.programId).address;
 
     // A retried call (the first one's answer was lost) finds the account it opened.
     const existing = await this.invocationState(invocation);
     if (existing !== null) return this.#alreadyOpen(invocation, existing, invoker.publicKey, input.budgetUnits);
 
     const instruction = await openInvocationInstruction({
+      programId: ledger.programId,
       authority: ledger.authority.publicKey,
       invoker: invoker.publicKey,
       parentSignature,
@@ -96,7 +98,7 @@ export class LedgerInvocations implements Invocations, InvocationAccounts {
     // account now exists, and with the same terms that is this call's answer too.
     const concurrent = await this.invocationState(invocation);
     if (concurrent !== null) return this.#alreadyOpen(invocation, concurrent, invoker.publicKey, input.budgetUnits);
-    const refusal = ledgerRefusal(submitFailure(result, signed));
+    const refusal = ledgerRefusal(submitFailure(result, signed), ledger.programId);
     const named = refusal === null ? failureText(result) : `payment_ledger ${refusal.name} (${refusal.code})`;
     throw new PaymentError(`open invocation failed: ${named}`, {
       signature: signed.signature,
@@ -129,7 +131,7 @@ export class LedgerInvocations implements Invocations, InvocationAccounts {
   /** The invocation account as the chain holds it now, or null if there is none. */
   async invocationState(invocation: PublicKey): Promise<InvocationAccount | null> {
     const account = await this.deps.ledger.connection.getAccountInfo(invocation, COMMITMENT);
-    if (account === null || !account.owner.equals(PAYMENT_LEDGER_PROGRAM_ID)) return null;
+    if (account === null || !account.owner.equals(this.deps.ledger.programId)) return null;
     const raw = accountsCoder.accounts.decode<{
       invoker: PublicKey;
       sub_agent: PublicKey;

@@ -18,7 +18,7 @@ import type { InvocationAccount, Invocations } from "./ledger.js";
 export const MAX_INVOCATION_PAYMENTS = 1_000;
 
 /** Reads invocation accounts from the chain (api/gateway/settlement's `Settlement` is one). */
-export type InvocationReader = Pick<Invocations, "invocationState">;
+export type InvocationReader = Pick<Invocations, "invocationState" | "programId">;
 
 /** 404 INVOCATION_NOT_FOUND: no such invocation, or not one of this agent. */
 export function invocationNotFound(detail: string): ServiceError {
@@ -37,7 +37,7 @@ export async function subAgentInvocationState(
   parentTxHash: string,
   subAgent: string,
 ): Promise<InvocationAccount | null> {
-  const state = await reader.invocationState(new PublicKey(invocationAddress(parentTxHash, subAgent)));
+  const state = await reader.invocationState(new PublicKey(invocationAddress(parentTxHash, subAgent, reader.programId)));
   return state !== null && state.subAgent === subAgent ? state : null;
 }
 
@@ -49,7 +49,7 @@ export async function requireSubAgentInvocation(
 ): Promise<{ readonly invocation: string; readonly state: InvocationAccount }> {
   const state = await subAgentInvocationState(reader, parentTxHash, subAgent);
   if (state === null) throw invocationNotFound(`no invocation of this agent under parent transaction ${parentTxHash}`);
-  return { invocation: invocationAddress(parentTxHash, subAgent), state };
+  return { invocation: invocationAddress(parentTxHash, subAgent, reader.programId), state };
 }
 
 /** An invocation as one of its parties sees it. */
@@ -84,12 +84,12 @@ export async function agentInvocation(
   const service = requireInvocations(deps.invocations);
 
   // As the sub-agent: the invocation is derived from the parent and this agent's wallet.
-  let invocation = invocationAddress(parentTxHash, agent.wallet_address);
+  let invocation = invocationAddress(parentTxHash, agent.wallet_address, service.programId);
   let state = await service.invocationState(new PublicKey(invocation));
   if (state === null || state.subAgent !== agent.wallet_address) {
     // As the invoker: the parent is this agent's own confirmed payment to the sub-agent.
     const payee = await confirmedPaymentPayee(deps.pool, parentTxHash, agent.agent_id);
-    invocation = payee === null ? invocation : invocationAddress(parentTxHash, payee);
+    invocation = payee === null ? invocation : invocationAddress(parentTxHash, payee, service.programId);
     state = payee === null ? null : await service.invocationState(new PublicKey(invocation));
     if (state === null || state.invoker !== agent.wallet_address) {
       throw invocationNotFound(`agent ${agent.public_id} has no invocation under transaction ${parentTxHash}`);

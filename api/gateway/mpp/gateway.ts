@@ -9,6 +9,7 @@
  * reads invocation budgets (sessions of sub-agents) through `invocations`, by default the settler
  * itself when it can read invocation accounts (api/gateway/settlement's `Settlement` can).
  */
+import type { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import type { CardProcessor } from "../card/processor.js";
 import type { AgentDirectory, Settler } from "../settlement/settler.js";
@@ -20,6 +21,8 @@ export const MAX_CACHED_SERVICES = 1_000;
 export interface MppGatewayOptions {
   readonly pool: pg.Pool;
   readonly settler: Settler;
+  /** The program invocation accounts derive from (PROGRAM_ID). */
+  readonly programId: PublicKey;
   readonly agents: AgentDirectory;
   readonly cardProcessor: CardProcessor;
   readonly sessionTtlSeconds?: number;
@@ -31,10 +34,10 @@ export interface MppGatewayOptions {
   readonly invocations?: InvocationReader;
 }
 
-function invocationReaderOf(settler: Settler): InvocationReader | undefined {
+function invocationReaderOf(settler: Settler, programId: PublicKey): InvocationReader | undefined {
   const candidate = settler as Settler & Partial<InvocationReader>;
   return typeof candidate.invocationState === "function"
-    ? { invocationState: (address) => candidate.invocationState!(address) }
+    ? { invocationState: (address) => candidate.invocationState!(address), programId }
     : undefined;
 }
 
@@ -45,7 +48,7 @@ export class MppGateway {
   constructor(private readonly options: MppGatewayOptions) {
     this.chargePolicy =
       options.chargePolicy ??
-      new SpendPolicyChargeGate(options.pool, options.clock, options.invocations ?? invocationReaderOf(options.settler));
+      new SpendPolicyChargeGate(options.pool, options.clock, options.invocations ?? invocationReaderOf(options.settler, options.programId));
   }
 
   get pool(): pg.Pool {
@@ -60,6 +63,7 @@ export class MppGateway {
     const service = new MppService({
       pool: this.options.pool,
       settler: this.options.settler,
+      programId: this.options.programId,
       agents: this.options.agents,
       cardProcessor: this.options.cardProcessor,
       serviceOrigin,

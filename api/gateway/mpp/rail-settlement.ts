@@ -10,6 +10,7 @@
  * A send with an unknown outcome leaves the row unfinished with its transaction (`settlement_pending`).
  * The row writes are the MPP store's (store.ts).
  */
+import type { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import { type AuthorizeRequest, CardDeclinedError, type CardProcessor } from "../card/processor.js";
 import { cardSettlementReference } from "../card/reference.js";
@@ -35,6 +36,8 @@ export interface RailSettlementDeps {
   readonly pool: pg.Pool;
   readonly settler: Settler;
   readonly cardProcessor: CardProcessor;
+  /** The program invocation accounts derive from (PROGRAM_ID). */
+  readonly programId: PublicKey;
   /** Base58 address of the service wallet that receives payments. */
   readonly payee: string;
 }
@@ -44,6 +47,10 @@ export const detailOf = (error: unknown): string => (error instanceof Error ? er
 
 export class RailSettlement {
   constructor(private readonly deps: RailSettlementDeps) {}
+
+  get programId(): PublicKey {
+    return this.deps.programId;
+  }
 
   /** Settles a claimed payment row on its rail and records the outcome on the row. */
   async settleOnRail(claim: PaymentClaim): Promise<{ result: SettleResult; cardReference: string | null }> {

@@ -17,6 +17,7 @@
  * parent link and enforces the invocation's budget. The session it establishes keeps that parent,
  * so every charge on it settles under the same invocation (sessions.ts).
  */
+import type { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import type { CardProcessor } from "../card/processor.js";
 import { invocationOf } from "../invocations/address.js";
@@ -54,6 +55,8 @@ export const DEFAULT_MAX_SUBMISSION_VALIDITY_SECONDS = 600;
 export interface MppServiceOptions {
   readonly pool: pg.Pool;
   readonly settler: Settler;
+  /** The program invocation accounts derive from (PROGRAM_ID). */
+  readonly programId: PublicKey;
   readonly agents: AgentDirectory;
   readonly cardProcessor: CardProcessor;
   /** `scheme://host[:port]` of the paid service; sessions are scoped to it. */
@@ -153,7 +156,7 @@ export class MppService {
       rail,
       amountUnits: submission.amountUnits,
       endpoint: a.resource,
-      invocation: invocationOf(parentTxHash, a.payer),
+      invocation: invocationOf(parentTxHash, a.payer, this.rails.programId),
     });
     const session = await this.sessions.issue({
       agentId,

@@ -204,7 +204,7 @@ export class MppSessions {
         amountUnits: call.amountUnits,
         endpoint: call.endpoint,
         // A session established under an invocation pays only under that invocation.
-        invocation: invocationOf(session.parent_tx_hash, session.payer),
+        invocation: invocationOf(session.parent_tx_hash, session.payer, this.deps.rails.programId),
       });
     } catch (error) {
       // Pending: the charge may still land, so its reservation keeps counting until reconciled.

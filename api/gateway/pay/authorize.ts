@@ -124,6 +124,8 @@ export type SignedPayment =
 export interface Authorized {
   readonly outcome: "authorized";
   readonly reservationId: string;
+  /** The policy version the payment was authorized under (docs/policy.md "Versions"); absent on an approved payment's resume. */
+  readonly policyVersion?: number;
   readonly protocol: Protocol;
   readonly amountUnits: bigint;
   readonly budgetState: BudgetState;
@@ -142,7 +144,12 @@ export type AuthorizeRefusal =
       readonly invocation: string | null;
       readonly rejectionId: string;
     }
-  | { readonly outcome: "policy_violation"; readonly decision: PolicyRejected; readonly rejectionId: string };
+  | {
+      readonly outcome: "policy_violation";
+      readonly decision: PolicyRejected;
+      readonly rejectionId: string;
+      readonly policyVersion: number;
+    };
 
 /** A payment held for a person (nothing signed), or one a person or the clock decided against. */
 export type AuthorizeHeld =
@@ -275,11 +282,12 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
       endpoint,
       decision: authorization.decision,
       now,
+      policyVersion: authorization.policyVersion,
     });
     return { outcome: "held", approval };
   }
-  const { decision, reservationId } = authorization;
-  const authorized = { outcome: "authorized", reservationId, budgetState: decision.budget.state, ...common } as const;
+  const { decision, reservationId, policyVersion } = authorization;
+  const authorized = { outcome: "authorized", reservationId, policyVersion, budgetState: decision.budget.state, ...common } as const;
   return signReserved(client, prepared, choice, authorized, now);
 }
 

@@ -30,34 +30,36 @@ export interface AuthorizationRequest {
   readonly hold?: { readonly parentTxHash: string | null };
 }
 
-export type Authorization =
+/** Every outcome names the policy version it was decided under. */
+export type Authorization = { readonly policyVersion: number } & (
   | { readonly outcome: "reserved"; readonly reservationId: string; readonly decision: PolicyAllowed }
   | { readonly outcome: "budget_exceeded"; readonly refusal: ReservationRefusal; readonly rejectionId: string }
   | { readonly outcome: "policy_violation"; readonly decision: PolicyRejected; readonly rejectionId: string }
   /** Held for a person (only with `hold`): reserved `pending_approval`, nothing signed. */
-  | { readonly outcome: "held"; readonly reservationId: string; readonly decision: PolicyNeedsApproval };
+  | { readonly outcome: "held"; readonly reservationId: string; readonly decision: PolicyNeedsApproval }
+);
 
 export async function authorizeWithinPolicy(client: pg.ClientBase, request: AuthorizationRequest): Promise<Authorization> {
   const { agentId, endpoint, amountUnits, protocol, at } = request;
   const payment = { endpoint, amountUnits, protocol, offeredProtocols: [protocol] } as const;
   const options = request.options ?? {};
-  const { decision, reservationId, refusal } =
+  const { decision, reservationId, refusal, policyVersion } =
     request.hold === undefined
       ? await reserveInTransaction(client, agentId, payment, at, options)
       : await reserveOrHoldInTransaction(client, agentId, payment, at, { ...options, parentTxHash: request.hold.parentTxHash });
-  const refused = { agentId, amountUnits, endpoint, protocol, at } as const;
+  const refused = { agentId, amountUnits, endpoint, protocol, at, policyVersion } as const;
   if (refusal != null && decision.decision !== "reject") {
     const allowed = { ...decision, decision: "allow", reasonCode: null, reason: null, errorClass: null } as const;
     const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: asRejection(allowed, refusal) });
-    return { outcome: "budget_exceeded", refusal, rejectionId };
+    return { outcome: "budget_exceeded", refusal, rejectionId, policyVersion };
   }
   if (decision.decision === "reject") {
     const rejectionId = await recordRefusedPayment(client, { ...refused, rejected: decision });
-    return { outcome: "policy_violation", decision, rejectionId };
+    return { outcome: "policy_violation", decision, rejectionId, policyVersion };
   }
-  if (decision.decision === "needs_approval") return { outcome: "held", reservationId: reservationId!, decision };
-  await emitPaymentEvents(client, { agentId, decision, at });
-  return { outcome: "reserved", reservationId: reservationId!, decision };
+  if (decision.decision === "needs_approval") return { outcome: "held", reservationId: reservationId!, decision, policyVersion };
+  await emitPaymentEvents(client, { agentId, decision, at, policyVersion });
+  return { outcome: "reserved", reservationId: reservationId!, decision, policyVersion };
 }
 
 /**

@@ -14,15 +14,19 @@
 import type pg from "pg";
 import { refuseArchived } from "../../shared/http/input.js";
 import { evaluateDomainOnly, type PolicyRejected } from "../../shared/policy/engine.js";
-import { EMPTY_POLICY } from "../../shared/policy/policy.js";
-import { getPolicy, readUsage } from "../../shared/policy/store.js";
+import { getVersionedPolicy, readUsage } from "../../shared/policy/store.js";
 import type { AgentRow } from "../../shared/rows.js";
 import { lockAgentArchivedAt } from "./agent-archive.js";
 import { recordRefusedPayment } from "./rejections.js";
 
 export type DomainCheckResult =
   | { readonly outcome: "allowed" }
-  | { readonly outcome: "policy_violation"; readonly decision: PolicyRejected; readonly rejectionId: string };
+  | {
+      readonly outcome: "policy_violation";
+      readonly decision: PolicyRejected;
+      readonly rejectionId: string;
+      readonly policyVersion: number;
+    };
 
 /** Inside the caller's transaction (the Idempotency-Key's): decide, and record a refusal. */
 export async function checkDomainInTransaction(
@@ -33,7 +37,7 @@ export async function checkDomainInTransaction(
 ): Promise<DomainCheckResult> {
   // As for an authorization: an archive committed since the caller found the agent wins.
   refuseArchived({ public_id: agent.public_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
-  const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
+  const { policy, version: policyVersion } = await getVersionedPolicy(client, agent.agent_id);
   const decision = evaluateDomainOnly(policy, await readUsage(client, agent.agent_id, policy, now), endpoint, now);
   if (decision === null) return { outcome: "allowed" };
   const rejectionId = await recordRefusedPayment(client, {
@@ -43,6 +47,7 @@ export async function checkDomainInTransaction(
     protocol: null,
     rejected: decision,
     at: now,
+    policyVersion,
   });
-  return { outcome: "policy_violation", decision, rejectionId };
+  return { outcome: "policy_violation", decision, rejectionId, policyVersion };
 }

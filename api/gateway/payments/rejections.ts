@@ -19,12 +19,14 @@ export interface Rejection {
   readonly reason: string;
   /** Defaults to the database's now(). */
   readonly at?: Date;
+  /** The policy version the refusal was decided under; null when unknown. */
+  readonly policyVersion?: number | null;
 }
 
 export async function recordRejection(pool: Db, rejection: Rejection): Promise<string> {
   const result = await pool.query<{ id: string }>(
-    `INSERT INTO payment_rejections (agent_id, amount_units, endpoint, domain, protocol, reason_code, reason, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now())) RETURNING id`,
+    `INSERT INTO payment_rejections (agent_id, amount_units, endpoint, domain, protocol, reason_code, reason, created_at, policy_version)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8, now()), $9) RETURNING id`,
     [
       rejection.agentId,
       rejection.amountUnits.toString(),
@@ -34,6 +36,7 @@ export async function recordRejection(pool: Db, rejection: Rejection): Promise<s
       rejection.reasonCode,
       rejection.reason,
       rejection.at ?? null,
+      rejection.policyVersion ?? null,
     ],
   );
   return result.rows[0]!.id;
@@ -45,7 +48,15 @@ export async function recordRejection(pool: Db, rejection: Rejection): Promise<s
  */
 export async function recordRefusedPayment(
   client: pg.ClientBase,
-  input: { agentId: string; amountUnits: bigint; endpoint: string; protocol: "x402" | "mpp" | null; rejected: PolicyRejected; at: Date },
+  input: {
+    agentId: string;
+    amountUnits: bigint;
+    endpoint: string;
+    protocol: "x402" | "mpp" | null;
+    rejected: PolicyRejected;
+    at: Date;
+    policyVersion?: number | null;
+  },
 ): Promise<string> {
   const { agentId, rejected, endpoint, at } = input;
   const rejectionId = await recordRejection(client, {
@@ -57,8 +68,9 @@ export async function recordRefusedPayment(
     reasonCode: rejected.reasonCode,
     reason: rejected.reason,
     at,
+    policyVersion: input.policyVersion ?? null,
   });
-  await emitRejectionEvents(client, { agentId, decision: rejected, endpoint, at });
+  await emitRejectionEvents(client, { agentId, decision: rejected, endpoint, at, policyVersion: input.policyVersion ?? null });
   return rejectionId;
 }
 

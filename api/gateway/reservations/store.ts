@@ -24,13 +24,15 @@ import {
   type PolicyNeedsApproval,
   type PolicyUsage,
 } from "../../shared/policy/engine.js";
-import { EMPTY_POLICY, type Protocol } from "../../shared/policy/policy.js";
-import { assertAgentId, getPolicy, lockAgentPolicy, readUsage } from "../../shared/policy/store.js";
+import type { Policy, Protocol } from "../../shared/policy/policy.js";
+import { assertAgentId, getVersionedPolicy, lockAgentPolicy, readUsage } from "../../shared/policy/store.js";
 
 export interface Reservation {
   readonly decision: PolicyDecision;
   /** The `spend_reservations.id` (bigserial, as a string) when the payment was accepted. */
   readonly reservationId: string | null;
+  /** The policy version the decision was made under (read under the agent's lock). */
+  readonly policyVersion: number;
   /** Set when the policy allowed the payment but the caller's `check` refused it (nothing reserved). */
   readonly refusal?: ReservationRefusal | null;
 }
@@ -66,6 +68,8 @@ export interface HeldOrReserved {
   readonly decision: PaymentDecision;
   /** The reservation: `reserved` when allowed, `pending_approval` when held; null when refused. */
   readonly reservationId: string | null;
+  /** The policy version the decision was made under (read under the agent's lock). */
+  readonly policyVersion: number;
   readonly refusal?: ReservationRefusal | null;
 }
 
@@ -96,7 +100,8 @@ export async function reserveInTransaction(
 }
 
 /**
- * Five round trips: SAVEPOINT, the lock, the policy, the usage, the INSERT (the
+ * Five round trips: SAVEPOINT, the lock, the policy (with its version), the usage (one more for a
+ * policy with endpoint budgets), the INSERT (the
  * savepoint ends with the caller's transaction; values are always bound parameters). The policy and usage reads stay separate statements after the lock (each
  * READ COMMITTED statement's snapshot is taken when it starts, so after the lock is held: they see
  * every reservation committed before; one combined statement measured no faster — planning its
@@ -142,8 +147,8 @@ async function reserveOrHold(
   assertAgentId(agentId);
   try {
     await lockAgentPolicy(client, agentId, savepoint);
-    const stored = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
-    const policy = options.exposure === true ? { ...stored, perCallLimitUnits: null } : stored;
+    const { policy: stored, version: policyVersion } = await getVersionedPolicy(client, agentId);
+    const policy = options.exposure === true ? withoutPerCallLimits(stored) : stored;
     let usage: PolicyUsage = await readUsage(client, agentId, stored, now);
     if (policy.approval?.firstPaymentToDomain === true) usage = { ...usage, domainPaidBefore: await paidBefore(client, agentId, request) };
     const payment = evaluatePayment(policy, usage, request, now);
@@ -153,21 +158,25 @@ async function reserveOrHold(
       return {
         decision: evaluatePolicy(policy, usage, request, now),
         reservationId: null,
+        policyVersion,
         refusal: approvalRefusal(payment, request, policy.approval?.aboveUnits ?? null),
       };
     }
     const decision: PaymentDecision = hold === null ? evaluatePolicy(policy, usage, request, now) : payment;
     const refusal = decision.decision !== "reject" && options.check !== undefined ? await options.check(client) : null;
     if (refusal !== null || decision.decision === "reject") {
-      return refusal === null ? { decision, reservationId: null } : { decision, reservationId: null, refusal };
+      return refusal === null
+        ? { decision, reservationId: null, policyVersion }
+        : { decision, reservationId: null, policyVersion, refusal };
     }
     if (decision.protocol === null) throw new Error("reservation needs a protocol the target offers (x402 or mpp)");
     const held = decision.decision === "needs_approval";
     // The savepoint is not released: it ends with the caller's transaction, and releasing it
     // would cost a round trip for nothing.
     const { rows } = await client.query<{ id: string }>(
-      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, status, parent_tx_hash)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, status,
+                                      parent_tx_hash, policy_version)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
       [
         agentId,
         request.amountUnits.toString(),
@@ -178,14 +187,21 @@ async function reserveOrHold(
         decision.budget.windowStart,
         held ? "pending_approval" : "reserved",
         held ? hold!.parentTxHash : null,
+        policyVersion,
       ],
     );
     const id = rows[0]!.id;
-    return { decision, reservationId: id };
+    return { decision, reservationId: id, policyVersion };
   } catch (error) {
     if (savepoint) await client.query("ROLLBACK TO SAVEPOINT policy_reservation").catch(() => undefined);
     throw error;
   }
+}
+
+/** An exposure (a channel deposit) is held to no per-call limit, the agent's nor an endpoint rule's. */
+function withoutPerCallLimits(policy: Policy): Policy {
+  const endpointBudgets = policy.endpointBudgets?.map((rule) => ({ ...rule, perCallLimitUnits: null }));
+  return { ...policy, perCallLimitUnits: null, ...(endpointBudgets === undefined ? {} : { endpointBudgets }) };
 }
 
 /** The refusal of a payment the policy holds for a person, on a path that cannot hold it. */
@@ -216,6 +232,8 @@ async function paidBefore(client: pg.ClientBase, agentId: string, request: Payme
 export interface HeldRecheck {
   readonly decision: PolicyDecision;
   readonly refusal: ReservationRefusal | null;
+  /** The policy version the re-check ran under; an approved reservation records it. */
+  readonly policyVersion: number;
 }
 
 /**
@@ -242,20 +260,20 @@ export async function recheckHeldReservation(
     [reservationId, agentId],
   );
   if (released.rowCount !== 1) return null;
-  const policy = (await getPolicy(client, agentId)) ?? EMPTY_POLICY;
+  const { policy, version: policyVersion } = await getVersionedPolicy(client, agentId);
   // Spec 3's exhausted state is not applied: the held amount was counted before the refusals that
   // exhausted the period (often refused because it was held). The arithmetic still applies, so a
   // budget lowered meanwhile refuses.
   const usage = { ...(await readUsage(client, agentId, policy, now)), budgetExhausted: false };
   const decision = evaluatePolicy(policy, usage, request, now);
   const refusal = decision.decision === "allow" && options.check !== undefined ? await options.check(client) : null;
-  if (decision.decision !== "allow" || refusal !== null) return { decision, refusal };
+  if (decision.decision !== "allow" || refusal !== null) return { decision, refusal, policyVersion };
   await client.query(
-    `UPDATE spend_reservations SET status = 'reserved', created_at = $2, budget_window_start = $3, expires_at = $4
+    `UPDATE spend_reservations SET status = 'reserved', created_at = $2, budget_window_start = $3, expires_at = $4, policy_version = $5
      WHERE id = $1 AND status = 'released'`,
-    [reservationId, now, decision.budget.windowStart, options.resumeBy],
+    [reservationId, now, decision.budget.windowStart, options.resumeBy, policyVersion],
   );
-  return { decision, refusal: null };
+  return { decision, refusal: null, policyVersion };
 }
 
 /** A held reservation's protocol, invoking transaction and the agent's wallet (the re-check's inputs); null when not held. */

@@ -43,7 +43,7 @@ export async function reconcilePendingSettlements(deps: {
     report[outcome.status].push(signature);
     if (outcome.status === "confirmed") await markSettlement(deps.pool, signature, "confirmed", null, outcome.slot);
     if (outcome.status === "failed") {
-      const error = outcome.reason === "expired" ? "expired" : await includedError(deps.pool, signature, outcome.err);
+      const error = outcome.reason === "expired" ? "expired" : await includedError(deps, signature, outcome.err);
       await markSettlement(deps.pool, signature, "failed", error, outcome.reason === "included" ? outcome.slot : null);
     }
   }
@@ -56,7 +56,7 @@ export async function reconcilePendingSettlements(deps: {
       await endSettlementWatch(
         deps.pool,
         row.signature,
-        outcome.reason === "expired" ? "expired" : await includedError(deps.pool, row.signature, outcome.err),
+        outcome.reason === "expired" ? "expired" : await includedError(deps, row.signature, outcome.err),
       );
       continue;
     }
@@ -67,9 +67,9 @@ export async function reconcilePendingSettlements(deps: {
 }
 
 /** The program's error name for a transaction that landed with an error, read from its signed bytes. */
-async function includedError(pool: pg.Pool, signature: string, err: unknown): Promise<string> {
-  const wire = await settlementTransaction(pool, signature);
+async function includedError(deps: { pool: pg.Pool; ledger: SettlementLedger }, signature: string, err: unknown): Promise<string> {
+  const wire = await settlementTransaction(deps.pool, signature);
   if (wire === undefined) return "included";
   const programIds = Transaction.from(Buffer.from(wire, "base64")).instructions.map((ix) => ix.programId);
-  return ledgerRefusal({ kind: "included", err, programIds })?.name ?? `included: ${JSON.stringify(err)}`;
+  return ledgerRefusal({ kind: "included", err, programIds }, deps.ledger.programId)?.name ?? `included: ${JSON.stringify(err)}`;
 }

@@ -111,6 +111,9 @@ export class Settlement implements Settler {
     const { wallets, ledger, pool } = this.deps;
     // Payee rule 1 (payee.ts): a wallet key, not the mint, a program or a PDA. Before any read.
     checkPayee(parsed.payee.toBase58(), [ledger.mint]);
+    if (parsed.payee.equals(ledger.programId)) {
+      throw new PayeeRefusedError("payee_is_program", parsed.payee.toBase58(), "the payee is the payment_ledger program, not a wallet");
+    }
     const payer = await wallets.keypair(input.agentId);
     // The chain reads are independent: made together, and the blockhash is a shared recent one
     // (api/gateway/chain/ledger.ts `recentBlockhash`; the row keeps its last valid block height).
@@ -182,7 +185,7 @@ export class Settlement implements Settler {
       return { txHash: signed.signature, slot: result.slot, paymentId: prepared.paymentId };
     }
     if (result.status === "pending") throw new PaymentPendingError(signed.signature);
-    const refusal = ledgerRefusal(submitFailure(result, signed));
+    const refusal = ledgerRefusal(submitFailure(result, signed), this.deps.ledger.programId);
     this.deps.logger?.warn(
       { paymentId: String(prepared.paymentId), signature: signed.signature, refusal: refusal?.name ?? failureText(result) },
       "payment not settled",
@@ -222,6 +225,10 @@ export class Settlement implements Settler {
   }
 
   /** The invocation account as the chain holds it now, or null if there is none. */
+  get programId(): PublicKey {
+    return this.deps.ledger.programId;
+  }
+
   invocationState(invocation: PublicKey): Promise<InvocationState | null> {
     return this.deps.invocations.invocationState(invocation);
   }
@@ -275,6 +282,7 @@ export class Settlement implements Settler {
     const { ledger } = this.deps;
     const transfer = parsed.atomic ? associatedTransferAccounts(payer, parsed.payee, ledger.mint) : null;
     const record = await recordPaymentInstruction({
+      programId: ledger.programId,
       authority: ledger.authority.publicKey,
       payer,
       payee: parsed.payee,

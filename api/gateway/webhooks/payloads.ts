@@ -43,6 +43,8 @@ export interface PolicyViolationPayload {
   /** The URL that was called. */
   readonly endpoint: string;
   readonly timestamp: string;
+  /** The agent's policy version the refusal was decided under (docs/policy.md "Versions"), when known. */
+  readonly policyVersion?: number;
 }
 
 export interface BudgetWarningPayload {
@@ -59,6 +61,8 @@ export interface BudgetWarningPayload {
   readonly resetsAt: string;
   readonly detail: string;
   readonly timestamp: string;
+  /** The policy version of the payment that crossed the threshold, when known. */
+  readonly policyVersion?: number;
 }
 
 export interface SpendRatePayload {
@@ -119,6 +123,7 @@ export function policyViolationPayload(input: {
   reason: string;
   endpoint: string;
   at: Date;
+  policyVersion?: number | null;
 }): PolicyViolationPayload {
   return {
     event: "policy.violation",
@@ -127,6 +132,7 @@ export function policyViolationPayload(input: {
     detail: input.reason,
     endpoint: input.endpoint,
     timestamp: input.at.toISOString(),
+    ...(input.policyVersion == null ? {} : { policyVersion: input.policyVersion }),
   };
 }
 
@@ -140,6 +146,7 @@ export function budgetWarningPayload(input: {
   windowStart: Date;
   resetsAt: Date;
   at: Date;
+  policyVersion?: number | null;
 }): BudgetWarningPayload {
   const percent = percentText(input.thresholdBp);
   return {
@@ -155,6 +162,7 @@ export function budgetWarningPayload(input: {
       `${percent} % of the daily budget reached: used ${formatUsdcShort(input.usedUnits)} usdc of ` +
       `${formatUsdcShort(input.limitUnits)} usdc; the window resets at ${input.resetsAt.toISOString()}`,
     timestamp: input.at.toISOString(),
+    ...(input.policyVersion == null ? {} : { policyVersion: input.policyVersion }),
   };
 }
 

@@ -13,6 +13,7 @@
  * pending. A sub-agent's payment settles under its invocation account; a payment that invokes its
  * payee opens the invocation once it settled (retried by the sweeper if that fails).
  */
+import type { PublicKey } from "@solana/web3.js";
 import type pg from "pg";
 import { type Invocations, invocationOf, openInvocationOfPayment } from "../invocations/index.js";
 import {
@@ -41,6 +42,8 @@ export const DEFAULT_MAX_VALIDITY_SECONDS = 600;
 export interface FacilitatorOptions {
   readonly pool: pg.Pool;
   readonly settler: Settler;
+  /** The program invocation accounts derive from (PROGRAM_ID). */
+  readonly programId: PublicKey;
   readonly agents: AgentDirectory;
   /** Opens the invocation a payment with an invocation budget starts; without it none is opened. */
   readonly invocations?: Invocations;
@@ -168,7 +171,7 @@ export class X402Facilitator {
     let settled: SettleResult;
     try {
       // A sub-agent's payment under `agents.invoke` settles against its invocation account.
-      const invocation = invocationOf(reservation?.parentTxHash ?? null, p.from) ?? options.invocation;
+      const invocation = invocationOf(reservation?.parentTxHash ?? null, p.from, this.options.programId) ?? options.invocation;
       settled = await this.options.settler.settlePayment({
         agentId: verified.agentId,
         payee: p.to,

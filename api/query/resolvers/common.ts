@@ -41,6 +41,8 @@ export interface TransactionObject {
   readonly rejectionRequested: string | null;
   readonly rejectionLimit: string | null;
   readonly rejectionUnit: string | null;
+  /** The agent's policy version the gateway decided it under (docs/policy.md "Versions"). */
+  readonly policyVersion: number | null;
 }
 
 export function toTransaction(row: PaymentRow): TransactionObject {
@@ -69,6 +71,7 @@ export function toTransaction(row: PaymentRow): TransactionObject {
     rejectionRequested: terms?.requested ?? null,
     rejectionLimit: terms?.limit ?? null,
     rejectionUnit: terms?.unit ?? null,
+    policyVersion: row.policy_version ?? null,
   };
 }
 

@@ -11,7 +11,7 @@ import { agents, Agent, invocation, invocations, wallet } from "./agents.js";
 import { agentField, childCountField, parentField, requireAgent, toTransaction, type TransactionObject } from "./common.js";
 import { Channel, type ChannelObject, channel, channels, toChannel, transactionChannel } from "./channels.js";
 import { approval, approvals } from "./approvals.js";
-import { checkPolicy, policies, policy, simulatePolicy } from "./policy.js";
+import { checkPolicy, policies, policy, policyHistory, simulatePolicy } from "./policy.js";
 import { agentList, budgetUse, indexerStatus, rejectionCounts, runs, webhookHealth } from "./overview.js";
 import { receivedPayments, transaction, transactions } from "./transactions.js";
 import { nodeEndpoint, paymentTree } from "./tree.js";
@@ -104,6 +104,7 @@ export const resolvers = withFieldScopes({
     policies,
     checkPolicy,
     simulatePolicy,
+    policyHistory,
     channels,
     channel,
     approvals,

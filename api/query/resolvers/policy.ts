@@ -9,9 +9,11 @@ import {
   budgetState,
   checkPolicy as decide,
   EMPTY_POLICY,
-  getPolicy,
+  getVersionedPolicy,
   InvalidEndpointError,
   isPolicyInputError,
+  MAX_HISTORY_PAGE,
+  policyHistory as readHistory,
   readUsage,
 } from "../../shared/policy/index.js";
 import {
@@ -54,8 +56,8 @@ export async function policies(
 
 async function policyView(context: ApiContext, agent: AgentRow): Promise<Record<string, unknown>> {
   // Policies and usage from the primary: what the gateway enforces, never a replica's lagging copy.
-  const stored = await getPolicy(context.deps.primary, agent.agent_id);
-  const current = stored ?? EMPTY_POLICY;
+  const { policy: current, version } = await getVersionedPolicy(context.deps.primary, agent.agent_id);
+  const stored = current === EMPTY_POLICY ? null : (current as typeof current & { updatedAt: Date });
   const usage = await readUsage(context.deps.primary, agent.agent_id, current, context.now);
   return {
     agentId: agent.public_id,
@@ -71,8 +73,36 @@ async function policyView(context: ApiContext, agent: AgentRow): Promise<Record<
     windowResetsAt: usage.windowResetsAt?.toISOString() ?? null,
     rateUsage: { calls: usage.rateCalls, limit: current.rateLimit?.calls ?? null, window: usage.rateWindow },
     approval: approvalObject(current),
+    endpointBudgets: (current.endpointBudgets ?? []).map((rule) => ({
+      match: rule.match,
+      ...money("dailyBudget", rule.dailyBudgetUnits),
+      ...money("perCallLimit", rule.perCallLimitUnits),
+      rateLimit: rule.rateLimit,
+    })),
+    version,
     updatedAt: stored?.updatedAt.toISOString() ?? null,
   };
+}
+
+/** Query.policyHistory: the agent's versions, newest first, from the primary (what the gateway wrote). */
+export async function policyHistory(
+  _: unknown,
+  args: { agentId: string; first?: number | null; before?: number | null },
+  context: ApiContext,
+): Promise<Record<string, unknown>[]> {
+  const agent = await requireAgent(context, "agentId", args.agentId);
+  const first = args.first ?? 20;
+  if (!Number.isInteger(first) || first < 1 || first > MAX_HISTORY_PAGE) throw badInput("first", `must be from 1 to ${MAX_HISTORY_PAGE}`);
+  if (args.before != null && args.before < 1) throw badInput("before", "must be a version number (1 or more)");
+  const versions = await readHistory(context.deps.primary, agent.agent_id, { limit: first, before: args.before ?? null });
+  return versions.map((v) => ({
+    agentId: agent.public_id,
+    version: v.version,
+    createdAt: v.createdAt.toISOString(),
+    createdBy: v.createdBy,
+    hash: v.hash,
+    policy: JSON.stringify(v.policy),
+  }));
 }
 
 function approvalObject(policy: { readonly approval?: Parameters<typeof approvalView>[0] | null }): Record<string, unknown> | null {

@@ -42,6 +42,8 @@ export interface Approval {
   readonly decidedBy: DecidedBy | null;
   readonly note: string | null;
   readonly outcome: ApprovalOutcome | null;
+  /** The agent's policy version that held the payment (docs/policy.md "Versions"); null when unknown. */
+  readonly policyVersion: number | null;
 }
 
 export const MAX_NOTE_LENGTH = 500;

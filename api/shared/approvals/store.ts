@@ -56,6 +56,7 @@ interface ApprovalRow {
   note: string | null;
   outcome: ApprovalOutcome | null;
   requested_micros: string;
+  policy_version: number | null;
 }
 
 /** The selected columns, of the table aliased `t` when given (a join's RETURNING needs it). */
@@ -63,7 +64,7 @@ function columns(t = ""): string {
   const c = t === "" ? "" : `${t}.`;
   return `${c}id, ${c}account_id, ${c}agent_id, ${c}reservation_id::text AS reservation_id, ${c}amount_units::text AS amount_units,
   ${c}endpoint, ${c}domain, ${c}rule, ${c}reason, ${c}status, ${c}requested_at, ${c}expires_at, ${c}decided_at, ${c}decided_by,
-  ${c}note, ${c}outcome, (extract(epoch FROM ${c}requested_at) * 1000000)::bigint::text AS requested_micros`;
+  ${c}note, ${c}outcome, (extract(epoch FROM ${c}requested_at) * 1000000)::bigint::text AS requested_micros, ${c}policy_version`;
 }
 
 const COLUMNS = columns();
@@ -87,6 +88,7 @@ function toApproval(row: ApprovalRow): Approval {
     decidedBy: row.decided_by,
     note: row.note,
     outcome: row.outcome,
+    policyVersion: row.policy_version,
   };
 }
 
@@ -107,6 +109,8 @@ export interface NewApproval {
   readonly timeoutMs: number;
   /** SHA-256 of the signed link's token (32 bytes), or null without a link. */
   readonly linkTokenHash: Buffer | null;
+  /** The policy version that held the payment. */
+  readonly policyVersion?: number | null;
 }
 
 /** Records a held payment, pending; in the transaction that reserved its amount. */
@@ -114,8 +118,8 @@ export async function createApproval(db: Db, input: NewApproval): Promise<Approv
   const expiresAt = new Date(input.requestedAt.getTime() + input.timeoutMs);
   const { rows } = await db.query<ApprovalRow>(
     `INSERT INTO approvals (account_id, agent_id, reservation_id, idempotency_key, amount_units, endpoint, domain, rule, reason,
-                            requested_at, expires_at, link_token_hash)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                            requested_at, expires_at, link_token_hash, policy_version)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
      RETURNING ${COLUMNS}`,
     [
       input.accountId,
@@ -130,6 +134,7 @@ export async function createApproval(db: Db, input: NewApproval): Promise<Approv
       input.requestedAt,
       expiresAt,
       input.linkTokenHash,
+      input.policyVersion ?? null,
     ],
   );
   return toApproval(rows[0]!);

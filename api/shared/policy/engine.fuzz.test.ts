@@ -106,3 +106,47 @@ describe("evaluatePayment (approvals) against the reference model", () => {
     expect([...held.keys()].sort()).toEqual(["above", "domains", "firstPaymentToDomain"]);
   });
 });
+
+describe("endpoint budgets against the reference model", () => {
+  it("agree on 300 random scenarios with endpointBudgets: the same refusal, the same rule named, no rule ever overspent", () => {
+    const byRule = new Map<string, number>();
+    let allowed = 0;
+    for (let seed = 1; seed <= 300; seed += 1) {
+      const { policy, requests } = randomScenario(seed, 80, START, { endpoints: true });
+      const model = new ReferenceModel(policy);
+      for (const { at, host, path, request } of requests) {
+        const now = at.getTime();
+        const usage: PolicyUsage = {
+          usedTodayUnits: model.usedInPeriod(now),
+          windowStart: model.lastPeriodStart(),
+          rateCalls: model.callsInRateWindow(now),
+          budgetExhausted: model.lastPeriodExhausted(),
+          endpointUsage: model.endpointUsage(now),
+        };
+        const expected = model.decideLimits(host, request.amountUnits, now, path);
+        const decision = evaluatePolicy(policy, usage, request, at);
+        const context = `seed ${seed} at ${at.toISOString()} ${request.endpoint} ${request.amountUnits}`;
+        expect(decision.reasonCode, context).toBe(expected.reasonCode);
+        if (decision.decision === "allow") {
+          model.accept(request.amountUnits, now, host, path);
+          allowed += 1;
+          continue;
+        }
+        const rule = decision.endpointRule ?? null;
+        if (decision.reasonCode !== "domain_blocked" && decision.reasonCode !== "domain_not_allowed") {
+          expect(rule, context).toBe(expected.endpointRule);
+        }
+        if (rule !== null) {
+          expect(decision.reason, context).toContain(`(endpointBudgets ${rule})`);
+          byRule.set(decision.reasonCode, (byRule.get(decision.reasonCode) ?? 0) + 1);
+        }
+        model.refuse(decision.reasonCode, now);
+      }
+      model.assertInvariants();
+    }
+    expect(allowed).toBeGreaterThan(1_000);
+    // Every kind of endpoint limit refused something on its own.
+    expect([...byRule.keys()].sort()).toEqual(["daily_budget_exceeded", "per_call_limit_exceeded", "rate_limit_exceeded"]);
+    for (const count of byRule.values()) expect(count).toBeGreaterThan(50);
+  });
+});

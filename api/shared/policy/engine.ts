@@ -8,6 +8,10 @@
  * 4. daily budget         → daily_budget_exceeded    (DailyBudgetExceededError)
  * 5. rate limit           → rate_limit_exceeded      (PolicyViolationError)
  *
+ * Rules 3–5 apply the agent's own limit and the limit of every `endpointBudgets` rule that covers
+ * the endpoint (./endpoint-budgets.ts); among those a payment breaks, the refusal names the one with
+ * the least room left (the agent's own on a tie) in `endpointRule` (null: the agent's own).
+ *
  * Domains and the per-call limit come first because spec 4.7 step 3 and section 7 reject them
  * before any handshake or payment is attempted; both need no usage.
  *
@@ -24,9 +28,17 @@
 import { formatUsdcShort } from "../money.js";
 import { assertAmountUnits } from "./amounts.js";
 import { endpointHost, findMatch } from "./domains.js";
+import { type EndpointUsage, matchingEndpointBudgets } from "./endpoint-budgets.js";
 import { type ApprovalRule, matchApproval } from "./approval.js";
-import type { Policy, Protocol, ProtocolPreference } from "./policy.js";
-import { approvalReason, dailyBudgetReason, domainBlockedReason, domainNotAllowedReason, limitReason } from "./reasons.js";
+import type { Policy, Protocol, ProtocolPreference, RateLimit } from "./policy.js";
+import {
+  approvalReason,
+  dailyBudgetReason,
+  domainBlockedReason,
+  domainNotAllowedReason,
+  endpointRuleReason,
+  limitReason,
+} from "./reasons.js";
 import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow } from "./windows.js";
 
 export type ReasonCode =
@@ -72,6 +84,11 @@ export interface PolicyUsage {
    * `approval.firstPaymentToDomain` rule. Undefined counts as never paid (the payment is held).
    */
   readonly domainPaidBefore?: boolean;
+  /**
+   * Usage of each `endpointBudgets` rule, by its `match`: spend in the open budget period and
+   * calls in the rule's rate window. A rule missing here has used nothing.
+   */
+  readonly endpointUsage?: ReadonlyMap<string, EndpointUsage>;
 }
 
 export interface PaymentRequest {
@@ -123,6 +140,8 @@ export interface PolicyRejected extends DecisionCommon {
   readonly unit: string;
   /** For a domain refusal: the blockedDomains entry that matched, or null (not on allowedDomains). */
   readonly matchedEntry?: string | null;
+  /** For a limit refusal: the `endpointBudgets` rule (its match) whose limit refused; null: the agent's own. */
+  readonly endpointRule?: string | null;
   readonly warnings: readonly [];
 }
 
@@ -185,24 +204,64 @@ export function evaluatePolicy(policy: Policy, usage: PolicyUsage, request: Paym
     const { reasonCode, reason, matchedEntry } = domainRefusal;
     return { ...reject(reasonCode, formatUsdcShort(amount), null, UNIT, reason), matchedEntry };
   }
-  if (policy.perCallLimitUnits !== null && amount > policy.perCallLimitUnits) {
-    return reject("per_call_limit_exceeded", formatUsdcShort(amount), formatUsdcShort(policy.perCallLimitUnits), UNIT);
+  const rules = matchingEndpointBudgets(policy.endpointBudgets, request.endpoint);
+  const ruleUsage = (match: string): EndpointUsage => usage.endpointUsage?.get(match) ?? { usedUnits: 0n, rateCalls: 0 };
+
+  // Rule 3: the smallest per-call limit that applies (the agent's first on a tie).
+  const perCall = tightest([
+    { rule: null, limit: policy.perCallLimitUnits },
+    ...rules.map((r) => ({ rule: r.match, limit: r.perCallLimitUnits })),
+  ]);
+  if (perCall !== null && amount > perCall.limit) {
+    const text = limitReason("per_call_limit_exceeded", formatUsdcShort(amount), formatUsdcShort(perCall.limit), UNIT);
+    return named(reject("per_call_limit_exceeded", formatUsdcShort(amount), formatUsdcShort(perCall.limit), UNIT, text), perCall.rule);
   }
+
+  // Rule 4: the agent's daily budget and each rule's, over the same open period.
   const budget = policy.dailyBudgetUnits;
-  if (budget !== null && (exhausted || used + amount > budget)) {
+  const budgets: Breach[] = [];
+  if (budget !== null && (exhausted || used + amount > budget))
+    budgets.push({ rule: null, room: exhausted ? 0n : remaining(budget, used) });
+  for (const rule of rules) {
+    if (rule.dailyBudgetUnits === null) continue;
+    const ruleUsed = window === null ? 0n : ruleUsage(rule.match).usedUnits;
+    if (ruleUsed + amount > rule.dailyBudgetUnits) budgets.push({ rule: rule.match, room: remaining(rule.dailyBudgetUnits, ruleUsed) });
+  }
+  const budgetBreach = leastRoom(budgets);
+  if (budgetBreach !== null) {
+    const rule = rules.find((r) => r.match === budgetBreach.rule);
+    const limit = rule === undefined ? budget! : rule.dailyBudgetUnits!;
+    const spent = rule === undefined ? used : window === null ? 0n : ruleUsage(rule.match).usedUnits;
     const text = dailyBudgetReason({
       requested: formatUsdcShort(amount),
-      budget: formatUsdcShort(budget),
-      used: formatUsdcShort(used),
-      left: formatUsdcShort(remaining(budget, used)),
+      budget: formatUsdcShort(limit),
+      used: formatUsdcShort(spent),
+      left: formatUsdcShort(remaining(limit, spent)),
       unit: UNIT,
-      exhaustedUntil: exhausted || used >= budget ? before.resetsAt : null,
+      exhaustedUntil: rule === undefined && (exhausted || used >= limit) ? before.resetsAt : null,
     });
-    return reject("daily_budget_exceeded", formatUsdcShort(amount), formatUsdcShort(budget), UNIT, text);
+    return named(reject("daily_budget_exceeded", formatUsdcShort(amount), formatUsdcShort(limit), UNIT, text), budgetBreach.rule);
   }
+
+  // Rule 5: the agent's rate limit and each rule's, each over its own window.
+  const rates: (Breach & { calls: number; limit: RateLimit })[] = [];
   if (policy.rateLimit !== null && usage.rateCalls >= policy.rateLimit.calls) {
-    const unit = rateUnit(policy.rateLimit.window);
-    return reject("rate_limit_exceeded", String(usage.rateCalls + 1), String(policy.rateLimit.calls), unit);
+    rates.push({ rule: null, room: BigInt(policy.rateLimit.calls - usage.rateCalls), calls: usage.rateCalls, limit: policy.rateLimit });
+  }
+  for (const rule of rules) {
+    const calls = ruleUsage(rule.match).rateCalls;
+    if (rule.rateLimit !== null && calls >= rule.rateLimit.calls) {
+      rates.push({ rule: rule.match, room: BigInt(rule.rateLimit.calls - calls), calls, limit: rule.rateLimit });
+    }
+  }
+  const rateBreach = leastRoom(rates);
+  if (rateBreach !== null) {
+    const unit = rateUnit(rateBreach.limit.window);
+    const [requested, limit] = [String(rateBreach.calls + 1), String(rateBreach.limit.calls)];
+    return named(
+      reject("rate_limit_exceeded", requested, limit, unit, limitReason("rate_limit_exceeded", requested, limit, unit)),
+      rateBreach.rule,
+    );
   }
 
   const after = budgetStatus(budget, used + amount, window ?? { start: now, resetsAt: new Date(now.getTime() + BUDGET_WINDOW_MS) });
@@ -292,6 +351,34 @@ export function evaluateDomainOnly(policy: Policy, usage: PolicyUsage, endpoint:
     budget: budgetStatus(policy.dailyBudgetUnits, used, window, exhausted),
     warnings: [],
   };
+}
+
+/** A limit that applies: the agent's own (`rule` null) or an endpoint rule's. */
+interface Breach {
+  readonly rule: string | null;
+  /** What was left under the limit before this payment (amount or calls). */
+  readonly room: bigint;
+}
+
+function tightest(limits: readonly { rule: string | null; limit: bigint | null }[]): { rule: string | null; limit: bigint } | null {
+  let best: { rule: string | null; limit: bigint } | null = null;
+  for (const { rule, limit } of limits) {
+    if (limit !== null && (best === null || limit < best.limit)) best = { rule, limit };
+  }
+  return best;
+}
+
+function leastRoom<T extends Breach>(breaches: readonly T[]): T | null {
+  let best: T | null = null;
+  for (const breach of breaches) if (best === null || breach.room < best.room) best = breach;
+  return best;
+}
+
+/** A limit refusal named after the limit that made it: an endpoint rule's text says which rule. */
+function named(rejected: PolicyRejected, rule: string | null): PolicyRejected {
+  return rule === null
+    ? { ...rejected, endpointRule: null }
+    : { ...rejected, reason: endpointRuleReason(rejected.reason, rule), endpointRule: rule };
 }
 
 /** auto and x402 prefer x402 and fall back to MPP; mpp prefers MPP and falls back to x402. */

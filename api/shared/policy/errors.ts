@@ -13,7 +13,8 @@ export type PolicyInputReason =
   | "invalid_rate_limit"
   | "invalid_protocol_preference"
   | "invalid_policy_field"
-  | "invalid_approval";
+  | "invalid_approval"
+  | "invalid_endpoint_budget";
 
 export abstract class PolicyInputError extends ServiceError {
   declare readonly reason: PolicyInputReason;

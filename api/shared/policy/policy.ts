@@ -6,6 +6,7 @@ import { MAX_AMOUNT_UNITS } from "../money.js";
 import { parseAmountInput } from "./amounts.js";
 import { type ApprovalPolicy, parseApprovalInput, validateApproval } from "./approval.js";
 import { normalizeDomainEntry } from "./domains.js";
+import { type EndpointBudget, MAX_ENDPOINT_BUDGETS, normalizeEndpointMatch } from "./endpoint-budgets.js";
 import { InvalidPolicyError, isPolicyInputError } from "./errors.js";
 import { isRateWindow, type RateWindow } from "./windows.js";
 
@@ -33,6 +34,11 @@ export interface Policy {
    * so a policy read by a store that predates it is still a policy.
    */
   readonly approval?: ApprovalPolicy | null;
+  /**
+   * Limits of one host or host and path prefix (./endpoint-budgets.ts), on top of the agent's own.
+   * Absent or empty: none. Optional for the same reason as `approval`.
+   */
+  readonly endpointBudgets?: readonly EndpointBudget[];
 }
 
 /** An agent with no stored policy: no limits, `auto`. */
@@ -55,6 +61,8 @@ export interface PolicyPatch {
   readonly protocolPreference?: string | null;
   /** Replaced whole (its sub-fields are not merged); null removes it. */
   readonly approval?: ApprovalPolicy | null;
+  /** Replaced whole; null or [] removes every endpoint budget. */
+  readonly endpointBudgets?: readonly EndpointBudget[] | null;
 }
 
 export const MAX_DOMAIN_ENTRIES = 1_000;
@@ -71,15 +79,18 @@ export function applyPatch(current: Policy, patch: PolicyPatch): Policy {
     rateLimit: pick("rateLimit", null) as RateLimit | null,
     protocolPreference: pick("protocolPreference", "auto") as ProtocolPreference,
     approval: pick("approval", null) as ApprovalPolicy | null,
+    endpointBudgets: pick("endpointBudgets", []) as readonly EndpointBudget[],
   });
 }
 
 /**
  * Checks every field and returns the normalized policy (domains lower-cased, deduplicated). The
- * result has an `approval` key only when the policy holds payments.
+ * result has an `approval` key only when the policy holds payments, an `endpointBudgets` key only
+ * when it has one.
  */
 export function validatePolicy(policy: Policy): Policy {
   const approval = policy.approval == null ? null : validateApproval(policy.approval);
+  const endpointBudgets = validEndpointBudgets(policy.endpointBudgets ?? []);
   return {
     dailyBudgetUnits: validLimit(policy.dailyBudgetUnits, "dailyBudget"),
     perCallLimitUnits: validLimit(policy.perCallLimitUnits, "perCallLimit"),
@@ -88,6 +99,7 @@ export function validatePolicy(policy: Policy): Policy {
     rateLimit: policy.rateLimit === null ? null : validRateLimit(policy.rateLimit),
     protocolPreference: validPreference(policy.protocolPreference),
     ...(approval === null ? {} : { approval }),
+    ...(endpointBudgets.length === 0 ? {} : { endpointBudgets }),
   };
 }
 
@@ -99,6 +111,41 @@ function validLimit(units: bigint | null, field: string): bigint | null {
   return units;
 }
 
+/**
+ * Each rule normalized; two rules with the same (normalized) match overlap and are refused, as is
+ * a rule that limits nothing.
+ */
+function validEndpointBudgets(budgets: readonly EndpointBudget[]): readonly EndpointBudget[] {
+  if (!Array.isArray(budgets)) throw new InvalidPolicyError("invalid_endpoint_budget", "endpointBudgets", "must be a list");
+  if (budgets.length > MAX_ENDPOINT_BUDGETS) {
+    throw new InvalidPolicyError("invalid_endpoint_budget", "endpointBudgets", `more than ${MAX_ENDPOINT_BUDGETS} rules`);
+  }
+  const seen = new Map<string, number>();
+  return budgets.map((budget, index) => {
+    const field = `endpointBudgets[${index}]`;
+    const match = normalizeEndpointMatch(budget.match, `${field}.match`);
+    const earlier = seen.get(match);
+    if (earlier !== undefined) {
+      throw new InvalidPolicyError(
+        "invalid_endpoint_budget",
+        `${field}.match`,
+        `${match} overlaps endpointBudgets[${earlier}] (same match)`,
+      );
+    }
+    seen.set(match, index);
+    const rule: EndpointBudget = {
+      match,
+      dailyBudgetUnits: validLimit(budget.dailyBudgetUnits ?? null, `${field}.dailyBudget`),
+      perCallLimitUnits: validLimit(budget.perCallLimitUnits ?? null, `${field}.perCallLimit`),
+      rateLimit: budget.rateLimit == null ? null : validRateLimit(budget.rateLimit, `${field}.rateLimit`),
+    };
+    if (rule.dailyBudgetUnits === null && rule.perCallLimitUnits === null && rule.rateLimit === null) {
+      throw new InvalidPolicyError("invalid_endpoint_budget", field, "limits nothing: give dailyBudget, perCallLimit or rateLimit");
+    }
+    return rule;
+  });
+}
+
 function validDomains(entries: readonly string[], field: string): readonly string[] {
   if (!Array.isArray(entries)) throw new InvalidPolicyError("invalid_domain", field, "must be a list of domains");
   if (entries.length > MAX_DOMAIN_ENTRIES) {
@@ -107,13 +154,14 @@ function validDomains(entries: readonly string[], field: string): readonly strin
   return [...new Set(entries.map((entry) => normalizeDomainEntry(entry, field)))];
 }
 
-function validRateLimit(rateLimit: { readonly calls: number; readonly window: string }): RateLimit {
+function validRateLimit(rateLimit: { readonly calls: number; readonly window: string }, field = "rateLimit"): RateLimit {
+  if (!isRecord(rateLimit)) throw new InvalidPolicyError("invalid_rate_limit", field, "must be { calls: number, window: string }");
   const { calls, window } = rateLimit;
   if (!Number.isSafeInteger(calls) || calls < 1 || calls > MAX_RATE_LIMIT_CALLS) {
-    throw new InvalidPolicyError("invalid_rate_limit", "rateLimit.calls", `must be an integer from 1 to ${MAX_RATE_LIMIT_CALLS}`);
+    throw new InvalidPolicyError("invalid_rate_limit", `${field}.calls`, `must be an integer from 1 to ${MAX_RATE_LIMIT_CALLS}`);
   }
   if (!isRateWindow(window)) {
-    throw new InvalidPolicyError("invalid_rate_limit", "rateLimit.window", "must be one of 1m, 5m, 15m, 1h, 24h");
+    throw new InvalidPolicyError("invalid_rate_limit", `${field}.window`, "must be one of 1m, 5m, 15m, 1h, 24h");
   }
   return { calls, window };
 }
@@ -132,7 +180,16 @@ function validPreference(value: string): ProtocolPreference {
  */
 export function parsePolicyPatch(body: unknown): PolicyPatch {
   if (!isRecord(body)) throw new InvalidPolicyError("invalid_policy_field", "body", "must be a JSON object");
-  const known = new Set(["dailyBudget", "perCallLimit", "allowedDomains", "blockedDomains", "rateLimit", "protocolPreference", "approval"]);
+  const known = new Set([
+    "dailyBudget",
+    "perCallLimit",
+    "allowedDomains",
+    "blockedDomains",
+    "rateLimit",
+    "protocolPreference",
+    "approval",
+    "endpointBudgets",
+  ]);
   for (const key of Object.keys(body)) {
     if (!known.has(key)) throw new InvalidPolicyError("invalid_policy_field", key, "is not a writable policy field");
   }
@@ -150,7 +207,31 @@ export function parsePolicyPatch(body: unknown): PolicyPatch {
     patch.protocolPreference = value;
   }
   if ("approval" in body) patch.approval = parseApprovalInput(body.approval);
+  if ("endpointBudgets" in body) patch.endpointBudgets = parseEndpointBudgets(body.endpointBudgets);
   return patch;
+}
+
+/** `[{ match, dailyBudget?, perCallLimit?, rateLimit? }]` on the wire; validated by `validatePolicy`. */
+function parseEndpointBudgets(value: unknown): readonly EndpointBudget[] | null {
+  if (value === null) return null;
+  if (!Array.isArray(value)) throw new InvalidPolicyError("invalid_endpoint_budget", "endpointBudgets", "must be a list or null");
+  const known = new Set(["match", "dailyBudget", "perCallLimit", "rateLimit"]);
+  return value.map((entry, index): EndpointBudget => {
+    const field = `endpointBudgets[${index}]`;
+    if (!isRecord(entry)) throw new InvalidPolicyError("invalid_endpoint_budget", field, "must be an object");
+    for (const key of Object.keys(entry)) {
+      if (!known.has(key))
+        throw new InvalidPolicyError("invalid_endpoint_budget", `${field}.${key}`, "is not a field of an endpoint budget");
+    }
+    if (typeof entry.match !== "string")
+      throw new InvalidPolicyError("invalid_endpoint_budget", `${field}.match`, "must be a host or host/path");
+    return {
+      match: entry.match,
+      dailyBudgetUnits: entry.dailyBudget === undefined ? null : money(entry.dailyBudget, `${field}.dailyBudget`),
+      perCallLimitUnits: entry.perCallLimit === undefined ? null : money(entry.perCallLimit, `${field}.perCallLimit`),
+      rateLimit: entry.rateLimit === undefined ? null : rateLimitField(entry.rateLimit, `${field}.rateLimit`),
+    } as EndpointBudget;
+  });
 }
 
 function money(value: unknown, field: string): bigint | null {
@@ -175,10 +256,10 @@ function stringList(value: unknown, field: string): readonly string[] | null {
   return value as string[];
 }
 
-function rateLimitField(value: unknown): PolicyPatch["rateLimit"] {
+function rateLimitField(value: unknown, field = "rateLimit"): PolicyPatch["rateLimit"] {
   if (value === null) return null;
   if (!isRecord(value) || typeof value.calls !== "number" || typeof value.window !== "string") {
-    throw new InvalidPolicyError("invalid_rate_limit", "rateLimit", "must be { calls: number, window: string } or null");
+    throw new InvalidPolicyError("invalid_rate_limit", field, "must be { calls: number, window: string } or null");
   }
   return { calls: value.calls, window: value.window };
 }

@@ -38,6 +38,14 @@ export function dailyBudgetReason(figures: DailyBudgetFigures): string {
   return `${head} (used ${figures.used} ${figures.unit}, ${state})`;
 }
 
+/**
+ * A limit refusal made by an `endpointBudgets` rule: the limit text, then the rule's match, e.g.
+ * `per_call_limit_exceeded: requested 2 usdc, limit is 1 usdc (endpointBudgets api.example.com/v1/search)`.
+ */
+export function endpointRuleReason(limitText: string, match: string): string {
+  return `${limitText} (endpointBudgets ${match})`;
+}
+
 /** `domain_blocked: evil.example.com is blocked by the policy (blockedDomains entry *.example.com)`. */
 export function domainBlockedReason(domain: string, entry: string): string {
   return `domain_blocked: ${domain} is blocked by the policy (blockedDomains entry ${entry})`;

@@ -1,8 +1,10 @@
 /**
- * The policy store: policies in Postgres (migrations/004_policies.sql) and the usage a decision is
- * made on. It owns table `policies`; usage is read from `spend_periods`, the running total of each
+ * The policy store: policies in Postgres (migrations/004_policies.sql), their versions
+ * (migrations/055_policy_versions.sql) and the usage a decision is made on. It owns tables
+ * `policies` and `policy_versions`; every change writes the next version under the agent's lock; usage is read from `spend_periods`, the running total of each
  * budget period that a trigger keeps with every change of a reservation (migrations/029_spend_periods.sql),
- * and from the reservations' count for the rate limit. The reservation ledger itself is the
+ * and from the reservations' count for the rate limit; an endpoint rule's usage from the same
+ * totals per endpoint (`spend_period_endpoints`, migrations/054_endpoint_budgets.sql). The reservation ledger itself is the
  * gateway's (api/gateway/reservations/store.ts); the query service only reads through this module.
  *
  * Concurrency: `putPolicy` and every reservation hold the agent's transaction-level advisory lock
@@ -12,10 +14,12 @@
  */
 import type pg from "pg";
 import { type Db, withTransaction } from "../../../indexer/db/database.js";
+import { type EndpointUsage, endpointParts, endpointRuleMatches } from "./endpoint-budgets.js";
 import { evaluatePolicy, type PaymentRequest, type PolicyDecision, type PolicyUsage } from "./engine.js";
 import { approvalFromColumns, approvalToColumns } from "./approval.js";
 import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type ProtocolPreference } from "./policy.js";
-import { BUDGET_WINDOW_MS, openBudgetWindow, type RateWindow, rateWindowStart } from "./windows.js";
+import { endpointBudgetsFromDocument, type PolicyDocument, type PolicyVersion, policyDocument } from "./versions.js";
+import { BUDGET_WINDOW_MS, openBudgetWindow, RATE_WINDOW_MS, RATE_WINDOWS, type RateWindow, rateWindowStart } from "./windows.js";
 
 export type { Db };
 
@@ -26,6 +30,14 @@ const MAX_AGENT_ID_LENGTH = 200;
 export interface StoredPolicy extends Policy {
   readonly agentId: string;
   readonly updatedAt: Date;
+  /** The policy's current version (migrations/055_policy_versions.sql). */
+  readonly version: number;
+}
+
+/** The policy a decision is made under and its version (0: the agent never had a policy). */
+export interface VersionedPolicy {
+  readonly policy: Policy & { readonly updatedAt?: Date };
+  readonly version: number;
 }
 
 export interface UsageView extends PolicyUsage {
@@ -50,6 +62,8 @@ interface PolicyRow {
   approval_first_payment_to_domain: boolean;
   approval_timeout_ms: string | null;
   approval_on_timeout: "deny" | null;
+  endpoint_budgets: PolicyDocument["endpointBudgets"];
+  version: number;
   updated_at: Date;
 }
 
@@ -59,20 +73,30 @@ export async function getPolicy(db: Db, agentId: string): Promise<StoredPolicy |
   return rows[0] === undefined ? null : fromRow(rows[0]);
 }
 
-/** `policies.set` (spec 4.1): omitted fields keep their value, `null` removes one. Returns the result. */
-export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPatch, now: Date = new Date()): Promise<StoredPolicy> {
+/**
+ * `policies.set` (spec 4.1): omitted fields keep their value, `null` removes one. Writes the next
+ * version, by `actor` (`key:<id>`, `admin`, `system`). Returns the result.
+ */
+export async function putPolicy(
+  pool: pg.Pool,
+  agentId: string,
+  patch: PolicyPatch,
+  now: Date = new Date(),
+  actor = "system",
+): Promise<StoredPolicy> {
   assertAgentId(agentId);
   return withTransaction(
     pool,
     async (client) => {
       await lockAgent(client, agentId);
       const next = applyPatch((await getPolicy(client, agentId)) ?? EMPTY_POLICY, patch);
+      const version = await writeVersion(client, agentId, next, now, actor);
       const { rows } = await client.query<PolicyRow>(
         `INSERT INTO policies (agent_id, daily_budget_units, per_call_limit_units, allowed_domains, blocked_domains,
                              rate_limit_calls, rate_limit_window, protocol_preference, updated_at,
                              approval_above_units, approval_domains, approval_first_payment_to_domain, approval_timeout_ms,
-                             approval_on_timeout)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                             approval_on_timeout, endpoint_budgets, version)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
        ON CONFLICT (agent_id) DO UPDATE SET
          daily_budget_units = EXCLUDED.daily_budget_units, per_call_limit_units = EXCLUDED.per_call_limit_units,
          allowed_domains = EXCLUDED.allowed_domains, blocked_domains = EXCLUDED.blocked_domains,
@@ -80,7 +104,8 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
          protocol_preference = EXCLUDED.protocol_preference, updated_at = EXCLUDED.updated_at,
          approval_above_units = EXCLUDED.approval_above_units, approval_domains = EXCLUDED.approval_domains,
          approval_first_payment_to_domain = EXCLUDED.approval_first_payment_to_domain,
-         approval_timeout_ms = EXCLUDED.approval_timeout_ms, approval_on_timeout = EXCLUDED.approval_on_timeout
+         approval_timeout_ms = EXCLUDED.approval_timeout_ms, approval_on_timeout = EXCLUDED.approval_on_timeout,
+         endpoint_budgets = EXCLUDED.endpoint_budgets, version = EXCLUDED.version
        RETURNING *`,
         [
           agentId,
@@ -93,6 +118,8 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
           next.protocolPreference,
           now,
           ...approvalColumns(next.approval),
+          JSON.stringify(policyDocument(next).endpointBudgets),
+          version,
         ],
       );
       return fromRow(rows[0]!);
@@ -101,11 +128,84 @@ export async function putPolicy(pool: pg.Pool, agentId: string, patch: PolicyPat
   );
 }
 
-/** `policies.clear`: removes every limit of the agent. The reservation ledger is kept. */
-export async function clearPolicy(db: Db, agentId: string): Promise<boolean> {
+/**
+ * `policies.clear`: removes every limit of the agent, as a new version (the empty policy). The
+ * reservation ledger is kept. False (and no version) when there was no policy.
+ */
+export async function clearPolicy(pool: pg.Pool, agentId: string, now: Date = new Date(), actor = "system"): Promise<boolean> {
   assertAgentId(agentId);
-  const result = await db.query("DELETE FROM policies WHERE agent_id = $1", [agentId]);
-  return (result.rowCount ?? 0) > 0;
+  return withTransaction(
+    pool,
+    async (client) => {
+      await lockAgent(client, agentId);
+      const result = await client.query("DELETE FROM policies WHERE agent_id = $1", [agentId]);
+      if ((result.rowCount ?? 0) === 0) return false;
+      await writeVersion(client, agentId, EMPTY_POLICY, now, actor);
+      return true;
+    },
+    { isolation: "read committed" },
+  );
+}
+
+/** The next version of the agent's policy, under its lock; answers its number. */
+async function writeVersion(client: pg.ClientBase, agentId: string, policy: Policy, now: Date, actor: string): Promise<number> {
+  const { rows } = await client.query<{ version: number }>(
+    `INSERT INTO policy_versions (agent_id, version, created_at, created_by, policy, hash)
+     SELECT $1, coalesce(max(version), 0) + 1, $2, $3, $4::jsonb, encode(sha256(convert_to($4::jsonb::text, 'UTF8')), 'hex')
+     FROM policy_versions WHERE agent_id = $1
+     RETURNING version`,
+    [agentId, now, actor, JSON.stringify(policyDocument(policy))],
+  );
+  return rows[0]!.version;
+}
+
+/**
+ * The policy a decision is made under and its version, in one statement: the stored policy, or
+ * the empty policy at the version of its last clearing (0 if it never had one). Read it under the
+ * agent's lock so no version is written between it and the decision.
+ */
+export async function getVersionedPolicy(db: Db, agentId: string): Promise<VersionedPolicy> {
+  assertAgentId(agentId);
+  const { rows } = await db.query<PolicyRow & { current_version: number; agent_id: string | null }>(
+    `SELECT p.*, coalesce(p.version, (SELECT max(version) FROM policy_versions WHERE agent_id = $1), 0) AS current_version
+     FROM (SELECT 1) AS one LEFT JOIN policies p ON p.agent_id = $1`,
+    [agentId],
+  );
+  const row = rows[0]!;
+  return { policy: row.agent_id === null ? EMPTY_POLICY : fromRow(row), version: row.current_version };
+}
+
+/** Versions answered at most by one history page. */
+export const MAX_HISTORY_PAGE = 100;
+
+/** `policies.history`: the agent's versions, newest first, those below `before` when given. */
+export async function policyHistory(
+  db: Db,
+  agentId: string,
+  options: { readonly limit?: number; readonly before?: number | null } = {},
+): Promise<PolicyVersion[]> {
+  assertAgentId(agentId);
+  const limit = Math.min(Math.max(options.limit ?? 20, 1), MAX_HISTORY_PAGE);
+  const { rows } = await db.query<{
+    agent_id: string;
+    version: number;
+    created_at: Date;
+    created_by: string;
+    policy: PolicyDocument;
+    hash: string;
+  }>(
+    `SELECT agent_id, version, created_at, created_by, policy, hash FROM policy_versions
+     WHERE agent_id = $1 AND ($2::int IS NULL OR version < $2) ORDER BY version DESC LIMIT $3`,
+    [agentId, options.before ?? null, limit],
+  );
+  return rows.map((row) => ({
+    agentId: row.agent_id,
+    version: row.version,
+    createdAt: row.created_at,
+    createdBy: row.created_by,
+    policy: row.policy,
+    hash: row.hash,
+  }));
 }
 
 /**
@@ -150,7 +250,9 @@ export async function readUsage(db: Db, agentId: string, policy: Policy & { read
   );
   const row = rows[0]!;
   const window = openBudgetWindow(row.window_start, now);
+  const endpointUsage = (policy.endpointBudgets ?? []).length === 0 ? undefined : await readEndpointUsage(db, agentId, policy, now);
   return {
+    ...(endpointUsage === undefined ? {} : { endpointUsage }),
     usedTodayUnits: window === null ? 0n : BigInt(row.used_units),
     windowStart: window?.start ?? null,
     windowResetsAt: window?.resetsAt ?? null,
@@ -158,6 +260,48 @@ export async function readUsage(db: Db, agentId: string, policy: Policy & { read
     rateCalls: row.rate_calls,
     rateWindow,
   };
+}
+
+/**
+ * Each endpoint rule's usage: spend of the open budget period (the same periods `readUsage` sums,
+ * from their running totals per endpoint) and calls in the rule's rate window, over the endpoints
+ * the rule covers. Two statements, each bounded by the endpoints the agent paid in the last 24 h.
+ */
+async function readEndpointUsage(db: Db, agentId: string, policy: Policy, now: Date): Promise<ReadonlyMap<string, EndpointUsage>> {
+  const rules = policy.endpointBudgets ?? [];
+  const spent = await db.query<{ endpoint: string; used: string }>(
+    `SELECT endpoint, sum(used_units)::text AS used FROM spend_period_endpoints
+     WHERE agent_id = $1 AND window_start > $2 AND calls > 0 GROUP BY endpoint`,
+    [agentId, new Date(now.getTime() - BUDGET_WINDOW_MS)],
+  );
+  const windows = [...new Set(rules.flatMap((rule) => (rule.rateLimit === null ? [] : [rule.rateLimit.window])))];
+  const longest = windows.reduce<RateWindow | null>((a, w) => (a === null || RATE_WINDOW_MS[w] > RATE_WINDOW_MS[a] ? w : a), null);
+  // Calls per endpoint in each of the five rate windows at once (bounded by the endpoints paid).
+  const calls =
+    longest === null
+      ? []
+      : (
+          await db.query<{ endpoint: string; counts: number[] }>(
+            `SELECT endpoint, ARRAY[${RATE_WINDOWS.map((_, i) => `count(*) FILTER (WHERE created_at > $${i + 3})`).join(", ")}]::int[] AS counts
+             FROM spend_reservations WHERE agent_id = $1 AND status <> 'released' AND created_at > $2 GROUP BY endpoint`,
+            [agentId, rateWindowStart(longest, now), ...RATE_WINDOWS.map((w) => rateWindowStart(w, now))],
+          )
+        ).rows;
+  const usage = new Map<string, { usedUnits: bigint; rateCalls: number }>();
+  for (const rule of rules) usage.set(rule.match, { usedUnits: 0n, rateCalls: 0 });
+  const covering = (endpoint: string) => {
+    const { host, path } = endpointParts(endpoint);
+    return rules.filter((rule) => endpointRuleMatches(rule.match, host, path));
+  };
+  for (const { endpoint, used } of spent.rows) {
+    for (const rule of covering(endpoint)) usage.get(rule.match)!.usedUnits += BigInt(used);
+  }
+  for (const { endpoint, counts } of calls) {
+    for (const rule of covering(endpoint)) {
+      if (rule.rateLimit !== null) usage.get(rule.match)!.rateCalls += counts[RATE_WINDOWS.indexOf(rule.rateLimit.window)]!;
+    }
+  }
+  return usage;
 }
 
 /** The dry run: what the policy would decide for this payment now. Writes nothing. */
@@ -218,6 +362,8 @@ function fromRow(row: PolicyRow): StoredPolicy {
         : { calls: row.rate_limit_calls, window: row.rate_limit_window },
     protocolPreference: row.protocol_preference,
     ...(approval === null ? {} : { approval }),
+    ...(row.endpoint_budgets.length === 0 ? {} : { endpointBudgets: endpointBudgetsFromDocument(row.endpoint_budgets) }),
     updatedAt: row.updated_at,
+    version: row.version,
   };
 }

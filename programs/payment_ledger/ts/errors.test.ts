@@ -41,7 +41,7 @@ describe("program errors", () => {
 
   it("an unknown error name is a programming error", () => {
     expect(() => ledgerErrorCode("NoSuchError")).toThrow(RangeError);
-    expect(() => isLedgerError(new Error("x"), "NoSuchError")).toThrow(RangeError);
+    expect(() => isLedgerError(new Error("x"), "NoSuchError", PAYMENT_LEDGER_PROGRAM_ID)).toThrow(RangeError);
   });
 
   it("a preflight failure maps to the program's error name from its logs", () => {
@@ -53,26 +53,26 @@ describe("program errors", () => {
         `Program ${id} failed: custom program error: 0x177a`,
       ],
     });
-    const error = findLedgerError(failure);
+    const error = findLedgerError(failure, PAYMENT_LEDGER_PROGRAM_ID);
     expect(error?.errorName).toBe("InvocationBudgetExceeded");
     expect(error?.code).toBe(6010);
     expect(error?.cause).toBe(failure);
-    expect(isLedgerError(failure, "InvocationBudgetExceeded")).toBe(true);
-    expect(isLedgerError(failure, "DuplicatePaymentId")).toBe(false);
+    expect(isLedgerError(failure, "InvocationBudgetExceeded", PAYMENT_LEDGER_PROGRAM_ID)).toBe(true);
+    expect(isLedgerError(failure, "DuplicatePaymentId", PAYMENT_LEDGER_PROGRAM_ID)).toBe(false);
   });
 
   it("an error of another program is not the ledger's", () => {
     const other = Keypair.generate().publicKey.toBase58();
     const failure = { logs: [`Program ${other} failed: custom program error: 0x177a`] };
-    expect(findLedgerError(failure)).toBeNull();
-    expect(findLedgerError(undefined)).toBeNull();
+    expect(findLedgerError(failure, PAYMENT_LEDGER_PROGRAM_ID)).toBeNull();
+    expect(findLedgerError(undefined, PAYMENT_LEDGER_PROGRAM_ID)).toBeNull();
   });
 
   it("a transaction error counts only when the failing instruction is the program's", () => {
     const other = Keypair.generate().publicKey;
     const error = { InstructionError: [1, { Custom: 6003 }] };
-    expect(ledgerErrorCodeFromTransactionError(error, [other, PAYMENT_LEDGER_PROGRAM_ID])).toBe(6003);
-    expect(ledgerErrorCodeFromTransactionError(error, [PAYMENT_LEDGER_PROGRAM_ID, other])).toBeUndefined();
-    expect(ledgerErrorCodeFromTransactionError("AccountNotFound", [PAYMENT_LEDGER_PROGRAM_ID])).toBeUndefined();
+    expect(ledgerErrorCodeFromTransactionError(error, [other, PAYMENT_LEDGER_PROGRAM_ID], PAYMENT_LEDGER_PROGRAM_ID)).toBe(6003);
+    expect(ledgerErrorCodeFromTransactionError(error, [PAYMENT_LEDGER_PROGRAM_ID, other], PAYMENT_LEDGER_PROGRAM_ID)).toBeUndefined();
+    expect(ledgerErrorCodeFromTransactionError("AccountNotFound", [PAYMENT_LEDGER_PROGRAM_ID], PAYMENT_LEDGER_PROGRAM_ID)).toBeUndefined();
   });
 });

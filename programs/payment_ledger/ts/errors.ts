@@ -3,7 +3,7 @@
  * renumbers), so a code seen on-chain always maps to the same name.
  */
 import type { PublicKey } from "@solana/web3.js";
-import { PAYMENT_LEDGER_IDL, PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
+import { PAYMENT_LEDGER_IDL } from "./idl.js";
 
 export interface LedgerErrorInfo {
   readonly code: number;
@@ -59,7 +59,7 @@ function logsOf(error: unknown): readonly string[] {
  * failure line that names this program counts, so an error of a program it called is not
  * mistaken for one of its own.
  */
-export function ledgerErrorCodeFromLogs(logs: readonly string[], programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): number | undefined {
+export function ledgerErrorCodeFromLogs(logs: readonly string[], programId: PublicKey): number | undefined {
   const failed = new RegExp(`^Program ${programId.toBase58()} failed: custom program error: 0x([0-9a-fA-F]+)$`);
   for (const line of logs) {
     const match = failed.exec(line);
@@ -76,7 +76,7 @@ export function ledgerErrorCodeFromLogs(logs: readonly string[], programId: Publ
 export function ledgerErrorCodeFromTransactionError(
   transactionError: unknown,
   programIds: readonly PublicKey[],
-  programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID,
+  programId: PublicKey,
 ): number | undefined {
   if (transactionError === null || typeof transactionError !== "object") return undefined;
   const detail = (transactionError as { InstructionError?: unknown }).InstructionError;
@@ -88,7 +88,7 @@ export function ledgerErrorCodeFromTransactionError(
 }
 
 /** The program error behind a failed send/simulate/confirm, or null if it is not the program's. */
-export function findLedgerError(error: unknown, programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): LedgerProgramError | null {
+export function findLedgerError(error: unknown, programId: PublicKey): LedgerProgramError | null {
   if (error instanceof LedgerProgramError) return error;
   const logs = logsOf(error);
   const code = ledgerErrorCodeFromLogs(logs, programId);
@@ -96,7 +96,7 @@ export function findLedgerError(error: unknown, programId: PublicKey = PAYMENT_L
   return info === undefined ? null : new LedgerProgramError(info, logs, { cause: error });
 }
 
-export function isLedgerError(error: unknown, name: string): boolean {
+export function isLedgerError(error: unknown, name: string, programId: PublicKey): boolean {
   ledgerErrorCode(name);
-  return findLedgerError(error)?.errorName === name;
+  return findLedgerError(error, programId)?.errorName === name;
 }

@@ -68,6 +68,7 @@ async function confirmedTransaction(
 ): Promise<VersionedTransactionResponse> {
   const authority = Keypair.generate();
   const instruction = await recordPaymentInstruction({
+    programId: PAYMENT_LEDGER_PROGRAM_ID,
     authority: authority.publicKey,
     payer,
     payee,
@@ -82,7 +83,7 @@ async function confirmedTransaction(
   const message = tx.compileMessage();
   const keys = message.accountKeys;
   const programIndex = keys.findIndex((key) => key.equals(programId));
-  const eventAuthorityIndex = keys.findIndex((key) => key.equals(eventAuthorityPda().address));
+  const eventAuthorityIndex = keys.findIndex((key) => key.equals(eventAuthorityPda(PAYMENT_LEDGER_PROGRAM_ID).address));
   const innerInstructions = [
     {
       index: 1,
@@ -241,7 +242,7 @@ describe("event decoding", () => {
       Buffer.from([1, 2, 3]), // an inner instruction to the program that is not an event
       eventInstructionData("PaymentRecorded", paymentRecorded),
     ]);
-    const decoded = decodeTransactionEvents(tx);
+    const decoded = decodeTransactionEvents(tx, PAYMENT_LEDGER_PROGRAM_ID);
     expect(decoded.source).toBe("inner-instructions");
     expect(decoded.failed).toBe(false);
     expect(decoded.slot).toBe(77);
@@ -256,7 +257,7 @@ describe("event decoding", () => {
     const tx = await confirmedTransaction([eventInstructionData("PaymentRecorded", paymentRecorded)], {
       err: { InstructionError: [1, { Custom: 6003 }] },
     });
-    const decoded = decodeTransactionEvents(tx);
+    const decoded = decodeTransactionEvents(tx, PAYMENT_LEDGER_PROGRAM_ID);
     expect(decoded.failed).toBe(true);
     expect(decoded.events).toEqual([]);
   });
@@ -277,11 +278,11 @@ describe("event decoding", () => {
       `Program ${id} success`,
       "Log truncated",
     ];
-    const decoded = decodeTransactionEvents(await confirmedTransaction([], { withInner: false, logs }));
+    const decoded = decodeTransactionEvents(await confirmedTransaction([], { withInner: false, logs }), PAYMENT_LEDGER_PROGRAM_ID);
     expect(decoded.source).toBe("logs");
     expect(decoded.logTruncated).toBe(true);
     expect(decoded.events).toHaveLength(1);
     expect(decoded.events[0]).toMatchObject({ instructionIndex: 1, innerIndex: null });
-    expect(eventsFromLogs(logs.slice(0, 2))).toEqual([]);
+    expect(eventsFromLogs(logs.slice(0, 2), PAYMENT_LEDGER_PROGRAM_ID)).toEqual([]);
   });
 });

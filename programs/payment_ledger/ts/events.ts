@@ -17,7 +17,7 @@ import {
 } from "@solana/web3.js";
 import bs58 from "bs58";
 import { fromAnchorEnum, type Protocol, PROTOCOLS, type Rail, RAILS } from "./enums.js";
-import { PAYMENT_LEDGER_IDL, PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
+import { PAYMENT_LEDGER_IDL } from "./idl.js";
 
 /** `sha256("anchor:event")[..8]`, little-endian: the first bytes of every event instruction. */
 export const EVENT_IX_TAG: Uint8Array = Uint8Array.from([0xe4, 0x45, 0xa5, 0x2e, 0x51, 0xcb, 0x9a, 0x1d]);
@@ -430,7 +430,7 @@ export function programDataLines(logs: readonly string[], programId: string): Pr
 }
 
 /** The events the program logged with `emit!` (see `programDataLines`). */
-export function eventsFromLogs(logs: readonly string[], programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): LocatedEvent[] {
+export function eventsFromLogs(logs: readonly string[], programId: PublicKey): LocatedEvent[] {
   const events: LocatedEvent[] = [];
   for (const { instructionIndex, base64 } of programDataLines(logs, programId.toBase58())) {
     const event = decodeEventBase64(base64);
@@ -440,7 +440,7 @@ export function eventsFromLogs(logs: readonly string[], programId: PublicKey = P
 }
 
 /** Every event the program emitted in a `getTransaction` response (json encoding). */
-export function decodeTransactionEvents(tx: ConfirmedTransaction, programId: PublicKey = PAYMENT_LEDGER_PROGRAM_ID): TransactionEvents {
+export function decodeTransactionEvents(tx: ConfirmedTransaction, programId: PublicKey): TransactionEvents {
   const signature = tx.transaction.signatures[0] ?? "";
   const logs = tx.meta?.logMessages ?? [];
   const common = {

@@ -46,6 +46,7 @@ describe("instruction builders", () => {
   it("record_payment encodes its arguments exactly as the IDL declares them", async () => {
     const hash = endpointHash("api.example.com/v1/quote");
     const instruction = await recordPaymentInstruction({
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       authority,
       payer,
       payee,
@@ -68,16 +69,17 @@ describe("instruction builders", () => {
     expect(args.settlement_reference).toBeNull();
     expectIdlAccounts(instruction, "record_payment");
     const keys = instruction.keys.map((meta) => meta.pubkey.toBase58());
-    expect(keys[3]).toBe(configPda().address.toBase58());
-    expect(keys[4]).toBe(payerStatePda(payer).address.toBase58());
+    expect(keys[3]).toBe(configPda(PAYMENT_LEDGER_PROGRAM_ID).address.toBase58());
+    expect(keys[4]).toBe(payerStatePda(payer, PAYMENT_LEDGER_PROGRAM_ID).address.toBase58());
     expect(keys[9]).toBe(TOKEN_PROGRAM_ID.toBase58());
     expect(keys[10]).toBe(SystemProgram.programId.toBase58());
-    expect(keys[11]).toBe(eventAuthorityPda().address.toBase58());
+    expect(keys[11]).toBe(eventAuthorityPda(PAYMENT_LEDGER_PROGRAM_ID).address.toBase58());
     expect(keys[12]).toBe(PAYMENT_LEDGER_PROGRAM_ID.toBase58());
   });
 
   it("record_payment without a transfer or invocation passes the program id for each absent account", async () => {
     const instruction = await recordPaymentInstruction({
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       authority,
       payer,
       payee,
@@ -96,17 +98,27 @@ describe("instruction builders", () => {
 
   it("amounts outside u64 and hashes of the wrong size are refused before encoding", async () => {
     const base = { authority, payer, payee, paymentId: 1n, amountUnits: 1n, protocol: "x402", rail: "card" } as const;
-    await expect(recordPaymentInstruction({ ...base, amountUnits: U64_MAX + 1n, endpointHash: new Uint8Array(32) })).rejects.toThrow(
-      RangeError,
-    );
-    await expect(recordPaymentInstruction({ ...base, amountUnits: -1n, endpointHash: new Uint8Array(32) })).rejects.toThrow(RangeError);
-    await expect(recordPaymentInstruction({ ...base, endpointHash: new Uint8Array(31) })).rejects.toThrow(RangeError);
+    await expect(
+      recordPaymentInstruction({
+        programId: PAYMENT_LEDGER_PROGRAM_ID,
+        ...base,
+        amountUnits: U64_MAX + 1n,
+        endpointHash: new Uint8Array(32),
+      }),
+    ).rejects.toThrow(RangeError);
+    await expect(
+      recordPaymentInstruction({ programId: PAYMENT_LEDGER_PROGRAM_ID, ...base, amountUnits: -1n, endpointHash: new Uint8Array(32) }),
+    ).rejects.toThrow(RangeError);
+    await expect(
+      recordPaymentInstruction({ programId: PAYMENT_LEDGER_PROGRAM_ID, ...base, endpointHash: new Uint8Array(31) }),
+    ).rejects.toThrow(RangeError);
   });
 
   it("record_attested_payment is signed by the authority alone and always names its settlement", async () => {
     const reference = Uint8Array.from({ length: 64 }, (_, i) => 255 - i);
     const hash = endpointHash("api.example.com/v1/report");
     const instruction = await recordAttestedPaymentInstruction({
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       authority,
       payer,
       payee,
@@ -127,14 +139,17 @@ describe("instruction builders", () => {
     const signers = instruction.keys.filter((meta) => meta.isSigner).map((meta) => meta.pubkey.toBase58());
     expect(signers).toEqual([authority.toBase58()]);
     expect(instruction.keys[1]?.pubkey.equals(payer)).toBe(true);
-    expect(instruction.keys[4]?.pubkey.equals(payerStatePda(payer).address)).toBe(true);
+    expect(instruction.keys[4]?.pubkey.equals(payerStatePda(payer, PAYMENT_LEDGER_PROGRAM_ID).address)).toBe(true);
     const base = { authority, payer, payee, paymentId: 1n, amountUnits: 1n, protocol: "x402", endpointHash: hash } as const;
-    await expect(recordAttestedPaymentInstruction({ ...base, settlementReference: new Uint8Array(63) })).rejects.toThrow(RangeError);
+    await expect(
+      recordAttestedPaymentInstruction({ programId: PAYMENT_LEDGER_PROGRAM_ID, ...base, settlementReference: new Uint8Array(63) }),
+    ).rejects.toThrow(RangeError);
   });
 
   it("open_invocation derives the invocation account from the parent signature and sub-agent", async () => {
     const parentSignature = Uint8Array.from({ length: 64 }, (_, i) => i);
     const instruction = await openInvocationInstruction({
+      programId: PAYMENT_LEDGER_PROGRAM_ID,
       authority,
       invoker: payer,
       parentSignature,
@@ -147,12 +162,12 @@ describe("instruction builders", () => {
     expect(String(args.budget)).toBe("5000000");
     expect(args.parent_signature).toEqual(Array.from(parentSignature));
     expectIdlAccounts(instruction, "open_invocation");
-    expect(instruction.keys[3]?.pubkey.equals(invocationPda(parentSignature, payee).address)).toBe(true);
+    expect(instruction.keys[3]?.pubkey.equals(invocationPda(parentSignature, payee, PAYMENT_LEDGER_PROGRAM_ID).address)).toBe(true);
   });
 
   it("initialize names the treasury and the settlement mint", async () => {
     const treasury = Keypair.generate().publicKey;
-    const instruction = await initializeInstruction({ authority, settlementMint: mint, treasury });
+    const instruction = await initializeInstruction({ programId: PAYMENT_LEDGER_PROGRAM_ID, authority, settlementMint: mint, treasury });
     const decoded = coder.instruction.decode(instruction.data);
     expect(decoded?.name).toBe("initialize");
     expect(String((decoded!.data as { args: { treasury: unknown } }).args.treasury)).toBe(treasury.toBase58());
@@ -161,7 +176,7 @@ describe("instruction builders", () => {
 });
 
 describe("channel instruction builders", () => {
-  const channel = channelAccounts({ payer, payee, mint, channelId: new Uint8Array(32).fill(3) });
+  const channel = channelAccounts({ programId: PAYMENT_LEDGER_PROGRAM_ID, payer, payee, mint, channelId: new Uint8Array(32).fill(3) });
   const search = endpointHash("api.example.com/v1/search");
   const quote = endpointHash("api.example.com/v1/quote");
   type Decoded = Record<string, unknown>;
@@ -176,8 +191,8 @@ describe("channel instruction builders", () => {
   };
 
   it("the channel and its escrow are the program's PDAs", () => {
-    expect(channel.channel.equals(channelPda(payer, payee, new Uint8Array(32).fill(3)).address)).toBe(true);
-    expect(channel.escrow.equals(escrowPda(channel.channel).address)).toBe(true);
+    expect(channel.channel.equals(channelPda(payer, payee, new Uint8Array(32).fill(3), PAYMENT_LEDGER_PROGRAM_ID).address)).toBe(true);
+    expect(channel.escrow.equals(escrowPda(channel.channel, PAYMENT_LEDGER_PROGRAM_ID).address)).toBe(true);
     expect(channel.tokenProgram.equals(TOKEN_PROGRAM_ID)).toBe(true);
   });
 
@@ -272,7 +287,7 @@ describe("channel instruction builders", () => {
       expectIdlAccounts(instruction, name);
       expect(keyNamed(instruction, name, "rent_payer")).toBe(rentPayer.toBase58());
       expect(keyNamed(instruction, name, "payer_token")).toBe(getAssociatedTokenAddressSync(mint, payer, true).toBase58());
-      expect(keyNamed(instruction, name, "config")).toBe(configPda().address.toBase58());
+      expect(keyNamed(instruction, name, "config")).toBe(configPda(PAYMENT_LEDGER_PROGRAM_ID).address.toBase58());
     }
   });
 

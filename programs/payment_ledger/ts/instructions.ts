@@ -1,14 +1,17 @@
 /**
  * Instruction builders for payment_ledger, encoded by Anchor from the IDL (`program.methods`
  * with every account given explicitly, so building an instruction never touches the network).
- * Money and ids are bigint here; they become BN only at the Anchor boundary.
+ * Every builder takes the program's address (configuration's PROGRAM_ID): the instruction's
+ * program, its PDAs and its event-CPI accounts all derive from it, so a program deployed at
+ * another address than the IDL's is driven the same way. Money and ids are bigint here; they
+ * become BN only at the Anchor boundary.
  */
 import anchor, { Program, type Provider } from "@coral-xyz/anchor";
 import { getAssociatedTokenAddressSync, TOKEN_PROGRAM_ID } from "@solana/spl-token";
 import { type Connection, type PublicKey, SystemProgram, SYSVAR_INSTRUCTIONS_PUBKEY, type TransactionInstruction } from "@solana/web3.js";
 import { ENDPOINT_HASH_BYTES } from "./endpoint-hash.js";
 import { type AnchorEnum, type Protocol, type Rail, toAnchorEnum } from "./enums.js";
-import { PAYMENT_LEDGER_IDL, PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
+import { PAYMENT_LEDGER_IDL } from "./idl.js";
 import {
   CHANNEL_ID_BYTES,
   channelPda,
@@ -156,7 +159,18 @@ type FinishAccounts = {
   tokenProgram: PublicKey;
 } & EventCpiAccounts;
 
-const methods = new Program(PAYMENT_LEDGER_IDL, offlineProvider).methods as unknown as LedgerMethods;
+/** One Anchor `Program` per address, its IDL's `address` replaced (Anchor encodes `programId` from it). */
+const programs = new Map<string, LedgerMethods>();
+
+function methodsOf(programId: PublicKey): LedgerMethods {
+  const address = programId.toBase58();
+  let methods = programs.get(address);
+  if (methods === undefined) {
+    methods = new Program({ ...PAYMENT_LEDGER_IDL, address }, offlineProvider).methods as unknown as LedgerMethods;
+    programs.set(address, methods);
+  }
+  return methods;
+}
 
 function u64(value: bigint, what: string): BN {
   if (value < 0n || value > U64_MAX) {
@@ -173,25 +187,27 @@ function fixedBytes(bytes: Uint8Array, length: number, what: string): number[] {
 }
 
 /** Event-CPI accounts every instruction of the program carries (Anchor `#[event_cpi]`). */
-function eventCpiAccounts(): { eventAuthority: PublicKey; program: PublicKey } {
-  return { eventAuthority: eventAuthorityPda().address, program: PAYMENT_LEDGER_PROGRAM_ID };
+function eventCpiAccounts(programId: PublicKey): { eventAuthority: PublicKey; program: PublicKey } {
+  return { eventAuthority: eventAuthorityPda(programId).address, program: programId };
 }
 
 export interface InitializeInput {
+  /** The program's address (PROGRAM_ID). */
+  readonly programId: PublicKey;
   readonly authority: PublicKey;
   readonly settlementMint: PublicKey;
   readonly treasury: PublicKey;
 }
 
 export async function initializeInstruction(input: InitializeInput): Promise<TransactionInstruction> {
-  return methods
+  return methodsOf(input.programId)
     .initialize({ treasury: input.treasury })
     .accountsStrict({
       authority: input.authority,
-      config: configPda().address,
+      config: configPda(input.programId).address,
       settlementMint: input.settlementMint,
       systemProgram: SystemProgram.programId,
-      ...eventCpiAccounts(),
+      ...eventCpiAccounts(input.programId),
     })
     .instruction();
 }
@@ -215,6 +231,8 @@ export function associatedTransferAccounts(payer: PublicKey, payee: PublicKey, m
 }
 
 export interface RecordPaymentInput {
+  /** The program's address (PROGRAM_ID). */
+  readonly programId: PublicKey;
   /** The service key (`config.authority`): signs, pays fees and the payer state's rent. */
   readonly authority: PublicKey;
   /** The agent wallet that pays; signs too. */
@@ -237,7 +255,7 @@ export interface RecordPaymentInput {
 export async function recordPaymentInstruction(input: RecordPaymentInput): Promise<TransactionInstruction> {
   const transfer = input.transfer ?? null;
   const settlementReference = input.settlementReference ?? null;
-  return methods
+  return methodsOf(input.programId)
     .recordPayment({
       paymentId: u64(input.paymentId, "payment id"),
       amount: u64(input.amountUnits, "amount"),
@@ -250,20 +268,22 @@ export async function recordPaymentInstruction(input: RecordPaymentInput): Promi
       authority: input.authority,
       payer: input.payer,
       payee: input.payee,
-      config: configPda().address,
-      payerState: payerStatePda(input.payer).address,
+      config: configPda(input.programId).address,
+      payerState: payerStatePda(input.payer, input.programId).address,
       invocation: input.invocation ?? null,
       mint: transfer?.mint ?? null,
       payerToken: transfer?.payerToken ?? null,
       payeeToken: transfer?.payeeToken ?? null,
       tokenProgram: transfer?.tokenProgram ?? null,
       systemProgram: SystemProgram.programId,
-      ...eventCpiAccounts(),
+      ...eventCpiAccounts(input.programId),
     })
     .instruction();
 }
 
 export interface RecordAttestedPaymentInput {
+  /** The program's address (PROGRAM_ID). */
+  readonly programId: PublicKey;
   /** The service key (`config.authority`): the only signer; pays the fee and the payer state's rent. */
   readonly authority: PublicKey;
   /** The wallet that signed the referenced transfer (not a signer of the record). */
@@ -284,7 +304,7 @@ export interface RecordAttestedPaymentInput {
  * as fee payer). Stablecoin rail, nothing moves; the indexer verifies the referenced transfer.
  */
 export async function recordAttestedPaymentInstruction(input: RecordAttestedPaymentInput): Promise<TransactionInstruction> {
-  return methods
+  return methodsOf(input.programId)
     .recordAttestedPayment({
       paymentId: u64(input.paymentId, "payment id"),
       amount: u64(input.amountUnits, "amount"),
@@ -296,15 +316,17 @@ export async function recordAttestedPaymentInstruction(input: RecordAttestedPaym
       authority: input.authority,
       payer: input.payer,
       payee: input.payee,
-      config: configPda().address,
-      payerState: payerStatePda(input.payer).address,
+      config: configPda(input.programId).address,
+      payerState: payerStatePda(input.payer, input.programId).address,
       systemProgram: SystemProgram.programId,
-      ...eventCpiAccounts(),
+      ...eventCpiAccounts(input.programId),
     })
     .instruction();
 }
 
 export interface OpenInvocationInput {
+  /** The program's address (PROGRAM_ID). */
+  readonly programId: PublicKey;
   readonly authority: PublicKey;
   /** The orchestrating agent; signs. */
   readonly invoker: PublicKey;
@@ -315,7 +337,7 @@ export interface OpenInvocationInput {
 }
 
 export async function openInvocationInstruction(input: OpenInvocationInput): Promise<TransactionInstruction> {
-  return methods
+  return methodsOf(input.programId)
     .openInvocation({
       parentSignature: fixedBytes(input.parentSignature, SIGNATURE_BYTES, "parent signature"),
       subAgent: input.subAgent,
@@ -324,10 +346,10 @@ export async function openInvocationInstruction(input: OpenInvocationInput): Pro
     .accountsStrict({
       authority: input.authority,
       invoker: input.invoker,
-      config: configPda().address,
-      invocation: invocationPda(input.parentSignature, input.subAgent).address,
+      config: configPda(input.programId).address,
+      invocation: invocationPda(input.parentSignature, input.subAgent, input.programId).address,
       systemProgram: SystemProgram.programId,
-      ...eventCpiAccounts(),
+      ...eventCpiAccounts(input.programId),
     })
     .instruction();
 }
@@ -336,6 +358,8 @@ export async function openInvocationInstruction(input: OpenInvocationInput): Pro
 
 /** Everything that names one channel; `channelAccounts` derives the addresses. */
 export interface ChannelAccounts {
+  /** The program's address (PROGRAM_ID): channel and escrow derive from it. */
+  readonly programId: PublicKey;
   readonly payer: PublicKey;
   readonly payee: PublicKey;
   readonly mint: PublicKey;
@@ -347,20 +371,22 @@ export interface ChannelAccounts {
 }
 
 export function channelAccounts(input: {
+  programId: PublicKey;
   payer: PublicKey;
   payee: PublicKey;
   mint: PublicKey;
   channelId: Uint8Array;
   tokenProgram?: PublicKey;
 }): ChannelAccounts {
-  const channel = channelPda(input.payer, input.payee, input.channelId).address;
+  const channel = channelPda(input.payer, input.payee, input.channelId, input.programId).address;
   return {
+    programId: input.programId,
     payer: input.payer,
     payee: input.payee,
     mint: input.mint,
     channelId: Uint8Array.from(input.channelId),
     channel,
-    escrow: escrowPda(channel).address,
+    escrow: escrowPda(channel, input.programId).address,
     tokenProgram: input.tokenProgram ?? TOKEN_PROGRAM_ID,
   };
 }
@@ -393,7 +419,7 @@ function i64(value: bigint, what: string): BN {
 /** `open_channel`: signed by the authority and the payer (whose tokens move into the escrow). */
 export async function openChannelInstruction(input: OpenChannelInput): Promise<TransactionInstruction> {
   const { channel } = input;
-  return methods
+  return methodsOf(channel.programId)
     .openChannel({
       channelId: fixedBytes(channel.channelId, CHANNEL_ID_BYTES, "channel id"),
       deposit: u64(input.depositUnits, "deposit"),
@@ -405,7 +431,7 @@ export async function openChannelInstruction(input: OpenChannelInput): Promise<T
       authority: input.authority,
       payer: channel.payer,
       payee: channel.payee,
-      config: configPda().address,
+      config: configPda(channel.programId).address,
       mint: channel.mint,
       payerToken: input.payerToken ?? ata(channel.payer, channel),
       channel: channel.channel,
@@ -413,7 +439,7 @@ export async function openChannelInstruction(input: OpenChannelInput): Promise<T
       invocation: input.invocation ?? null,
       tokenProgram: channel.tokenProgram,
       systemProgram: SystemProgram.programId,
-      ...eventCpiAccounts(),
+      ...eventCpiAccounts(channel.programId),
     })
     .instruction();
 }
@@ -426,7 +452,7 @@ export async function topUpChannelInstruction(input: {
   invocation?: PublicKey | null;
 }): Promise<TransactionInstruction> {
   const { channel } = input;
-  return methods
+  return methodsOf(channel.programId)
     .topUpChannel(u64(input.amountUnits, "amount"))
     .accountsStrict({
       payer: channel.payer,
@@ -436,7 +462,7 @@ export async function topUpChannelInstruction(input: {
       payerToken: input.payerToken ?? ata(channel.payer, channel),
       invocation: input.invocation ?? null,
       tokenProgram: channel.tokenProgram,
-      ...eventCpiAccounts(),
+      ...eventCpiAccounts(channel.programId),
     })
     .instruction();
 }
@@ -476,7 +502,7 @@ function anchorSettlement(settlement: ChannelSettlement): AnchorSettlement {
 
 function settlementAccounts(channel: ChannelAccounts, payeeToken: PublicKey | undefined, invocation: PublicKey | null | undefined) {
   return {
-    config: configPda().address,
+    config: configPda(channel.programId).address,
     channel: channel.channel,
     escrow: channel.escrow,
     mint: channel.mint,
@@ -484,7 +510,7 @@ function settlementAccounts(channel: ChannelAccounts, payeeToken: PublicKey | un
     invocation: invocation ?? null,
     tokenProgram: channel.tokenProgram,
     instructions: SYSVAR_INSTRUCTIONS_PUBKEY,
-    ...eventCpiAccounts(),
+    ...eventCpiAccounts(channel.programId),
   };
 }
 
@@ -504,7 +530,7 @@ export interface SettleChannelInput {
  * same voucher immediately before this instruction.
  */
 export async function settleChannelInstruction(input: SettleChannelInput): Promise<TransactionInstruction> {
-  return methods
+  return methodsOf(input.channel.programId)
     .settleChannel(anchorSettlement(input.settlement))
     .accountsStrict({ settler: input.settler, ...settlementAccounts(input.channel, input.payeeToken, input.invocation) })
     .instruction();
@@ -522,7 +548,7 @@ export async function closeChannelInstruction(input: {
   invocation?: PublicKey | null;
 }): Promise<TransactionInstruction> {
   const finalSettlement = input.finalSettlement ?? null;
-  return methods
+  return methodsOf(input.channel.programId)
     .closeChannel(finalSettlement === null ? null : anchorSettlement(finalSettlement))
     .accountsStrict({ signer: input.signer, ...settlementAccounts(input.channel, input.payeeToken, input.invocation) })
     .instruction();
@@ -544,25 +570,25 @@ function finishAccounts(input: FinishInput): FinishAccounts {
   const { channel } = input;
   return {
     signer: input.signer,
-    config: configPda().address,
+    config: configPda(channel.programId).address,
     channel: channel.channel,
     escrow: channel.escrow,
     mint: channel.mint,
     payerToken: input.payerToken ?? ata(channel.payer, channel),
     rentPayer: input.rentPayer,
     tokenProgram: channel.tokenProgram,
-    ...eventCpiAccounts(),
+    ...eventCpiAccounts(channel.programId),
   };
 }
 
 /** `refund_channel`: after a close request; the payee at once, the payer or the authority once the withdraw delay has passed. */
 export async function refundChannelInstruction(input: FinishInput): Promise<TransactionInstruction> {
-  return methods.refundChannel().accountsStrict(finishAccounts(input)).instruction();
+  return methodsOf(input.channel.programId).refundChannel().accountsStrict(finishAccounts(input)).instruction();
 }
 
 /** `force_close_channel`: the payer, after the channel's expiry. */
 export async function forceCloseChannelInstruction(input: FinishInput): Promise<TransactionInstruction> {
-  return methods.forceCloseChannel().accountsStrict(finishAccounts(input)).instruction();
+  return methodsOf(input.channel.programId).forceCloseChannel().accountsStrict(finishAccounts(input)).instruction();
 }
 
 /**

@@ -1,6 +1,7 @@
 import { Ed25519Program, Keypair, PublicKey } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
 import { endpointHash } from "./endpoint-hash.js";
+import { PAYMENT_LEDGER_PROGRAM_ID } from "./idl.js";
 import { channelPda } from "./pda.js";
 import {
   advanceVoucher,
@@ -22,6 +23,7 @@ const channel = channelPda(
   payer,
   payee,
   Uint8Array.from({ length: 32 }, (_, i) => i),
+  PAYMENT_LEDGER_PROGRAM_ID,
 ).address;
 const charges = [
   { paymentId: 1n, amountUnits: 100n, endpointHash: endpointHash("api.example.com/v1/search") },

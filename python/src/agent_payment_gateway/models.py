@@ -215,6 +215,36 @@ class PolicyBacktest:
 
 
 @dataclass(frozen=True, slots=True)
+class PolicyVersion:
+    """One version of an agent's policy (``policies.history``, docs/policy.md "Versions")."""
+
+    agent_id: str
+    version: int
+    created_at: str
+    #: ``key:<api key id>``, ``admin`` or ``system``.
+    created_by: str
+    #: SHA-256 (hex) of the stored policy document.
+    hash: str
+    #: The whole policy, money in base units as decimal strings.
+    policy: dict[str, Any]
+
+
+def policy_version_from_wire(value: object) -> PolicyVersion:
+    body = _object(value, "policy version")
+    version = body.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise AnswerShapeError(f"version: unexpected {version!r}")
+    return PolicyVersion(
+        agent_id=_str(body, "agentId"),
+        version=version,
+        created_at=_str(body, "createdAt"),
+        created_by=_str(body, "createdBy"),
+        hash=_str(body, "hash"),
+        policy=_object(body.get("policy"), "policy"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Transaction:
     """Spec 2.2; ``depth`` is 0 outside chains. A rejected payment has ``status`` ``rejected`` and no ``tx_hash``."""
 

@@ -59,6 +59,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   "policies get": { positionals: ["agent"], options: ["json"] },
   "policies clear": { positionals: ["agent"], options: [] },
   "policies backtest": { positionals: ["agent"], options: ["file", "window", "limit", "json"] },
+  "policies history": { positionals: ["agent"], options: ["limit", "json"] },
   "transactions list": { positionals: [], options: ["agent", "limit", "protocol", "since", "domain", "after", "json"] },
   "transactions inspect": { positionals: ["txHash"], options: ["json"] },
   "transactions tree": { positionals: ["rootTxHash"], options: ["max-depth", "json"] },

@@ -15,7 +15,7 @@ import { InvalidInputError } from "../text-input.js";
 import { agentsArchive, agentsCreate, agentsGet, agentsList } from "./commands/agents.js";
 import { alertsCreate, alertsDelete, alertsList } from "./commands/alerts.js";
 import { approvalsApprove, approvalsDeny, approvalsList } from "./commands/approvals.js";
-import { policiesBacktest, policiesClear, policiesGet, policiesSet } from "./commands/policies.js";
+import { policiesBacktest, policiesClear, policiesGet, policiesHistory, policiesSet } from "./commands/policies.js";
 import { spend } from "./commands/spend.js";
 import { transactionsExplorer, transactionsInspect, transactionsList, transactionsTree } from "./commands/transactions.js";
 import { type CliIo, type Command, type CommandContext, redactingWriter } from "./context.js";
@@ -28,6 +28,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   "policies get": policiesGet,
   "policies clear": policiesClear,
   "policies backtest": policiesBacktest,
+  "policies history": policiesHistory,
   "transactions list": transactionsList,
   "transactions inspect": transactionsInspect,
   "transactions tree": transactionsTree,

@@ -31,6 +31,7 @@ Commands:
   policies get <agent>             the policy with usedToday and the rate-limit usage
   policies clear <agent>           remove every limit of the agent
   policies backtest <agent>        what a candidate policy would have done to past payments
+  policies history <agent>         the policy's versions: who changed it, when, its hash
   transactions list                recent transactions (newest first)
   transactions inspect <txHash>    one transaction
   transactions tree <rootTxHash>   the payment tree under a transaction, with its total
@@ -79,6 +80,9 @@ Omitted options keep their current values; "none" removes that limit.`,
 
 Replays the agent's recorded payments of the window through the gateway's policy engine with
 the candidate policy. Nothing is stored, moved or counted.`,
+  "policies history": `Usage: cli policies history <agent> [--limit <1-100>] [--json]
+
+Newest first: version, when, who (key:<id>, admin or system), the SHA-256 of the policy, its limits.`,
   "transactions list": `Usage: cli transactions list [options]
 
   --agent <id>              only this agent's transactions

@@ -46,6 +46,30 @@ export interface PolicyFields {
   protocolPreference?: ProtocolPreference;
   /** Payments held for a person; replaced whole, `null` removes it. */
   approval?: ApprovalRuleFields | null;
+  /** Limits per host or host and path prefix, on top of the agent's own; replaced whole, `null` removes them. */
+  endpointBudgets?: EndpointBudgetFields[] | null;
+}
+
+/** One `endpointBudgets` rule (docs/policy.md "Endpoint budgets"): at least one limit. */
+export interface EndpointBudgetFields {
+  /** A host or host and path prefix: `api.example.com/v1/search`. */
+  match: string;
+  dailyBudget?: Usdc | null;
+  perCallLimit?: Usdc | null;
+  rateLimit?: { calls: number; window: RateLimitWindow } | null;
+}
+
+/** One version of the policy (`policies.history`). */
+export interface PolicyVersion {
+  agentId: string;
+  version: number;
+  createdAt: string;
+  /** `key:<api key id>`, `admin` or `system`. */
+  createdBy: string;
+  /** SHA-256 (hex) of the stored policy document. */
+  hash: string;
+  /** The whole policy, money in base units as decimal strings. */
+  policy: Record<string, unknown>;
 }
 
 export interface Policy {
@@ -59,6 +83,10 @@ export interface Policy {
   usedToday: Usdc;
   /** Absent from a gateway that predates approvals. */
   approval?: ApprovalRuleView | null;
+  /** Absent from a gateway that predates endpoint budgets. */
+  endpointBudgets?: EndpointBudgetFields[];
+  /** The current version (0: never set); absent from a gateway that predates versions. */
+  version?: number;
   [more: string]: unknown;
 }
 
@@ -143,6 +171,13 @@ export class PolicyOperations {
     if (fields.rateLimit != null && (!Number.isSafeInteger(calls) || (calls as number) < 1 || (calls as number) > MAX_RATE_LIMIT_CALLS)) {
       throw new TypeError(`rateLimit.calls must be an integer from 1 to ${MAX_RATE_LIMIT_CALLS}, got ${String(calls)}`);
     }
+    for (const [index, rule] of (fields.endpointBudgets ?? []).entries()) {
+      if (typeof rule?.match !== "string") throw new TypeError(`endpointBudgets[${index}].match must be a host or host/path`);
+      for (const name of ["dailyBudget", "perCallLimit"] as const) {
+        const value: Usdc | null | undefined = rule[name];
+        if (value !== undefined && value !== null) moneyToUnits(value, `endpointBudgets[${index}].${name}`);
+      }
+    }
     const approval = fields.approval;
     if (approval != null) {
       if (approval.above != null) moneyToUnits(approval.above, "approval.above");
@@ -175,6 +210,15 @@ export class PolicyOperations {
 
   get(): Promise<Policy> {
     return this.transport.request<Policy>("GET", this.path);
+  }
+
+  /** The policy's versions, newest first; `before` pages on (the previous page's `nextBefore`). */
+  history(options: { limit?: number; before?: number } = {}): Promise<{ versions: PolicyVersion[]; nextBefore: number | null }> {
+    const query = new URLSearchParams();
+    if (options.limit !== undefined) query.set("limit", String(options.limit));
+    if (options.before !== undefined) query.set("before", String(options.before));
+    const suffix = query.size === 0 ? "" : `?${query}`;
+    return this.transport.request("GET", `${this.path}/history${suffix}`);
   }
 
   /** Removes every spend policy of the agent. */

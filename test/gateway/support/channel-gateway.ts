@@ -23,7 +23,7 @@ import { localSettlementLedger, type SettlementLedger, tokenBalanceUnits } from 
 import { submit } from "../../../api/gateway/chain/ledger.js";
 import { SecretBox } from "../../../api/gateway/webhooks/index.js";
 import { createAccount, issueApiKey } from "../../../api/shared/keys.js";
-import { decodeChannelAccount, escrowPda } from "../../../programs/payment_ledger/ts/index.js";
+import { decodeChannelAccount, escrowPda, PAYMENT_LEDGER_PROGRAM_ID } from "../../../programs/payment_ledger/ts/index.js";
 import { type Localnet, startLocalnet } from "../../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../../indexer/fresh-database.js";
 import { type RestAnswer, restCall } from "../../support/rest.js";
@@ -113,7 +113,7 @@ export function newPayee(): string {
 }
 
 export async function balances(gateway: ChannelGateway, payer: string, payee: string, channel: string) {
-  const escrow = escrowPda(new PublicKey(channel)).address;
+  const escrow = escrowPda(new PublicKey(channel), PAYMENT_LEDGER_PROGRAM_ID).address;
   const escrowInfo = await gateway.ledger.connection.getAccountInfo(escrow, "confirmed");
   const { unpackAccount } = await import("@solana/spl-token");
   return {

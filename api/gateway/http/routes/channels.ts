@@ -14,7 +14,7 @@
  * Money in: decimal strings (`"0.25"`) or JSON numbers for USDC amounts, integer strings for
  * `…Units`; money out: both the decimal string and the `…Units` integer string.
  */
-import { PAYMENT_LEDGER_PROGRAM_ID } from "../../../../programs/payment_ledger/ts/index.js";
+import type { PublicKey } from "@solana/web3.js";
 import { publicAgentId } from "../../../shared/agent-ids.js";
 import { findSession } from "../../channels/store.js";
 import { badRequest, httpError } from "../../../shared/http/problem.js";
@@ -107,11 +107,11 @@ const moneyOrNull = (name: string, units: bigint | null) =>
   units === null ? { [name]: null, [`${name}Units`]: null } : money(name, units);
 
 /** The session's answer (the open's 201 and `GET`). */
-export function sessionView(session: SessionRow): Record<string, unknown> {
+export function sessionView(session: SessionRow, programId: PublicKey): Record<string, unknown> {
   return {
     channel: session.channel,
     channelId: session.channelId,
-    programId: PAYMENT_LEDGER_PROGRAM_ID.toBase58(),
+    programId: programId.toBase58(),
     agentId: publicAgentId(session.agentId),
     payer: session.payer,
     payee: session.payee,
@@ -164,23 +164,24 @@ async function openRoute(context: RouteContext): Promise<RouteResponse> {
       { agent, payee, serviceOrigin, depositUnits, protocol, expiresInSeconds, withdrawDelaySeconds, parentTxHash, reference },
       context.now,
     );
-    return { response: openAnswer(result), final: true };
+    return { response: openAnswer(result, channels.programId), final: true };
   });
 }
 
-function openAnswer(result: OpenResult): RouteResponse {
+function openAnswer(result: OpenResult, programId: PublicKey): RouteResponse {
   if (result.outcome === "budget_exceeded") {
     return budgetExceededAnswer(result.refusal, { parentTxHash: result.parentTxHash, rejectionId: result.rejectionId });
   }
   if (result.outcome === "policy_violation") return policyViolationAnswer(result.decision, result.rejectionId);
-  return json(201, sessionView(result.session));
+  return json(201, sessionView(result.session, programId));
 }
 
 async function getRoute(context: RouteContext): Promise<RouteResponse> {
   const channel = channelParam(context);
-  const session = await requireChannels(context).session(channel, context.caller.accountId);
+  const channels = requireChannels(context);
+  const session = await channels.session(channel, context.caller.accountId);
   if (session === null) throw channelNotFound(channel);
-  return json(200, { ...sessionView(session), settlementTxs: await requireChannels(context).settlementTxs(channel) });
+  return json(200, { ...sessionView(session, channels.programId), settlementTxs: await channels.settlementTxs(channel) });
 }
 
 async function voucherRoute(context: RouteContext): Promise<RouteResponse> {

@@ -121,7 +121,7 @@ async function domainCheckRoute(context: RouteContext): Promise<RouteResponse> {
   return runDatabaseEffect(context.store, context.idempotency, async (client) => {
     const result = await checkDomainInTransaction(client, agent, endpoint, context.now);
     if (result.outcome === "allowed") return json(200, { agentId: agent.public_id, endpoint, allowed: true });
-    return policyViolationAnswer(result.decision, result.rejectionId);
+    return policyViolationAnswer(result.decision, result.rejectionId, result.policyVersion);
   });
 }
 
@@ -162,12 +162,13 @@ function authorizeAnswer(agentId: string, result: AuthorizeResult): RouteRespons
       rejectionId: result.rejectionId,
     });
   }
-  if (result.outcome === "policy_violation") return policyViolationAnswer(result.decision, result.rejectionId);
+  if (result.outcome === "policy_violation") return policyViolationAnswer(result.decision, result.rejectionId, result.policyVersion);
   // Held: 202, not the key's answer (a repeat resumes the approval); decided against: its refusal.
   if (result.outcome === "held") return { ...json(202, { approval: approvalJson(result.approval) }), provisional: true };
   if (result.outcome === "closed") return problemResponse(result.error);
   const common = {
     agentId,
+    ...(result.policyVersion === undefined ? {} : { policyVersion: result.policyVersion }),
     reservationId: result.reservationId,
     protocol: result.protocol,
     amount: usdcJson(result.amountUnits),

@@ -1,8 +1,9 @@
 /**
  * Spend policies (spec 2.1, 4.1): `PUT /v1/policies/{agentId}` (omitted fields keep their values,
  * `null` removes a limit), `GET` (with `usedToday` and the rate usage), `DELETE` (policies.clear),
- * and `POST /v1/policies/{agentId}/backtest` (`simulatePolicy`: a candidate policy replayed over
- * the agent's recorded attempts; a read, so `read` scope, and it stores nothing).
+ * `GET /v1/policies/{agentId}/history` (policies.history: the versions, newest first), and
+ * `POST /v1/policies/{agentId}/backtest` (`simulatePolicy`: a candidate policy replayed over the
+ * agent's recorded attempts; a read, so `read` scope, and it stores nothing).
  * PUT and DELETE are idempotent by their semantics; they take no Idempotency-Key.
  */
 import {
@@ -10,11 +11,17 @@ import {
   budgetState,
   clearPolicy,
   EMPTY_POLICY,
-  getPolicy,
+  type EndpointBudget,
+  getVersionedPolicy,
+  MAX_HISTORY_PAGE,
   parsePolicyPatch,
+  type PolicyVersion,
+  policyHistory,
   putPolicy,
   readUsage,
 } from "../../../shared/policy/index.js";
+import { policyActor } from "../../../shared/auth.js";
+import { httpError } from "../../../shared/errors.js";
 import { InvalidPolicyError } from "../../../shared/policy/errors.js";
 import { MAX_RATE_LIMIT_CALLS } from "../../../shared/policy/policy.js";
 import {
@@ -42,12 +49,13 @@ const POLICY_FIELDS = [
   "rateLimit",
   "protocolPreference",
   "approval",
+  "endpointBudgets",
 ] as const;
 const MONEY_FIELDS = ["dailyBudget", "perCallLimit"] as const;
 
 async function policyView(context: RouteContext, agent: AgentRow): Promise<Record<string, unknown>> {
-  const stored = await getPolicy(context.deps.pool, agent.agent_id);
-  const policy = stored ?? EMPTY_POLICY;
+  const { policy, version } = await getVersionedPolicy(context.deps.pool, agent.agent_id);
+  const stored = policy === EMPTY_POLICY ? null : (policy as typeof policy & { updatedAt: Date });
   const usage = await readUsage(context.deps.pool, agent.agent_id, policy, context.now);
   return {
     agentId: agent.public_id,
@@ -57,6 +65,8 @@ async function policyView(context: RouteContext, agent: AgentRow): Promise<Recor
     blockedDomains: policy.blockedDomains,
     rateLimit: policy.rateLimit,
     protocolPreference: policy.protocolPreference,
+    endpointBudgets: (policy.endpointBudgets ?? []).map(endpointBudgetJson),
+    version,
     usedToday: usdcJson(usage.usedTodayUnits),
     budgetState: budgetState(policy.dailyBudgetUnits, usage.usedTodayUnits, usage.budgetExhausted),
     windowStart: usage.windowStart,
@@ -65,6 +75,47 @@ async function policyView(context: RouteContext, agent: AgentRow): Promise<Recor
     approval: policy.approval == null ? null : approvalJson(policy.approval),
     updatedAt: stored?.updatedAt ?? null,
   };
+}
+
+function endpointBudgetJson(rule: EndpointBudget): Record<string, unknown> {
+  return {
+    match: rule.match,
+    dailyBudget: usdcJsonOrNull(rule.dailyBudgetUnits),
+    perCallLimit: usdcJsonOrNull(rule.perCallLimitUnits),
+    rateLimit: rule.rateLimit,
+  };
+}
+
+function versionJson(agent: AgentRow, version: PolicyVersion): Record<string, unknown> {
+  return {
+    agentId: agent.public_id,
+    version: version.version,
+    createdAt: version.createdAt,
+    createdBy: version.createdBy,
+    hash: version.hash,
+    policy: version.policy,
+  };
+}
+
+async function historyRoute(context: RouteContext): Promise<RouteResponse> {
+  const agent = await requireAgent(context, context.params.agentId!);
+  const limit = positiveInt(context.query.get("limit"), "limit", 20, MAX_HISTORY_PAGE);
+  const before = context.query.has("before") ? positiveInt(context.query.get("before"), "before", 1, 2_147_483_647) : null;
+  const versions = await policyHistory(context.deps.pool, agent.agent_id, { limit, before });
+  const last = versions.at(-1);
+  return json(200, {
+    agentId: agent.public_id,
+    versions: versions.map((version) => versionJson(agent, version)),
+    nextBefore: versions.length === limit && last !== undefined && last.version > 1 ? last.version : null,
+  });
+}
+
+function positiveInt(text: string | null, field: string, fallback: number, max: number): number {
+  if (text === null) return fallback;
+  if (!/^[1-9]\d{0,9}$/.test(text) || Number(text) > max) {
+    throw httpError("BAD_USER_INPUT", `${field} must be an integer from 1 to ${max}`, { field });
+  }
+  return Number(text);
 }
 
 async function getRoute(context: RouteContext): Promise<RouteResponse> {
@@ -76,7 +127,7 @@ async function putRoute(context: RouteContext): Promise<RouteResponse> {
   const agent = await requireAgent(context, context.params.agentId!);
   const body = objectBody(context.body, [], POLICY_FIELDS);
   const patch = parsePolicyPatch(policyWire(body));
-  await putPolicy(context.deps.pool, agent.agent_id, patch, context.now);
+  await putPolicy(context.deps.pool, agent.agent_id, patch, context.now, policyActor(context.caller));
   return json(200, await policyView(context, agent));
 }
 
@@ -87,6 +138,18 @@ function policyWire(body: Record<string, JsonValue>): Record<string, unknown> {
   for (const field of MONEY_FIELDS) {
     if (!(field in body) || body[field] === null) continue;
     wire[field] = { usdc: formatUsdcShort(parseMoneyObject(body[field], field)) };
+  }
+  if (Array.isArray(body.endpointBudgets) && Array.isArray(wire.endpointBudgets)) {
+    const rules = wire.endpointBudgets as unknown[];
+    body.endpointBudgets.forEach((rule, index) => {
+      if (!isRecord(rule) || !isRecord(rules[index])) return;
+      checkRateLimitCalls(rule.rateLimit, `endpointBudgets[${index}].rateLimit.calls`);
+      for (const field of MONEY_FIELDS) {
+        if (!(field in rule) || rule[field] === null) continue;
+        const path = `endpointBudgets[${index}].${field}`;
+        (rules[index] as Record<string, unknown>)[field] = { usdc: formatUsdcShort(parseMoneyObject(rule[field], path)) };
+      }
+    });
   }
   // The approval threshold too (docs/policy.md "Approvals"), exact from its token.
   const approval = body.approval;
@@ -114,13 +177,13 @@ async function backtestRoute(context: RouteContext): Promise<RouteResponse> {
  * `rateLimit.calls` is a count: only a plain JSON integer token is one. `1e2` and `1.0` would turn
  * into 100 and 1 on the way to a JS number, so they are refused here, on the token as sent.
  */
-function checkRateLimitCalls(rateLimit: JsonValue | undefined): void {
+function checkRateLimitCalls(rateLimit: JsonValue | undefined, field = "rateLimit.calls"): void {
   if (!isRecord(rateLimit) || !("calls" in rateLimit)) return;
   const calls = rateLimit.calls;
   if (calls instanceof JsonNumber && !/^-?(?:0|[1-9]\d*)$/.test(calls.text)) {
     throw new InvalidPolicyError(
       "invalid_rate_limit",
-      "rateLimit.calls",
+      field,
       `must be a plain integer from 1 to ${MAX_RATE_LIMIT_CALLS} (no fraction, no exponent), got ${calls.text}`,
     );
   }
@@ -128,7 +191,7 @@ function checkRateLimitCalls(rateLimit: JsonValue | undefined): void {
 
 async function deleteRoute(context: RouteContext): Promise<RouteResponse> {
   const agent = await requireAgent(context, context.params.agentId!);
-  await clearPolicy(context.deps.pool, agent.agent_id);
+  await clearPolicy(context.deps.pool, agent.agent_id, context.now, policyActor(context.caller));
   return NO_CONTENT;
 }
 
@@ -137,4 +200,5 @@ export const policyRoutes: readonly Route[] = [
   { method: "PUT", path: "/v1/policies/:agentId", scope: "admin", handler: putRoute },
   { method: "DELETE", path: "/v1/policies/:agentId", scope: "admin", handler: deleteRoute },
   { method: "POST", path: "/v1/policies/:agentId/backtest", scope: "read", handler: backtestRoute },
+  { method: "GET", path: "/v1/policies/:agentId/history", scope: "read", handler: historyRoute },
 ];

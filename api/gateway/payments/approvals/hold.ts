@@ -34,6 +34,8 @@ export interface HoldInput {
   readonly endpoint: string;
   readonly decision: PolicyNeedsApproval;
   readonly now: Date;
+  /** The policy version that held it. */
+  readonly policyVersion?: number | null;
 }
 
 /** The link's address: `<publicUrl>/v1/approvals/{id}/decide?token=…`. */
@@ -59,6 +61,7 @@ export async function holdPayment(client: pg.ClientBase, links: ApprovalLinks, i
     requestedAt: now,
     timeoutMs: decision.timeoutMs,
     linkTokenHash: null,
+    policyVersion: input.policyVersion ?? null,
   });
   const link = createLinkToken(links.box.derivedKey(LINK_KEY_PURPOSE), approval.id, approval.expiresAt);
   await setApprovalLinkToken(client, approval.id, link.hash);

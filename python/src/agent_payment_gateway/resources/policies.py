@@ -19,10 +19,12 @@ from ..models import (
     ApprovalRule,
     Policy,
     PolicyBacktest,
+    PolicyVersion,
     ProtocolPreference,
     RateLimit,
     backtest_from_wire,
     policy_from_wire,
+    policy_version_from_wire,
 )
 from ..money import Usdc, UsdcAmount, to_units, units_to_usdc
 from ..runner import AsyncRunner, SyncRunner
@@ -159,6 +161,15 @@ class PolicyFlows:
         finally:
             self._changed()
 
+    def history(self, limit: int = 20) -> Flow[list[PolicyVersion]]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
+            raise TypeError(f"limit must be an integer from 1 to 100, got {limit!r}")
+        answer = yield from self._transport.request("GET", f"{self._path}/history?limit={limit}")
+        versions = answer.get("versions") if isinstance(answer, dict) else None
+        if not isinstance(versions, list):
+            raise TypeError("policy history: the answer has no versions list")
+        return [policy_version_from_wire(version) for version in versions]
+
 
 class PoliciesResource:
     """``client.policies`` of the synchronous ``Client``."""
@@ -225,6 +236,10 @@ class PoliciesResource:
         )
         return self._run(self._flows.backtest(backtest_body(candidate, window, limit)))
 
+    def history(self, limit: int = 20) -> list[PolicyVersion]:
+        """The policy's versions, newest first: who changed it, when, the whole policy, its hash."""
+        return self._run(self._flows.history(limit))
+
 
 class AsyncPoliciesResource:
     """``client.policies`` of ``AsyncClient``: the same operations, awaited."""
@@ -290,3 +305,7 @@ class AsyncPoliciesResource:
             approval=approval,
         )
         return await self._run(self._flows.backtest(backtest_body(candidate, window, limit)))
+
+    async def history(self, limit: int = 20) -> list[PolicyVersion]:
+        """The policy's versions, newest first: who changed it, when, the whole policy, its hash."""
+        return await self._run(self._flows.history(limit))

@@ -3,6 +3,8 @@
  * (spec 4.1). `set` sends only the fields given (omitted fields keep their values); `none`
  * sends `null`, which removes that limit. `cli policies backtest <agent> --file policy.json
  * --window 30d` over `POST /v1/policies/{agentId}/backtest`: what the candidate would have done.
+ * sends `null`, which removes that limit. `history` lists the policy's versions
+ * (`GET /v1/policies/{agentId}/history`), newest first.
  */
 import { readFile } from "node:fs/promises";
 import type { CommandContext } from "../context.js";
@@ -150,6 +152,37 @@ export function renderBacktest(answer: Record<string, unknown>): string {
     lines.push("", formatTable(columns, rows));
   }
   return lines.join("\n");
+}
+
+export async function policiesHistory(context: CommandContext): Promise<void> {
+  const limit = context.options.limit === undefined ? 20 : integerOption(context.options.limit, "limit", 1, 100);
+  const answer = record(
+    await context.transport.request<unknown>("GET", `${policyPath(context.args.agent!)}/history?limit=${limit}`),
+    "policy history",
+  );
+  if (context.options.json === true) return context.json(answer);
+  const versions = (Array.isArray(answer.versions) ? answer.versions : []).map((v) => record(v, "policy version"));
+  if (versions.length === 0) return context.out(`${context.args.agent} has no policy versions.`);
+  const rows = versions.map((v) => [text(v.version), text(v.createdAt), text(v.createdBy), text(v.hash).slice(0, 12), summary(v.policy)]);
+  context.out(
+    formatTable(
+      [{ header: "VERSION", align: "right" }, { header: "CREATED" }, { header: "BY" }, { header: "HASH" }, { header: "POLICY" }],
+      rows,
+    ),
+  );
+}
+
+/** A version's policy in one line: the limits it sets. */
+function summary(document: unknown): string {
+  const policy = record(document, "policy");
+  const parts: string[] = [];
+  if (policy.dailyBudgetUnits != null) parts.push(`daily ${formatUnits(BigInt(String(policy.dailyBudgetUnits)))}`);
+  if (policy.perCallLimitUnits != null) parts.push(`per call ${formatUnits(BigInt(String(policy.perCallLimitUnits)))}`);
+  const rate = policy.rateLimit as { calls?: number; window?: string } | null | undefined;
+  if (rate != null) parts.push(`${text(rate.calls)}/${text(rate.window)}`);
+  const endpoints = Array.isArray(policy.endpointBudgets) ? policy.endpointBudgets.length : 0;
+  if (endpoints > 0) parts.push(`${endpoints} endpoint rule${endpoints === 1 ? "" : "s"}`);
+  return parts.length === 0 ? "no limits" : parts.join(", ");
 }
 
 /** `used * 100 / limit` with two decimals, in bigint (a percent of money is not a float). */

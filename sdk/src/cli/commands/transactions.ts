@@ -87,6 +87,7 @@ export function renderTransaction(tx: Record<string, unknown>): string {
     ["Endpoint", endpointText(tx.endpoint)],
     ["Policy check", text(tx.policyCheck)],
   );
+  if (tx.policyVersion !== null && tx.policyVersion !== undefined) fields.push(["Policy version", text(tx.policyVersion)]);
   if (tx.rejectionReason !== null && tx.rejectionReason !== undefined) fields.push(["Rejection", text(tx.rejectionReason)]);
   fields.push(
     ["Parent", tx.parentTxHash === null || tx.parentTxHash === undefined ? "none (top-level)" : text(tx.parentTxHash)],

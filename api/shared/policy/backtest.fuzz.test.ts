@@ -14,8 +14,8 @@ import { EMPTY_POLICY, validatePolicy } from "./policy.js";
 const START = new Date("2026-05-01T00:00:00.000Z");
 const OUTCOMES: readonly BacktestOutcome[] = ["pass", "refuse", "needs_approval"];
 
-function randomHistory(seed: number, approvals: boolean) {
-  const { policy, requests } = randomScenario(seed, 120, START, { approvals });
+function randomHistory(seed: number, approvals: boolean, endpoints: boolean) {
+  const { policy, requests } = randomScenario(seed, 120, START, { approvals, endpoints });
   const random = mulberry32(seed * 104_729);
   const attempts: PaymentAttempt[] = requests.map(({ at, request }, i) => {
     const roll = random();
@@ -36,17 +36,32 @@ function randomHistory(seed: number, approvals: boolean) {
         usedUnits: BigInt(Math.floor(random() * 30)) * 100_000n,
         callTimes: Array.from({ length: Math.floor(random() * 5) }, (_, i) => new Date(START.getTime() - (5 - i) * 600_000)),
         paidDomains: random() < 0.5 ? ["example.com", "other.io"] : [],
+        endpoints: new Map(
+          (policy.endpointBudgets ?? []).map((rule) => [
+            rule.match,
+            {
+              usedUnits: BigInt(Math.floor(random() * 10)) * 100_000n,
+              callTimes: Array.from({ length: Math.floor(random() * 3) }, (_, i) => new Date(START.getTime() - (3 - i) * 300_000)),
+            },
+          ]),
+        ),
       }
     : { windowStart: null, usedUnits: 0n, callTimes: [], paidDomains: [] };
   return { policy, attempts, start };
 }
 
 describe("backtest equals the engine decided payment by payment", () => {
-  for (const approvals of [false, true]) {
-    it(`agrees on 300 random histories of 120 attempts${approvals ? " with approval rules" : ""}`, () => {
+  for (const [approvals, endpoints] of [
+    [false, false],
+    [true, false],
+    [true, true],
+  ] as const) {
+    const what = `${approvals ? " with approval rules" : ""}${endpoints ? " and endpoint budgets" : ""}`;
+    it(`agrees on 300 random histories of 120 attempts${what}`, () => {
       const seen = new Set<string>();
+      let endpointRefusals = 0;
       for (let seed = 1; seed <= 300; seed += 1) {
-        const { policy, attempts, start } = randomHistory(seed, approvals);
+        const { policy, attempts, start } = randomHistory(seed, approvals, endpoints);
         const result = backtest(policy, attempts, start);
         const expected = liveReplay(policy, attempts, start);
         for (let i = 0; i < attempts.length; i += 1) {
@@ -60,6 +75,7 @@ describe("backtest equals the engine decided payment by payment", () => {
             domain: want.domain,
           });
           seen.add(`${got.outcome}:${got.rule}`);
+          if (got.outcome === "refuse" && (got.reason ?? "").includes("endpointBudgets")) endpointRefusals += 1;
         }
         const { totals } = result;
         expect(totals.passed.count + totals.refused.count + totals.needsApproval.count).toBe(attempts.length);
@@ -78,6 +94,8 @@ describe("backtest equals the engine decided payment by payment", () => {
         ...(approvals ? ["needs_approval:above", "needs_approval:domains", "needs_approval:firstPaymentToDomain"] : []),
       ];
       expect([...seen].sort()).toEqual(expectedKinds.sort());
+      // With endpoint budgets, their own limits refuse too (their texts name the rule).
+      if (endpoints) expect(endpointRefusals).toBeGreaterThan(50);
     });
   }
 });

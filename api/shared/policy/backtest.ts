@@ -20,6 +20,7 @@
  * rules only.
  */
 import { endpointHost } from "./domains.js";
+import { type EndpointUsage, matchingEndpointBudgets } from "./endpoint-budgets.js";
 import type { ApprovalRule } from "./approval.js";
 import { evaluateDomainOnly, evaluatePayment, type PaymentDecision, type PolicyUsage, type ReasonCode } from "./engine.js";
 import type { Policy, Protocol } from "./policy.js";
@@ -57,9 +58,34 @@ export interface BacktestStart {
   readonly callTimes: readonly Date[];
   /** Hosts the agent had a settled payment to before the start. */
   readonly paidDomains: readonly string[];
+  /**
+   * Per `endpointBudgets` rule of the candidate (by `match`): the spend of the period open at the
+   * start on the endpoints it covers, and when each covered call of its rate window was made.
+   */
+  readonly endpoints?: ReadonlyMap<string, { readonly usedUnits: bigint; readonly callTimes: readonly Date[] }>;
 }
 
 export const EMPTY_START: BacktestStart = Object.freeze({ windowStart: null, usedUnits: 0n, callTimes: [], paidDomains: [] });
+
+/** Calls strictly after `now - windowMs`, over times that only grow (windows.ts: half-open). */
+class SlidingCalls {
+  private head = 0;
+
+  constructor(readonly times: number[]) {}
+
+  since(now: number, windowMs: number): number {
+    const after = now - windowMs;
+    while (this.head < this.times.length && this.times[this.head]! <= after) this.head += 1;
+    return this.times.length - this.head;
+  }
+}
+
+/** One endpoint rule's running usage: spend of the agent's current period, calls in its window. */
+interface RuleUsage {
+  usedUnits: bigint;
+  readonly calls: SlidingCalls;
+  readonly windowMs: number;
+}
 
 export interface BacktestDecision {
   readonly attempt: PaymentAttempt;
@@ -103,41 +129,65 @@ class ReplayUsage {
   usedUnits: bigint;
   /** When the last daily-budget refusal happened (ms), or null. */
   budgetRefusedAt: number | null = null;
-  readonly callTimes: number[];
-  /** Index of the oldest call still inside the rate window (calls only move forward in time). */
-  private head = 0;
+  private readonly calls: SlidingCalls;
   readonly paid: Set<string>;
+  /** The candidate's endpoint rules, by match (empty without any). */
+  private readonly rules = new Map<string, RuleUsage>();
 
-  constructor(start: BacktestStart) {
+  constructor(policy: Policy, start: BacktestStart) {
     this.windowStart = start.windowStart;
     this.usedUnits = start.usedUnits;
-    this.callTimes = start.callTimes.map((at) => at.getTime());
+    this.calls = new SlidingCalls(start.callTimes.map((at) => at.getTime()));
     this.paid = new Set(start.paidDomains);
+    for (const rule of policy.endpointBudgets ?? []) {
+      const seed = start.endpoints?.get(rule.match);
+      this.rules.set(rule.match, {
+        usedUnits: seed?.usedUnits ?? 0n,
+        calls: new SlidingCalls((seed?.callTimes ?? []).map((at) => at.getTime())),
+        windowMs: rule.rateLimit === null ? 0 : RATE_WINDOW_MS[rule.rateLimit.window],
+      });
+    }
   }
 
-  /** Calls made strictly after `now - windowMs` (windows.ts: half-open). */
-  callsSince(now: number, windowMs: number): number {
-    const after = now - windowMs;
-    while (this.head < this.callTimes.length && this.callTimes[this.head]! <= after) this.head += 1;
-    return this.callTimes.length - this.head;
-  }
-
-  view(policy: Policy, now: number, domain: (() => string) | null): PolicyUsage {
+  view(policy: Policy, now: number, domain: (() => string) | null, endpoint: string): PolicyUsage {
     const exhausted = this.windowStart !== null && this.budgetRefusedAt !== null && this.budgetRefusedAt >= this.windowStart.getTime();
     return {
       usedTodayUnits: this.usedUnits,
       windowStart: this.windowStart,
-      rateCalls: policy.rateLimit === null ? 0 : this.callsSince(now, RATE_WINDOW_MS[policy.rateLimit.window]),
+      rateCalls: policy.rateLimit === null ? 0 : this.calls.since(now, RATE_WINDOW_MS[policy.rateLimit.window]),
       budgetExhausted: exhausted,
       ...(domain === null ? {} : { domainPaidBefore: this.paid.has(domain()) }),
+      ...(this.rules.size === 0 ? {} : { endpointUsage: this.endpointUsage(policy, now, endpoint) }),
     };
   }
 
-  count(decision: PaymentDecision, now: number): void {
+  /** The usage of the rules covering `endpoint` (the engine reads no other). */
+  private endpointUsage(policy: Policy, now: number, endpoint: string): ReadonlyMap<string, EndpointUsage> {
+    const usage = new Map<string, EndpointUsage>();
+    for (const rule of matchingEndpointBudgets(policy.endpointBudgets, endpoint)) {
+      const running = this.rules.get(rule.match)!;
+      usage.set(rule.match, {
+        usedUnits: running.usedUnits,
+        rateCalls: running.windowMs === 0 ? 0 : running.calls.since(now, running.windowMs),
+      });
+    }
+    return usage;
+  }
+
+  count(policy: Policy, decision: PaymentDecision, now: number, endpoint: string, amountUnits: bigint): void {
+    const opened = decision.budget.windowStart?.getTime() !== this.windowStart?.getTime();
     this.windowStart = decision.budget.windowStart;
     this.usedUnits = decision.budget.usedUnits;
-    this.callTimes.push(now);
+    this.calls.times.push(now);
     this.paid.add(decision.domain);
+    if (this.rules.size === 0) return;
+    // A new period starts every rule's spend afresh, as it does the agent's.
+    if (opened) for (const running of this.rules.values()) running.usedUnits = 0n;
+    for (const rule of matchingEndpointBudgets(policy.endpointBudgets, endpoint)) {
+      const running = this.rules.get(rule.match)!;
+      running.usedUnits += amountUnits;
+      running.calls.times.push(now);
+    }
   }
 }
 
@@ -148,7 +198,7 @@ class ReplayUsage {
  */
 export function backtest(policy: Policy, attempts: readonly PaymentAttempt[], start: BacktestStart = EMPTY_START): BacktestResult {
   if (attempts.length > MAX_BACKTEST_ATTEMPTS) throw new RangeError(`a backtest replays at most ${MAX_BACKTEST_ATTEMPTS} attempts`);
-  const usage = new ReplayUsage(start);
+  const usage = new ReplayUsage(policy, start);
   const exposurePolicy: Policy = { ...policy, perCallLimitUnits: null };
   const needsHost = policy.approval?.firstPaymentToDomain === true;
   const decisions: BacktestDecision[] = new Array(attempts.length);
@@ -167,7 +217,7 @@ function decide(policy: Policy, attempt: PaymentAttempt, usage: ReplayUsage, nee
   const now = attempt.at.getTime();
   if (attempt.amountUnits === 0n) {
     // A domain check: the domain rules alone, and nothing counts (no payment followed it here).
-    const refusal = evaluateDomainOnly(policy, usage.view(policy, now, null), attempt.endpoint, attempt.at);
+    const refusal = evaluateDomainOnly(policy, usage.view(policy, now, null, attempt.endpoint), attempt.endpoint, attempt.at);
     if (refusal !== null) return { attempt, outcome: "refuse", rule: refusal.reasonCode, reason: refusal.reason, domain: refusal.domain };
     return { attempt, outcome: "pass", rule: null, reason: null, domain: endpointHost(attempt.endpoint) };
   }
@@ -176,16 +226,16 @@ function decide(policy: Policy, attempt: PaymentAttempt, usage: ReplayUsage, nee
       ? { endpoint: attempt.endpoint, amountUnits: attempt.amountUnits }
       : { endpoint: attempt.endpoint, amountUnits: attempt.amountUnits, protocol: attempt.protocol, offeredProtocols: [attempt.protocol] };
   const host = needsHost ? () => endpointHost(attempt.endpoint) : null;
-  const decision = evaluatePayment(policy, usage.view(policy, now, host), request, attempt.at);
+  const decision = evaluatePayment(policy, usage.view(policy, now, host, attempt.endpoint), request, attempt.at);
   switch (decision.decision) {
     case "reject":
       if (decision.reasonCode === "daily_budget_exceeded") usage.budgetRefusedAt = now;
       return { attempt, outcome: "refuse", rule: decision.reasonCode, reason: decision.reason, domain: decision.domain };
     case "needs_approval":
-      usage.count(decision, now);
+      usage.count(policy, decision, now, attempt.endpoint, attempt.amountUnits);
       return { attempt, outcome: "needs_approval", rule: decision.approvalRule, reason: decision.reason, domain: decision.domain };
     case "allow":
-      usage.count(decision, now);
+      usage.count(policy, decision, now, attempt.endpoint, attempt.amountUnits);
       return { attempt, outcome: "pass", rule: null, reason: null, domain: decision.domain };
   }
 }

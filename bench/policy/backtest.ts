@@ -1,6 +1,6 @@
 /**
  * `npm run bench:backtest`: 100,000 recorded payment attempts (30 days of one busy agent, a few
- * hundred hosts, approval rules on) backtested under a candidate policy by the backtest
+ * hundred hosts, approval rules and two endpoint budgets on) backtested under a candidate policy by the backtest
  * (api/shared/policy/backtest.ts: running usage), next to the baseline in the same run: the same
  * replay through the live path's per-payment function (test/api/live-replay.ts: the usage
  * recomputed for each payment from what counted before it, as `readUsage` does, then
@@ -41,6 +41,10 @@ const policy = validatePolicy({
   blockedDomains: ["vendor7.example"],
   rateLimit: { calls: 120, window: "1h" },
   approval: { aboveUnits: 40_000n, domains: ["vendor3.example"], firstPaymentToDomain: true, timeoutMs: 900_000, onTimeout: "deny" },
+  endpointBudgets: [
+    { match: "vendor5.example", dailyBudgetUnits: 2_000_000n, perCallLimitUnits: null, rateLimit: { calls: 20, window: "1h" } },
+    { match: "api1.vendor1.example/v1/search", dailyBudgetUnits: null, perCallLimitUnits: 30_000n, rateLimit: null },
+  ],
 });
 
 function time<T>(run: () => T): { ms: number; value: T } {

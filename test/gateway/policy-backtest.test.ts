@@ -167,6 +167,36 @@ describe("policy backtest over recorded payments", () => {
     expect(answer.body.payments.map((p: any) => p.id.replace(/:.*/, ""))).toEqual(["reservation", "reservation", "rejection", "approval"]);
   });
 
+  it("an endpoint budget of the candidate counts what went through the endpoints it covers", async () => {
+    const policy = { endpointBudgets: [{ match: "api.example.com/v1/search", dailyBudget: { usdc: 0.5 } }] };
+    const answer = await call("POST", `/v1/policies/${AGENT}/backtest`, { policy, window: "24h" });
+    expect(answer.status).toBe(200);
+    expect(answer.body.payments.map((p: any) => [p.outcome, p.rule])).toEqual([
+      ["pass", null],
+      ["pass", null],
+      ["refuse", "daily_budget_exceeded"],
+      ["refuse", "daily_budget_exceeded"],
+    ]);
+    expect(answer.body.payments[2].reason).toContain("(endpointBudgets api.example.com/v1/search)");
+    expect(answer.body.totals.refusedByDomain).toEqual([
+      { domain: "api.example.com", count: 2, amount: "2.450000", amountUnits: "2450000" },
+    ]);
+
+    // From 09:07 only the last two are replayed; the rule starts from the 0.25 spent through it at 09:00,
+    // so 0.45 does not fit either (alone it would).
+    clock = new Date(T0.getTime() + 67 * 60_000);
+    try {
+      const late = await call("POST", `/v1/policies/${AGENT}/backtest`, { policy, window: "1h" });
+      expect(late.body.payments.map((p: any) => [p.at, p.outcome])).toEqual([
+        ["2026-03-01T09:10:00.000Z", "refuse"],
+        ["2026-03-01T09:15:00.000Z", "refuse"],
+      ]);
+      expect(late.body.payments[1].reason).toContain("(used 0.25 usdc, ");
+    } finally {
+      clock = NOW;
+    }
+  });
+
   it("GraphQL simulatePolicy answers what REST answers; approval rules hold payments", async () => {
     const rest = await call("POST", `/v1/policies/${AGENT}/backtest`, { policy: candidate, window: "24h" });
     const data = await graphql(SIMULATE, { agentId: AGENT, policy: JSON.stringify(candidate), window: "24h" });

@@ -13,8 +13,12 @@
  */
 import type { Db } from "../../../indexer/db/database.js";
 import type { BacktestStart, BacktestOutcome, PaymentAttempt } from "./backtest.js";
-import type { Protocol } from "./policy.js";
-import { BUDGET_WINDOW_MS } from "./windows.js";
+import { matchingEndpointBudgets } from "./endpoint-budgets.js";
+import type { Policy, Protocol } from "./policy.js";
+import { BUDGET_WINDOW_MS, RATE_WINDOW_MS } from "./windows.js";
+
+/** Reservations of the 24 h before a backtest's start read at most, for its endpoint rules' usage. */
+const MAX_START_ROWS = 200_000;
 
 interface AttemptRow {
   id: string;
@@ -80,13 +84,20 @@ export async function readAttempts(db: Db, agentId: string, from: Date, to: Date
  * The usage standing at `from`, as the gateway would have read it then: the budget periods that
  * started in the 24 h before (their start and spend), the latest `rateCalls` calls of the
  * `rateWindowMs` before (a rate check only asks whether the limit is reached, so the newest
- * `limit` calls answer it for every later instant), and which of `domains` had a settled payment.
+ * `limit` calls answer it for every later instant), which of `domains` had a settled payment, and
+ * for each of the candidate's `endpointBudgets` rules the same spend and calls over the endpoints
+ * it covers.
  */
 export async function readStartUsage(
   db: Db,
   agentId: string,
   from: Date,
-  options: { readonly rateCalls: number; readonly rateWindowMs: number; readonly domains: readonly string[] | null },
+  options: {
+    readonly rateCalls: number;
+    readonly rateWindowMs: number;
+    readonly domains: readonly string[] | null;
+    readonly endpointBudgets?: Policy["endpointBudgets"];
+  },
 ): Promise<BacktestStart> {
   const period = await db.query<{ start: Date | null; used: string }>(
     `SELECT min(budget_window_start) AS start, coalesce(sum(amount_units), 0)::text AS used FROM spend_reservations
@@ -117,5 +128,35 @@ export async function readStartUsage(
           )
         ).rows.map((row) => row.domain);
   const row = period.rows[0]!;
-  return { windowStart: row.start, usedUnits: row.start === null ? 0n : BigInt(row.used), callTimes: calls, paidDomains: paid };
+  const start = { windowStart: row.start, usedUnits: row.start === null ? 0n : BigInt(row.used), callTimes: calls, paidDomains: paid };
+  const rules = options.endpointBudgets ?? [];
+  if (rules.length === 0) return start;
+  return { ...start, endpoints: await readEndpointStart(db, agentId, from, rules) };
+}
+
+/** Each rule's spend of the periods open at `from` and its calls within its rate window before `from`. */
+async function readEndpointStart(
+  db: Db,
+  agentId: string,
+  from: Date,
+  rules: NonNullable<Policy["endpointBudgets"]>,
+): Promise<Map<string, { usedUnits: bigint; callTimes: Date[] }>> {
+  const dayBefore = new Date(from.getTime() - BUDGET_WINDOW_MS);
+  const { rows } = await db.query<{ endpoint: string; amount_units: string; created_at: Date; budget_window_start: Date }>(
+    `SELECT endpoint, amount_units::text, created_at, budget_window_start FROM spend_reservations
+     WHERE agent_id = $1 AND status <> 'released' AND created_at > $2 AND created_at < $3
+     ORDER BY created_at LIMIT $4`,
+    [agentId, dayBefore, from, MAX_START_ROWS],
+  );
+  const usage = new Map(rules.map((rule) => [rule.match, { usedUnits: 0n, callTimes: [] as Date[] }]));
+  for (const row of rows) {
+    for (const rule of matchingEndpointBudgets(rules, row.endpoint)) {
+      const entry = usage.get(rule.match)!;
+      if (row.budget_window_start.getTime() > dayBefore.getTime()) entry.usedUnits += BigInt(row.amount_units);
+      if (rule.rateLimit !== null && row.created_at.getTime() > from.getTime() - RATE_WINDOW_MS[rule.rateLimit.window]) {
+        entry.callTimes.push(row.created_at);
+      }
+    }
+  }
+  return usage;
 }

@@ -20,7 +20,7 @@
  * rules only.
  */
 import { endpointHost } from "./domains.js";
-import { type EndpointUsage, matchingEndpointBudgets } from "./endpoint-budgets.js";
+import { type EndpointBudget, type EndpointUsage, matchingEndpointBudgets } from "./endpoint-budgets.js";
 import type { ApprovalRule } from "./approval.js";
 import { evaluateDomainOnly, evaluatePayment, type PaymentDecision, type PolicyUsage, type ReasonCode } from "./engine.js";
 import type { Policy, Protocol } from "./policy.js";
@@ -133,6 +133,8 @@ class ReplayUsage {
   readonly paid: Set<string>;
   /** The candidate's endpoint rules, by match (empty without any). */
   private readonly rules = new Map<string, RuleUsage>();
+  /** The rules covering each endpoint seen (an endpoint recurs; matching parses it). */
+  private readonly covering = new Map<string, readonly EndpointBudget[]>();
 
   constructor(policy: Policy, start: BacktestStart) {
     this.windowStart = start.windowStart;
@@ -164,7 +166,7 @@ class ReplayUsage {
   /** The usage of the rules covering `endpoint` (the engine reads no other). */
   private endpointUsage(policy: Policy, now: number, endpoint: string): ReadonlyMap<string, EndpointUsage> {
     const usage = new Map<string, EndpointUsage>();
-    for (const rule of matchingEndpointBudgets(policy.endpointBudgets, endpoint)) {
+    for (const rule of this.rulesCovering(policy, endpoint)) {
       const running = this.rules.get(rule.match)!;
       usage.set(rule.match, {
         usedUnits: running.usedUnits,
@@ -172,6 +174,15 @@ class ReplayUsage {
       });
     }
     return usage;
+  }
+
+  private rulesCovering(policy: Policy, endpoint: string): readonly EndpointBudget[] {
+    let rules = this.covering.get(endpoint);
+    if (rules === undefined) {
+      rules = matchingEndpointBudgets(policy.endpointBudgets, endpoint);
+      this.covering.set(endpoint, rules);
+    }
+    return rules;
   }
 
   count(policy: Policy, decision: PaymentDecision, now: number, endpoint: string, amountUnits: bigint): void {
@@ -183,7 +194,7 @@ class ReplayUsage {
     if (this.rules.size === 0) return;
     // A new period starts every rule's spend afresh, as it does the agent's.
     if (opened) for (const running of this.rules.values()) running.usedUnits = 0n;
-    for (const rule of matchingEndpointBudgets(policy.endpointBudgets, endpoint)) {
+    for (const rule of this.rulesCovering(policy, endpoint)) {
       const running = this.rules.get(rule.match)!;
       running.usedUnits += amountUnits;
       running.calls.times.push(now);

@@ -76,6 +76,7 @@ export async function simulatePolicy(
     rateCalls: policy.rateLimit?.calls ?? 0,
     rateWindowMs: policy.rateLimit === null ? 0 : RATE_WINDOW_MS[policy.rateLimit.window],
     domains: policy.approval?.firstPaymentToDomain === true ? recorded.domains : null,
+    endpointBudgets: policy.endpointBudgets,
   });
   const result = backtest(policy, recorded.attempts, start);
   return { from, to: now, totals: result.totals, decisions: result.decisions.slice(0, limit), truncated: recorded.truncated };

@@ -19,6 +19,8 @@ import {
 import { putPolicy } from "../../api/shared/policy/index.js";
 import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
 import { recordRejection } from "../../api/gateway/payments/rejections.js";
+import { holdPayment } from "../../api/gateway/payments/approvals/index.js";
+import { reserveOrHoldInTransaction } from "../../api/gateway/reservations/store.js";
 import { deleteWebhookEndpoint, type Dispatcher, type Mailer, smtpMailer } from "../../api/gateway/webhooks/index.js";
 import { verifyStandardWebhook } from "./support/webhook-receiver.js";
 import { webhookSuite } from "./support/webhooks.js";
@@ -59,8 +61,8 @@ async function pay(agentId: string, amountUnits: bigint, when: Date, commit = tr
   );
 }
 
-function dispatcher(mailer: Mailer | null = null): Dispatcher {
-  return suite.dispatcher({ mailer, timeoutMs: 5_000, leaseMs: 10_000 });
+function dispatcher(mailer: Mailer | null = null, slackHosts?: string[]): Dispatcher {
+  return suite.dispatcher({ mailer, timeoutMs: 5_000, leaseMs: 10_000, ...(slackHosts === undefined ? {} : { slackHosts }) });
 }
 
 async function drain(d: Dispatcher): Promise<void> {
@@ -321,6 +323,141 @@ describe("policy_violation", () => {
   });
 });
 
+/** A payment the policy holds for a person: reserved `pending_approval`, approval recorded, event emitted. */
+async function hold(accountId: string, agentId: string, amountUnits: bigint, when: Date, commit = true): Promise<{ approvalId: string }> {
+  return suite.transaction(
+    async (client) => {
+      const held = await reserveOrHoldInTransaction(client, agentId, { endpoint: ENDPOINT, amountUnits }, when);
+      if (held.decision.decision !== "needs_approval" || held.reservationId === null)
+        throw new Error(`not held: ${held.decision.decision}`);
+      const approval = await holdPayment(
+        client,
+        { box: suite.box, publicUrl: "https://gateway.test" },
+        {
+          accountId,
+          agentKey: agentId,
+          reservationId: held.reservationId,
+          idempotencyKey: null,
+          amountUnits,
+          endpoint: ENDPOINT,
+          decision: held.decision,
+          now: when,
+          policyVersion: held.policyVersion,
+        },
+      );
+      return { approvalId: approval.id };
+    },
+    { commit },
+  );
+}
+
+const APPROVAL_ABOVE_5 = {
+  approval: { aboveUnits: 5n * USDC, domains: [], firstPaymentToDomain: false, timeoutMs: 15 * MINUTE, onTimeout: "deny" as const },
+};
+
+describe("approval_requested", () => {
+  it("a held payment's approval.requested reaches the rule's e-mail (detail and decide link) and Slack targets; another agent's rule gets nothing", async () => {
+    const mails: Array<{ to: string[]; raw: string }> = [];
+    const smtp = new SMTPServer({
+      authOptional: true,
+      disabledCommands: ["STARTTLS", "AUTH"],
+      logger: false,
+      onData(stream, session, callback) {
+        const chunks: Buffer[] = [];
+        stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+        stream.on("end", () => {
+          mails.push({ to: session.envelope.rcptTo.map((r) => r.address), raw: Buffer.concat(chunks).toString("utf8") });
+          callback();
+        });
+      },
+    });
+    await new Promise<void>((done) => smtp.listen(0, "127.0.0.1", done));
+    const mailer = smtpMailer(`smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`, "Gateway <alerts@gateway.test>");
+    try {
+      const { accountId, agentId } = await account();
+      const other = await account();
+      await putPolicy(suite.pool, agentId, APPROVAL_ABOVE_5);
+      await putPolicy(suite.pool, other.agentId, APPROVAL_ABOVE_5);
+      const [slack, otherSlack] = [await receiver(), await receiver()];
+      const rule = (agent: string, notify: string) => parseAlertOptions({ agent, type: "approval_requested", notify });
+      const mailRule = await createAlert(suite.pool, suite.box, accountId, rule(agentId, "email:approver@example.com"));
+      const slackRule = await createAlert(suite.pool, suite.box, accountId, rule(agentId, `webhook:${slack.url}`));
+      await createAlert(suite.pool, suite.box, other.accountId, rule(other.agentId, `webhook:${otherSlack.url}`));
+      await createAlert(suite.pool, suite.box, other.accountId, rule(other.agentId, "email:other@example.com"));
+      expect(mailRule.alert).toMatchObject({ type: "approval_requested", threshold: null, window: null });
+      expect(slackRule.signingSecret).toMatch(/^whsec_/);
+
+      // An allowed payment (below the approval threshold) notifies no approval rule.
+      expect(await pay(agentId, 1n * USDC, at(0))).toEqual([]);
+      const { approvalId } = await hold(accountId, agentId, 6n * USDC, at(MINUTE));
+
+      const { rows: events } = await suite.pool.query<{ id: string; payload: Record<string, unknown> }>(
+        "SELECT id, payload FROM gateway_events WHERE account_id = $1 AND type = 'approval.requested'",
+        [accountId],
+      );
+      expect(events).toHaveLength(1);
+      const [event] = events;
+      const link = event!.payload.decideUrl as string;
+      expect(link).toMatch(new RegExp(`^https://gateway\\.test/v1/approvals/${approvalId}/decide\\?token=.+`));
+      // Both deliveries were written with the hold, in its transaction, before any dispatcher ran.
+      const { rows: queued } = await suite.pool.query<{ channel: string; alert_id: string }>(
+        "SELECT channel, alert_id FROM event_deliveries WHERE event_id = $1 ORDER BY channel",
+        [event!.id],
+      );
+      expect(queued).toEqual([
+        { channel: "email", alert_id: mailRule.alert.id },
+        { channel: "webhook", alert_id: slackRule.alert.id },
+      ]);
+
+      // hooks.slack.com cannot be reached from a test: treat the loopback host as Slack's.
+      await drain(dispatcher(mailer, ["127.0.0.1"]));
+
+      expect(mails).toHaveLength(1);
+      expect(mails[0]!.to).toEqual(["approver@example.com"]);
+      const { headers, body } = parseMail(mails[0]!.raw);
+      expect(headers.subject).toContain(`approval.requested: agent ${agentId} asks to pay 6 usdc to api.example.com`);
+      expect(headers["message-id"]).toBe(`<${event!.id}@agent-payment-gateway.invalid>`);
+      expect(body).toContain(event!.payload.detail as string);
+      expect(body).toContain(`Approve or deny: ${link}`);
+
+      expect(slack.received).toHaveLength(1);
+      const text = (JSON.parse(slack.received[0]!.body) as { text: string }).text;
+      expect(text).toContain(link);
+      expect(text).toContain(event!.payload.detail as string);
+      verifyStandardWebhook(slackRule.signingSecret!, slack.received[0]!.headers, slack.received[0]!.body);
+      expect(otherSlack.received).toEqual([]);
+    } finally {
+      mailer.close();
+      await new Promise<void>((done) => smtp.close(() => done()));
+    }
+  });
+
+  it("a plain webhook target gets the signed approval.requested body; a hold that rolls back delivers nothing", async () => {
+    const { accountId, agentId } = await account();
+    await putPolicy(suite.pool, agentId, APPROVAL_ABOVE_5);
+    const r = await receiver();
+    const { signingSecret } = await createAlert(
+      suite.pool,
+      suite.box,
+      accountId,
+      parseAlertOptions({ agent: agentId, type: "approval_requested", notify: `webhook:${r.url}` }),
+    );
+    const rolledBack = await hold(accountId, agentId, 8n * USDC, at(0), false);
+    const { approvalId } = await hold(accountId, agentId, 7n * USDC, at(MINUTE));
+    expect(approvalId).not.toBe(rolledBack.approvalId);
+    await drain(dispatcher());
+    expect(r.received).toHaveLength(1);
+    verifyStandardWebhook(signingSecret!, r.received[0]!.headers, r.received[0]!.body);
+    expect(JSON.parse(r.received[0]!.body)).toMatchObject({
+      event: "approval.requested",
+      approvalId,
+      agentId,
+      amount: { usdc: 7 },
+      decideUrl: expect.stringContaining(`/v1/approvals/${approvalId}/decide?token=`),
+    });
+  });
+});
+
 describe("alert rules", () => {
   it("are validated, listed per account and deleted; a deleted rule no longer fires", async () => {
     const { accountId, agentId } = await account();
@@ -336,6 +473,10 @@ describe("alert rules", () => {
     expect(bad({ agent: agentId, type: "policy_violation", notify: "webhook:ftp://x.example" })).toThrow(/--notify/);
     expect(bad({ agent: agentId, type: "policy_violation", notify: "email:a@b.example\r\nBcc: x@y.example" })).toThrow(/--notify/);
     expect(bad({ agent: agentId, type: "volume", notify: "email:a@b.example" })).toThrow(/--type/);
+    expect(bad({ agent: agentId, type: "approval_requested", threshold: 5, notify: "email:a@b.example" })).toThrow(InvalidAlertError);
+    expect(bad({ agent: agentId, type: "approval_requested", window: "1h", notify: "email:a@b.example" })).toThrow(
+      /no --threshold or --window/,
+    );
 
     const other = await account();
     const foreign = parseAlertOptions({ agent: other.agentId, type: "policy_violation", notify: "email:a@b.example" });

@@ -327,6 +327,20 @@ describe("alerts, webhooks and API keys", () => {
     const ok = await call("POST", "/v1/alerts", { body: base });
     expect(ok.status).toBe(201);
     expect(ok.body).toMatchObject({ threshold: 80, signingSecret: null });
+    // approval_requested takes neither a threshold nor a window: a typed 400.
+    const approval = { agentId: "agent-a", type: "approval_requested", notify: "email:ops@example.com" };
+    for (const extra of [{ threshold: 80 }, { window: "1h" }]) {
+      const refused = await call("POST", "/v1/alerts", { body: { ...approval, ...extra } });
+      expect(refused.status).toBe(400);
+      expect(refused.body).toMatchObject({
+        code: "BAD_USER_INPUT",
+        reason: "invalid_alert",
+        detail: expect.stringContaining("approval_requested"),
+      });
+    }
+    const held = await call("POST", "/v1/alerts", { body: approval });
+    expect(held.status).toBe(201);
+    expect(held.body).toMatchObject({ type: "approval_requested", threshold: null, window: null });
   });
 
   it("an e-mail alert on a server without a mail transport is stored with a warning; with one, or for a webhook target, there is none", async () => {

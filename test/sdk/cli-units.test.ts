@@ -195,7 +195,15 @@ describe("command line", () => {
       /no --threshold/,
     );
     expect(() => alertBody({ agent: "a", type: "slack", notify: "email:ops@example.com" })).toThrow(
-      /budget_pct, spend_rate, policy_violation/,
+      /budget_pct, spend_rate, policy_violation, approval_requested/,
+    );
+    expect(alertBody({ agent: "a", type: "approval_requested", notify: "email:ops@example.com" })).toEqual({
+      agentId: "a",
+      type: "approval_requested",
+      notify: "email:ops@example.com",
+    });
+    expect(() => alertBody({ agent: "a", type: "approval_requested", window: "1h", notify: "email:ops@example.com" })).toThrow(
+      /approval_requested takes no --threshold or --window/,
     );
     expect(() => alertBody({ agent: "a", type: "policy_violation", notify: "sms:123" })).toThrow(/webhook:/);
     expect(() => decimalNumberOption("1e2", "threshold")).toThrow(UsageError);

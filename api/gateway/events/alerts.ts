@@ -4,6 +4,7 @@
  * - `budget_pct`       --threshold <percent>: the daily budget reaches that share (once per period);
  * - `spend_rate`       --threshold <usdc> --window <1h>: spend within the window exceeds the amount;
  * - `policy_violation` every rejected payment;
+ * - `approval_requested` every payment held for a person, with its signed one-time decide link;
  *
  * each notifying `webhook:<url>` (Slack through its webhook URL) or `email:<address>`. A webhook
  * alert gets its own `whsec_…` signing secret, returned once by `createAlert`, stored encrypted.
@@ -19,7 +20,7 @@ import { percentText } from "../webhooks/payloads.js";
 import { generateSigningSecret, type SecretBox } from "../../shared/secret-box.js";
 import { formatNotifyTarget, parseNotifyTarget } from "../webhooks/targets.js";
 
-export const ALERT_TYPES = ["budget_pct", "spend_rate", "policy_violation"] as const;
+export const ALERT_TYPES = ["budget_pct", "spend_rate", "policy_violation", "approval_requested"] as const;
 export type AlertType = (typeof ALERT_TYPES)[number];
 
 const MAX_WINDOW_MS = 30 * 24 * 3_600_000;
@@ -52,7 +53,8 @@ export interface AlertOptions {
 export type AlertRule =
   | { readonly type: "budget_pct"; readonly thresholdBp: number }
   | { readonly type: "spend_rate"; readonly thresholdUnits: bigint; readonly window: string; readonly windowMs: number }
-  | { readonly type: "policy_violation" };
+  | { readonly type: "policy_violation" }
+  | { readonly type: "approval_requested" };
 
 export interface AlertInput {
   /** The public id, looked up within the account (api/shared/agent-ids.ts). */
@@ -70,7 +72,7 @@ export interface Alert {
   readonly type: AlertType;
   /**
    * Percent (budget_pct) or usdc amount (spend_rate) as the exact decimal (a JSON number token,
-   * never a float); null for policy_violation.
+   * never a float); null for policy_violation and approval_requested.
    */
   readonly threshold: JsonNumber | null;
   readonly thresholdBp: number | null;
@@ -124,6 +126,9 @@ export function parseAlertOptions(options: AlertOptions): AlertInput {
     case "policy_violation":
       if (threshold !== null || window !== null) throw new InvalidAlertError("policy_violation takes no --threshold or --window");
       return { agentId, notify, rule: { type: "policy_violation" } };
+    case "approval_requested":
+      if (threshold !== null || window !== null) throw new InvalidAlertError("approval_requested takes no --threshold or --window");
+      return { agentId, notify, rule: { type: "approval_requested" } };
     default:
       throw new InvalidAlertError(`--type must be one of ${ALERT_TYPES.join(", ")}`);
   }

@@ -9,6 +9,8 @@
  *   within the window ending now exceeds the threshold, at most once per window length
  *   (`last_fired_at`), so a burst does not notify on every payment.
  * - `policy_violation` fires on every rejection, delivering the `policy.violation` event itself.
+ * - `approval_requested` is not evaluated here: the hold (payments/approvals/hold.ts) delivers its
+ *   `approval.requested` event to the targets `approvalAlertTargets` reads, in its transaction.
  *
  * The "has it fired" columns are claimed with a conditional UPDATE, so two transactions can never
  * both fire the same rule for the same period.
@@ -157,6 +159,16 @@ async function notifyViolation(
   }
   const id = eventId;
   return rules.map((rule) => ({ alertId: rule.id, type: rule.type, eventId: id }));
+}
+
+/** The targets of the agent's `approval_requested` rules (agentId: the internal key). */
+export async function approvalAlertTargets(client: pg.ClientBase, agentId: string): Promise<DeliveryTarget[]> {
+  const { rows } = await client.query<RuleRow>(
+    `SELECT id, account_id, type, threshold_bp, threshold_units, window_text, window_ms, notify, secret_ciphertext
+     FROM alerts WHERE agent_id = $1 AND deleted_at IS NULL AND type = 'approval_requested' ORDER BY created_at, id LIMIT $2`,
+    [agentId, MAX_RULES_PER_AGENT],
+  );
+  return rows.map(target);
 }
 
 function target(rule: RuleRow): DeliveryTarget {

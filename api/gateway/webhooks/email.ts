@@ -59,6 +59,8 @@ export function smtpMailer(smtpUrl: string, from: string = DEFAULT_FROM, timeout
 export function renderEmail(eventId: string, to: string, payload: EventPayload): EmailMessage {
   const text = [
     payload.detail,
+    // A held payment's mail leads with its one-time link: the person decides from the mail.
+    ...(payload.event === "approval.requested" ? ["", `Approve or deny: ${payload.decideUrl}`, `Expires: ${payload.expiresAt}`] : []),
     "",
     `Event: ${payload.event}`,
     `Agent: ${payload.agentId}`,

@@ -104,7 +104,7 @@ Total spend, transaction count, and the split by protocol (amount and percent) a
 Default window 24h; --from/--to give a custom range (ISO 8601 with a zone).`,
   "alerts create": `Usage: cli alerts create --agent <id> --type <type> --notify <target> [--threshold <n>] [--window <w>]
 
-  --type budget_pct|spend_rate|policy_violation
+  --type budget_pct|spend_rate|policy_violation|approval_requested
   --threshold <n>        percent for budget_pct (e.g. 80); usdc amount for spend_rate
   --window <w>           spend_rate window, e.g. 15m, 1h, 7d
   --notify <target>      webhook:<url> or email:<address> (Slack: a webhook URL)

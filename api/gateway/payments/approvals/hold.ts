@@ -3,7 +3,9 @@
  * transaction once the policy answered `needs_approval` and the amount is reserved
  * (`pending_approval`). Records the approval (`expires_at` = now + the policy's timeout, by the
  * gateway's clock), signs its one-time link and emits `approval.requested` with it, all committing
- * with the reservation. Nothing is signed for the payment.
+ * with the reservation. The event reaches the subscribed webhook endpoints and the targets of the
+ * agent's `approval_requested` alert rules (e-mail, Slack), through the same outbox. Nothing is
+ * signed for the payment.
  */
 import type pg from "pg";
 import type { Approval } from "../../../shared/approvals/approval.js";
@@ -12,6 +14,7 @@ import { createApproval, setApprovalLinkToken } from "../../../shared/approvals/
 import { httpError } from "../../../shared/errors.js";
 import type { PolicyNeedsApproval } from "../../../shared/policy/engine.js";
 import type { SecretBox } from "../../../shared/secret-box.js";
+import { approvalAlertTargets } from "../../events/evaluate.js";
 import { emitEvent } from "../../events/events.js";
 import { approvalRequestedPayload } from "../../webhooks/payloads.js";
 
@@ -81,6 +84,7 @@ export async function holdPayment(client: pg.ClientBase, links: ApprovalLinks, i
       decideUrl: decideUrl(links, approval.id, link.token),
       at: now,
     }),
+    { targets: await approvalAlertTargets(client, input.agentKey) },
   );
   return approval;
 }

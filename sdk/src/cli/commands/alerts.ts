@@ -8,7 +8,7 @@ import { decimalNumberOption, durationOption, oneOf, percentOption } from "../in
 import { formatFields, formatTable } from "../table.js";
 import { UsageError } from "../usage.js";
 
-export const ALERT_TYPES = ["budget_pct", "spend_rate", "policy_violation"] as const;
+export const ALERT_TYPES = ["budget_pct", "spend_rate", "policy_violation", "approval_requested"] as const;
 
 export function alertBody(options: CommandContext["options"]): Record<string, unknown> {
   if (options.agent === undefined || options.agent.trim() === "") throw new UsageError("alerts create needs --agent");
@@ -33,8 +33,8 @@ export function alertBody(options: CommandContext["options"]): Record<string, un
       body.window = durationOption(options.window, "window");
       break;
     case "policy_violation":
-      if (options.threshold !== undefined || options.window !== undefined)
-        throw new UsageError("policy_violation takes no --threshold or --window");
+    case "approval_requested":
+      if (options.threshold !== undefined || options.window !== undefined) throw new UsageError(`${type} takes no --threshold or --window`);
       break;
   }
   return body;

@@ -24,6 +24,7 @@ function tx(hash: string, second: number, status: TransactionRow["status"] = "co
     rejectionRequested: null,
     rejectionLimit: null,
     rejectionUnit: null,
+    policyVersion: null,
     childCount: 0,
   };
 }

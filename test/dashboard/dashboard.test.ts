@@ -378,6 +378,15 @@ describe("ledger", () => {
     await open(page, scenario.dashboardUrl, "ledger?status=rejected&agent=limited");
     await page.locator("[data-testid=ledger-row]").first().waitFor();
     expect(await page.locator("[data-testid=ledger-row]").count()).toBe(scenario.rejected.filter((r) => r.agentId === "limited").length);
+    // Each refusal names the policy version it was decided under, as transactions.get does.
+    const versions = await page
+      .locator("[data-testid=ledger-row]")
+      .evaluateAll((rows) => rows.map((r) => r.getAttribute("data-policy-version")));
+    expect(
+      versions.every((version) => version !== null && /^[1-9][0-9]*$/.test(version)),
+      JSON.stringify(versions),
+    ).toBe(true);
+    await expect.poll(() => page.locator("[data-testid=ledger-row]").first().textContent()).toContain(`policy v${versions[0]}`);
     expect(await accessibilityViolations(page)).toEqual([]);
     await open(page, scenario.dashboardUrl, "ledger?size=25");
     await page.locator("[data-testid=ledger-row]").first().waitFor();

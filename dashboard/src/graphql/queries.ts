@@ -27,13 +27,15 @@ export interface TransactionRow {
   readonly rejectionRequested: string | null;
   readonly rejectionLimit: string | null;
   readonly rejectionUnit: string | null;
+  /** The agent's policy version the payment or refusal was decided under; null when unknown. */
+  readonly policyVersion: number | null;
   readonly childCount: number;
 }
 
 const TRANSACTION_FIELDS = `
   id txHash agentId protocol rail amountPaid amountPaidUnits endpoint domain parentTxHash solanaExplorer
   timestamp depth status settlementStatus rejectionCode rejectionReason rejectionRequested rejectionLimit
-  rejectionUnit childCount`;
+  rejectionUnit policyVersion childCount`;
 
 export interface TransactionsData {
   readonly transactions: { readonly nodes: TransactionRow[]; readonly pageInfo: { hasNextPage: boolean; endCursor: string | null } };

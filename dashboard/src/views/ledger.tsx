@@ -87,11 +87,23 @@ export function LedgerView({ params }: { params: URLSearchParams }): ReactNode {
       >
         <DataTable testId="ledger-table" caption="Transactions, newest first" captionHidden columns={COLUMNS}>
           {nodes.map((tx) => (
-            <tr key={tx.id} data-testid="ledger-row" data-tx-hash={tx.txHash ?? ""} data-status={tx.status}>
+            <tr
+              key={tx.id}
+              data-testid="ledger-row"
+              data-tx-hash={tx.txHash ?? ""}
+              data-status={tx.status}
+              data-policy-version={tx.policyVersion ?? ""}
+            >
               <TransactionCells tx={tx} />
               <td className="opt">
                 <StatusBadge status={tx.status} settlement={tx.settlementStatus} />
                 {tx.rejectionCode !== null ? <span className="muted"> {tx.rejectionCode}</span> : null}
+                {tx.policyVersion !== null ? (
+                  <span className="muted" title={`decided under version ${tx.policyVersion} of the agent's policy`}>
+                    {" "}
+                    policy v{tx.policyVersion}
+                  </span>
+                ) : null}
               </td>
               <td className="opt">
                 <TxHash hash={tx.txHash} explorer={tx.solanaExplorer} />

@@ -14,12 +14,10 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { generateWalletEncryptionKey } from "../../api/gateway/wallets/index.js";
-import { SecretBox } from "../../api/shared/secret-box.js";
 import { type Localnet, startLocalnet } from "../../scripts/localnet.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { pollUntil } from "../support/poll.js";
-import { freePort, writeKeypairFile } from "../support/process-env.js";
+import { freePort, gatewayProcessEnv } from "../support/process-env.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const HOST = "127.0.0.1";
@@ -56,25 +54,7 @@ beforeAll(async () => {
   keyDir = await mkdtemp(join(tmpdir(), "apg-gateway-main-"));
   const port = await freePort();
   baseUrl = `http://${HOST}:${port}`;
-  env = {
-    ...process.env,
-    DATABASE_URL: db.url,
-    SOLANA_RPC_URL: localnet.rpcUrl,
-    SOLANA_NETWORK: "solana-localnet",
-    SOLANA_GENESIS_HASH: localnet.info.genesisHash,
-    SETTLEMENT_MINT: localnet.info.mint.toBase58(),
-    SETTLEMENT_MINT_DECIMALS: String(localnet.info.decimals),
-    LEDGER_AUTHORITY_KEYPAIR: await writeKeypairFile(keyDir, "authority", localnet.keypairs.authority),
-    PROGRAM_ID: localnet.info.programId.toBase58(),
-    TREASURY_KEYPAIR: await writeKeypairFile(keyDir, "treasury", localnet.keypairs.treasury),
-    WALLET_ENCRYPTION_KEY: generateWalletEncryptionKey(),
-    WEBHOOK_SECRETS_KEY: SecretBox.generateKey(),
-    EXPLORER_CLUSTER: localnet.rpcUrl,
-    PORT: String(port),
-    HOST,
-    LOG_LEVEL: "info",
-  };
-  delete env.SMTP_URL;
+  env = await gatewayProcessEnv({ localnet, databaseUrl: db.url, keyDir, port, host: HOST });
 
   const child = spawn(process.execPath, ["--import", "tsx", "api/gateway/main.ts"], { cwd: ROOT, env, stdio: "pipe" });
   gateway = child;

@@ -77,6 +77,27 @@ async function alertEvents(alertId: string): Promise<Array<Record<string, unknow
   return rows.map((r) => r.payload);
 }
 
+/** An SMTP server on loopback keeping every mail it receives, and a mailer sending to it. */
+async function smtpSink(): Promise<{ mails: Array<{ to: string[]; raw: string }>; smtp: SMTPServer; mailer: Mailer }> {
+  const mails: Array<{ to: string[]; raw: string }> = [];
+  const smtp = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ["STARTTLS", "AUTH"],
+    logger: false,
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+      stream.on("end", () => {
+        mails.push({ to: session.envelope.rcptTo.map((r) => r.address), raw: Buffer.concat(chunks).toString("utf8") });
+        callback();
+      });
+    },
+  });
+  await new Promise<void>((done) => smtp.listen(0, "127.0.0.1", done));
+  const mailer = smtpMailer(`smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`, "Gateway <alerts@gateway.test>");
+  return { mails, smtp, mailer };
+}
+
 describe("budget_pct", () => {
   it("fires when consumption crosses the threshold, once per budget period, not on every payment", async () => {
     const { accountId, agentId } = await account();
@@ -275,22 +296,7 @@ describe("policy_violation", () => {
   });
 
   it("an e-mail alert arrives at the SMTP server with the expected subject and body", async () => {
-    const mails: Array<{ to: string[]; raw: string }> = [];
-    const smtp = new SMTPServer({
-      authOptional: true,
-      disabledCommands: ["STARTTLS", "AUTH"],
-      logger: false,
-      onData(stream, session, callback) {
-        const chunks: Buffer[] = [];
-        stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-        stream.on("end", () => {
-          mails.push({ to: session.envelope.rcptTo.map((r) => r.address), raw: Buffer.concat(chunks).toString("utf8") });
-          callback();
-        });
-      },
-    });
-    await new Promise<void>((done) => smtp.listen(0, "127.0.0.1", done));
-    const mailer = smtpMailer(`smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`, "Gateway <alerts@gateway.test>");
+    const { mails, smtp, mailer } = await smtpSink();
     try {
       const { accountId, agentId } = await account();
       await putPolicy(suite.pool, agentId, { perCallLimitUnits: 1n * USDC });
@@ -357,22 +363,7 @@ const APPROVAL_ABOVE_5 = {
 
 describe("approval_requested", () => {
   it("a held payment's approval.requested reaches the rule's e-mail (detail and decide link) and Slack targets; another agent's rule gets nothing", async () => {
-    const mails: Array<{ to: string[]; raw: string }> = [];
-    const smtp = new SMTPServer({
-      authOptional: true,
-      disabledCommands: ["STARTTLS", "AUTH"],
-      logger: false,
-      onData(stream, session, callback) {
-        const chunks: Buffer[] = [];
-        stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-        stream.on("end", () => {
-          mails.push({ to: session.envelope.rcptTo.map((r) => r.address), raw: Buffer.concat(chunks).toString("utf8") });
-          callback();
-        });
-      },
-    });
-    await new Promise<void>((done) => smtp.listen(0, "127.0.0.1", done));
-    const mailer = smtpMailer(`smtp://127.0.0.1:${(smtp.server.address() as AddressInfo).port}`, "Gateway <alerts@gateway.test>");
+    const { mails, smtp, mailer } = await smtpSink();
     try {
       const { accountId, agentId } = await account();
       const other = await account();

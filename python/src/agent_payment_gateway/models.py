@@ -106,6 +106,18 @@ class ApprovalRule:
     on_timeout: Literal["deny"] = "deny"
 
 
+@dataclass(frozen=True, slots=True)
+class EndpointBudget:
+    """One ``endpointBudgets`` rule (docs/policy.md "Endpoint budgets"): limits on the payments to a
+    host, or a host and path prefix (``match``: ``"api.example.com/v1/search"``), on top of the
+    agent's own; at least one limit, ``None`` is no limit."""
+
+    match: str
+    daily_budget: Usdc | None = None
+    per_call_limit: Usdc | None = None
+    rate_limit: RateLimit | None = None
+
+
 ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
 APPROVAL_STATUSES: tuple[ApprovalStatus, ...] = ("pending", "approved", "denied", "expired")
 
@@ -158,6 +170,8 @@ class Policy:
     extra: dict[str, Any] = field(default_factory=dict)
     #: Payments held for a person; None when the policy holds none.
     approval: ApprovalRule | None = None
+    #: Limits per host or host and path prefix (empty: none, or a gateway that predates them).
+    endpoint_budgets: list[EndpointBudget] = field(default_factory=list)
 
 
 BacktestOutcome = Literal["pass", "refuse", "needs_approval"]
@@ -356,6 +370,7 @@ _POLICY_FIELDS = (
     "protocolPreference",
     "usedToday",
     "approval",
+    "endpointBudgets",
 )
 
 
@@ -367,15 +382,40 @@ def _domains(value: object, key: str) -> list[str] | None:
     return list(value)
 
 
+def _rate_limit_from_wire(rate: object, key: str) -> RateLimit | None:
+    if rate is None:
+        return None
+    calls = rate.get("calls") if isinstance(rate, dict) else None
+    window = rate.get("window") if isinstance(rate, dict) else None
+    if isinstance(calls, bool) or not isinstance(calls, int) or window not in RATE_LIMIT_WINDOWS:
+        raise AnswerShapeError(f"{key}: unexpected {rate!r}")
+    return RateLimit(calls=calls, window=window)
+
+
+def endpoint_budgets_from_wire(value: object) -> list[EndpointBudget]:
+    """The policy's ``endpointBudgets`` as the gateway echoes them; absent or null: none."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AnswerShapeError(f"endpointBudgets: expected a list, got {value!r}")
+    rules: list[EndpointBudget] = []
+    for index, item in enumerate(value):
+        key = f"endpointBudgets[{index}]"
+        body = _object(item, key)
+        rules.append(
+            EndpointBudget(
+                match=_str(body, "match"),
+                daily_budget=_money_or_none(body, "dailyBudget"),
+                per_call_limit=_money_or_none(body, "perCallLimit"),
+                rate_limit=_rate_limit_from_wire(body.get("rateLimit"), f"{key}.rateLimit"),
+            )
+        )
+    return rules
+
+
 def policy_from_wire(value: object) -> Policy:
     body = _object(value, "policy")
-    rate = body.get("rateLimit")
-    rate_limit: RateLimit | None = None
-    if isinstance(rate, dict):
-        calls, window = rate.get("calls"), rate.get("window")
-        if not isinstance(calls, int) or window not in RATE_LIMIT_WINDOWS:
-            raise AnswerShapeError(f"rateLimit: unexpected {rate!r}")
-        rate_limit = RateLimit(calls=calls, window=window)
+    rate_limit = _rate_limit_from_wire(body.get("rateLimit"), "rateLimit")
     preference = body.get("protocolPreference", "auto")
     if preference not in PROTOCOL_PREFERENCES:
         raise AnswerShapeError(f"protocolPreference: unexpected {preference!r}")
@@ -390,6 +430,7 @@ def policy_from_wire(value: object) -> Policy:
         used_today=usdc_from_wire(body.get("usedToday"), "usedToday"),
         extra=_extra(body, _POLICY_FIELDS),
         approval=approval_rule_from_wire(body.get("approval")),
+        endpoint_budgets=endpoint_budgets_from_wire(body.get("endpointBudgets")),
     )
 
 

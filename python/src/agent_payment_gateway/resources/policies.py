@@ -17,6 +17,7 @@ from ..models import (
     PROTOCOL_PREFERENCES,
     RATE_LIMIT_WINDOWS,
     ApprovalRule,
+    EndpointBudget,
     Policy,
     PolicyBacktest,
     PolicyVersion,
@@ -46,6 +47,9 @@ MoneyField = UsdcAmount | Usdc | None | Unset
 DomainsField = Sequence[str] | None | Unset
 RateLimitField = RateLimit | Mapping[str, object] | None | Unset
 ApprovalField = ApprovalRule | None | Unset
+#: Replaced whole; ``None`` (or ``[]``) removes every rule. A mapping takes ``match``, ``daily_budget``,
+#: ``per_call_limit``, ``rate_limit`` (money as the other money fields, a rate limit as ``rate_limit``).
+EndpointBudgetsField = Sequence[EndpointBudget | Mapping[str, object]] | None | Unset
 
 _DURATION = re.compile(r"^[1-9][0-9]{0,9}[smhd]$")
 _BACKTEST_WINDOW = re.compile(r"^[1-9][0-9]{0,4}[mhd]$")
@@ -73,17 +77,14 @@ def policy_body(
     rate_limit: RateLimitField,
     protocol_preference: ProtocolPreference | Unset,
     approval: ApprovalField = UNSET,
+    endpoint_budgets: EndpointBudgetsField = UNSET,
 ) -> dict[str, object]:
     """The PUT body in the spec's camelCase, exact amounts; raises before anything is sent."""
     body: dict[str, object] = {}
     for name, value in (("dailyBudget", daily_budget), ("perCallLimit", per_call_limit)):
         if isinstance(value, Unset):
             continue
-        if value is None:
-            body[name] = None
-            continue
-        amount = value.usdc if isinstance(value, Usdc) else value
-        body[name] = {"usdc": units_to_usdc(to_units(amount, name))}
+        body[name] = None if value is None else _money(value, name)
     for name, domains in (("allowedDomains", allowed_domains), ("blockedDomains", blocked_domains)):
         if isinstance(domains, Unset):
             continue
@@ -101,6 +102,58 @@ def policy_body(
         body["protocolPreference"] = protocol_preference
     if not isinstance(approval, Unset):
         body["approval"] = None if approval is None else _approval(approval)
+    if not isinstance(endpoint_budgets, Unset):
+        body["endpointBudgets"] = None if endpoint_budgets is None else _endpoint_budgets(endpoint_budgets)
+    return body
+
+
+def _money(value: object, name: str) -> dict[str, object]:
+    """``{"usdc": <exact Decimal>}``; raises ``MoneyFormatError`` / ``TypeError`` naming ``name``."""
+    amount = value.usdc if isinstance(value, Usdc) else value
+    return {"usdc": units_to_usdc(to_units(amount, name))}
+
+
+_ENDPOINT_BUDGET_KEYS = ("match", "daily_budget", "per_call_limit", "rate_limit")
+
+
+def _endpoint_budgets(rules: object) -> list[dict[str, object]]:
+    """The policy's ``endpointBudgets`` on the wire. Types and amounts are checked here; what a
+    ``match`` may be, overlaps and the at-least-one-limit rule are the gateway's (a typed 400)."""
+    if isinstance(rules, (str, bytes, Mapping)) or not isinstance(rules, Sequence):
+        raise TypeError("endpoint_budgets must be a list of EndpointBudget (or mappings) or None")
+    return [_endpoint_budget(rule, f"endpoint_budgets[{index}]") for index, rule in enumerate(rules)]
+
+
+def _endpoint_budget(rule: object, where: str) -> dict[str, object]:
+    if isinstance(rule, EndpointBudget):
+        fields: dict[str, object] = {
+            "match": rule.match,
+            "daily_budget": rule.daily_budget,
+            "per_call_limit": rule.per_call_limit,
+            "rate_limit": rule.rate_limit,
+        }
+    elif isinstance(rule, Mapping):
+        unknown = [str(key) for key in rule if key not in _ENDPOINT_BUDGET_KEYS]
+        if unknown:
+            raise TypeError(
+                f"{where}: unknown field(s) {', '.join(unknown)}; expected {', '.join(_ENDPOINT_BUDGET_KEYS)}"
+            )
+        fields = dict(rule)
+    else:
+        raise TypeError(f"{where} must be an EndpointBudget or a mapping, got {type(rule).__name__}")
+    match = fields.get("match")
+    if not isinstance(match, str):
+        raise TypeError(f"{where}.match must be a host or host/path, got {match!r}")
+    body: dict[str, object] = {"match": match}
+    for key, name in (("daily_budget", "dailyBudget"), ("per_call_limit", "perCallLimit")):
+        value = fields.get(key)
+        if value is not None:
+            body[name] = _money(value, f"{where}.{key}")
+    rate = fields.get("rate_limit")
+    if rate is not None:
+        if not isinstance(rate, (RateLimit, Mapping)):
+            raise TypeError(f"{where}.rate_limit must be a RateLimit or a mapping, got {type(rate).__name__}")
+        body["rateLimit"] = _rate_limit(rate, f"{where}.rate_limit")
     return body
 
 
@@ -124,14 +177,14 @@ def _approval(rule: ApprovalRule) -> dict[str, object]:
     return body
 
 
-def _rate_limit(value: RateLimit | Mapping[str, object]) -> dict[str, object]:
+def _rate_limit(value: RateLimit | Mapping[str, object], where: str = "rate_limit") -> dict[str, object]:
     calls = value.calls if isinstance(value, RateLimit) else value.get("calls")
     window = value.window if isinstance(value, RateLimit) else value.get("window")
     # A count: a fraction, a bool or 10**21 would be refused by the gateway; say so here instead.
     if isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= MAX_RATE_LIMIT_CALLS:
-        raise TypeError(f"rate_limit.calls must be an integer from 1 to {MAX_RATE_LIMIT_CALLS}, got {calls!r}")
+        raise TypeError(f"{where}.calls must be an integer from 1 to {MAX_RATE_LIMIT_CALLS}, got {calls!r}")
     if not isinstance(window, str):
-        raise TypeError(f"rate_limit.window must be one of {', '.join(RATE_LIMIT_WINDOWS)}")
+        raise TypeError(f"{where}.window must be one of {', '.join(RATE_LIMIT_WINDOWS)}")
     # An unknown window is left to the gateway (BAD_USER_INPUT), which owns the list.
     return {"calls": calls, "window": window}
 
@@ -188,6 +241,7 @@ class PoliciesResource:
         rate_limit: RateLimitField = UNSET,
         protocol_preference: ProtocolPreference | Unset = UNSET,
         approval: ApprovalField = UNSET,
+        endpoint_budgets: EndpointBudgetsField = UNSET,
     ) -> Policy:
         """Spec 4.1: omitted fields keep their current values; ``None`` removes a limit."""
         body = policy_body(
@@ -198,6 +252,7 @@ class PoliciesResource:
             rate_limit=rate_limit,
             protocol_preference=protocol_preference,
             approval=approval,
+            endpoint_budgets=endpoint_budgets,
         )
         return self._run(self._flows.set(body))
 
@@ -221,6 +276,7 @@ class PoliciesResource:
         rate_limit: RateLimitField = UNSET,
         protocol_preference: ProtocolPreference | Unset = UNSET,
         approval: ApprovalField = UNSET,
+        endpoint_budgets: EndpointBudgetsField = UNSET,
     ) -> PolicyBacktest:
         """What a candidate policy (the fields ``set`` takes, as a whole policy: an omitted field
         is no limit) would have done to the agent's recorded payments of ``window`` ("1h" to "90d").
@@ -233,6 +289,7 @@ class PoliciesResource:
             rate_limit=rate_limit,
             protocol_preference=protocol_preference,
             approval=approval,
+            endpoint_budgets=endpoint_budgets,
         )
         return self._run(self._flows.backtest(backtest_body(candidate, window, limit)))
 
@@ -258,6 +315,7 @@ class AsyncPoliciesResource:
         rate_limit: RateLimitField = UNSET,
         protocol_preference: ProtocolPreference | Unset = UNSET,
         approval: ApprovalField = UNSET,
+        endpoint_budgets: EndpointBudgetsField = UNSET,
     ) -> Policy:
         """Spec 4.1: omitted fields keep their current values; ``None`` removes a limit."""
         body = policy_body(
@@ -268,6 +326,7 @@ class AsyncPoliciesResource:
             rate_limit=rate_limit,
             protocol_preference=protocol_preference,
             approval=approval,
+            endpoint_budgets=endpoint_budgets,
         )
         return await self._run(self._flows.set(body))
 
@@ -291,6 +350,7 @@ class AsyncPoliciesResource:
         rate_limit: RateLimitField = UNSET,
         protocol_preference: ProtocolPreference | Unset = UNSET,
         approval: ApprovalField = UNSET,
+        endpoint_budgets: EndpointBudgetsField = UNSET,
     ) -> PolicyBacktest:
         """What a candidate policy (the fields ``set`` takes, as a whole policy: an omitted field
         is no limit) would have done to the agent's recorded payments of ``window`` ("1h" to "90d").
@@ -303,6 +363,7 @@ class AsyncPoliciesResource:
             rate_limit=rate_limit,
             protocol_preference=protocol_preference,
             approval=approval,
+            endpoint_budgets=endpoint_budgets,
         )
         return await self._run(self._flows.backtest(backtest_body(candidate, window, limit)))
 

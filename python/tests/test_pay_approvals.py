@@ -99,6 +99,12 @@ async def test_pay_waits_and_is_paid_once_a_person_approves(
     assert approver.decided is not None
     assert isinstance(result, PaidResult)
     assert result.status == 200
+    # The receipt names the version the payment was decided under: the policy's current one.
+    history = rest.call("GET", f"/v1/policies/{client.agent_id}/history", rest.ready.buyer_key)
+    assert history.status_code == 200, history.text
+    current = history.json()["versions"][0]["version"]
+    assert current >= 1
+    assert result.policy_version == current
     assert rest.seller_balance_units("x402") == before + PRICE_UNITS
     assert [a["status"] for a in approvals_of(rest, client.agent_id)] == ["approved"]
 

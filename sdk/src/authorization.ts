@@ -10,6 +10,8 @@ import type { Usdc } from "./money.js";
 
 export interface X402Authorization {
   reservationId: string;
+  /** The policy version the gateway authorized the payment under (absent from a gateway that records none). */
+  policyVersion?: number;
   protocol: "x402";
   amount: Usdc;
   headers: Record<string, string>;
@@ -17,6 +19,8 @@ export interface X402Authorization {
 
 export interface MppAuthorization {
   reservationId: string;
+  /** The policy version the gateway authorized the payment under (absent from a gateway that records none). */
+  policyVersion?: number;
   protocol: "mpp";
   amount: Usdc;
   method: string;
@@ -33,6 +37,8 @@ export type TransferFormat = "x402-v2" | "x402-v1" | "mpp";
  */
 export interface TransferAuthorization {
   reservationId: string;
+  /** The policy version the gateway authorized the payment under (absent from a gateway that records none). */
+  policyVersion?: number;
   protocol: "x402" | "mpp";
   format: TransferFormat;
   amount: Usdc;
@@ -59,7 +65,12 @@ export function parseAuthorization(answer: Record<string, unknown>, endpoint: st
   if ((typeof reservationId !== "string" && typeof reservationId !== "number") || !isRecord(amount) || typeof amount.usdc !== "number") {
     throw new ServiceError("the gateway's payment authorization is missing reservationId or amount", { detail: answer });
   }
-  const common = { reservationId: String(reservationId), amount: { usdc: amount.usdc } };
+  const version = answer.policyVersion;
+  const common = {
+    reservationId: String(reservationId),
+    amount: { usdc: amount.usdc },
+    ...(typeof version === "number" && Number.isSafeInteger(version) && version >= 0 ? { policyVersion: version } : {}),
+  };
   if (typeof answer.format === "string" && FORMATS.includes(answer.format) && isRecord(answer.headers)) {
     if (answer.protocol === "x402" || answer.protocol === "mpp") {
       return { ...common, protocol: answer.protocol, format: answer.format as TransferFormat, headers: stringHeaders(answer.headers) };

@@ -120,6 +120,13 @@ async function eventsOf(approvalId: string): Promise<{ type: string; payload: Re
   return rows;
 }
 
+/** The agent's current policy version (migrations/055_policy_versions.sql). */
+async function currentVersion(agentId: string): Promise<number> {
+  const { rows } = await db.pool.query<{ v: number }>("SELECT max(version) AS v FROM policy_versions WHERE agent_id = $1", [agentId]);
+  expect(rows[0]!.v).toBeGreaterThanOrEqual(1);
+  return rows[0]!.v;
+}
+
 /** Every row of the approvals and reservations tables, for "nothing changed". */
 async function snapshot(): Promise<string> {
   const { rows } = await db.pool.query<{ h: string }>(
@@ -313,6 +320,14 @@ describe("resuming a held payment", () => {
     const agentId = await heldAgent();
     const idem = randomUUID();
     const approval = (await authorize(agentId, "6000000", idem)).body.approval;
+    const heldUnder = await currentVersion(agentId);
+    // Changed while the payment waits: the re-check on approval decides under the new version.
+    await putPolicy(db.pool, agentId, {
+      approval: { aboveUnits: 5_000_000n, domains: [], firstPaymentToDomain: false, timeoutMs: TIMEOUT_MS, onTimeout: "deny" },
+      dailyBudgetUnits: 100_000_000n,
+    });
+    const recheckedUnder = await currentVersion(agentId);
+    expect(recheckedUnder).toBe(heldUnder + 1);
     const approved = await call("POST", `/v1/approvals/${approval.id}/approve`, { note: "ok for the report" }, undefined, approverKey);
     expect(approved.status).toBe(200);
     expect(approved.body).toMatchObject({
@@ -327,7 +342,7 @@ describe("resuming a held payment", () => {
 
     const resumed = await authorize(agentId, "6000000", idem);
     expect(resumed.status).toBe(200);
-    expect(resumed.body).toMatchObject({ agentId, protocol: "x402", amount: { usdc: 6 } });
+    expect(resumed.body).toMatchObject({ agentId, protocol: "x402", amount: { usdc: 6 }, policyVersion: recheckedUnder });
     const replay = await authorize(agentId, "6000000", idem);
     expect(replay.text).toBe(resumed.text);
 
@@ -341,7 +356,11 @@ describe("resuming a held payment", () => {
     expect(settled.filter((s) => s.agentId === agentId)).toHaveLength(1);
     expect(await reservationsOf(agentId)).toEqual([{ status: "settled", amount: "6000000" }]);
     const decided = (await eventsOf(approval.id)).filter((e) => e.type === "approval.decided");
-    expect(decided.map((e) => [e.payload.status, e.payload.outcome])).toEqual([["approved", "authorized"]]);
+    expect(decided.map((e) => [e.payload.status, e.payload.outcome, e.payload.policyVersion])).toEqual([
+      ["approved", "authorized", recheckedUnder],
+    ]);
+    const requested = (await eventsOf(approval.id)).filter((e) => e.type === "approval.requested");
+    expect(requested.map((e) => e.payload.policyVersion)).toEqual([heldUnder]);
 
     const second = await call("POST", `/v1/approvals/${approval.id}/deny`, {}, undefined, approverKey);
     expect(second.status).toBe(409);
@@ -381,7 +400,9 @@ describe("resuming a held payment", () => {
     expect((await expireApprovals(db.pool, after)).expired).toBe(0);
     expect(await reservationsOf(agentId)).toEqual([{ status: "released", amount: "6000000" }]);
     const decided = (await eventsOf(approval.id)).filter((e) => e.type === "approval.decided");
-    expect(decided.map((e) => [e.payload.status, e.payload.decidedBy])).toEqual([["expired", "timeout"]]);
+    expect(decided.map((e) => [e.payload.status, e.payload.decidedBy, e.payload.policyVersion])).toEqual([
+      ["expired", "timeout", await currentVersion(agentId)],
+    ]);
     const resumed = await authorize(agentId, "6000000", idem);
     expect(resumed.status).toBe(403);
     expect(resumed.body).toMatchObject({ code: "APPROVAL_EXPIRED", reasonCode: "approval_expired", expiresAt: approval.expiresAt });

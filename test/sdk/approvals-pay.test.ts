@@ -103,6 +103,11 @@ describe("pay waits for a person", () => {
     expect(decided).toMatchObject({ id: held!.id, status: "approved", note: "fine", outcome: "authorized" });
     const result = await paying;
     expect(result).toMatchObject({ paid: true, status: 200, data: { report: "paid" }, amountPaid: { usdc: 0.6 } });
+    // The receipt names the version the payment was decided under: the policy's current one.
+    const owner = new Client({ agentId: agent.agentId, apiKey: buyerKey, baseUrl: test.system.apiUrl });
+    const [current] = (await owner.policies.history()).versions;
+    expect(current!.version).toBeGreaterThanOrEqual(1);
+    expect(result.paid && result.policyVersion).toBe(current!.version);
     expect(await tokenBalanceUnits(test, sellerWallet)).toBe(before + PRICE_UNITS);
     const all = await approvalsOf(agent);
     expect(all.map((approval) => approval.status)).toEqual(["approved"]);

@@ -124,7 +124,7 @@ export type SignedPayment =
 export interface Authorized {
   readonly outcome: "authorized";
   readonly reservationId: string;
-  /** The policy version the payment was authorized under (docs/policy.md "Versions"); absent on an approved payment's resume. */
+  /** The policy version the payment was authorized under (docs/policy.md "Versions"); on an approved payment's resume, the re-check's. */
   readonly policyVersion?: number;
   readonly protocol: Protocol;
   readonly amountUnits: bigint;
@@ -255,7 +255,13 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
     const step = await resumeApproval(client, held, { agentKey: agent.agent_id, endpoint, amountUnits }, now);
     if (step.kind === "held") return { outcome: "held", approval: step.approval };
     if (step.kind === "closed") return { outcome: "closed", error: step.error };
-    const resumed = { outcome: "authorized", reservationId: step.reservationId, budgetState: step.budgetState, ...common } as const;
+    const resumed = {
+      outcome: "authorized",
+      reservationId: step.reservationId,
+      ...(step.policyVersion === null ? {} : { policyVersion: step.policyVersion }),
+      budgetState: step.budgetState,
+      ...common,
+    } as const;
     return signReserved(client, prepared, choice, resumed, now);
   }
   const authorization = await authorizeWithinPolicy(client, {

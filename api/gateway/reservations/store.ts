@@ -307,14 +307,17 @@ export async function takeApprovedReservation(
   client: pg.ClientBase,
   reservationId: string,
   now: Date,
-): Promise<{ readonly createdAt: Date; readonly budgetWindowStart: Date } | null> {
-  const { rows } = await client.query<{ created_at: Date; budget_window_start: Date }>(
-    `SELECT created_at, budget_window_start FROM spend_reservations
+): Promise<{ readonly createdAt: Date; readonly budgetWindowStart: Date; readonly policyVersion: number | null } | null> {
+  const { rows } = await client.query<{ created_at: Date; budget_window_start: Date; policy_version: number | null }>(
+    `SELECT created_at, budget_window_start, policy_version FROM spend_reservations
      WHERE id = $1 AND status = 'reserved' AND payment_ref IS NULL AND claimed_at IS NULL AND (expires_at IS NULL OR expires_at > $2)
      FOR UPDATE`,
     [reservationId, now],
   );
-  return rows[0] === undefined ? null : { createdAt: rows[0].created_at, budgetWindowStart: rows[0].budget_window_start };
+  const row = rows[0];
+  return row === undefined
+    ? null
+    : { createdAt: row.created_at, budgetWindowStart: row.budget_window_start, policyVersion: row.policy_version };
 }
 
 /**

@@ -91,6 +91,8 @@ export interface ApprovalRequestedPayload {
   readonly expiresAt: string;
   readonly decideUrl: string;
   readonly timestamp: string;
+  /** The policy version that held the payment (absent for a payment held before versions). */
+  readonly policyVersion?: number;
 }
 
 /** An approval decided, once: by a person's key, the link, or the timeout. */
@@ -106,6 +108,8 @@ export interface ApprovalDecidedPayload {
   readonly outcome: "authorized" | "refused" | null;
   readonly detail: string;
   readonly timestamp: string;
+  /** Approved: the version the re-run policy decided under; denied or expired: the one that held it. */
+  readonly policyVersion?: number;
 }
 
 export type EventPayload =
@@ -197,6 +201,7 @@ export function approvalRequestedPayload(input: {
   expiresAt: Date;
   decideUrl: string;
   at: Date;
+  policyVersion?: number | null;
 }): ApprovalRequestedPayload {
   return {
     event: "approval.requested",
@@ -210,6 +215,7 @@ export function approvalRequestedPayload(input: {
     expiresAt: input.expiresAt.toISOString(),
     decideUrl: input.decideUrl,
     timestamp: input.at.toISOString(),
+    ...(input.policyVersion == null ? {} : { policyVersion: input.policyVersion }),
   };
 }
 
@@ -223,6 +229,7 @@ export function approvalDecidedPayload(input: {
   endpoint: string;
   outcome: "authorized" | "refused" | null;
   at: Date;
+  policyVersion?: number | null;
 }): ApprovalDecidedPayload {
   const by = input.decidedBy === "timeout" ? "the timeout" : input.decidedBy === "link" ? "the signed link" : `key ${input.decidedBy}`;
   const verb = input.status === "expired" ? "expired: not decided in time" : `${input.status} by ${by}`;
@@ -238,6 +245,7 @@ export function approvalDecidedPayload(input: {
     outcome: input.outcome,
     detail: input.outcome === "refused" ? `${verb}; the re-run policy refused the payment` : verb,
     timestamp: input.at.toISOString(),
+    ...(input.policyVersion == null ? {} : { policyVersion: input.policyVersion }),
   };
 }
 

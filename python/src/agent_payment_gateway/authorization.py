@@ -23,6 +23,8 @@ class X402Authorization:
     amount: Usdc
     headers: dict[str, str]
     protocol: Literal["x402"] = "x402"
+    #: The policy version the gateway authorized the payment under (None from a gateway that records none).
+    policy_version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,8 @@ class MppAuthorization:
     payment_endpoint: str
     submission: Any
     protocol: Literal["mpp"] = "mpp"
+    #: The policy version the gateway authorized the payment under (None from a gateway that records none).
+    policy_version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,8 @@ class TransferAuthorization:
     protocol: Literal["x402", "mpp"]
     format: TransferFormat
     headers: dict[str, str]
+    #: The policy version the gateway authorized the payment under (None from a gateway that records none).
+    policy_version: int | None = None
 
 
 Authorization = X402Authorization | MppAuthorization | TransferAuthorization
@@ -67,6 +73,8 @@ def parse_authorization(answer: object, endpoint: str) -> Authorization:
             "the gateway's payment authorization is missing reservationId or amount", detail=answer
         ) from error
     reservation = str(reservation_id)
+    version = answer.get("policyVersion")
+    policy_version = version if isinstance(version, int) and not isinstance(version, bool) and version >= 0 else None
     protocol = answer.get("protocol")
     headers = answer.get("headers")
     transfer_format = answer.get("format")
@@ -77,9 +85,12 @@ def parse_authorization(answer: object, endpoint: str) -> Authorization:
             protocol=cast(Literal["x402", "mpp"], protocol),
             format=cast(TransferFormat, transfer_format),
             headers=_string_headers(headers),
+            policy_version=policy_version,
         )
     if protocol == "x402" and isinstance(headers, dict):
-        return X402Authorization(reservation_id=reservation, amount=amount, headers=_string_headers(headers))
+        return X402Authorization(
+            reservation_id=reservation, amount=amount, headers=_string_headers(headers), policy_version=policy_version
+        )
     payment_endpoint = answer.get("paymentEndpoint")
     if protocol == "mpp" and isinstance(payment_endpoint, str) and "submission" in answer:
         return MppAuthorization(
@@ -88,5 +99,6 @@ def parse_authorization(answer: object, endpoint: str) -> Authorization:
             method=str(answer.get("method")),
             payment_endpoint=payment_endpoint,
             submission=answer["submission"],
+            policy_version=policy_version,
         )
     raise PaymentProtocolError(f"the gateway's payment authorization for {endpoint} names no usable protocol", endpoint)

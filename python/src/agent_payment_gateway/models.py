@@ -44,6 +44,10 @@ class PaidResult:
     format: TransferFormat | None = None
     #: A real x402 / MPP server: its receipt, decoded.
     receipt: PaymentReceipt | None = None
+    #: The policy version the gateway authorized the payment under (docs/policy.md "Versions"; on a
+    #: payment held for approval, the one the approval's re-check ran under). None for a payment
+    #: without an authorization of its own (a held MPP session) and from a gateway without versions.
+    policy_version: int | None = None
     paid: Literal[True] = True
 
 

@@ -343,6 +343,7 @@ class PayFlow:
             solana_explorer=explorer,
             data=paid.data,
             headers=headers_dict(paid.headers),
+            policy_version=authorization.policy_version,
         )
 
     def _pay_mpp(self, context: _Context, authorization: MppAuthorization, offer: PaymentOffer) -> Flow[PaidResult]:
@@ -412,6 +413,7 @@ class PayFlow:
             data=paid.data,
             headers=headers_dict(paid.headers),
             session_id=session_id,
+            policy_version=authorization.policy_version,
         )
 
     def _pay_transfer(self, context: _Context, authorization: TransferAuthorization) -> Flow[PaidResult]:
@@ -454,6 +456,7 @@ class PayFlow:
             settlement_tx_hash=settlement_tx_hash,
             format=authorization.format,
             receipt=receipt,
+            policy_version=authorization.policy_version,
         )
 
     def _complete_transfer(self, reservation_id: str, settlement_tx_hash: str) -> Flow[tuple[str, str | None] | None]:

@@ -21,7 +21,7 @@ import { ApprovalOperations } from "../resources/approvals.js";
 import { PayCall, type PayExtras, type PayOptions } from "./call.js";
 import { channelPayment } from "./channel.js";
 import { mppPayment, mppSession } from "./mpp.js";
-import { type PaymentResult, unpaid } from "./result.js";
+import { type PaidResult, type PaymentResult, unpaid } from "./result.js";
 import { type PayScope, sessionScope } from "./scope.js";
 import { transferPayment } from "./transfer.js";
 import { x402Payment } from "./x402.js";
@@ -71,9 +71,10 @@ export class PayFlow {
     const authorization = await this.#authorize(call, offer);
 
     // Steps 4-7: the protocol the gateway chose.
-    if (transferPayment.takes(authorization, offer)) return transferPayment.pay(call, authorization, offer);
-    if (x402Payment.takes(authorization, offer)) return x402Payment.pay(call, authorization, offer);
-    if (mppPayment.takes(authorization, offer)) return mppPayment.pay(call, authorization, offer);
+    if (transferPayment.takes(authorization, offer))
+      return withPolicyVersion(await transferPayment.pay(call, authorization, offer), authorization);
+    if (x402Payment.takes(authorization, offer)) return withPolicyVersion(await x402Payment.pay(call, authorization, offer), authorization);
+    if (mppPayment.takes(authorization, offer)) return withPolicyVersion(await mppPayment.pay(call, authorization, offer), authorization);
     throw new PaymentProtocolError(
       `the gateway chose ${String((authorization as { protocol?: unknown }).protocol)}, which ${call.endpoint} did not offer`,
       call.endpoint,
@@ -129,4 +130,9 @@ export class PayFlow {
     });
     if (approval.status === "pending") throw held;
   }
+}
+
+/** The receipt names the policy version the gateway authorized the payment under, when it said. */
+function withPolicyVersion(result: PaidResult, authorization: Authorization): PaidResult {
+  return authorization.policyVersion === undefined ? result : { ...result, policyVersion: authorization.policyVersion };
 }

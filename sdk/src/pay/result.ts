@@ -21,6 +21,13 @@ export interface PaidResult<T = unknown> {
   headers: Record<string, string>;
   sessionId?: string;
   /**
+   * The policy version the gateway authorized the payment under (docs/policy.md "Versions"; on a
+   * payment held for approval, the version the approval's re-check ran under). Absent for a
+   * payment without a gateway authorization of its own (a held MPP session or channel voucher)
+   * and from a gateway that records no versions.
+   */
+  policyVersion?: number;
+  /**
    * A real x402 / MPP payment (the payee's format below): the transfer transaction its
    * facilitator or server broadcast. `txHash` is then payment_ledger's record of that transfer
    * (the record names it as settlement reference), or this same transaction while the gateway

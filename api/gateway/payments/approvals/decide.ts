@@ -63,9 +63,13 @@ export interface DecideInput {
 }
 
 /** The re-check of an approved payment. */
-export type RecheckOutcome =
+export type RecheckOutcome = (
   | { readonly outcome: "authorized" }
-  | { readonly outcome: "refused"; readonly reasonCode: string; readonly reason: string; readonly rejectionId: string };
+  | { readonly outcome: "refused"; readonly reasonCode: string; readonly reason: string; readonly rejectionId: string }
+) & {
+  /** The policy version the re-run decided under. */
+  readonly policyVersion: number;
+};
 
 export interface Decided {
   /** The approval as decided (status, who, when, note, outcome). */
@@ -105,7 +109,7 @@ export async function decideInTransaction(client: pg.ClientBase, deps: DecideDep
   const recheck = await recheckApproved(client, deps, approval, now);
   await recordApprovalOutcome(client, approval.id, recheck.outcome);
   const decided: Approval = { ...approval, outcome: recheck.outcome };
-  await emitDecided(client, decided, recheck.outcome, now);
+  await emitDecided(client, decided, recheck.outcome, now, recheck.policyVersion);
   return { approval: decided, recheck, late: false };
 }
 
@@ -115,7 +119,7 @@ export async function closeApproval(client: pg.ClientBase, approval: Approval, n
   const released = await releaseHeldReservation(client, approval.reservationId);
   // The decide-once UPDATE ran in this transaction: the reservation is still held, or the ledger is wrong.
   if (!released) throw new Error(`approval ${approval.id}: its reservation ${approval.reservationId} was not held`);
-  await emitDecided(client, approval, null, now);
+  await emitDecided(client, approval, null, now, approval.policyVersion);
 }
 
 async function recheckApproved(client: pg.ClientBase, deps: DecideDeps, approval: Approval, now: Date): Promise<RecheckOutcome> {
@@ -133,10 +137,10 @@ async function recheckApproved(client: pg.ClientBase, deps: DecideDeps, approval
   const request = { endpoint, amountUnits, protocol: held.protocol, offeredProtocols: [held.protocol] } as const;
   const result = await recheckHeldReservation(client, agentKey, approval.reservationId, request, now, { ...options, resumeBy });
   if (result === null) throw new Error(`approval ${approval.id}: its reservation ${approval.reservationId} was not held`);
-  const { decision, refusal } = result;
+  const { decision, refusal, policyVersion } = result;
   if (decision.decision === "allow" && refusal === null) {
-    await emitPaymentEvents(client, { agentId: agentKey, decision, at: now });
-    return { outcome: "authorized" };
+    await emitPaymentEvents(client, { agentId: agentKey, decision, at: now, policyVersion });
+    return { outcome: "authorized", policyVersion };
   }
   const rejected: PolicyRejected = decision.decision === "reject" ? decision : asRejection(decision, refusal!);
   const rejectionId = await recordRefusedPayment(client, {
@@ -146,11 +150,18 @@ async function recheckApproved(client: pg.ClientBase, deps: DecideDeps, approval
     protocol: held.protocol,
     rejected,
     at: now,
+    policyVersion,
   });
-  return { outcome: "refused", reasonCode: rejected.reasonCode, reason: rejected.reason, rejectionId };
+  return { outcome: "refused", reasonCode: rejected.reasonCode, reason: rejected.reason, rejectionId, policyVersion };
 }
 
-async function emitDecided(client: pg.ClientBase, approval: Approval, outcome: ApprovalOutcome | null, now: Date): Promise<void> {
+async function emitDecided(
+  client: pg.ClientBase,
+  approval: Approval,
+  outcome: ApprovalOutcome | null,
+  now: Date,
+  policyVersion: number | null,
+): Promise<void> {
   await emitEvent(
     client,
     approval.accountId,
@@ -165,6 +176,7 @@ async function emitDecided(client: pg.ClientBase, approval: Approval, outcome: A
       endpoint: approval.endpoint,
       outcome,
       at: now,
+      policyVersion,
     }),
   );
   await notifyDecided(client, approval.id);

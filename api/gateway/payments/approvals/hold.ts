@@ -83,6 +83,7 @@ export async function holdPayment(client: pg.ClientBase, links: ApprovalLinks, i
       expiresAt: approval.expiresAt,
       decideUrl: decideUrl(links, approval.id, link.token),
       at: now,
+      policyVersion: input.policyVersion ?? null,
     }),
     { targets: await approvalAlertTargets(client, input.agentKey) },
   );

@@ -23,7 +23,14 @@ export type ResumeStep =
   /** Still waiting for a decision: answer the approval again (202). */
   | { readonly kind: "held"; readonly approval: Approval }
   /** Approved and allowed: sign the payment on this reservation (now `reserved`, locked). */
-  | { readonly kind: "sign"; readonly approval: Approval; readonly reservationId: string; readonly budgetState: BudgetState }
+  | {
+      readonly kind: "sign";
+      readonly approval: Approval;
+      readonly reservationId: string;
+      readonly budgetState: BudgetState;
+      /** The policy version the approval's re-check allowed it under. */
+      readonly policyVersion: number | null;
+    }
   /** Decided against the payment: the definite answer. */
   | { readonly kind: "closed"; readonly error: ServiceError };
 
@@ -84,6 +91,7 @@ async function resumeApproved(client: pg.ClientBase, approval: Approval, now: Da
     kind: "sign",
     approval,
     reservationId: approval.reservationId,
+    policyVersion: taken.policyVersion,
     budgetState: budgetState(policy.dailyBudgetUnits, usage.usedTodayUnits, usage.budgetExhausted),
   };
 }

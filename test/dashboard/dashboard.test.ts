@@ -322,6 +322,9 @@ describe("policies", () => {
     await open(page, scenario.dashboardUrl, "policies?agent=limited");
     await page.getByTestId("agent-policy").waitFor();
     expect(await page.getByTestId("agent-policy").textContent()).toContain("only 127.0.0.1");
+    // The version every payment of the ledger names, and no rule per endpoint.
+    expect(await page.getByTestId("policy-version").textContent()).toMatch(/^v[1-9][0-9]* since /);
+    expect(await page.getByTestId("policy-endpoint-budgets").textContent()).toBe("none");
     await open(page, scenario.dashboardUrl, "policies?agent=chatty");
     await page.getByTestId("agent-policy").waitFor();
     expect(await page.getByTestId("agent-policy").textContent()).toContain("2 of 2 calls per 1h");

@@ -174,12 +174,22 @@ export interface PolicyRow {
     readonly timeout: string;
     readonly onTimeout: string;
   } | null;
+  /** Limits per endpoint on top of the agent's own (docs/policy.md "Budgets per endpoint"). */
+  readonly endpointBudgets: ReadonlyArray<{
+    readonly match: string;
+    readonly dailyBudget: string | null;
+    readonly perCallLimit: string | null;
+    readonly rateLimit: { calls: number; window: string } | null;
+  }>;
+  /** The policy's current version (0: never set). */
+  readonly version: number;
 }
 
 export const POLICY_FIELDS = `
   agentId dailyBudget dailyBudgetUnits perCallLimit allowedDomains blockedDomains rateLimit { calls window }
   protocolPreference usedToday usedTodayUnits budgetState windowResetsAt rateUsage { calls limit window } updatedAt
-  approval { above domains firstPaymentToDomain timeout onTimeout }`;
+  approval { above domains firstPaymentToDomain timeout onTimeout }
+  endpointBudgets { match dailyBudget perCallLimit rateLimit { calls window } } version`;
 
 export interface PoliciesData {
   readonly policies: PolicyRow[];

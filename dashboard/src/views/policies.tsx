@@ -323,6 +323,41 @@ function AgentPolicy({ agentId }: { agentId: string }): ReactNode {
               </>
             )}
           </dd>
+          <dt>Per endpoint</dt>
+          <dd data-testid="policy-endpoint-budgets">
+            {policy.endpointBudgets.length === 0 ? (
+              "none"
+            ) : (
+              <ul className="plain">
+                {policy.endpointBudgets.map((rule) => (
+                  <li key={rule.match}>
+                    <span className="endpoint">{rule.match}</span>
+                    {rule.dailyBudget === null ? null : (
+                      <>
+                        : daily <Amount value={rule.dailyBudget} unit />
+                      </>
+                    )}
+                    {rule.perCallLimit === null ? null : (
+                      <>
+                        ; per call <Amount value={rule.perCallLimit} unit />
+                      </>
+                    )}
+                    {rule.rateLimit === null ? null : `; ${rule.rateLimit.calls} calls per ${rule.rateLimit.window}`}
+                  </li>
+                ))}
+              </ul>
+            )}
+          </dd>
+          <dt>Version</dt>
+          <dd data-testid="policy-version">
+            {policy.version === 0 ? "never set" : `v${policy.version}`}
+            {policy.updatedAt === null ? null : (
+              <span className="muted">
+                {" "}
+                since <Time iso={policy.updatedAt} />
+              </span>
+            )}
+          </dd>
         </dl>
       )}
     </TableState>

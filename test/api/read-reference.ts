@@ -15,7 +15,9 @@ const chainColumns = (endpointText: string, domain: string): string => `
          t.policy_check, t.parent_tx_hash, t.explorer_url, t."timestamp",
          (extract(epoch FROM t."timestamp") * 1000000)::bigint::text AS time_micros,
          t.status, coalesce(pe.depth, 0) AS depth, t.settlement_status,
-         NULL::text AS reason_code, NULL::text AS reason`;
+         NULL::text AS reason_code, NULL::text AS reason,
+         (SELECT sr.policy_version FROM spend_reservations sr
+          WHERE sr.tx_hash = t.tx_hash AND sr.policy_version IS NOT NULL ORDER BY sr.id LIMIT 1) AS policy_version`;
 
 const REJECTION_SELECT = `
   SELECT 1 AS kind, r.id::text AS id, NULL::text AS tx_hash, a.public_id AS agent_id, a.wallet_address, NULL::text AS payee,
@@ -24,7 +26,7 @@ const REJECTION_SELECT = `
          'failed' AS policy_check, NULL::text AS parent_tx_hash, NULL::text AS explorer_url, r.created_at AS "timestamp",
          (extract(epoch FROM r.created_at) * 1000000)::bigint::text AS time_micros,
          'rejected' AS status, 0 AS depth, NULL::text AS settlement_status,
-         r.reason_code, r.reason
+         r.reason_code, r.reason, r.policy_version
   FROM payment_rejections r
   JOIN agents a ON a.agent_id = r.agent_id`;
 

@@ -1,13 +1,14 @@
 /**
- * paymentTree latency: `loadPaymentTree` (one query over the closure table) on a 10,000-node tree of
+ * paymentTree latency: `loadPaymentTree` (one recursive query, narrow rows) on a 10,000-node tree of
  * depth 10, against a per-level resolver baseline (one query per node for its children, no
  * recursive query, no DataLoader) in the same run, on the same database. Goals: p99 < 50 ms,
  * baseline / recursive >= 20x. Both answers are checked against the seeded tree first (same
  * nodes, parents, depths, agents, amounts and totals); a difference exits non-zero.
  * Then the same tree through GraphQL over HTTP (`createApiServer`), at the API's node limit.
  *
- * The recursive walk over payment_edges it replaced (bench/api/recursive-tree.ts) is a second
- * same-run baseline and must return the seeded tree too. Baselines and the measured query run
+ * The closure-table loader it replaced (bench/api/closure-tree.ts, rows decoded as the driver's
+ * objects) and the older recursive walk with object rows (bench/api/recursive-tree.ts) are further
+ * same-run baselines and must return the seeded tree too. Baselines and the measured query run
  * interleaved, so load from elsewhere on a shared machine falls on both alike.
  *
  *   npx tsx bench/api/payment-tree.ts [--iterations 100 --baseline-iterations 5 --warmup 3 --http-iterations 20]
@@ -22,6 +23,7 @@ import { createApiServer } from "../../api/query/server.js";
 import { TREE_DEPTH_DEFAULT, TREE_NODE_LIMIT_MAX } from "../../api/shared/validation.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { type BaselineTree, resolveTreePerLevel } from "./per-level-resolver.js";
+import { closureTreeBefore } from "./closure-tree.js";
 import { recursiveTree } from "./recursive-tree.js";
 import { type Fixture, seedFixture } from "./tree-fixture.js";
 
@@ -82,9 +84,9 @@ async function captureStatement(
   const recording = new Proxy(pool, {
     get(target, property, receiver) {
       if (property !== "query") return Reflect.get(target, property, receiver) as unknown;
-      return (text: string, values: unknown[]) => {
-        captured = { text, values };
-        return target.query(text, values);
+      return (query: string | pg.QueryConfig, values?: unknown[]) => {
+        captured = typeof query === "string" ? { text: query, values: values ?? [] } : { text: query.text, values: query.values ?? [] };
+        return typeof query === "string" ? target.query(query, values) : target.query(query);
       };
     },
   });
@@ -162,15 +164,20 @@ async function run(): Promise<void> {
     const recursive = (): Promise<PaymentTree | null> => loadPaymentTree(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
     const baseline = (): Promise<BaselineTree> => resolveTreePerLevel(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
 
-    // The recursive walk over payment_edges loadPaymentTree ran before the closure table.
+    // The recursive walk with the driver's object rows, loadPaymentTree before the closure table.
     const walk = (): Promise<PaymentTree | null> => recursiveTree(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
 
+    // loadPaymentTree before narrow rows: the closure-table statement, object rows.
+    const before = (): Promise<PaymentTree | null> => closureTreeBefore(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
+
     const recursiveAnswer = await recursive();
+    const beforeAnswer = await before();
     const baselineAnswer = await baseline();
     const walkAnswer = await walk();
     const problems = [
       ...differences(recursiveAnswer, fixture).map((line) => `loadPaymentTree: ${line}`),
       ...differences(walkAnswer, fixture).map((line) => `recursive walk: ${line}`),
+      ...differences(beforeAnswer, fixture).map((line) => `closure before narrow rows: ${line}`),
       ...differences(baselineAnswer, fixture).map((line) => `per-level resolver: ${line}`),
     ];
     if (problems.length > 0) {
@@ -182,7 +189,9 @@ async function run(): Promise<void> {
     // The checked runs above warmed both up; the recursive one gets a few more (it is the fast one).
     for (let i = 0; i < WARMUP; i += 1) await recursive();
     for (let i = 0; i < WARMUP; i += 1) await walk();
+    for (let i = 0; i < WARMUP; i += 1) await before();
     const recursive_ms: number[] = [];
+    const before_ms: number[] = [];
     const walk_ms: number[] = [];
     const baseline_ms: number[] = [];
     const perRound = Math.ceil(ITERATIONS / BASELINE_ITERATIONS);
@@ -191,11 +200,13 @@ async function run(): Promise<void> {
       for (let i = 0; i < perRound && recursive_ms.length < ITERATIONS; i += 1) {
         recursive_ms.push((await timed(recursive))[0]);
         walk_ms.push((await timed(walk))[0]);
+        before_ms.push((await timed(before))[0]);
       }
     }
     while (recursive_ms.length < ITERATIONS) {
       recursive_ms.push((await timed(recursive))[0]);
       walk_ms.push((await timed(walk))[0]);
+      before_ms.push((await timed(before))[0]);
     }
 
     // Where the recursive time goes: the statement's execution time inside Postgres (EXPLAIN
@@ -262,11 +273,16 @@ async function run(): Promise<void> {
     console.log(`both resolvers return the seeded tree: same ${count(fixture.expected.size)} nodes and totals`);
     console.log(`${"".padEnd(44)}${"n".padStart(5)}${"p50".padStart(10)}${"p95".padStart(10)}${"p99".padStart(10)}${"mean".padStart(10)}`);
     const w = stats(walk_ms);
-    console.log(row("loadPaymentTree (closure table)", r));
+    console.log(row("loadPaymentTree (recursive, narrow rows)", r));
     console.log(row("  its statement inside Postgres (EXPLAIN)", stats(server_ms)));
-    console.log(row("recursive walk before it (interleaved)", w));
+    const n = stats(before_ms);
+    console.log(row("closure table, object rows (interleaved)", n));
     console.log(
-      `recursive walk / closure:                    p50 ${ratio(w.p50, r.p50)}, p99 ${ratio(w.p99, r.p99)}, mean ${ratio(w.mean, r.mean)}`,
+      `closure before / now:                        p50 ${ratio(n.p50, r.p50)}, p99 ${ratio(n.p99, r.p99)}, mean ${ratio(n.mean, r.mean)}`,
+    );
+    console.log(row("recursive walk, object rows (interleaved)", w));
+    console.log(
+      `object-row walk / now:                       p50 ${ratio(w.p50, r.p50)}, p99 ${ratio(w.p99, r.p99)}, mean ${ratio(w.mean, r.mean)}`,
     );
     console.log(row(`per-level resolver (${count(baselineAnswer.queries)} queries)`, b));
     console.log(

@@ -1,15 +1,17 @@
 /**
- * paymentTree from the closure table: `loadPaymentTree` reads payment_closure,
- * which the projection maintains. On random forests projected by the indexer's own projection
- * (random batches, sometimes out of chain order as a backfill of an earlier range after a later
- * one), its answer must equal the recursive walk over payment_edges it replaced (kept here, as
- * the reference, bench/api/recursive-tree.ts), for both accounts (one's agents pay inside the other's trees), every depth bound
- * and node limits below and above the tree's size.
+ * paymentTree, two ways of reading the same forest: `loadPaymentTree` (a recursive walk with narrow
+ * array rows) against the closure-table loader it replaced (payment_closure, which the projection
+ * maintains; bench/api/closure-tree.ts) and the walk with object rows (bench/api/recursive-tree.ts).
+ * On random forests projected by the indexer's own projection (random batches, sometimes out of
+ * chain order as a backfill of an earlier range after a later one), the answers must be equal, for
+ * both accounts (one's agents pay inside the other's trees), every depth bound and node limits
+ * below and above the tree's size.
  */
 import { createHash } from "node:crypto";
 import bs58 from "bs58";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadPaymentTree } from "../../api/query/read/payment-tree.js";
+import { closureTreeBefore } from "../../bench/api/closure-tree.js";
 import { recursiveTree } from "../../bench/api/recursive-tree.js";
 import { createAccount } from "../../api/shared/keys.js";
 import type { DecodedEvent } from "../../indexer/decode/transaction.js";
@@ -131,7 +133,7 @@ async function project(events: readonly { id: string; event: DecodedEvent }[], s
   }
 }
 
-describe("paymentTree from the closure table equals the recursive walk it replaced", () => {
+describe("paymentTree equals the closure-table loader it replaced and the walk with object rows", () => {
   for (const [seed, outOfOrder] of [
     [1, false],
     [2, false],
@@ -154,6 +156,7 @@ describe("paymentTree from the closure table equals the recursive walk it replac
             const full = await loadPaymentTree(db.pool, accounts[account], root, { maxDepth, nodeLimit: 100_000 });
             const reference = await recursiveTree(db.pool, accounts[account], root, { maxDepth, nodeLimit: 100_000 });
             expect(full).toEqual(reference);
+            expect(full).toEqual(await closureTreeBefore(db.pool, accounts[account], root, { maxDepth, nodeLimit: 100_000 }));
             compared += 1;
             if (full === null) continue;
             if (full.nodes.length > 2) nonTrivial += 1;
@@ -165,6 +168,7 @@ describe("paymentTree from the closure table equals the recursive walk it replac
               const cut = await loadPaymentTree(db.pool, accounts[account], root, { maxDepth, nodeLimit });
               const cutReference = await recursiveTree(db.pool, accounts[account], root, { maxDepth, nodeLimit });
               expect(cut!.nodes).toEqual(full.nodes.slice(0, nodeLimit));
+              expect(cut).toEqual(await closureTreeBefore(db.pool, accounts[account], root, { maxDepth, nodeLimit }));
               expect(cut!.truncated).toBe(true);
               expect(cutReference!.truncated).toBe(true);
               expect(cut!.nodes.map((n) => n.depth)).toEqual(cutReference!.nodes.map((n) => n.depth));

@@ -1,7 +1,7 @@
 /**
  * Spec 1.6 / 4.7 getChain / 4.8 `transactions tree`: the payments under a root transaction as a
- * flat list (txHash, parentTxHash, depth from the root), resolved by ONE query over the closure
- * table payment_closure -> payment_edges -> transactions, bounded by `maxDepth` and `nodeLimit`
+ * flat list (txHash, parentTxHash, depth from the root), resolved by ONE recursive query over
+ * payment_edges -> transactions, bounded by `maxDepth` and `nodeLimit`
  * (GraphQL cannot recurse, so clients rebuild the tree from parent links).
  *
  * Isolation: the root must be paid by one of the caller's agents (else null), and the walk only
@@ -43,64 +43,41 @@ export interface TreeBounds {
   readonly nodeLimit: number;
 }
 
-interface TreeRow {
-  event_id: string;
-  tx_hash: string;
-  parent_tx_hash: string | null;
-  depth: number;
-  agent_id: string;
-  wallet_address: string;
-  amount_units: string;
-  protocol: "x402" | "mpp";
-  endpoint_hash: string;
-  timestamp: Date;
-  explorer_url: string;
-  status: string;
-  cut_below: boolean;
-}
+/**
+ * One row as an array (no object per row): event_id, tx_hash, parent_tx_hash, depth, agent_id,
+ * wallet_address, amount_units, protocol, endpoint_hash, timestamp (epoch milliseconds), explorer_url,
+ * status, cut_below. Numbers come as text and the time as epoch milliseconds: no numeric or
+ * timestamp parsing by the driver, only what the node needs.
+ */
+type TreeRow = [string, string, string | null, number, string, string, string, "x402" | "mpp", string, string, string, string, boolean];
 
-// The descendants of the root within maxDepth are one range scan of payment_closure's primary key
-// (ancestor, distance, descendant), maintained by the projection (indexer/store/projections.ts),
-// each joined to its payment by primary key (a lateral lookup: at 100,000 payments the planner
-// would otherwise hash the whole table); no recursion, no level-by-level loop, no second join to
-// payment_edges (the payment carries its parent hash and payer). The account filter of a walk that
-// enters only the account's payments: a transaction reached with none of its payments by the
-// account's agents is blocked, and so is everything below it (the blocked transactions' own
-// closure rows, usually none to read). Within nodeLimit + 1, the nearest levels first, then chain
-// order, chosen on narrow keys. A node at maxDepth is cut below only if the root has descendants
-// one level further (one index probe) and the node has a child. Nodes carry the agent's public id
-// (api/shared/agent-ids.ts), never its internal key.
+// A recursive walk down payment_edges from the root, one level per step, entering only edges whose
+// child payment is paid by one of the account's agents (a foreign payment and everything below it
+// stay out), bounded by maxDepth; on the same run it beats the closure-table range scan
+// (payment_closure, still kept by the projection) because it carries only narrow keys and joins
+// the payments once, for the nodes kept. Within nodeLimit + 1, the nearest levels first, then
+// chain order. A node at maxDepth is cut below if it has a child. Nodes carry the agent's public
+// id (api/shared/agent-ids.ts), never its internal key. Narrow output: numbers as text, the time
+// as epoch milliseconds.
 const TREE_SQL = `
-WITH
+WITH RECURSIVE
 wallets AS MATERIALIZED (SELECT wallet_address, public_id AS agent_id FROM agents WHERE account_id = $1),
-root AS MATERIALIZED (
-  SELECT t.event_id, t.tx_hash, NULL::text AS parent_tx_hash, 0 AS depth, t.agent, t.amount_units, t.protocol, t.endpoint_hash,
-         t."timestamp", t.explorer_url, t.status
+walk (event_id, tx_hash, parent_tx_hash, depth) AS (
+  SELECT t.event_id, t.tx_hash, NULL::text, 0
   FROM transactions t
-  WHERE t.tx_hash = $2 AND t.agent IN (SELECT wallet_address FROM wallets)),
-below AS MATERIALIZED (
-  SELECT t.event_id, t.tx_hash, t.parent_tx_hash, c.distance AS depth, t.agent, t.amount_units, t.protocol, t.endpoint_hash,
-         t."timestamp", t.explorer_url, t.status, t.agent IN (SELECT wallet_address FROM wallets) AS own
-  FROM payment_closure c
-  CROSS JOIN LATERAL (SELECT * FROM transactions t WHERE t.event_id = c.descendant_event_id OFFSET 0) t
-  WHERE c.ancestor_tx_hash = $2 AND c.distance <= $3 AND EXISTS (SELECT 1 FROM root)),
-blocked AS (SELECT tx_hash FROM below GROUP BY tx_hash HAVING NOT bool_or(own)),
-excluded AS MATERIALIZED (
-  SELECT x.descendant_event_id FROM payment_closure x WHERE x.ancestor_tx_hash IN (SELECT tx_hash FROM blocked)),
-walk AS (
-  SELECT event_id, tx_hash, parent_tx_hash, depth, agent, amount_units, protocol, endpoint_hash, "timestamp", explorer_url, status FROM root
-  UNION ALL
-  SELECT event_id, tx_hash, parent_tx_hash, depth, agent, amount_units, protocol, endpoint_hash, "timestamp", explorer_url, status FROM below
-  WHERE own AND event_id NOT IN (SELECT descendant_event_id FROM excluded)),
-bounded AS MATERIALIZED (SELECT event_id, depth FROM walk ORDER BY depth, event_id LIMIT $4::int + 1),
-deeper AS MATERIALIZED (
-  SELECT EXISTS (SELECT 1 FROM payment_closure d WHERE d.ancestor_tx_hash = $2 AND d.distance = $3 + 1) AS found)
-SELECT w.event_id, w.tx_hash, w.parent_tx_hash, w.depth, a.agent_id, w.agent AS wallet_address, w.amount_units::text AS amount_units,
-       w.protocol, w.endpoint_hash, w."timestamp", w.explorer_url, w.status,
-       (w.depth = $3 AND (SELECT found FROM deeper) AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = w.tx_hash)) AS cut_below
-FROM walk w
-JOIN bounded k ON k.event_id = w.event_id AND k.depth = w.depth
-JOIN wallets a ON a.wallet_address = w.agent`;
+  WHERE t.tx_hash = $2 AND t.agent IN (SELECT wallet_address FROM wallets)
+  UNION
+  SELECT e.child_event_id, e.child_tx_hash, e.parent_tx_hash, w.depth + 1
+  FROM walk w JOIN payment_edges e ON e.parent_tx_hash = w.tx_hash
+  WHERE w.depth < $3 AND e.child_payer IN (SELECT wallet_address FROM wallets)
+),
+bounded AS (SELECT * FROM walk ORDER BY depth, event_id LIMIT $4::int + 1)
+SELECT b.event_id::text, b.tx_hash, b.parent_tx_hash, b.depth, a.agent_id, t.agent, t.amount_units::text,
+       t.protocol, t.endpoint_hash, floor(extract(epoch FROM t."timestamp") * 1000)::text, t.explorer_url, t.status,
+       (b.depth = $3 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = b.tx_hash))
+FROM bounded b
+JOIN transactions t ON t.event_id = b.event_id
+JOIN wallets a ON a.wallet_address = t.agent`;
 
 /**
  * The tree under `rootTxHash` as the account sees it; null when the root is not a payment of one
@@ -114,35 +91,39 @@ export async function loadPaymentTree(
 ): Promise<PaymentTree | null> {
   if (!Number.isInteger(bounds.maxDepth) || bounds.maxDepth < 0) throw new RangeError("maxDepth must be an integer >= 0");
   if (!Number.isInteger(bounds.nodeLimit) || bounds.nodeLimit < 1) throw new RangeError("nodeLimit must be an integer >= 1");
-  const result = await pool.query<TreeRow>(TREE_SQL, [accountId, rootTxHash, bounds.maxDepth, bounds.nodeLimit]);
+  const result = await pool.query<TreeRow>({
+    text: TREE_SQL,
+    values: [accountId, rootTxHash, bounds.maxDepth, bounds.nodeLimit],
+    rowMode: "array",
+  });
   if (result.rows.length === 0) return null;
   const overLimit = result.rows.length > bounds.nodeLimit;
   // Level by level, oldest first. Sorted here: in SQL the sort carries every wide row (and spills
-  // to disk on a large tree), here it is a comparison of three fields.
-  const sorted = result.rows
-    .map((row) => ({ row, time: row.timestamp.getTime(), id: Number(row.event_id) }))
-    .sort((a, b) => a.row.depth - b.row.depth || a.time - b.time || a.id - b.id)
-    .map(({ row }) => row);
-  const rows = overLimit ? sorted.slice(0, bounds.nodeLimit) : sorted;
-  const nodes = rows.map(
-    (row): TreeNode => ({
-      txHash: row.tx_hash,
-      parentTxHash: row.parent_tx_hash,
-      depth: row.depth,
-      agentId: row.agent_id,
-      walletAddress: row.wallet_address,
-      amountUnits: BigInt(row.amount_units),
-      protocol: row.protocol,
-      endpointHash: row.endpoint_hash,
-      timestamp: row.timestamp,
-      explorerUrl: row.explorer_url,
-      status: row.status,
-    }),
-  );
+  // to disk on a large tree), here it is a comparison of three numbers.
+  const keyed = result.rows.map((row) => ({ row, depth: row[3], time: Number(row[9]), id: Number(row[0]) }));
+  keyed.sort((a, b) => a.depth - b.depth || a.time - b.time || a.id - b.id);
+  const kept = overLimit ? keyed.slice(0, bounds.nodeLimit) : keyed;
+  let cut = false;
+  const nodes = kept.map(({ row, time }): TreeNode => {
+    if (row[12]) cut = true;
+    return {
+      txHash: row[1],
+      parentTxHash: row[2],
+      depth: row[3],
+      agentId: row[4],
+      walletAddress: row[5],
+      amountUnits: BigInt(row[6]),
+      protocol: row[7],
+      endpointHash: row[8],
+      timestamp: new Date(time),
+      explorerUrl: row[10],
+      status: row[11],
+    };
+  });
   const totals: TreeTotals = {
     amountUnits: nodes.reduce((sum, node) => sum + node.amountUnits, 0n),
     transactionCount: new Set(nodes.map((node) => node.txHash)).size,
     agentCount: new Set(nodes.map((node) => node.agentId)).size,
   };
-  return { nodes, totals, truncated: overLimit || rows.some((row) => row.cut_below) };
+  return { nodes, totals, truncated: overLimit || cut };
 }

@@ -136,7 +136,13 @@ export class Client {
     );
     this.transactions = new TransactionOperations(transport, this.agentId);
     this.approvals = new ApprovalOperations(transport);
-    this.#payFlow = new PayFlow({ agentId: this.agentId, parentTxHash, shared: this.#shared, wallet: this.wallet });
+    this.#payFlow = new PayFlow({
+      agentId: this.agentId,
+      parentTxHash,
+      shared: this.#shared,
+      wallet: this.wallet,
+      approvals: this.approvals,
+    });
     this.agents = new AgentOperations(transport, this.agentId, (payOptions, extras) => this.#payFlow.pay(payOptions, extras));
   }
 

@@ -61,6 +61,8 @@ const RULES: readonly Rule[] = [
   },
   { name: "sdk/ imports nothing outside sdk/", applies: under("sdk"), forbids: (to) => !under("sdk")(to) },
   { name: "sdk resources never import sdk cli", applies: under("sdk/src/resources"), forbids: under("sdk/src/cli") },
+  // The resources take the pay flow's types; the flow is handed what it needs of them (PayScope).
+  { name: "sdk pay never imports sdk resources", applies: under("sdk/src/pay"), forbids: under("sdk/src/resources") },
   // The client half here includes the cli and mcp on top of it: the middleware needs none of them.
   {
     name: "sdk server half never imports the client half",
@@ -218,6 +220,7 @@ describe("import rules", () => {
       { from: "sdk/src/resources/policies.ts", to: "sdk/src/cli/rate-limit.js" },
       { from: "sdk/src/server/x402.ts", to: "sdk/src/pay/flow.js" },
       { from: "sdk/src/pay/x402.ts", to: "sdk/src/server/standard.js" },
+      { from: "sdk/src/pay/flow.ts", to: "sdk/src/resources/approvals.js" },
       { from: "sdk/src/client.ts", to: "sdk/src/mcp/server.js" },
       { from: "sdk/src/receipts.ts", to: "sdk/src/transport.js" },
       { from: "dashboard/src/views/ledger.tsx", to: "api/query/read/transactions.js" },
@@ -244,6 +247,7 @@ describe("import rules", () => {
       "sdk/src/resources/policies.ts -> sdk/src/cli/rate-limit.js  [sdk cli and mcp import the client, never the reverse]",
       "sdk/src/server/x402.ts -> sdk/src/pay/flow.js  [sdk server half never imports the client half]",
       "sdk/src/pay/x402.ts -> sdk/src/server/standard.js  [sdk client half never imports the server half]",
+      "sdk/src/pay/flow.ts -> sdk/src/resources/approvals.js  [sdk pay never imports sdk resources]",
       "sdk/src/client.ts -> sdk/src/mcp/server.js  [sdk cli and mcp import the client, never the reverse]",
       "sdk/src/receipts.ts -> sdk/src/transport.js  [sdk shared modules import neither half]",
       "dashboard/src/views/ledger.tsx -> api/query/read/transactions.js  [dashboard/ imports nothing outside dashboard/]",

@@ -17,7 +17,6 @@
 import { type Authorization, parseAuthorization } from "../authorization.js";
 import { type ApprovalRequiredError, approvalRequiredFrom, PaymentProtocolError } from "../errors.js";
 import { type PaymentOffer, readPaymentOffer } from "../payment-required.js";
-import { ApprovalOperations } from "../resources/approvals.js";
 import { PayCall, type PayExtras, type PayOptions } from "./call.js";
 import { channelPayment } from "./channel.js";
 import { mppPayment, mppSession } from "./mpp.js";
@@ -124,7 +123,7 @@ export class PayFlow {
    */
   async #awaitDecision(call: PayCall, held: ApprovalRequiredError): Promise<void> {
     if (call.approvalTimeoutMs === 0) throw held;
-    const approval = await new ApprovalOperations(call.shared.transport).waitForDecision(held.approvalId, {
+    const approval = await this.#scope.approvals.waitForDecision(held.approvalId, {
       timeoutMs: call.approvalTimeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

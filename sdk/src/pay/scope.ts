@@ -35,11 +35,17 @@ export interface PayerWallet {
   balance(): Promise<Usdc>;
 }
 
+/** What the pay flow asks of approvals: long-poll one until it is decided or the deadline passes. */
+export interface ApprovalWaiter {
+  waitForDecision(id: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<{ status: string }>;
+}
+
 export interface PayScope {
   agentId: string;
   parentTxHash: string | undefined;
   shared: PayShared;
   wallet: PayerWallet;
+  approvals: ApprovalWaiter;
 }
 
 /**

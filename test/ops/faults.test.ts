@@ -289,15 +289,7 @@ function traffic(label: string): { readonly failed: unknown[]; readonly started:
 async function retryAndCheck(): Promise<void> {
   const retrying = sdk(3);
   for (const payment of payments) {
-    if (payment.txHash !== null) continue;
-    // Resumed with its key when its authorization can still settle; a payment whose settlement
-    // failed for good (its reservation released) is made again as a new payment, with a new key.
-    const resumed = await retrying.pay({ endpoint: payment.endpoint, idempotencyKey: payment.key }).catch((error: unknown) => {
-      expect(error, String(error)).toBeInstanceOf(PaymentError);
-      return retrying.pay({ endpoint: payment.endpoint, idempotencyKey: randomUUID() });
-    });
-    expect(resumed.paid, JSON.stringify(resumed)).toBe(true);
-    if (resumed.paid) payment.txHash = resumed.txHash;
+    if (payment.txHash === null) payment.txHash = await resolvePayment(retrying, payment);
   }
   const txHashes = new Set(payments.map((payment) => payment.txHash));
   expect(txHashes.size).toBe(payments.length);
@@ -339,6 +331,52 @@ async function retryAndCheck(): Promise<void> {
   );
   const metrics = await (await fetch(`http://${HOST}:${gatewayPort}/metrics`)).text();
   expect(metrics).toContain(`apg_payments{protocol="x402",outcome="settled"} ${made}`);
+}
+
+/**
+ * Settles what a failed payment left, as a client following the SDK's typed errors would: resumed
+ * with its key (the same authorization and payload); `PAYMENT_OUTCOME_UNKNOWN` (the facilitator
+ * sent it, the outcome is not known yet) is asked again until the gateway learns the outcome;
+ * `PAYMENT_SETTLED_ANSWER_LOST` is looked up instead of paid again; only a payment that failed for
+ * good (its reservation released: nothing can land) is made again, with a new key.
+ */
+async function resolvePayment(client: Client, payment: Payment): Promise<string> {
+  const deadline = Date.now() + 90_000;
+  const errors: string[] = [];
+  for (;;) {
+    try {
+      const resumed = await client.pay({ endpoint: payment.endpoint, idempotencyKey: payment.key });
+      expect(resumed.paid, JSON.stringify(resumed)).toBe(true);
+      if (resumed.paid) return resumed.txHash;
+    } catch (error) {
+      expect(error, String(error)).toBeInstanceOf(PaymentError);
+      const code = (error as PaymentError).code;
+      errors.push(`${code ?? "-"}: ${(error as Error).message}`);
+      if (code === "PAYMENT_SETTLED_ANSWER_LOST") return settledTxHash(payment.endpoint);
+      if (code !== "PAYMENT_OUTCOME_UNKNOWN") break;
+      expect(Date.now() < deadline, `still unknown after 90 s:\n${errors.join("\n")}`).toBe(true);
+      await new Promise((later) => setTimeout(later, 500));
+    }
+  }
+  const again = await client.pay({ endpoint: payment.endpoint, idempotencyKey: randomUUID() });
+  expect(again.paid, `${JSON.stringify(again)}\n${errors.join("\n")}`).toBe(true);
+  if (!again.paid) throw new Error("unreachable");
+  return again.txHash;
+}
+
+/** The transaction of the one reservation for `endpoint` the gateway closed as settled (each payment here has its own endpoint). */
+async function settledTxHash(endpoint: string): Promise<string> {
+  const db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+  try {
+    const rows = await db.query<{ tx_hash: string }>("SELECT tx_hash FROM spend_reservations WHERE endpoint = $1 AND status = 'settled'", [
+      endpoint,
+    ]);
+    expect(rows.rows, endpoint).toHaveLength(1);
+    return rows.rows[0]!.tx_hash;
+  } finally {
+    await db.end();
+  }
 }
 
 /**

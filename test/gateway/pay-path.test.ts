@@ -163,7 +163,7 @@ describe("the sweeper", () => {
     expect(units((await call("GET", "/v1/policies/payer-idle")).body.usedToday)).toBe(0n);
   });
 
-  it("resolves a claim whose process died after sending: settled from the settlement row, reservation settled", async () => {
+  it("resolves a claim whose process died after sending: settled from the settlement row at the next pass, reservation settled", async () => {
     const address = await agent("payer-crash", 3);
     const to = payee();
     const authorized = await authorize("payer-crash", 700_000n, to);
@@ -189,7 +189,9 @@ describe("the sweeper", () => {
     });
     expect((await reservation(authorized.body.reservationId)).status).toBe("reserved");
 
-    await sweep(later());
+    // Found by its settlement row at once, not after the claim grace: until the claim is settled a
+    // resumed settle of the payload answers `settlement_pending`, and its client waits.
+    await sweep(new Date());
     const nonce = await system.pool.query("SELECT status, tx_hash FROM x402_nonces WHERE payer = $1 AND nonce = $2", [p.from, p.nonce]);
     expect(nonce.rows[0]).toEqual({ status: "settled", tx_hash: landed.txHash });
     expect(await reservation(authorized.body.reservationId)).toMatchObject({ status: "settled", tx_hash: landed.txHash });

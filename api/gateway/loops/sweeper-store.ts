@@ -26,8 +26,9 @@ export interface X402ClaimRow {
 }
 
 /**
- * Open x402 claims that have a transaction or are older than `claimCutoff`, oldest first, with the
- * settlement row by the claim's transaction, else by the payment's reference.
+ * Open x402 claims that have a transaction, a settlement row (a facilitator whose last writes
+ * failed left the claim without its transaction) or are older than `claimCutoff`, oldest first,
+ * with the settlement row by the claim's transaction, else by the payment's reference.
  */
 export async function x402ClaimsToSweep(db: Db, claimCutoff: Date, batch: number): Promise<X402ClaimRow[]> {
   const { rows } = await db.query<X402ClaimRow>(
@@ -35,7 +36,7 @@ export async function x402ClaimsToSweep(db: Db, claimCutoff: Date, batch: number
      FROM x402_nonces n
      LEFT JOIN settlements s ON s.signature = coalesce(n.tx_hash,
        (SELECT r.signature FROM settlements r WHERE r.payment_ref = 'x402:' || n.payer || ':' || n.nonce))
-     WHERE n.status = 'claimed' AND (n.tx_hash IS NOT NULL OR n.claimed_at < $1)
+     WHERE n.status = 'claimed' AND (n.tx_hash IS NOT NULL OR s.signature IS NOT NULL OR n.claimed_at < $1)
      ORDER BY n.claimed_at LIMIT $2`,
     [claimCutoff, batch],
   );
@@ -60,8 +61,8 @@ export interface MppClaimRow {
 }
 
 /**
- * Open MPP claims (`claimed`, `authorized`) that have a transaction or are older than
- * `claimCutoff`, oldest first, with the settlement row by transaction, else by reference.
+ * Open MPP claims (`claimed`, `authorized`) that have a transaction, a settlement row or are older
+ * than `claimCutoff`, oldest first, with the settlement row by transaction, else by reference.
  */
 export async function mppClaimsToSweep(db: Db, claimCutoff: Date, batch: number): Promise<MppClaimRow[]> {
   const { rows } = await db.query<MppClaimRow>(
@@ -73,7 +74,7 @@ export async function mppClaimsToSweep(db: Db, claimCutoff: Date, batch: number)
      LEFT JOIN settlements s ON s.signature = coalesce(p.tx_hash,
        (SELECT r.signature FROM settlements r WHERE r.payment_ref =
           CASE WHEN p.kind = 'submission' THEN 'mpp:' || p.payer || ':' || p.nonce ELSE 'mpp-charge:' || p.id END))
-     WHERE p.status IN ('claimed', 'authorized') AND (p.tx_hash IS NOT NULL OR p.created_at < $1)
+     WHERE p.status IN ('claimed', 'authorized') AND (p.tx_hash IS NOT NULL OR s.signature IS NOT NULL OR p.created_at < $1)
      ORDER BY p.created_at LIMIT $2`,
     [claimCutoff, batch],
   );

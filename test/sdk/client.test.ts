@@ -219,6 +219,24 @@ describe("pay over x402", () => {
       await new Promise<void>((resolve) => proxy.close(() => resolve()));
     }
   });
+  it("a paid request and a release that both get no answer are PAYMENT_OUTCOME_UNKNOWN, never a plain failure", async () => {
+    await agent("x402-cut", 1);
+    // The network drops the paid request and then the release: the signed payment is out there
+    // and its reservation still holds it, so nobody can say that the payment did not happen.
+    const dropping: FetchFunction = (input, init) => {
+      const url = String(input);
+      const paying = new Headers(init?.headers).has("x-payment");
+      if (paying || url.endsWith("/release")) return Promise.reject(new TypeError("fetch failed"));
+      return fetch(input, init);
+    };
+    const sdk = new Client({ agentId: "x402-cut", apiKey, baseUrl: system.apiUrl, fetch: dropping, retryBaseDelayMs: 10, maxRetries: 1 });
+    const before = await payeeBalance();
+    const error = await sdk.pay({ endpoint: `${paid.origin}/x402/cut` }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ServiceError);
+    expect((error as ServiceError).code, String(error)).toBe("PAYMENT_OUTCOME_UNKNOWN");
+    expect((await reservations("x402-cut")).map((row) => row.status)).toEqual(["reserved"]);
+    expect(await payeeBalance()).toBe(before);
+  });
 });
 
 describe("pay over MPP", () => {

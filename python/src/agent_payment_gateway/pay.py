@@ -552,6 +552,9 @@ class PayFlow:
                 )
                 lost.__cause__ = cause or error
                 return lost
+            return self._not_released(message, reservation, cause or error)
+        except NetworkFailure as error:
+            return self._not_released(message, reservation, cause or error)
         # The gateway does not hold funds at authorization; a settlement the ledger refused for want
         # of funds shows here as a wallet balance below the price (spec 7 InsufficientFundsError).
         balance = yield from self._balance_or_none()
@@ -567,6 +570,18 @@ class PayFlow:
         failed = PaymentError(message)
         failed.__cause__ = cause
         return failed
+
+    @staticmethod
+    def _not_released(message: str, reservation: str, cause: BaseException) -> PaymentError:
+        """The reservation could not be released (the gateway unreachable or failing): whoever holds
+        the signed payment may still present it, so the outcome is unknown; "failed" would invite
+        paying twice."""
+        unknown = PaymentError(
+            f"{message}; reservation {reservation} could not be released: the payment may still land",
+            code="PAYMENT_OUTCOME_UNKNOWN",
+        )
+        unknown.__cause__ = cause
+        return unknown
 
     def _balance_or_none(self) -> Flow[Usdc | None]:
         try:

@@ -62,7 +62,8 @@ export async function recordTransfer(
 /**
  * The paid request failed definitively: release the reservation and build the PaymentError. If
  * the gateway answers that the reservation was settled meanwhile, the money moved although the
- * answer was lost; the error says so (do not pay again without checking transactions.list).
+ * answer was lost; the error says so (do not pay again without checking transactions.list). A
+ * reservation that could not be released leaves the outcome unknown (`PAYMENT_OUTCOME_UNKNOWN`).
  */
 export async function releaseReservation(
   call: PayCall,
@@ -87,6 +88,12 @@ export async function releaseReservation(
         { cause: cause ?? error, code: "PAYMENT_SETTLED_ANSWER_LOST" },
       );
     }
+    // Not released (the gateway unreachable or failing): whoever holds the signed payment may still
+    // present it, so the outcome is not known; saying "failed" would invite paying twice.
+    return new PaymentError(`${message}; reservation ${authorization.reservationId} could not be released: the payment may still land`, {
+      cause: cause ?? error,
+      code: "PAYMENT_OUTCOME_UNKNOWN",
+    });
   }
   // The gateway does not hold funds back at authorization; a settlement the ledger refused for
   // want of funds shows here as a wallet balance below the price (spec 7 InsufficientFundsError).

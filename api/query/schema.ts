@@ -513,6 +513,8 @@ export const typeDefs = /* GraphQL */ `
     reason: String
     "The spec 7 client error class the rejection maps to."
     errorClass: String
+    "The endpointBudgets rule (its match) that refused the payment; null when allowed or when the agent's own limits refused it."
+    endpointRule: String
     domain: String!
     protocol: Protocol
     "The daily budget after this payment if allowed, as it stands if rejected."

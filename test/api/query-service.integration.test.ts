@@ -639,7 +639,7 @@ describe("policy and checkPolicy: the policy engine's read view and dry run", ()
     rateUsage { calls limit window } updatedAt } }`;
   const CHECK = `query($agentId: ID!, $endpoint: String!, $amount: String!) {
     checkPolicy(agentId: $agentId, endpoint: $endpoint, amount: $amount) {
-      allowed decision reasonCode reason errorClass domain protocol budgetState budgetUsedUnits budgetLimitUnits warnings } }`;
+      allowed decision reasonCode reason errorClass endpointRule domain protocol budgetState budgetUsedUnits budgetLimitUnits warnings } }`;
 
   beforeAll(async () => {
     await putPolicy(
@@ -650,6 +650,7 @@ describe("policy and checkPolicy: the policy engine's read view and dry run", ()
         perCallLimitUnits: 3_000_000n,
         allowedDomains: ["example.com"],
         rateLimit: { calls: 5, window: "1h" },
+        endpointBudgets: [{ match: "api.example.com/v2", dailyBudgetUnits: null, perCallLimitUnits: 1_000_000n, rateLimit: null }],
       },
       world.now,
     );
@@ -715,6 +716,17 @@ describe("policy and checkPolicy: the policy engine's read view and dry run", ()
     }
     const after: any = await client.ok(world.keys.A, POLICY, { agentId: "a-spender" });
     expect(after.policy.usedTodayUnits).toBe("8000000");
+  });
+
+  it("checkPolicy names the endpointBudgets rule that refuses, and no rule when the agent's own limit does", async () => {
+    const check = async (endpoint: string, amount: string) =>
+      ((await client.ok(world.keys.A, CHECK, { agentId: "a-spender", endpoint, amount })) as any).checkPolicy;
+    expect(await check("api.example.com/v2/search", "1.5")).toMatchObject({
+      reasonCode: "per_call_limit_exceeded",
+      endpointRule: "api.example.com/v2",
+    });
+    expect(await check("api.example.com/v1/quote", "3.5")).toMatchObject({ reasonCode: "per_call_limit_exceeded", endpointRule: null });
+    expect(await check("api.example.com/v2/search", "0.5")).toMatchObject({ allowed: true, endpointRule: null });
   });
 
   it("bad amounts and endpoints are BAD_USER_INPUT; another account's agent is NOT_FOUND", async () => {

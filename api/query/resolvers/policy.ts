@@ -145,6 +145,7 @@ export async function checkPolicy(
     reasonCode: decision.reasonCode,
     reason: decision.reason,
     errorClass: decision.errorClass,
+    endpointRule: decision.decision === "reject" ? (decision.endpointRule ?? null) : null,
     domain: decision.domain,
     protocol: decision.protocol,
     budgetState: decision.budget.state,

@@ -8,8 +8,8 @@
  *   3. + GraphQL: the query service answering an authenticated `{ __typename }`;
  *   4. + a read: `transactions(limit: 50)` for one account of a store of --payments payments.
  *
- * Rungs 2-4 run the current path and the previous one (`old`: every request reads its key from
- * Postgres, graphql-js executes) interleaved, round after round, so each lever is judged against
+ * Rungs 2-4 run the current path and the previous ones (`old`: every request reads its key from
+ * Postgres, graphql-js executes; `all through yoga`: no direct path for POST /graphql) interleaved, round after round, so each lever is judged against
  * the code it replaced under the same load of the machine; rungs 3-4 also run through
  * --workers processes sharing one port (QUERY_WORKERS). Each figure is the median of --rounds.
  * The REST authorize route is not a rung: it needs the gateway's ledger and wallets
@@ -199,10 +199,12 @@ async function run(): Promise<void> {
       { label: "+ API-key auth", rung: "auth", args: [], body: TYPENAME },
       { label: "+ GraphQL { __typename } (old path)", rung: "graphql", args: ["--old"], body: TYPENAME },
       { label: "+ GraphQL { __typename } (key cache, no jit)", rung: "graphql", args: ["--no-jit"], body: TYPENAME },
+      { label: "+ GraphQL { __typename } (all through yoga)", rung: "graphql", args: ["--no-direct"], body: TYPENAME },
       { label: "+ GraphQL { __typename }", rung: "graphql", args: [], body: TYPENAME },
       { label: `+ GraphQL { __typename }, ${WORKERS} workers`, rung: "graphql", args: workers, body: TYPENAME },
       { label: "+ transactions(limit: 50) (old path)", rung: "graphql", args: ["--old"], body: TRANSACTIONS },
       { label: "+ transactions(limit: 50) (key cache, no jit)", rung: "graphql", args: ["--no-jit"], body: TRANSACTIONS },
+      { label: "+ transactions(limit: 50) (all through yoga)", rung: "graphql", args: ["--no-direct"], body: TRANSACTIONS },
       { label: "+ transactions(limit: 50)", rung: "graphql", args: [], body: TRANSACTIONS },
       { label: `+ transactions(limit: 50), ${WORKERS} workers`, rung: "graphql", args: workers, body: TRANSACTIONS },
     ];

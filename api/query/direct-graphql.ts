@@ -64,6 +64,19 @@ export interface DirectGraphqlOptions {
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
 
+/** The whole body, or a rejection when the request ends before it (the client went away). */
+function readBody(request: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.once("end", () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+    request.once("error", reject);
+    request.once("close", () => {
+      if (!request.complete) reject(new Error("request closed before its body ended"));
+    });
+  });
+}
+
 /** A node:http handler answering the common case itself and handing everything else to yoga. */
 export function directGraphqlHandler(options: DirectGraphqlOptions): Handler {
   const { yoga, deps } = options;
@@ -158,30 +171,26 @@ export function directGraphqlHandler(options: DirectGraphqlOptions): Handler {
       return;
     }
     const done = options.track?.("POST", "/graphql");
-    const chunks: Buffer[] = [];
-    request.on("data", (chunk: Buffer) => chunks.push(chunk));
-    // A client gone before its whole body arrived: nothing to answer, no longer in flight.
-    request.once("error", () => response.destroy());
-    request.once("close", () => {
-      if (!request.complete) done?.(null);
-    });
-    request.once("end", () => {
-      const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-      answer(request, response, body, type).then(
-        (answered) => {
-          if (answered) {
-            done?.(200);
-            return;
-          }
-          done?.(null);
-          handOn(request, response, body);
-        },
-        () => {
-          // An exception outside the result (not a resolver's error): yoga answers it its own way.
-          done?.(null);
-          if (!response.headersSent) handOn(request, response, body);
-        },
-      );
-    });
+    // Continued through promises made here, so the rest runs in this request's scope (its request
+    // id on every log line, api/shared/ops/request-id.ts); stream events would not carry it.
+    readBody(request).then(
+      (body) =>
+        answer(request, response, body, type).then(
+          (answered) => {
+            done?.(answered ? 200 : null);
+            if (!answered) handOn(request, response, body);
+          },
+          () => {
+            // An exception outside the result (not a resolver's error): yoga answers it its own way.
+            done?.(null);
+            if (!response.headersSent) handOn(request, response, body);
+          },
+        ),
+      () => {
+        // The client went away before its whole body arrived: nothing to answer.
+        done?.(null);
+        response.destroy();
+      },
+    );
   };
 }

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_GRAPHQL_BODY_BYTES } from "../../api/query/graphql-request.js";
 import { type ApiServer, createApiServer } from "../../api/query/server.js";
 import { issueApiKey, revokeApiKey } from "../../api/shared/keys.js";
-import { createOpsMetrics, type OpsRoutes, useOpsRoutes } from "../../api/shared/ops/index.js";
+import { createOpsMetrics, currentRequestId, type OpsRoutes, useOpsRoutes } from "../../api/shared/ops/index.js";
 import { seedPayments } from "../../bench/http/store.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { pollUntil } from "../support/poll.js";
@@ -282,5 +282,37 @@ describe("the direct path answers as yoga does", () => {
     const refused = await same(post({ query: "{ __typename }" }, { key: apiKey }), "yoga");
     expect(refused.status).toBe(401);
     expect(codes(refused)).toEqual(["AUTHENTICATION_ERROR"]);
+  });
+});
+
+describe("the direct path's request scope", () => {
+  it("reads run inside the request's id scope, as on yoga's path (its id on every log line)", async () => {
+    const seen: (string | undefined)[] = [];
+    // The read pool, watched: the request id each statement of the listing runs under.
+    const readPool = new Proxy(db.pool, {
+      get(target, property) {
+        if (property === "query") {
+          return (...args: unknown[]) => {
+            seen.push(currentRequestId());
+            return (target.query as (...a: unknown[]) => unknown)(...args);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const server = createApiServer({ pool: db.pool, readPool, databaseUrl: db.url, liveFeed: false, now: () => NOW });
+    try {
+      const port = await server.listen(0);
+      const answer = await send(port, {
+        ...post({ query: TRANSACTIONS, variables: { limit: 5 } }),
+        headers: { ...post({}).headers, "x-request-id": "scope-1" },
+      });
+      expect(answer.status).toBe(200);
+      expect(seen.length).toBeGreaterThan(0);
+      expect(new Set(seen)).toEqual(new Set(["scope-1"]));
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -11,7 +11,7 @@
  * once by yoga's own enveloped `validate` (graphql's rules and the ones this service's plugins add:
  * depth, cost, text in literals), and compiled once; at most `DOCUMENTS_MAX` texts of at most
  * `DOCUMENT_TEXT_MAX` characters are held. Not through yoga's enveloped `parse`: that fills yoga's
- * parse cache, and yoga answers a parse error it has cached with another status.
+ * parse cache, and a parse error put there outside a request is then answered 400, not yoga's 200.
  *
  * Only a plain success is answered here. Everything else goes to yoga unchanged, the body it read
  * replayed: another method, path, media type or Accept, an Origin (CORS), no Authorization (the
@@ -77,25 +77,41 @@ function readBody(request: IncomingMessage): Promise<Buffer> {
   });
 }
 
+/** At most `max` values by key; the least recently used one is dropped first. */
+export class RecentlyUsed<V> {
+  // A Map iterates in insertion order: a value read is moved to the end, the first is the oldest.
+  readonly #values = new Map<string, V>();
+
+  constructor(readonly max: number) {}
+
+  get size(): number {
+    return this.#values.size;
+  }
+
+  /** The value of `key`, made by `make` (and held) when absent. */
+  get(key: string, make: (key: string) => V): V {
+    if (this.#values.has(key)) {
+      const value = this.#values.get(key) as V;
+      this.#values.delete(key);
+      this.#values.set(key, value);
+      return value;
+    }
+    const value = make(key);
+    this.#values.set(key, value);
+    if (this.#values.size > this.max) this.#values.delete(this.#values.keys().next().value!);
+    return value;
+  }
+
+  has(key: string): boolean {
+    return this.#values.has(key);
+  }
+}
+
 /** A node:http handler answering the common case itself and handing everything else to yoga. */
 export function directGraphqlHandler(options: DirectGraphqlOptions): Handler {
   const { yoga, deps } = options;
-  const documents = new Map<string, Compiled | null>();
-
-  /** The compiled document of `text`, null when yoga must answer it (held either way). */
-  const compiled = (text: string): Compiled | null => {
-    const held = documents.get(text);
-    if (held !== undefined || documents.has(text)) {
-      // Most recently used last: the first key is the one to drop.
-      documents.delete(text);
-      documents.set(text, held ?? null);
-      return held ?? null;
-    }
-    const verdict = compile(text);
-    documents.set(text, verdict);
-    if (documents.size > DOCUMENTS_MAX) documents.delete(documents.keys().next().value!);
-    return verdict;
-  };
+  /** Each query text's compiled document, or null when yoga must answer it (held either way). */
+  const documents = new RecentlyUsed<Compiled | null>(DOCUMENTS_MAX);
 
   const compile = (text: string): Compiled | null => {
     let document: DocumentNode;
@@ -138,7 +154,7 @@ export function directGraphqlHandler(options: DirectGraphqlOptions): Handler {
     } catch {
       return false;
     }
-    const document = compiled(text);
+    const document = documents.get(text, compile);
     if (document === null || (params.operationName !== undefined && params.operationName !== document.operationName)) return false;
     const result = await document.query.query(undefined, createContext(deps, caller), params.variables);
     if ((result.errors !== undefined && result.errors.length > 0) || result.extensions !== undefined) return false;

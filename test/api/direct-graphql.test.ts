@@ -11,6 +11,7 @@ import { request } from "node:http";
 import bs58 from "bs58";
 import type { Plugin } from "graphql-yoga";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RecentlyUsed } from "../../api/query/direct-graphql.js";
 import { MAX_GRAPHQL_BODY_BYTES } from "../../api/query/graphql-request.js";
 import { type ApiServer, createApiServer } from "../../api/query/server.js";
 import { issueApiKey, revokeApiKey } from "../../api/shared/keys.js";
@@ -314,5 +315,23 @@ describe("the direct path's request scope", () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe("the compiled documents the direct path holds", () => {
+  it("are bounded, the least recently used dropped first, each made once while held", () => {
+    const cache = new RecentlyUsed<string>(3);
+    const made: string[] = [];
+    const make = (key: string): string => {
+      made.push(key);
+      return key.toUpperCase();
+    };
+    for (const key of ["a", "b", "c"]) expect(cache.get(key, make)).toBe(key.toUpperCase());
+    // "a" read again: now the most recent, so "b" is the one dropped for "d".
+    expect(cache.get("a", make)).toBe("A");
+    cache.get("d", make);
+    expect(cache.size).toBe(3);
+    expect(["a", "b", "c", "d"].map((key) => cache.has(key))).toEqual([true, false, true, true]);
+    expect(made).toEqual(["a", "b", "c", "d"]);
   });
 });

@@ -72,7 +72,7 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
     readiness: { pool, connection: ledger.connection, programId: cluster.programId },
   });
   const server = createGatewayServer({
-    plugins: [ops.plugin],
+    ops,
     pool,
     ...(readPool === undefined ? {} : { readPool }),
     logger: logger.child({ component: "api" }),

@@ -129,12 +129,25 @@ async function readBounded(request: Request, max: number): Promise<Uint8Array> {
   return bytes;
 }
 
+/** Whether a POST's Content-Type is one `/graphql` reads (its parameters, such as charset, aside). */
+export function isGraphqlJsonType(contentType: string | null | undefined): boolean {
+  const type = (contentType ?? "").split(";")[0]!.trim().toLowerCase();
+  return type === "application/json" || type === "application/graphql+json";
+}
+
 async function parsePost(request: Request): Promise<GraphQLParams> {
-  const type = (request.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
-  if (type !== "application/json" && type !== "application/graphql+json") {
+  if (!isGraphqlJsonType(request.headers.get("content-type"))) {
     throw requestError("UNSUPPORTED_MEDIA_TYPE", "send GraphQL requests as application/json");
   }
-  const bytes = await readBounded(request, MAX_GRAPHQL_BODY_BYTES);
+  return paramsOfBody(await readBounded(request, MAX_GRAPHQL_BODY_BYTES));
+}
+
+/**
+ * A POST body's bytes (already bounded by `MAX_GRAPHQL_BODY_BYTES`) as the request's parameters,
+ * by the rules above; a refusal is thrown as the GraphQL request error. The direct path
+ * (./direct-graphql.ts) reads its bodies with this too.
+ */
+export function paramsOfBody(bytes: Uint8Array): GraphQLParams {
   let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);

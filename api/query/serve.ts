@@ -32,7 +32,7 @@ export async function serveQuery(config: QueryConfig): Promise<void> {
     readiness: { pool, ...(connection === undefined ? {} : { connection }) },
   });
   const server = createApiServer({
-    plugins: [ops.plugin],
+    ops,
     pool,
     ...(readPool === undefined ? {} : { readPool }),
     logger,

@@ -4,10 +4,11 @@
  * for subscriptions). A composer may mount more REST surfaces before GraphQL through `plugins`:
  * the gateway mounts its /v1 routes that way (api/gateway/server.ts), so this folder never
  * imports the gateway.
- * `createApiServer` returns the yoga instance (a fetch handler) and a node http server around it.
- * Live API keys are held in memory (api/shared/key-cache.ts: revocations pushed by NOTIFY, any
- * other change within 1 s) and each document is compiled once by graphql-jit; bench/http/ladder.ts
- * measures both against the path without them.
+ * `createApiServer` returns the yoga instance (a fetch handler) and a node http server around it;
+ * the server answers the common `POST /graphql` query itself (./direct-graphql.ts) and hands
+ * everything else to yoga. Live API keys are held in memory (api/shared/key-cache.ts: revocations
+ * pushed by NOTIFY, any other change within 1 s) and each document is compiled once by
+ * graphql-jit; bench/http/ladder.ts measures each of these against the path without it.
  */
 import { createServer, type Server } from "node:http";
 import { requestIdHandler } from "../shared/ops/request-id.js";
@@ -20,7 +21,9 @@ import { authenticateGraphql } from "../shared/auth.js";
 import { ApiKeyCache } from "../shared/key-cache.js";
 import type { BalanceReader } from "../shared/balances.js";
 import { isErrorCode } from "../shared/errors.js";
+import type { OpsRoutes } from "../shared/ops/index.js";
 import { type ApiContext, type ApiDependencies, createContext } from "./context.js";
+import { directGraphqlHandler } from "./direct-graphql.js";
 import { useGraphqlRequestLimits } from "./graphql-request.js";
 import { useQueryLimits } from "./limits.js";
 import { LiveFeed } from "./live-feed.js";
@@ -41,7 +44,15 @@ export interface ApiServerOptions {
   readonly databaseUrl?: string;
   /** false = no live feed (no LISTEN connection); the subscription then ends at once. */
   readonly liveFeed?: boolean;
-  /** More request handlers served before the read views and GraphQL (the gateway's /v1 routes). */
+  /**
+   * The operator's routes (/healthz, /readyz, /metrics, draining: api/shared/ops), served before
+   * everything else; the direct GraphQL path reports its requests to them as yoga's do.
+   */
+  readonly ops?: OpsRoutes;
+  /**
+   * More request handlers served before the read views and GraphQL (the gateway's /v1 routes).
+   * They must leave `POST /graphql` alone: the direct path answers it before yoga's hooks run.
+   */
   readonly plugins?: readonly Plugin[];
   /**
    * false = every request reads its API key from the primary (the benches' baseline); by default
@@ -53,6 +64,12 @@ export interface ApiServerOptions {
    * is compiled once by graphql-jit. Parsing, validation and the resolvers are the same either way.
    */
   readonly compiledExecutor?: boolean;
+  /**
+   * false = yoga answers every request (the benches' baseline, the equality test's reference); by
+   * default the common `POST /graphql` query is answered directly (./direct-graphql.ts). Needs
+   * the compiled executor.
+   */
+  readonly directPath?: boolean;
 }
 
 export interface ApiServer {
@@ -80,12 +97,14 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     feed,
     keys,
   };
+  const schema = createSchema<ApiContext>({ typeDefs, resolvers });
   const yoga = createYoga<Record<never, never>, ApiContext>({
-    schema: createSchema<ApiContext>({ typeDefs, resolvers }),
+    schema,
     graphqlEndpoint: "/graphql",
     // The context is built per request; without a valid key (or dashboard session) there is no context at all.
     context: async ({ request }) => createContext(deps, await authenticateGraphql(deps.primary, request.headers, keys)),
     plugins: [
+      ...(options.ops === undefined ? [] : [options.ops.plugin]),
       ...(options.plugins ?? []),
       useQueryRoutes({ ...deps, logger: options.logger }),
       useGraphqlRequestLimits(),
@@ -115,7 +134,11 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     landingPage: false,
     logging: false,
   });
-  const http = createServer(requestIdHandler(yoga));
+  const direct =
+    options.directPath === false || options.compiledExecutor === false
+      ? undefined
+      : directGraphqlHandler({ yoga, deps, track: options.ops?.track });
+  const http = createServer(requestIdHandler(direct ?? yoga));
   return {
     yoga,
     http,

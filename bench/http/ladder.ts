@@ -8,10 +8,12 @@
  *   3. + GraphQL: the query service answering an authenticated `{ __typename }`;
  *   4. + a read: `transactions(limit: 50)` for one account of a store of --payments payments.
  *
- * Rungs 2-4 run the current path and the previous one (`old`: every request reads its key from
- * Postgres, graphql-js executes) interleaved, round after round, so each lever is judged against
+ * Rungs 2-4 run the current path and the previous ones (`old`: every request reads its key from
+ * Postgres, graphql-js executes; `all through yoga`: no direct path for POST /graphql) interleaved, round after round, so each lever is judged against
  * the code it replaced under the same load of the machine; rungs 3-4 also run through
  * --workers processes sharing one port (QUERY_WORKERS). Each figure is the median of --rounds.
+ * Beside requests/s, the server process's own CPU time per request (Linux /proc, during the
+ * measured seconds): the figure a loaded, shared machine distorts least.
  * The REST authorize route is not a rung: it needs the gateway's ledger and wallets
  * (bench/gateway/gateway.ts measures it).
  *
@@ -24,7 +26,7 @@
  * Uses a throwaway database (DATABASE_URL's server, else its own embedded one), dropped at the end.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -78,6 +80,8 @@ interface Figure {
   readonly rps: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
+  /** CPU time of the rung's process per request (user + system), µs; NaN when it serves through workers. */
+  readonly cpuUs: number;
 }
 
 const count = (n: number): string => Math.round(n).toLocaleString("en-US");
@@ -126,7 +130,16 @@ function milliseconds(text: string): number {
 }
 
 /** Requests/s and latency percentiles from wrk's report; any non-2xx answer or socket error fails the run. */
-function parseWrk(label: string, output: string): Figure {
+/** Clock ticks of CPU (user + system) the process has used so far (Linux /proc; 100 a second here). */
+async function cpuTicks(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return Number(fields[11]) + Number(fields[12]);
+}
+const TICK_US = 10_000;
+
+function parseWrk(label: string, output: string): Omit<Figure, "cpuUs"> & { requests: number } {
   if (/Non-2xx or 3xx responses/.test(output) || /Socket errors/.test(output)) {
     throw new Error(`${label}: answers were not all 200\n${output}`);
   }
@@ -134,7 +147,8 @@ function parseWrk(label: string, output: string): Figure {
   const p50 = /\s50%\s+(\S+)/.exec(output)?.[1];
   const p99 = /\s99%\s+(\S+)/.exec(output)?.[1];
   if (!Number.isFinite(rps) || p50 === undefined || p99 === undefined) throw new Error(`${label}: unreadable wrk output\n${output}`);
-  return { rps, p50Ms: milliseconds(p50), p99Ms: milliseconds(p99) };
+  const requests = Number(/(\d+) requests in/.exec(output)?.[1]);
+  return { rps, p50Ms: milliseconds(p50), p99Ms: milliseconds(p99), requests };
 }
 
 async function measure(config: Config, databaseUrl: string, apiKey: string, dir: string): Promise<Figure> {
@@ -165,7 +179,12 @@ wrk.headers["Authorization"] = "Bearer ${apiKey}"
       throw new Error(`${config.label}: not a full page`);
     }
     if (WARMUP > 0) parseWrk(config.label, await runWrk(url, script, WARMUP));
-    return parseWrk(config.label, await runWrk(url, script, SECONDS));
+    // The server's own CPU per request: what a shared machine's load distorts least. Workers are
+    // other processes, not counted in the primary's.
+    const before = await cpuTicks(child.pid!);
+    const { requests, ...figure } = parseWrk(config.label, await runWrk(url, script, SECONDS));
+    const ticks = (await cpuTicks(child.pid!)) - before;
+    return { ...figure, cpuUs: config.args.includes("--workers") ? Number.NaN : (ticks * TICK_US) / requests };
   } finally {
     await stopRung(child);
   }
@@ -177,6 +196,7 @@ function median(figures: readonly Figure[]): Figure {
     rps: pick(figures.map((f) => f.rps)),
     p50Ms: pick(figures.map((f) => f.p50Ms)),
     p99Ms: pick(figures.map((f) => f.p99Ms)),
+    cpuUs: pick(figures.map((f) => f.cpuUs)),
   };
 }
 
@@ -199,10 +219,12 @@ async function run(): Promise<void> {
       { label: "+ API-key auth", rung: "auth", args: [], body: TYPENAME },
       { label: "+ GraphQL { __typename } (old path)", rung: "graphql", args: ["--old"], body: TYPENAME },
       { label: "+ GraphQL { __typename } (key cache, no jit)", rung: "graphql", args: ["--no-jit"], body: TYPENAME },
+      { label: "+ GraphQL { __typename } (all through yoga)", rung: "graphql", args: ["--no-direct"], body: TYPENAME },
       { label: "+ GraphQL { __typename }", rung: "graphql", args: [], body: TYPENAME },
       { label: `+ GraphQL { __typename }, ${WORKERS} workers`, rung: "graphql", args: workers, body: TYPENAME },
       { label: "+ transactions(limit: 50) (old path)", rung: "graphql", args: ["--old"], body: TRANSACTIONS },
       { label: "+ transactions(limit: 50) (key cache, no jit)", rung: "graphql", args: ["--no-jit"], body: TRANSACTIONS },
+      { label: "+ transactions(limit: 50) (all through yoga)", rung: "graphql", args: ["--no-direct"], body: TRANSACTIONS },
       { label: "+ transactions(limit: 50)", rung: "graphql", args: [], body: TRANSACTIONS },
       { label: `+ transactions(limit: 50), ${WORKERS} workers`, rung: "graphql", args: workers, body: TRANSACTIONS },
     ];
@@ -215,7 +237,9 @@ async function run(): Promise<void> {
       for (const config of configs) {
         const figure = await measure(config, db.url, apiKey, dir);
         samples.get(config.label)!.push(figure);
-        process.stderr.write(`round ${round + 1} ${config.label}: ${count(figure.rps)}/s p99 ${figure.p99Ms.toFixed(2)} ms\n`);
+        process.stderr.write(
+          `round ${round + 1} ${config.label}: ${count(figure.rps)}/s p99 ${figure.p99Ms.toFixed(2)} ms, ${figure.cpuUs.toFixed(0)} µs CPU/request\n`,
+        );
       }
       loads.push(loadavg()[0]!);
     }
@@ -224,12 +248,15 @@ async function run(): Promise<void> {
     console.log(
       `machine: ${availableParallelism()} cores; 1-minute load average after each round: ${loads.map((l) => l.toFixed(1)).join(", ")}`,
     );
-    console.log(`${"rung".padEnd(50)}${"requests/s".padStart(12)}${"p50".padStart(10)}${"p99".padStart(10)}${"of floor".padStart(10)}`);
+    console.log(
+      `${"rung".padEnd(50)}${"requests/s".padStart(12)}${"p50".padStart(10)}${"p99".padStart(10)}${"of floor".padStart(10)}${"CPU/req".padStart(10)}`,
+    );
     for (const config of configs) {
       const f = figures.get(config.label)!;
       console.log(
         `${config.label.padEnd(50)}${count(f.rps).padStart(12)}${`${f.p50Ms.toFixed(2)} ms`.padStart(10)}` +
-          `${`${f.p99Ms.toFixed(2)} ms`.padStart(10)}${`${((f.rps / floor.rps) * 100).toFixed(1)} %`.padStart(10)}`,
+          `${`${f.p99Ms.toFixed(2)} ms`.padStart(10)}${`${((f.rps / floor.rps) * 100).toFixed(1)} %`.padStart(10)}` +
+          `${(Number.isNaN(f.cpuUs) ? "-" : `${f.cpuUs.toFixed(0)} µs`).padStart(10)}`,
       );
     }
     const best = (labels: string[]): [string, Figure] =>

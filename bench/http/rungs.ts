@@ -10,7 +10,9 @@
  * - graphql: the query service itself (api/query/server.ts) on DATABASE_URL.
  * `--old` runs the query service's previous request path (no key cache, graphql-js executor), the
  * baseline each lever is kept against; `--no-jit` keeps the key cache but not the compiled
- * executor; `--workers N` serves through N processes on one port (api/query/workers.ts).
+ * executor (nor the direct path, which needs it); `--no-direct` keeps both but sends every request
+ * through yoga (no direct path, api/query/direct-graphql.ts); `--workers N` serves through N
+ * processes on one port (api/query/workers.ts).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { parseArgs } from "node:util";
@@ -25,6 +27,7 @@ const { values: flags, positionals } = parseArgs({
   options: {
     old: { type: "boolean", default: false },
     "no-jit": { type: "boolean", default: false },
+    "no-direct": { type: "boolean", default: false },
     workers: { type: "string", default: "1" },
     port: { type: "string", default: "0" },
   },
@@ -76,6 +79,7 @@ async function serve(port: number): Promise<number> {
       liveFeed: false,
       keyCache: !flags.old,
       compiledExecutor: !flags.old && !flags["no-jit"],
+      directPath: !flags["no-direct"],
     });
     return api.listen(port);
   }

@@ -20,6 +20,12 @@ export interface OpsRoutes {
   /** Resolves once no request is in flight (or after `timeoutMs`); true when none is left. */
   idle(timeoutMs: number): Promise<boolean>;
   readonly inFlight: () => number;
+  /**
+   * For a request answered beside the yoga plugin (the query service's direct GraphQL path): counts
+   * it in flight at once; the returned call records it as `onResponse` does, with its status, or
+   * only ends it (null) when the request is handed on to yoga, which then counts it itself.
+   */
+  track(method: string, pathname: string): (status: number | null) => void;
 }
 
 /** The path segment after each collection names an id: replaced by the OpenAPI parameter name. */
@@ -99,16 +105,20 @@ export function useOpsRoutes(options: { readonly metrics: OpsMetrics; readonly r
       if (at === undefined) return;
       started.delete(request);
       settle();
-      const seconds = (performance.now() - at) / 1_000;
-      // A path nothing serves keeps no label of its own: arbitrary paths would grow the series.
-      const route = response.status === 404 ? "unmatched" : routeTemplate(new URL(request.url).pathname);
-      metrics.requests.inc({ route, method: request.method, status: String(response.status) });
-      metrics.requestSeconds.observe({ route, method: request.method }, seconds);
-      const outcome = response.status < 300 ? "ok" : response.status < 500 ? "refused" : "error";
-      if (request.method === "POST" && route.endsWith("/payments/authorize")) metrics.reservationSeconds.observe({ outcome }, seconds);
-      if (request.method === "POST" && SETTLEMENT_ROUTES.test(route)) metrics.settlementSeconds.observe({ outcome }, seconds);
+      record(request.method, new URL(request.url).pathname, response.status, at);
     },
   };
+
+  function record(method: string, pathname: string, status: number, at: number): void {
+    const seconds = (performance.now() - at) / 1_000;
+    // A path nothing serves keeps no label of its own: arbitrary paths would grow the series.
+    const route = status === 404 ? "unmatched" : routeTemplate(pathname);
+    metrics.requests.inc({ route, method, status: String(status) });
+    metrics.requestSeconds.observe({ route, method }, seconds);
+    const outcome = status < 300 ? "ok" : status < 500 ? "refused" : "error";
+    if (method === "POST" && route.endsWith("/payments/authorize")) metrics.reservationSeconds.observe({ outcome }, seconds);
+    if (method === "POST" && SETTLEMENT_ROUTES.test(route)) metrics.settlementSeconds.observe({ outcome }, seconds);
+  }
 
   return {
     plugin,
@@ -116,6 +126,17 @@ export function useOpsRoutes(options: { readonly metrics: OpsMetrics; readonly r
       draining = true;
     },
     inFlight: () => inFlight,
+    track(method, pathname) {
+      const at = performance.now();
+      inFlight += 1;
+      let ended = false;
+      return (status) => {
+        if (ended) return;
+        ended = true;
+        settle();
+        if (status !== null) record(method, pathname, status, at);
+      };
+    },
     idle(timeoutMs) {
       if (inFlight === 0) return Promise.resolve(true);
       return new Promise((resolveIdle) => {

@@ -94,9 +94,10 @@ async function insidePostgres(pool: pg.Pool, work: (pool: pg.Pool) => Promise<un
   const recording = new Proxy(pool, {
     get(target, property, receiver) {
       if (property !== "query") return Reflect.get(target, property, receiver) as unknown;
-      return (text: string, values: unknown[]) => {
-        captured = { text, values };
-        return target.query(text, values);
+      // A statement as text and values, or as a config (the listing runs named statements).
+      return (query: string | pg.QueryConfig, values?: unknown[]) => {
+        captured = typeof query === "string" ? { text: query, values: values ?? [] } : { text: query.text, values: query.values ?? [] };
+        return typeof query === "string" ? target.query(query, values) : target.query(query);
       };
     },
   });

@@ -9,11 +9,13 @@
  *   4. + a read: `transactions(limit: 50)` for one account of a store of --payments payments.
  *
  * Rungs 2-4 run the current path and the previous ones (`old`: every request reads its key from
- * Postgres, graphql-js executes; `all through yoga`: no direct path for POST /graphql) interleaved, round after round, so each lever is judged against
+ * Postgres, graphql-js executes; `all through yoga`: no direct path for POST /graphql) interleaved,
+ * round after round, so each lever is judged against
  * the code it replaced under the same load of the machine; rungs 3-4 also run through
  * --workers processes sharing one port (QUERY_WORKERS). Each figure is the median of --rounds.
- * Beside requests/s, the server process's own CPU time per request (Linux /proc, during the
- * measured seconds): the figure a loaded, shared machine distorts least.
+ * --baseline DIR (another checkout of the repository, with its node_modules, e.g. the previous
+ * commit's `git archive` unpacked) adds rung 4 as that code runs it, interleaved with the others:
+ * its own rung process, on a store seeded and migrated by its own code (its schema, its indexes).
  * The REST authorize route is not a rung: it needs the gateway's ledger and wallets
  * (bench/gateway/gateway.ts measures it).
  *
@@ -21,15 +23,18 @@
  * listing reads (`accounts`, `agents`, `endpoints`, `transactions`): the read is measured, not
  * the ingest (bench/api/queries.ts seeds through the indexer instead, far slower).
  *
- *   npm run bench:http [-- --payments 1000000 --seconds 5 --warmup 2 --rounds 3 --connections 32 --workers 2]
+ *   npm run bench:http [-- --payments 1000000 --seconds 5 --warmup 2 --rounds 3 --connections 32 --workers 2 --baseline DIR]
  *
  * Uses a throwaway database (DATABASE_URL's server, else its own embedded one), dropped at the end.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import pg from "pg";
 import { issueApiKey } from "../../api/shared/keys.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { seedPayments } from "./store.js";
@@ -46,6 +51,8 @@ const { values: flags } = parseArgs({
     workers: { type: "string", default: "2" },
     /** Only the rungs whose label matches (the floor always runs): to look at one layer. */
     only: { type: "string" },
+    /** Another checkout whose rung 4 runs interleaved with this one's, on its own store. */
+    baseline: { type: "string" },
   },
 });
 const PAYMENTS = Number(flags.payments);
@@ -74,22 +81,83 @@ interface Config {
   readonly rung: "bare" | "auth" | "graphql";
   readonly args: readonly string[];
   readonly body: string;
+  /** Runs from the --baseline checkout, on its store. */
+  readonly baseline?: true;
+}
+
+/** Where a rung runs: the checkout's directory, its store, a key of that store. */
+interface Target {
+  readonly dir: string;
+  readonly databaseUrl: string;
+  readonly apiKey: string;
 }
 
 interface Figure {
   readonly rps: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
-  /** CPU time of the rung's process per request (user + system), µs; NaN when it serves through workers. */
-  readonly cpuUs: number;
+  /** CPU per answered request of the rung's processes and of Postgres's backends on its store, µs. */
+  readonly nodeUs: number;
+  readonly pgUs: number;
+}
+
+/** Clock ticks per second of /proc's CPU times. */
+const CLOCK_TICKS = Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim());
+
+/** user + system CPU ticks of each process, and each one's parent, from /proc. */
+function processTicks(): Map<number, { ppid: number; ticks: number }> {
+  const table = new Map<number, { ppid: number; ticks: number }>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // Fields after the command's closing parenthesis: state ppid … utime (12th) stime (13th).
+      const fields = readFileSync(`/proc/${entry}/stat`, "utf8").split(") ").at(-1)!.split(" ");
+      table.set(Number(entry), { ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) });
+    } catch {
+      // The process ended while the table was read.
+    }
+  }
+  return table;
+}
+
+/**
+ * The CPU ticks a rung has used so far: its process and every descendant (workers), and the
+ * Postgres backends connected to its store (same machine: the server of DATABASE_URL or the
+ * embedded one). CPU time is what a busy shared machine distorts least.
+ */
+async function rungTicks(rootPid: number, databaseUrl: string): Promise<{ node: number; pg: Map<number, number> }> {
+  const table = processTicks();
+  let node = 0;
+  const tree = new Set([rootPid]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [pid, { ppid }] of table) {
+      if (tree.has(ppid) && !tree.has(pid)) {
+        tree.add(pid);
+        grew = true;
+      }
+    }
+  }
+  for (const pid of tree) node += table.get(pid)?.ticks ?? 0;
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const backends = await client.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    );
+    return { node, pg: new Map(backends.rows.map(({ pid }) => [pid, table.get(pid)?.ticks ?? 0])) };
+  } finally {
+    await client.end();
+  }
 }
 
 const count = (n: number): string => Math.round(n).toLocaleString("en-US");
 
 /** Starts a rung's server process; resolves with it and its port once it listens. */
-function startRung(config: Config, databaseUrl: string): Promise<{ child: ChildProcess; port: number }> {
+function startRung(config: Config, target: Target): Promise<{ child: ChildProcess; port: number }> {
   const child = spawn(process.execPath, ["--import", "tsx", "bench/http/rungs.ts", config.rung, ...config.args], {
-    env: { ...process.env, DATABASE_URL: databaseUrl },
+    cwd: target.dir,
+    env: { ...process.env, DATABASE_URL: target.databaseUrl },
     stdio: ["ignore", "pipe", "inherit"],
   });
   return new Promise((resolve, reject) => {
@@ -130,16 +198,7 @@ function milliseconds(text: string): number {
 }
 
 /** Requests/s and latency percentiles from wrk's report; any non-2xx answer or socket error fails the run. */
-/** Clock ticks of CPU (user + system) the process has used so far (Linux /proc; 100 a second here). */
-async function cpuTicks(pid: number): Promise<number> {
-  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-  // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return Number(fields[11]) + Number(fields[12]);
-}
-const TICK_US = 10_000;
-
-function parseWrk(label: string, output: string): Omit<Figure, "cpuUs"> & { requests: number } {
+function parseWrk(label: string, output: string): Omit<Figure, "nodeUs" | "pgUs"> & { requests: number } {
   if (/Non-2xx or 3xx responses/.test(output) || /Socket errors/.test(output)) {
     throw new Error(`${label}: answers were not all 200\n${output}`);
   }
@@ -151,7 +210,8 @@ function parseWrk(label: string, output: string): Omit<Figure, "cpuUs"> & { requ
   return { rps, p50Ms: milliseconds(p50), p99Ms: milliseconds(p99), requests };
 }
 
-async function measure(config: Config, databaseUrl: string, apiKey: string, dir: string): Promise<Figure> {
+async function measure(config: Config, target: Target, dir: string): Promise<Figure> {
+  const { apiKey } = target;
   const script = join(dir, `${config.label.replace(/\W+/g, "-")}.lua`);
   await writeFile(
     script,
@@ -161,7 +221,7 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer ${apiKey}"
 `,
   );
-  const { child, port } = await startRung(config, databaseUrl);
+  const { child, port } = await startRung(config, target);
   try {
     const url = `http://127.0.0.1:${port}/graphql`;
     // One answer checked before the load: the rung answers what it should.
@@ -179,12 +239,14 @@ wrk.headers["Authorization"] = "Bearer ${apiKey}"
       throw new Error(`${config.label}: not a full page`);
     }
     if (WARMUP > 0) parseWrk(config.label, await runWrk(url, script, WARMUP));
-    // The server's own CPU per request: what a shared machine's load distorts least. Workers are
-    // other processes, not counted in the primary's.
-    const before = await cpuTicks(child.pid!);
+    const before = await rungTicks(child.pid!, target.databaseUrl);
     const { requests, ...figure } = parseWrk(config.label, await runWrk(url, script, SECONDS));
-    const ticks = (await cpuTicks(child.pid!)) - before;
-    return { ...figure, cpuUs: config.args.includes("--workers") ? Number.NaN : (ticks * TICK_US) / requests };
+    const after = await rungTicks(child.pid!, target.databaseUrl);
+    // Backends present at both ends (the pool's, busy throughout); the bench's own idle ones add ~0.
+    let pgTicks = 0;
+    for (const [pid, ticks] of after.pg) pgTicks += ticks - (before.pg.get(pid) ?? 0);
+    const perRequest = (ticks: number): number => ((ticks / CLOCK_TICKS) * 1e6) / requests;
+    return { ...figure, nodeUs: perRequest(after.node - before.node), pgUs: perRequest(pgTicks) };
   } finally {
     await stopRung(child);
   }
@@ -196,22 +258,40 @@ function median(figures: readonly Figure[]): Figure {
     rps: pick(figures.map((f) => f.rps)),
     p50Ms: pick(figures.map((f) => f.p50Ms)),
     p99Ms: pick(figures.map((f) => f.p99Ms)),
-    cpuUs: pick(figures.map((f) => f.cpuUs)),
+    nodeUs: pick(figures.map((f) => f.nodeUs)),
+    pgUs: pick(figures.map((f) => f.pgUs)),
   };
+}
+
+/** The --baseline checkout's own store: seeded and migrated by its code, so its schema is its own. */
+async function baselineTarget(baselineDir: string): Promise<{ target: Target; drop(): Promise<void> }> {
+  const from = (path: string): string => pathToFileURL(join(baselineDir, path)).href;
+  const fresh = (await import(from("test/indexer/fresh-database.ts"))) as typeof import("../../test/indexer/fresh-database.js");
+  const store = (await import(from("bench/http/store.ts"))) as typeof import("./store.js");
+  const keys = (await import(from("api/shared/keys.ts"))) as typeof import("../../api/shared/keys.js");
+  const db = await fresh.createFreshDatabase();
+  const accountId = await store.seedPayments(db.pool, { payments: PAYMENTS, agents: AGENTS, accounts: ACCOUNTS });
+  const { apiKey } = await keys.issueApiKey(db.pool, accountId);
+  return { target: { dir: baselineDir, databaseUrl: db.url, apiKey }, drop: () => db.drop() };
 }
 
 async function run(): Promise<void> {
   const db = await createFreshDatabase();
   const dir = await mkdtemp(join(tmpdir(), "bench-http-"));
+  const baselineDir = flags.baseline === undefined ? undefined : resolve(flags.baseline);
+  let baseline: Awaited<ReturnType<typeof baselineTarget>> | undefined;
   try {
     const seedStart = performance.now();
     const accountId = await seedPayments(db.pool, { payments: PAYMENTS, agents: AGENTS, accounts: ACCOUNTS });
     const seedMs = performance.now() - seedStart;
     const { apiKey } = await issueApiKey(db.pool, accountId);
+    const current: Target = { dir: process.cwd(), databaseUrl: db.url, apiKey };
+    if (baselineDir !== undefined) baseline = await baselineTarget(baselineDir);
     console.log(
       `store: ${count(PAYMENTS)} payments of ${count(AGENTS)} agents in ${ACCOUNTS} accounts (seeded in ${(seedMs / 1000).toFixed(1)} s); ` +
         `wrk -t1 -c${CONNECTIONS}, ${SECONDS} s per rung after ${WARMUP} s warmup, median of ${ROUNDS} rounds`,
     );
+    if (baseline !== undefined) console.log(`baseline: ${baselineDir} (its own store, seeded and migrated by its code)`);
     const workers = ["--workers", String(WORKERS)];
     const configs: Config[] = [
       { label: "bare node:http", rung: "bare", args: [], body: TYPENAME },
@@ -225,6 +305,9 @@ async function run(): Promise<void> {
       { label: "+ transactions(limit: 50) (old path)", rung: "graphql", args: ["--old"], body: TRANSACTIONS },
       { label: "+ transactions(limit: 50) (key cache, no jit)", rung: "graphql", args: ["--no-jit"], body: TRANSACTIONS },
       { label: "+ transactions(limit: 50) (all through yoga)", rung: "graphql", args: ["--no-direct"], body: TRANSACTIONS },
+      ...(baseline === undefined
+        ? []
+        : [{ label: "+ transactions(limit: 50), baseline", rung: "graphql", args: [], body: TRANSACTIONS, baseline: true } as const]),
       { label: "+ transactions(limit: 50)", rung: "graphql", args: [], body: TRANSACTIONS },
       { label: `+ transactions(limit: 50), ${WORKERS} workers`, rung: "graphql", args: workers, body: TRANSACTIONS },
     ];
@@ -235,10 +318,11 @@ async function run(): Promise<void> {
     const loads: number[] = [];
     for (let round = 0; round < ROUNDS; round += 1) {
       for (const config of configs) {
-        const figure = await measure(config, db.url, apiKey, dir);
+        const figure = await measure(config, config.baseline ? baseline!.target : current, dir);
         samples.get(config.label)!.push(figure);
         process.stderr.write(
-          `round ${round + 1} ${config.label}: ${count(figure.rps)}/s p99 ${figure.p99Ms.toFixed(2)} ms, ${figure.cpuUs.toFixed(0)} µs CPU/request\n`,
+          `round ${round + 1} ${config.label}: ${count(figure.rps)}/s p99 ${figure.p99Ms.toFixed(2)} ms, ` +
+            `CPU per request ${count(figure.nodeUs)} µs node + ${count(figure.pgUs)} µs postgres\n`,
         );
       }
       loads.push(loadavg()[0]!);
@@ -249,14 +333,15 @@ async function run(): Promise<void> {
       `machine: ${availableParallelism()} cores; 1-minute load average after each round: ${loads.map((l) => l.toFixed(1)).join(", ")}`,
     );
     console.log(
-      `${"rung".padEnd(50)}${"requests/s".padStart(12)}${"p50".padStart(10)}${"p99".padStart(10)}${"of floor".padStart(10)}${"CPU/req".padStart(10)}`,
+      `${"rung".padEnd(50)}${"requests/s".padStart(12)}${"p50".padStart(10)}${"p99".padStart(10)}${"of floor".padStart(10)}` +
+        `${"node µs/req".padStart(13)}${"pg µs/req".padStart(11)}`,
     );
     for (const config of configs) {
       const f = figures.get(config.label)!;
       console.log(
         `${config.label.padEnd(50)}${count(f.rps).padStart(12)}${`${f.p50Ms.toFixed(2)} ms`.padStart(10)}` +
           `${`${f.p99Ms.toFixed(2)} ms`.padStart(10)}${`${((f.rps / floor.rps) * 100).toFixed(1)} %`.padStart(10)}` +
-          `${(Number.isNaN(f.cpuUs) ? "-" : `${f.cpuUs.toFixed(0)} µs`).padStart(10)}`,
+          `${count(f.nodeUs).padStart(13)}${count(f.pgUs).padStart(11)}`,
       );
     }
     const best = (labels: string[]): [string, Figure] =>
@@ -276,6 +361,7 @@ async function run(): Promise<void> {
     );
   } finally {
     await rm(dir, { recursive: true, force: true });
+    await baseline?.drop();
     await db.drop();
   }
 }

@@ -1,4 +1,5 @@
 /** Shared resolver pieces: agent lookup with the NOT_FOUND rule, and row -> GraphQL mapping. */
+import { Kind, type FragmentDefinitionNode, type SelectionSetNode } from "graphql";
 import type { ApiContext } from "../context.js";
 import { apiError } from "../../shared/errors.js";
 import { formatUsdcFixed } from "../../shared/money.js";
@@ -74,6 +75,93 @@ export function toTransaction(row: PaymentRow): TransactionObject {
     policyVersion: row.policy_version ?? null,
   };
 }
+
+/**
+ * The row columns each Transaction field reads, through toTransaction or its field resolver
+ * (agent: agentId; parent: parentTxHash; childCount, runRootTxHash: txHash; channel: eventId).
+ */
+const TRANSACTION_FIELD_COLUMNS: Readonly<Record<string, readonly (keyof PaymentRow)[]>> = {
+  __typename: [],
+  id: ["kind", "tx_hash", "id"],
+  txHash: ["tx_hash"],
+  agentId: ["agent_id"],
+  agent: ["agent_id"],
+  protocol: ["protocol"],
+  rail: ["rail"],
+  amountPaid: ["amount_units"],
+  amountPaidUnits: ["amount_units"],
+  endpoint: ["endpoint"],
+  domain: ["domain"],
+  policyCheck: ["policy_check"],
+  parentTxHash: ["parent_tx_hash"],
+  parent: ["parent_tx_hash"],
+  solanaExplorer: ["explorer_url"],
+  timestamp: ["timestamp"],
+  depth: ["depth"],
+  status: ["status"],
+  settlementStatus: ["settlement_status"],
+  rejectionCode: ["reason_code"],
+  rejectionReason: ["reason"],
+  rejectionRequested: ["reason"],
+  rejectionLimit: ["reason"],
+  rejectionUnit: ["reason"],
+  policyVersion: ["policy_version"],
+  childCount: ["tx_hash"],
+  runRootTxHash: ["tx_hash"],
+  channel: ["kind", "id"],
+};
+
+/**
+ * The row columns a selection of Transaction fields needs (fragments followed; @skip/@include
+ * ignored, so a superset), or undefined (every column) when it names a field not mapped above.
+ */
+export function transactionColumns(
+  selectionSet: SelectionSetNode,
+  fragments: Readonly<Record<string, FragmentDefinitionNode>>,
+  into: Set<keyof PaymentRow> = new Set(),
+): Set<keyof PaymentRow> | undefined {
+  for (const selection of selectionSet.selections) {
+    if (selection.kind === Kind.FIELD) {
+      const columns = TRANSACTION_FIELD_COLUMNS[selection.name.value];
+      if (columns === undefined) return undefined;
+      for (const column of columns) into.add(column);
+      continue;
+    }
+    const inner = selection.kind === Kind.INLINE_FRAGMENT ? selection.selectionSet : fragments[selection.name.value]?.selectionSet;
+    if (inner === undefined || transactionColumns(inner, fragments, into) === undefined) return undefined;
+  }
+  return into;
+}
+
+/**
+ * Placeholders for the columns a listing did not read (transactionColumns): toTransaction maps the
+ * row whole, and the fields these feed were not asked, so no answer shows them.
+ */
+export const UNREAD_COLUMNS: PaymentRow = {
+  kind: 0,
+  id: "0",
+  tx_hash: null,
+  agent_id: "",
+  wallet_address: "",
+  payee: null,
+  protocol: null,
+  rail: null,
+  amount_units: "0",
+  endpoint: "",
+  endpoint_hash: null,
+  domain: null,
+  policy_check: "",
+  parent_tx_hash: null,
+  explorer_url: null,
+  timestamp: new Date(0),
+  time_micros: "0",
+  status: "",
+  depth: 0,
+  settlement_status: null,
+  reason_code: null,
+  reason: null,
+  policy_version: null,
+};
 
 /** Field resolver of `agent` on any object carrying a public `agentId` (the loader is by public id). */
 export function agentField(parent: { agentId: string }, _args: unknown, context: ApiContext): Promise<AgentRow | null> {

@@ -1,5 +1,7 @@
 /** Query.transaction and Query.transactions (spec 4.7 transactions.get / transactions.list). */
+import { Kind, type GraphQLResolveInfo } from "graphql";
 import type { ApiContext } from "../context.js";
+import type { PaymentRow } from "../../shared/rows.js";
 import { badInput } from "../../shared/errors.js";
 import { listReceivedPayments } from "../read/received.js";
 import { getTransaction, listTransactions, type Protocol, type TransactionStatus } from "../read/transactions.js";
@@ -13,7 +15,7 @@ import {
   TRANSACTIONS_LIMIT_DEFAULT,
   TRANSACTIONS_LIMIT_MAX,
 } from "../../shared/validation.js";
-import { requireAgent, type TransactionObject, toTransaction } from "./common.js";
+import { requireAgent, type TransactionObject, toTransaction, transactionColumns, UNREAD_COLUMNS } from "./common.js";
 
 interface TransactionsArgs {
   agentId?: string | null;
@@ -40,10 +42,35 @@ export async function transaction(_: unknown, args: { txHash: string }, context:
   return row === null ? null : toTransaction(row);
 }
 
+/**
+ * The row columns the query's `nodes { … }` asks for (the listing reads only those: fewer bytes to
+ * send and decode, and the policy version's subquery only when asked); undefined for all of them
+ * (no info: the REST route, which answers every field; or a selection not mapped).
+ */
+function askedColumns(info: GraphQLResolveInfo | undefined): Set<keyof PaymentRow> | undefined {
+  if (info === undefined) return undefined;
+  const columns = new Set<keyof PaymentRow>();
+  for (const field of info.fieldNodes) {
+    for (const selection of field.selectionSet?.selections ?? []) {
+      if (selection.kind !== Kind.FIELD) return undefined;
+      const name = selection.name.value;
+      if (name === "nodes") {
+        if (selection.selectionSet === undefined || transactionColumns(selection.selectionSet, info.fragments, columns) === undefined) {
+          return undefined;
+        }
+      } else if (name !== "pageInfo" && name !== "__typename") {
+        return undefined;
+      }
+    }
+  }
+  return columns;
+}
+
 export async function transactions(
   _: unknown,
   args: TransactionsArgs,
   context: ApiContext,
+  info?: GraphQLResolveInfo,
 ): Promise<{ nodes: TransactionObject[]; pageInfo: { hasNextPage: boolean; endCursor: string | null } }> {
   const limit = parseIntInRange("limit", args.limit, TRANSACTIONS_LIMIT_DEFAULT, 1, TRANSACTIONS_LIMIT_MAX);
   let domain: string | undefined;
@@ -53,21 +80,26 @@ export async function transactions(
   }
   const agentId =
     args.agentId === null || args.agentId === undefined ? undefined : (await requireAgent(context, "agentId", args.agentId)).agent_id;
-  const rows = await listTransactions(context.deps.pool, {
-    accountId: context.caller.accountId,
-    agentId,
-    protocol: args.protocol ?? undefined,
-    domain,
-    since: args.since === null || args.since === undefined ? undefined : parseSince("since", args.since, context.now),
-    status: args.status ?? undefined,
-    after: args.after === null || args.after === undefined ? undefined : parseCursor("after", args.after),
-    reasonCode: reasonCode(args.reason),
-    limit,
-  });
+  const columns = askedColumns(info);
+  const rows = await listTransactions(
+    context.deps.pool,
+    {
+      accountId: context.caller.accountId,
+      agentId,
+      protocol: args.protocol ?? undefined,
+      domain,
+      since: args.since === null || args.since === undefined ? undefined : parseSince("since", args.since, context.now),
+      status: args.status ?? undefined,
+      after: args.after === null || args.after === undefined ? undefined : parseCursor("after", args.after),
+      reasonCode: reasonCode(args.reason),
+      limit,
+    },
+    columns,
+  );
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   return {
-    nodes: page.map(toTransaction),
+    nodes: columns === undefined ? page.map(toTransaction) : page.map((row) => toTransaction({ ...UNREAD_COLUMNS, ...row })),
     pageInfo: {
       hasNextPage: rows.length > limit,
       endCursor: last === undefined ? null : encodeCursor({ timeMicros: BigInt(last.time_micros), kind: last.kind, id: BigInt(last.id) }),

@@ -218,7 +218,10 @@ export async function policyHistory(
  * every such reservation, not only those of the latest period, is what keeps a payment that lands
  * late (released, then settled by a payload already in flight) inside the budget: the period it
  * belongs to cannot be forgotten by a newer one. Read from the periods' running totals
- * (`spend_periods`), not by summing the reservations. The period is exhausted (spec 3) once a payment was
+ * (`spend_periods`), not by summing the reservations; the rate window's reservations from their
+ * running counts per hour and minute (`spend_rate_calls`, migrations/057): the hours and minutes
+ * after the window's start in full, and the reservations of the start's own minute one by one, so
+ * the count is exact for the sliding window and bounded by one minute's reservations. The period is exhausted (spec 3) once a payment was
  * refused for the daily budget in it after the policy's last change; it stays so until it resets.
  */
 export async function readUsage(db: Db, agentId: string, policy: Policy & { readonly updatedAt?: Date }, now: Date): Promise<UsageView> {
@@ -235,8 +238,13 @@ export async function readUsage(db: Db, agentId: string, policy: Policy & { read
               WHERE agent_id = $1 AND reason_code = 'daily_budget_exceeded' AND created_at >= p.start AND created_at > $4
             ) AS exhausted,
             CASE WHEN $3::timestamptz IS NULL THEN 0
-                 ELSE (SELECT count(*) FROM spend_reservations
-                       WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz)
+                 ELSE (SELECT coalesce(sum(CASE WHEN b.hour_start > date_trunc('hour', $3::timestamptz, 'UTC') THEN b.calls
+                                                ELSE (SELECT coalesce(sum(m), 0) FROM unnest(b.minute_calls[
+                                                        extract(minute FROM $3::timestamptz AT TIME ZONE 'UTC')::int + 2 : 60]) AS m) END), 0)
+                       FROM spend_rate_calls b WHERE b.agent_id = $1 AND b.hour_start >= date_trunc('hour', $3::timestamptz, 'UTC'))
+                    + (SELECT count(*) FROM spend_reservations
+                       WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz
+                         AND created_at < date_trunc('minute', $3::timestamptz, 'UTC') + interval '1 minute')
                     + (SELECT count(*) FROM channel_charges c JOIN channel_sessions s ON s.channel = c.channel
                        WHERE s.agent_id = $1 AND (s.closed_at IS NULL OR s.closed_at > $3::timestamptz)
                          AND c.status <> 'void' AND c.created_at > $3::timestamptz) END::int AS rate_calls

@@ -173,11 +173,12 @@ async function reserveOrHold(
     const held = decision.decision === "needs_approval";
     // The savepoint is not released: it ends with the caller's transaction, and releasing it
     // would cost a round trip for nothing.
-    const { rows } = await client.query<{ id: string }>(
-      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, status,
+    const { rows } = await client.query<{ id: string }>({
+      name: "reservation-insert",
+      text: `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, status,
                                       parent_tx_hash, policy_version)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-      [
+      values: [
         agentId,
         request.amountUnits.toString(),
         request.endpoint,
@@ -189,7 +190,7 @@ async function reserveOrHold(
         held ? hold!.parentTxHash : null,
         policyVersion,
       ],
-    );
+    });
     const id = rows[0]!.id;
     return { decision, reservationId: id, policyVersion };
   } catch (error) {

@@ -67,6 +67,14 @@ interface PolicyRow {
   updated_at: Date;
 }
 
+/**
+ * `PolicyRow`'s columns, named: a statement prepared on a connection (`policy-versioned`) fails
+ * once its result columns change, which `p.*` would do when a migration adds a column.
+ */
+const POLICY_COLUMNS = `p.agent_id, p.daily_budget_units, p.per_call_limit_units, p.allowed_domains, p.blocked_domains,
+  p.rate_limit_calls, p.rate_limit_window, p.protocol_preference, p.approval_above_units, p.approval_domains,
+  p.approval_first_payment_to_domain, p.approval_timeout_ms, p.approval_on_timeout, p.endpoint_budgets, p.version, p.updated_at`;
+
 export async function getPolicy(db: Db, agentId: string): Promise<StoredPolicy | null> {
   assertAgentId(agentId);
   const { rows } = await db.query<PolicyRow>("SELECT * FROM policies WHERE agent_id = $1", [agentId]);
@@ -166,11 +174,12 @@ async function writeVersion(client: pg.ClientBase, agentId: string, policy: Poli
  */
 export async function getVersionedPolicy(db: Db, agentId: string): Promise<VersionedPolicy> {
   assertAgentId(agentId);
-  const { rows } = await db.query<PolicyRow & { current_version: number; agent_id: string | null }>(
-    `SELECT p.*, coalesce(p.version, (SELECT max(version) FROM policy_versions WHERE agent_id = $1), 0) AS current_version
+  const { rows } = await db.query<PolicyRow & { current_version: number; agent_id: string | null }>({
+    name: "policy-versioned",
+    text: `SELECT ${POLICY_COLUMNS}, coalesce(p.version, (SELECT max(version) FROM policy_versions WHERE agent_id = $1), 0) AS current_version
      FROM (SELECT 1) AS one LEFT JOIN policies p ON p.agent_id = $1`,
-    [agentId],
-  );
+    values: [agentId],
+  });
   const row = rows[0]!;
   return { policy: row.agent_id === null ? EMPTY_POLICY : fromRow(row), version: row.current_version };
 }
@@ -227,8 +236,9 @@ export async function policyHistory(
 export async function readUsage(db: Db, agentId: string, policy: Policy & { readonly updatedAt?: Date }, now: Date): Promise<UsageView> {
   assertAgentId(agentId);
   const rateWindow = policy.rateLimit?.window ?? null;
-  const { rows } = await db.query<{ window_start: Date | null; used_units: string; exhausted: boolean; rate_calls: number }>(
-    `WITH open_period AS (
+  const { rows } = await db.query<{ window_start: Date | null; used_units: string; exhausted: boolean; rate_calls: number }>({
+    name: "policy-usage",
+    text: `WITH open_period AS (
        SELECT min(window_start) AS start, coalesce(sum(used_units), 0) AS used FROM spend_periods
        WHERE agent_id = $1 AND calls > 0 AND window_start > $2
      )
@@ -249,13 +259,13 @@ export async function readUsage(db: Db, agentId: string, policy: Policy & { read
                        WHERE s.agent_id = $1 AND (s.closed_at IS NULL OR s.closed_at > $3::timestamptz)
                          AND c.status <> 'void' AND c.created_at > $3::timestamptz) END::int AS rate_calls
      FROM open_period p`,
-    [
+    values: [
       agentId,
       new Date(now.getTime() - BUDGET_WINDOW_MS),
       rateWindow === null ? null : rateWindowStart(rateWindow, now),
       policy.updatedAt ?? new Date(0),
     ],
-  );
+  });
   const row = rows[0]!;
   const window = openBudgetWindow(row.window_start, now);
   const endpointUsage = (policy.endpointBudgets ?? []).length === 0 ? undefined : await readEndpointUsage(db, agentId, policy, now);
@@ -331,10 +341,11 @@ export async function lockAgentPolicy(client: pg.ClientBase, agentId: string, sa
 
 async function lockAgent(client: pg.ClientBase, agentId: string, savepoint = false): Promise<void> {
   if (savepoint) await client.query("SAVEPOINT policy_reservation");
-  const { rows } = await client.query<{ isolation: string }>(
-    "SELECT pg_advisory_xact_lock($1, hashtext($2)), current_setting('transaction_isolation') AS isolation",
-    [POLICY_LOCK_NAMESPACE, agentId],
-  );
+  const { rows } = await client.query<{ isolation: string }>({
+    name: "policy-lock",
+    text: "SELECT pg_advisory_xact_lock($1, hashtext($2)), current_setting('transaction_isolation') AS isolation",
+    values: [POLICY_LOCK_NAMESPACE, agentId],
+  });
   const isolation = rows[0]!.isolation;
   // Under REPEATABLE READ the snapshot predates the lock wait, so the check could miss a
   // reservation committed while we waited: the guarantee holds only under READ COMMITTED.

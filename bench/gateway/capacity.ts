@@ -228,6 +228,8 @@ const DAY_MS = 24 * 3_600_000;
 async function run(): Promise<void> {
   const db = await createFreshDatabase();
   const pool = benchPool(db.url, POOL);
+  // The baseline's connections are its own: both trees prepare statements under the same names.
+  const basePool = benchPool(db.url, POOL);
   const problems: string[] = [];
   try {
     console.log(
@@ -239,7 +241,7 @@ async function run(): Promise<void> {
     const hot = await agents(pool, "hot", 1);
     const baseline = flags.baseline === undefined ? null : await baselinePath(flags.baseline);
     await closedLoop(pool, spread, 2, current); // warm-up
-    if (baseline !== null) await closedLoop(pool, spread, 2, baseline);
+    if (baseline !== null) await closedLoop(basePool, spread, 2, baseline);
     await pgbench(db.url, "spread", SPREAD_AGENTS, POOL, 2);
 
     // Closed loop: pgbench, this tree and the baseline interleaved, the order turned each round.
@@ -257,7 +259,9 @@ async function run(): Promise<void> {
           const run =
             which === "floor"
               ? await pgbench(db.url, shape.prefix, shape.ids.length, POOL, SECONDS)
-              : await closedLoop(pool, shape.ids, SECONDS, which === "current" ? current : baseline!);
+              : which === "current"
+                ? await closedLoop(pool, shape.ids, SECONDS, current)
+                : await closedLoop(basePool, shape.ids, SECONDS, baseline!);
           add(closed[k]![which], run);
         }
       }
@@ -265,7 +269,7 @@ async function run(): Promise<void> {
     const open = { current: emptyRun(), baseline: emptyRun(), floor: emptyRun() };
     add(open.current, await openLoop(pool, spread, RATE, SECONDS, current));
     add(open.floor, await pgbench(db.url, "spread", SPREAD_AGENTS, POOL, SECONDS, RATE));
-    if (baseline !== null) add(open.baseline, await openLoop(pool, spread, RATE, SECONDS, baseline));
+    if (baseline !== null) add(open.baseline, await openLoop(basePool, spread, RATE, SECONDS, baseline));
 
     // The usage read as the period grows: one agent's period filled by bulk inserts spread over
     // the last 24 h (the triggers keep its total and its rate counts), each read timed at each size.
@@ -301,7 +305,7 @@ async function run(): Promise<void> {
         size,
         total: await timeReads(200, () => readUsage(pool, grown, budgetOnly, new Date())),
         rated: await timeReads(200, () => readUsage(pool, grown, withRate, new Date())),
-        baselineRated: baseline === null ? null : await timeReads(samples, () => baseline.readUsage(pool, grown, withRate, new Date())),
+        baselineRated: baseline === null ? null : await timeReads(samples, () => baseline.readUsage(basePool, grown, withRate, new Date())),
         counted: await timeReads(samples, () => countedWindow(pool, grown, new Date(Date.now() - DAY_MS))),
         summed: await timeReads(samples, () => summedUsage(pool, grown)),
       });
@@ -361,6 +365,7 @@ async function run(): Promise<void> {
     );
   } finally {
     await pool.end();
+    await basePool.end();
     await db.drop();
   }
   if (problems.length > 0) {

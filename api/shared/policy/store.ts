@@ -230,8 +230,9 @@ export async function policyHistory(
  * (`spend_periods`), not by summing the reservations; the rate window's reservations from their
  * running counts per hour and minute (`spend_rate_calls`, migrations/057): the hours and minutes
  * after the window's start in full, and the reservations of the start's own minute one by one, so
- * the count is exact for the sliding window and bounded by one minute's reservations. The period is exhausted (spec 3) once a payment was
- * refused for the daily budget in it after the policy's last change; it stays so until it resets.
+ * the count is exact for the sliding window and bounded by one minute's reservations. The period
+ * is exhausted (spec 3) once a payment was refused for the daily budget in it after the policy's
+ * last change; it stays so until it resets.
  */
 export async function readUsage(db: Db, agentId: string, policy: Policy & { readonly updatedAt?: Date }, now: Date): Promise<UsageView> {
   assertAgentId(agentId);

@@ -1,4 +1,4 @@
--- Running counts of the calls in the rate-limit window (issue 32: the rate-limit read under the
+-- Running counts of the calls in the rate-limit windows (issue 32: the rate-limit read under the
 -- agent's lock must not grow with the reservations in the window, as the spend total no longer
 -- does since migration 029). One row per (agent, UTC hour of `created_at`): how many of the
 -- hour's reservations count (status <> 'released', as the rate window counts them), in all and
@@ -65,3 +65,59 @@ FROM (
   GROUP BY 1, 2, 3
 ) AS per_minute
 GROUP BY agent_id, hour_start;
+
+-- The same running counts per endpoint paid, for the rate limits of endpoint rules
+-- (`policies.endpoint_budgets`, migration 054): one row per (agent, UTC hour, endpoint), read as
+-- above for each rule's window over the endpoints the rule covers. It grows with the endpoints an
+-- agent pays in an hour, not with its payments.
+CREATE TABLE spend_rate_endpoint_calls (
+  agent_id     text        NOT NULL,
+  hour_start   timestamptz NOT NULL,
+  endpoint     text        NOT NULL,
+  calls        bigint      NOT NULL CHECK (calls >= 0),
+  minute_calls integer[]   NOT NULL CHECK (array_length(minute_calls, 1) = 60 AND 0 <= ALL (minute_calls)),
+  PRIMARY KEY (agent_id, hour_start, endpoint)
+);
+
+CREATE FUNCTION spend_rate_endpoint_calls_apply() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  minute integer;
+  fresh integer[];
+BEGIN
+  IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.status <> 'released' THEN
+    minute := extract(minute FROM OLD.created_at AT TIME ZONE 'UTC')::integer + 1;
+    UPDATE spend_rate_endpoint_calls SET calls = calls - 1, minute_calls[minute] = minute_calls[minute] - 1
+    WHERE agent_id = OLD.agent_id AND hour_start = date_trunc('hour', OLD.created_at, 'UTC') AND endpoint = OLD.endpoint;
+  END IF;
+  IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.status <> 'released' THEN
+    minute := extract(minute FROM NEW.created_at AT TIME ZONE 'UTC')::integer + 1;
+    fresh := array_fill(0, ARRAY[60]);
+    fresh[minute] := 1;
+    INSERT INTO spend_rate_endpoint_calls AS r (agent_id, hour_start, endpoint, calls, minute_calls)
+    VALUES (NEW.agent_id, date_trunc('hour', NEW.created_at, 'UTC'), NEW.endpoint, 1, fresh)
+    ON CONFLICT (agent_id, hour_start, endpoint)
+    DO UPDATE SET calls = r.calls + 1, minute_calls[minute] = r.minute_calls[minute] + 1;
+  END IF;
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER spend_reservations_rate_endpoint_calls_insert AFTER INSERT ON spend_reservations
+  FOR EACH ROW EXECUTE FUNCTION spend_rate_endpoint_calls_apply();
+CREATE TRIGGER spend_reservations_rate_endpoint_calls_update AFTER UPDATE OF status, created_at, agent_id, endpoint ON spend_reservations
+  FOR EACH ROW WHEN ((OLD.status = 'released') IS DISTINCT FROM (NEW.status = 'released')
+                     OR OLD.created_at IS DISTINCT FROM NEW.created_at OR OLD.agent_id IS DISTINCT FROM NEW.agent_id
+                     OR OLD.endpoint IS DISTINCT FROM NEW.endpoint)
+  EXECUTE FUNCTION spend_rate_endpoint_calls_apply();
+CREATE TRIGGER spend_reservations_rate_endpoint_calls_delete AFTER DELETE ON spend_reservations
+  FOR EACH ROW EXECUTE FUNCTION spend_rate_endpoint_calls_apply();
+
+INSERT INTO spend_rate_endpoint_calls (agent_id, hour_start, endpoint, calls, minute_calls)
+SELECT agent_id, hour_start, endpoint, sum(n),
+       ARRAY(SELECT coalesce((jsonb_object_agg(minute, n) ->> m::text)::integer, 0) FROM generate_series(0, 59) AS m ORDER BY m)
+FROM (
+  SELECT agent_id, date_trunc('hour', created_at, 'UTC') AS hour_start, endpoint,
+         extract(minute FROM created_at AT TIME ZONE 'UTC')::integer AS minute, count(*) AS n
+  FROM spend_reservations WHERE status <> 'released'
+  GROUP BY 1, 2, 3, 4
+) AS per_minute
+GROUP BY agent_id, hour_start, endpoint;

@@ -19,7 +19,7 @@ import { evaluatePolicy, type PaymentRequest, type PolicyDecision, type PolicyUs
 import { approvalFromColumns, approvalToColumns } from "./approval.js";
 import { applyPatch, EMPTY_POLICY, type Policy, type PolicyPatch, type ProtocolPreference } from "./policy.js";
 import { endpointBudgetsFromDocument, type PolicyDocument, type PolicyVersion, policyDocument } from "./versions.js";
-import { BUDGET_WINDOW_MS, openBudgetWindow, RATE_WINDOWS, type RateWindow, rateWindowStart } from "./windows.js";
+import { BUDGET_WINDOW_MS, openBudgetWindow, RATE_WINDOW_MS, RATE_WINDOWS, type RateWindow, rateWindowStart } from "./windows.js";
 
 export type { Db };
 
@@ -283,10 +283,8 @@ export async function readUsage(db: Db, agentId: string, policy: Policy & { read
 
 /**
  * Each endpoint rule's usage: spend of the open budget period (the same periods `readUsage` sums,
- * from their running totals per endpoint) and calls in the rule's rate window (from the running
- * counts per hour and endpoint, `spend_rate_endpoint_calls`, read as `readUsage` reads the
- * agent's), over the endpoints the rule covers. Two statements, bounded by the endpoints the agent
- * paid in the last 24 h, not by its payments.
+ * from their running totals per endpoint) and calls in the rule's rate window, over the endpoints
+ * the rule covers. Two statements, each bounded by the endpoints the agent paid in the last 24 h.
  */
 async function readEndpointUsage(db: Db, agentId: string, policy: Policy, now: Date): Promise<ReadonlyMap<string, EndpointUsage>> {
   const rules = policy.endpointBudgets ?? [];
@@ -296,36 +294,18 @@ async function readEndpointUsage(db: Db, agentId: string, policy: Policy, now: D
     [agentId, new Date(now.getTime() - BUDGET_WINDOW_MS)],
   );
   const windows = [...new Set(rules.flatMap((rule) => (rule.rateLimit === null ? [] : [rule.rateLimit.window])))];
-  // Calls per endpoint in each rate window the rules use, at once, from the running counts per
-  // (hour, endpoint) as `readUsage` reads the agent's (bounded by the endpoints paid per hour).
-  const counted =
-    windows.length === 0
+  const longest = windows.reduce<RateWindow | null>((a, w) => (a === null || RATE_WINDOW_MS[w] > RATE_WINDOW_MS[a] ? w : a), null);
+  // Calls per endpoint in each of the five rate windows at once (bounded by the endpoints paid).
+  const calls =
+    longest === null
       ? []
       : (
-          await db.query<{ endpoint: string; w: number; n: number }>({
-            name: "policy-endpoint-rate-calls",
-            text: `WITH w AS (SELECT u.start, u.w FROM unnest($2::timestamptz[]) WITH ORDINALITY AS u(start, w))
-             SELECT endpoint, w::int, sum(n)::int AS n FROM (
-               SELECT b.endpoint, w.w,
-                      CASE WHEN b.hour_start > date_trunc('hour', w.start, 'UTC') THEN b.calls
-                           ELSE (SELECT coalesce(sum(m), 0) FROM unnest(b.minute_calls[
-                                   extract(minute FROM w.start AT TIME ZONE 'UTC')::int + 2 : 60]) AS m) END AS n
-               FROM w JOIN spend_rate_endpoint_calls b ON b.agent_id = $1 AND b.hour_start >= date_trunc('hour', w.start, 'UTC')
-               UNION ALL
-               SELECT r.endpoint, w.w, 1 FROM w JOIN spend_reservations r
-                 ON r.agent_id = $1 AND r.status <> 'released' AND r.created_at > w.start
-                AND r.created_at < date_trunc('minute', w.start, 'UTC') + interval '1 minute'
-             ) AS parts GROUP BY endpoint, w`,
-            values: [agentId, windows.map((w) => rateWindowStart(w, now))],
-          })
+          await db.query<{ endpoint: string; counts: number[] }>(
+            `SELECT endpoint, ARRAY[${RATE_WINDOWS.map((_, i) => `count(*) FILTER (WHERE created_at > $${i + 3})`).join(", ")}]::int[] AS counts
+             FROM spend_reservations WHERE agent_id = $1 AND status <> 'released' AND created_at > $2 GROUP BY endpoint`,
+            [agentId, rateWindowStart(longest, now), ...RATE_WINDOWS.map((w) => rateWindowStart(w, now))],
+          )
         ).rows;
-  const byEndpoint = new Map<string, number[]>();
-  for (const { endpoint, w, n } of counted) {
-    const counts = byEndpoint.get(endpoint) ?? RATE_WINDOWS.map(() => 0);
-    counts[RATE_WINDOWS.indexOf(windows[w - 1]!)] = n;
-    byEndpoint.set(endpoint, counts);
-  }
-  const calls = [...byEndpoint].map(([endpoint, counts]) => ({ endpoint, counts }));
   const usage = new Map<string, { usedUnits: bigint; rateCalls: number }>();
   for (const rule of rules) usage.set(rule.match, { usedUnits: 0n, rateCalls: 0 });
   const covering = (endpoint: string) => {

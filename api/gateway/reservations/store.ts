@@ -101,12 +101,14 @@ export async function reserveInTransaction(
 
 /**
  * Five round trips: SAVEPOINT, the lock, the policy (with its version), the usage (one more for a
- * policy with endpoint budgets), the INSERT (the
- * savepoint ends with the caller's transaction; values are always bound parameters). The policy and usage reads stay separate statements after the lock (each
- * READ COMMITTED statement's snapshot is taken when it starts, so after the lock is held: they see
- * every reservation committed before; one combined statement measured no faster — planning its
- * CTEs cost what the round trip saved). The savepoint (a failure leaves the caller's transaction
- * usable) is skipped when the transaction is the reservation's own (`reserveWithinPolicy`).
+ * policy with endpoint budgets), the INSERT (the savepoint ends with the caller's transaction;
+ * values are always bound parameters). The policy and usage reads are statements after the lock
+ * (each READ COMMITTED statement's snapshot is taken when it starts, so after the lock is held:
+ * they see every reservation committed before). They, the lock and the INSERT are named, so each
+ * connection plans them once: unnamed, planning cost more than a round trip. One statement for
+ * policy and usage measured no faster, even prepared (its wide row cost what the round trip saved).
+ * The savepoint (a failure leaves the caller's transaction usable) is skipped when the
+ * transaction is the reservation's own (`reserveWithinPolicy`).
  */
 async function reserve(
   client: pg.ClientBase,
@@ -173,11 +175,12 @@ async function reserveOrHold(
     const held = decision.decision === "needs_approval";
     // The savepoint is not released: it ends with the caller's transaction, and releasing it
     // would cost a round trip for nothing.
-    const { rows } = await client.query<{ id: string }>(
-      `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, status,
+    const { rows } = await client.query<{ id: string }>({
+      name: "reservation-insert",
+      text: `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, status,
                                       parent_tx_hash, policy_version)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-      [
+      values: [
         agentId,
         request.amountUnits.toString(),
         request.endpoint,
@@ -189,7 +192,7 @@ async function reserveOrHold(
         held ? hold!.parentTxHash : null,
         policyVersion,
       ],
-    );
+    });
     const id = rows[0]!.id;
     return { decision, reservationId: id, policyVersion };
   } catch (error) {

@@ -67,6 +67,14 @@ interface PolicyRow {
   updated_at: Date;
 }
 
+/**
+ * `PolicyRow`'s columns, named: a statement prepared on a connection (`policy-versioned`) fails
+ * once its result columns change, which `p.*` would do when a migration adds a column.
+ */
+const POLICY_COLUMNS = `p.agent_id, p.daily_budget_units, p.per_call_limit_units, p.allowed_domains, p.blocked_domains,
+  p.rate_limit_calls, p.rate_limit_window, p.protocol_preference, p.approval_above_units, p.approval_domains,
+  p.approval_first_payment_to_domain, p.approval_timeout_ms, p.approval_on_timeout, p.endpoint_budgets, p.version, p.updated_at`;
+
 export async function getPolicy(db: Db, agentId: string): Promise<StoredPolicy | null> {
   assertAgentId(agentId);
   const { rows } = await db.query<PolicyRow>("SELECT * FROM policies WHERE agent_id = $1", [agentId]);
@@ -166,11 +174,12 @@ async function writeVersion(client: pg.ClientBase, agentId: string, policy: Poli
  */
 export async function getVersionedPolicy(db: Db, agentId: string): Promise<VersionedPolicy> {
   assertAgentId(agentId);
-  const { rows } = await db.query<PolicyRow & { current_version: number; agent_id: string | null }>(
-    `SELECT p.*, coalesce(p.version, (SELECT max(version) FROM policy_versions WHERE agent_id = $1), 0) AS current_version
+  const { rows } = await db.query<PolicyRow & { current_version: number; agent_id: string | null }>({
+    name: "policy-versioned",
+    text: `SELECT ${POLICY_COLUMNS}, coalesce(p.version, (SELECT max(version) FROM policy_versions WHERE agent_id = $1), 0) AS current_version
      FROM (SELECT 1) AS one LEFT JOIN policies p ON p.agent_id = $1`,
-    [agentId],
-  );
+    values: [agentId],
+  });
   const row = rows[0]!;
   return { policy: row.agent_id === null ? EMPTY_POLICY : fromRow(row), version: row.current_version };
 }
@@ -218,14 +227,19 @@ export async function policyHistory(
  * every such reservation, not only those of the latest period, is what keeps a payment that lands
  * late (released, then settled by a payload already in flight) inside the budget: the period it
  * belongs to cannot be forgotten by a newer one. Read from the periods' running totals
- * (`spend_periods`), not by summing the reservations. The period is exhausted (spec 3) once a payment was
- * refused for the daily budget in it after the policy's last change; it stays so until it resets.
+ * (`spend_periods`), not by summing the reservations; the rate window's reservations from their
+ * running counts per hour and minute (`spend_rate_calls`, migrations/057): the hours and minutes
+ * after the window's start in full, and the reservations of the start's own minute one by one, so
+ * the count is exact for the sliding window and bounded by one minute's reservations. The period
+ * is exhausted (spec 3) once a payment was refused for the daily budget in it after the policy's
+ * last change; it stays so until it resets.
  */
 export async function readUsage(db: Db, agentId: string, policy: Policy & { readonly updatedAt?: Date }, now: Date): Promise<UsageView> {
   assertAgentId(agentId);
   const rateWindow = policy.rateLimit?.window ?? null;
-  const { rows } = await db.query<{ window_start: Date | null; used_units: string; exhausted: boolean; rate_calls: number }>(
-    `WITH open_period AS (
+  const { rows } = await db.query<{ window_start: Date | null; used_units: string; exhausted: boolean; rate_calls: number }>({
+    name: "policy-usage",
+    text: `WITH open_period AS (
        SELECT min(window_start) AS start, coalesce(sum(used_units), 0) AS used FROM spend_periods
        WHERE agent_id = $1 AND calls > 0 AND window_start > $2
      )
@@ -235,19 +249,24 @@ export async function readUsage(db: Db, agentId: string, policy: Policy & { read
               WHERE agent_id = $1 AND reason_code = 'daily_budget_exceeded' AND created_at >= p.start AND created_at > $4
             ) AS exhausted,
             CASE WHEN $3::timestamptz IS NULL THEN 0
-                 ELSE (SELECT count(*) FROM spend_reservations
-                       WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz)
+                 ELSE (SELECT coalesce(sum(CASE WHEN b.hour_start > date_trunc('hour', $3::timestamptz, 'UTC') THEN b.calls
+                                                ELSE (SELECT coalesce(sum(m), 0) FROM unnest(b.minute_calls[
+                                                        extract(minute FROM $3::timestamptz AT TIME ZONE 'UTC')::int + 2 : 60]) AS m) END), 0)
+                       FROM spend_rate_calls b WHERE b.agent_id = $1 AND b.hour_start >= date_trunc('hour', $3::timestamptz, 'UTC'))
+                    + (SELECT count(*) FROM spend_reservations
+                       WHERE agent_id = $1 AND status <> 'released' AND created_at > $3::timestamptz
+                         AND created_at < date_trunc('minute', $3::timestamptz, 'UTC') + interval '1 minute')
                     + (SELECT count(*) FROM channel_charges c JOIN channel_sessions s ON s.channel = c.channel
                        WHERE s.agent_id = $1 AND (s.closed_at IS NULL OR s.closed_at > $3::timestamptz)
                          AND c.status <> 'void' AND c.created_at > $3::timestamptz) END::int AS rate_calls
      FROM open_period p`,
-    [
+    values: [
       agentId,
       new Date(now.getTime() - BUDGET_WINDOW_MS),
       rateWindow === null ? null : rateWindowStart(rateWindow, now),
       policy.updatedAt ?? new Date(0),
     ],
-  );
+  });
   const row = rows[0]!;
   const window = openBudgetWindow(row.window_start, now);
   const endpointUsage = (policy.endpointBudgets ?? []).length === 0 ? undefined : await readEndpointUsage(db, agentId, policy, now);
@@ -323,10 +342,11 @@ export async function lockAgentPolicy(client: pg.ClientBase, agentId: string, sa
 
 async function lockAgent(client: pg.ClientBase, agentId: string, savepoint = false): Promise<void> {
   if (savepoint) await client.query("SAVEPOINT policy_reservation");
-  const { rows } = await client.query<{ isolation: string }>(
-    "SELECT pg_advisory_xact_lock($1, hashtext($2)), current_setting('transaction_isolation') AS isolation",
-    [POLICY_LOCK_NAMESPACE, agentId],
-  );
+  const { rows } = await client.query<{ isolation: string }>({
+    name: "policy-lock",
+    text: "SELECT pg_advisory_xact_lock($1, hashtext($2)), current_setting('transaction_isolation') AS isolation",
+    values: [POLICY_LOCK_NAMESPACE, agentId],
+  });
   const isolation = rows[0]!.isolation;
   // Under REPEATABLE READ the snapshot predates the lock wait, so the check could miss a
   // reservation committed while we waited: the guarantee holds only under READ COMMITTED.

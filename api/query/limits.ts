@@ -210,7 +210,8 @@ export function useQueryLimits(): Plugin {
         try {
           return parse(source, { ...options, maxTokens: MAX_QUERY_TOKENS });
         } catch (error) {
-          // Ends the request with the code's status (400): yoga answers a parse failure 500 otherwise.
+          // Ends the request with GRAPHQL_PARSE_FAILED (yoga answers a parse failure 500 otherwise); the
+          // status is yoga's for the Accept sent (200 to a client that accepts application/json).
           throw httpError("GRAPHQL_PARSE_FAILED", (error as Error).message).toGraphQLError({ endsRequest: true });
         }
       });

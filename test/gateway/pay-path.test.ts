@@ -18,6 +18,7 @@ import { sweepReservations } from "../../api/gateway/loops/sweeper.js";
 import { tokenBalanceUnits } from "../../api/gateway/chain/ledger.js";
 import { invocationAddress } from "../../api/gateway/invocations/index.js";
 import { parsePaymentPayload, parsePaymentRequirement } from "../../api/gateway/x402/index.js";
+import { bindNonceClaim } from "../../api/gateway/x402/nonces.js";
 import { PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { type System, startSystem } from "../../scripts/system.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
@@ -198,6 +199,54 @@ describe("the sweeper", () => {
     // The payload cannot settle a second time.
     expect((await settle(authorized)).body).toMatchObject({ success: false, reason: "nonce_reused" });
     expect(await tokenBalanceUnits(system.ledger, new PublicKey(to))).toBe(700_000n);
+  });
+
+  it("a claim the sweeper gave up refuses its settlement (nothing sent); a bound claim is never given up", async () => {
+    await agent("payer-bind", 3);
+    const to = payee();
+    const agentId = await agentKey(system.pool, "payer-bind");
+    const claimed = async (units: bigint) => {
+      const authorized = await authorize("payer-bind", units, to);
+      const p = parsePaymentPayload(authorized.body.payment).payload;
+      await system.pool.query(
+        `INSERT INTO x402_nonces (payer, nonce, agent_id, pay_to, amount_units, resource, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7))`,
+        [p.from, p.nonce, agentId, p.to, p.amountUnits.toString(), `${ORIGIN}/data`, p.validUntilSeconds],
+      );
+      expect((await claimLinkedReservation(system.pool, x402PaymentRef(p.from, p.nonce), new Date())).outcome).toBe("claimed");
+      const settle = () =>
+        system.settlement.settlePayment({
+          agentId,
+          payee: to,
+          amountUnits: units,
+          protocol: "x402",
+          rail: "stablecoin",
+          endpoint: `${ORIGIN}/data`,
+          paymentRef: x402PaymentRef(p.from, p.nonce),
+          bindClaim: (db, signature) => bindNonceClaim(db, p.from, p.nonce, signature),
+        });
+      return { authorized, p, settle };
+    };
+    const nonceOf = async (p: { from: string; nonce: string }) =>
+      (await system.pool.query("SELECT status, tx_hash FROM x402_nonces WHERE payer = $1 AND nonce = $2", [p.from, p.nonce])).rows[0];
+
+    // Given up first (a settle that stalled past the grace): the settlement refuses, nothing moves.
+    const late = await claimed(200_000n);
+    await sweep(later());
+    expect(await nonceOf(late.p)).toEqual({ status: "failed", tx_hash: null });
+    await expect(late.settle()).rejects.toThrow(/given up/);
+    const rows = await system.pool.query("SELECT 1 FROM settlements WHERE payment_ref = $1", [x402PaymentRef(late.p.from, late.p.nonce)]);
+    expect(rows.rowCount).toBe(0);
+    expect(await tokenBalanceUnits(system.ledger, new PublicKey(to))).toBe(0n);
+
+    // Settled first: the claim carries the transaction from the commit of its settlement on, so the
+    // sweeper settles it, however late, and never gives it up.
+    const bound = await claimed(300_000n);
+    const landed = await bound.settle();
+    expect(await nonceOf(bound.p)).toEqual({ status: "claimed", tx_hash: landed.txHash });
+    await sweep(later());
+    expect(await nonceOf(bound.p)).toEqual({ status: "settled", tx_hash: landed.txHash });
+    expect(await tokenBalanceUnits(system.ledger, new PublicKey(to))).toBe(300_000n);
   });
 
   it("a claim with a pending transaction follows its settlement; a claim that never prepared one fails and releases", async () => {

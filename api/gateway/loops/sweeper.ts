@@ -5,7 +5,7 @@
  *
  * 1. claims (`x402_nonces`, `mpp_payments` left `claimed`), by their settlement row (committed,
  *    with `payment_ref`, before anything is sent): landed → settled, failed → failed, no row after
- *    `claimGraceMs` → failed (nothing was prepared, nothing moved); ambiguous MPP claims are `stuck`;
+ *    the claim grace → failed (nothing was prepared, nothing moved); ambiguous MPP claims are `stuck`;
  * 2. reservations still `reserved` with a `payment_ref`: settled, released once failed, or released
  *    when never claimed and expired `expiryGraceMs` ago;
  * 3. invocations a settled payment starts but whose opening failed, opened again (idempotent);
@@ -32,8 +32,16 @@ import type { SignedTransfers } from "../transfers/index.js";
 import type { AgentDirectory } from "../settlement/settler.js";
 import { linkedReservationsToSweep, mppClaimsToSweep, PAYMENT_REF_KINDS, x402ClaimsToSweep } from "./sweeper-store.js";
 
-/** A claim without a transaction is given this long to commit its settlement row. */
+/** An MPP claim without a transaction is given this long to commit its settlement row. */
 export const DEFAULT_CLAIM_GRACE_MS = 10 * 60_000;
+/**
+ * An x402 claim without a transaction is failed after this long. Its settlement binds the claim
+ * in the transaction that commits it (`bindNonceClaim`), so failing an unbound claim never fails
+ * a payment that moves; the grace only spares a settle in flight. Short, so that a client
+ * resuming a payment whose settle died before its settlement was prepared (a database restart)
+ * learns within seconds that nothing moved.
+ */
+export const DEFAULT_X402_CLAIM_GRACE_MS = 30_000;
 /** An unclaimed reservation is released this long after its signed payment expired. */
 export const DEFAULT_EXPIRY_GRACE_MS = 2 * 60_000;
 const DEFAULT_BATCH = 256;
@@ -81,6 +89,7 @@ interface Counts {
 /** One pass over all three steps. Safe to run concurrently with itself and with the pay path. */
 export async function sweepReservations(pool: pg.Pool, deps: SweeperDeps, now: Date, options: SweepOptions = {}): Promise<SweepReport> {
   const claimCutoff = new Date(now.getTime() - (options.claimGraceMs ?? DEFAULT_CLAIM_GRACE_MS));
+  const x402ClaimCutoff = new Date(now.getTime() - (options.claimGraceMs ?? DEFAULT_X402_CLAIM_GRACE_MS));
   const expiryCutoff = new Date(now.getTime() - (options.expiryGraceMs ?? DEFAULT_EXPIRY_GRACE_MS));
   const batch = Math.min(Math.max(options.batch ?? DEFAULT_BATCH, 1), 10_000);
   const counts: Counts = {
@@ -91,7 +100,7 @@ export async function sweepReservations(pool: pg.Pool, deps: SweeperDeps, now: D
     reservationsReleased: 0,
     invocationsOpened: 0,
   };
-  await sweepX402Claims(pool, claimCutoff, batch, counts);
+  await sweepX402Claims(pool, x402ClaimCutoff, batch, counts);
   await sweepMppClaims(pool, claimCutoff, batch, counts);
   await sweepLinkedReservations(pool, expiryCutoff, batch, counts);
   await openInvocations(pool, deps, batch, counts);

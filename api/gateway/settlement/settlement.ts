@@ -165,6 +165,9 @@ export class Settlement implements Settler {
         paymentRef: input.paymentRef ?? null,
         payeeAccountCreated: createPayeeAccount,
       });
+      if (input.bindClaim !== undefined && !(await input.bindClaim(client, signed.signature))) {
+        throw new PaymentError("the payment's claim was given up before its settlement was prepared: nothing was sent");
+      }
       return { input, paymentId, signed };
     });
   }

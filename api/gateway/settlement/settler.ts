@@ -4,6 +4,7 @@
  * transaction. `Settlement` (settlement.ts) implements it; the protocols depend on this interface
  * only, and the tests implement it over `scripts/agent-wallets.ts`.
  */
+import type pg from "pg";
 import type { Protocol, Rail } from "../../../programs/payment_ledger/ts/index.js";
 
 export interface SettleRequest {
@@ -27,6 +28,13 @@ export interface SettleRequest {
    * transaction is resolved through it (migrations/012, api/gateway/loops/sweeper.ts).
    */
   readonly paymentRef?: string;
+  /**
+   * Binds the caller's claim on the payment to its transaction, run inside the transaction that
+   * commits the settlement as pending (before anything is sent); false when the claim was given
+   * up meanwhile, and then nothing is committed or sent. So a claim with no transaction bound can
+   * be failed at any time without failing a payment that moves (api/gateway/loops/sweeper.ts).
+   */
+  readonly bindClaim?: (db: pg.ClientBase, signature: string) => Promise<boolean>;
 }
 
 export interface SettleResult {

@@ -25,7 +25,7 @@ import {
   x402PaymentRef,
 } from "../reservations/store.js";
 import type { VerifyFailureReason } from "./errors.js";
-import { claimNonce, failNonceClaim, nonceClaim, nonceUsed, recordNonceSent, settleNonceClaim } from "./nonces.js";
+import { bindNonceClaim, claimNonce, failNonceClaim, nonceClaim, nonceUsed, recordNonceSent, settleNonceClaim } from "./nonces.js";
 import { canonicalPayloadBytes, type PaymentPayload } from "./payload.js";
 import type { PaymentRequirement } from "./requirement.js";
 import { type AgentDirectory, pendingSettlementSignature, type SettleResult, type Settler } from "../settlement/settler.js";
@@ -180,6 +180,7 @@ export class X402Facilitator {
         rail: "stablecoin",
         endpoint: requirement.resource,
         paymentRef,
+        bindClaim: (db, signature) => bindNonceClaim(db, p.from, p.nonce, signature),
         ...(invocation === undefined ? {} : { invocation }),
       });
     } catch (error) {

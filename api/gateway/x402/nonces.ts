@@ -67,6 +67,18 @@ export async function recordNonceSent(db: Db, payer: string, nonce: string, txHa
   ]);
 }
 
+/**
+ * Binds the open claim to the settlement's transaction, in the transaction that commits that
+ * settlement as pending: false when the claim is no longer open (the sweeper gave it up first).
+ */
+export async function bindNonceClaim(db: Db, payer: string, nonce: string, txHash: string): Promise<boolean> {
+  const bound = await db.query(
+    "UPDATE x402_nonces SET tx_hash = $3 WHERE payer = $1 AND nonce = $2 AND status = 'claimed' AND tx_hash IS NULL",
+    [payer, nonce, txHash],
+  );
+  return bound.rowCount === 1;
+}
+
 /** The claim's payment landed with this transaction. */
 export async function settleNonceClaim(db: Db, payer: string, nonce: string, txHash: string): Promise<void> {
   await db.query("UPDATE x402_nonces SET status = 'settled', tx_hash = $3, finished_at = now() WHERE payer = $1 AND nonce = $2", [

@@ -173,6 +173,18 @@ function validPreference(value: string): ProtocolPreference {
   return value as ProtocolPreference;
 }
 
+/** The policy's writable fields, as PUT /v1/policies/{agentId} and the SDKs name them. */
+export const POLICY_FIELDS = [
+  "dailyBudget",
+  "perCallLimit",
+  "allowedDomains",
+  "blockedDomains",
+  "rateLimit",
+  "protocolPreference",
+  "approval",
+  "endpointBudgets",
+] as const;
+
 /**
  * Parses the wire body of `PUT /v1/policies/{agentId}` / `policies.set` (spec 2.1 shapes, money as
  * `{ usdc: number }` or a decimal string) into a patch. Unknown fields and the read-only
@@ -180,16 +192,7 @@ function validPreference(value: string): ProtocolPreference {
  */
 export function parsePolicyPatch(body: unknown): PolicyPatch {
   if (!isRecord(body)) throw new InvalidPolicyError("invalid_policy_field", "body", "must be a JSON object");
-  const known = new Set([
-    "dailyBudget",
-    "perCallLimit",
-    "allowedDomains",
-    "blockedDomains",
-    "rateLimit",
-    "protocolPreference",
-    "approval",
-    "endpointBudgets",
-  ]);
+  const known = new Set<string>(POLICY_FIELDS);
   for (const key of Object.keys(body)) {
     if (!known.has(key)) throw new InvalidPolicyError("invalid_policy_field", key, "is not a writable policy field");
   }

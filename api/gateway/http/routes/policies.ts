@@ -23,7 +23,7 @@ import {
 import { policyActor } from "../../../shared/auth.js";
 import { httpError } from "../../../shared/errors.js";
 import { InvalidPolicyError } from "../../../shared/policy/errors.js";
-import { MAX_RATE_LIMIT_CALLS } from "../../../shared/policy/policy.js";
+import { MAX_RATE_LIMIT_CALLS, POLICY_FIELDS } from "../../../shared/policy/policy.js";
 import {
   parseBacktestLimit,
   parseBacktestWindow,
@@ -41,16 +41,6 @@ import { badRequest } from "../../../shared/errors.js";
 import type { Route, RouteContext } from "../deps.js";
 import type { RouteResponse } from "../../../shared/http/idempotency.js";
 
-const POLICY_FIELDS = [
-  "dailyBudget",
-  "perCallLimit",
-  "allowedDomains",
-  "blockedDomains",
-  "rateLimit",
-  "protocolPreference",
-  "approval",
-  "endpointBudgets",
-] as const;
 const MONEY_FIELDS = ["dailyBudget", "perCallLimit"] as const;
 
 async function policyView(context: RouteContext, agent: AgentRow): Promise<Record<string, unknown>> {

@@ -247,15 +247,22 @@ export class IngestPipeline {
       } catch (error) {
         add(attempt);
         if (signal.aborted) break;
+        let failure = error;
         if (error instanceof ReplayUnavailableError && options.fallback !== undefined && !fromTip) {
-          add(await this.catchUp(source, options.fallback, signal, onProgress, error));
-          delayMs = reconnect.initialMs;
-          fromTip = true;
-          continue;
+          try {
+            add(await this.catchUp(source, options.fallback, signal, onProgress, error));
+            delayMs = reconnect.initialMs;
+            fromTip = true;
+            continue;
+          } catch (catchUpError) {
+            // A failed read of the fallback: retried from the checkpoint like a dropped stream.
+            if (signal.aborted) break;
+            failure = catchUpError;
+          }
         }
         fromTip = false;
         if (attempt.transactions > 0 || attempt.slot > 0n) delayMs = reconnect.initialMs;
-        this.options.logger?.warn({ source: source.name, err: error, retryInMs: delayMs }, "live source failed; reconnecting");
+        this.options.logger?.warn({ source: source.name, err: failure, retryInMs: delayMs }, "live source failed; reconnecting");
         // An abort ends the wait early (the promise rejects, only then); the loop's check stops it.
         await delay(delayMs, undefined, { signal }).catch(() => undefined);
         delayMs = Math.min(delayMs * 2, reconnect.maxMs);
@@ -264,7 +271,10 @@ export class IngestPipeline {
     return total;
   }
 
-  /** Backfills through `fallback` from the live source's checkpoint to the fallback's confirmed tip. */
+  /**
+   * Backfills through `fallback` from the live source's checkpoint slot (inclusive: see `follow`)
+   * to the fallback's confirmed tip.
+   */
   private async catchUp(
     live: ChainSource,
     fallback: BackfillSource,
@@ -273,7 +283,7 @@ export class IngestPipeline {
     cause: ReplayUnavailableError,
   ): Promise<Progress> {
     const checkpoint = await readCheckpoint(this.options.pool, live.name);
-    const fromSlot = checkpoint === null ? 0n : checkpoint.slot + 1n;
+    const fromSlot = checkpoint?.slot ?? 0n;
     const toSlot = await fallback.currentSlot("confirmed");
     this.options.logger?.warn(
       { source: live.name, fallback: fallback.name, fromSlot: fromSlot.toString(), toSlot: toSlot.toString(), reason: cause.message },
@@ -293,8 +303,9 @@ export class IngestPipeline {
   ): Promise<Progress> {
     const batchSize = this.options.batchSize ?? DEFAULT_BATCH_SIZE;
     const checkpoint = await readCheckpoint(this.options.pool, source.name);
-    // The checkpoint slot is complete: a source that replays from it re-delivers what is already
-    // in (idempotent); one that can only start past it is caught by the chain check below.
+    // Resumption re-reads the checkpoint slot (the overlap is absorbed by the event key): it may be
+    // incomplete, when a catch-up read it from a node whose confirmed slot was still open or a
+    // full batch ended inside it. A source that can only start past it is caught by the chain check.
     const fromSlot = checkpoint?.slot ?? 0n;
     this.options.logger?.info({ source: source.name, fromSlot: fromSlot.toString() }, "following");
     progress.slot = fromSlot;
@@ -309,15 +320,16 @@ export class IngestPipeline {
       const slot = update.kind === "slot" ? update.slot.slot : batch.at(-1)!.slot;
       if (!chained && status === "confirmed" && update.kind === "slot") {
         chained = true;
-        // The first confirmed slot's parent must be at or before the checkpoint; past it, slots
-        // between were never delivered (a live-only stream that started late): fill them first.
+        // The first confirmed slot's parent must be before the checkpoint slot; otherwise the
+        // stream started past it (a live-only stream opens at the server's tip) and did not
+        // deliver the checkpoint slot nor anything up to the parent: read them first.
         const parent = update.slot.parent;
-        if (parent !== null && parent > fromSlot && fallback !== undefined) {
+        if (parent !== null && parent >= fromSlot && fallback !== undefined) {
           this.options.logger?.warn(
-            { source: source.name, fallback: fallback.name, fromSlot: (fromSlot + 1n).toString(), toSlot: parent.toString() },
+            { source: source.name, fallback: fallback.name, fromSlot: fromSlot.toString(), toSlot: parent.toString() },
             "stream started past the checkpoint; backfilling the gap",
           );
-          const filled = await this.backfill(fallback, { fromSlot: fromSlot + 1n, toSlot: parent }, onProgress, signal, source.name);
+          const filled = await this.backfill(fallback, { fromSlot, toSlot: parent }, onProgress, signal, source.name);
           progress.transactions += filled.transactions;
           progress.events += filled.events;
           batch = batch.filter((tx) => tx.slot > parent);
@@ -325,7 +337,7 @@ export class IngestPipeline {
       }
       const finalized = status === "finalized" ? slot : undefined;
       const dead = status === "dead" ? [slot] : undefined;
-      // The checkpoint is the newest slot whose transactions are all in this commit.
+      // The newest slot this commit reached: whole at a confirmed status; a full batch may end inside it.
       const checkpointSlot = status === "confirmed" ? slot : (batch.at(-1)?.slot ?? progress.slot);
       const result = await this.ingest(batch, { source: source.name, slot: checkpointSlot }, finalized, dead);
       if (result.eventsRolledBack > 0) {

@@ -194,12 +194,30 @@ export async function listTransactions(
   }
   // A reason filter with a chain status (confirmed, finalized) matches nothing.
   if (branches.length === 0) return [];
-  // The key columns order the page; only the asked ones are answered (no date parsed unasked).
-  const answered = columns === undefined ? read : read.filter((c) => columns.has(c) || c === "kind" || c === "id" || c === "time_micros");
+  // The key columns order the page; only the asked ones are answered. The time is answered as
+  // `time_micros` alone and made a Date here: no timestamp text formatted by Postgres, nor parsed.
+  const withTime = columns === undefined || columns.has("timestamp");
+  const answered = read.filter((c) => c !== "timestamp" && (columns === undefined || columns.has(c) || c === "kind" || c === "id" || c === "time_micros"));
   const sql = `SELECT ${answered.map((c) => `"${c}"`).join(", ")} FROM (${branches.join(" UNION ALL ")}) x
                ORDER BY "timestamp" DESC, kind DESC, id::bigint DESC LIMIT ${limit}`;
   const result = await pool.query<PaymentRow>({ name: statementName(sql), text: sql, values: params });
+  if (withTime) for (const row of result.rows) (row as { timestamp: Date }).timestamp = dateOfMicros(row.time_micros);
   return result.rows;
+}
+
+/**
+ * The Date of a time in epoch microseconds (decimal text), cut to the millisecond toward the past:
+ * the Date the driver parses from Postgres's text of the same time (its fraction truncated).
+ */
+export function dateOfMicros(micros: string): Date {
+  const value = Number(micros);
+  if (!Number.isSafeInteger(value)) {
+    // Beyond 2^53 µs (after the year 2255): exact in bigint, floored.
+    const big = BigInt(micros);
+    return new Date(Number((big - (((big % 1000n) + 1000n) % 1000n)) / 1000n));
+  }
+  const belowMs = ((value % 1000) + 1000) % 1000;
+  return new Date((value - belowMs) / 1000);
 }
 
 /** Spec 4.7 transactions.get: the payment of this hash if its payer is one of the account's agents. */

@@ -194,12 +194,14 @@ export async function listTransactions(
   }
   // A reason filter with a chain status (confirmed, finalized) matches nothing.
   if (branches.length === 0) return [];
-  // The key columns order the page; only the asked ones are answered. The time is answered as
-  // `time_micros` alone and made a Date here: no timestamp text formatted by Postgres, nor parsed.
-  const withTime = columns === undefined || columns.has("timestamp");
-  const answered = read.filter((c) => c !== "timestamp" && (columns === undefined || columns.has(c) || c === "kind" || c === "id" || c === "time_micros"));
-  const sql = `SELECT ${answered.map((c) => `"${c}"`).join(", ")} FROM (${branches.join(" UNION ALL ")}) x
-               ORDER BY "timestamp" DESC, kind DESC, id::bigint DESC LIMIT ${limit}`;
+  // The key columns order the page; only the asked ones are answered. The time comes as
+  // `time_micros` alone and is made a Date here (no timestamp text formatted by Postgres, nor
+  // parsed); its column is a NULL placeholder, so each row object has its slot from the start.
+  const answered = columns === undefined ? read : read.filter((c) => columns.has(c) || c === "kind" || c === "id" || c === "time_micros");
+  const withTime = answered.includes("timestamp");
+  const sql = `SELECT ${answered.map((c) => (c === "timestamp" ? `NULL::timestamptz AS "timestamp"` : `x."${c}"`)).join(", ")}
+               FROM (${branches.join(" UNION ALL ")}) x
+               ORDER BY x."timestamp" DESC, x.kind DESC, x.id::bigint DESC LIMIT ${limit}`;
   const result = await pool.query<PaymentRow>({ name: statementName(sql), text: sql, values: params });
   if (withTime) for (const row of result.rows) (row as { timestamp: Date }).timestamp = dateOfMicros(row.time_micros);
   return result.rows;

@@ -56,10 +56,9 @@ describe("listing times", () => {
 
   it("a listing's rows carry their payments' times, fractions of a millisecond cut as the driver cuts them", async () => {
     const account = await createAccount(db.pool, "times");
-    await db.pool.query(
-      `INSERT INTO agents (agent_id, account_id, name, wallet_address) VALUES ('agent-t', $1, 'agent t', 'wallet-t')`,
-      [account],
-    );
+    await db.pool.query(`INSERT INTO agents (agent_id, account_id, name, wallet_address) VALUES ('agent-t', $1, 'agent t', 'wallet-t')`, [
+      account,
+    ]);
     const micros = randomMicros(mulberry32(0x7174), 60).map((m) => (m < 0n ? -m : m));
     await db.pool.query(
       `INSERT INTO transactions (event_id, tx_hash, instruction_index, agent, payee, mint, payment_id, protocol, rail,

@@ -159,8 +159,9 @@ export function directGraphqlHandler(options: DirectGraphqlOptions): Handler {
     const result = await document.query.query(undefined, createContext(deps, caller), params.variables);
     if ((result.errors !== undefined && result.errors.length > 0) || result.extensions !== undefined) return false;
     // Yoga serializes a compiled query's result with the compiled stringify too.
-    const json = document.query.stringify(result);
-    response.writeHead(200, { "content-type": type, "content-length": Buffer.byteLength(json) });
+    // Encoded once: its length and the bytes written come from the same buffer.
+    const json = Buffer.from(document.query.stringify(result));
+    response.writeHead(200, { "content-type": type, "content-length": json.length });
     response.end(json);
     return true;
   };

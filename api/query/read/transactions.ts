@@ -194,12 +194,32 @@ export async function listTransactions(
   }
   // A reason filter with a chain status (confirmed, finalized) matches nothing.
   if (branches.length === 0) return [];
-  // The key columns order the page; only the asked ones are answered (no date parsed unasked).
+  // The key columns order the page; only the asked ones are answered. The time comes as
+  // `time_micros` alone and is made a Date here (no timestamp text formatted by Postgres, nor
+  // parsed); its column is a NULL placeholder, so each row object has its slot from the start.
   const answered = columns === undefined ? read : read.filter((c) => columns.has(c) || c === "kind" || c === "id" || c === "time_micros");
-  const sql = `SELECT ${answered.map((c) => `"${c}"`).join(", ")} FROM (${branches.join(" UNION ALL ")}) x
-               ORDER BY "timestamp" DESC, kind DESC, id::bigint DESC LIMIT ${limit}`;
+  const withTime = answered.includes("timestamp");
+  const sql = `SELECT ${answered.map((c) => (c === "timestamp" ? `NULL::timestamptz AS "timestamp"` : `x."${c}"`)).join(", ")}
+               FROM (${branches.join(" UNION ALL ")}) x
+               ORDER BY x."timestamp" DESC, x.kind DESC, x.id::bigint DESC LIMIT ${limit}`;
   const result = await pool.query<PaymentRow>({ name: statementName(sql), text: sql, values: params });
+  if (withTime) for (const row of result.rows) (row as { timestamp: Date }).timestamp = dateOfMicros(row.time_micros);
   return result.rows;
+}
+
+/**
+ * The Date of a time in epoch microseconds (decimal text), cut to the millisecond toward the past:
+ * the Date the driver parses from Postgres's text of the same time (its fraction truncated).
+ */
+export function dateOfMicros(micros: string): Date {
+  const value = Number(micros);
+  if (!Number.isSafeInteger(value)) {
+    // Beyond 2^53 µs (after the year 2255): exact in bigint, floored.
+    const big = BigInt(micros);
+    return new Date(Number((big - (((big % 1000n) + 1000n) % 1000n)) / 1000n));
+  }
+  const belowMs = ((value % 1000) + 1000) % 1000;
+  return new Date((value - belowMs) / 1000);
 }
 
 /** Spec 4.7 transactions.get: the payment of this hash if its payer is one of the account's agents. */

@@ -38,18 +38,23 @@ export class CpuMeter {
 
   /** Reads the pool's backends again (call between rounds: the pool may have opened more). */
   async refresh(): Promise<void> {
-    const result = await this.#pool.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database()");
+    const result = await this.#pool.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'",
+    );
     this.#pids = result.rows.map((row) => row.pid);
   }
 
+  /** The backends' ticks; a backend gone since `refresh` counts nothing, none readable is null. */
   #backendTicks(): number | null {
     let sum = 0;
+    let readable = false;
     for (const pid of this.#pids) {
       const ticks = ticksOf(pid);
-      if (ticks === null) return null;
+      if (ticks === null) continue;
       sum += ticks;
+      readable = true;
     }
-    return sum;
+    return readable ? sum : null;
   }
 
   /** Runs `work`, adds its CPU time to `label`, returns its wall time (ms) and result. */

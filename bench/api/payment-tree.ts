@@ -9,7 +9,8 @@
  * The closure-table loader it replaced (bench/api/closure-tree.ts, rows decoded as the driver's
  * objects) and the older recursive walk with object rows (bench/api/recursive-tree.ts) are further
  * same-run baselines and must return the seeded tree too. Baselines and the measured query run
- * interleaved, so load from elsewhere on a shared machine falls on both alike.
+ * interleaved, so load from elsewhere on a shared machine falls on both alike; each also reports
+ * its CPU time per call (this process and the database backends, ./cpu-time.ts).
  *
  *   npx tsx bench/api/payment-tree.ts [--iterations 100 --baseline-iterations 5 --warmup 3 --http-iterations 20]
  *                                     [--nodes 10000 --depth 10 --background 100000]
@@ -22,6 +23,7 @@ import { loadPaymentTree, type PaymentTree } from "../../api/query/read/payment-
 import { createApiServer } from "../../api/query/server.js";
 import { TREE_DEPTH_DEFAULT, TREE_NODE_LIMIT_MAX } from "../../api/shared/validation.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
+import { CpuMeter } from "./cpu-time.js";
 import { type BaselineTree, resolveTreePerLevel } from "./per-level-resolver.js";
 import { closureTreeBefore } from "./closure-tree.js";
 import { recursiveTree } from "./recursive-tree.js";
@@ -194,19 +196,22 @@ async function run(): Promise<void> {
     const before_ms: number[] = [];
     const walk_ms: number[] = [];
     const baseline_ms: number[] = [];
+    // CPU time per call beside wall time: under load, wall time follows the other processes.
+    const meter = new CpuMeter(db.pool);
     const perRound = Math.ceil(ITERATIONS / BASELINE_ITERATIONS);
     for (let round = 0; round < BASELINE_ITERATIONS; round += 1) {
       baseline_ms.push((await timed(baseline))[0]);
+      await meter.refresh();
       for (let i = 0; i < perRound && recursive_ms.length < ITERATIONS; i += 1) {
-        recursive_ms.push((await timed(recursive))[0]);
-        walk_ms.push((await timed(walk))[0]);
-        before_ms.push((await timed(before))[0]);
+        recursive_ms.push((await meter.time("recursive", recursive))[0]);
+        walk_ms.push((await meter.time("walk", walk))[0]);
+        before_ms.push((await meter.time("before", before))[0]);
       }
     }
     while (recursive_ms.length < ITERATIONS) {
-      recursive_ms.push((await timed(recursive))[0]);
-      walk_ms.push((await timed(walk))[0]);
-      before_ms.push((await timed(before))[0]);
+      recursive_ms.push((await meter.time("recursive", recursive))[0]);
+      walk_ms.push((await meter.time("walk", walk))[0]);
+      before_ms.push((await meter.time("before", before))[0]);
     }
 
     // Where the recursive time goes: the statement's execution time inside Postgres (EXPLAIN
@@ -255,9 +260,10 @@ async function run(): Promise<void> {
       const capped = (): Promise<PaymentTree | null> =>
         loadPaymentTree(db.pool, fixture.accountId, fixture.rootTxHash, { maxDepth: TREE_DEPTH_DEFAULT, nodeLimit: TREE_NODE_LIMIT_MAX });
       for (let i = 0; i < WARMUP; i += 1) await request();
+      await meter.refresh();
       for (let i = 0; i < HTTP_ITERATIONS; i += 1) {
-        http_ms.push((await timed(request))[0]);
-        capped_ms.push((await timed(capped))[0]);
+        http_ms.push((await meter.time("http", request))[0]);
+        capped_ms.push((await meter.time("capped", capped))[0]);
       }
     } finally {
       await server.close();
@@ -293,6 +299,19 @@ async function run(): Promise<void> {
     console.log(row(`GraphQL over HTTP, nodeLimit ${count(httpNodes)}`, stats(http_ms)));
     console.log(row(`loadPaymentTree alone, nodeLimit ${count(TREE_NODE_LIMIT_MAX)}`, stats(capped_ms)));
     console.log("(nearest-rank percentiles: below 100 runs, p99 is the slowest run)");
+    console.log("CPU per call (this process; the database's backends, from /proc):");
+    for (const [label, name] of [
+      ["recursive", "loadPaymentTree"],
+      ["before", "closure table, object rows"],
+      ["walk", "recursive walk, object rows"],
+      ["http", `GraphQL over HTTP (server and client), ${count(httpNodes)}`],
+      ["capped", `loadPaymentTree, nodeLimit ${count(TREE_NODE_LIMIT_MAX)}`],
+    ] as const) {
+      const cpu = meter.perCall(label);
+      if (cpu === undefined) continue;
+      const postgres = cpu.postgresMs === null ? "n/a" : `${cpu.postgresMs.toFixed(1)} ms`;
+      console.log(`  ${name.padEnd(50)} Node ${cpu.nodeMs.toFixed(1)} ms, Postgres ${postgres} (${cpu.calls} calls)`);
+    }
   } finally {
     await db.drop();
   }

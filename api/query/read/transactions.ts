@@ -194,10 +194,10 @@ export async function listTransactions(
   }
   // A reason filter with a chain status (confirmed, finalized) matches nothing.
   if (branches.length === 0) return [];
-  // The key columns order the page; only the asked ones are answered. The time comes as
+  // Answered: what was read, less the time's column when not asked (the keys make the cursor). The time comes as
   // `time_micros` alone and is made a Date here (no timestamp text formatted by Postgres, nor
   // parsed); its column is a NULL placeholder, so each row object has its slot from the start.
-  const answered = columns === undefined ? read : read.filter((c) => columns.has(c) || c === "kind" || c === "id" || c === "time_micros");
+  const answered = columns === undefined || columns.has("timestamp") ? read : read.filter((c) => c !== "timestamp");
   const withTime = answered.includes("timestamp");
   const sql = `SELECT ${answered.map((c) => (c === "timestamp" ? `NULL::timestamptz AS "timestamp"` : `x."${c}"`)).join(", ")}
                FROM (${branches.join(" UNION ALL ")}) x

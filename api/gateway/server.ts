@@ -25,26 +25,32 @@ export function createGatewayServer(options: GatewayServerOptions): ApiServer {
   const wallets = options.gateway?.wallets;
   const balances =
     options.balances ?? (wallets === undefined ? undefined : rpcBalanceReader(wallets.ledger.connection, wallets.ledger.mint));
-  const routes = useGatewayRoutes({
-    pool: options.pool,
-    logger: options.logger,
-    now: options.now,
-    network: options.network,
-    balances,
-    ...options.gateway,
-  });
   const dashboard = useDashboard({ pool: options.pool, ...(options.dashboardDir === undefined ? {} : { dir: options.dashboardDir }) });
-  // The payments MCP server at /mcp calls this same server's routes in process.
-  const mcp = useMcp(() => ({
-    pool: options.pool,
-    dispatch: (request) => Promise.resolve(server.yoga.fetch(request)),
-    allowPrivateNetworks: options.mcpAllowPrivateNetworks === true,
-    logger: options.logger,
-  }));
   const server = createApiServer({
     ...options,
     ...(balances === undefined ? {} : { balances }),
-    plugins: [...(options.plugins ?? []), dashboard, mcp, routes],
+    // The /v1 routes and /mcp authenticate through the server's key cache, as GraphQL does.
+    plugins: (shared) => [
+      ...(typeof options.plugins === "function" ? options.plugins(shared) : (options.plugins ?? [])),
+      dashboard,
+      // The payments MCP server at /mcp calls this same server's routes in process.
+      useMcp(() => ({
+        pool: options.pool,
+        keys: shared.keys,
+        dispatch: (request) => Promise.resolve(server.yoga.fetch(request)),
+        allowPrivateNetworks: options.mcpAllowPrivateNetworks === true,
+        logger: options.logger,
+      })),
+      useGatewayRoutes({
+        pool: options.pool,
+        logger: options.logger,
+        now: options.now,
+        network: options.network,
+        balances,
+        ...options.gateway,
+        keys: shared.keys,
+      }),
+    ],
   });
   return server;
 }

@@ -50,10 +50,11 @@ export interface ApiServerOptions {
    */
   readonly ops?: OpsRoutes;
   /**
-   * More request handlers served before the read views and GraphQL (the gateway's /v1 routes).
+   * More request handlers served before the read views and GraphQL (the gateway's /v1 routes); as
+   * a function, made from the server's shared services (to authenticate through its key cache).
    * They must leave `POST /graphql` alone: the direct path answers it before yoga's hooks run.
    */
-  readonly plugins?: readonly Plugin[];
+  readonly plugins?: readonly Plugin[] | ((shared: SharedServices) => readonly Plugin[]);
   /**
    * false = every request reads its API key from the primary (the benches' baseline); by default
    * live keys are held in memory, revocations pushed by NOTIFY (api/shared/key-cache.ts).
@@ -70,6 +71,11 @@ export interface ApiServerOptions {
    * the compiled executor.
    */
   readonly directPath?: boolean;
+}
+
+/** What the server holds for every surface it serves: its key cache (undefined with `keyCache: false`). */
+export interface SharedServices {
+  readonly keys: ApiKeyCache | undefined;
 }
 
 export interface ApiServer {
@@ -105,7 +111,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     context: async ({ request }) => createContext(deps, await authenticateGraphql(deps.primary, request.headers, keys)),
     plugins: [
       ...(options.ops === undefined ? [] : [options.ops.plugin]),
-      ...(options.plugins ?? []),
+      ...(typeof options.plugins === "function" ? options.plugins({ keys }) : (options.plugins ?? [])),
       useQueryRoutes({ ...deps, logger: options.logger }),
       useGraphqlRequestLimits(),
       useQueryLimits(),

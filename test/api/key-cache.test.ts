@@ -3,15 +3,16 @@
  * served after it stops being valid for longer than the rules allow. A revocation through the key
  * store is pushed by NOTIFY and refused at once; a change nothing announces (a scope edited by
  * hand, a key deleted) is seen once the entry's time bound passes (a pinned clock here, real
- * time through HTTP); every worker of a multi-process query service refuses a revoked key within
- * 1 s.
+ * time through HTTP); the gateway's REST /v1 routes and /mcp go through the same cache under the
+ * same bounds; every worker of a multi-process query service refuses a revoked key within 1 s.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { request } from "node:http";
 import { dirname, resolve } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { createGatewayServer } from "../../api/gateway/server.js";
 import { type ApiServer, createApiServer } from "../../api/query/server.js";
 import { ApiKeyCache, KEY_CACHE_TTL_MS } from "../../api/shared/key-cache.js";
 import { createAccount, hashApiKey, issueApiKey, revokeApiKey, revokeApiKeyById } from "../../api/shared/keys.js";
@@ -176,6 +177,69 @@ describe("the query service over HTTP", () => {
     expect(await status(deleted)).toEqual({ status: 401, codes: ["AUTHENTICATION_ERROR"] });
     // An agent key may not read account-wide figures.
     expect((await status(rescoped, accountWide)).codes).toEqual(["FORBIDDEN_SCOPE"]);
+  });
+});
+
+describe("the gateway's REST /v1 routes and /mcp", () => {
+  let server: ApiServer;
+  let base: string;
+
+  beforeAll(async () => {
+    server = createGatewayServer({ pool: db.pool, databaseUrl: db.url, liveFeed: false });
+    base = `http://127.0.0.1:${await server.listen(0)}`;
+  });
+
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  const rest = async (apiKey: string): Promise<number> =>
+    (await fetch(`${base}/v1/keys/current`, { headers: { authorization: `Bearer ${apiKey}` } })).status;
+  const mcp = async (apiKey: string): Promise<number> => {
+    const response = await fetch(`${base}/mcp?agent=kc-agent`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${apiKey}` },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }),
+    });
+    await response.body?.cancel();
+    return response.status;
+  };
+
+  it("authenticate through the server's key cache", async () => {
+    const { apiKey } = await issueApiKey(db.pool, accountId);
+    const lookup = vi.spyOn(server.keys!, "lookup");
+    try {
+      expect(await rest(apiKey)).toBe(200);
+      expect(lookup).toHaveBeenCalledTimes(1);
+      expect(await mcp(apiKey)).not.toBe(401);
+      // /mcp checks the key, then its tool calls reach the routes with it in process.
+      expect(lookup.mock.calls.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      lookup.mockRestore();
+    }
+  });
+
+  it("a key revoked through the key store is refused on the next request after its notification", async () => {
+    const { apiKey } = await issueApiKey(db.pool, accountId);
+    expect(await rest(apiKey)).toBe(200);
+    expect(await mcp(apiKey)).not.toBe(401);
+    const pushed = new Promise<string>((done) => {
+      server.keys!.onChange = done;
+    });
+    await revokeApiKeyById(db.pool, accountId, await keyId(apiKey));
+    await pushed;
+    expect(await rest(apiKey)).toBe(401);
+    expect(await mcp(apiKey)).toBe(401);
+  });
+
+  it("a key revoked by hand in SQL is refused within 1 s", async () => {
+    const { apiKey } = await issueApiKey(db.pool, accountId);
+    expect(await rest(apiKey)).toBe(200);
+    expect(await mcp(apiKey)).not.toBe(401);
+    await db.pool.query("UPDATE api_keys SET revoked_at = now() WHERE key_sha256 = $1", [hashApiKey(apiKey)]);
+    await delay(REVOCATION_BOUND_MS);
+    expect(await rest(apiKey)).toBe(401);
+    expect(await mcp(apiKey)).toBe(401);
   });
 });
 

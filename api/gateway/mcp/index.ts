@@ -30,6 +30,7 @@ import type { FetchFunction } from "../../../sdk/src/transport.js";
 import { agentOfAccount } from "../../shared/agents.js";
 import { MAX_BODY_BYTES } from "../../shared/http/json.js";
 import { authenticate, BEARER_CHALLENGE, type Caller, INVALID_TOKEN_CHALLENGE } from "../../shared/auth.js";
+import type { ApiKeyCache } from "../../shared/key-cache.js";
 import { ADMIN_SCOPE, boundAgent, forbiddenScope, kindAllows } from "../../shared/scopes.js";
 import { isNonPublicAddress } from "../webhooks/addresses.js";
 
@@ -41,6 +42,8 @@ const AGENT_ID = /^[\x21-\x7e]{1,128}$/;
 export interface McpMountOptions {
   /** Where API keys and agents are read (the primary). */
   readonly pool: pg.Pool;
+  /** The server's live keys (api/shared/key-cache.ts); without it each request reads its key. */
+  readonly keys?: ApiKeyCache | undefined;
   /** The gateway's whole HTTP handler (REST /v1, GraphQL), called in process. */
   readonly dispatch: (request: Request) => Promise<Response>;
   /** Let `pay` / `quote` reach loopback and private addresses (local systems, tests); false in production. */
@@ -90,7 +93,7 @@ function isAuthenticationError(error: unknown): boolean {
 async function checkCaller(options: McpMountOptions, authorization: string, agentId: string): Promise<Response | null> {
   let caller: Caller;
   try {
-    caller = await authenticate(options.pool, authorization);
+    caller = await authenticate(options.pool, authorization, options.keys);
   } catch (error) {
     if (!isAuthenticationError(error)) throw error;
     return problem(401, "AUTHENTICATION_ERROR", "invalid API key", { "www-authenticate": INVALID_TOKEN_CHALLENGE });

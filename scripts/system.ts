@@ -78,6 +78,8 @@ export interface SystemOptions {
    * the local ledger's RPC URL, they call it devnet.
    */
   readonly networkAliases?: readonly string[];
+  /** false = every request reads its API key from the database (bench/http's baseline); cached by default. */
+  readonly keyCache?: boolean;
 }
 
 export interface System {
@@ -187,6 +189,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
     network: ledger.network,
     gateway: gateway.routes,
     mcpAllowPrivateNetworks: options.allowPrivateNetworks ?? false,
+    ...(options.keyCache === undefined ? {} : { keyCache: options.keyCache }),
   });
   const host = options.host ?? "127.0.0.1";
   const port = await api.listen(options.port ?? 0, host);

@@ -6,7 +6,10 @@
  *   1. bare node:http answering a fixed GraphQL-shaped body (the floor);
  *   2. + API-key authentication (the `Authorization: Bearer` lookup every request makes);
  *   3. + GraphQL: the query service answering an authenticated `{ __typename }`;
- *   4. + a read: `transactions(limit: 50)` for one account of a store of --payments payments.
+ *   4. + a read: `transactions(limit: 50)` for one account of a store of --payments payments;
+ *   5. the REST authorize route (`POST /v1/agents/{agent}/payments/authorize`, an x402 offer): the
+ *      policy check, the reservation under the agent's lock, the signed payment, over --payers
+ *      agents in turn, on a whole system (local ledger, indexer, gateway) with a database of its own.
  *
  * Rungs 2-4 run the current path and the previous ones (`old`: every request reads its key from
  * Postgres, graphql-js executes; `all through yoga`: no direct path for POST /graphql) interleaved,
@@ -15,9 +18,9 @@
  * --workers processes sharing one port (QUERY_WORKERS). Each figure is the median of --rounds.
  * --baseline DIR (another checkout of the repository, with its node_modules, e.g. the previous
  * commit's `git archive` unpacked) adds rung 4 as that code runs it, interleaved with the others:
- * its own rung process, on a store seeded and migrated by its own code (its schema, its indexes).
- * The REST authorize route is not a rung: it needs the gateway's ledger and wallets
- * (bench/gateway/gateway.ts measures it).
+ * its own rung process, on a store seeded and migrated by its own code (its schema, its indexes);
+ * and rung 5 when that checkout has it (its own system, on a database of its own).
+ * Rung 5's CPU per request counts the whole system's process (its indexer too) and the ledger's.
  *
  * The store is seeded set-based (INSERT … SELECT generate_series) straight into the tables the
  * listing reads (`accounts`, `agents`, `endpoints`, `transactions`): the read is measured, not
@@ -49,6 +52,8 @@ const { values: flags } = parseArgs({
     rounds: { type: "string", default: "3" },
     connections: { type: "string", default: "32" },
     workers: { type: "string", default: "2" },
+    /** Agents the authorize rung pays from in turn (each under its own lock). */
+    payers: { type: "string", default: "32" },
     /** Only the rungs whose label matches (the floor always runs): to look at one layer. */
     only: { type: "string" },
     /** Another checkout whose rung 4 runs interleaved with this one's, on its own store. */
@@ -63,6 +68,7 @@ const WARMUP = Number(flags.warmup);
 const ROUNDS = Number(flags.rounds);
 const CONNECTIONS = Number(flags.connections);
 const WORKERS = Number(flags.workers);
+const PAYERS = Number(flags.payers);
 const WRK = process.env.WRK ?? "/usr/bin/wrk";
 const GOAL_TYPENAME_SHARE = 0.25;
 const GOAL_TRANSACTIONS_RPS = 2_000;
@@ -78,7 +84,7 @@ const TRANSACTIONS = JSON.stringify({
 
 interface Config {
   readonly label: string;
-  readonly rung: "bare" | "auth" | "graphql";
+  readonly rung: "bare" | "auth" | "graphql" | "authorize";
   readonly args: readonly string[];
   readonly body: string;
   /** Runs from the --baseline checkout, on its store. */
@@ -153,9 +159,18 @@ async function rungTicks(rootPid: number, databaseUrl: string): Promise<{ node: 
 
 const count = (n: number): string => Math.round(n).toLocaleString("en-US");
 
+/** What the authorize rung made for its callers: its own database, key, agents and request body. */
+interface RungCaller {
+  readonly databaseUrl: string;
+  readonly apiKey: string;
+  readonly agents: readonly string[];
+  readonly body: string;
+}
+
 /** Starts a rung's server process; resolves with it and its port once it listens. */
-function startRung(config: Config, target: Target): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "bench/http/rungs.ts", config.rung, ...config.args], {
+function startRung(config: Config, target: Target): Promise<{ child: ChildProcess; port: number; caller: RungCaller | null }> {
+  const args = config.rung === "authorize" ? ["--agents", String(PAYERS)] : [];
+  const child = spawn(process.execPath, ["--import", "tsx", "bench/http/rungs.ts", config.rung, ...config.args, ...args], {
     cwd: target.dir,
     env: { ...process.env, DATABASE_URL: target.databaseUrl },
     stdio: ["ignore", "pipe", "inherit"],
@@ -165,7 +180,13 @@ function startRung(config: Config, target: Target): Promise<{ child: ChildProces
     child.stdout!.on("data", (chunk: Buffer) => {
       out += chunk.toString();
       const match = /port (\d+)/.exec(out);
-      if (match !== null) resolve({ child, port: Number(match[1]) });
+      if (match === null) return;
+      const made = /^caller (\S+) (\S+) (\S+) (\S+)$/m.exec(out);
+      const caller =
+        made === null
+          ? null
+          : { databaseUrl: made[1]!, apiKey: made[2]!, agents: made[3]!.split(","), body: Buffer.from(made[4]!, "base64").toString() };
+      resolve({ child, port: Number(match[1]), caller });
     });
     child.once("exit", (code) => reject(new Error(`rung ${config.label} exited ${code} before listening`)));
   });
@@ -210,38 +231,59 @@ function parseWrk(label: string, output: string): Omit<Figure, "nodeUs" | "pgUs"
   return { rps, p50Ms: milliseconds(p50), p99Ms: milliseconds(p99), requests };
 }
 
-async function measure(config: Config, target: Target, dir: string): Promise<Figure> {
-  const { apiKey } = target;
-  const script = join(dir, `${config.label.replace(/\W+/g, "-")}.lua`);
-  await writeFile(
-    script,
-    `wrk.method = "POST"
-wrk.body = ${JSON.stringify(config.body)}
+/** The wrk script: the POST of `body` with the Bearer key, to `paths` in turn. */
+function wrkScript(apiKey: string, body: string, paths: readonly string[]): string {
+  return `wrk.method = "POST"
+wrk.body = ${JSON.stringify(body)}
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer ${apiKey}"
-`,
-  );
-  const { child, port } = await startRung(config, target);
+local paths = { ${paths.map((p) => JSON.stringify(p)).join(", ")} }
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format(nil, paths[(i % #paths) + 1])
+end
+`;
+}
+
+/** One answer checked before the load: the rung answers what it should. */
+async function checkAnswer(config: Config, response: Response): Promise<void> {
+  const text = await response.text();
+  if (response.status !== 200 || text.includes('"errors"')) throw new Error(`${config.label}: ${response.status} ${text.slice(0, 300)}`);
+  if (config.rung === "authorize") {
+    const answer = JSON.parse(text) as { reservationId?: unknown; headers?: Record<string, unknown> };
+    if (typeof answer.reservationId !== "string" || answer.headers === undefined)
+      throw new Error(`${config.label}: not a signed payment: ${text.slice(0, 300)}`);
+  } else if (
+    config.body === TRANSACTIONS &&
+    (JSON.parse(text) as { data: { transactions: { nodes: unknown[] } } }).data.transactions.nodes.length !== 50
+  ) {
+    throw new Error(`${config.label}: not a full page`);
+  }
+}
+
+async function measure(config: Config, target: Target, dir: string): Promise<Figure> {
+  const { child, port, caller } = await startRung(config, target);
   try {
-    const url = `http://127.0.0.1:${port}/graphql`;
-    // One answer checked before the load: the rung answers what it should.
-    const check = await fetch(url, {
-      method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
-      body: config.body,
-    });
-    const text = await check.text();
-    if (check.status !== 200 || text.includes('"errors"')) throw new Error(`${config.label}: ${check.status} ${text.slice(0, 300)}`);
-    if (
-      config.body === TRANSACTIONS &&
-      (JSON.parse(text) as { data: { transactions: { nodes: unknown[] } } }).data.transactions.nodes.length !== 50
-    ) {
-      throw new Error(`${config.label}: not a full page`);
-    }
+    const apiKey = caller?.apiKey ?? target.apiKey;
+    const body = caller?.body ?? config.body;
+    const databaseUrl = caller?.databaseUrl ?? target.databaseUrl;
+    const paths = caller === null ? ["/graphql"] : caller.agents.map((agent) => `/v1/agents/${agent}/payments/authorize`);
+    const script = join(dir, `${config.label.replace(/\W+/g, "-")}.lua`);
+    await writeFile(script, wrkScript(apiKey, body, paths));
+    const url = `http://127.0.0.1:${port}`;
+    await checkAnswer(
+      config,
+      await fetch(`${url}${paths[0]}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
+        body,
+      }),
+    );
     if (WARMUP > 0) parseWrk(config.label, await runWrk(url, script, WARMUP));
-    const before = await rungTicks(child.pid!, target.databaseUrl);
+    const before = await rungTicks(child.pid!, databaseUrl);
     const { requests, ...figure } = parseWrk(config.label, await runWrk(url, script, SECONDS));
-    const after = await rungTicks(child.pid!, target.databaseUrl);
+    const after = await rungTicks(child.pid!, databaseUrl);
     // Backends present at both ends (the pool's, busy throughout); the bench's own idle ones add ~0.
     let pgTicks = 0;
     for (const [pid, ticks] of after.pg) pgTicks += ticks - (before.pg.get(pid) ?? 0);
@@ -310,6 +352,11 @@ async function run(): Promise<void> {
         : [{ label: "+ transactions(limit: 50), baseline", rung: "graphql", args: [], body: TRANSACTIONS, baseline: true } as const]),
       { label: "+ transactions(limit: 50)", rung: "graphql", args: [], body: TRANSACTIONS },
       { label: `+ transactions(limit: 50), ${WORKERS} workers`, rung: "graphql", args: workers, body: TRANSACTIONS },
+      { label: "REST authorize (old: SELECT per request)", rung: "authorize", args: ["--old"], body: "" },
+      ...(baseline === undefined
+        ? []
+        : [{ label: "REST authorize, baseline", rung: "authorize", args: [], body: "", baseline: true } as const]),
+      { label: "REST authorize", rung: "authorize", args: [], body: "" },
     ];
     const only = flags.only === undefined ? null : new RegExp(flags.only);
     const chosen = configs.filter((c) => c.rung === "bare" || only === null || only.test(c.label));

@@ -3,19 +3,29 @@
  * the server under test and PostgreSQL each get the machine the way a deployment would: `wrk`
  * drives it from outside. Prints `port <n>` on stdout once listening; ends on SIGTERM.
  *
- *   tsx bench/http/rungs.ts <bare|auth|graphql> [--old] [--workers N]
+ *   tsx bench/http/rungs.ts <bare|auth|graphql|authorize> [--old] [--workers N]
  *
  * - bare: node:http answering a fixed GraphQL-shaped body after reading the request's body;
  * - auth: the same, after authenticating the Bearer key as every request of the services does;
- * - graphql: the query service itself (api/query/server.ts) on DATABASE_URL.
+ * - graphql: the query service itself (api/query/server.ts) on DATABASE_URL;
+ * - authorize: the whole system (`startSystem`: local ledger, indexer, gateway) on a fresh database
+ *   of DATABASE_URL's server, with `--agents` funded agents whose policy never binds; it prints
+ *   `caller <database url> <API key> <agents,…> <request body, base64>` before its port, and the
+ *   request is `POST /v1/agents/{agent}/payments/authorize` with an x402 requirement (spec 2.7).
  * `--old` runs the query service's previous request path (no key cache, graphql-js executor), the
- * baseline each lever is kept against; `--no-jit` keeps the key cache but not the compiled
+ * baseline each lever is kept against (for authorize: no key cache); `--no-jit` keeps the key cache but not the compiled
  * executor (nor the direct path, which needs it); `--no-direct` keeps both but sends every request
  * through yoga (no direct path, api/query/direct-graphql.ts); `--workers N` serves through N
  * processes on one port (api/query/workers.ts).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { parseArgs } from "node:util";
+import { Keypair } from "@solana/web3.js";
+import { pino } from "pino";
+import { requirementBody } from "../../api/gateway/x402/index.js";
+import { startSystem } from "../../scripts/system.js";
+import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
+import { fundedAgent } from "../gateway/setup.js";
 import { ApiKeyCache } from "../../api/shared/key-cache.js";
 import { authenticate } from "../../api/shared/auth.js";
 import { createApiServer } from "../../api/query/server.js";
@@ -30,6 +40,7 @@ const { values: flags, positionals } = parseArgs({
     "no-direct": { type: "boolean", default: false },
     workers: { type: "string", default: "1" },
     port: { type: "string", default: "0" },
+    agents: { type: "string", default: "32" },
   },
 });
 const rung = positionals[0];
@@ -83,7 +94,44 @@ async function serve(port: number): Promise<number> {
     });
     return api.listen(port);
   }
+  if (rung === "authorize") return serveAuthorize(port);
   throw new Error(`unknown rung ${String(rung)}`);
+}
+
+/** The authorize rung: a whole system on its own database, dropped when the rung ends. */
+async function serveAuthorize(port: number): Promise<number> {
+  const db = await createFreshDatabase();
+  const system = await startSystem({
+    databaseUrl: db.url,
+    port,
+    allowPrivateNetworks: true,
+    logger: pino({ level: "warn" }),
+    keyCache: !flags.old,
+  });
+  process.once(
+    "SIGTERM",
+    () =>
+      void system
+        .stop()
+        .then(() => db.drop())
+        .then(() => process.exit(0)),
+  );
+  const customer = await system.createAccount("bench customer");
+  const client = { gatewayUrl: system.apiUrl, apiKey: customer.apiKey };
+  const agents = Array.from({ length: Number(flags.agents) }, (_, i) => `http-bench-${i}`);
+  for (const agentId of agents) await fundedAgent(client, agentId, 100);
+  const endpoint = "https://api.example.com/v1/data";
+  const x402 = requirementBody({
+    scheme: "exact",
+    network: system.network,
+    token: system.token,
+    amountUnits: 1_000n,
+    payTo: Keypair.generate().publicKey.toBase58(),
+    resource: endpoint,
+  });
+  const body = Buffer.from(JSON.stringify({ endpoint, x402 })).toString("base64");
+  process.stdout.write(`caller ${db.url} ${customer.apiKey} ${agents.join(",")} ${body}\n`);
+  return system.port;
 }
 
 function listen(server: ReturnType<typeof createServer>, port: number): Promise<number> {
@@ -104,7 +152,7 @@ async function main(): Promise<void> {
     return;
   }
   const port = await serve(Number(flags.port));
-  process.once("SIGTERM", () => process.exit(0));
+  if (rung !== "authorize") process.once("SIGTERM", () => process.exit(0));
   if (!isWorker()) process.stdout.write(`port ${port}\n`);
 }
 

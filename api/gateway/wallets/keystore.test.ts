@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createCipheriv, randomBytes } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
 import { WalletKeyError } from "../chain/errors.js";
@@ -20,6 +20,28 @@ describe("keystore", () => {
     expect(sealed.ciphertext.includes(Buffer.from(keypair.secretKey.subarray(0, 32)))).toBe(false);
     const opened = store.open(sealed, ownerOf(keypair));
     expect(Buffer.from(opened.secretKey).equals(Buffer.from(keypair.secretKey))).toBe(true);
+  });
+
+  it("opens to the keypair web3.js derives from the seed, for any seed", () => {
+    const store = keystore();
+    for (let i = 0; i < 200; i += 1) {
+      const keypair = Keypair.fromSeed(randomBytes(32));
+      const opened = store.open(store.seal(keypair, ownerOf(keypair)), ownerOf(keypair));
+      expect(Buffer.from(opened.secretKey).equals(Buffer.from(keypair.secretKey))).toBe(true);
+      expect(opened.publicKey.equals(keypair.publicKey)).toBe(true);
+    }
+  });
+
+  it("an authentic ciphertext whose seed is not the address's key does not open", () => {
+    const key = randomBytes(32);
+    const store = keystore("v1", key);
+    const owner = ownerOf(Keypair.generate());
+    const nonce = randomBytes(12);
+    const cipher = createCipheriv("aes-256-gcm", key, nonce, { authTagLength: 16 });
+    cipher.setAAD(Buffer.from(`apg.agent-wallet.v1\n${owner.agentId}\n${owner.address}`, "utf8"));
+    const ciphertext = Buffer.concat([cipher.update(randomBytes(32)), cipher.final(), cipher.getAuthTag()]);
+    expect(() => store.open({ ciphertext, nonce, keyVersion: "v1" }, owner)).toThrow(/does not match its address/);
+    expect(() => store.open({ ciphertext, nonce, keyVersion: "v1" }, owner)).toThrow(WalletKeyError);
   });
 
   it("two seals of one key differ (fresh nonce each time)", () => {

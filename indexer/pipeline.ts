@@ -11,7 +11,16 @@ import { decodeSettlementTransfer, type SettlementTransfer } from "./decode/sett
 import { type DecodedTransaction, decodeRawTransaction } from "./decode/transaction.js";
 import { type IngestResult, ingestBatch, readCheckpoint } from "./store/ingest.js";
 import type { ProjectionOptions } from "./store/projections.js";
-import { type ChainSource, FROM_TIP, type RawTransaction, ReplayUnavailableError, type SlotRange } from "./sources/source.js";
+import { CommitRuns, type Segment } from "./commit-runs.js";
+import {
+  type ChainSource,
+  FROM_TIP,
+  type RawTransaction,
+  ReplayUnavailableError,
+  type SlotRange,
+  type SourceUpdate,
+} from "./sources/source.js";
+import { UpdateQueue } from "./update-queue.js";
 
 /** Finds a transaction by signature (settlement references); null when unavailable. */
 export type TransactionLookup = (signature: string) => Promise<RawTransaction | null>;
@@ -62,6 +71,9 @@ export interface Progress {
 }
 
 export const DEFAULT_BATCH_SIZE = 500;
+
+/** Live updates read ahead of the commits; full, the source is not read until a commit takes them. */
+export const LIVE_QUEUE_UPDATES = 4_096;
 
 export class IngestPipeline {
   constructor(private readonly options: PipelineOptions) {}
@@ -160,7 +172,8 @@ export class IngestPipeline {
 
   /**
    * Follows the source live from its checkpoint until `signal` aborts. Transactions are
-   * committed at each slot update (or when a batch fills), together with the checkpoint.
+   * committed at the slot updates (or when a batch fills), together with the checkpoint; the
+   * updates that arrive while a commit is in flight share the next one.
    */
   async run(
     source: ChainSource,
@@ -293,6 +306,12 @@ export class IngestPipeline {
     return this.backfill(fallback, { fromSlot, toSlot }, onProgress, signal, live.name);
   }
 
+  /**
+   * Reading and committing run side by side: the source is drained into a bounded queue while a
+   * commit is in flight, and everything queued meanwhile commits in as few transactions as store
+   * exactly what committing each update would (`commit-runs.ts`). A live source sends two or three
+   * slot statuses per slot; one commit each made a loaded indexer fall behind the stream.
+   */
   private async follow(
     source: ChainSource,
     signal: AbortSignal,
@@ -301,7 +320,6 @@ export class IngestPipeline {
     progress: { transactions: number; events: number; slot: bigint },
     fromTip = false,
   ): Promise<Progress> {
-    const batchSize = this.options.batchSize ?? DEFAULT_BATCH_SIZE;
     const checkpoint = await readCheckpoint(this.options.pool, source.name);
     // Resumption re-reads the checkpoint slot (the overlap is absorbed by the event key): it may be
     // incomplete, when a catch-up read it from a node whose confirmed slot was still open or a
@@ -309,46 +327,102 @@ export class IngestPipeline {
     const fromSlot = checkpoint?.slot ?? 0n;
     this.options.logger?.info({ source: source.name, fromSlot: fromSlot.toString() }, "following");
     progress.slot = fromSlot;
-    let batch: RawTransaction[] = [];
     let chained = checkpoint === null || fallback === undefined;
-    for await (const update of source.follow(fromTip ? FROM_TIP : fromSlot, signal)) {
-      if (update.kind === "transaction") {
-        batch.push(update.transaction);
-        if (batch.length < batchSize) continue;
-      }
-      const status = update.kind === "slot" ? update.slot.status : null;
-      const slot = update.kind === "slot" ? update.slot.slot : batch.at(-1)!.slot;
-      if (!chained && status === "confirmed" && update.kind === "slot") {
-        chained = true;
-        // The first confirmed slot's parent must be before the checkpoint slot; otherwise the
-        // stream started past it (a live-only stream opens at the server's tip) and did not
-        // deliver the checkpoint slot nor anything up to the parent: read them first.
-        const parent = update.slot.parent;
-        if (parent !== null && parent >= fromSlot && fallback !== undefined) {
-          this.options.logger?.warn(
-            { source: source.name, fallback: fallback.name, fromSlot: fromSlot.toString(), toSlot: parent.toString() },
-            "stream started past the checkpoint; backfilling the gap",
-          );
-          const filled = await this.backfill(fallback, { fromSlot, toSlot: parent }, onProgress, signal, source.name);
-          progress.transactions += filled.transactions;
-          progress.events += filled.events;
-          batch = batch.filter((tx) => tx.slot > parent);
+    // Stops the reading when committing stops (an abort, a failed commit): the source's stream closes.
+    const reading = new AbortController();
+    const stopReading = (): void => reading.abort();
+    signal.addEventListener("abort", stopReading, { once: true });
+    if (signal.aborted) reading.abort();
+    const queue = new UpdateQueue<SourceUpdate>(LIVE_QUEUE_UPDATES, reading.signal);
+    const filling = queue.fill(() => source.follow(fromTip ? FROM_TIP : fromSlot, reading.signal));
+    const runs = new CommitRuns(this.options.batchSize ?? DEFAULT_BATCH_SIZE);
+    try {
+      for (;;) {
+        const updates = await queue.take();
+        if (signal.aborted) return progress;
+        for (const update of updates) runs.push(update);
+        for (let run = runs.next(chained); run.length > 0; run = runs.next(chained)) {
+          const first = run[0]!;
+          if (!chained && first.status?.status === "confirmed") {
+            chained = true;
+            run[0] = await this.chainOnto(source, fallback!, fromSlot, first, progress, onProgress, signal);
+          }
+          await this.commit(source.name, run, progress, onProgress);
+          if (signal.aborted) return progress;
         }
+        // Empty: the source ended. Transactions no status closed yet are left to the next read
+        // (the checkpoint is not past them).
+        if (updates.length === 0) break;
       }
-      const finalized = status === "finalized" ? slot : undefined;
-      const dead = status === "dead" ? [slot] : undefined;
-      // The newest slot this commit reached: whole at a confirmed status; a full batch may end inside it.
-      const checkpointSlot = status === "confirmed" ? slot : (batch.at(-1)?.slot ?? progress.slot);
-      const result = await this.ingest(batch, { source: source.name, slot: checkpointSlot }, finalized, dead);
-      if (result.eventsRolledBack > 0) {
-        this.options.logger?.warn({ slot: slot.toString(), events: result.eventsRolledBack }, "dead slot rolled back");
-      }
-      progress.transactions += batch.length;
-      progress.events += result.eventsInserted;
-      progress.slot = checkpointSlot;
-      if (batch.length > 0) onProgress?.({ ...progress });
-      batch = [];
+      // A dropped stream surfaces after everything it delivered before is committed.
+      if (queue.failure !== undefined) throw queue.failure.error;
+      return progress;
+    } finally {
+      reading.abort();
+      signal.removeEventListener("abort", stopReading);
+      await filling;
     }
-    return progress;
+  }
+
+  /**
+   * The chain check on a stream's first confirmed slot: its parent must be before the checkpoint
+   * slot; otherwise the stream started past it (a live-only stream opens at the server's tip) and
+   * did not deliver the checkpoint slot nor anything up to the parent: read them first. Returns the
+   * segment without what the backfill covered.
+   */
+  private async chainOnto(
+    source: ChainSource,
+    fallback: BackfillSource,
+    fromSlot: bigint,
+    segment: Segment,
+    progress: { transactions: number; events: number; slot: bigint },
+    onProgress: ((progress: Progress) => void) | undefined,
+    signal: AbortSignal,
+  ): Promise<Segment> {
+    const parent = segment.status?.parent ?? null;
+    if (parent === null || parent < fromSlot) return segment;
+    this.options.logger?.warn(
+      { source: source.name, fallback: fallback.name, fromSlot: fromSlot.toString(), toSlot: parent.toString() },
+      "stream started past the checkpoint; backfilling the gap",
+    );
+    const filled = await this.backfill(fallback, { fromSlot, toSlot: parent }, onProgress, signal, source.name);
+    progress.transactions += filled.transactions;
+    progress.events += filled.events;
+    return { ...segment, transactions: segment.transactions.filter((tx) => tx.slot > parent) };
+  }
+
+  /** Commits a run of segments in one transaction, with the newest checkpoint and finalized slot they reached. */
+  private async commit(
+    sourceName: string,
+    run: readonly Segment[],
+    progress: { transactions: number; events: number; slot: bigint },
+    onProgress: ((progress: Progress) => void) | undefined,
+  ): Promise<void> {
+    const transactions = run.flatMap((segment) => segment.transactions);
+    let checkpointSlot = progress.slot;
+    let newest: bigint | undefined;
+    let finalized: bigint | undefined;
+    const dead: bigint[] = [];
+    for (const { transactions: txs, status } of run) {
+      // The newest slot a segment reached: whole at a confirmed status; a full batch may end inside it.
+      checkpointSlot = status?.status === "confirmed" ? status.slot : (txs.at(-1)?.slot ?? checkpointSlot);
+      if (newest === undefined || checkpointSlot > newest) newest = checkpointSlot;
+      if (status?.status === "finalized" && (finalized === undefined || status.slot > finalized)) finalized = status.slot;
+      if (status?.status === "dead") dead.push(status.slot);
+    }
+    // One by one, the checkpoint only ever advanced: the newest of the run is where they left it.
+    const result = await this.ingest(
+      transactions,
+      { source: sourceName, slot: newest ?? checkpointSlot },
+      finalized,
+      dead.length > 0 ? dead : undefined,
+    );
+    if (result.eventsRolledBack > 0) {
+      this.options.logger?.warn({ slot: dead.join(","), events: result.eventsRolledBack }, "dead slot rolled back");
+    }
+    progress.transactions += transactions.length;
+    progress.events += result.eventsInserted;
+    progress.slot = checkpointSlot;
+    if (transactions.length > 0) onProgress?.({ ...progress });
   }
 }

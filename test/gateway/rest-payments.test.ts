@@ -160,6 +160,25 @@ describe("payment authorization", () => {
     expect(released.body.status).toBe("released");
   });
 
+  it("the policy's protocol preference decides only where the offer leaves a choice, and the request's wins", async () => {
+    const agentId = await newPayer();
+    await putPolicy(db.pool, agentId, { protocolPreference: "mpp" });
+    const authorize = async (body: Record<string, unknown>): Promise<string> => {
+      const answer = await call("POST", `/v1/agents/${agentId}/payments/authorize`, { endpoint: ENDPOINT, ...body });
+      expect(answer.status).toBe(200);
+      await call("POST", `/v1/agents/${agentId}/payments/${answer.body.reservationId}/release`);
+      return answer.body.protocol;
+    };
+    const both = { x402: requirement("100000"), mpp: mppRequest("0.1") };
+    expect(await authorize(both)).toBe("mpp");
+    expect(await authorize({ ...both, protocolPreference: "x402" })).toBe("x402");
+    expect(await authorize({ x402: requirement("100000") })).toBe("x402");
+    await putPolicy(db.pool, agentId, { protocolPreference: "x402" });
+    expect(await authorize(both)).toBe("x402");
+    expect(await authorize({ mpp: mppRequest("0.1") })).toBe("mpp");
+    expect(await authorize({ ...both, protocolPreference: "mpp" })).toBe("mpp");
+  });
+
   it("a policy rejection is 403 with the spec 7 class and reason, recorded once per key", async () => {
     const idem = randomUUID();
     const body = { endpoint: ENDPOINT, x402: requirement("2000000") };

@@ -4,7 +4,7 @@
  * it. One port serves all, as `npm start` and the gateway's own entry point (api/gateway/main.ts)
  * run it.
  */
-import { type ApiServer, type ApiServerOptions, createApiServer } from "../query/server.js";
+import { type ApiServer, type ApiServerOptions, createApiServer, pluginsOf } from "../query/server.js";
 import { rpcBalanceReader } from "../shared/balances.js";
 import { useDashboard } from "./dashboard/index.js";
 import type { GatewayDeps } from "./http/deps.js";
@@ -31,7 +31,7 @@ export function createGatewayServer(options: GatewayServerOptions): ApiServer {
     ...(balances === undefined ? {} : { balances }),
     // The /v1 routes and /mcp authenticate through the server's key cache, as GraphQL does.
     plugins: (shared) => [
-      ...(typeof options.plugins === "function" ? options.plugins(shared) : (options.plugins ?? [])),
+      ...pluginsOf(options.plugins, shared),
       dashboard,
       // The payments MCP server at /mcp calls this same server's routes in process.
       useMcp(() => ({

@@ -78,6 +78,11 @@ export interface SharedServices {
   readonly keys: ApiKeyCache | undefined;
 }
 
+/** The `plugins` option's handlers for a server holding `shared`. */
+export function pluginsOf(plugins: ApiServerOptions["plugins"], shared: SharedServices): readonly Plugin[] {
+  return typeof plugins === "function" ? plugins(shared) : (plugins ?? []);
+}
+
 export interface ApiServer {
   readonly yoga: YogaServerInstance<Record<never, never>, ApiContext>;
   readonly http: Server;
@@ -111,7 +116,7 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
     context: async ({ request }) => createContext(deps, await authenticateGraphql(deps.primary, request.headers, keys)),
     plugins: [
       ...(options.ops === undefined ? [] : [options.ops.plugin]),
-      ...(typeof options.plugins === "function" ? options.plugins({ keys }) : (options.plugins ?? [])),
+      ...pluginsOf(options.plugins, { keys }),
       useQueryRoutes({ ...deps, logger: options.logger }),
       useGraphqlRequestLimits(),
       useQueryLimits(),

@@ -19,7 +19,7 @@
  * --baseline DIR (another checkout of the repository, with its node_modules, e.g. the previous
  * commit's `git archive` unpacked) adds rung 4 as that code runs it, interleaved with the others:
  * its own rung process, on a store seeded and migrated by its own code (its schema, its indexes);
- * and rung 5 when that checkout has it (its own system, on a database of its own).
+ * and rung 5 (its own system, on a database of its own; a checkout older than that rung fails it).
  * Rung 5's CPU per request counts the whole system's process (its indexer too) and the ledger's.
  *
  * The store is seeded set-based (INSERT … SELECT generate_series) straight into the tables the

@@ -12,11 +12,11 @@
  *   of DATABASE_URL's server, with `--agents` funded agents whose policy never binds; it prints
  *   `caller <database url> <API key> <agents,…> <request body, base64>` before its port, and the
  *   request is `POST /v1/agents/{agent}/payments/authorize` with an x402 requirement (spec 2.7).
- * `--old` runs the query service's previous request path (no key cache, graphql-js executor), the
- * baseline each lever is kept against (for authorize: no key cache); `--no-jit` keeps the key cache but not the compiled
- * executor (nor the direct path, which needs it); `--no-direct` keeps both but sends every request
- * through yoga (no direct path, api/query/direct-graphql.ts); `--workers N` serves through N
- * processes on one port (api/query/workers.ts).
+ * `--old` runs the query service's previous request path (no key cache, graphql-js executor; for
+ * authorize, no key cache), the baseline each lever is kept against; `--no-jit` keeps the key
+ * cache but not the compiled executor (nor the direct path, which needs it); `--no-direct` keeps
+ * both but sends every request through yoga (no direct path, api/query/direct-graphql.ts);
+ * `--workers N` serves through N processes on one port (api/query/workers.ts).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { parseArgs } from "node:util";

@@ -38,14 +38,26 @@ export interface SecretKeyHolder {
   readonly publicKey: { toBase58(): string };
 }
 
+/**
+ * A Keypair that carries its private key already imported and checked against its public half
+ * (the wallet keystore opens keys so): its signer uses that key instead of importing it again.
+ */
+export interface CheckedKeypair extends SecretKeyHolder {
+  readonly signingKey: KeyObject;
+}
+
 /** An `AgentSigner` over a web3.js Keypair, signing with node:crypto. */
-export function keypairSigner(keypair: SecretKeyHolder): AgentSigner {
+export function keypairSigner(keypair: SecretKeyHolder | CheckedKeypair): AgentSigner {
   if (keypair.secretKey.length !== 64) throw new RangeError(`secret key must be 64 bytes, got ${keypair.secretKey.length}`);
-  const publicKey = keypair.secretKey.subarray(32);
-  const key = ed25519PrivateKey(keypair.secretKey.subarray(0, 32), publicKey);
   const address = keypair.publicKey.toBase58();
-  // The seed must derive the public half, else signatures would verify against nobody.
-  if (!publicKeyOf(key).equals(publicKey)) throw new Error("secret key seed does not match its public key");
+  let key: KeyObject;
+  if ("signingKey" in keypair) key = keypair.signingKey;
+  else {
+    const publicKey = keypair.secretKey.subarray(32);
+    key = ed25519PrivateKey(keypair.secretKey.subarray(0, 32), publicKey);
+    // The seed must derive the public half, else signatures would verify against nobody.
+    if (!publicKeyOf(key).equals(publicKey)) throw new Error("secret key seed does not match its public key");
+  }
   return {
     address,
     async sign(bytes: Uint8Array): Promise<Uint8Array> {

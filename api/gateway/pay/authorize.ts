@@ -19,6 +19,7 @@
  * `prepareAuthorization` (reads that need no transaction; refusing here reserves nothing) and
  * `authorizeInTransaction`. Refusals the request itself causes are thrown as ServiceError.
  */
+import type { Keypair } from "@solana/web3.js";
 import type pg from "pg";
 import type { Approval } from "../../shared/approvals/approval.js";
 import { findApprovalByIdempotencyKey } from "../../shared/approvals/store.js";
@@ -95,6 +96,8 @@ export interface PreparedAuthorization {
   readonly request: AuthorizeRequest;
   readonly deps: AuthorizeDeps;
   readonly signer: AgentSigner;
+  /** The agent's opened key, which a signed transfer is made with (`signer` is over it). */
+  readonly keypair: Keypair;
   /** The invocation a sub-agent pays under (found on the chain), else null. */
   readonly invocation: string | null;
   /** The chain state a signed transfer needs, read when the offer holds transfer offers. */
@@ -211,7 +214,7 @@ export async function prepareAuthorization(deps: AuthorizeDeps, request: Authori
       throw httpError("SERVICE_UNAVAILABLE", "payments to x402 / MPP servers are not configured on this server");
     transferChain = await deps.transfers.chainState(keypair);
   }
-  return { request, deps, signer: keypairSigner(keypair), invocation, transferChain };
+  return { request, deps, signer: keypairSigner(keypair), keypair, invocation, transferChain };
 }
 
 /**
@@ -386,7 +389,7 @@ async function signOfferedTransfer(
   const transfers = prepared.deps.transfers!;
   const { blockhash } = prepared.transferChain!;
   const { agent, endpoint } = prepared.request;
-  const payer = await prepared.deps.wallets!.keypair(agent.agent_id);
+  const payer = prepared.keypair;
   const signed = transfers.sign(offer, payer, blockhash.blockhash);
   const paymentRef = transferPaymentRef(signed.payerSignature);
   await insertTransfer(client, {

@@ -1,4 +1,5 @@
-import { createCipheriv, randomBytes } from "node:crypto";
+import { createCipheriv, randomBytes, sign } from "node:crypto";
+import nacl from "tweetnacl";
 import { Keypair } from "@solana/web3.js";
 import { describe, expect, it } from "vitest";
 import { WalletKeyError } from "../chain/errors.js";
@@ -29,6 +30,11 @@ describe("keystore", () => {
       const opened = store.open(store.seal(keypair, ownerOf(keypair)), ownerOf(keypair));
       expect(Buffer.from(opened.secretKey).equals(Buffer.from(keypair.secretKey))).toBe(true);
       expect(opened.publicKey.equals(keypair.publicKey)).toBe(true);
+      // The checked key it carries is the seed's: its signatures are tweetnacl's for this keypair.
+      const message = randomBytes(1 + (i % 64));
+      expect(Buffer.from(sign(null, message, opened.signingKey)).equals(Buffer.from(nacl.sign.detached(message, keypair.secretKey)))).toBe(
+        true,
+      );
     }
   });
 

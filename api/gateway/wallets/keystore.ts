@@ -7,11 +7,11 @@
  *
  * Secrets never leave this module except as a `Keypair` handed to a signer; nothing here logs.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { createCipheriv, createDecipheriv, type KeyObject, randomBytes } from "node:crypto";
 import { Keypair } from "@solana/web3.js";
 import { publicAgentId } from "../../shared/agent-ids.js";
 import { WalletKeyError } from "../chain/errors.js";
-import { addressBytes, ed25519PrivateKey, publicKeyOf } from "../chain/signer.js";
+import { addressBytes, type CheckedKeypair, ed25519PrivateKey, publicKeyOf } from "../chain/signer.js";
 
 const KEY_BYTES = 32;
 const NONCE_BYTES = 12;
@@ -45,11 +45,13 @@ function aad(owner: KeyOwner): Buffer {
   return Buffer.from(`${AAD_CONTEXT}\n${owner.agentId}\n${owner.address}`, "utf8");
 }
 
-function derivesTo(seed: Uint8Array, publicKey: Uint8Array): boolean {
+/** The seed's private key when it derives `publicKey`, else null. */
+function keyDerivingTo(seed: Uint8Array, publicKey: Uint8Array): KeyObject | null {
   try {
-    return publicKeyOf(ed25519PrivateKey(seed, publicKey)).equals(publicKey);
+    const key = ed25519PrivateKey(seed, publicKey);
+    return publicKeyOf(key).equals(publicKey) ? key : null;
   } catch {
-    return false;
+    return null;
   }
 }
 
@@ -88,7 +90,7 @@ export class Keystore {
   }
 
   /** Opens a sealed key; fails with WalletKeyError for an unknown version, a wrong key or owner. */
-  open(sealed: SealedKey, owner: KeyOwner): Keypair {
+  open(sealed: SealedKey, owner: KeyOwner): Keypair & CheckedKeypair {
     const key = this.#keys.get(sealed.keyVersion);
     if (key === undefined) throw new WalletKeyError(`wallet key version ${sealed.keyVersion} is not configured`);
     if (sealed.nonce.length !== NONCE_BYTES || sealed.ciphertext.length !== SEED_BYTES + TAG_BYTES) {
@@ -108,10 +110,12 @@ export class Keystore {
       // The public half derived by node:crypto (web3.js's `fromSeed` derives it in JavaScript, ~5×
       // slower) must be the address the ciphertext is bound to.
       const address = addressBytes(owner.address);
-      if (address === null || !derivesTo(seed, address)) {
+      const signingKey = address === null ? null : keyDerivingTo(seed, address);
+      if (address === null || signingKey === null) {
         throw new WalletKeyError(`sealed key of agent ${publicAgentId(owner.agentId)} does not match its address`);
       }
-      return Keypair.fromSecretKey(Buffer.concat([seed, address]), { skipValidation: true });
+      // The checked key rides along, so signing does not import it a second time (chain/signer.ts).
+      return Object.assign(Keypair.fromSecretKey(Buffer.concat([seed, address]), { skipValidation: true }), { signingKey });
     } finally {
       seed.fill(0);
     }

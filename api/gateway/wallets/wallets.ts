@@ -29,6 +29,7 @@ import {
 } from "../chain/errors.js";
 import { withTransaction } from "../../../indexer/db/database.js";
 import { payeeRefusal } from "../chain/payee.js";
+import type { CheckedKeypair } from "../chain/signer.js";
 import type { FundingSource } from "./funding-source.js";
 import type { Keystore } from "./keystore.js";
 import {
@@ -209,8 +210,11 @@ export class AgentWallets {
     return rows.rows[0]?.agent_id ?? null;
   }
 
-  /** The agent's decrypted keypair, for a signer inside the gateway; never returned to callers. */
-  async keypair(agentId: string): Promise<Keypair> {
+  /**
+   * The agent's decrypted keypair, for a signer inside the gateway; never returned to callers.
+   * It carries its checked private key (`keypairSigner` uses it as it is).
+   */
+  async keypair(agentId: string): Promise<Keypair & CheckedKeypair> {
     const rows = await this.deps.pool.query<{ address: string; ciphertext: Buffer; nonce: Buffer; key_version: string }>(
       "SELECT address, ciphertext, nonce, key_version FROM agent_wallets WHERE agent_id = $1",
       [agentId],

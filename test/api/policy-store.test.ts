@@ -10,6 +10,7 @@ import {
   checkPolicy,
   clearPolicy,
   getPolicy,
+  getPolicyLockingAgent,
   isPolicyInputError,
   policyHistory,
   putPolicy,
@@ -112,6 +113,53 @@ describe("policies (spec 4.1 semantics)", () => {
     expect(await clearPolicy(db.pool, agent)).toBe(false);
     expect(await getPolicy(db.pool, agent)).toBeNull();
     expect(await reservationCount(agent)).toBe(1);
+  });
+});
+
+describe("a payment's first read: the agent's archive lock and its policy in one statement", () => {
+  async function registered(): Promise<string> {
+    const { rows } = await db.pool.query<{ id: string }>("INSERT INTO accounts (name) VALUES ('first read') RETURNING id");
+    const agent = `${rows[0]!.id}/${newAgent()}`;
+    await db.pool.query("INSERT INTO agents (agent_id, account_id, wallet_address) VALUES ($1, $2, $3)", [
+      agent,
+      rows[0]!.id,
+      `w-${agent}`,
+    ]);
+    return agent;
+  }
+
+  it("answers the policy getPolicy answers, with the agent's archived_at", async () => {
+    const agent = await registered();
+    expect(await getPolicyLockingAgent(db.pool, agent)).toEqual({ archivedAt: null, policy: null });
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 5n * USDC, protocolPreference: "mpp", blockedDomains: ["ads.example.com"] });
+    const archivedAt = new Date("2026-03-02T00:00:00.000Z");
+    await db.pool.query("UPDATE agents SET archived_at = $2 WHERE agent_id = $1", [agent, archivedAt]);
+    const read = await getPolicyLockingAgent(db.pool, agent);
+    expect(read.policy).toEqual(await getPolicy(db.pool, agent));
+    expect(read.policy?.protocolPreference).toBe("mpp");
+    expect(read.archivedAt).toEqual(archivedAt);
+    expect(await getPolicyLockingAgent(db.pool, "no-such-agent")).toEqual({ archivedAt: null, policy: null });
+  });
+
+  it("holds the agent's row against an archive (FOR UPDATE) until its transaction ends", async () => {
+    const agent = await registered();
+    const payment = await db.pool.connect();
+    const archive = await db.pool.connect();
+    try {
+      await payment.query("BEGIN");
+      await getPolicyLockingAgent(payment, agent);
+      await archive.query("BEGIN");
+      await archive.query("SET LOCAL lock_timeout = '200ms'");
+      await expect(archive.query("SELECT 1 FROM agents WHERE agent_id = $1 FOR UPDATE", [agent])).rejects.toThrow(/lock timeout/);
+      await archive.query("ROLLBACK");
+      await payment.query("COMMIT");
+      await archive.query("BEGIN");
+      await archive.query("SELECT 1 FROM agents WHERE agent_id = $1 FOR UPDATE", [agent]);
+      await archive.query("ROLLBACK");
+    } finally {
+      payment.release();
+      archive.release();
+    }
   });
 });
 

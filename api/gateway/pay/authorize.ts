@@ -27,11 +27,10 @@ import { badRequest, httpError, type ServiceError } from "../../shared/errors.js
 import { refuseArchived } from "../../shared/http/input.js";
 import { type BudgetState, chooseProtocol, type PolicyRejected } from "../../shared/policy/engine.js";
 import { EMPTY_POLICY, type Protocol, type ProtocolPreference } from "../../shared/policy/policy.js";
-import { getPolicy } from "../../shared/policy/store.js";
+import { getPolicyLockingAgent } from "../../shared/policy/store.js";
 import { linkReservation, mppPaymentRef, type ReservationRefusal, type ReserveOptions, x402PaymentRef } from "../reservations/store.js";
 import type { AgentRow } from "../../shared/rows.js";
 import { authorizeWithinPolicy } from "../payments/authorize.js";
-import { lockAgentArchivedAt } from "../payments/agent-archive.js";
 import { type ApprovalLinks, holdPayment, resumeApproval } from "../payments/approvals/index.js";
 import { invocationBudgetCheck, type Invocations, requireInvocations, requireSubAgentInvocation } from "../invocations/index.js";
 import { chooseMethod } from "../mpp/rails.js";
@@ -226,8 +225,9 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
   const { agent, endpoint, offer, parentTxHash, invocationBudgetUnits } = request;
   // Again under a share lock: an archive committed since the caller found the agent wins, and one
   // that starts now waits for this reservation and then sees it (api/gateway/payments/agent-archive.ts).
-  refuseArchived({ public_id: agent.public_id, archived_at: await lockAgentArchivedAt(client, agent.agent_id) });
-  const policy = (await getPolicy(client, agent.agent_id)) ?? EMPTY_POLICY;
+  const locked = await getPolicyLockingAgent(client, agent.agent_id);
+  refuseArchived({ public_id: agent.public_id, archived_at: locked.archivedAt });
+  const policy = locked.policy ?? EMPTY_POLICY;
   const choice = choosePayment(offer, request.preference ?? policy.protocolPreference);
   const protocol: Protocol = choice.kind === "transfer" ? choice.offer.protocol : choice.kind;
   if (invocationBudgetUnits !== null && choice.kind !== "x402") {

@@ -82,6 +82,25 @@ export async function getPolicy(db: Db, agentId: string): Promise<StoredPolicy |
 }
 
 /**
+ * A payment's first read in its transaction, one statement instead of two: the agent's
+ * `archived_at`, its row locked FOR SHARE against a concurrent archive (see
+ * api/gateway/payments/agent-archive.ts), and its stored policy, whose protocol preference chooses
+ * among the offered protocols (the decision reads the policy again under the agent's lock).
+ * `archivedAt` is null for an agent that is not archived, or not found.
+ */
+export async function getPolicyLockingAgent(db: Db, agentId: string): Promise<{ archivedAt: Date | null; policy: StoredPolicy | null }> {
+  assertAgentId(agentId);
+  const { rows } = await db.query<PolicyRow & { archived_at: Date | null; agent_id: string | null }>({
+    name: "policy-locking-agent",
+    text: `SELECT a.archived_at, ${POLICY_COLUMNS} FROM agents a LEFT JOIN policies p ON p.agent_id = a.agent_id
+     WHERE a.agent_id = $1 FOR SHARE OF a`,
+    values: [agentId],
+  });
+  const row = rows[0];
+  return { archivedAt: row?.archived_at ?? null, policy: row === undefined || row.agent_id === null ? null : fromRow(row) };
+}
+
+/**
  * `policies.set` (spec 4.1): omitted fields keep their value, `null` removes one. Writes the next
  * version, by `actor` (`key:<id>`, `admin`, `system`). Returns the result.
  */

@@ -5,8 +5,8 @@
 -- `policy_usage` is the usage a decision is made on (api/shared/policy/store.ts `readUsage`, which
 -- calls it): the open budget period's running total, whether a refusal exhausted it since the
 -- policy changed, and the calls in the sliding rate window (migration 057's running counts).
--- PL/pgSQL, not SQL: a session plans its query once (a SQL function's body is planned at every
--- call, 0.3-0.5 ms more per read in bench:capacity).
+-- PL/pgSQL, not SQL, so that a session keeps its query's plan (a SQL function that cannot be
+-- inlined plans its body at every call).
 --
 -- `policy_lock_and_read` takes the agent's transaction-level advisory lock, then reads the policy
 -- with its version and the usage. Under READ COMMITTED each statement of a VOLATILE function takes

@@ -71,9 +71,26 @@ interface PolicyRow {
  * `PolicyRow`'s columns, named: a statement prepared on a connection (`policy-versioned`) fails
  * once its result columns change, which `p.*` would do when a migration adds a column.
  */
-const POLICY_COLUMNS = `p.agent_id, p.daily_budget_units, p.per_call_limit_units, p.allowed_domains, p.blocked_domains,
-  p.rate_limit_calls, p.rate_limit_window, p.protocol_preference, p.approval_above_units, p.approval_domains,
-  p.approval_first_payment_to_domain, p.approval_timeout_ms, p.approval_on_timeout, p.endpoint_budgets, p.version, p.updated_at`;
+const POLICY_COLUMN_NAMES = [
+  "agent_id",
+  "daily_budget_units",
+  "per_call_limit_units",
+  "allowed_domains",
+  "blocked_domains",
+  "rate_limit_calls",
+  "rate_limit_window",
+  "protocol_preference",
+  "approval_above_units",
+  "approval_domains",
+  "approval_first_payment_to_domain",
+  "approval_timeout_ms",
+  "approval_on_timeout",
+  "endpoint_budgets",
+  "version",
+  "updated_at",
+] as const;
+/** The columns of `policies p`. */
+const POLICY_COLUMNS = POLICY_COLUMN_NAMES.map((name) => `p.${name}`).join(", ");
 
 export async function getPolicy(db: Db, agentId: string): Promise<StoredPolicy | null> {
   assertAgentId(agentId);
@@ -307,7 +324,7 @@ export async function lockAndReadPolicy(
   assertAgentId(agentId);
   const { rows } = await client.query<PolicyRow & UsageRow & { isolation: string; agent_id: string | null; current_version: number }>({
     name: "policy-lock-and-read",
-    text: `SELECT isolation, ${POLICY_COLUMNS.replaceAll("p.", "")}, current_version, window_start, used_units, exhausted, rate_calls
+    text: `SELECT isolation, ${POLICY_COLUMN_NAMES.join(", ")}, current_version, window_start, used_units, exhausted, rate_calls
      FROM policy_lock_and_read($1, $2, $3)`,
     values: [POLICY_LOCK_NAMESPACE, agentId, now],
   });
@@ -368,16 +385,14 @@ export async function checkPolicy(db: Db, agentId: string, request: PaymentReque
 /**
  * The agent's policy lock in the caller's READ COMMITTED transaction, for a write admitted by the
  * rate limit outside a reservation (a channel voucher): it then counts in one running count with
- * the agent's reservations, one at a time. With `savepoint`, a savepoint is set first, so that a
- * reservation that fails can roll back to it and leave the caller's transaction usable.
+ * the agent's reservations, one at a time.
  */
-export async function lockAgentPolicy(client: pg.ClientBase, agentId: string, savepoint = false): Promise<void> {
+export async function lockAgentPolicy(client: pg.ClientBase, agentId: string): Promise<void> {
   assertAgentId(agentId);
-  await lockAgent(client, agentId, savepoint);
+  await lockAgent(client, agentId);
 }
 
-async function lockAgent(client: pg.ClientBase, agentId: string, savepoint = false): Promise<void> {
-  if (savepoint) await client.query("SAVEPOINT policy_reservation");
+async function lockAgent(client: pg.ClientBase, agentId: string): Promise<void> {
   const { rows } = await client.query<{ isolation: string }>({
     name: "policy-lock",
     text: "SELECT pg_advisory_xact_lock($1, hashtext($2)), current_setting('transaction_isolation') AS isolation",

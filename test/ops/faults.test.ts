@@ -390,6 +390,11 @@ interface Receiver {
   readonly disk: string;
   /** Answers per status. */
   readonly answers: Map<number, number>;
+  /**
+   * The files on its disk, listed between two writes: a write that fails leaves an empty file
+   * for a moment before it is removed, which a listing taken meanwhile would report.
+   */
+  stored(): Promise<string[]>;
 }
 let receiver: Receiver | undefined;
 
@@ -398,6 +403,13 @@ async function startReceiver(): Promise<Receiver> {
   await mkdir(disk);
   execFileSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", disk]);
   const answers = new Map<number, number>();
+  // The disk's writes (with a failed write's removal) and listings, one at a time.
+  let diskQueue: Promise<unknown> = Promise.resolve();
+  const onDisk = <T>(step: () => Promise<T>): Promise<T> => {
+    const run = diskQueue.then(step);
+    diskQueue = run.catch(() => undefined);
+    return run;
+  };
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
@@ -411,14 +423,22 @@ async function startReceiver(): Promise<Receiver> {
       if (!/^[A-Za-z0-9_-]+$/.test(id)) return answer(400);
       // A write that ran out of space leaves an empty file behind: removed, so the retry writes it whole.
       const file = join(disk, id);
-      writeFile(file, Buffer.concat(chunks), { flag: "wx" }).then(
-        () => answer(204),
-        (error: NodeJS.ErrnoException) => (error.code === "EEXIST" ? answer(409) : rm(file, { force: true }).then(() => answer(507))),
-      );
+      void onDisk(() =>
+        writeFile(file, Buffer.concat(chunks), { flag: "wx" }).then(
+          () => 204,
+          (error: NodeJS.ErrnoException) => (error.code === "EEXIST" ? 409 : rm(file, { force: true }).then(() => 507)),
+        ),
+      ).then(answer);
     });
   });
   await new Promise<void>((listening) => server.listen(0, HOST, listening));
-  return { server, url: `http://${HOST}:${(server.address() as AddressInfo).port}/hooks`, disk, answers };
+  return {
+    server,
+    url: `http://${HOST}:${(server.address() as AddressInfo).port}/hooks`,
+    disk,
+    answers,
+    stored: () => onDisk(() => readdir(disk)),
+  };
 }
 
 /** Fills the receiver's disk with one file, leaving less than one delivery's room. */
@@ -537,7 +557,7 @@ describe("faults with payments in flight", () => {
         whileFull.filter((row) => row.status !== "pending"),
         JSON.stringify(whileFull),
       ).toEqual([]);
-      expect(await readdir(hooks.disk)).toEqual(["filler"]);
+      expect(await hooks.stored()).toEqual(["filler"]);
       expect(hooks.answers.get(507)).toBeGreaterThanOrEqual(2 * REFUSALS);
       expect(hooks.answers.get(204)).toBeUndefined();
 
@@ -551,7 +571,7 @@ describe("faults with payments in flight", () => {
       // (a second delivery of one event would have found its file: 409).
       expect(hooks.answers.get(409)).toBeUndefined();
       expect(hooks.answers.get(204)).toBe(REFUSALS);
-      const stored = (await readdir(hooks.disk)).sort();
+      const stored = (await hooks.stored()).sort();
       expect(stored).toEqual(whileFull.map((row) => row.event_id).sort());
       for (const id of stored) {
         const body = JSON.parse(await readFile(join(hooks.disk, id), "utf8")) as { event: string; agentId: string };

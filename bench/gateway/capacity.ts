@@ -221,6 +221,19 @@ async function timeReads(samples: number, read: () => Promise<unknown>): Promise
   return stats(times);
 }
 
+/**
+ * The reservation tables vacuumed and analyzed before each measured run, as autovacuum keeps them
+ * on a server in service. Without it (a server with autovacuum off, or the first minute of a fresh
+ * database) every session keeps the plans it made while the tables were empty: the usage read's
+ * partial-minute count then walks all of the agent's reservations by the wrong index, and a hot
+ * agent's rate fell from ~420 to ~120/s within 40 s here, on pgbench and the gateway alike. The
+ * analyze also makes pgbench (new sessions each run) and the gateway's pool (long-lived sessions)
+ * plan on the same statistics.
+ */
+async function analyzed(pool: pg.Pool): Promise<void> {
+  await pool.query("VACUUM ANALYZE spend_reservations, spend_periods, spend_rate_calls, spend_period_endpoints, policies");
+}
+
 const f = (x: number): string => x.toFixed(2);
 const verdict = (met: boolean): string => (met ? "met" : "NOT MET");
 const DAY_MS = 24 * 3_600_000;
@@ -232,10 +245,12 @@ async function run(): Promise<void> {
   const basePool = benchPool(db.url, POOL);
   const problems: string[] = [];
   try {
+    const autovacuum = (await pool.query<{ autovacuum: string }>("SHOW autovacuum")).rows[0]!.autovacuum;
     console.log(
       `capacity bench on ${availableParallelism()} cores, load ${loadavg()
         .map((x) => x.toFixed(1))
-        .join(" / ")}; pool ${POOL}, ${WORKERS} closed-loop callers, pgbench -c ${POOL}; ${SECONDS} s per run, ${ROUNDS} round(s)`,
+        .join(" / ")}; pool ${POOL}, ${WORKERS} closed-loop callers, pgbench -c ${POOL}; ${SECONDS} s per run, ${ROUNDS} round(s); ` +
+        `server autovacuum ${autovacuum}, the bench analyzes before each run`,
     );
     const spread = await agents(pool, "spread", SPREAD_AGENTS);
     const hot = await agents(pool, "hot", 1);
@@ -256,6 +271,7 @@ async function run(): Promise<void> {
         const all: Which[] = round % 2 === 0 ? ["current", "floor", "baseline"] : ["baseline", "floor", "current"];
         for (const which of all) {
           if (which === "baseline" && baseline === null) continue;
+          await analyzed(pool);
           const run =
             which === "floor"
               ? await pgbench(db.url, shape.prefix, shape.ids.length, POOL, SECONDS)
@@ -268,11 +284,17 @@ async function run(): Promise<void> {
     }
     // One agent's reservations run one at a time, each holding the lock through its commit's WAL
     // flush: one connection alone shows that service time, which bounds the hot agent.
+    await analyzed(pool);
     const single = await pgbench(db.url, "hot", 1, 1, SECONDS);
     const open = { current: emptyRun(), baseline: emptyRun(), floor: emptyRun() };
+    await analyzed(pool);
     add(open.current, await openLoop(pool, spread, RATE, SECONDS, current));
+    await analyzed(pool);
     add(open.floor, await pgbench(db.url, "spread", SPREAD_AGENTS, POOL, SECONDS, RATE));
-    if (baseline !== null) add(open.baseline, await openLoop(basePool, spread, RATE, SECONDS, baseline));
+    if (baseline !== null) {
+      await analyzed(pool);
+      add(open.baseline, await openLoop(basePool, spread, RATE, SECONDS, baseline));
+    }
 
     // The usage read as the period grows: one agent's period filled by bulk inserts spread over
     // the last 24 h (the triggers keep its total and its rate counts), each read timed at each size.

@@ -16,7 +16,15 @@ import {
   putPolicy,
   readUsage,
 } from "../../api/shared/policy/index.js";
-import { releaseReservation, reserveInTransaction, reserveWithinPolicy, settleReservation } from "../../api/gateway/reservations/store.js";
+import {
+  linkedReservation,
+  type PaymentLink,
+  releaseReservation,
+  reserveInTransaction,
+  reserveOrHoldInTransaction,
+  reserveWithinPolicy,
+  settleReservation,
+} from "../../api/gateway/reservations/store.js";
 import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-database.js";
 import { ReferenceModel, randomScenario } from "./policy-reference.js";
 
@@ -302,6 +310,112 @@ describe("reserving inside the caller's transaction", () => {
       client.release();
     }
     expect(await reservationCount(agent)).toBe(0);
+  });
+});
+
+describe("the signed payment's link, written by the reservation's INSERT", () => {
+  /** Runs `work` in a READ COMMITTED transaction that commits. */
+  async function committed<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const result = await work(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      await client.query("ROLLBACK");
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+  const linkOf = (ref: string): PaymentLink => ({
+    paymentRef: ref,
+    expiresAt: at(30_000),
+    parentTxHash: "a".repeat(64),
+    invocationBudgetUnits: 250_000n,
+    claimedAt: at(1),
+  });
+
+  it("an allowed payment's reservation carries the link from its INSERT; the callback runs once, with the allowed decision", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 10n * USDC });
+    const calls: string[] = [];
+    const reservation = await committed((client) =>
+      reserveInTransaction(client, agent, pay(USDC), T0, {
+        link: async (decision) => {
+          calls.push(decision.decision);
+          return linkOf(`x402:${agent}:1`);
+        },
+      }),
+    );
+    expect(calls).toEqual(["allow"]);
+    const linked = await linkedReservation(db.pool, `x402:${agent}:1`);
+    expect(linked).toMatchObject({
+      id: reservation.reservationId,
+      agentId: agent,
+      amountUnits: USDC,
+      status: "reserved",
+      expiresAt: at(30_000),
+      parentTxHash: "a".repeat(64),
+      invocationBudgetUnits: 250_000n,
+    });
+    const { rows } = await db.pool.query<{ claimed_at: Date }>("SELECT claimed_at FROM spend_reservations WHERE id = $1", [
+      reservation.reservationId,
+    ]);
+    expect(rows[0]!.claimed_at).toEqual(at(1));
+  });
+
+  it("is not asked for a refused payment, a payment the caller's check refuses, nor a held one", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, {
+      dailyBudgetUnits: 10n * USDC,
+      approval: { aboveUnits: 5n * USDC, domains: [], firstPaymentToDomain: false, timeoutMs: 60_000, onTimeout: "deny" },
+    });
+    let asked = 0;
+    const link = async (): Promise<PaymentLink> => {
+      asked += 1;
+      return linkOf(`x402:${agent}:${asked}`);
+    };
+    const over = await committed((client) => reserveInTransaction(client, agent, pay(11n * USDC), T0, { link }));
+    expect(over.decision.decision).toBe("reject");
+    const checked = await committed((client) =>
+      reserveInTransaction(client, agent, pay(USDC), T0, {
+        link,
+        check: async () => ({ reasonCode: "test_refusal", reason: "refused by the test", requested: "1", limit: "0", unit: "usdc" }),
+      }),
+    );
+    expect(checked.reservationId).toBeNull();
+    const held = await committed((client) => reserveOrHoldInTransaction(client, agent, pay(6n * USDC), T0, { link, parentTxHash: null }));
+    expect(held.decision.decision).toBe("needs_approval");
+    expect(asked).toBe(0);
+    const { rows } = await db.pool.query<{ status: string; payment_ref: string | null }>(
+      "SELECT status, payment_ref FROM spend_reservations WHERE agent_id = $1",
+      [agent],
+    );
+    expect(rows).toEqual([{ status: "pending_approval", payment_ref: null }]);
+  });
+
+  it("a callback that throws reserves nothing and leaves the caller's transaction usable", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 10n * USDC });
+    const after = await committed(async (client) => {
+      await expect(
+        reserveInTransaction(client, agent, pay(USDC), T0, {
+          link: async () => {
+            throw new Error("the signer failed");
+          },
+        }),
+      ).rejects.toThrow("the signer failed");
+      return reserveInTransaction(client, agent, pay(2n * USDC), T0, { link: async () => linkOf(`x402:${agent}:after`) });
+    });
+    const { rows } = await db.pool.query<{ amount_units: string; payment_ref: string }>(
+      "SELECT amount_units::text, payment_ref FROM spend_reservations WHERE agent_id = $1",
+      [agent],
+    );
+    expect(rows).toEqual([{ amount_units: (2n * USDC).toString(), payment_ref: `x402:${agent}:after` }]);
+    // The failed attempt counted nothing: the second payment is the period's only one.
+    expect(after.decision.budget.usedUnits).toBe(2n * USDC);
   });
 });
 

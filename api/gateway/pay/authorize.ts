@@ -239,7 +239,7 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
   const amountUnits =
     choice.kind === "transfer" ? choice.offer.amountUnits : protocol === "x402" ? offer.x402!.amountUnits : offer.mpp!.amountUnits;
   if (choice.kind === "transfer") checkTransferOffer(prepared, choice.offer);
-  const options: ReserveOptions =
+  const checked: ReserveOptions =
     parentTxHash === null
       ? {}
       : invocationBudgetCheck({
@@ -267,6 +267,19 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
     } as const;
     return signReserved(client, prepared, choice, resumed, now);
   }
+  // The spec's formats are signed under the agent's lock once allowed, and the reservation's
+  // INSERT carries the link; a transfer (more rows of its own) is signed and linked after it.
+  const spec: { signed: SpecSigned | null } = { signed: null };
+  const options: ReserveOptions =
+    choice.kind === "transfer"
+      ? checked
+      : {
+          ...checked,
+          link: async () => {
+            spec.signed = await signSpecPayment(prepared, protocol, now);
+            return { ...spec.signed.link, parentTxHash, invocationBudgetUnits };
+          },
+        };
   const authorization = await authorizeWithinPolicy(client, {
     agentId: agent.agent_id,
     endpoint,
@@ -297,10 +310,15 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
   }
   const { decision, reservationId, policyVersion } = authorization;
   const authorized = { outcome: "authorized", reservationId, policyVersion, budgetState: decision.budget.state, ...common } as const;
-  return signReserved(client, prepared, choice, authorized, now);
+  if (choice.kind === "transfer") return signReserved(client, prepared, choice, authorized, now);
+  if (spec.signed === null) throw new Error("authorize: the reservation was made without signing its payment");
+  return { ...authorized, signed: spec.signed.signed };
 }
 
-/** The agent signs the payment of an open reservation and the reservation is linked to it. */
+/**
+ * The agent signs the payment of an open reservation (a transfer, or a held payment resumed once
+ * approved) and the reservation is linked to it.
+ */
 async function signReserved(
   client: pg.PoolClient,
   prepared: PreparedAuthorization,
@@ -308,22 +326,33 @@ async function signReserved(
   authorized: Omit<Authorized, "signed">,
   now: Date,
 ): Promise<Authorized> {
-  const { signer } = prepared;
-  const { endpoint, offer } = prepared.request;
   const { reservationId, protocol, parentTxHash, invocationBudgetUnits } = authorized;
   const link = { parentTxHash, invocationBudgetUnits };
   if (choice.kind === "transfer") {
     return { ...authorized, signed: await signOfferedTransfer(client, prepared, choice.offer, authorized, now) };
   }
+  const { signed, link: signedLink } = await signSpecPayment(prepared, protocol, now);
+  await linkReservation(client, reservationId, { ...signedLink, ...link });
+  return { ...authorized, signed };
+}
+
+/** A payment in the spec's formats, signed, and its reservation's link. */
+interface SpecSigned {
+  readonly signed: SignedPayment;
+  readonly link: { readonly paymentRef: string; readonly expiresAt: Date };
+}
+
+/** The agent signs the offer's x402 payload or MPP submission (no database: also under the reservation's lock). */
+async function signSpecPayment(prepared: PreparedAuthorization, protocol: Protocol, now: Date): Promise<SpecSigned> {
+  const { signer } = prepared;
+  const { endpoint, offer } = prepared.request;
   if (protocol === "x402") {
     const payload = await signPaymentPayload(signer, offer.x402!, { now });
     const p = payload.payload;
-    await linkReservation(client, reservationId, {
-      paymentRef: x402PaymentRef(p.from, p.nonce),
-      expiresAt: new Date(p.validUntilSeconds * 1000),
-      ...link,
-    });
-    return { ...authorized, signed: { protocol: "x402", payload } };
+    return {
+      signed: { protocol: "x402", payload },
+      link: { paymentRef: x402PaymentRef(p.from, p.nonce), expiresAt: new Date(p.validUntilSeconds * 1000) },
+    };
   }
   const mpp = offer.mpp!;
   let method: string;
@@ -338,12 +367,10 @@ async function signReserved(
   }
   const submission = await signMppSubmission(signer, mpp, { method, resource: endpoint, now });
   const a = submission.authorization;
-  await linkReservation(client, reservationId, {
-    paymentRef: mppPaymentRef(a.payer, a.nonce),
-    expiresAt: new Date(a.validUntilSeconds * 1000),
-    ...link,
-  });
-  return { ...authorized, signed: { protocol: "mpp", method, paymentEndpoint: mpp.paymentEndpoint, submission } };
+  return {
+    signed: { protocol: "mpp", method, paymentEndpoint: mpp.paymentEndpoint, submission },
+    link: { paymentRef: mppPaymentRef(a.payer, a.nonce), expiresAt: new Date(a.validUntilSeconds * 1000) },
+  };
 }
 
 /**

@@ -19,6 +19,7 @@ import {
   evaluatePayment,
   evaluatePolicy,
   type PaymentDecision,
+  type PolicyAllowed,
   type PaymentRequest,
   type PolicyDecision,
   type PolicyNeedsApproval,
@@ -61,6 +62,14 @@ export interface ReserveOptions {
    * Domains, the daily budget and the rate limit apply as to any payment.
    */
   readonly exposure?: boolean;
+  /**
+   * Runs under the agent's lock once the payment is allowed (and the `check` passed), before it is
+   * reserved: the signed payment's link, written by the reservation's INSERT itself instead of a
+   * `linkReservation` UPDATE after it (one round trip fewer under the lock, and no second version of
+   * the row in its eight indexes). Not called for a refused or held payment. A throw rolls the
+   * reservation back (to its savepoint) and is passed on.
+   */
+  readonly link?: (decision: PolicyAllowed) => Promise<PaymentLink>;
 }
 
 /** `reserveOrHoldInTransaction`'s answer: allowed and reserved, refused, or held (reserved `pending_approval`). */
@@ -173,26 +182,36 @@ async function reserveOrHold(
     }
     if (decision.protocol === null) throw new Error("reservation needs a protocol the target offers (x402 or mpp)");
     const held = decision.decision === "needs_approval";
+    const link = decision.decision === "allow" && options.link !== undefined ? await options.link(decision) : null;
     // The savepoint is not released: it ends with the caller's transaction, and releasing it
     // would cost a round trip for nothing.
-    const { rows } = await client.query<{ id: string }>({
-      name: "reservation-insert",
-      text: `INSERT INTO spend_reservations (agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, status,
-                                      parent_tx_hash, policy_version)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-      values: [
-        agentId,
-        request.amountUnits.toString(),
-        request.endpoint,
-        decision.domain,
-        decision.protocol,
-        now,
-        decision.budget.windowStart,
-        held ? "pending_approval" : "reserved",
-        held ? hold!.parentTxHash : null,
-        policyVersion,
-      ],
-    });
+    const values = [
+      agentId,
+      request.amountUnits.toString(),
+      request.endpoint,
+      decision.domain,
+      decision.protocol,
+      now,
+      decision.budget.windowStart,
+      held ? "pending_approval" : "reserved",
+      held ? hold!.parentTxHash : (link?.parentTxHash ?? null),
+      policyVersion,
+    ];
+    const { rows } = await client.query<{ id: string }>(
+      link === null
+        ? { name: "reservation-insert", text: RESERVATION_INSERT, values }
+        : {
+            name: "reservation-insert-linked",
+            text: RESERVATION_INSERT_LINKED,
+            values: [
+              ...values,
+              link.paymentRef,
+              link.expiresAt ?? null,
+              link.invocationBudgetUnits?.toString() ?? null,
+              link.claimedAt ?? null,
+            ],
+          },
+    );
     const id = rows[0]!.id;
     return { decision, reservationId: id, policyVersion };
   } catch (error) {
@@ -200,6 +219,15 @@ async function reserveOrHold(
     throw error;
   }
 }
+
+/** The reservation's INSERT, and the same with its payment's link (`ReserveOptions.link`). */
+const RESERVATION_COLUMNS = `agent_id, amount_units, endpoint, domain, protocol, created_at, budget_window_start, status,
+                                      parent_tx_hash, policy_version`;
+const placeholders = (n: number): string => Array.from({ length: n }, (_, i) => `$${i + 1}`).join(", ");
+const RESERVATION_INSERT = `INSERT INTO spend_reservations (${RESERVATION_COLUMNS})
+       VALUES (${placeholders(10)}) RETURNING id`;
+const RESERVATION_INSERT_LINKED = `INSERT INTO spend_reservations (${RESERVATION_COLUMNS}, payment_ref, expires_at, invocation_budget_units, claimed_at)
+       VALUES (${placeholders(14)}) RETURNING id`;
 
 /** An exposure (a channel deposit) is held to no per-call limit, the agent's nor an endpoint rule's. */
 function withoutPerCallLimits(policy: Policy): Policy {

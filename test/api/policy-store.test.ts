@@ -417,6 +417,28 @@ describe("the signed payment's link, written by the reservation's INSERT", () =>
     // The failed attempt counted nothing: the second payment is the period's only one.
     expect(after.decision.budget.usedUnits).toBe(2n * USDC);
   });
+
+  it("without a savepoint (a caller that rolls back whole) a failed reservation aborts the caller's transaction", async () => {
+    const agent = newAgent();
+    await putPolicy(db.pool, agent, { dailyBudgetUnits: 10n * USDC });
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await expect(
+        reserveInTransaction(client, agent, pay(USDC), T0, {
+          savepoint: false,
+          link: async () => linkOf("x402:duplicate:1"),
+        }).then(() =>
+          reserveInTransaction(client, agent, pay(USDC), T0, { savepoint: false, link: async () => linkOf("x402:duplicate:1") }),
+        ),
+      ).rejects.toThrow(/spend_reservations_payment_ref/);
+      await expect(client.query("SELECT 1")).rejects.toThrow(/current transaction is aborted/);
+      await client.query("ROLLBACK");
+    } finally {
+      client.release();
+    }
+    expect(await reservationCount(agent)).toBe(0);
+  });
 });
 
 describe("concurrency", () => {

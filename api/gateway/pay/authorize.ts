@@ -239,8 +239,10 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
   const amountUnits =
     choice.kind === "transfer" ? choice.offer.amountUnits : protocol === "x402" ? offer.x402!.amountUnits : offer.mpp!.amountUnits;
   if (choice.kind === "transfer") checkTransferOffer(prepared, choice.offer);
-  const checked: ReserveOptions =
-    parentTxHash === null
+  // Any error rolls the caller's whole transaction back (the route answers it), so no savepoint.
+  const checked: ReserveOptions = {
+    savepoint: false,
+    ...(parentTxHash === null
       ? {}
       : invocationBudgetCheck({
           agentId: agent.agent_id,
@@ -249,7 +251,8 @@ export async function authorizeInTransaction(client: pg.PoolClient, prepared: Pr
           // 404 when the invocation is gone since `prepareAuthorization` found it.
           readInvocation: async () =>
             (await requireSubAgentInvocation(requireInvocations(prepared.deps.invocations), parentTxHash, agent.wallet_address)).state,
-        });
+        })),
+  };
   const common = { protocol, amountUnits, parentTxHash, invocation, invocationBudgetUnits } as const;
   const idempotencyKey = request.idempotencyKey ?? null;
   // A held payment's key: this is a resume, never a second payment.

@@ -70,6 +70,12 @@ export interface ReserveOptions {
    * reservation back (to its savepoint) and is passed on.
    */
   readonly link?: (decision: PolicyAllowed) => Promise<PaymentLink>;
+  /**
+   * False when the caller rolls its whole transaction back on any error of the reservation (the
+   * REST authorize route): no savepoint, one round trip fewer. By default a savepoint is set, so a
+   * failed reservation leaves the caller's transaction usable.
+   */
+  readonly savepoint?: boolean;
 }
 
 /** `reserveOrHoldInTransaction`'s answer: allowed and reserved, refused, or held (reserved `pending_approval`). */
@@ -105,7 +111,7 @@ export async function reserveInTransaction(
   now: Date,
   options: ReserveOptions = {},
 ): Promise<Reservation> {
-  return reserve(client, agentId, request, now, options, true);
+  return reserve(client, agentId, request, now, options, options.savepoint ?? true);
 }
 
 /**
@@ -116,7 +122,8 @@ export async function reserveInTransaction(
  * under READ COMMITTED), so they see every reservation committed before; fewer round trips under
  * the lock is what lets one agent reserve faster. The call and the INSERT are named, so each
  * connection plans them once. The savepoint (a failure leaves the caller's transaction usable) is
- * skipped when the transaction is the reservation's own (`reserveWithinPolicy`).
+ * skipped when the transaction is the reservation's own (`reserveWithinPolicy`) or the caller
+ * rolls it back whole on an error (`ReserveOptions.savepoint`).
  */
 async function reserve(
   client: pg.ClientBase,
@@ -142,7 +149,7 @@ export async function reserveOrHoldInTransaction(
   now: Date,
   options: ReserveOptions & { readonly parentTxHash?: string | null } = {},
 ): Promise<HeldOrReserved> {
-  return reserveOrHold(client, agentId, request, now, options, true, { parentTxHash: options.parentTxHash ?? null });
+  return reserveOrHold(client, agentId, request, now, options, options.savepoint ?? true, { parentTxHash: options.parentTxHash ?? null });
 }
 
 async function reserveOrHold(

@@ -66,8 +66,8 @@ export interface ReserveOptions {
    * Runs under the agent's lock once the payment is allowed (and the `check` passed), before it is
    * reserved: the signed payment's link, written by the reservation's INSERT itself instead of a
    * `linkReservation` UPDATE after it (one round trip fewer under the lock, and no second version of
-   * the row in its eight indexes). Not called for a refused or held payment. A throw rolls the
-   * reservation back (to its savepoint) and is passed on.
+   * the row in its eight indexes). Not called for a refused or held payment. A throw is passed on,
+   * nothing reserved (rolled back to the savepoint, or with the caller's transaction without one).
    */
   readonly link?: (decision: PolicyAllowed) => Promise<PaymentLink>;
   /**

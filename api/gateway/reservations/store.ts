@@ -210,13 +210,7 @@ async function reserveOrHold(
         : {
             name: "reservation-insert-linked",
             text: RESERVATION_INSERT_LINKED,
-            values: [
-              ...values,
-              link.paymentRef,
-              link.expiresAt ?? null,
-              link.invocationBudgetUnits?.toString() ?? null,
-              link.claimedAt ?? null,
-            ],
+            values: [...values, ...linkValues(link)],
           },
     );
     const id = rows[0]!.id;
@@ -478,17 +472,15 @@ export const channelRef = (channel: string): string => `channel:${channel}`;
 /** Ties an open reservation to its signed payment (same transaction as the reservation). */
 export async function linkReservation(db: Db, reservationId: string, link: PaymentLink): Promise<void> {
   await db.query(
-    `UPDATE spend_reservations SET payment_ref = $2, expires_at = $3, parent_tx_hash = $4, invocation_budget_units = $5, claimed_at = $6
+    `UPDATE spend_reservations SET payment_ref = $2, expires_at = $3, invocation_budget_units = $4, claimed_at = $5, parent_tx_hash = $6
      WHERE id = $1 AND status = 'reserved'`,
-    [
-      reservationId,
-      link.paymentRef,
-      link.expiresAt ?? null,
-      link.parentTxHash ?? null,
-      link.invocationBudgetUnits?.toString() ?? null,
-      link.claimedAt ?? null,
-    ],
+    [reservationId, ...linkValues(link), link.parentTxHash ?? null],
   );
+}
+
+/** `payment_ref, expires_at, invocation_budget_units, claimed_at` of a link, as bound values. */
+function linkValues(link: PaymentLink): (string | Date | null)[] {
+  return [link.paymentRef, link.expiresAt ?? null, link.invocationBudgetUnits?.toString() ?? null, link.claimedAt ?? null];
 }
 
 /** The reservation of a signed payment, or null when the gateway did not authorize it. */

@@ -7,6 +7,7 @@
 import type pg from "pg";
 import type { ListCursor } from "../../shared/validation.js";
 import type { PaymentRow } from "../../shared/rows.js";
+import { PageBounds } from "./page-bounds.js";
 
 export type Protocol = "x402" | "mpp";
 export type TransactionStatus = "confirmed" | "finalized" | "rejected";
@@ -136,8 +137,15 @@ function statementName(sql: string): string | undefined {
 }
 
 /**
+ * First-page bounds shared by the process's listings (page-bounds.ts). A full bounded answer is
+ * the listing's answer; a short one is read again without the bound.
+ */
+export const firstPageBounds = new PageBounds(1_000);
+
+/**
  * One page plus one row (to tell whether another page follows). `columns`: the row's columns to
  * read (with the key columns, always read); the others are absent from the rows. All by default.
+ * A first page (no cursor) asked before is read with its last answer's time bound (page-bounds.ts).
  */
 export async function listTransactions(
   pool: pg.Pool,
@@ -145,17 +153,66 @@ export async function listTransactions(
   columns: ReadonlySet<ListingColumn> | undefined = undefined,
 ): Promise<PaymentRow[]> {
   if (!Number.isSafeInteger(filter.limit) || filter.limit < 1) throw new Error(`listing limit must be a positive integer: ${filter.limit}`);
+  const read = columns === undefined ? ALL_COLUMNS : ALL_COLUMNS.filter((c) => columns.has(c) || KEY_COLUMNS.includes(c));
+  // Answered: what was read, less the time's column when not asked (the keys make the cursor).
+  const answered = columns === undefined || columns.has("timestamp") ? read : read.filter((c) => c !== "timestamp");
+  const key =
+    filter.after === undefined
+      ? JSON.stringify([
+          filter.accountId,
+          filter.agentId,
+          filter.protocol,
+          filter.domain,
+          filter.since?.toISOString(),
+          filter.status,
+          filter.reasonCode,
+          filter.limit,
+        ])
+      : undefined;
+  const bound = key === undefined ? undefined : firstPageBounds.get(key);
+  let rows: PaymentRow[] | undefined;
+  if (bound !== undefined) {
+    rows = await runListing(pool, filter, read, answered, bound);
+    if (rows !== undefined && rows.length === filter.limit + 1) firstPageBounds.hits += 1;
+    else {
+      firstPageBounds.fallbacks += 1;
+      rows = undefined;
+    }
+  }
+  rows ??= (await runListing(pool, filter, read, answered, undefined)) ?? [];
+  if (key !== undefined) {
+    if (rows.length === filter.limit + 1) firstPageBounds.set(key, BigInt(rows[filter.limit]!.time_micros));
+    else firstPageBounds.delete(key);
+  }
+  return rows;
+}
+
+/** The listing's statement, bounded below by `bound` (epoch microseconds) when given; undefined when no branch can match. */
+async function runListing(
+  pool: pg.Pool,
+  filter: TransactionFilter,
+  read: readonly ListingColumn[],
+  answered: readonly ListingColumn[],
+  bound: bigint | undefined,
+): Promise<PaymentRow[] | undefined> {
   const params: unknown[] = [filter.accountId];
   const param = (value: unknown): string => {
     params.push(value);
     return `$${params.length}`;
   };
+  const epochMicros = (micros: bigint): string => `('epoch'::timestamptz + ${param(micros.toString())}::bigint * interval '1 microsecond')`;
   const agentWhere = [`a.account_id = $1`];
   if (filter.agentId !== undefined) agentWhere.push(`a.agent_id = ${param(filter.agentId)}`);
+  // The bound as an InitPlan (a sub-SELECT), so a custom plan cannot see its value either: both
+  // estimate it alike and Postgres keeps the generic plan (with the value visible, each custom
+  // plan looked cheaper and the statement was planned at every execution).
+  const boundAt =
+    bound === undefined ? undefined : `('epoch'::timestamptz + (SELECT ${param(bound.toString())}::bigint) * interval '1 microsecond')`;
   const rowWhere = (time: string, prefix: string): string[] => {
     const where: string[] = ["true"];
     if (filter.protocol !== undefined) where.push(`${prefix}.protocol = ${param(filter.protocol)}`);
     if (filter.since !== undefined) where.push(`${time} >= ${param(filter.since)}`);
+    if (boundAt !== undefined) where.push(`${time} >= ${boundAt}`);
     return where;
   };
   const domainMatch = (column: string): string => {
@@ -166,12 +223,11 @@ export async function listTransactions(
   // `time <= cursor time` lets the (agent, time) indexes bound the scan.
   const afterCursor = (time: string, kind: 0 | 1, id: string): string => {
     const c = filter.after!;
-    const at = `('epoch'::timestamptz + ${param(c.timeMicros.toString())}::bigint * interval '1 microsecond')`;
+    const at = epochMicros(c.timeMicros);
     return `${time} <= ${at} AND (${time}, ${kind}, ${id}) < (${at}, ${c.kind}, ${param(c.id.toString())}::bigint)`;
   };
   // An integer (checked above), in the text: see statementName.
   const limit = String(filter.limit + 1);
-  const read = columns === undefined ? ALL_COLUMNS : ALL_COLUMNS.filter((c) => columns.has(c) || KEY_COLUMNS.includes(c));
 
   const branches: string[] = [];
   if (filter.status !== "rejected" && filter.reasonCode === undefined) {
@@ -193,11 +249,9 @@ export async function listTransactions(
     );
   }
   // A reason filter with a chain status (confirmed, finalized) matches nothing.
-  if (branches.length === 0) return [];
-  // Answered: what was read, less the time's column when not asked (the keys make the cursor). The time comes as
-  // `time_micros` alone and is made a Date here (no timestamp text formatted by Postgres, nor
-  // parsed); its column is a NULL placeholder, so each row object has its slot from the start.
-  const answered = columns === undefined || columns.has("timestamp") ? read : read.filter((c) => c !== "timestamp");
+  if (branches.length === 0) return undefined;
+  // The time comes as `time_micros` alone and is made a Date here (no timestamp text formatted by
+  // Postgres, nor parsed); its column is a NULL placeholder, so each row object has its slot from the start.
   const withTime = answered.includes("timestamp");
   const sql = `SELECT ${answered.map((c) => (c === "timestamp" ? `NULL::timestamptz AS "timestamp"` : `x."${c}"`)).join(", ")}
                FROM (${branches.join(" UNION ALL ")}) x

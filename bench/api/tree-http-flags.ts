@@ -11,13 +11,14 @@
  *
  * Uses a throwaway database (DATABASE_URL's server, else its own embedded one), dropped at the end.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { issueApiKey } from "../../api/shared/keys.js";
 import { TREE_NODE_LIMIT_MAX } from "../../api/shared/validation.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
+import { startRungProcess } from "../http/rung-process.js";
 import { seedFixture } from "./tree-fixture.js";
 
 const { values: options } = parseArgs({
@@ -54,20 +55,9 @@ function cpuMsOf(pid: number): number {
 }
 
 /** The query service (bench/http/rungs.ts, rung graphql) under `flags`, on `databaseUrl`. */
-function startServer(flags: string, databaseUrl: string): Promise<Server> {
-  const child = spawn(process.execPath, [...flags.split(" ").filter(Boolean), "--import", "tsx", "bench/http/rungs.ts", "graphql"], {
-    env: { ...process.env, DATABASE_URL: databaseUrl },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /port (\d+)/.exec(out);
-      if (match !== null) resolve({ flags, child, port: Number(match[1]), ms: [], cpuMs: 0 });
-    });
-    child.once("exit", (code) => reject(new Error(`server "${flags}" exited ${code} before listening`)));
-  });
+async function startServer(flags: string, databaseUrl: string): Promise<Server> {
+  const { child, port } = await startRungProcess(["graphql"], { databaseUrl, nodeOptions: flags.split(" ").filter(Boolean) });
+  return { flags, child, port, ms: [], cpuMs: 0 };
 }
 
 const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * p) - 1)]!;

@@ -30,7 +30,7 @@
  *
  * Uses a throwaway database (DATABASE_URL's server, else its own embedded one), dropped at the end.
  */
-import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFile, execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
@@ -40,6 +40,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { issueApiKey } from "../../api/shared/keys.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
+import { startRungProcess } from "./rung-process.js";
 import { seedPayments } from "./store.js";
 
 const { values: flags } = parseArgs({
@@ -168,28 +169,20 @@ interface RungCaller {
 }
 
 /** Starts a rung's server process; resolves with it and its port once it listens. */
-function startRung(config: Config, target: Target): Promise<{ child: ChildProcess; port: number; caller: RungCaller | null }> {
+async function startRung(config: Config, target: Target): Promise<{ child: ChildProcess; port: number; caller: RungCaller | null }> {
   const args = config.rung === "authorize" ? ["--agents", String(PAYERS)] : [];
-  const child = spawn(process.execPath, ["--import", "tsx", "bench/http/rungs.ts", config.rung, ...config.args, ...args], {
+  const { child, port, output } = await startRungProcess([config.rung, ...config.args, ...args], {
     cwd: target.dir,
-    env: { ...process.env, DATABASE_URL: target.databaseUrl },
-    stdio: ["ignore", "pipe", "inherit"],
+    databaseUrl: target.databaseUrl,
+  }).catch((error: unknown) => {
+    throw new Error(`rung ${config.label}: ${error instanceof Error ? error.message : String(error)}`);
   });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /port (\d+)/.exec(out);
-      if (match === null) return;
-      const made = /^caller (\S+) (\S+) (\S+) (\S+)$/m.exec(out);
-      const caller =
-        made === null
-          ? null
-          : { databaseUrl: made[1]!, apiKey: made[2]!, agents: made[3]!.split(","), body: Buffer.from(made[4]!, "base64").toString() };
-      resolve({ child, port: Number(match[1]), caller });
-    });
-    child.once("exit", (code) => reject(new Error(`rung ${config.label} exited ${code} before listening`)));
-  });
+  const made = /^caller (\S+) (\S+) (\S+) (\S+)$/m.exec(output);
+  const caller =
+    made === null
+      ? null
+      : { databaseUrl: made[1]!, apiKey: made[2]!, agents: made[3]!.split(","), body: Buffer.from(made[4]!, "base64").toString() };
+  return { child, port, caller };
 }
 
 async function stopRung(child: ChildProcess): Promise<void> {

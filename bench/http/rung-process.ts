@@ -1,0 +1,33 @@
+/**
+ * A rung of bench/http/rungs.ts as a child process (the ladder's rungs, bench/api's servers under
+ * different Node options): resolves once it prints `port <n>`, with what it printed until then.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+
+export interface RungProcess {
+  readonly child: ChildProcess;
+  readonly port: number;
+  /** Its stdout up to the port line (the authorize rung prints its `caller` line before). */
+  readonly output: string;
+}
+
+/** `node [nodeOptions] --import tsx bench/http/rungs.ts <rungArgs>` in `cwd` with `DATABASE_URL`. */
+export function startRungProcess(
+  rungArgs: readonly string[],
+  options: { readonly cwd?: string; readonly databaseUrl: string; readonly nodeOptions?: readonly string[] },
+): Promise<RungProcess> {
+  const child = spawn(process.execPath, [...(options.nodeOptions ?? []), "--import", "tsx", "bench/http/rungs.ts", ...rungArgs], {
+    cwd: options.cwd,
+    env: { ...process.env, DATABASE_URL: options.databaseUrl },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return new Promise((resolve, reject) => {
+    let output = "";
+    child.stdout!.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /port (\d+)/.exec(output);
+      if (match !== null) resolve({ child, port: Number(match[1]), output });
+    });
+    child.once("exit", (code) => reject(new Error(`rung ${rungArgs.join(" ")} exited ${code} before listening`)));
+  });
+}

@@ -343,6 +343,7 @@ async function run(): Promise<void> {
       ...(baseline === undefined
         ? []
         : [{ label: "+ transactions(limit: 50), baseline", rung: "graphql", args: [], body: TRANSACTIONS, baseline: true } as const]),
+      { label: "+ transactions(limit: 50), no first-page bound", rung: "graphql", args: ["--no-page-bounds"], body: TRANSACTIONS },
       { label: "+ transactions(limit: 50)", rung: "graphql", args: [], body: TRANSACTIONS },
       { label: `+ transactions(limit: 50), ${WORKERS} workers`, rung: "graphql", args: workers, body: TRANSACTIONS },
       { label: "REST authorize (old: SELECT per request)", rung: "authorize", args: ["--old"], body: "" },

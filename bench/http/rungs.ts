@@ -16,6 +16,8 @@
  * authorize, no key cache), the baseline each lever is kept against; `--no-jit` keeps the key
  * cache but not the compiled executor (nor the direct path, which needs it); `--no-direct` keeps
  * both but sends every request through yoga (no direct path, api/query/direct-graphql.ts);
+ * `--no-page-bounds` reads every listing without a first-page bound (api/query/read/page-bounds.ts),
+ * as a first ask or a page after a cursor is read;
  * `--workers N` serves through N processes on one port (api/query/workers.ts).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -29,6 +31,7 @@ import { fundedAgent } from "../gateway/setup.js";
 import { ApiKeyCache } from "../../api/shared/key-cache.js";
 import { authenticate } from "../../api/shared/auth.js";
 import { createApiServer } from "../../api/query/server.js";
+import { firstPageBounds } from "../../api/query/read/transactions.js";
 import { isWorker, startWorkers } from "../../api/query/workers.js";
 import { createPool } from "../../indexer/db/database.js";
 
@@ -38,6 +41,7 @@ const { values: flags, positionals } = parseArgs({
     old: { type: "boolean", default: false },
     "no-jit": { type: "boolean", default: false },
     "no-direct": { type: "boolean", default: false },
+    "no-page-bounds": { type: "boolean", default: false },
     workers: { type: "string", default: "1" },
     port: { type: "string", default: "0" },
     agents: { type: "string", default: "32" },
@@ -84,6 +88,7 @@ async function serve(port: number): Promise<number> {
     return listen(server, port);
   }
   if (rung === "graphql") {
+    if (flags["no-page-bounds"]) firstPageBounds.capacity = 0;
     const pool = createPool(databaseUrl);
     const api = createApiServer({
       pool,

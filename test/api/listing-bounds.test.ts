@@ -141,7 +141,7 @@ describe("first pages read with a time bound", () => {
     expect(firstPageBounds.fallbacks - fallbacksBefore).toBeGreaterThan(10);
   });
 
-  it("keep at most their capacity, dropping the least recently used", async () => {
+  it("keep at most their capacity, dropping the least recently used (none at 0)", async () => {
     const bounds = new PageBounds(2);
     bounds.set("a", 1n);
     bounds.set("b", 2n);
@@ -150,5 +150,8 @@ describe("first pages read with a time bound", () => {
     expect([bounds.get("a"), bounds.get("b"), bounds.get("c"), bounds.size]).toEqual([1n, undefined, 3n, 2]);
     bounds.delete("a");
     expect([bounds.get("a"), bounds.size]).toEqual([undefined, 1]);
+    const none = new PageBounds(0);
+    none.set("a", 1n);
+    expect([none.get("a"), none.size]).toEqual([undefined, 0]);
   });
 });

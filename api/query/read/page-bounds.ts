@@ -7,7 +7,8 @@
  * A bound is a hint, never trusted: an answer read with it is the listing's answer exactly when it
  * is a full page (limit + 1 rows), since every row the bound leaves out is older than each row
  * kept; a shorter answer (payments rolled back, a filter now matching fewer) is read again without
- * it. Per process, at most `capacity` filters, the least recently used dropped first.
+ * it. Per process, at most `capacity` filters, the least recently used dropped first (0: none
+ * kept, every listing read without a bound).
  */
 export class PageBounds {
   readonly #bounds = new Map<string, bigint>();
@@ -15,7 +16,7 @@ export class PageBounds {
   hits = 0;
   fallbacks = 0;
 
-  constructor(readonly capacity: number) {}
+  constructor(public capacity: number) {}
 
   /** The bound (epoch microseconds) of this filter, if one is known. */
   get(key: string): bigint | undefined {

@@ -156,6 +156,8 @@ export async function listTransactions(
   const read = columns === undefined ? ALL_COLUMNS : ALL_COLUMNS.filter((c) => columns.has(c) || KEY_COLUMNS.includes(c));
   // Answered: what was read, less the time's column when not asked (the keys make the cursor).
   const answered = columns === undefined || columns.has("timestamp") ? read : read.filter((c) => c !== "timestamp");
+  // The filter's bound: per account and filter, a `since` by its presence only (a relative window,
+  // "24h", moves with every request; any bound is checked anyway).
   const key =
     filter.after === undefined
       ? JSON.stringify([
@@ -163,7 +165,7 @@ export async function listTransactions(
           filter.agentId,
           filter.protocol,
           filter.domain,
-          filter.since?.toISOString(),
+          filter.since !== undefined,
           filter.status,
           filter.reasonCode,
           filter.limit,

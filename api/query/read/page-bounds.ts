@@ -1,8 +1,9 @@
 /**
  * First-page time bounds for the transactions listing (api/query/read/transactions.ts). A listing
- * asked again with the same filter (a dashboard or a client polling its newest page) is read with
- * `time >= bound`, the time of the last row its previous answer held: each agent's keys then stop
- * at the bound instead of one page each (20 agents and a page of 50: about 60 keys read, not 1,020).
+ * asked again with the same filter (a dashboard or a client polling its newest page; a `since`
+ * window counts by its presence alone) is read with `time >= bound`, the time of the last row its
+ * previous answer held: each agent's keys then stop at the bound instead of one page each (20
+ * agents and a page of 50: about 60 keys read, not 1,020).
  *
  * A bound is a hint, never trusted: an answer read with it is the listing's answer exactly when it
  * is a full page (limit + 1 rows), since every row the bound leaves out is older than each row

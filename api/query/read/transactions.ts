@@ -175,13 +175,13 @@ export async function listTransactions(
   let rows: PaymentRow[] | undefined;
   if (bound !== undefined) {
     rows = await runListing(pool, filter, read, answered, bound);
-    if (rows !== undefined && rows.length === filter.limit + 1) firstPageBounds.hits += 1;
+    if (rows.length === filter.limit + 1) firstPageBounds.hits += 1;
     else {
       firstPageBounds.fallbacks += 1;
       rows = undefined;
     }
   }
-  rows ??= (await runListing(pool, filter, read, answered, undefined)) ?? [];
+  rows ??= await runListing(pool, filter, read, answered, undefined);
   if (key !== undefined) {
     if (rows.length === filter.limit + 1) firstPageBounds.set(key, BigInt(rows[filter.limit]!.time_micros));
     else firstPageBounds.delete(key);
@@ -189,27 +189,27 @@ export async function listTransactions(
   return rows;
 }
 
-/** The listing's statement, bounded below by `bound` (epoch microseconds) when given; undefined when no branch can match. */
+/** The listing's statement, bounded below by `bound` (epoch microseconds) when given. */
 async function runListing(
   pool: pg.Pool,
   filter: TransactionFilter,
   read: readonly ListingColumn[],
   answered: readonly ListingColumn[],
   bound: bigint | undefined,
-): Promise<PaymentRow[] | undefined> {
+): Promise<PaymentRow[]> {
   const params: unknown[] = [filter.accountId];
   const param = (value: unknown): string => {
     params.push(value);
     return `$${params.length}`;
   };
-  const epochMicros = (micros: bigint): string => `('epoch'::timestamptz + ${param(micros.toString())}::bigint * interval '1 microsecond')`;
+  // A time from its epoch microseconds, given as a bigint expression.
+  const epochMicros = (micros: string): string => `('epoch'::timestamptz + ${micros}::bigint * interval '1 microsecond')`;
   const agentWhere = [`a.account_id = $1`];
   if (filter.agentId !== undefined) agentWhere.push(`a.agent_id = ${param(filter.agentId)}`);
   // The bound as an InitPlan (a sub-SELECT), so a custom plan cannot see its value either: both
   // estimate it alike and Postgres keeps the generic plan (with the value visible, each custom
   // plan looked cheaper and the statement was planned at every execution).
-  const boundAt =
-    bound === undefined ? undefined : `('epoch'::timestamptz + (SELECT ${param(bound.toString())}::bigint) * interval '1 microsecond')`;
+  const boundAt = bound === undefined ? undefined : epochMicros(`(SELECT ${param(bound.toString())}::bigint)`);
   const rowWhere = (time: string, prefix: string): string[] => {
     const where: string[] = ["true"];
     if (filter.protocol !== undefined) where.push(`${prefix}.protocol = ${param(filter.protocol)}`);
@@ -225,7 +225,7 @@ async function runListing(
   // `time <= cursor time` lets the (agent, time) indexes bound the scan.
   const afterCursor = (time: string, kind: 0 | 1, id: string): string => {
     const c = filter.after!;
-    const at = epochMicros(c.timeMicros);
+    const at = epochMicros(param(c.timeMicros.toString()));
     return `${time} <= ${at} AND (${time}, ${kind}, ${id}) < (${at}, ${c.kind}, ${param(c.id.toString())}::bigint)`;
   };
   // An integer (checked above), in the text: see statementName.
@@ -251,7 +251,7 @@ async function runListing(
     );
   }
   // A reason filter with a chain status (confirmed, finalized) matches nothing.
-  if (branches.length === 0) return undefined;
+  if (branches.length === 0) return [];
   // The time comes as `time_micros` alone and is made a Date here (no timestamp text formatted by
   // Postgres, nor parsed); its column is a NULL placeholder, so each row object has its slot from the start.
   const withTime = answered.includes("timestamp");

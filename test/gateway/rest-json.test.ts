@@ -96,6 +96,49 @@ describe("parseJson", () => {
     }
   });
 
+  it("refuses exactly what JSON.parse refuses on 3,000 mutated documents, else agrees with it", () => {
+    const next = rng(20261128);
+    const alphabet = ['"', "\\", "{", "}", "[", "]", ":", ",", " ", "\n", "0", "7", "-", ".", "e", "u", "t", "n", "\u0001", "\u00e9"];
+    let refused = 0;
+    for (let i = 0; i < 3_000; i += 1) {
+      const valid = JSON.stringify(randomValue(next, 0), null, i % 3 === 0 ? 1 : undefined);
+      const at = Math.floor(next() * (valid.length + 1));
+      const char = alphabet[Math.floor(next() * alphabet.length)]!;
+      const edit = Math.floor(next() * 3);
+      const text =
+        edit === 0 ? valid.slice(0, at) + valid.slice(at + 1) : valid.slice(0, at) + char + valid.slice(at + (edit === 1 ? 0 : 1));
+      let expected: unknown;
+      try {
+        expected = JSON.parse(text);
+      } catch {
+        expect(refuses(text), JSON.stringify(text)).toBe(true);
+        refused += 1;
+        continue;
+      }
+      let parsed: JsonValue;
+      try {
+        parsed = parseJson(text);
+      } catch (error) {
+        // The one document JSON.parse takes and this reader refuses: a key given twice.
+        expect(String(error), JSON.stringify(text)).toContain("duplicate key");
+        continue;
+      }
+      expect(toPlain(parsed), JSON.stringify(text)).toEqual(expected);
+    }
+    expect(refused).toBeGreaterThan(1_000);
+  });
+
+  it("reads `__proto__` as an own key, never as the prototype", () => {
+    const parsed = parseJson('{"__proto__":{"polluted":true},"constructor":1,"toString":"s"}') as Record<string, JsonValue>;
+    expect(Object.getPrototypeOf(parsed)).toBe(Object.prototype);
+    expect(Object.keys(parsed)).toEqual(["__proto__", "constructor", "toString"]);
+    expect(Object.hasOwn(parsed, "__proto__")).toBe(true);
+    expect((parsed as { polluted?: unknown }).polluted).toBeUndefined();
+    expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
+    expect(toPlain(parsed)).toEqual(JSON.parse('{"__proto__":{"polluted":true},"constructor":1,"toString":"s"}'));
+    expect(refuses('{"__proto__":1,"__proto__":2}')).toBe(true);
+  });
+
   it("the canonical form ignores key order and whitespace but not number spelling", () => {
     const a = canonicalJson(parseJson('{ "b": [1, {"y":2,"x":1}], "a": "s" }'));
     const b = canonicalJson(parseJson('{"a":"s","b":[1,{"x":1,"y":2}]}'));

@@ -26,68 +26,64 @@ function invalid(detail: string): ServiceError {
 /**
  * Parses JSON text; duplicate keys, trailing text and raw control characters are errors. Escaped
  * ones (`\u0000`, lone surrogates) decode as JSON says: the text rule (api/shared/text.ts) judges them.
+ * Every request body of both services passes here: characters are read as codes, a string without
+ * a backslash is a slice of the text (only one with escapes goes through `JSON.parse`), and objects
+ * are built in place (a `__proto__` key defined as an own property, never the prototype).
  */
 export function parseJson(text: string): JsonValue {
+  const length = text.length;
   let at = 0;
-  const ws = () => {
-    while (at < text.length && (text[at] === " " || text[at] === "\t" || text[at] === "\n" || text[at] === "\r")) at += 1;
+  /** Skips whitespace; the code of the next character, or -1 at the end. */
+  const ws = (): number => {
+    for (; at < length; at += 1) {
+      const code = text.charCodeAt(at);
+      if (code !== 0x20 && code !== 0x09 && code !== 0x0a && code !== 0x0d) return code;
+    }
+    return -1;
   };
   const value = (depth: number): JsonValue => {
     if (depth > MAX_DEPTH) throw invalid(`nested deeper than ${MAX_DEPTH}`);
-    ws();
-    const c = text[at];
-    if (c === "{") {
+    const c = ws();
+    if (c === 0x7b) {
       at += 1;
-      const out: Record<string, JsonValue> = Object.create(null) as Record<string, JsonValue>;
-      ws();
-      if (text[at] === "}") {
+      const out: Record<string, JsonValue> = {};
+      if (ws() === 0x7d) {
         at += 1;
-        return { ...out };
+        return out;
       }
       for (;;) {
-        ws();
-        if (text[at] !== '"') throw invalid(`expected a key at offset ${at}`);
+        if (ws() !== 0x22) throw invalid(`expected a key at offset ${at}`);
         const key = string();
         if (Object.hasOwn(out, key)) throw invalid(`duplicate key ${JSON.stringify(key)}`);
-        ws();
-        if (text[at] !== ":") throw invalid(`expected ':' at offset ${at}`);
+        if (ws() !== 0x3a) throw invalid(`expected ':' at offset ${at}`);
         at += 1;
-        out[key] = value(depth + 1);
-        ws();
-        if (text[at] === ",") {
-          at += 1;
-          continue;
-        }
-        if (text[at] === "}") {
-          at += 1;
-          return { ...out };
-        }
-        throw invalid(`expected ',' or '}' at offset ${at}`);
+        const item = value(depth + 1);
+        if (key === "__proto__") Object.defineProperty(out, key, { value: item, enumerable: true, writable: true, configurable: true });
+        else out[key] = item;
+        const next = ws();
+        at += 1;
+        if (next === 0x2c) continue;
+        if (next === 0x7d) return out;
+        throw invalid(`expected ',' or '}' at offset ${at - 1}`);
       }
     }
-    if (c === "[") {
+    if (c === 0x5b) {
       at += 1;
       const out: JsonValue[] = [];
-      ws();
-      if (text[at] === "]") {
+      if (ws() === 0x5d) {
         at += 1;
         return out;
       }
       for (;;) {
         out.push(value(depth + 1));
-        ws();
-        if (text[at] === ",") {
-          at += 1;
-          continue;
-        }
-        if (text[at] === "]") {
-          at += 1;
-          return out;
-        }
-        throw invalid(`expected ',' or ']' at offset ${at}`);
+        const next = ws();
+        at += 1;
+        if (next === 0x2c) continue;
+        if (next === 0x5d) return out;
+        throw invalid(`expected ',' or ']' at offset ${at - 1}`);
       }
     }
-    if (c === '"') return string();
+    if (c === 0x22) return string();
     if (text.startsWith("true", at)) {
       at += 4;
       return true;
@@ -106,28 +102,33 @@ export function parseJson(text: string): JsonValue {
       at += match[0].length;
       return new JsonNumber(match[0]);
     }
-    throw invalid(at >= text.length ? "unexpected end" : `unexpected character at offset ${at}`);
+    throw invalid(at >= length ? "unexpected end" : `unexpected character at offset ${at}`);
   };
   const string = (): string => {
-    // Find the closing quote, then let JSON.parse decode the escapes of that one token.
+    // Find the closing quote; only a token with escapes needs decoding (by JSON.parse).
+    const start = at;
     let end = at + 1;
-    while (end < text.length && text[end] !== '"') {
+    let escaped = false;
+    for (;;) {
+      if (end >= length) throw invalid("unterminated string");
       const code = text.charCodeAt(end);
+      if (code === 0x22) break;
       if (code < 0x20) throw invalid(`control character in a string at offset ${end}`);
-      end += text[end] === "\\" ? 2 : 1;
+      if (code === 0x5c) {
+        escaped = true;
+        end += 2;
+      } else end += 1;
     }
-    if (end >= text.length) throw invalid("unterminated string");
-    const token = text.slice(at, end + 1);
     at = end + 1;
+    if (!escaped) return text.slice(start + 1, end);
     try {
-      return JSON.parse(token) as string;
+      return JSON.parse(text.slice(start, end + 1)) as string;
     } catch {
       throw invalid(`bad string escape near offset ${at}`);
     }
   };
   const result = value(0);
-  ws();
-  if (at !== text.length) throw invalid(`trailing text at offset ${at}`);
+  if (ws() !== -1) throw invalid(`trailing text at offset ${at}`);
   return result;
 }
 

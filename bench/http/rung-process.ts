@@ -3,6 +3,10 @@
  * different Node options): resolves once it prints `port <n>`, with what it printed until then.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+
+const LOADER = "scripts/typescript/register.mjs";
 
 export interface RungProcess {
   readonly child: ChildProcess;
@@ -11,12 +15,17 @@ export interface RungProcess {
   readonly output: string;
 }
 
-/** `node [nodeOptions] --import tsx bench/http/rungs.ts <rungArgs>` in `cwd` with `DATABASE_URL`. */
+/**
+ * `node [nodeOptions] --import <loader> bench/http/rungs.ts <rungArgs>` in `cwd` with `DATABASE_URL`:
+ * the checkout's TypeScript loader as its services run (scripts/typescript/register.mjs), or tsx
+ * for a `--baseline` checkout from before it had one.
+ */
 export function startRungProcess(
   rungArgs: readonly string[],
   options: { readonly cwd?: string; readonly databaseUrl: string; readonly nodeOptions?: readonly string[] },
 ): Promise<RungProcess> {
-  const child = spawn(process.execPath, [...(options.nodeOptions ?? []), "--import", "tsx", "bench/http/rungs.ts", ...rungArgs], {
+  const loader = existsSync(join(options.cwd ?? ".", LOADER)) ? `./${LOADER}` : "tsx";
+  const child = spawn(process.execPath, [...(options.nodeOptions ?? []), "--import", loader, "bench/http/rungs.ts", ...rungArgs], {
     cwd: options.cwd,
     env: { ...process.env, DATABASE_URL: options.databaseUrl },
     stdio: ["ignore", "pipe", "inherit"],

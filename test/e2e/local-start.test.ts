@@ -49,7 +49,8 @@ async function environment(dataDir: string): Promise<NodeJS.ProcessEnv> {
 }
 
 function run(dataDir: string, env: NodeJS.ProcessEnv, args: readonly string[] = []): ChildProcess {
-  const child = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts", ...args], {
+  // As `npm start` runs it: node with the project's TypeScript loader (package.json).
+  const child = spawn(process.execPath, ["--import", "./scripts/typescript/register.mjs", "scripts/start.ts", ...args], {
     env: { ...env, APG_DATA_DIR: dataDir },
     stdio: ["ignore", "pipe", "pipe"],
   });

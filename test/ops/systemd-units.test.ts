@@ -1,7 +1,8 @@
 /**
  * The systemd units of docs/deploy.md (docs/deploy/apg-*.service): `systemd-analyze verify`
- * accepts each where the tool is installed, and each runs the entry point docs/deploy.md names,
- * from the env file it names, never restarting after a refused configuration (exit 2).
+ * accepts each where the tool is installed, and each runs the command of its package.json script
+ * (the same node options and TypeScript loader), from the env file docs/deploy.md names, never
+ * restarting after a refused configuration (exit 2).
  */
 import { execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -11,20 +12,23 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+/** The package.json script each unit runs (`npm run <script>`), with its arguments. */
 const UNITS = {
-  "apg-gateway.service": "api/gateway/main.ts",
-  "apg-indexer.service": "indexer/cli.ts run",
-  "apg-query.service": "api/query/main.ts",
+  "apg-gateway.service": { script: "gateway", args: "" },
+  "apg-indexer.service": { script: "indexer", args: " run" },
+  "apg-query.service": { script: "query", args: "" },
 } as const;
-/** Node options a unit passes as `npm run` does (package.json): the query service's young generation. */
-const NODE_OPTIONS: Partial<Record<keyof typeof UNITS, string>> = { "apg-query.service": "--max-semi-space-size=64 " };
+const SCRIPTS = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts;
 const SYSTEMD_ANALYZE = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].find((path) => existsSync(path));
 
 describe("systemd units", () => {
-  for (const [unit, entry] of Object.entries(UNITS)) {
-    it(`${unit} runs ${entry} from /etc/apg/apg.env and stays down after exit 2`, () => {
+  for (const [unit, { script, args }] of Object.entries(UNITS)) {
+    it(`${unit} runs \`npm run ${script}${args}\`'s command from /etc/apg/apg.env and stays down after exit 2`, () => {
       const text = readFileSync(join(ROOT, "docs/deploy", unit), "utf8");
-      expect(text).toContain(`\nExecStart=/usr/bin/node ${NODE_OPTIONS[unit as keyof typeof UNITS] ?? ""}--import tsx ${entry}\n`);
+      // The same node options and TypeScript loader as the script (scripts/typescript/register.mjs).
+      const command = SCRIPTS[script]!;
+      expect(command).toMatch(/^node .*--import \.\/scripts\/typescript\/register\.mjs /);
+      expect(text).toContain(`\nExecStart=/usr/bin/${command}${args}\n`);
       expect(text).toContain("\nEnvironmentFile=/etc/apg/apg.env\n");
       expect(text).toContain("\nRestartPreventExitStatus=2\n");
       expect(readFileSync(join(ROOT, "docs/deploy.md"), "utf8")).toContain("docs/deploy/apg-*.service");

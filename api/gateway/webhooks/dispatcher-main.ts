@@ -1,7 +1,7 @@
 /**
  * The webhook dispatcher as a process of its own:
  *
- *   node --import tsx api/gateway/webhooks/dispatcher-main.ts
+ *   node --import ./scripts/typescript/register.mjs api/gateway/webhooks/dispatcher-main.ts
  *
  * Environment: DATABASE_URL (Postgres; migrations are applied first), WEBHOOK_SECRETS_KEY
  * (required: decrypts the signing secrets), SMTP_URL (optional: `smtp://host:port`, for `email:`

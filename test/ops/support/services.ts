@@ -28,7 +28,10 @@ export interface Service {
 /** PATH and HOME only: what a service reads comes from its env file. */
 export const baseEnv = (): Record<string, string> => ({ PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" });
 
-/** Starts `tsx <args> --env-file <envFile>` and adds it to `services` (the suite stops them all). */
+/** How the services run (package.json, the systemd units): node with the project's TypeScript loader. */
+const TYPESCRIPT = ["--import", "./scripts/typescript/register.mjs"] as const;
+
+/** Starts `node <TYPESCRIPT> <args> --env-file <envFile>` and adds it to `services` (the suite stops them all). */
 export function startService(
   services: Service[],
   envFile: string,
@@ -36,7 +39,7 @@ export function startService(
   args: readonly string[],
   env: Record<string, string> = {},
 ): Service {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args, "--env-file", envFile], {
+  const child = spawn(process.execPath, [...TYPESCRIPT, ...args, "--env-file", envFile], {
     cwd: ROOT,
     env: { ...baseEnv(), ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -73,7 +76,7 @@ export function runEntry(
   return new Promise((done) => {
     execFile(
       process.execPath,
-      ["--import", "tsx", ...args],
+      [...TYPESCRIPT, ...args],
       { cwd: ROOT, env: { ...baseEnv(), ...env }, timeout: 90_000 },
       (error, stdout, stderr) => done({ code: error === null ? 0 : ((error as { code?: number }).code ?? null), stdout, stderr }),
     );

@@ -335,6 +335,9 @@ async function run(): Promise<void> {
       { label: "+ GraphQL { __typename } (old path)", rung: "graphql", args: ["--old"], body: TYPENAME },
       { label: "+ GraphQL { __typename } (key cache, no jit)", rung: "graphql", args: ["--no-jit"], body: TYPENAME },
       { label: "+ GraphQL { __typename } (all through yoga)", rung: "graphql", args: ["--no-direct"], body: TYPENAME },
+      ...(baseline === undefined
+        ? []
+        : [{ label: "+ GraphQL { __typename }, baseline", rung: "graphql", args: [], body: TYPENAME, baseline: true } as const]),
       { label: "+ GraphQL { __typename }", rung: "graphql", args: [], body: TYPENAME },
       { label: `+ GraphQL { __typename }, ${WORKERS} workers`, rung: "graphql", args: workers, body: TYPENAME },
       { label: "+ transactions(limit: 50) (old path)", rung: "graphql", args: ["--old"], body: TRANSACTIONS },

@@ -22,9 +22,7 @@ import { Client } from "../sdk/src/index.js";
 import { type NodeRequest, x402Middleware } from "../sdk/src/server/index.js";
 import { startEmbeddedPostgres } from "./embedded-postgres.js";
 import { startLocalnet } from "./localnet.js";
-
-/** The services run as the units run them (docs/deploy/*.service): node with the project's TypeScript loader. */
-const LOADER = "./scripts/typescript/register.mjs";
+import { TYPESCRIPT_LOADER } from "./typescript/loader.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const HOST = "127.0.0.1";
@@ -65,7 +63,7 @@ function run(args: readonly string[], env: Record<string, string> = {}): Promise
   return new Promise((done, failed) => {
     execFile(
       process.execPath,
-      ["--import", LOADER, ...args],
+      [...TYPESCRIPT_LOADER, ...args],
       { cwd: ROOT, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env } },
       (error, stdout, stderr) => (error === null ? done(stdout) : failed(new Error(`${args.join(" ")}: ${stderr}`))),
     );
@@ -132,7 +130,7 @@ async function main(): Promise<void> {
     );
 
     const start = (name: string, args: readonly string[], port?: number): { name: string; child: ChildProcess } => {
-      const child = spawn(process.execPath, ["--import", LOADER, ...args, "--env-file", envFile], {
+      const child = spawn(process.execPath, [...TYPESCRIPT_LOADER, ...args, "--env-file", envFile], {
         cwd: ROOT,
         env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...(port === undefined ? {} : { PORT: String(port) }) },
         stdio: ["ignore", "ignore", "inherit"],

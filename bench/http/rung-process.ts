@@ -5,8 +5,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-
-const LOADER = "scripts/typescript/register.mjs";
+import { TYPESCRIPT_LOADER } from "../../scripts/typescript/loader.js";
 
 export interface RungProcess {
   readonly child: ChildProcess;
@@ -17,15 +16,15 @@ export interface RungProcess {
 
 /**
  * `node [nodeOptions] --import <loader> bench/http/rungs.ts <rungArgs>` in `cwd` with `DATABASE_URL`:
- * the checkout's TypeScript loader as its services run (scripts/typescript/register.mjs), or tsx
+ * the checkout's TypeScript loader as its services run (scripts/typescript/loader.ts), or tsx
  * for a `--baseline` checkout from before it had one.
  */
 export function startRungProcess(
   rungArgs: readonly string[],
   options: { readonly cwd?: string; readonly databaseUrl: string; readonly nodeOptions?: readonly string[] },
 ): Promise<RungProcess> {
-  const loader = existsSync(join(options.cwd ?? ".", LOADER)) ? `./${LOADER}` : "tsx";
-  const child = spawn(process.execPath, [...(options.nodeOptions ?? []), "--import", loader, "bench/http/rungs.ts", ...rungArgs], {
+  const loader = existsSync(join(options.cwd ?? ".", TYPESCRIPT_LOADER[1])) ? TYPESCRIPT_LOADER : ["--import", "tsx"];
+  const child = spawn(process.execPath, [...(options.nodeOptions ?? []), ...loader, "bench/http/rungs.ts", ...rungArgs], {
     cwd: options.cwd,
     env: { ...process.env, DATABASE_URL: options.databaseUrl },
     stdio: ["ignore", "pipe", "inherit"],

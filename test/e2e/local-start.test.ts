@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePortPair } from "../../scripts/localnet.js";
+import { TYPESCRIPT_LOADER } from "../../scripts/typescript/loader.js";
 import { restCall } from "../support/rest.js";
 
 const BANNER_DEADLINE_MS = 90_000;
@@ -50,7 +51,7 @@ async function environment(dataDir: string): Promise<NodeJS.ProcessEnv> {
 
 function run(dataDir: string, env: NodeJS.ProcessEnv, args: readonly string[] = []): ChildProcess {
   // As `npm start` runs it: node with the project's TypeScript loader (package.json).
-  const child = spawn(process.execPath, ["--import", "./scripts/typescript/register.mjs", "scripts/start.ts", ...args], {
+  const child = spawn(process.execPath, [...TYPESCRIPT_LOADER, "scripts/start.ts", ...args], {
     env: { ...env, APG_DATA_DIR: dataDir },
     stdio: ["ignore", "pipe", "pipe"],
   });

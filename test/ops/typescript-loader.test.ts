@@ -11,13 +11,14 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { TYPESCRIPT_LOADER } from "../../scripts/typescript/loader.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const FIXTURE = "test/ops/support/typescript-fixture.ts";
 
 describe("the services' TypeScript loader", () => {
   it("runs a TypeScript module as written, without wrapping its closures", async () => {
-    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "./scripts/typescript/register.mjs", FIXTURE], {
+    const { stdout } = await promisify(execFile)(process.execPath, [...TYPESCRIPT_LOADER, FIXTURE], {
       cwd: ROOT,
     });
     const printed = JSON.parse(stdout.trim()) as Record<string, unknown>;

@@ -9,6 +9,7 @@ import { writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Localnet } from "../../../scripts/localnet.js";
+import { TYPESCRIPT_LOADER } from "../../../scripts/typescript/loader.js";
 import { pollUntil } from "../../support/poll.js";
 import { writeKeypairFile } from "../../support/process-env.js";
 
@@ -28,10 +29,7 @@ export interface Service {
 /** PATH and HOME only: what a service reads comes from its env file. */
 export const baseEnv = (): Record<string, string> => ({ PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "" });
 
-/** How the services run (package.json, the systemd units): node with the project's TypeScript loader. */
-const TYPESCRIPT = ["--import", "./scripts/typescript/register.mjs"] as const;
-
-/** Starts `node <TYPESCRIPT> <args> --env-file <envFile>` and adds it to `services` (the suite stops them all). */
+/** Starts `node <TYPESCRIPT_LOADER> <args> --env-file <envFile>` and adds it to `services` (the suite stops them all). */
 export function startService(
   services: Service[],
   envFile: string,
@@ -39,7 +37,7 @@ export function startService(
   args: readonly string[],
   env: Record<string, string> = {},
 ): Service {
-  const child = spawn(process.execPath, [...TYPESCRIPT, ...args, "--env-file", envFile], {
+  const child = spawn(process.execPath, [...TYPESCRIPT_LOADER, ...args, "--env-file", envFile], {
     cwd: ROOT,
     env: { ...baseEnv(), ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -76,7 +74,7 @@ export function runEntry(
   return new Promise((done) => {
     execFile(
       process.execPath,
-      [...TYPESCRIPT, ...args],
+      [...TYPESCRIPT_LOADER, ...args],
       { cwd: ROOT, env: { ...baseEnv(), ...env }, timeout: 90_000 },
       (error, stdout, stderr) => done({ code: error === null ? 0 : ((error as { code?: number }).code ?? null), stdout, stderr }),
     );

@@ -276,4 +276,37 @@ describe("payment authorization", () => {
     expect(new Set(answers.map((a) => a.text)).size).toBe(1);
     expect(await reservations("racer")).toBe(1);
   });
+
+  it("40 concurrent authorizations of one agent share transactions yet never pass its budget; answers, rows and rejections agree", async () => {
+    const agentId = await newPayer();
+    // 25 payments of 0.01 fit; 35 distinct requests (5 keys sent twice) race for them.
+    await putPolicy(db.pool, agentId, { dailyBudgetUnits: 250_000n });
+    // Which transaction each reservation committed in (its row's xmin is its savepoint's).
+    await db.pool.query(`CREATE TABLE reservation_xacts (id bigint, xid text);
+      CREATE FUNCTION note_xact() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN INSERT INTO reservation_xacts VALUES (NEW.id, pg_current_xact_id()::text); RETURN NEW; END $$;
+      CREATE TRIGGER note_xact AFTER INSERT ON spend_reservations FOR EACH ROW EXECUTE FUNCTION note_xact()`);
+    const keys = Array.from({ length: 35 }, () => randomUUID());
+    const sent = [...keys, ...keys.slice(0, 5)];
+    const body = { endpoint: ENDPOINT, x402: requirement("10000") };
+    const answers = await Promise.all(sent.map((key) => call("POST", `/v1/agents/${agentId}/payments/authorize`, body, key)));
+    for (let i = 0; i < 5; i += 1) expect(answers[35 + i]!.text).toBe(answers[i]!.text);
+    const distinct = answers.slice(0, 35);
+    const accepted = distinct.filter((a) => a.status === 200);
+    expect(accepted).toHaveLength(25);
+    expect(distinct.filter((a) => a.status === 403).every((a) => a.body.reasonCode === "daily_budget_exceeded")).toBe(true);
+    expect(distinct.filter((a) => a.status === 403)).toHaveLength(10);
+    const { rows } = await db.pool.query<{ id: string; amount_units: string; xid: string }>(
+      `SELECT s.id::text, s.amount_units::text, x.xid FROM spend_reservations s JOIN reservation_xacts x ON x.id = s.id
+       WHERE s.agent_id = $1`,
+      [agentId],
+    );
+    await db.pool.query("DROP TRIGGER note_xact ON spend_reservations; DROP FUNCTION note_xact(); DROP TABLE reservation_xacts");
+    expect(rows.map((r) => r.id).sort()).toEqual(accepted.map((a) => String(a.body.reservationId)).sort());
+    expect(rows.every((r) => r.amount_units === "10000")).toBe(true);
+    // Grouped: fewer transactions than reservations (the lock changed hands less often).
+    expect(new Set(rows.map((r) => r.xid)).size).toBeLessThan(rows.length);
+    const rejections = await db.pool.query("SELECT count(*)::int AS n FROM payment_rejections WHERE agent_id = $1", [agentId]);
+    expect(rejections.rows[0].n).toBe(10);
+  });
 });

@@ -17,6 +17,7 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
 import { withTransaction } from "../../../indexer/db/database.js";
+import { groupCommitFor } from "../../../indexer/db/group-commit.js";
 import type { SecretBox } from "../secret-box.js";
 import { toServiceError } from "../errors.js";
 import { httpError, problemResponse } from "./problem.js";
@@ -77,27 +78,29 @@ const REPLAYED = { "idempotent-replayed": "true" } as const;
 
 /**
  * Runs a Postgres effect with the key claimed in its transaction. Without a key, the effect simply
- * runs in a transaction.
+ * runs in a transaction. With a `groupKey` (an agent), effects of that key arriving together share
+ * one transaction, each in its own savepoint (indexer/db/group-commit.ts): for effects that all
+ * take the key's own lock first, which then changes hands once per group, not once per effect.
  */
 export async function runDatabaseEffect(
   store: IdempotencyStore,
   request: IdempotencyRequest | null,
   effect: (client: pg.PoolClient) => Promise<RouteResponse>,
+  groupKey?: string,
 ): Promise<RouteResponse> {
-  // READ COMMITTED by name: the policy reservation inside the effect relies on it (api/gateway/reservations/store.ts).
-  return withTransaction(
-    store.pool,
-    async (client) => {
-      // The INSERT waits for the key's first transaction to commit: then answer with its result.
-      if (request !== null && !(await claimKey(client, store, request)))
-        return answerExisting(store, request, await readKey(client, request));
-      const response = await effect(client);
-      if (request !== null && response.provisional === true) await unclaim(client, request);
-      else if (request !== null) await complete(client, store, request, response);
-      return response;
-    },
-    { isolation: "read committed" },
-  );
+  const work = async (client: pg.PoolClient): Promise<RouteResponse> => {
+    // The INSERT waits for the key's first transaction to commit: then answer with its result.
+    if (request !== null && !(await claimKey(client, store, request)))
+      return answerExisting(store, request, await readKey(client, request));
+    const response = await effect(client);
+    if (request !== null && response.provisional === true) await unclaim(client, request);
+    else if (request !== null) await complete(client, store, request, response);
+    return response;
+  };
+  // READ COMMITTED by name (a group's is too): the policy reservation inside the effect relies on it
+  // (api/gateway/reservations/store.ts).
+  if (groupKey !== undefined) return groupCommitFor(store.pool).run(groupKey, work);
+  return withTransaction(store.pool, work, { isolation: "read committed" });
 }
 
 export interface ExternalOutcome {

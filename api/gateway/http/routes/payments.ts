@@ -101,9 +101,13 @@ async function authorizeRoute(context: RouteContext): Promise<RouteResponse> {
     },
   );
   // A refusal is an answer, committed with its rejection and the key: a retry answers the same
-  // without recording it twice.
-  return runDatabaseEffect(context.store, context.idempotency, async (client) =>
-    authorizeAnswer(agent.public_id, await authorizeInTransaction(client, prepared, context.now)),
+  // without recording it twice. The agent's authorizations arriving together share a transaction
+  // (group commit): its lock changes hands, and the WAL is flushed, once for all of them.
+  return runDatabaseEffect(
+    context.store,
+    context.idempotency,
+    async (client) => authorizeAnswer(agent.public_id, await authorizeInTransaction(client, prepared, context.now)),
+    agent.agent_id,
   );
 }
 

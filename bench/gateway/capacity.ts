@@ -1,7 +1,7 @@
 /**
  * `npm run bench:capacity`: the reservation path's capacity, next to its floor from the same run.
  * The floor is pgbench (bench/gateway/reservation.pgbench.sql) running the same SQL transaction
- * (savepoint, lock, policy, usage read, INSERT with its running totals) on as many connections as
+ * (lock, policy, usage read, INSERT with its running totals) on as many connections as
  * the gateway path has callers: what PostgreSQL on this machine allows without Node or `pg`.
  * 1. reservations/s and p50/p99, closed loop, over many agents and over one hot agent (serialized
  *    by its lock: each check sees every earlier reservation), gateway path against pgbench (goals:
@@ -11,8 +11,8 @@
  * 3. the usage read under the agent's lock as the period grows, at 0, 10,000 and 100,000
  *    reservations spread over the last 24 h: running total, with the 24 h rate-limit count from
  *    running counts (`spend_rate_calls`), against the old count(*) of the window and the old sum.
- * Each gateway reservation is `reserveInTransaction` in its own READ COMMITTED transaction, as the
- * authorize route runs it. `--baseline <dir>` adds the same calls to the store of another checkout
+ * Each gateway reservation is `reserveInTransaction` (no savepoint) in a READ COMMITTED transaction
+ * of the agent's group commit (indexer/db/group-commit.ts), as the authorize route runs it. `--baseline <dir>` adds the same calls to the store of another checkout
  * (`git worktree add <dir> <commit>`, or `git archive <commit> api indexer | tar -x -C <dir>` with
  * a node_modules link), interleaved with this tree's, so a change is measured against the code
  * before it in the same run (and its usage read in section 3). Every agent
@@ -25,6 +25,7 @@
  * Needs `pgbench` on PATH (or PGBENCH=/path/to/pgbench).
  */
 import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,6 +33,8 @@ import { parseArgs } from "node:util";
 import type pg from "pg";
 import { getPolicy, type PaymentRequest, putPolicy, readUsage } from "../../api/shared/policy/index.js";
 import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
+import { withTransaction } from "../../indexer/db/database.js";
+import { groupCommitFor } from "../../indexer/db/group-commit.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { type Stats, stats } from "./latency.js";
 import { benchPool } from "./reservations.js";
@@ -65,37 +68,50 @@ const request = (): PaymentRequest => ({
   offeredProtocols: ["x402"],
 });
 
-/** The gateway path of one checkout: its `reserveInTransaction` and `readUsage`. */
+/** A READ COMMITTED transaction of the agent's, as the authorize route opens it. */
+type Transact = <T>(pool: pg.Pool, agentId: string, work: (client: pg.PoolClient) => Promise<T>) => Promise<T>;
+
+/** The gateway path of one checkout: its transaction, `reserveInTransaction` and `readUsage`. */
 interface Path {
+  readonly transact: Transact;
   readonly reserve: typeof reserveInTransaction;
   readonly readUsage: typeof readUsage;
 }
 
-const current: Path = { reserve: reserveInTransaction, readUsage };
+/** One transaction per reservation (the route before group commit). */
+const ownTransaction: Transact = (pool, _agentId, work) => withTransaction(pool, work, { isolation: "read committed" });
 
-/** The store of the checkout at `dir` (its own modules, on this run's database). */
+/** The agent's reservations arriving together share a transaction (the route since group commit). */
+const groupedBy =
+  (commitsFor: typeof groupCommitFor): Transact =>
+  (pool, agentId, work) =>
+    commitsFor(pool).run(agentId, work);
+
+const current: Path = {
+  transact: groupedBy(groupCommitFor),
+  reserve: reserveInTransaction,
+  readUsage,
+};
+
+/** The store of the checkout at `dir` (its own modules, on this run's database), grouped if it groups. */
 async function baselinePath(dir: string): Promise<Path> {
   const store = (await import(join(dir, "api/gateway/reservations/store.ts"))) as { reserveInTransaction: typeof reserveInTransaction };
   const policy = (await import(join(dir, "api/shared/policy/store.ts"))) as { readUsage: typeof readUsage };
-  return { reserve: store.reserveInTransaction, readUsage: policy.readUsage };
+  // A checkout from before group commit opens a transaction per reservation, as its route did.
+  const grouping = join(dir, "indexer/db/group-commit.ts");
+  const transact = existsSync(grouping)
+    ? groupedBy(((await import(grouping)) as { groupCommitFor: typeof groupCommitFor }).groupCommitFor)
+    : ownTransaction;
+  return { transact, reserve: store.reserveInTransaction, readUsage: policy.readUsage };
 }
 
 async function reserveOnce(pool: pg.Pool, agentId: string, path: Path): Promise<number> {
   const started = performance.now();
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    try {
-      const r = await path.reserve(client, agentId, request(), new Date());
-      await client.query("COMMIT");
-      if (r.reservationId === null) throw new Error(`${agentId}: refused (${r.decision.reasonCode}) with limits that cannot bind`);
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    }
-  } finally {
-    client.release();
-  }
+  await path.transact(pool, agentId, async (client) => {
+    // The route sets no savepoint of its own (it rolls back whole on an error).
+    const r = await path.reserve(client, agentId, request(), new Date(), { savepoint: false });
+    if (r.reservationId === null) throw new Error(`${agentId}: refused (${r.decision.reasonCode}) with limits that cannot bind`);
+  });
   return performance.now() - started;
 }
 
@@ -359,7 +375,9 @@ async function run(): Promise<void> {
       const ratio = floor === undefined ? "" : `   ${((100 * perSecond(run)) / perSecond(floor)).toFixed(0).padStart(3)} % of floor`;
       return `    ${label.padEnd(30)} ${Math.round(perSecond(run)).toString().padStart(6)}/s   p50 ${f(s.p50).padStart(6)} ms   p99 ${f(s.p99).padStart(6)} ms${ratio}`;
     };
-    console.log("\nreservation capacity, closed loop (policy check + reservation, one READ COMMITTED transaction each)");
+    console.log(
+      "\nreservation capacity, closed loop (policy check + reservation, READ COMMITTED; the gateway path groups one agent's callers into shared transactions, its baseline as its own code does)",
+    );
     for (const [k, shape] of shapes.entries()) {
       const c = closed[k]!;
       console.log(`  ${shape.label}`);

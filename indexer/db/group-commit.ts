@@ -14,8 +14,10 @@
  *   lost: nothing of the group is written, as for a transaction of its own).
  * - A member alone in its group runs as `withTransaction` runs it: no savepoint, and an error
  *   rolls the transaction back.
- * - The locks a member takes are held until its group commits. Members of one key must take only
- *   locks that every transaction of that key takes in the same order, or deadlocks can appear.
+ * - The locks a member takes are held until its group commits, so a later member waiting on a lock
+ *   held elsewhere, by a transaction that waits for one of the group's, closes a cycle: Postgres
+ *   ends that member's statement (deadlock_detected), its savepoint is rolled back and the rest of
+ *   the group goes on. Keep members' locks to the key's own where possible.
  * - Per process: groups of one key in different processes still take turns on the key's database
  *   lock, so the guarantees of that lock are unchanged.
  * With nothing running for its key, a transaction starts at once: grouping adds no wait.

@@ -6,6 +6,8 @@
  */
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runDatabaseEffect } from "../../api/shared/http/idempotency.js";
+import { isServiceError } from "../../api/shared/errors.js";
 import { putPolicy } from "../../api/shared/policy/index.js";
 import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
 import { createPool } from "../../indexer/db/database.js";
@@ -20,6 +22,8 @@ beforeAll(async () => {
   // The pool that ignores a lost idle connection, as the services' do.
   pool = createPool(db.url);
   await db.pool.query("CREATE TABLE grouped (key text NOT NULL, n int NOT NULL, UNIQUE (key, n) DEFERRABLE INITIALLY DEFERRED)");
+  // Checked at each INSERT, so that an INSERT waits for an uncommitted equal row.
+  await db.pool.query("CREATE TABLE cycle_rows (n int PRIMARY KEY)");
 });
 
 afterAll(async () => {
@@ -139,6 +143,77 @@ describe("group commit", () => {
     for (const r of results) sizes.set(r.xid, (sizes.get(r.xid) ?? 0) + 1);
     expect([...sizes.values()]).toEqual([1, GROUP_MAX, GROUP_MAX]);
     expect(await rows("h")).toHaveLength(count);
+  });
+});
+
+describe("a lock cycle through a group", () => {
+  it("a member waiting on a lock whose holder waits for the group's is refused as a retryable conflict, nothing of it written; the rest commit", async () => {
+    const store = { pool, now: () => new Date() };
+    const ok = { status: 200, body: "{}" } as const;
+    const AGENT_LOCK = 424_242;
+    // Another process's transaction: it holds row 1 uncommitted, then waits for the agent's lock.
+    const other = await db.pool.connect();
+    await other.query("BEGIN");
+    await other.query("INSERT INTO cycle_rows VALUES (1)");
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // A transaction of the agent running alone, so that the next three form one group.
+    const alone = runDatabaseEffect(store, null, () => gate.then(() => ok), "cycle");
+    // The group: its first member takes the agent's lock; the second waits on the other's row.
+    const first = runDatabaseEffect(
+      store,
+      null,
+      async (client) => {
+        await client.query("SELECT pg_advisory_xact_lock($1)", [AGENT_LOCK]);
+        return ok;
+      },
+      "cycle",
+    );
+    const second = runDatabaseEffect(
+      store,
+      null,
+      async (client) => {
+        await client.query("INSERT INTO cycle_rows VALUES (1)");
+        return ok;
+      },
+      "cycle",
+    );
+    const third = runDatabaseEffect(
+      store,
+      null,
+      async (client) => {
+        await client.query("INSERT INTO cycle_rows VALUES (3)");
+        return ok;
+      },
+      "cycle",
+    );
+    release();
+    await alone;
+    // Once the second member waits on the other's row, the other asks for the agent's lock: the
+    // second has waited longer, so its backend finds the cycle first and its statement is ended.
+    for (let i = 0; i < 500; i += 1) {
+      const waiting = await db.pool.query(
+        "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO cycle_rows%'",
+      );
+      if (waiting.rowCount === 1) break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const otherDone = other
+      .query("SELECT pg_advisory_xact_lock($1)", [AGENT_LOCK])
+      .then(() => other.query("COMMIT"))
+      .finally(() => other.release());
+    await expect(first).resolves.toEqual(ok);
+    const refused = await second.then(
+      () => null,
+      (error: unknown) => error,
+    );
+    expect(isServiceError(refused, "CONFLICT")).toBe(true);
+    expect((refused as { extra?: Record<string, unknown> }).extra).toMatchObject({ retryable: true });
+    await expect(third).resolves.toEqual(ok);
+    await otherDone;
+    // The other's row (committed after the group) and the third's; nothing of the second.
+    const { rows: kept } = await db.pool.query<{ n: number }>("SELECT n FROM cycle_rows ORDER BY n");
+    expect(kept.map((r) => r.n)).toEqual([1, 3]);
   });
 });
 

@@ -99,9 +99,28 @@ export async function runDatabaseEffect(
   };
   // READ COMMITTED by name (a group's is too): the policy reservation inside the effect relies on it
   // (api/gateway/reservations/store.ts).
-  if (groupKey !== undefined) return groupCommitFor(store.pool).run(groupKey, work);
-  return withTransaction(store.pool, work, { isolation: "read committed" });
+  const run =
+    groupKey !== undefined
+      ? groupCommitFor(store.pool).run(groupKey, work)
+      : withTransaction(store.pool, work, { isolation: "read committed" });
+  return run.catch(retryableDeadlock);
 }
+
+/**
+ * A lock cycle Postgres broke by ending this request's transaction (or its group member's
+ * savepoint): nothing of it was written, so it is answered as a retryable conflict, not a 500. A
+ * group holds its agent's lock while a later member waits on another lock, so a request elsewhere
+ * holding that one (the same Idempotency-Key in flight in another process) and waiting for the
+ * agent's lock closes a cycle.
+ */
+function retryableDeadlock(error: unknown): never {
+  if ((error as { code?: unknown } | null)?.code === DEADLOCK_DETECTED) {
+    throw httpError("CONFLICT", "a concurrent request held what this one needed; nothing was done, so retry it", { retryable: true });
+  }
+  throw error;
+}
+
+const DEADLOCK_DETECTED = "40P01";
 
 export interface ExternalOutcome {
   readonly response: RouteResponse;

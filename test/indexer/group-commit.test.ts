@@ -157,36 +157,23 @@ describe("a lock cycle through a group", () => {
     await other.query("INSERT INTO cycle_rows VALUES (1)");
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
+    /** The agent's effect running `sql` (with `values`) in its group. */
+    const effect = (sql: string, values: unknown[] = []) =>
+      runDatabaseEffect(
+        store,
+        null,
+        async (client) => {
+          await client.query(sql, values);
+          return ok;
+        },
+        "cycle",
+      );
     // A transaction of the agent running alone, so that the next three form one group.
     const alone = runDatabaseEffect(store, null, () => gate.then(() => ok), "cycle");
     // The group: its first member takes the agent's lock; the second waits on the other's row.
-    const first = runDatabaseEffect(
-      store,
-      null,
-      async (client) => {
-        await client.query("SELECT pg_advisory_xact_lock($1)", [AGENT_LOCK]);
-        return ok;
-      },
-      "cycle",
-    );
-    const second = runDatabaseEffect(
-      store,
-      null,
-      async (client) => {
-        await client.query("INSERT INTO cycle_rows VALUES (1)");
-        return ok;
-      },
-      "cycle",
-    );
-    const third = runDatabaseEffect(
-      store,
-      null,
-      async (client) => {
-        await client.query("INSERT INTO cycle_rows VALUES (3)");
-        return ok;
-      },
-      "cycle",
-    );
+    const first = effect("SELECT pg_advisory_xact_lock($1)", [AGENT_LOCK]);
+    const second = effect("INSERT INTO cycle_rows VALUES (1)");
+    const third = effect("INSERT INTO cycle_rows VALUES (3)");
     release();
     await alone;
     // Once the second member waits on the other's row, the other asks for the agent's lock: the

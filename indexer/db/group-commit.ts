@@ -23,7 +23,7 @@
  * With nothing running for its key, a transaction starts at once: grouping adds no wait.
  */
 import type pg from "pg";
-import type { IsolationLevel } from "./database.js";
+import { type IsolationLevel, inTransaction } from "./database.js";
 
 /** Members per group at most: each member's savepoint is a subtransaction, and PostgreSQL keeps
  * up to 64 per transaction in shared memory (more make every snapshot slower). */
@@ -85,22 +85,25 @@ export class GroupCommit {
     const outcomes: Outcome[] = [];
     let failure: { readonly error: unknown } | null = null;
     try {
-      await client.query(`BEGIN ISOLATION LEVEL ${this.isolation.toUpperCase()}`);
-      for (const member of group) {
-        if (!alone) await client.query("SAVEPOINT group_member");
-        try {
-          outcomes.push({ ok: true, value: await member.work(client) });
-        } catch (error) {
-          outcomes.push({ ok: false, error });
-          // Alone, the error ends the transaction, as `withTransaction` does.
-          if (alone) throw error;
-          await client.query("ROLLBACK TO SAVEPOINT group_member");
-        }
-      }
-      await client.query("COMMIT");
+      await inTransaction(
+        client,
+        async () => {
+          for (const member of group) {
+            if (!alone) await client.query("SAVEPOINT group_member");
+            try {
+              outcomes.push({ ok: true, value: await member.work(client) });
+            } catch (error) {
+              outcomes.push({ ok: false, error });
+              // Alone, the error ends the transaction, as `withTransaction` does.
+              if (alone) throw error;
+              await client.query("ROLLBACK TO SAVEPOINT group_member");
+            }
+          }
+        },
+        { isolation: this.isolation },
+      );
     } catch (error) {
       failure = { error };
-      await client.query("ROLLBACK").catch(() => undefined);
     } finally {
       client.release();
     }

@@ -40,6 +40,21 @@ export function createPool(url: string = databaseUrl()): pg.Pool {
   return pool;
 }
 
+/**
+ * A second pool on `pool`'s server and options, with `overrides` (its own bound, pg's `pipeline`
+ * mode): for connections that must not be taken from `pool` itself. Idle connections close
+ * within a second, so a stopped server leaves none behind for long and the pool never keeps the
+ * process alive; a connection the server drops, idle or held, never kills the process (its
+ * holder's next query fails, and the pool discards it).
+ */
+export function siblingPool(pool: pg.Pool, overrides: pg.PoolConfig): pg.Pool {
+  const options = (pool as unknown as { options: pg.PoolConfig }).options;
+  const sibling = new pg.Pool({ ...options, idleTimeoutMillis: 1_000, allowExitOnIdle: true, ...overrides });
+  sibling.on("error", () => undefined);
+  sibling.on("connect", (client) => client.on("error", () => undefined));
+  return sibling;
+}
+
 /** A pool, or one connection (pooled or not): what a store function runs its queries on. */
 export type Db = pg.Pool | pg.ClientBase;
 
@@ -78,6 +93,14 @@ export async function withTransaction<T>(
   }
 }
 
+/** A transaction rolled back at its COMMIT: a statement in it had failed (its error caught by the work). */
+export class TransactionAborted extends Error {
+  constructor() {
+    super("the transaction was rolled back at COMMIT: one of its statements had failed");
+    this.name = "TransactionAborted";
+  }
+}
+
 /**
  * `withTransaction` on a connection the caller holds (one that keeps a session-level advisory
  * lock across several transactions, as the migrator does).
@@ -90,7 +113,10 @@ export async function inTransaction<C extends pg.ClientBase, T>(
   await client.query(BEGIN[options.isolation ?? "default"]);
   try {
     const result = await work(client);
-    await client.query("COMMIT");
+    // Postgres answers a COMMIT of a transaction that a failed statement aborted with ROLLBACK, and
+    // no error: `work` swallowed that statement's error, and nothing of it was written.
+    const ended = await client.query("COMMIT");
+    if (ended.command === "ROLLBACK") throw new TransactionAborted();
     return result;
   } catch (error) {
     await client.query("ROLLBACK").catch(() => undefined);

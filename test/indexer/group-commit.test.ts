@@ -10,23 +10,27 @@ import { runDatabaseEffect } from "../../api/shared/http/idempotency.js";
 import { isServiceError } from "../../api/shared/errors.js";
 import { putPolicy } from "../../api/shared/policy/index.js";
 import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
-import { createPool } from "../../indexer/db/database.js";
+import { createPool, siblingPool, TransactionAborted, withTransaction } from "../../indexer/db/database.js";
 import { GROUP_MAX, GroupCommit } from "../../indexer/db/group-commit.js";
 import { createFreshDatabase, type FreshDatabase } from "./fresh-database.js";
 
 let db: FreshDatabase;
 let pool: pg.Pool;
+/** The same server and options with pg's pipeline mode, as `groupCommitFor` makes the group's connections. */
+let pipelined: pg.Pool;
 
 beforeAll(async () => {
   db = await createFreshDatabase();
   // The pool that ignores a lost idle connection, as the services' do.
   pool = createPool(db.url);
+  pipelined = siblingPool(pool, { pipeline: true });
   await db.pool.query("CREATE TABLE grouped (key text NOT NULL, n int NOT NULL, UNIQUE (key, n) DEFERRABLE INITIALLY DEFERRED)");
   // Checked at each INSERT, so that an INSERT waits for an uncommitted equal row.
   await db.pool.query("CREATE TABLE cycle_rows (n int PRIMARY KEY)");
 });
 
 afterAll(async () => {
+  await pipelined?.end();
   await pool?.end();
   await db?.drop();
 });
@@ -44,9 +48,18 @@ const insert =
     return { xid, saw };
   };
 
-describe("group commit", () => {
+/** Every guarantee holds on connections that answer one statement at a time and on pipelined ones. */
+const MODES = [
+  ["one statement at a time", () => pool],
+  ["pipelined", () => pipelined],
+] as const;
+
+describe.each(MODES)("group commit, connections answering %s", (_, groupPool) => {
+  beforeAll(async () => {
+    await db.pool.query("TRUNCATE grouped");
+  });
   it("a transaction alone commits as its own; those arriving meanwhile share the next, in arrival order, each seeing the ones before", async () => {
-    const commits = new GroupCommit(pool);
+    const commits = new GroupCommit(groupPool());
     const results = await Promise.all(Array.from({ length: 6 }, (_, i) => commits.run("a", insert("a", i))));
     expect(await rows("a")).toEqual([0, 1, 2, 3, 4, 5]);
     // The first ran at once, alone; the five behind it formed one group.
@@ -56,7 +69,7 @@ describe("group commit", () => {
   });
 
   it("different keys never share a transaction and run side by side", async () => {
-    const commits = new GroupCommit(pool);
+    const commits = new GroupCommit(groupPool());
     // Each key's first member waits until the other key's has started: they can only both finish
     // if the two keys run at the same time.
     const started = { b: false, c: false };
@@ -75,7 +88,7 @@ describe("group commit", () => {
   });
 
   it("a member that throws has its writes undone and gets its own error; the others of its group commit", async () => {
-    const commits = new GroupCommit(pool);
+    const commits = new GroupCommit(groupPool());
     const blocker = commits.run("d", insert("d", 0));
     const failing = commits.run("d", async (client) => {
       await client.query("INSERT INTO grouped (key, n) VALUES ('d', 1)");
@@ -95,7 +108,7 @@ describe("group commit", () => {
   });
 
   it("a member alone that throws rolls its transaction back", async () => {
-    const commits = new GroupCommit(pool);
+    const commits = new GroupCommit(groupPool());
     await expect(
       commits.run("e", async (client) => {
         await client.query("INSERT INTO grouped (key, n) VALUES ('e', 1)");
@@ -106,7 +119,7 @@ describe("group commit", () => {
   });
 
   it("a COMMIT refused fails every member of the group and writes nothing of it", async () => {
-    const commits = new GroupCommit(pool);
+    const commits = new GroupCommit(groupPool());
     const blocker = commits.run("f", insert("f", 0));
     // The deferred unique check runs at COMMIT: two members' equal rows fail the group's commit.
     const group = [commits.run("f", insert("f", 1)), commits.run("f", insert("f", 1)), commits.run("f", insert("f", 2))];
@@ -119,7 +132,7 @@ describe("group commit", () => {
   });
 
   it("a connection lost in the middle of a group fails the whole group, nothing written; the next runs on a new connection", async () => {
-    const commits = new GroupCommit(pool);
+    const commits = new GroupCommit(groupPool());
     const blocker = commits.run("g", insert("g", 0));
     const first = commits.run("g", insert("g", 1));
     const killed = commits.run("g", async (client) => {
@@ -135,8 +148,30 @@ describe("group commit", () => {
     expect(await rows("g")).toEqual([0, 4]);
   });
 
+  it("a member that swallows its statement's error leaves the transaction aborted: its whole group fails, nothing written, wherever it stands", async () => {
+    const commits = new GroupCommit(groupPool());
+    const swallow = async (client: pg.PoolClient) => {
+      await client.query("INSERT INTO grouped (key, n) VALUES ('i', 100)");
+      await client.query("SELECT 1 / 0").catch(() => undefined);
+      return { xid: "", saw: [] };
+    };
+    // In the middle: the next member's savepoint is refused. Last: the COMMIT is answered ROLLBACK.
+    for (const [at, key] of [
+      [1, "i"],
+      [2, "i"],
+    ] as const) {
+      const blocker = commits.run(key, insert(key, 0));
+      const group = [0, 1, 2].map((i) => commits.run(key, i === at ? swallow : insert(key, 10 * at + i + 1)));
+      await blocker;
+      for (const member of group) await expect(member).rejects.toThrow();
+      if (at === 2) await expect(group[2]).rejects.toBeInstanceOf(TransactionAborted);
+      expect(await rows(key)).toEqual([0]);
+      await db.pool.query("DELETE FROM grouped WHERE key = $1", [key]);
+    }
+  });
+
   it(`a group holds at most ${GROUP_MAX} members; the rest form the next`, async () => {
-    const commits = new GroupCommit(pool);
+    const commits = new GroupCommit(groupPool());
     const count = 2 * GROUP_MAX + 1;
     const results = await Promise.all(Array.from({ length: count }, (_, i) => commits.run("h", insert("h", i))));
     const sizes = new Map<string, number>();
@@ -204,14 +239,14 @@ describe("a lock cycle through a group", () => {
   });
 });
 
-describe("one agent's reservations grouped", () => {
+describe.each(MODES)("one agent's reservations grouped, connections answering %s", (mode, groupPool) => {
   const USDC = 1_000_000n;
   const pay = (amountUnits: bigint) => ({ endpoint: "https://api.example.com/v1/data", amountUnits });
 
   it("200 concurrent reservations, some members failing after reserving, never exceed the budget or the rate limit; the answers, rows and totals agree", async () => {
-    const agent = "grouped-agent";
+    const agent = `grouped-agent-${mode === "pipelined" ? "p" : "s"}`;
     await putPolicy(db.pool, agent, { dailyBudgetUnits: 30n * USDC, rateLimit: { calls: 90, window: "1h" } });
-    const commits = new GroupCommit(pool);
+    const commits = new GroupCommit(groupPool());
     const now = new Date();
     let state = 0x5eed;
     const random = (): number => {
@@ -252,5 +287,17 @@ describe("one agent's reservations grouped", () => {
       [agent],
     );
     expect(period[0]).toEqual({ used: total.toString(), calls: kept.length });
+  });
+});
+
+describe("withTransaction", () => {
+  it("a work that swallowed a failed statement's error is answered TransactionAborted, not its result: Postgres rolled everything back", async () => {
+    const outcome = withTransaction(pool, async (client) => {
+      await client.query("INSERT INTO grouped (key, n) VALUES ('j', 1)");
+      await client.query("SELECT 1 / 0").catch(() => undefined);
+      return "done";
+    });
+    await expect(outcome).rejects.toBeInstanceOf(TransactionAborted);
+    expect(await rows("j")).toEqual([]);
   });
 });

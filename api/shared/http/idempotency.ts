@@ -15,8 +15,8 @@
  *   the first operation. Only a final outcome is stored as `completed`.
  */
 import { createHash } from "node:crypto";
-import pg from "pg";
-import { withTransaction } from "../../../indexer/db/database.js";
+import type pg from "pg";
+import { siblingPool, withTransaction } from "../../../indexer/db/database.js";
 import { groupCommitFor } from "../../../indexer/db/group-commit.js";
 import type { SecretBox } from "../secret-box.js";
 import { toServiceError } from "../errors.js";
@@ -199,14 +199,7 @@ const lockPools = new WeakMap<pg.Pool, pg.Pool>();
 async function lockConnection(store: IdempotencyStore): Promise<pg.PoolClient> {
   let pool = lockPools.get(store.pool);
   if (pool === undefined) {
-    const options = (store.pool as unknown as { options: pg.PoolConfig }).options;
-    // Idle connections close within a second, so a stopped server leaves none behind for long
-    // and never keeps the process alive.
-    pool = new pg.Pool({ ...options, max: IDEMPOTENCY_LOCK_CONNECTIONS, idleTimeoutMillis: 1_000, allowExitOnIdle: true });
-    pool.on("error", () => undefined);
-    // A held lock connection that the server drops (a restart) must not kill the process: the
-    // request's own statements fail on the dead database, and the pool discards the client.
-    pool.on("connect", (client) => client.on("error", () => undefined));
+    pool = siblingPool(store.pool, { max: IDEMPOTENCY_LOCK_CONNECTIONS });
     lockPools.set(store.pool, pool);
   }
   return pool.connect();

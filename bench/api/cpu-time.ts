@@ -44,17 +44,14 @@ export class CpuMeter {
     this.#pids = result.rows.map((row) => row.pid);
   }
 
-  /** The backends' ticks; a backend gone since `refresh` counts nothing, none readable is null. */
-  #backendTicks(): number | null {
-    let sum = 0;
-    let readable = false;
+  /** Each readable backend's ticks; null when none is readable. */
+  #backendTicks(): Map<number, number> | null {
+    const ticks = new Map<number, number>();
     for (const pid of this.#pids) {
-      const ticks = ticksOf(pid);
-      if (ticks === null) continue;
-      sum += ticks;
-      readable = true;
+      const t = ticksOf(pid);
+      if (t !== null) ticks.set(pid, t);
     }
-    return readable ? sum : null;
+    return ticks.size > 0 ? ticks : null;
   }
 
   /** Runs `work`, adds its CPU time to `label`, returns its wall time (ms) and result. */
@@ -70,7 +67,11 @@ export class CpuMeter {
     total.calls += 1;
     total.nodeUs += cpu.user + cpu.system;
     if (ticksBefore === null || ticksAfter === null) total.readable = false;
-    else total.ticks += ticksAfter - ticksBefore;
+    else {
+      // Per backend: one that ended during the call counts nothing (its ticks are gone with it),
+      // instead of taking its whole lifetime off the sum.
+      for (const [pid, after] of ticksAfter) total.ticks += after - (ticksBefore.get(pid) ?? after);
+    }
     this.#totals.set(label, total);
     return [wall_ms, result];
   }

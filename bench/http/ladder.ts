@@ -16,6 +16,8 @@
  * round after round, so each lever is judged against
  * the code it replaced under the same load of the machine; rungs 3-4 also run through
  * --workers processes sharing one port (QUERY_WORKERS). Each figure is the median of --rounds.
+ * The query service's rungs run under the Node options its `npm run query` script gives
+ * (package.json; a --baseline checkout's own), as the service is deployed.
  * --baseline DIR (another checkout of the repository, with its node_modules, e.g. the previous
  * commit's `git archive` unpacked) adds rung 4 as that code runs it, interleaved with the others:
  * its own rung process, on a store seeded and migrated by its own code (its schema, its indexes);
@@ -168,12 +170,24 @@ interface RungCaller {
   readonly body: string;
 }
 
+/**
+ * The Node options `npm run query` starts the query service with in `dir`'s package.json (the
+ * words between `node` and `--import`): its rungs run under them, as the service is deployed.
+ */
+function queryServiceNodeOptions(dir: string): string[] {
+  const scripts = (JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts;
+  const words = (scripts.query ?? "").split(/\s+/);
+  const end = words.indexOf("--import");
+  return words[0] === "node" && end > 0 ? words.slice(1, end) : [];
+}
+
 /** Starts a rung's server process; resolves with it and its port once it listens. */
 async function startRung(config: Config, target: Target): Promise<{ child: ChildProcess; port: number; caller: RungCaller | null }> {
   const args = config.rung === "authorize" ? ["--agents", String(PAYERS)] : [];
   const { child, port, output } = await startRungProcess([config.rung, ...config.args, ...args], {
     cwd: target.dir,
     databaseUrl: target.databaseUrl,
+    nodeOptions: config.rung === "graphql" ? queryServiceNodeOptions(target.dir) : [],
   }).catch((error: unknown) => {
     throw new Error(`rung ${config.label}: ${error instanceof Error ? error.message : String(error)}`);
   });
@@ -326,6 +340,7 @@ async function run(): Promise<void> {
       `store: ${count(PAYMENTS)} payments of ${count(AGENTS)} agents in ${ACCOUNTS} accounts (seeded in ${(seedMs / 1000).toFixed(1)} s); ` +
         `wrk -t1 -c${CONNECTIONS}, ${SECONDS} s per rung after ${WARMUP} s warmup, median of ${ROUNDS} rounds`,
     );
+    console.log(`query service rungs under the Node options of its \`npm run query\`: ${queryServiceNodeOptions(".").join(" ") || "none"}`);
     if (baseline !== undefined) console.log(`baseline: ${baselineDir} (its own store, seeded and migrated by its code)`);
     const workers = ["--workers", String(WORKERS)];
     const configs: Config[] = [

@@ -9,7 +9,8 @@
  *   4. + a read: `transactions(limit: 50)` for one account of a store of --payments payments;
  *   5. the REST authorize route (`POST /v1/agents/{agent}/payments/authorize`, an x402 offer): the
  *      policy check, the reservation under the agent's lock, the signed payment, over --payers
- *      agents in turn, on a whole system (local ledger, indexer, gateway) with a database of its own.
+ *      agents in turn, on a whole system (local ledger, indexer, gateway) with a database of its own;
+ *      each request with an Idempotency-Key of its own, as the SDKs send.
  *
  * Rungs 2-4 run the current path and the previous ones (`old`: every request reads its key from
  * Postgres, graphql-js executes; `all through yoga`: no direct path for POST /graphql) interleaved,
@@ -33,6 +34,7 @@
  * Uses a throwaway database (DATABASE_URL's server, else its own embedded one), dropped at the end.
  */
 import { type ChildProcess, execFile, execFileSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
@@ -238,8 +240,11 @@ function parseWrk(label: string, output: string): Omit<Figure, "nodeUs" | "pgUs"
   return { rps, p50Ms: milliseconds(p50), p99Ms: milliseconds(p99), requests };
 }
 
-/** The wrk script: the POST of `body` with the Bearer key, to `paths` in turn. */
-function wrkScript(apiKey: string, body: string, paths: readonly string[]): string {
+/**
+ * The wrk script: the POST of `body` with the Bearer key, to `paths` in turn; with `keyPrefix`,
+ * each request carries its own `Idempotency-Key` (`<prefix>-<n>`), as the SDKs send one on every POST.
+ */
+function wrkScript(apiKey: string, body: string, paths: readonly string[], keyPrefix?: string): string {
   return `wrk.method = "POST"
 wrk.body = ${JSON.stringify(body)}
 wrk.headers["Content-Type"] = "application/json"
@@ -248,7 +253,14 @@ local paths = { ${paths.map((p) => JSON.stringify(p)).join(", ")} }
 local i = 0
 request = function()
   i = i + 1
-  return wrk.format(nil, paths[(i % #paths) + 1])
+${
+  keyPrefix === undefined
+    ? "  return wrk.format(nil, paths[(i % #paths) + 1])"
+    : `  local headers = {}
+  for name, value in pairs(wrk.headers) do headers[name] = value end
+  headers["Idempotency-Key"] = "${keyPrefix}-" .. i
+  return wrk.format(nil, paths[(i % #paths) + 1], headers)`
+}
 end
 `;
 }
@@ -276,8 +288,12 @@ async function measure(config: Config, target: Target, dir: string): Promise<Fig
     const body = caller?.body ?? config.body;
     const databaseUrl = caller?.databaseUrl ?? target.databaseUrl;
     const paths = caller === null ? ["/graphql"] : caller.agents.map((agent) => `/v1/agents/${agent}/payments/authorize`);
-    const script = join(dir, `${config.label.replace(/\W+/g, "-")}.lua`);
-    await writeFile(script, wrkScript(apiKey, body, paths));
+    // The authorize rung's requests carry keys unique to each wrk run (the warmup's and the measured run's differ).
+    const script = async (run: string): Promise<string> => {
+      const file = join(dir, `${config.label.replace(/\W+/g, "-")}-${run}.lua`);
+      await writeFile(file, wrkScript(apiKey, body, paths, caller === null ? undefined : randomUUID()));
+      return file;
+    };
     const url = `http://127.0.0.1:${port}`;
     await checkAnswer(
       config,
@@ -287,9 +303,10 @@ async function measure(config: Config, target: Target, dir: string): Promise<Fig
         body,
       }),
     );
-    if (WARMUP > 0) parseWrk(config.label, await runWrk(url, script, WARMUP));
+    if (WARMUP > 0) parseWrk(config.label, await runWrk(url, await script("warmup"), WARMUP));
+    const measured = await script("measured");
     const before = await rungTicks(child.pid!, databaseUrl);
-    const { requests, ...figure } = parseWrk(config.label, await runWrk(url, script, SECONDS));
+    const { requests, ...figure } = parseWrk(config.label, await runWrk(url, measured, SECONDS));
     const after = await rungTicks(child.pid!, databaseUrl);
     // Backends present at both ends (the pool's, busy throughout); the bench's own idle ones add ~0.
     let pgTicks = 0;

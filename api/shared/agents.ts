@@ -44,10 +44,12 @@ export async function listAgents(pool: pg.Pool, accountId: string, includeArchiv
 
 /** The account's agent with this public id, archived or not; null when the account has none by it. */
 export async function agentOfAccount(pool: pg.Pool, accountId: string, agentId: string): Promise<AgentRow | null> {
-  const { rows } = await pool.query<AgentRow>(`SELECT ${COLUMNS} FROM agents WHERE public_id = $1 AND account_id = $2`, [
-    agentId,
-    accountId,
-  ]);
+  // Named (prepared once per connection): every payment and most agent routes look the agent up.
+  const { rows } = await pool.query<AgentRow>({
+    name: "agent-of-account",
+    text: `SELECT ${COLUMNS} FROM agents WHERE public_id = $1 AND account_id = $2`,
+    values: [agentId, accountId],
+  });
   return rows[0] ?? null;
 }
 

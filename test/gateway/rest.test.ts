@@ -532,6 +532,34 @@ describe("Idempotency-Key", () => {
     expect(second.body.apiKey).not.toBe(first.body.apiKey);
   });
 
+  it("an expired key reused for another request is that request's from then on, and concurrent reuses run it once", async () => {
+    const idem = randomUUID();
+    await call("POST", "/v1/api-keys", { idem });
+    const expire = () => db.pool.query("UPDATE idempotency_keys SET expires_at = $2 WHERE key = $1", [idem, new Date(NOW.getTime() - 1)]);
+    await expire();
+    // Another method and path under the expired key: a new request, not IDEMPOTENCY_KEY_REUSED.
+    const agent = await call("POST", "/v1/agents", { body: { agentId: "agent-expired-key" }, idem });
+    expect(agent.status).toBe(201);
+    const replay = await call("POST", "/v1/agents", { body: { agentId: "agent-expired-key" }, idem });
+    expect(replay.status).toBe(201);
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.body.address).toBe(agent.body.address);
+    const { rows } = await db.pool.query("SELECT status, method, path FROM idempotency_keys WHERE key = $1", [idem]);
+    expect(rows).toEqual([{ status: "completed", method: "POST", path: "/v1/agents" }]);
+    // Expired again: of eight concurrent database effects under it, one runs; the others replay
+    // its answer, or are told it is in progress.
+    await expire();
+    const before = (await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM api_keys")).rows[0]!.n;
+    const burst = await Promise.all(Array.from({ length: 8 }, () => call("POST", "/v1/api-keys", { idem })));
+    const created = burst.filter((a) => a.status === 201 && a.headers.get("idempotent-replayed") !== "true");
+    expect(created).toHaveLength(1);
+    for (const a of burst) {
+      if (a.status === 201) expect(a.body.id).toBe(created[0]!.body.id);
+      else expect([a.status, a.body.code]).toEqual([409, "IDEMPOTENCY_IN_PROGRESS"]);
+    }
+    expect((await db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM api_keys")).rows[0]!.n).toBe(before + 1);
+  });
+
   it("keys are kept at least 24 hours", async () => {
     const idem = randomUUID();
     await call("POST", "/v1/api-keys", { idem });

@@ -61,11 +61,13 @@ const MAX_RULES_PER_AGENT = 100;
 
 export async function evaluateAlerts(client: pg.ClientBase, trigger: AlertTrigger): Promise<FiredAlert[]> {
   const types: AlertType[] = trigger.kind === "payment" ? ["budget_pct", "spend_rate"] : ["policy_violation"];
-  const { rows } = await client.query<RuleRow>(
-    `SELECT id, account_id, type, threshold_bp, threshold_units, window_text, window_ms, notify, secret_ciphertext
+  // Named (prepared once per connection): asked after every payment and every refusal.
+  const { rows } = await client.query<RuleRow>({
+    name: "alert-rules-of-agent",
+    text: `SELECT id, account_id, type, threshold_bp, threshold_units, window_text, window_ms, notify, secret_ciphertext
      FROM alerts WHERE agent_id = $1 AND deleted_at IS NULL AND type = ANY ($2) ORDER BY created_at, id LIMIT $3`,
-    [trigger.agentId, types, MAX_RULES_PER_AGENT],
-  );
+    values: [trigger.agentId, types, MAX_RULES_PER_AGENT],
+  });
   if (rows.length === 0) return [];
   if (trigger.kind === "rejection") return notifyViolation(client, trigger, rows);
   const fired: FiredAlert[] = [];

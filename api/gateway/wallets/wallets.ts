@@ -215,10 +215,12 @@ export class AgentWallets {
    * It carries its checked private key (`keypairSigner` uses it as it is).
    */
   async keypair(agentId: string): Promise<Keypair & CheckedKeypair> {
-    const rows = await this.deps.pool.query<{ address: string; ciphertext: Buffer; nonce: Buffer; key_version: string }>(
-      "SELECT address, ciphertext, nonce, key_version FROM agent_wallets WHERE agent_id = $1",
-      [agentId],
-    );
+    // Named (prepared once per connection): read for every payment the agent signs.
+    const rows = await this.deps.pool.query<{ address: string; ciphertext: Buffer; nonce: Buffer; key_version: string }>({
+      name: "agent-wallet-key",
+      text: "SELECT address, ciphertext, nonce, key_version FROM agent_wallets WHERE agent_id = $1",
+      values: [agentId],
+    });
     const row = rows.rows[0];
     if (row === undefined) throw new WalletNotFoundError(agentId);
     return this.deps.keystore.open(

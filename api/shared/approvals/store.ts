@@ -158,10 +158,12 @@ export async function getApproval(db: Db, reader: ApprovalReader, id: string): P
 
 /** The approval a repeated authorize with this Idempotency-Key resumes, or null. */
 export async function findApprovalByIdempotencyKey(db: Db, accountId: string, idempotencyKey: string): Promise<Approval | null> {
-  const { rows } = await db.query<ApprovalRow>(`SELECT ${COLUMNS} FROM approvals WHERE account_id = $1 AND idempotency_key = $2`, [
-    accountId,
-    idempotencyKey,
-  ]);
+  // Named (prepared once per connection): asked by every authorization that carries a key.
+  const { rows } = await db.query<ApprovalRow>({
+    name: "approval-by-idempotency-key",
+    text: `SELECT ${COLUMNS} FROM approvals WHERE account_id = $1 AND idempotency_key = $2`,
+    values: [accountId, idempotencyKey],
+  });
   return rows[0] === undefined ? null : toApproval(rows[0]);
 }
 

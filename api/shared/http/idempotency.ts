@@ -220,17 +220,24 @@ function expiry(now: Date): Date {
 }
 
 /**
- * Inserts the key `in_progress` (after dropping its expired completed row, if any); false when the
- * key already has a row: a finished request's answer, or one still running or left unfinished.
+ * Inserts the key `in_progress`, or puts a new request in place of its completed row once that
+ * expired; false when the key has a row still in force: a finished request's answer, or one still
+ * running or left unfinished. One statement (named, prepared once per connection): a concurrent
+ * claim of the same key waits for this one's transaction, then finds the row in force.
  */
 async function claimKey(client: pg.ClientBase, store: IdempotencyStore, request: IdempotencyRequest): Promise<boolean> {
   const now = store.now();
-  await deleteExpired(client, request, now);
-  const claimed = await client.query(
-    `INSERT INTO idempotency_keys (account_id, key, fingerprint, method, path, status, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7) ON CONFLICT (account_id, key) DO NOTHING`,
-    [request.accountId, request.key, request.fingerprint, request.method, request.path, now, expiry(now)],
-  );
+  const claimed = await client.query({
+    name: "idempotency-claim",
+    text: `INSERT INTO idempotency_keys AS k (account_id, key, fingerprint, method, path, status, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, 'in_progress', $6, $7)
+     ON CONFLICT (account_id, key) DO UPDATE
+       SET fingerprint = EXCLUDED.fingerprint, method = EXCLUDED.method, path = EXCLUDED.path, status = 'in_progress',
+           response_status = NULL, response_body = NULL, response_sealed = NULL, created_at = EXCLUDED.created_at,
+           completed_at = NULL, expires_at = EXCLUDED.expires_at
+       WHERE k.status = 'completed' AND k.expires_at <= EXCLUDED.created_at`,
+    values: [request.accountId, request.key, request.fingerprint, request.method, request.path, now, expiry(now)],
+  });
   return (claimed.rowCount ?? 0) > 0;
 }
 
@@ -239,14 +246,6 @@ async function unclaim(client: pg.ClientBase, request: IdempotencyRequest): Prom
   await client.query("DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'in_progress'", [
     request.accountId,
     request.key,
-  ]);
-}
-
-async function deleteExpired(client: pg.ClientBase, request: IdempotencyRequest, now: Date): Promise<void> {
-  await client.query("DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'completed' AND expires_at <= $3", [
-    request.accountId,
-    request.key,
-    now,
   ]);
 }
 
@@ -294,12 +293,13 @@ async function complete(
     sealed = store.box.encrypt(response.body ?? "");
     plain = null;
   }
-  await client.query(
-    `UPDATE idempotency_keys SET status = 'completed', response_status = $3, response_body = $4, response_sealed = $5,
+  await client.query({
+    name: "idempotency-complete",
+    text: `UPDATE idempotency_keys SET status = 'completed', response_status = $3, response_body = $4, response_sealed = $5,
             completed_at = $6
      WHERE account_id = $1 AND key = $2`,
-    [request.accountId, request.key, response.status, plain, sealed, store.now()],
-  );
+    values: [request.accountId, request.key, response.status, plain, sealed, store.now()],
+  });
 }
 
 /** Errors that end the request for good; 5xx other than a failed payment may be retried under the key. */

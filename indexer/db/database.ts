@@ -41,15 +41,14 @@ export function createPool(url: string = databaseUrl()): pg.Pool {
 }
 
 /**
- * A second pool on `pool`'s server and options, with `overrides` (its own bound, pg's `pipeline`
- * mode): for connections that must not be taken from `pool` itself. Idle connections close
- * within a second, so a stopped server leaves none behind for long and the pool never keeps the
- * process alive; a connection the server drops, idle or held, never kills the process (its
- * holder's next query fails, and the pool discards it).
+ * A second pool on `pool`'s server and options, with `overrides` (its own bound, idle timeout or
+ * pg's `pipeline` mode): for connections that must not be taken from `pool` itself. Nobody ends
+ * it, so its idle connections never keep the process alive; a connection the server drops, idle
+ * or held, never kills the process (its holder's next query fails, and the pool discards it).
  */
 export function siblingPool(pool: pg.Pool, overrides: pg.PoolConfig): pg.Pool {
   const options = (pool as unknown as { options: pg.PoolConfig }).options;
-  const sibling = new pg.Pool({ ...options, idleTimeoutMillis: 1_000, allowExitOnIdle: true, ...overrides });
+  const sibling = new pg.Pool({ ...options, allowExitOnIdle: true, ...overrides });
   sibling.on("error", () => undefined);
   sibling.on("connect", (client) => client.on("error", () => undefined));
   return sibling;

@@ -138,13 +138,14 @@ const shared = new WeakMap<pg.Pool, GroupCommit>();
  * The pool's one `GroupCommit` (READ COMMITTED): groups form only among callers that share it.
  * Its transactions run on pipelined connections of their own, as many at most as `pool` holds
  * (a sibling pool: `pool`'s connections may serve cursors and COPY, which pipelining refuses).
- * An idle one is kept 10 s, as pg keeps `pool`'s: a new connection costs the group that opens it
- * its setup and the preparation of its named statements (bench:capacity's open-loop p99 showed it with 1 s).
+ * An idle one is kept as long as `pool` keeps its own: a new connection costs the group that opens
+ * it its setup and the preparation of its named statements (bench:capacity's open-loop p99 showed
+ * it when they closed after 1 s).
  */
 export function groupCommitFor(pool: pg.Pool): GroupCommit {
   let commits = shared.get(pool);
   if (commits === undefined) {
-    commits = new GroupCommit(siblingPool(pool, { pipeline: true, idleTimeoutMillis: 10_000 }));
+    commits = new GroupCommit(siblingPool(pool, { pipeline: true }));
     shared.set(pool, commits);
   }
   return commits;

@@ -1,14 +1,14 @@
 /**
- * paymentTree latency: `loadPaymentTree` (one recursive query, narrow rows) on a 10,000-node tree of
+ * paymentTree latency: `loadPaymentTree` (the closure table's pages, narrow rows) on a 10,000-node tree of
  * depth 10, against a per-level resolver baseline (one query per node for its children, no
  * recursive query, no DataLoader) in the same run, on the same database. Goals: p99 < 50 ms,
  * baseline / recursive >= 20x. Both answers are checked against the seeded tree first (same
  * nodes, parents, depths, agents, amounts and totals); a difference exits non-zero.
  * Then the same tree through GraphQL over HTTP (`createApiServer`), at the API's node limit.
  *
- * The closure-table loader it replaced (bench/api/closure-tree.ts, rows decoded as the driver's
- * objects) and the older recursive walk with object rows (bench/api/recursive-tree.ts) are further
- * same-run baselines and must return the seeded tree too. Baselines and the measured query run
+ * The recursive walk it replaced (`walkPaymentTree`, now its fallback) and the older closure-table
+ * statement with the driver's object rows (bench/api/closure-tree.ts) are further same-run
+ * baselines and must return the seeded tree too. Baselines and the measured query run
  * interleaved, so load from elsewhere on a shared machine falls on both alike; each also reports
  * its CPU time per call (this process and the database backends, ./cpu-time.ts).
  *
@@ -19,14 +19,13 @@ import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import type pg from "pg";
 import { issueApiKey } from "../../api/shared/keys.js";
-import { loadPaymentTree, type PaymentTree } from "../../api/query/read/payment-tree.js";
+import { loadPaymentTree, type PaymentTree, walkPaymentTree } from "../../api/query/read/payment-tree.js";
 import { createApiServer } from "../../api/query/server.js";
 import { TREE_DEPTH_DEFAULT, TREE_NODE_LIMIT_MAX } from "../../api/shared/validation.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { CpuMeter } from "./cpu-time.js";
 import { type BaselineTree, resolveTreePerLevel } from "./per-level-resolver.js";
 import { closureTreeBefore } from "./closure-tree.js";
-import { recursiveTree } from "./recursive-tree.js";
 import { type Fixture, seedFixture } from "./tree-fixture.js";
 
 const { values: flags } = parseArgs({
@@ -166,10 +165,10 @@ async function run(): Promise<void> {
     const recursive = (): Promise<PaymentTree | null> => loadPaymentTree(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
     const baseline = (): Promise<BaselineTree> => resolveTreePerLevel(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
 
-    // The recursive walk with the driver's object rows, loadPaymentTree before the closure table.
-    const walk = (): Promise<PaymentTree | null> => recursiveTree(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
+    // loadPaymentTree before: the recursive walk, narrow rows (its fallback now).
+    const walk = (): Promise<PaymentTree | null> => walkPaymentTree(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
 
-    // loadPaymentTree before narrow rows: the closure-table statement, object rows.
+    // loadPaymentTree before narrow rows: the older closure-table statement, object rows.
     const before = (): Promise<PaymentTree | null> => closureTreeBefore(db.pool, fixture.accountId, fixture.rootTxHash, bounds);
 
     const recursiveAnswer = await recursive();
@@ -218,13 +217,19 @@ async function run(): Promise<void> {
     // ANALYZE without per-node timing, so close to the real cost) against the time seen by the
     // caller, which adds the round trip and decoding 10,000 rows into nodes.
     const statement = await captureStatement((pool) => loadPaymentTree(pool, fixture.accountId, fixture.rootTxHash, bounds), db.pool);
+    const walkStatement = await captureStatement((pool) => walkPaymentTree(pool, fixture.accountId, fixture.rootTxHash, bounds), db.pool);
     const server_ms: number[] = [];
-    for (let i = 0; i < SERVER_SIDE_RUNS; i += 1) {
+    const walk_server_ms: number[] = [];
+    const executionMs = async (captured: { text: string; values: unknown[] }): Promise<number> => {
       const plan = await db.pool.query<{ "QUERY PLAN": [{ "Execution Time": number }] }>(
-        `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${statement.text}`,
-        statement.values,
+        `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${captured.text}`,
+        captured.values,
       );
-      server_ms.push(plan.rows[0]!["QUERY PLAN"][0]["Execution Time"]);
+      return plan.rows[0]!["QUERY PLAN"][0]["Execution Time"];
+    };
+    for (let i = 0; i < SERVER_SIDE_RUNS; i += 1) {
+      server_ms.push(await executionMs(statement));
+      walk_server_ms.push(await executionMs(walkStatement));
     }
 
     // GraphQL over HTTP: the whole request (auth, validation, the loader, endpoint DataLoader,
@@ -234,6 +239,7 @@ async function run(): Promise<void> {
     const port = await server.listen(0);
     const http_ms: number[] = [];
     const capped_ms: number[] = [];
+    const capped_walk_ms: number[] = [];
     let httpNodes = 0;
     try {
       const request = async (): Promise<void> => {
@@ -257,13 +263,15 @@ async function run(): Promise<void> {
       };
       // Interleaved with the loader alone at the same limit, which separates the query from
       // the HTTP/GraphQL layer.
-      const capped = (): Promise<PaymentTree | null> =>
-        loadPaymentTree(db.pool, fixture.accountId, fixture.rootTxHash, { maxDepth: TREE_DEPTH_DEFAULT, nodeLimit: TREE_NODE_LIMIT_MAX });
+      const cappedBounds = { maxDepth: TREE_DEPTH_DEFAULT, nodeLimit: TREE_NODE_LIMIT_MAX };
+      const capped = (): Promise<PaymentTree | null> => loadPaymentTree(db.pool, fixture.accountId, fixture.rootTxHash, cappedBounds);
+      const cappedWalk = (): Promise<PaymentTree | null> => walkPaymentTree(db.pool, fixture.accountId, fixture.rootTxHash, cappedBounds);
       for (let i = 0; i < WARMUP; i += 1) await request();
       await meter.refresh();
       for (let i = 0; i < HTTP_ITERATIONS; i += 1) {
         http_ms.push((await meter.time("http", request))[0]);
         capped_ms.push((await meter.time("capped", capped))[0]);
+        capped_walk_ms.push((await meter.time("capped walk", cappedWalk))[0]);
       }
     } finally {
       await server.close();
@@ -279,16 +287,17 @@ async function run(): Promise<void> {
     console.log(`both resolvers return the seeded tree: same ${count(fixture.expected.size)} nodes and totals`);
     console.log(`${"".padEnd(44)}${"n".padStart(5)}${"p50".padStart(10)}${"p95".padStart(10)}${"p99".padStart(10)}${"mean".padStart(10)}`);
     const w = stats(walk_ms);
-    console.log(row("loadPaymentTree (recursive, narrow rows)", r));
+    console.log(row("loadPaymentTree (closure pages, narrow rows)", r));
     console.log(row("  its statement inside Postgres (EXPLAIN)", stats(server_ms)));
-    const n = stats(before_ms);
-    console.log(row("closure table, object rows (interleaved)", n));
+    console.log(row("recursive walk, narrow rows (interleaved)", w));
+    console.log(row("  its statement inside Postgres (EXPLAIN)", stats(walk_server_ms)));
     console.log(
-      `closure before / now:                        p50 ${ratio(n.p50, r.p50)}, p99 ${ratio(n.p99, r.p99)}, mean ${ratio(n.mean, r.mean)}`,
+      `walk (the loader before) / now:              p50 ${ratio(w.p50, r.p50)}, p99 ${ratio(w.p99, r.p99)}, mean ${ratio(w.mean, r.mean)}`,
     );
-    console.log(row("recursive walk, object rows (interleaved)", w));
+    const n = stats(before_ms);
+    console.log(row("closure statement, object rows (interleaved)", n));
     console.log(
-      `object-row walk / now:                       p50 ${ratio(w.p50, r.p50)}, p99 ${ratio(w.p99, r.p99)}, mean ${ratio(w.mean, r.mean)}`,
+      `object-row closure / now:                    p50 ${ratio(n.p50, r.p50)}, p99 ${ratio(n.p99, r.p99)}, mean ${ratio(n.mean, r.mean)}`,
     );
     console.log(row(`per-level resolver (${count(baselineAnswer.queries)} queries)`, b));
     console.log(
@@ -298,14 +307,16 @@ async function run(): Promise<void> {
     console.log(`goal >= ${GOAL_SPEEDUP}x: ${b.p50 / r.p50 >= GOAL_SPEEDUP ? "met" : "NOT met"} (p50 ratio ${ratio(b.p50, r.p50)})`);
     console.log(row(`GraphQL over HTTP, nodeLimit ${count(httpNodes)}`, stats(http_ms)));
     console.log(row(`loadPaymentTree alone, nodeLimit ${count(TREE_NODE_LIMIT_MAX)}`, stats(capped_ms)));
+    console.log(row(`recursive walk alone, nodeLimit ${count(TREE_NODE_LIMIT_MAX)}`, stats(capped_walk_ms)));
     console.log("(nearest-rank percentiles: below 100 runs, p99 is the slowest run)");
     console.log("CPU per call (this process; the database's backends, from /proc):");
     for (const [label, name] of [
       ["recursive", "loadPaymentTree"],
-      ["before", "closure table, object rows"],
-      ["walk", "recursive walk, object rows"],
+      ["walk", "recursive walk, narrow rows (the loader before)"],
+      ["before", "closure statement, object rows"],
       ["http", `GraphQL over HTTP (server and client), ${count(httpNodes)}`],
       ["capped", `loadPaymentTree, nodeLimit ${count(TREE_NODE_LIMIT_MAX)}`],
+      ["capped walk", `recursive walk, nodeLimit ${count(TREE_NODE_LIMIT_MAX)}`],
     ] as const) {
       const cpu = meter.perCall(label);
       if (cpu === undefined) continue;

@@ -1,10 +1,11 @@
 /**
  * Spec 1.6 / 4.7 getChain / 4.8 `transactions tree`: the payments under a root transaction as a
- * flat list (txHash, parentTxHash, depth from the root), resolved by ONE recursive query over
- * payment_edges -> transactions, bounded by `maxDepth` and `nodeLimit`
- * (GraphQL cannot recurse, so clients rebuild the tree from parent links).
+ * flat list (txHash, parentTxHash, depth from the root), bounded by `maxDepth` and `nodeLimit`
+ * (GraphQL cannot recurse, so clients rebuild the tree from parent links). Read from the closure
+ * table (payment_closure: one range scan, one payment lookup per node), with a recursive walk over
+ * payment_edges as the fallback; both give the same answer (test/api/payment-tree-closure.test.ts).
  *
- * Isolation: the root must be paid by one of the caller's agents (else null), and the walk only
+ * Isolation: the root must be paid by one of the caller's agents (else null), and the tree only
  * enters payments whose payer is one of the caller's agents: a payment by another account's
  * agent is left out together with everything below it. Totals count only what is returned.
  */
@@ -44,24 +45,63 @@ export interface TreeBounds {
 }
 
 /**
- * One row as an array (no object per row): event_id, tx_hash, parent_tx_hash, depth, agent_id,
- * wallet_address, amount_units, protocol, endpoint_hash, timestamp (epoch milliseconds), explorer_url,
- * status, cut_below. Numbers come as text and the time as epoch milliseconds: no numeric or
- * timestamp parsing by the driver, only what the node needs.
+ * One row as an array (no object per row): event_id, tx_hash, parent_tx_hash, depth, agent_id
+ * (null for another account's payer), wallet_address, amount_units, protocol, endpoint_hash,
+ * timestamp (epoch milliseconds), explorer_url, status, cut_below. Numbers come as text and the
+ * time as epoch milliseconds: no numeric or timestamp parsing by the driver, only what the node needs.
  */
-type TreeRow = [string, string, string | null, number, string, string, string, "x402" | "mpp", string, string, string, string, boolean];
+type TreeRow = [
+  string,
+  string,
+  string | null,
+  number,
+  string | null,
+  string,
+  string,
+  "x402" | "mpp",
+  string,
+  string,
+  string,
+  string,
+  boolean,
+];
+
+// A node's narrow columns, after its depth and agent: `t` the payment.
+const NODE_COLUMNS = `t.agent, t.amount_units::text, t.protocol, t.endpoint_hash,
+       floor(extract(epoch FROM t."timestamp") * 1000)::text, t.explorer_url, t.status`;
+
+// The descendants of the root, a page at a time: one range scan of payment_closure's primary key
+// (ancestor, distance, descendant), kept by the projection, in (depth, payment) order after the
+// page key ($4, $5), each joined to its payment by primary key; the root's own payments (depth 0)
+// on the first page. Rows of every payer: which ones the account sees is decided in
+// `loadPaymentTree`, from the parent links. A node at maxDepth is cut below if it has a child.
+const CLOSURE_SQL = `
+WITH
+wallets AS MATERIALIZED (SELECT wallet_address, public_id FROM agents WHERE account_id = $1),
+root AS MATERIALIZED (
+  SELECT t.event_id, a.public_id FROM transactions t JOIN wallets a ON a.wallet_address = t.agent WHERE t.tx_hash = $2)
+SELECT t.event_id::text, t.tx_hash, NULL::text, 0, r.public_id, ${NODE_COLUMNS},
+       ($3 = 0 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = t.tx_hash))
+FROM root r JOIN transactions t ON t.event_id = r.event_id WHERE $4::int = 0
+UNION ALL
+SELECT t.event_id::text, t.tx_hash, t.parent_tx_hash, c.distance, a.public_id, ${NODE_COLUMNS},
+       (c.distance = $3 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = t.tx_hash))
+FROM (
+  SELECT distance, descendant_event_id FROM payment_closure
+  WHERE ancestor_tx_hash = $2 AND distance <= $3 AND (distance, descendant_event_id) > ($4::int, $5::bigint)
+    AND EXISTS (SELECT 1 FROM root)
+  ORDER BY distance, descendant_event_id LIMIT $6) c
+JOIN transactions t ON t.event_id = c.descendant_event_id
+LEFT JOIN wallets a ON a.wallet_address = t.agent`;
 
 // A recursive walk down payment_edges from the root, one level per step, entering only edges whose
 // child payment is paid by one of the account's agents (a foreign payment and everything below it
-// stay out), bounded by maxDepth; on the same run it beats the closure-table range scan
-// (payment_closure, still kept by the projection) because it carries only narrow keys and joins
-// the payments once, for the nodes kept. Within nodeLimit + 1, the nearest levels first, then
-// chain order. A node at maxDepth is cut below if it has a child. Nodes carry the agent's public
-// id (api/shared/agent-ids.ts), never its internal key. Narrow output: numbers as text, the time
-// as epoch milliseconds.
-const TREE_SQL = `
+// stay out), bounded by maxDepth, carrying narrow keys and joining each kept node's payment once.
+// Within nodeLimit + 1, the nearest levels first, then chain order. What `loadPaymentTree` falls
+// back to when the closure's pages are mostly other accounts' payments. Same row shape.
+const WALK_SQL = `
 WITH RECURSIVE
-wallets AS MATERIALIZED (SELECT wallet_address, public_id AS agent_id FROM agents WHERE account_id = $1),
+wallets AS MATERIALIZED (SELECT wallet_address, public_id FROM agents WHERE account_id = $1),
 walk (event_id, tx_hash, parent_tx_hash, depth) AS (
   SELECT t.event_id, t.tx_hash, NULL::text, 0
   FROM transactions t
@@ -72,16 +112,97 @@ walk (event_id, tx_hash, parent_tx_hash, depth) AS (
   WHERE w.depth < $3 AND e.child_payer IN (SELECT wallet_address FROM wallets)
 ),
 bounded AS (SELECT * FROM walk ORDER BY depth, event_id LIMIT $4::int + 1)
-SELECT b.event_id::text, b.tx_hash, b.parent_tx_hash, b.depth, a.agent_id, t.agent, t.amount_units::text,
-       t.protocol, t.endpoint_hash, floor(extract(epoch FROM t."timestamp") * 1000)::text, t.explorer_url, t.status,
+SELECT b.event_id::text, b.tx_hash, b.parent_tx_hash, b.depth, a.public_id, ${NODE_COLUMNS},
        (b.depth = $3 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = b.tx_hash))
 FROM bounded b
 JOIN transactions t ON t.event_id = b.event_id
 JOIN wallets a ON a.wallet_address = t.agent`;
 
 /**
+ * Closure rows read for a tree before falling back to the walk: beyond this many per node asked
+ * (and a few pages more), the pages are mostly payments the account does not see (another
+ * account's subtrees below its tree), which the walk leaves out at their top instead of reading them.
+ */
+export const closureReadBound = (nodes: number): number => 4 * nodes + 1_024;
+
+/**
+ * The nodes the account sees, nearest levels first then chain order, at most `limit`, from the
+ * closure's pages: a payment is seen when one of the account's agents paid it and its parent
+ * transaction was seen one level up (the root's at depth 0), as the walk enters it. Null when the
+ * pages hold more than `maxRows` rows (the caller walks instead).
+ */
+async function closureNodes(
+  pool: pg.Pool,
+  accountId: string,
+  rootTxHash: string,
+  maxDepth: number,
+  limit: number,
+  maxRows: number,
+): Promise<TreeRow[] | null> {
+  const kept: TreeRow[] = [];
+  // The transactions seen at the level being read and at the one above it.
+  let above = new Set<string>();
+  let level = new Set<string>();
+  let depth = 0;
+  let after: [number, string] = [0, "0"];
+  let read = 0;
+  for (;;) {
+    // What is still wanted, and a sixteenth more for the payments left out.
+    const want = limit - kept.length;
+    const pageSize = want + Math.max(64, Math.ceil(want / 16));
+    const { rows } = await pool.query<TreeRow>({
+      text: CLOSURE_SQL,
+      values: [accountId, rootTxHash, maxDepth, after[0], after[1], pageSize],
+      rowMode: "array",
+    });
+    // No root (not the account's payment), or the last page ended the closure exactly.
+    if (rows.length === 0) return kept;
+    read += rows.length;
+    // Level by level (a parent's level is decided before its children's), each in payment order.
+    const levels = byLevel(rows);
+    for (const levelRows of levels) {
+      const rowDepth = levelRows[0]![3];
+      if (rowDepth !== depth) {
+        above = rowDepth === depth + 1 ? level : new Set();
+        level = new Set();
+        depth = rowDepth;
+      }
+      for (const row of levelRows) {
+        if (row[4] !== null && (depth === 0 ? row[1] === rootTxHash : above.has(row[2]!))) {
+          level.add(row[1]);
+          kept.push(row);
+          if (kept.length === limit) return kept;
+        }
+      }
+    }
+    const lastLevel = levels[levels.length - 1]!;
+    const last = lastLevel[lastLevel.length - 1]!;
+    const closureRows = rows.length - (levels[0]![0]![3] === 0 ? levels[0]!.length : 0);
+    if (closureRows < pageSize) return kept;
+    if (read > maxRows) return null;
+    after = [last[3], last[0]];
+  }
+}
+
+/** `rows` by depth, nearest first, each level in payment order (most often already so). */
+function byLevel(rows: readonly TreeRow[]): TreeRow[][] {
+  const levels: TreeRow[][] = [];
+  for (const row of rows) (levels[row[3]] ??= []).push(row);
+  const ordered: TreeRow[][] = [];
+  for (const level of levels) {
+    if (level === undefined) continue;
+    let sorted = true;
+    for (let i = 1; i < level.length && sorted; i += 1) sorted = Number(level[i - 1]![0]) < Number(level[i]![0]);
+    if (!sorted) level.sort((a, b) => Number(a[0]) - Number(b[0]));
+    ordered.push(level);
+  }
+  return ordered;
+}
+
+/**
  * The tree under `rootTxHash` as the account sees it; null when the root is not a payment of one
- * of its agents. One SQL statement.
+ * of its agents. Read from the closure's pages (one statement unless payments the account does not
+ * see fill them), else by the walk.
  */
 export async function loadPaymentTree(
   pool: pg.Pool,
@@ -89,18 +210,42 @@ export async function loadPaymentTree(
   rootTxHash: string,
   bounds: TreeBounds,
 ): Promise<PaymentTree | null> {
+  checkBounds(bounds);
+  const wanted = bounds.nodeLimit + 1;
+  const rows =
+    (await closureNodes(pool, accountId, rootTxHash, bounds.maxDepth, wanted, closureReadBound(wanted))) ??
+    (await walkRows(pool, accountId, rootTxHash, bounds));
+  return treeOf(rows, bounds);
+}
+
+/** The same tree by the recursive walk alone (one statement): the loader's fallback, and its reference. */
+export async function walkPaymentTree(
+  pool: pg.Pool,
+  accountId: string,
+  rootTxHash: string,
+  bounds: TreeBounds,
+): Promise<PaymentTree | null> {
+  checkBounds(bounds);
+  return treeOf(await walkRows(pool, accountId, rootTxHash, bounds), bounds);
+}
+
+function checkBounds(bounds: TreeBounds): void {
   if (!Number.isInteger(bounds.maxDepth) || bounds.maxDepth < 0) throw new RangeError("maxDepth must be an integer >= 0");
   if (!Number.isInteger(bounds.nodeLimit) || bounds.nodeLimit < 1) throw new RangeError("nodeLimit must be an integer >= 1");
-  const result = await pool.query<TreeRow>({
-    text: TREE_SQL,
-    values: [accountId, rootTxHash, bounds.maxDepth, bounds.nodeLimit],
-    rowMode: "array",
-  });
-  if (result.rows.length === 0) return null;
-  const overLimit = result.rows.length > bounds.nodeLimit;
+}
+
+async function walkRows(pool: pg.Pool, accountId: string, rootTxHash: string, bounds: TreeBounds): Promise<TreeRow[]> {
+  const values = [accountId, rootTxHash, bounds.maxDepth, bounds.nodeLimit];
+  return (await pool.query<TreeRow>({ text: WALK_SQL, values, rowMode: "array" })).rows;
+}
+
+/** The tree of the account's rows (at most nodeLimit + 1, the nearest levels first, then chain order). */
+function treeOf(rows: readonly TreeRow[], bounds: TreeBounds): PaymentTree | null {
+  if (rows.length === 0) return null;
+  const overLimit = rows.length > bounds.nodeLimit;
   // Level by level, oldest first. Sorted here: in SQL the sort carries every wide row (and spills
   // to disk on a large tree), here it is a comparison of three numbers.
-  const keyed = result.rows.map((row) => ({ row, depth: row[3], time: Number(row[9]), id: Number(row[0]) }));
+  const keyed = rows.map((row) => ({ row, depth: row[3], time: Number(row[9]), id: Number(row[0]) }));
   keyed.sort((a, b) => a.depth - b.depth || a.time - b.time || a.id - b.id);
   const kept = overLimit ? keyed.slice(0, bounds.nodeLimit) : keyed;
   let cut = false;
@@ -110,7 +255,7 @@ export async function loadPaymentTree(
       txHash: row[1],
       parentTxHash: row[2],
       depth: row[3],
-      agentId: row[4],
+      agentId: row[4]!,
       walletAddress: row[5],
       amountUnits: BigInt(row[6]),
       protocol: row[7],

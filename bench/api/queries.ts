@@ -10,7 +10,8 @@
  * its rewrite (test/api/read-reference.ts). Throughput: 32 in-process clients, each sending its next
  * request when the last answered, for --seconds, against `limit: 1` and `{ __typename }` baselines.
  *
- *   npx tsx bench/api/queries.ts [--payments 1000000 --agents 1000 --accounts 50 --iterations 300 --seconds 5 --clients 32]
+ *   npm run bench:queries [-- --payments 1000000 --agents 1000 --accounts 50 --iterations 300 --seconds 5 --clients 32]
+ *   (under the Node options `npm run query` starts the service with; no tsx)
  */
 import { availableParallelism, loadavg } from "node:os";
 import { parseArgs } from "node:util";

@@ -15,7 +15,7 @@
  * file to the floor's (a template copy); then a rebuild of everything at the first and last level.
  * Synthetic PaymentRecorded events encoded by the IDL coder.
  *
- *   npx tsx bench/indexer/ingest.ts [--events 50000 --batch 2000 --stored 0,1000000 --old true --rebuild true]
+ *   npm run bench:indexer [-- --events 50000 --batch 2000 --stored 0,1000000 --old true --rebuild true]   (as `npm run indexer` runs: no tsx)
  *   npm run bench:indexer:10m   (--stored 0,10000000 --old false --rebuild false: the 10M row, new against floor)
  */
 import { Readable } from "node:stream";

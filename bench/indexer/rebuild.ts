@@ -4,7 +4,7 @@
  * ingest path (decode + event store + projections, in chunks so memory stays flat), then times
  * `rebuildProjections` and checks it reproduced the same read models (row counts and sums).
  *
- *   npx tsx bench/indexer/rebuild.ts [--events 1000000 --batch 2000]
+ *   npm run bench:indexer:rebuild [-- --events 1000000 --batch 2000]   (as `npm run indexer` runs: no tsx)
  */
 import { parseArgs } from "node:util";
 import { decodeRawTransaction } from "../../indexer/decode/transaction.js";

@@ -168,17 +168,20 @@ async function closureNodes(
         depth = rowDepth;
       }
       for (const row of levelRows) {
-        if (row[4] !== null && (depth === 0 ? row[1] === rootTxHash : above.has(row[2]!))) {
+        // The root's own payments (depth 0) need no parent; the others one kept a level up.
+        if (row[4] !== null && (depth === 0 || above.has(row[2]!))) {
           level.add(row[1]);
           kept.push(row);
           if (kept.length === limit) return kept;
         }
       }
     }
+    // A page shorter than asked (the root's rows aside) ends the closure.
+    let closureRows = 0;
+    for (const row of rows) if (row[3] > 0) closureRows += 1;
+    if (closureRows < pageSize) return kept;
     const lastLevel = levels[levels.length - 1]!;
     const last = lastLevel[lastLevel.length - 1]!;
-    const closureRows = rows.length - (levels[0]![0]![3] === 0 ? levels[0]!.length : 0);
-    if (closureRows < pageSize) return kept;
     if (read > maxRows) return null;
     after = [last[3], last[0]];
   }

@@ -74,18 +74,23 @@ const NODE_COLUMNS = `t.agent, t.amount_units::text, t.protocol, t.endpoint_hash
 // (ancestor, distance, descendant), kept by the projection, in (depth, payment) order after the
 // page key ($4, $5), each joined to its payment by primary key; the root's own payments (depth 0)
 // on the first page. Rows of every payer: which ones the account sees is decided in
-// `loadPaymentTree`, from the parent links. A node at maxDepth is cut below if it has a child.
+// `loadPaymentTree`, from the parent links. A node at maxDepth is cut below if it has a child,
+// probed per node only when the closure holds some payment one level deeper (`below`: one probe
+// instead of one per node of the deepest level, most often the largest).
 const CLOSURE_SQL = `
 WITH
 wallets AS MATERIALIZED (SELECT wallet_address, public_id FROM agents WHERE account_id = $1),
 root AS MATERIALIZED (
-  SELECT t.event_id, a.public_id FROM transactions t JOIN wallets a ON a.wallet_address = t.agent WHERE t.tx_hash = $2)
+  SELECT t.event_id, a.public_id FROM transactions t JOIN wallets a ON a.wallet_address = t.agent WHERE t.tx_hash = $2),
+below AS MATERIALIZED (
+  SELECT EXISTS (SELECT 1 FROM payment_closure WHERE ancestor_tx_hash = $2 AND distance = $3 + 1) AS deeper)
 SELECT t.event_id::text, t.tx_hash, NULL::text, 0, r.public_id, ${NODE_COLUMNS},
        ($3 = 0 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = t.tx_hash))
 FROM root r JOIN transactions t ON t.event_id = r.event_id WHERE $4::int = 0
 UNION ALL
 SELECT t.event_id::text, t.tx_hash, t.parent_tx_hash, c.distance, a.public_id, ${NODE_COLUMNS},
-       (c.distance = $3 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = t.tx_hash))
+       (c.distance = $3 AND (SELECT deeper FROM below)
+        AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = t.tx_hash))
 FROM (
   SELECT distance, descendant_event_id FROM payment_closure
   WHERE ancestor_tx_hash = $2 AND distance <= $3 AND (distance, descendant_event_id) > ($4::int, $5::bigint)

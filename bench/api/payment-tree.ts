@@ -277,6 +277,29 @@ async function run(): Promise<void> {
       await server.close();
     }
 
+    // Read at maxDepth = the tree's depth: every node of the deepest level is asked whether
+    // it has a child (none here), once the closure shows a level below it at all.
+    const depthBounds = { maxDepth: SHAPE.treeDepth, nodeLimit: SHAPE.treeNodes };
+    const atDepth = (): Promise<PaymentTree | null> => loadPaymentTree(db.pool, fixture.accountId, fixture.rootTxHash, depthBounds);
+    const atDepthWalk = (): Promise<PaymentTree | null> => walkPaymentTree(db.pool, fixture.accountId, fixture.rootTxHash, depthBounds);
+    for (const [label, answer] of [
+      ["loadPaymentTree at maxDepth", await atDepth()],
+      ["recursive walk at maxDepth", await atDepthWalk()],
+    ] as const) {
+      const problems = differences(answer, fixture);
+      if (problems.length > 0 || answer?.truncated !== false) {
+        console.error(`${label} ${SHAPE.treeDepth} does not return the whole seeded tree: ${problems.slice(0, 5).join("; ")}`);
+        process.exitCode = 1;
+        return;
+      }
+    }
+    const at_depth_ms: number[] = [];
+    const at_depth_walk_ms: number[] = [];
+    for (let i = 0; i < HTTP_ITERATIONS; i += 1) {
+      at_depth_ms.push((await meter.time("at depth", atDepth))[0]);
+      at_depth_walk_ms.push((await meter.time("at depth walk", atDepthWalk))[0]);
+    }
+
     const r = stats(recursive_ms);
     const b = stats(baseline_ms);
     console.log(
@@ -308,6 +331,8 @@ async function run(): Promise<void> {
     console.log(row(`GraphQL over HTTP, nodeLimit ${count(httpNodes)}`, stats(http_ms)));
     console.log(row(`loadPaymentTree alone, nodeLimit ${count(TREE_NODE_LIMIT_MAX)}`, stats(capped_ms)));
     console.log(row(`recursive walk alone, nodeLimit ${count(TREE_NODE_LIMIT_MAX)}`, stats(capped_walk_ms)));
+    console.log(row(`loadPaymentTree, maxDepth ${SHAPE.treeDepth} (deepest level probed)`, stats(at_depth_ms)));
+    console.log(row(`recursive walk, maxDepth ${SHAPE.treeDepth}, interleaved`, stats(at_depth_walk_ms)));
     console.log("(nearest-rank percentiles: below 100 runs, p99 is the slowest run)");
     console.log("CPU per call (this process; the database's backends, from /proc):");
     for (const [label, name] of [
@@ -317,6 +342,8 @@ async function run(): Promise<void> {
       ["http", `GraphQL over HTTP (server and client), ${count(httpNodes)}`],
       ["capped", `loadPaymentTree, nodeLimit ${count(TREE_NODE_LIMIT_MAX)}`],
       ["capped walk", `recursive walk, nodeLimit ${count(TREE_NODE_LIMIT_MAX)}`],
+      ["at depth", `loadPaymentTree, maxDepth ${SHAPE.treeDepth}`],
+      ["at depth walk", `recursive walk, maxDepth ${SHAPE.treeDepth}`],
     ] as const) {
       const cpu = meter.perCall(label);
       if (cpu === undefined) continue;

@@ -1,7 +1,8 @@
 /**
  * `loadPaymentTree` before narrow rows, verbatim: the same closure statement with the driver
  * decoding every row into an object (timestamp parsed as a date, each column by name). The
- * same-run baseline of bench/api/payment-tree.ts for the decoding of 10,000 rows.
+ * same-run baseline of bench/api/payment-tree.ts for the decoding of 10,000 rows. It still reads
+ * the payer's wallet, which nodes no longer carry (no caller used it).
  */
 import type pg from "pg";
 import type { PaymentTree, TreeBounds, TreeNode, TreeTotals } from "../../api/query/read/payment-tree.js";
@@ -90,7 +91,6 @@ export async function closureTreeBefore(
       parentTxHash: row.parent_tx_hash,
       depth: row.depth,
       agentId: row.agent_id,
-      walletAddress: row.wallet_address,
       amountUnits: BigInt(row.amount_units),
       protocol: row.protocol,
       endpointHash: row.endpoint_hash,

@@ -1,6 +1,6 @@
 /**
  * The recursive query `loadPaymentTree` ran before the closure table, verbatim, and the
- * same shaping of its rows: the reference test/api/payment-tree-closure.test.ts compares the
+ * same shaping of its rows (less the payer's wallet, which nodes no longer carry): the reference test/api/payment-tree-closure.test.ts compares the
  * closure answer with, and the same-run baseline of bench/api/payment-tree.ts.
  */
 import type pg from "pg";
@@ -56,7 +56,6 @@ export async function recursiveTree(pool: pg.Pool, accountId: string, root: stri
     parentTxHash: row.parent_tx_hash,
     depth: row.depth,
     agentId: row.agent_id,
-    walletAddress: row.wallet_address,
     amountUnits: BigInt(row.amount_units),
     protocol: row.protocol,
     endpointHash: row.endpoint_hash,

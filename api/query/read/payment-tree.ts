@@ -17,7 +17,6 @@ export interface TreeNode {
   readonly parentTxHash: string | null;
   readonly depth: number;
   readonly agentId: string;
-  readonly walletAddress: string;
   readonly amountUnits: bigint;
   readonly protocol: "x402" | "mpp";
   readonly endpointHash: string;
@@ -46,28 +45,14 @@ export interface TreeBounds {
 
 /**
  * One row as an array (no object per row): event_id, tx_hash, parent_tx_hash, depth, agent_id
- * (null for another account's payer), wallet_address, amount_units, protocol, endpoint_hash,
- * timestamp (epoch milliseconds), explorer_url, status, cut_below. Numbers come as text and the
- * time as epoch milliseconds: no numeric or timestamp parsing by the driver, only what the node needs.
+ * (null for another account's payer), amount_units, protocol, endpoint_hash, timestamp (epoch
+ * milliseconds), explorer_url, status, cut_below. Numbers come as text and the time as epoch
+ * milliseconds: no numeric or timestamp parsing by the driver, only what the node needs.
  */
-type TreeRow = [
-  string,
-  string,
-  string | null,
-  number,
-  string | null,
-  string,
-  string,
-  "x402" | "mpp",
-  string,
-  string,
-  string,
-  string,
-  boolean,
-];
+type TreeRow = [string, string, string | null, number, string | null, string, "x402" | "mpp", string, string, string, string, boolean];
 
 // A node's narrow columns, after its depth and agent: `t` the payment.
-const NODE_COLUMNS = `t.agent, t.amount_units::text, t.protocol, t.endpoint_hash,
+const NODE_COLUMNS = `t.amount_units::text, t.protocol, t.endpoint_hash,
        floor(extract(epoch FROM t."timestamp") * 1000)::text, t.explorer_url, t.status`;
 
 // The descendants of the root, a page at a time: one range scan of payment_closure's primary key
@@ -253,24 +238,23 @@ function treeOf(rows: readonly TreeRow[], bounds: TreeBounds): PaymentTree | nul
   const overLimit = rows.length > bounds.nodeLimit;
   // Level by level, oldest first. Sorted here: in SQL the sort carries every wide row (and spills
   // to disk on a large tree), here it is a comparison of three numbers.
-  const keyed = rows.map((row) => ({ row, depth: row[3], time: Number(row[9]), id: Number(row[0]) }));
+  const keyed = rows.map((row) => ({ row, depth: row[3], time: Number(row[8]), id: Number(row[0]) }));
   keyed.sort((a, b) => a.depth - b.depth || a.time - b.time || a.id - b.id);
   const kept = overLimit ? keyed.slice(0, bounds.nodeLimit) : keyed;
   let cut = false;
   const nodes = kept.map(({ row, time }): TreeNode => {
-    if (row[12]) cut = true;
+    if (row[11]) cut = true;
     return {
       txHash: row[1],
       parentTxHash: row[2],
       depth: row[3],
       agentId: row[4]!,
-      walletAddress: row[5],
-      amountUnits: BigInt(row[6]),
-      protocol: row[7],
-      endpointHash: row[8],
+      amountUnits: BigInt(row[5]),
+      protocol: row[6],
+      endpointHash: row[7],
       timestamp: new Date(time),
-      explorerUrl: row[10],
-      status: row[11],
+      explorerUrl: row[9],
+      status: row[10],
     };
   });
   const totals: TreeTotals = {

@@ -1,7 +1,8 @@
 /**
- * The recursive query `loadPaymentTree` ran before the closure table, verbatim, and the
- * same shaping of its rows (less the payer's wallet, which nodes no longer carry): the reference test/api/payment-tree-closure.test.ts compares the
- * closure answer with, and the same-run baseline of bench/api/payment-tree.ts.
+ * The recursive query `loadPaymentTree` ran before the closure table, verbatim, and the same
+ * shaping of its rows (less the payer's wallet, which nodes no longer carry): the reference
+ * test/api/payment-tree-closure.test.ts compares the closure answer with, and the same-run
+ * baseline of bench/api/payment-tree.ts.
  */
 import type pg from "pg";
 import type { PaymentTree, TreeBounds } from "../../api/query/read/payment-tree.js";

@@ -20,7 +20,13 @@ import type pg from "pg";
 import { createAccount } from "../../api/shared/keys.js";
 import { type EventPayload, eventPayload } from "../../indexer/decode/payload.js";
 import { withTransaction } from "../../indexer/db/database.js";
-import { explorerSuffix, projectEvents } from "../../indexer/store/projections.js";
+import {
+  CLOSURE_NODE_COLUMNS,
+  closureNodeColumnsOf,
+  explorerSuffix,
+  projectEvents,
+  projectFinality,
+} from "../../indexer/store/projections.js";
 import { mulberry32 } from "../../test/support/random.js";
 import { decodeEventInstructionData, EVENT_IX_TAG, endpointHash, PAYMENT_LEDGER_IDL } from "../../programs/payment_ledger/ts/index.js";
 
@@ -88,6 +94,8 @@ const SEED_CHUNK = 10_000;
 const CHECK_EVERY = 499;
 /** Every this many payments, one is re-projected by `projectEvents` and compared. */
 const REPROJECT_EVERY = 101;
+/** Slots behind the newest that are not yet final (Solana finalizes about 32 slots behind). */
+const FINALITY_LAG_SLOTS = 32;
 
 const digest = (algorithm: "sha256" | "sha512", label: string): Buffer => createHash(algorithm).update(label).digest();
 
@@ -315,9 +323,12 @@ const INSERT_EDGES = `
   INSERT INTO payment_edges (child_event_id, parent_tx_hash, child_tx_hash, invocation, depth, child_payer)
   SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[])`;
 
+// Each row carries its payment's node columns, from the row just inserted into `transactions`.
 const INSERT_CLOSURE = `
-  INSERT INTO payment_closure (ancestor_tx_hash, distance, descendant_event_id)
-  SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[])`;
+  INSERT INTO payment_closure (ancestor_tx_hash, distance, descendant_event_id, ${CLOSURE_NODE_COLUMNS})
+  SELECT u.ancestor, u.distance, u.descendant, ${closureNodeColumnsOf("t")}
+  FROM unnest($1::text[], $2::int[], $3::bigint[]) AS u(ancestor, distance, descendant)
+  JOIN transactions t ON t.event_id = u.descendant`;
 
 async function insertChunk(client: pg.ClientBase, chunk: readonly Placed[]): Promise<string[]> {
   const signatures = chunk.map((p) => p.payment.txHash);
@@ -487,6 +498,8 @@ export async function seedFixture(pool: pg.Pool, shape: FixtureShape): Promise<F
   for (let start = 0; start < placed.length; start += SEED_CHUNK) {
     ids.push(...(await withTransaction(pool, (client) => insertChunk(client, placed.slice(start, start + SEED_CHUNK)))));
   }
+  // Finality as a live cluster has it, by the indexer's own step: all but the newest slots.
+  await withTransaction(pool, (client) => projectFinality(client, BigInt(placed.at(-1)!.slot - FINALITY_LAG_SLOTS)));
   // Every tree payment of the first few levels (parents within the sample), plus a spread sample.
   const inTree = new Set(treeStream);
   const sample = ids.filter((_, i) => i % REPROJECT_EVERY === 0 || (order[i]!.depth <= 2 && inTree.has(order[i]!)));

@@ -28,10 +28,11 @@ import { eventPayload } from "../../indexer/decode/payload.js";
 import { type DecodedTransaction, decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { withTransaction } from "../../indexer/db/database.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
+import { CLOSURE_NODE_COLUMNS, closureNodeColumnsOf } from "../../indexer/store/projections.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
 import { decodeEventInstructionData, EVENT_IX_TAG, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../../test/indexer/fresh-database.js";
-import { ingestBatchJsonb } from "../../test/indexer/jsonb-ingest.js";
+import { ingestBatchJsonb, JSONB_SCHEMA } from "../../test/indexer/jsonb-ingest.js";
 import { syntheticTransaction } from "./synthetic.js";
 
 const { values: flags } = parseArgs({
@@ -51,8 +52,6 @@ const LEVELS = flags.stored.split(",").map(Number);
 const WITH_OLD = flags.old !== "false";
 /** Seeding batches: the largest ingest accepts. */
 const SEED_BATCH = 5_000;
-/** The partition migration (052): the old path runs on the schema before it. */
-const PARTITIONED_AT = 52;
 /** The goal: ingest at least this fast, and at least this share of the floor. */
 const GOAL_EVENTS_PER_S = 50_000;
 const GOAL_FLOOR_SHARE = 0.5;
@@ -81,7 +80,11 @@ const PER_EVENT: readonly { table: string; columns: string; key: string }[] = [
     columns: "child_event_id, parent_tx_hash, child_tx_hash, invocation, child_payer, depth",
     key: "child_event_id",
   },
-  { table: "payment_closure", columns: "ancestor_tx_hash, distance, descendant_event_id", key: "descendant_event_id" },
+  {
+    table: "payment_closure",
+    columns: `ancestor_tx_hash, distance, descendant_event_id, ${CLOSURE_NODE_COLUMNS}`,
+    key: "descendant_event_id",
+  },
 ];
 /** Aggregates: replaced whole when history is synced (small), not part of the floor. */
 const AGGREGATES = ["spend_rollups", "metric_buckets", "invocations", "checkpoints"];
@@ -225,8 +228,10 @@ async function replicate(pool: pg.Pool, block: number, to: number): Promise<void
         [ids, suffix, block],
       ],
       [
-        `INSERT INTO payment_closure (ancestor_tx_hash, distance, descendant_event_id)
-         SELECT ancestor_tx_hash, distance, descendant_event_id + $1 FROM payment_closure WHERE descendant_event_id <= $2::bigint`,
+        `INSERT INTO payment_closure (ancestor_tx_hash, distance, descendant_event_id, ${CLOSURE_NODE_COLUMNS})
+         SELECT c.ancestor_tx_hash, c.distance, c.descendant_event_id + $1, ${closureNodeColumnsOf("t")}
+         FROM payment_closure c JOIN transactions t ON t.event_id = c.descendant_event_id + $1
+         WHERE c.descendant_event_id <= $2::bigint`,
         [ids, block],
       ],
       [
@@ -384,7 +389,7 @@ async function run(): Promise<void> {
   if (flags.decode !== "false") decodeFigures();
   const [fresh, old, floor] = await Promise.all([
     createFreshDatabase(),
-    WITH_OLD ? createFreshDatabase({ before: PARTITIONED_AT }) : Promise.resolve(null),
+    WITH_OLD ? createFreshDatabase(JSONB_SCHEMA) : Promise.resolve(null),
     createFreshDatabase(),
   ]);
   const dbs: Databases = { fresh, old, floor };

@@ -40,6 +40,19 @@ export function explorerLink(signature: string, cluster: string): string {
   return `${EXPLORER_TX}${signature}${explorerSuffix(cluster)}`;
 }
 
+/**
+ * The descendant payment's columns a payment_closure row carries (migration 060), as in
+ * `transactions`: its immutable facts, so no row is ever updated (status is read from the
+ * payments still confirmed).
+ */
+export const CLOSURE_NODE_COLUMNS = 'tx_hash, parent_tx_hash, agent, amount_units, protocol, endpoint_hash, "timestamp", explorer_url';
+
+/** CLOSURE_NODE_COLUMNS qualified by a table alias. */
+export const closureNodeColumnsOf = (alias: string): string =>
+  CLOSURE_NODE_COLUMNS.split(", ")
+    .map((column) => `${alias}.${column}`)
+    .join(", ");
+
 // A settlement is verified when the referenced transaction succeeded and its TransferChecked moved
 // exactly the recorded amount of the recorded mint from the payer to the payee.
 const SETTLEMENT_STATUS = `
@@ -102,11 +115,13 @@ export async function projectInput(
               CASE WHEN i.finalized THEN 'finalized' ELSE 'confirmed' END
        FROM input i ORDER BY i.event_id
        ON CONFLICT (event_id) DO NOTHING
-       RETURNING event_id, tx_hash, agent, protocol, endpoint_hash, amount_units, "timestamp", invocation, parent_tx_hash, slot),
+       RETURNING event_id, tx_hash, agent, protocol, endpoint_hash, amount_units, "timestamp", invocation, parent_tx_hash, slot,
+                 explorer_url),
      -- Tree edges. Depth = levels walked up through this set's own records, plus the depth of the
      -- edge where the walk leaves the set (an earlier one's child, so parents precede children).
      fresh AS MATERIALIZED (
-       SELECT event_id, tx_hash, parent_tx_hash, invocation, agent FROM inserted WHERE parent_tx_hash IS NOT NULL),
+       SELECT event_id, tx_hash, parent_tx_hash, invocation, agent, amount_units, protocol, endpoint_hash, "timestamp", explorer_url
+       FROM inserted WHERE parent_tx_hash IS NOT NULL),
      walk (event_id, ancestor, level) AS (
        SELECT event_id, parent_tx_hash, 1 FROM fresh
        UNION ALL
@@ -122,7 +137,8 @@ export async function projectInput(
        ON CONFLICT (child_event_id) DO NOTHING),
      -- Closure (payment_closure): each new payment's ancestors at every distance. Those the walk
      -- met in this set, and beyond where it leaves the set, the stored ancestors of the parent's
-     -- payments one level further (one index lookup per payment: parents precede children).
+     -- payments one level further (one index lookup per payment: parents precede children). Each
+     -- row carries its descendant's tree-node columns (migration 060).
      ancestry AS MATERIALIZED (
        SELECT w.event_id, w.ancestor, w.level AS distance FROM walk w
        UNION
@@ -131,12 +147,13 @@ export async function projectInput(
        JOIN payment_edges pe ON pe.child_tx_hash = w.ancestor
        JOIN payment_closure pc ON pc.descendant_event_id = pe.child_event_id),
      closure AS (
-       INSERT INTO payment_closure (ancestor_tx_hash, distance, descendant_event_id)
-       SELECT ancestor, distance, event_id FROM ancestry
+       INSERT INTO payment_closure (ancestor_tx_hash, distance, descendant_event_id, ${CLOSURE_NODE_COLUMNS})
+       SELECT a.ancestor, a.distance, a.event_id, ${closureNodeColumnsOf("f")}
+       FROM ancestry a JOIN fresh f USING (event_id)
        UNION
        -- Payments stored before this parent (a backfill of an earlier range after a later one): they
        -- gain the new payment's ancestors, beyond their distance to its transaction.
-       SELECT a.ancestor, a.distance + pc.distance, pc.descendant_event_id
+       SELECT a.ancestor, a.distance + pc.distance, pc.descendant_event_id, ${closureNodeColumnsOf("pc")}
        FROM fresh f
        JOIN payment_closure pc ON pc.ancestor_tx_hash = f.tx_hash
        JOIN ancestry a ON a.event_id = f.event_id

@@ -22,14 +22,16 @@ export interface FreshDatabase {
 export interface FreshDatabaseOptions {
   /** Only the migrations numbered below this one: the schema of an earlier time (a reference path's). */
   readonly before?: number;
+  /** With `before`: these later migrations too (a change to tables the current projections write). */
+  readonly also?: readonly number[];
   /** A copy of this database (`CREATE DATABASE ... TEMPLATE`: its files, not its rows one by one). */
   readonly copyOf?: FreshDatabase;
 }
 
 const nameOf = (url: string): string => new URL(url).pathname.slice(1);
 
-/** Migrates `pool`, through every migration or only those numbered below `before`. */
-async function migrateUpTo(pool: pg.Pool, before: number | undefined): Promise<void> {
+/** Migrates `pool`, through every migration or only those numbered below `before` (and `also`). */
+async function migrateUpTo(pool: pg.Pool, before: number | undefined, also: readonly number[] = []): Promise<void> {
   if (before === undefined) {
     await migrate(pool);
     return;
@@ -37,7 +39,8 @@ async function migrateUpTo(pool: pg.Pool, before: number | undefined): Promise<v
   const dir = await mkdtemp(join(tmpdir(), "apg-migrations-"));
   try {
     for (const migration of await readMigrations()) {
-      if (migration.version < before) await symlink(join(MIGRATIONS_DIR, migration.name), join(dir, migration.name));
+      if (migration.version < before || also.includes(migration.version))
+        await symlink(join(MIGRATIONS_DIR, migration.name), join(dir, migration.name));
     }
     await migrate(pool, dir);
   } finally {
@@ -66,7 +69,7 @@ export async function createFreshDatabase(options: FreshDatabaseOptions = {}): P
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   const pool = createPool(url.toString());
-  if (options.copyOf === undefined) await migrateUpTo(pool, options.before);
+  if (options.copyOf === undefined) await migrateUpTo(pool, options.before, options.also);
   return {
     url: url.toString(),
     pool,

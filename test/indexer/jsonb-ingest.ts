@@ -2,10 +2,12 @@
  * The indexer's write path before staging, kept as the reference the staged one is measured and
  * tested against (bench/indexer/ingest.ts, test/indexer/projection-equivalence.test.ts): the batch
  * as one jsonb parameter per statement (`jsonb_to_recordset`), `INSERT ... RETURNING` of the new
- * events' ids, projections fed from memory (`batchInput`). It runs on the schema of its time: the
- * unpartitioned event store (`createFreshDatabase({ before: 52 })`), whose event key has no slot.
+ * events' ids, projections fed from memory (`batchInput`). It runs on the schema of its time
+ * (`JSONB_SCHEMA`): the unpartitioned event store, whose event key has no slot, with the later
+ * changes to the read models the shared projections write.
  */
 import type pg from "pg";
+import type { FreshDatabaseOptions } from "./fresh-database.js";
 import { withTransaction } from "../../indexer/db/database.js";
 import type { DecodedEvent, DecodedTransaction } from "../../indexer/decode/transaction.js";
 import type { SettlementTransfer } from "../../indexer/decode/settlement.js";
@@ -20,6 +22,9 @@ import {
   projectSettlements,
   rollbackSlot,
 } from "../../indexer/store/projections.js";
+
+/** `createFreshDatabase` options for this path: before the partitioned store (52), and the closure rows' node columns (60). */
+export const JSONB_SCHEMA: FreshDatabaseOptions = { before: 52, also: [60] };
 
 async function insertSeen(client: pg.ClientBase, transactions: readonly DecodedTransaction[]): Promise<number> {
   if (transactions.length === 0) return 0;

@@ -16,7 +16,7 @@ import { type IngestBatch, ingestBatch } from "../../indexer/store/ingest.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
 import { mulberry32 } from "../support/random.js";
 import { createFreshDatabase, type FreshDatabase } from "./fresh-database.js";
-import { ingestBatchJsonb } from "./jsonb-ingest.js";
+import { ingestBatchJsonb, JSONB_SCHEMA } from "./jsonb-ingest.js";
 import { randomHistory } from "./random-history.js";
 import { eventKeys, projectionSnapshot, snapshotDifference } from "./read-models.js";
 
@@ -70,7 +70,7 @@ describe("the staged write path leaves what the jsonb one left", () => {
   let staged: FreshDatabase;
   let jsonb: FreshDatabase;
   beforeAll(async () => {
-    [staged, jsonb] = await Promise.all([createFreshDatabase(), createFreshDatabase({ before: 52 })]);
+    [staged, jsonb] = await Promise.all([createFreshDatabase(), createFreshDatabase(JSONB_SCHEMA)]);
   });
   afterAll(async () => {
     await Promise.all([staged?.drop(), jsonb?.drop()]);

@@ -7,7 +7,8 @@
  * earlier range after a later one), the answers must be equal, for both accounts (one's agents pay
  * inside the other's trees), every depth bound and node limits below and above the tree's size;
  * then past pages of another account's payments, over the bound where it walks instead, and with
- * the closure rows a rollback leaves behind.
+ * the closure rows a rollback leaves behind. Half of each forest is finalized: a node's status
+ * comes from its payment, not from its closure row.
  */
 import { createHash } from "node:crypto";
 import bs58 from "bs58";
@@ -151,6 +152,9 @@ async function project(events: readonly { id: string; event: DecodedEvent }[], s
   for (const batch of batches) {
     await withTransaction(db.pool, (client) => projectInput(client, batchInput(batch), { cluster: "devnet", notify: false }));
   }
+  // Finality up to the middle of the chain, as projectFinality leaves `transactions` (these events
+  // are projected from memory, not stored): a node's status must be its payment's either way.
+  await db.pool.query("UPDATE transactions SET status = 'finalized' WHERE slot <= $1", [Math.floor(events.length / 2)]);
 }
 
 describe("paymentTree equals the walk it replaced and the older loaders", () => {
@@ -165,6 +169,8 @@ describe("paymentTree equals the walk it replaced and the older loaders", () => 
       await project(events, seed, outOfOrder);
       const deepest = await db.pool.query<{ d: number }>("SELECT max(distance) AS d FROM payment_closure");
       expect(deepest.rows[0]!.d).toBeGreaterThanOrEqual(5);
+      const statuses = await db.pool.query<{ status: string }>("SELECT DISTINCT status FROM transactions ORDER BY 1");
+      expect(statuses.rows.map((r) => r.status)).toEqual(["confirmed", "finalized"]);
 
       const roots = [...new Set(events.map((e) => e.event.signature))];
       let compared = 0;

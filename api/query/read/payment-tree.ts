@@ -2,7 +2,7 @@
  * Spec 1.6 / 4.7 getChain / 4.8 `transactions tree`: the payments under a root transaction as a
  * flat list (txHash, parentTxHash, depth from the root), bounded by `maxDepth` and `nodeLimit`
  * (GraphQL cannot recurse, so clients rebuild the tree from parent links). Read from the closure
- * table (payment_closure: one range scan, one payment lookup per node), with a recursive walk over
+ * table (payment_closure: one range scan, its rows carrying the nodes' columns), with a recursive walk over
  * payment_edges as the fallback; both give the same answer (test/api/payment-tree-closure.test.ts).
  *
  * Isolation: the root must be paid by one of the caller's agents (else null), and the tree only
@@ -10,6 +10,7 @@
  * agent is left out together with everything below it. Totals count only what is returned.
  */
 import type pg from "pg";
+import { CLOSURE_NODE_COLUMNS } from "../../../indexer/store/projections.js";
 
 export interface TreeNode {
   readonly txHash: string;
@@ -51,13 +52,15 @@ export interface TreeBounds {
  */
 type TreeRow = [string, string, string | null, number, string | null, string, "x402" | "mpp", string, string, string, string, boolean];
 
-// A node's narrow columns, after its depth and agent: `t` the payment.
+// A node's narrow columns, after its depth and agent: `t` the payment or its closure row.
 const NODE_COLUMNS = `t.amount_units::text, t.protocol, t.endpoint_hash,
-       floor(extract(epoch FROM t."timestamp") * 1000)::text, t.explorer_url, t.status`;
+       floor(extract(epoch FROM t."timestamp") * 1000)::text, t.explorer_url`;
 
 // The descendants of the root, a page at a time: one range scan of payment_closure's primary key
 // (ancestor, distance, descendant), kept by the projection, in (depth, payment) order after the
-// page key ($4, $5), each joined to its payment by primary key; the root's own payments (depth 0)
+// page key ($4, $5), each row carrying its payment's node columns (no lookup per node); its status
+// from the payments not yet finalized (`transactions_confirmed`, the newest ~32 slots on a live
+// cluster), read whole and hashed (a probe per node costs more); the root's own payments (depth 0)
 // on the first page. Rows of every payer: which ones the account sees is decided in
 // `loadPaymentTree`, from the parent links. A node at maxDepth is cut below if it has a child,
 // probed per node only when the closure holds some payment one level deeper (`below`: one probe
@@ -65,24 +68,26 @@ const NODE_COLUMNS = `t.amount_units::text, t.protocol, t.endpoint_hash,
 const CLOSURE_SQL = `
 WITH
 wallets AS MATERIALIZED (SELECT wallet_address, public_id FROM agents WHERE account_id = $1),
+confirmed AS MATERIALIZED (SELECT event_id FROM transactions WHERE status = 'confirmed'),
 root AS MATERIALIZED (
   SELECT t.event_id, a.public_id FROM transactions t JOIN wallets a ON a.wallet_address = t.agent WHERE t.tx_hash = $2),
 below AS MATERIALIZED (
   SELECT EXISTS (SELECT 1 FROM payment_closure WHERE ancestor_tx_hash = $2 AND distance = $3 + 1) AS deeper)
-SELECT t.event_id::text, t.tx_hash, NULL::text, 0, r.public_id, ${NODE_COLUMNS},
+SELECT t.event_id::text, t.tx_hash, NULL::text, 0, r.public_id, ${NODE_COLUMNS}, t.status,
        ($3 = 0 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = t.tx_hash))
 FROM root r JOIN transactions t ON t.event_id = r.event_id WHERE $4::int = 0
 UNION ALL
-SELECT t.event_id::text, t.tx_hash, t.parent_tx_hash, c.distance, a.public_id, ${NODE_COLUMNS},
-       (c.distance = $3 AND (SELECT deeper FROM below)
+SELECT t.descendant_event_id::text, t.tx_hash, t.parent_tx_hash, t.distance, a.public_id, ${NODE_COLUMNS},
+       CASE WHEN p.event_id IS NULL THEN 'finalized' ELSE 'confirmed' END,
+       (t.distance = $3 AND (SELECT deeper FROM below)
         AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = t.tx_hash))
 FROM (
-  SELECT distance, descendant_event_id FROM payment_closure
+  SELECT distance, descendant_event_id, ${CLOSURE_NODE_COLUMNS} FROM payment_closure
   WHERE ancestor_tx_hash = $2 AND distance <= $3 AND (distance, descendant_event_id) > ($4::int, $5::bigint)
     AND EXISTS (SELECT 1 FROM root)
-  ORDER BY distance, descendant_event_id LIMIT $6) c
-JOIN transactions t ON t.event_id = c.descendant_event_id
-LEFT JOIN wallets a ON a.wallet_address = t.agent`;
+  ORDER BY distance, descendant_event_id LIMIT $6) t
+LEFT JOIN wallets a ON a.wallet_address = t.agent
+LEFT JOIN confirmed p ON p.event_id = t.descendant_event_id`;
 
 // A recursive walk down payment_edges from the root, one level per step, entering only edges whose
 // child payment is paid by one of the account's agents (a foreign payment and everything below it
@@ -102,7 +107,7 @@ walk (event_id, tx_hash, parent_tx_hash, depth) AS (
   WHERE w.depth < $3 AND e.child_payer IN (SELECT wallet_address FROM wallets)
 ),
 bounded AS (SELECT * FROM walk ORDER BY depth, event_id LIMIT $4::int + 1)
-SELECT b.event_id::text, b.tx_hash, b.parent_tx_hash, b.depth, a.public_id, ${NODE_COLUMNS},
+SELECT b.event_id::text, b.tx_hash, b.parent_tx_hash, b.depth, a.public_id, ${NODE_COLUMNS}, t.status,
        (b.depth = $3 AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = b.tx_hash))
 FROM bounded b
 JOIN transactions t ON t.event_id = b.event_id

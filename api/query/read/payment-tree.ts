@@ -2,8 +2,9 @@
  * Spec 1.6 / 4.7 getChain / 4.8 `transactions tree`: the payments under a root transaction as a
  * flat list (txHash, parentTxHash, depth from the root), bounded by `maxDepth` and `nodeLimit`
  * (GraphQL cannot recurse, so clients rebuild the tree from parent links). Read from the closure
- * table (payment_closure: one range scan, its rows carrying the nodes' columns), with a recursive walk over
- * payment_edges as the fallback; both give the same answer (test/api/payment-tree-closure.test.ts).
+ * table (payment_closure: one range scan, its rows carrying the nodes' columns), with a recursive
+ * walk over payment_edges as the fallback; both give the same answer
+ * (test/api/payment-tree-closure.test.ts).
  *
  * Isolation: the root must be paid by one of the caller's agents (else null), and the tree only
  * enters payments whose payer is one of the caller's agents: a payment by another account's

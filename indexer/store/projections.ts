@@ -120,8 +120,7 @@ export async function projectInput(
      -- Tree edges. Depth = levels walked up through this set's own records, plus the depth of the
      -- edge where the walk leaves the set (an earlier one's child, so parents precede children).
      fresh AS MATERIALIZED (
-       SELECT event_id, tx_hash, parent_tx_hash, invocation, agent, amount_units, protocol, endpoint_hash, "timestamp", explorer_url
-       FROM inserted WHERE parent_tx_hash IS NOT NULL),
+       SELECT event_id, invocation, ${CLOSURE_NODE_COLUMNS} FROM inserted WHERE parent_tx_hash IS NOT NULL),
      walk (event_id, ancestor, level) AS (
        SELECT event_id, parent_tx_hash, 1 FROM fresh
        UNION ALL

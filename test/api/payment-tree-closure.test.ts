@@ -8,7 +8,8 @@
  * inside the other's trees), every depth bound and node limits below and above the tree's size;
  * then past pages of another account's payments, over the bound where it walks instead, and with
  * the closure rows a rollback leaves behind. Half of each forest is finalized: a node's status
- * comes from its payment, not from its closure row.
+ * comes from its payment, not from its closure row, whether the unfinalized payments are few
+ * enough to hash or are probed per node.
  */
 import { createHash } from "node:crypto";
 import bs58 from "bs58";
@@ -25,6 +26,8 @@ import { createFreshDatabase, type FreshDatabase } from "../indexer/fresh-databa
 import { mulberry32 } from "../support/random.js";
 
 const BASE_TIME_S = 1_767_225_600;
+/** An `unfinalizedHashedMax` below a forest's unfinalized payments: statuses read by probe. */
+const PROBED_PAST = 8;
 const address = (label: string): string => bs58.encode(createHash("sha256").update(label).digest());
 const signature = (label: string): string => bs58.encode(createHash("sha512").update(label).digest());
 
@@ -169,8 +172,12 @@ describe("paymentTree equals the walk it replaced and the older loaders", () => 
       await project(events, seed, outOfOrder);
       const deepest = await db.pool.query<{ d: number }>("SELECT max(distance) AS d FROM payment_closure");
       expect(deepest.rows[0]!.d).toBeGreaterThanOrEqual(5);
-      const statuses = await db.pool.query<{ status: string }>("SELECT DISTINCT status FROM transactions ORDER BY 1");
+      const statuses = await db.pool.query<{ status: string; n: string }>(
+        "SELECT status, count(*) AS n FROM transactions GROUP BY 1 ORDER BY 1",
+      );
       expect(statuses.rows.map((r) => r.status)).toEqual(["confirmed", "finalized"]);
+      // More unfinalized payments than PROBED_PAST: that read probes the page's instead of hashing them all.
+      expect(Number(statuses.rows[0]!.n)).toBeGreaterThan(PROBED_PAST);
 
       const roots = [...new Set(events.map((e) => e.event.signature))];
       let compared = 0;
@@ -184,6 +191,7 @@ describe("paymentTree equals the walk it replaced and the older loaders", () => 
             expect(full).toEqual(reference);
             expect(full).toEqual(await walkPaymentTree(db.pool, accounts[account], root, { maxDepth, nodeLimit: 100_000 }));
             expect(full).toEqual(await closureTreeBefore(db.pool, accounts[account], root, { maxDepth, nodeLimit: 100_000 }));
+            expect(await loadPaymentTree(db.pool, accounts[account], root, { maxDepth, nodeLimit: 100_000 }, PROBED_PAST)).toEqual(full);
             compared += 1;
             if (full === null) continue;
             if (full.nodes.length > 2) nonTrivial += 1;
@@ -195,6 +203,7 @@ describe("paymentTree equals the walk it replaced and the older loaders", () => 
               const cut = await loadPaymentTree(db.pool, accounts[account], root, { maxDepth, nodeLimit });
               const cutReference = await recursiveTree(db.pool, accounts[account], root, { maxDepth, nodeLimit });
               expect(cut!.nodes).toEqual(full.nodes.slice(0, nodeLimit));
+              expect(await loadPaymentTree(db.pool, accounts[account], root, { maxDepth, nodeLimit }, PROBED_PAST)).toEqual(cut);
               expect(cut).toEqual(await closureTreeBefore(db.pool, accounts[account], root, { maxDepth, nodeLimit }));
               expect(cut).toEqual(await walkPaymentTree(db.pool, accounts[account], root, { maxDepth, nodeLimit }));
               expect(cut!.truncated).toBe(true);

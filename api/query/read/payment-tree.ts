@@ -61,7 +61,9 @@ const NODE_COLUMNS = `t.amount_units::text, t.protocol, t.endpoint_hash,
 // (ancestor, distance, descendant), kept by the projection, in (depth, payment) order after the
 // page key ($4, $5), each row carrying its payment's node columns (no lookup per node); its status
 // from the payments not yet finalized (`transactions_confirmed`, the newest ~32 slots on a live
-// cluster), read whole and hashed (a probe per node costs more); the root's own payments (depth 0)
+// cluster), read whole and hashed (a probe per node costs more) while they are at most $7; past
+// that (finality not reported for a while), only the page's are probed, so a tree read does not
+// grow with every tenant's unfinalized payments (docs/performance.md); the root's own payments (depth 0)
 // on the first page. Rows of every payer: which ones the account sees is decided in
 // `loadPaymentTree`, from the parent links. A node at maxDepth is cut below if it has a child,
 // probed per node only when the closure holds some payment one level deeper (`below`: one probe
@@ -69,7 +71,17 @@ const NODE_COLUMNS = `t.amount_units::text, t.protocol, t.endpoint_hash,
 const CLOSURE_SQL = `
 WITH
 wallets AS MATERIALIZED (SELECT wallet_address, public_id FROM agents WHERE account_id = $1),
-confirmed AS MATERIALIZED (SELECT event_id FROM transactions WHERE status = 'confirmed'),
+many AS MATERIALIZED (
+  SELECT count(*) > $7::int AS unfinalized FROM (SELECT FROM transactions WHERE status = 'confirmed' LIMIT $7::int + 1) s),
+confirmed AS MATERIALIZED (
+  SELECT event_id FROM transactions WHERE status = 'confirmed' AND NOT (SELECT unfinalized FROM many)
+  UNION ALL
+  SELECT x.event_id FROM (
+    SELECT descendant_event_id FROM payment_closure
+    WHERE (SELECT unfinalized FROM many) AND ancestor_tx_hash = $2 AND distance <= $3
+      AND (distance, descendant_event_id) > ($4::int, $5::bigint)
+    ORDER BY distance, descendant_event_id LIMIT $6) c
+  JOIN transactions x ON x.event_id = c.descendant_event_id AND x.status = 'confirmed'),
 root AS MATERIALIZED (
   SELECT t.event_id, a.public_id FROM transactions t JOIN wallets a ON a.wallet_address = t.agent WHERE t.tx_hash = $2),
 below AS MATERIALIZED (
@@ -122,6 +134,12 @@ JOIN wallets a ON a.wallet_address = t.agent`;
 export const closureReadBound = (nodes: number): number => 4 * nodes + 1_024;
 
 /**
+ * Payments not yet finalized that a tree read hashes whole; past this many it probes them per node.
+ * On a live cluster they are the newest ~32 slots' payments, far fewer.
+ */
+export const UNFINALIZED_HASHED_MAX = 4_096;
+
+/**
  * The nodes the account sees, nearest levels first then chain order, at most `limit`, from the
  * closure's pages: a payment is seen when one of the account's agents paid it and its parent
  * transaction was seen one level up (the root's at depth 0), as the walk enters it. Null when the
@@ -134,6 +152,7 @@ async function closureNodes(
   maxDepth: number,
   limit: number,
   maxRows: number,
+  unfinalizedHashedMax: number,
 ): Promise<TreeRow[] | null> {
   const kept: TreeRow[] = [];
   // The transactions seen at the level being read and at the one above it.
@@ -148,7 +167,7 @@ async function closureNodes(
     const pageSize = want + Math.max(64, Math.ceil(want / 16));
     const { rows } = await pool.query<TreeRow>({
       text: CLOSURE_SQL,
-      values: [accountId, rootTxHash, maxDepth, after[0], after[1], pageSize],
+      values: [accountId, rootTxHash, maxDepth, after[0], after[1], pageSize, unfinalizedHashedMax],
       rowMode: "array",
     });
     // No root (not the account's payment), or the last page ended the closure exactly.
@@ -201,18 +220,20 @@ function byLevel(rows: readonly TreeRow[]): TreeRow[][] {
 /**
  * The tree under `rootTxHash` as the account sees it; null when the root is not a payment of one
  * of its agents. Read from the closure's pages (one statement unless payments the account does not
- * see fill them), else by the walk.
+ * see fill them), else by the walk. `unfinalizedHashedMax`: see UNFINALIZED_HASHED_MAX (tests
+ * lower it to read statuses by probe on a small forest).
  */
 export async function loadPaymentTree(
   pool: pg.Pool,
   accountId: string,
   rootTxHash: string,
   bounds: TreeBounds,
+  unfinalizedHashedMax = UNFINALIZED_HASHED_MAX,
 ): Promise<PaymentTree | null> {
   checkBounds(bounds);
   const wanted = bounds.nodeLimit + 1;
   const rows =
-    (await closureNodes(pool, accountId, rootTxHash, bounds.maxDepth, wanted, closureReadBound(wanted))) ??
+    (await closureNodes(pool, accountId, rootTxHash, bounds.maxDepth, wanted, closureReadBound(wanted), unfinalizedHashedMax)) ??
     (await walkRows(pool, accountId, rootTxHash, bounds));
   return treeOf(rows, bounds);
 }

@@ -105,8 +105,8 @@ async function baselinePath(dir: string): Promise<Path> {
   return { transact, reserve: store.reserveInTransaction, readUsage: policy.readUsage };
 }
 
-async function reserveOnce(pool: pg.Pool, agentId: string, path: Path): Promise<number> {
-  const started = performance.now();
+/** One reservation's latency, from `started` (its scheduled arrival in the open loop) else from now. */
+async function reserveOnce(pool: pg.Pool, agentId: string, path: Path, started = performance.now()): Promise<number> {
   await path.transact(pool, agentId, async (client) => {
     // The route sets no savepoint of its own (it rolls back whole on an error).
     const r = await path.reserve(client, agentId, request(), new Date(), { savepoint: false });
@@ -166,7 +166,9 @@ async function openLoop(pool: pg.Pool, ids: readonly string[], rate: number, sec
     const wait = due - performance.now();
     // Timers fire at ≥ 1 ms granularity: arrivals due within the same millisecond go together.
     if (wait >= 1) await new Promise((resolve) => setTimeout(resolve, wait));
-    pending.push(reserveOnce(pool, ids[k % ids.length]!, path));
+    // Counted from its due time when sent late, as pgbench -R counts from the scheduled start (the
+    // loop's lag is in), from its sending when sent early.
+    pending.push(reserveOnce(pool, ids[k % ids.length]!, path, Math.min(due, performance.now())));
   }
   const latencies = await Promise.all(pending);
   return { n: latencies.length, ms: performance.now() - started, latencies };

@@ -63,8 +63,8 @@ const NODE_COLUMNS = `t.amount_units::text, t.protocol, t.endpoint_hash,
 // from the payments not yet finalized (`transactions_confirmed`, the newest ~32 slots on a live
 // cluster), read whole and hashed (a probe per node costs more) while they are at most $7; past
 // that (finality not reported for a while), only the page's are probed, so a tree read does not
-// grow with every tenant's unfinalized payments (docs/performance.md); the root's own payments (depth 0)
-// on the first page. Rows of every payer: which ones the account sees is decided in
+// grow with every tenant's unfinalized payments (docs/performance.md); the root's own payments
+// (depth 0) on the first page. Rows of every payer: which ones the account sees is decided in
 // `loadPaymentTree`, from the parent links. A node at maxDepth is cut below if it has a child,
 // probed per node only when the closure holds some payment one level deeper (`below`: one probe
 // instead of one per node of the deepest level, most often the largest).

@@ -57,6 +57,12 @@ type TreeRow = [string, string, string | null, number, string | null, string, "x
 const NODE_COLUMNS = `t.amount_units::text, t.protocol, t.endpoint_hash,
        floor(extract(epoch FROM t."timestamp") * 1000)::text, t.explorer_url`;
 
+/** The page of the root's closure after the page key ($4, $5), at most $6 rows, read while `gate` holds. */
+const closurePage = (columns: string, gate: string): string => `
+  SELECT ${columns} FROM payment_closure
+  WHERE ancestor_tx_hash = $2 AND distance <= $3 AND (distance, descendant_event_id) > ($4::int, $5::bigint) AND ${gate}
+  ORDER BY distance, descendant_event_id LIMIT $6`;
+
 // The descendants of the root, a page at a time: one range scan of payment_closure's primary key
 // (ancestor, distance, descendant), kept by the projection, in (depth, payment) order after the
 // page key ($4, $5), each row carrying its payment's node columns (no lookup per node); its status
@@ -71,16 +77,12 @@ const NODE_COLUMNS = `t.amount_units::text, t.protocol, t.endpoint_hash,
 const CLOSURE_SQL = `
 WITH
 wallets AS MATERIALIZED (SELECT wallet_address, public_id FROM agents WHERE account_id = $1),
-many AS MATERIALIZED (
-  SELECT count(*) > $7::int AS unfinalized FROM (SELECT FROM transactions WHERE status = 'confirmed' LIMIT $7::int + 1) s),
+unfinalized AS MATERIALIZED (SELECT event_id FROM transactions WHERE status = 'confirmed' LIMIT $7::int + 1),
+many AS MATERIALIZED (SELECT count(*) > $7::int AS probed FROM unfinalized),
 confirmed AS MATERIALIZED (
-  SELECT event_id FROM transactions WHERE status = 'confirmed' AND NOT (SELECT unfinalized FROM many)
+  SELECT event_id FROM unfinalized WHERE NOT (SELECT probed FROM many)
   UNION ALL
-  SELECT x.event_id FROM (
-    SELECT descendant_event_id FROM payment_closure
-    WHERE (SELECT unfinalized FROM many) AND ancestor_tx_hash = $2 AND distance <= $3
-      AND (distance, descendant_event_id) > ($4::int, $5::bigint)
-    ORDER BY distance, descendant_event_id LIMIT $6) c
+  SELECT x.event_id FROM (${closurePage("descendant_event_id", "(SELECT probed FROM many)")}) c
   JOIN transactions x ON x.event_id = c.descendant_event_id AND x.status = 'confirmed'),
 root AS MATERIALIZED (
   SELECT t.event_id, a.public_id FROM transactions t JOIN wallets a ON a.wallet_address = t.agent WHERE t.tx_hash = $2),
@@ -94,11 +96,7 @@ SELECT t.descendant_event_id::text, t.tx_hash, t.parent_tx_hash, t.distance, a.p
        CASE WHEN p.event_id IS NULL THEN 'finalized' ELSE 'confirmed' END,
        (t.distance = $3 AND (SELECT deeper FROM below)
         AND EXISTS (SELECT 1 FROM payment_edges x WHERE x.parent_tx_hash = t.tx_hash))
-FROM (
-  SELECT distance, descendant_event_id, ${CLOSURE_NODE_COLUMNS} FROM payment_closure
-  WHERE ancestor_tx_hash = $2 AND distance <= $3 AND (distance, descendant_event_id) > ($4::int, $5::bigint)
-    AND EXISTS (SELECT 1 FROM root)
-  ORDER BY distance, descendant_event_id LIMIT $6) t
+FROM (${closurePage(`distance, descendant_event_id, ${CLOSURE_NODE_COLUMNS}`, "EXISTS (SELECT 1 FROM root)")}) t
 LEFT JOIN wallets a ON a.wallet_address = t.agent
 LEFT JOIN confirmed p ON p.event_id = t.descendant_event_id`;
 

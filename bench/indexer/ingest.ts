@@ -11,8 +11,10 @@
  *   buckets, invocations: a few hundred upserted rows per batch, not one per event) and the
  *   checkpoint are left out of it, so the floor is, if anything, too fast.
  * Batch by batch, the three take turns (order rotated), so the machine's noise falls on all three.
- * History is seeded through the new path, copied row by row to the old path's database and file by
- * file to the floor's (a template copy); then a rebuild of everything at the first and last level.
+ * Then finality, a report per batch's worth of the level's events, against the plan before
+ * migration 061 on the same rows. History is seeded through the new path (finality 32 slots behind
+ * each batch, as live), copied row by row to the old path's database and file by file to the
+ * floor's (a template copy); then a rebuild of everything at the first and last level.
  * Synthetic PaymentRecorded events encoded by the IDL coder.
  *
  *   npm run bench:indexer [-- --events 50000 --batch 2000 --stored 0,1000000 --old true --rebuild true]   (as `npm run indexer` runs: no tsx)
@@ -28,7 +30,7 @@ import { eventPayload } from "../../indexer/decode/payload.js";
 import { type DecodedTransaction, decodeRawTransaction } from "../../indexer/decode/transaction.js";
 import { withTransaction } from "../../indexer/db/database.js";
 import { ingestBatch } from "../../indexer/store/ingest.js";
-import { CLOSURE_NODE_COLUMNS, closureNodeColumnsOf } from "../../indexer/store/projections.js";
+import { CLOSURE_NODE_COLUMNS, closureNodeColumnsOf, projectFinality } from "../../indexer/store/projections.js";
 import { rebuildProjections } from "../../indexer/store/rebuild.js";
 import { decodeEventInstructionData, EVENT_IX_TAG, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../../test/indexer/fresh-database.js";
@@ -55,6 +57,8 @@ const SEED_BATCH = 5_000;
 /** The goal: ingest at least this fast, and at least this share of the floor. */
 const GOAL_EVENTS_PER_S = 50_000;
 const GOAL_FLOOR_SHARE = 0.5;
+/** How far finality trails the newest slot on a live cluster (~32 slots), for the seeded history. */
+const LIVE_FINALITY_LAG = 32n;
 
 const options = { cluster: "devnet" };
 const count = (n: number): string => Math.round(n).toLocaleString("en-US");
@@ -284,9 +288,11 @@ async function seed(dbs: Databases, next: number, to: number): Promise<number> {
     const chunk = Array.from({ length: Math.min(SEED_BATCH, to - at) }, (_, k) =>
       decodeRawTransaction(syntheticTransaction(at + k), PAYMENT_LEDGER_PROGRAM_ID),
     );
+    // As on a live cluster: each run finalizes what lies 32 slots behind its newest.
+    const last = chunk.at(-1)!.slot;
     await ingestBatch(
       dbs.fresh.pool,
-      { transactions: chunk, checkpoint: { source: "bench", slot: chunk.at(-1)!.slot, blockhash: null } },
+      { transactions: chunk, checkpoint: { source: "bench", slot: last, blockhash: null }, finalizedSlot: last - LIVE_FINALITY_LAG },
       options,
     );
     if ((at + SEED_BATCH) % 500_000 < SEED_BATCH) process.stderr.write(`seeded ${count(at + SEED_BATCH)} events\n`);
@@ -310,15 +316,17 @@ async function seed(dbs: Databases, next: number, to: number): Promise<number> {
   return to;
 }
 
-/** One level: EVENTS new events in batches, the three paths taking turns. */
-async function measure(dbs: Databases, first: number, stored: number): Promise<void> {
+/** One level: EVENTS new events in batches, the three paths taking turns; returns each batch's newest slot. */
+async function measure(dbs: Databases, first: number, stored: number): Promise<bigint[]> {
   const decoded = Array.from({ length: EVENTS }, (_, k) =>
     decodeRawTransaction(syntheticTransaction(first + k), PAYMENT_LEDGER_PROGRAM_ID),
   );
   await ensureSlots(dbs.floor.pool, decoded[0]!.slot, decoded.at(-1)!.slot);
   const ms = { new: 0, old: 0, floor: 0 };
+  const newest: bigint[] = [];
   for (let at = 0, turn = 0; at < decoded.length; at += BATCH, turn += 1) {
     const batch = decoded.slice(at, at + BATCH);
+    newest.push(batch.at(-1)!.slot);
     const checkpoint = { source: "bench", slot: batch.at(-1)!.slot, blockhash: null };
     const before = await mark(dbs.fresh.pool);
     const runs: (() => Promise<void>)[] = [
@@ -356,6 +364,41 @@ async function measure(dbs: Databases, first: number, stored: number): Promise<v
     `new / floor: ${(share * 100).toFixed(0)} % | goal >= ${count(GOAL_EVENTS_PER_S)} events/s and >= ${GOAL_FLOOR_SHARE * 100} % of the floor: ${
       newRate >= GOAL_EVENTS_PER_S && share >= GOAL_FLOOR_SHARE ? "met" : "NOT met"
     } (${count(newRate)} events/s, ${(share * 100).toFixed(0)} %)`,
+  );
+  return newest;
+}
+
+/**
+ * Finality reports over a level's events, a batch's worth each (as the live indexer sends one per
+ * committed run): `projectFinality` as it runs, against the same call with
+ * `chain_events_unfinalized` dropped in a transaction rolled back (the plan before migration 061:
+ * the slot index, every event stored below the slot), the old first on the same rows each time.
+ */
+async function finality(pool: pg.Pool, reports: readonly bigint[], stored: number): Promise<void> {
+  const timed = async (slot: bigint, before: boolean): Promise<number> => {
+    const client = await pool.connect();
+    try {
+      await client.query("BEGIN");
+      if (before) await client.query("DROP INDEX chain_events_unfinalized");
+      const start = performance.now();
+      await projectFinality(client, slot);
+      const ms = performance.now() - start;
+      await client.query(before ? "ROLLBACK" : "COMMIT");
+      return ms;
+    } finally {
+      client.release();
+    }
+  };
+  const now: number[] = [];
+  const before: number[] = [];
+  for (const slot of reports) {
+    before.push(await timed(slot, true));
+    now.push(await timed(slot, false));
+  }
+  const p50 = (ms: number[]): number => [...ms].sort((a, b) => a - b)[Math.floor(ms.length / 2)]!;
+  const max = (ms: number[]): number => Math.max(...ms);
+  console.log(
+    `finality report (${count(BATCH)} events each, ${reports.length} reports, ${count(stored)} stored): p50 ${p50(now).toFixed(1)} ms, max ${max(now).toFixed(1)} | before 061 (slot index): p50 ${p50(before).toFixed(1)} ms, max ${max(before).toFixed(1)} (${(p50(before) / p50(now)).toFixed(1)}x)`,
   );
 }
 
@@ -399,7 +442,7 @@ async function run(): Promise<void> {
     for (const [index, stored] of LEVELS.entries()) {
       if (stored > next) next = await seed(dbs, next, stored);
       console.log(`--- ${count(next)} events stored ---`);
-      await measure(dbs, next, next);
+      await finality(dbs.fresh.pool, await measure(dbs, next, next), next);
       next += EVENTS;
       if (flags.rebuild !== "false" && (index === 0 || index === LEVELS.length - 1)) await rebuild(fresh);
     }

@@ -216,12 +216,15 @@ export async function projectSettlements(client: pg.ClientBase, signatures: read
   );
 }
 
+/**
+ * Marks the events up to slot $1 finalized: read from `chain_events_unfinalized` (migration 061),
+ * the newest slots' events, not from every event stored below $1.
+ */
+export const FINALIZE_EVENTS_SQL = "UPDATE chain_events SET finalized = true WHERE slot <= $1 AND NOT finalized RETURNING id";
+
 /** Marks events up to `slot` finalized and their transactions with them. */
 export async function projectFinality(client: pg.ClientBase, slot: bigint): Promise<number> {
-  const marked = await client.query<{ id: string }>(
-    "UPDATE chain_events SET finalized = true WHERE slot <= $1 AND NOT finalized RETURNING id",
-    [slot.toString()],
-  );
+  const marked = await client.query<{ id: string }>(FINALIZE_EVENTS_SQL, [slot.toString()]);
   const ids = marked.rows.map((r) => r.id);
   if (ids.length > 0) {
     await client.query("UPDATE transactions SET status = 'finalized' WHERE event_id IN (SELECT unnest($1::bigint[]))", [ids]);

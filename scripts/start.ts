@@ -70,6 +70,7 @@ async function main(commandLine: readonly string[]): Promise<number> {
       allowPrivateNetworks: true,
       // ... and registering them: loopback only (WEBHOOK_ALLOW_LOOPBACK), never other private ranges.
       allowLoopbackWebhooks: true,
+      keepWarm: true,
     });
     const existing = await accountNamed(system.pool, DEMO_ACCOUNT);
     const demo = existing === null ? await system.createAccount(DEMO_ACCOUNT) : null;

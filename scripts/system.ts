@@ -70,6 +70,11 @@ export interface SystemOptions {
   readonly allowLoopbackWebhooks?: boolean;
   /** Indexer poll interval (ms) for the JSON-RPC source. */
   readonly pollIntervalMs?: number;
+  /**
+   * Keep the pools' connections open through quiet spells (`PoolOptions.keepWarm`): `npm start`
+   * does; off by default, so a test's stopped systems leave no connections behind.
+   */
+  readonly keepWarm?: boolean;
   /** New payee token accounts the authority funds per paying account in 24 h (api/gateway/chain/payee.ts). */
   readonly payeeAccountQuota?: number;
   /**
@@ -120,7 +125,8 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   const { info } = localnet;
   logger.info({ rpcUrl: info.rpcUrl, programId: info.programId.toBase58(), mint: info.mint.toBase58() }, "local ledger ready");
 
-  const pool = createPool(options.databaseUrl);
+  const keepWarm = options.keepWarm === true;
+  const pool = createPool(options.databaseUrl, { keepWarm });
   try {
     await migrate(pool);
     await claimLedger(pool, localnet);
@@ -179,7 +185,7 @@ export async function startSystem(options: SystemOptions): Promise<System> {
   });
   const { wallets, settlement, facilitator, mpp, transfers, cosigned, dispatcher, token } = gateway;
 
-  const readPool = options.databaseReadUrl === undefined ? undefined : createPool(options.databaseReadUrl);
+  const readPool = options.databaseReadUrl === undefined ? undefined : createPool(options.databaseReadUrl, { keepWarm });
   const api = createGatewayServer({
     pool,
     ...(readPool === undefined ? {} : { readPool }),

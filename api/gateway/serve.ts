@@ -34,7 +34,8 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
     network: cluster.network,
     programId: cluster.programId,
   };
-  const pool = createPool(config.databaseUrl);
+  // Warm: the first payments after a quiet spell do not wait for new connections.
+  const pool = createPool(config.databaseUrl, { keepWarm: true });
   await migrate(pool);
   // A database holds one chain's history: refuse a cluster other than the one it was built from.
   await claimChain(pool, await ledger.connection.getGenesisHash());
@@ -58,7 +59,7 @@ export async function serveGateway(config: GatewayConfig): Promise<void> {
     allowPrivateNetworks: config.allowLoopbackWebhooks,
   });
   if (config.allowLoopbackWebhooks) logger.warn("WEBHOOK_ALLOW_LOOPBACK=true: webhooks may reach this machine; local development only");
-  const readPool = config.databaseReadUrl === undefined ? undefined : createPool(config.databaseReadUrl);
+  const readPool = config.databaseReadUrl === undefined ? undefined : createPool(config.databaseReadUrl, { keepWarm: true });
   const ops = useOpsRoutes({
     metrics: createOpsMetrics({
       pool,

@@ -20,13 +20,14 @@ const SHUTDOWN_GRACE_MS = 10_000;
 export async function serveQuery(config: QueryConfig): Promise<void> {
   const logger = pino({ name: "api", level: config.logLevel, mixin: requestIdMixin });
   if (config.workers > 1 && !isWorker()) return superviseWorkers(config, logger);
-  const pool = createPool(config.databaseUrl);
+  // Warm: the first reads after a quiet spell do not wait for new connections.
+  const pool = createPool(config.databaseUrl, { keepWarm: true });
   // Workers find the schema migrated by their primary.
   if (!isWorker()) await migrate(pool);
   const connection = config.balances === undefined ? undefined : new Connection(config.balances.rpcUrl, "confirmed");
   const balances =
     connection === undefined || config.balances === undefined ? undefined : rpcBalanceReader(connection, config.balances.mint);
-  const readPool = config.databaseReadUrl === undefined ? undefined : createPool(config.databaseReadUrl);
+  const readPool = config.databaseReadUrl === undefined ? undefined : createPool(config.databaseReadUrl, { keepWarm: true });
   const ops = useOpsRoutes({
     metrics: createOpsMetrics({ pool, ...(connection === undefined ? {} : { connection }) }),
     readiness: { pool, ...(connection === undefined ? {} : { connection }) },

@@ -10,7 +10,9 @@
  *    (goal p99 < 5 ms);
  * 3. the usage read under the agent's lock as the period grows, at 0, 10,000 and 100,000
  *    reservations spread over the last 24 h: running total, with the 24 h rate-limit count from
- *    running counts (`spend_rate_calls`), against the old count(*) of the window and the old sum.
+ *    running counts (`spend_rate_calls`), against the old count(*) of the window and the old sum;
+ * 4. after a quiet spell longer than the pools' idle timeout: a short burst's latency on the
+ *    services' pool (`createPool` with `keepWarm`) against the same pool without it, interleaved.
  * Each gateway reservation is `reserveInTransaction` (no savepoint) in a READ COMMITTED transaction
  * of the agent's group commit (indexer/db/group-commit.ts), as the authorize route runs it. `--baseline <dir>` adds the same calls to the store of another checkout
  * (`git worktree add <dir> <commit>`, or `git archive <commit> api indexer | tar -x -C <dir>` with
@@ -33,7 +35,7 @@ import { parseArgs } from "node:util";
 import type pg from "pg";
 import { getPolicy, type PaymentRequest, putPolicy, readUsage } from "../../api/shared/policy/index.js";
 import { reserveInTransaction } from "../../api/gateway/reservations/store.js";
-import { withTransaction } from "../../indexer/db/database.js";
+import { createPool, POOL_MAX, withTransaction } from "../../indexer/db/database.js";
 import { groupCommitFor } from "../../indexer/db/group-commit.js";
 import { createFreshDatabase } from "../../test/indexer/fresh-database.js";
 import { type Stats, stats } from "./latency.js";
@@ -56,6 +58,11 @@ const WORKERS = Number(flags.workers ?? flags.pool);
 const RATE = Number(flags.rate);
 const ROUNDS = Number(flags.rounds);
 const SPREAD_AGENTS = 500;
+/** Section 4: idle longer than pg-pool's 10 s timeout, then bursts of QUIET_BURST_S at QUIET_RATE/s. */
+const QUIET_MS = 11_000;
+const QUIET_RATE = 300;
+const QUIET_BURST_S = 0.5;
+const QUIET_ROUNDS = 3;
 const AMOUNT_UNITS = 1_000n;
 const BUDGET_UNITS = 1_000_000_000_000n;
 const PGBENCH = process.env.PGBENCH ?? "pgbench";
@@ -320,6 +327,22 @@ async function run(): Promise<void> {
       add(open.baseline, await openLoop(basePool, spread, RATE, SECONDS, baseline));
     }
 
+    // After a quiet spell: the services' pool kept warm and one that is not, each opened by a
+    // burst, then both idle past pg-pool's 10 s timeout before a burst each (order turned each round).
+    const quietPools = { warm: createPool(db.url, { keepWarm: true }), cold: createPool(db.url) };
+    const afterQuiet = { warm: emptyRun(), cold: emptyRun() };
+    try {
+      for (const quietPool of Object.values(quietPools)) await openLoop(quietPool, spread, QUIET_RATE, QUIET_BURST_S, current);
+      for (let round = 0; round < QUIET_ROUNDS; round += 1) {
+        await new Promise((resolve) => setTimeout(resolve, QUIET_MS));
+        for (const which of round % 2 === 0 ? (["cold", "warm"] as const) : (["warm", "cold"] as const)) {
+          add(afterQuiet[which], await openLoop(quietPools[which], spread, QUIET_RATE, QUIET_BURST_S, current));
+        }
+      }
+    } finally {
+      await Promise.all(Object.values(quietPools).map((quietPool) => quietPool.end()));
+    }
+
     // The usage read as the period grows: one agent's period filled by bulk inserts spread over
     // the last 24 h (the triggers keep its total and its rate counts), each read timed at each size.
     const growth: { size: number; total: Stats; rated: Stats; baselineRated: Stats | null; counted: Stats; summed: Stats }[] = [];
@@ -404,6 +427,15 @@ async function run(): Promise<void> {
     if (baseline !== null) console.log(line("gateway path, baseline tree", open.baseline));
     const openP99 = stats(open.current.latencies).p99;
     console.log(`  goal p99 < 5 ms: ${verdict(openP99 < 5)}`);
+    console.log(
+      `\nafter ${QUIET_MS / 1000} s idle: ${QUIET_RATE}/s offered for ${QUIET_BURST_S} s, ${QUIET_ROUNDS} rounds (the services' pool, ${POOL_MAX} connections; open loop)`,
+    );
+    const quietLine = (label: string, run: Run): string => {
+      const s = stats(run.latencies);
+      return `    ${label.padEnd(30)} p50 ${f(s.p50).padStart(6)} ms   p99 ${f(s.p99).padStart(6)} ms   max ${f(Math.max(...run.latencies)).padStart(6)} ms`;
+    };
+    console.log(quietLine("kept warm (keepWarm)", afterQuiet.warm));
+    console.log(quietLine("not kept warm (before)", afterQuiet.cold));
     console.log("\nusage read of one agent as its period grows, reservations spread over the last 24 h (p50 / p99 ms)");
     console.log(
       `  reservations   usage, no rate limit   usage + 24 h rate count   ${baseline === null ? "" : "baseline tree's usage + rate   "}count(*) of the window alone   sum over the period alone`,

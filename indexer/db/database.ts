@@ -23,10 +23,30 @@ export function readReplicaPool(): pg.Pool | undefined {
   return url === undefined || url === "" ? undefined : createPool(url);
 }
 
-export function createPool(url: string = databaseUrl()): pg.Pool {
+export interface PoolOptions {
+  /**
+   * Keep every connection once opened, however long it idles (pg-pool's `min` at the pool's
+   * `max`), in this pool and in its siblings: for a service, whose first requests after a quiet
+   * spell would otherwise open them again (connection, authentication, named statements
+   * prepared anew). After 11 s idle, a burst's first reservations took 60-110 ms against 2-6 ms
+   * warm (docs/performance.md, "after a quiet spell"). Off for scripts and tests, whose pools
+   * close their connections 10 s after their last query.
+   */
+  readonly keepWarm?: boolean;
+}
+
+/** Connections a pool of `createPool` opens at most. */
+export const POOL_MAX = 4;
+
+export function createPool(url: string = databaseUrl(), options: PoolOptions = {}): pg.Pool {
   // JIT compilation costs ~0.6 s per statement that crosses its cost threshold (the projections'
   // set-based statements do), far more than they take to run: off for the indexer's sessions.
-  const pool = new pg.Pool({ connectionString: url, max: 4, options: "-c jit=off" });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: POOL_MAX,
+    options: "-c jit=off",
+    ...(options.keepWarm === true ? { min: POOL_MAX } : {}),
+  });
   // An idle client whose connection ends (a server restart, a terminated backend, a dropped test
   // database) is reported as an 'error' event on the pool; without a listener Node treats it as
   // an unhandled error and the process dies. The pool has already discarded that client, and the
@@ -42,7 +62,8 @@ export function createPool(url: string = databaseUrl()): pg.Pool {
 
 /**
  * A second pool on `pool`'s server and options, with `overrides` (its own bound, idle timeout or
- * pg's `pipeline` mode): for connections that must not be taken from `pool` itself. Nobody ends
+ * pg's `pipeline` mode): for connections that must not be taken from `pool` itself. It keeps as
+ * many warm as `pool` does (`keepWarm`), beyond those its own idle timeout applies. Nobody ends
  * it, so its idle connections never keep the process alive; a connection the server drops, idle
  * or held, never kills the process (its holder's next query fails, and the pool discards it).
  */

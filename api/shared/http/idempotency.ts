@@ -199,7 +199,8 @@ const lockPools = new WeakMap<pg.Pool, pg.Pool>();
 async function lockConnection(store: IdempotencyStore): Promise<pg.PoolClient> {
   let pool = lockPools.get(store.pool);
   if (pool === undefined) {
-    // Idle connections close within a second, so a stopped server leaves none behind for long.
+    // Idle connections beyond a service's warm ones close within a second, so a stopped server
+    // leaves few behind for long.
     pool = siblingPool(store.pool, { max: IDEMPOTENCY_LOCK_CONNECTIONS, idleTimeoutMillis: 1_000 });
     lockPools.set(store.pool, pool);
   }

@@ -17,13 +17,15 @@
  * replayed: another method, path, media type or Accept, an Origin (CORS), no Authorization (the
  * dashboard's session cookie), a body refused by the strict reader, a refused key, a document
  * that does not parse or validate, a subscription, several operations, and any result carrying
- * errors (queries read only, so yoga runs it again and answers with its own statuses, masking
- * and formats). Every answer is therefore the one yoga gives (test/api/direct-graphql.test.ts).
+ * errors or extensions. Such a result goes along with the request, and yoga, reaching the same
+ * document, takes it instead of executing again (`useDirectResult`), then answers with its own
+ * statuses, masking and formats. Every answer is therefore the one yoga gives, and each query runs
+ * once (test/api/direct-graphql.test.ts).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { type DocumentNode, type GraphQLError, parse } from "graphql";
+import { type DocumentNode, type ExecutionResult, type GraphQLError, parse } from "graphql";
 import { type CompiledQuery, compileQuery, isCompiledQuery } from "graphql-jit";
-import type { YogaServerInstance } from "graphql-yoga";
+import type { Plugin, YogaServerInstance } from "graphql-yoga";
 import { authenticate, type Caller } from "../shared/auth.js";
 import type { OpsRoutes } from "../shared/ops/index.js";
 import { type ApiContext, type ApiDependencies, createContext } from "./context.js";
@@ -63,6 +65,28 @@ export interface DirectGraphqlOptions {
 }
 
 type Handler = (request: IncomingMessage, response: ServerResponse) => void;
+
+/** Where a request handed to yoga carries the result the direct path already executed. */
+const EXECUTED = Symbol("direct-graphql.executed");
+type CarryingRequest = IncomingMessage & { [EXECUTED]?: ExecutionResult };
+
+/**
+ * Yoga's plugin for the direct path's hand-offs: a request carrying its executed result gets it
+ * from yoga's execute step instead of a second execution (the same document, validated by the
+ * same rules). Listed after graphql-jit's plugin, whose executor it replaces for that request;
+ * the plugins after it (masked errors) see the result as they would have.
+ */
+export function useDirectResult(): Plugin<{ req?: CarryingRequest }> {
+  return {
+    onExecute({ args, setExecuteFn }) {
+      const request = (args.contextValue as { req?: CarryingRequest }).req;
+      const executed = request?.[EXECUTED];
+      if (request === undefined || executed === undefined) return;
+      delete request[EXECUTED];
+      setExecuteFn(() => executed);
+    },
+  };
+}
 
 /** The whole body, or a rejection when the request ends before it (the client went away). */
 function readBody(request: IncomingMessage): Promise<Buffer> {
@@ -157,7 +181,11 @@ export function directGraphqlHandler(options: DirectGraphqlOptions): Handler {
     const document = documents.get(text, compile);
     if (document === null || (params.operationName !== undefined && params.operationName !== document.operationName)) return false;
     const result = await document.query.query(undefined, createContext(deps, caller), params.variables);
-    if ((result.errors !== undefined && result.errors.length > 0) || result.extensions !== undefined) return false;
+    if ((result.errors !== undefined && result.errors.length > 0) || result.extensions !== undefined) {
+      // Yoga answers it, from this result (`useDirectResult`).
+      (request as CarryingRequest)[EXECUTED] = result as ExecutionResult;
+      return false;
+    }
     // Yoga serializes a compiled query's result with the compiled stringify too.
     // Encoded once: its length and the bytes written come from the same buffer.
     const json = Buffer.from(document.query.stringify(result));

@@ -23,7 +23,7 @@ import type { BalanceReader } from "../shared/balances.js";
 import { isErrorCode } from "../shared/errors.js";
 import type { OpsRoutes } from "../shared/ops/index.js";
 import { type ApiContext, type ApiDependencies, createContext } from "./context.js";
-import { directGraphqlHandler } from "./direct-graphql.js";
+import { directGraphqlHandler, useDirectResult } from "./direct-graphql.js";
 import { useGraphqlRequestLimits } from "./graphql-request.js";
 import { useQueryLimits } from "./limits.js";
 import { LiveFeed } from "./live-feed.js";
@@ -126,6 +126,8 @@ export function createApiServer(options: ApiServerOptions): ApiServer {
       ...(options.compiledExecutor === false
         ? []
         : [useGraphQlJit({}, { enableIf: (args) => getOperationAST(args.document, args.operationName)?.operation === "query" })]),
+      // After graphql-jit: the result the direct path executed for a request it hands on.
+      useDirectResult(),
     ],
     // Unexpected errors reach the client as "Unexpected error." (no internals); the log has them.
     maskedErrors: {

@@ -318,6 +318,81 @@ describe("the direct path's request scope", () => {
   });
 });
 
+describe("a query whose result carries errors", () => {
+  it("runs once: yoga answers it from the direct path's result, as it would have", async () => {
+    /** While set, the read pools' statements fail with an error no client may see. */
+    let failing = false;
+    /** A read pool counting the statements sent through it. */
+    const counted = (): { pool: typeof db.pool; statements: () => number } => {
+      let statements = 0;
+      const pool = new Proxy(db.pool, {
+        get(target, property) {
+          if (property === "query") {
+            return (...args: unknown[]) => {
+              statements += 1;
+              if (failing) return Promise.reject(new Error("internal detail: connection to 10.0.0.7 lost"));
+              return (target.query as (...a: unknown[]) => unknown)(...args);
+            };
+          }
+          const value: unknown = Reflect.get(target, property, target);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+      return { pool, statements: () => statements };
+    };
+    const reads = { direct: counted(), reference: counted() };
+    const common = { pool: db.pool, databaseUrl: db.url, liveFeed: false, now: () => NOW } as const;
+    const servers = {
+      direct: createApiServer({ ...common, readPool: reads.direct.pool }),
+      reference: createApiServer({ ...common, readPool: reads.reference.pool, directPath: false }),
+    };
+    try {
+      const at = { direct: await servers.direct.listen(0), reference: await servers.reference.listen(0) };
+      const notFound = (answer: Answer): void => expect(codes(answer)).toContain("NOT_FOUND");
+      const cases: { name: string; sent: Sent; fails?: true; check: (answer: Answer) => void }[] = [
+        { name: "not found", sent: post({ query: '{ wallet(agentId: "nope") { agentId } }' }), check: notFound },
+        { name: "data and an error", sent: post({ query: '{ agents { agentId } wallet(agentId: "nope") { agentId } }' }), check: notFound },
+        {
+          name: "data and an error, variables",
+          sent: post({
+            query: TRANSACTIONS.replace("{ transactions", '{ w: wallet(agentId: "nope") { agentId } transactions'),
+            variables: { limit: 3 },
+          }),
+          check: notFound,
+        },
+        {
+          name: "an unexpected error, masked",
+          sent: post({ query: "{ agents { agentId } }" }),
+          fails: true,
+          check: (answer) => {
+            expect(answer.body).toContain("Unexpected error.");
+            expect(answer.body).not.toContain("internal detail");
+          },
+        },
+      ];
+      let statements = 0;
+      for (const [k, { name, sent: unnamed, fails, check }] of cases.entries()) {
+        const sent: Sent = { ...unnamed, headers: { "x-request-id": `once-${k}`, ...unnamed.headers } };
+        // Once to fill the key caches (authentication reads the primary, not these pools), then counted.
+        for (const side of ["direct", "reference"] as const) await send(at[side], sent);
+        const before = { direct: reads.direct.statements(), reference: reads.reference.statements() };
+        failing = fails === true;
+        const answers = { direct: await send(at.direct, sent), reference: await send(at.reference, sent) };
+        failing = false;
+        expect(answers.direct, name).toEqual(answers.reference);
+        check(answers.direct);
+        const ran = { direct: reads.direct.statements() - before.direct, reference: reads.reference.statements() - before.reference };
+        expect(ran.direct, name).toBe(ran.reference);
+        statements += ran.reference;
+      }
+      expect(statements).toBeGreaterThan(0);
+    } finally {
+      await servers.direct.close();
+      await servers.reference.close();
+    }
+  });
+});
+
 describe("the compiled documents the direct path holds", () => {
   it("are bounded, the least recently used dropped first, each made once while held", () => {
     const cache = new RecentlyUsed<string>(3);

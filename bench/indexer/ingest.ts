@@ -35,6 +35,7 @@ import { rebuildProjections } from "../../indexer/store/rebuild.js";
 import { decodeEventInstructionData, EVENT_IX_TAG, PAYMENT_LEDGER_PROGRAM_ID } from "../../programs/payment_ledger/ts/index.js";
 import { createFreshDatabase, type FreshDatabase } from "../../test/indexer/fresh-database.js";
 import { ingestBatchJsonb, JSONB_SCHEMA } from "../../test/indexer/jsonb-ingest.js";
+import { stats } from "../gateway/latency.js";
 import { syntheticTransaction } from "./synthetic.js";
 
 const { values: flags } = parseArgs({
@@ -326,8 +327,8 @@ async function measure(dbs: Databases, first: number, stored: number): Promise<b
   const newest: bigint[] = [];
   for (let at = 0, turn = 0; at < decoded.length; at += BATCH, turn += 1) {
     const batch = decoded.slice(at, at + BATCH);
-    newest.push(batch.at(-1)!.slot);
     const checkpoint = { source: "bench", slot: batch.at(-1)!.slot, blockhash: null };
+    newest.push(checkpoint.slot);
     const before = await mark(dbs.fresh.pool);
     const runs: (() => Promise<void>)[] = [
       async () => {
@@ -389,16 +390,15 @@ async function finality(pool: pg.Pool, reports: readonly bigint[], stored: numbe
       client.release();
     }
   };
-  const now: number[] = [];
-  const before: number[] = [];
+  const nowMs: number[] = [];
+  const beforeMs: number[] = [];
   for (const slot of reports) {
-    before.push(await timed(slot, true));
-    now.push(await timed(slot, false));
+    beforeMs.push(await timed(slot, true));
+    nowMs.push(await timed(slot, false));
   }
-  const p50 = (ms: number[]): number => [...ms].sort((a, b) => a - b)[Math.floor(ms.length / 2)]!;
-  const max = (ms: number[]): number => Math.max(...ms);
+  const [now, before] = [stats(nowMs), stats(beforeMs)];
   console.log(
-    `finality report (${count(BATCH)} events each, ${reports.length} reports, ${count(stored)} stored): p50 ${p50(now).toFixed(1)} ms, max ${max(now).toFixed(1)} | before 061 (slot index): p50 ${p50(before).toFixed(1)} ms, max ${max(before).toFixed(1)} (${(p50(before) / p50(now)).toFixed(1)}x)`,
+    `finality report (${count(BATCH)} events each, ${reports.length} reports, ${count(stored)} stored): p50 ${now.p50.toFixed(1)} ms, max ${now.max.toFixed(1)} | before 061 (slot index): p50 ${before.p50.toFixed(1)} ms, max ${before.max.toFixed(1)} (${(before.p50 / now.p50).toFixed(1)}x)`,
   );
 }
 

@@ -286,22 +286,28 @@ describe("the direct path answers as yoga does", () => {
   });
 });
 
+/** `db.pool` calling `onQuery` before each `query`; an error it returns fails that statement instead. */
+function watchedPool(onQuery: () => Error | undefined): typeof db.pool {
+  return new Proxy(db.pool, {
+    get(target, property) {
+      if (property === "query") {
+        return (...args: unknown[]) => {
+          const failure = onQuery();
+          if (failure !== undefined) return Promise.reject(failure);
+          return (target.query as (...a: unknown[]) => unknown)(...args);
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
 describe("the direct path's request scope", () => {
   it("reads run inside the request's id scope, as on yoga's path (its id on every log line)", async () => {
     const seen: (string | undefined)[] = [];
     // The read pool, watched: the request id each statement of the listing runs under.
-    const readPool = new Proxy(db.pool, {
-      get(target, property) {
-        if (property === "query") {
-          return (...args: unknown[]) => {
-            seen.push(currentRequestId());
-            return (target.query as (...a: unknown[]) => unknown)(...args);
-          };
-        }
-        const value: unknown = Reflect.get(target, property, target);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
+    const readPool = watchedPool(() => void seen.push(currentRequestId()));
     const server = createApiServer({ pool: db.pool, readPool, databaseUrl: db.url, liveFeed: false, now: () => NOW });
     try {
       const port = await server.listen(0);
@@ -325,18 +331,9 @@ describe("a query whose result carries errors", () => {
     /** A read pool counting the statements sent through it. */
     const counted = (): { pool: typeof db.pool; statements: () => number } => {
       let statements = 0;
-      const pool = new Proxy(db.pool, {
-        get(target, property) {
-          if (property === "query") {
-            return (...args: unknown[]) => {
-              statements += 1;
-              if (failing) return Promise.reject(new Error("internal detail: connection to 10.0.0.7 lost"));
-              return (target.query as (...a: unknown[]) => unknown)(...args);
-            };
-          }
-          const value: unknown = Reflect.get(target, property, target);
-          return typeof value === "function" ? value.bind(target) : value;
-        },
+      const pool = watchedPool(() => {
+        statements += 1;
+        return failing ? new Error("internal detail: connection to 10.0.0.7 lost") : undefined;
       });
       return { pool, statements: () => statements };
     };
